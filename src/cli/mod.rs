@@ -1,0 +1,85 @@
+//! The `ralph` command line: one module per subcommand. This is the binary's edge,
+//! so subcommands return `anyhow::Result`.
+
+pub mod agent;
+pub mod controller;
+pub mod crds;
+pub mod run;
+pub mod runner;
+pub mod sidecar;
+pub mod status;
+pub mod task;
+pub mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ralph: autonomous coding-agent loops, on Kubernetes or on one machine.
+#[derive(Debug, Parser)]
+#[command(name = "ralph", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `ralph=debug`.
+    #[arg(long, global = true, env = "RALPH_LOG", default_value = "info")]
+    pub log: String,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, global = true, env = "RALPH_LOG_JSON")]
+    pub log_json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check Feature/Task manifests (schema and DAG) and print the plan.
+    Validate(validate::Args),
+    /// Print the CustomResourceDefinition YAML for Feature and Task.
+    Crds(crds::Args),
+    /// Run a feature on this machine, without a cluster (the embedded default).
+    Run(run::Args),
+    /// Show the state of a local run.
+    Status(status::Args),
+    /// Inspect or change tasks of a local run.
+    #[command(subcommand)]
+    Task(task::Command),
+    /// Drive one agent attempt over ACP and report its result (used in agent Pods).
+    Runner(runner::Args),
+    /// Built-in ACP agents.
+    #[command(subcommand)]
+    Agent(agent::Command),
+    /// Run the Kubernetes controller.
+    Controller(controller::Args),
+    /// Renew an attempt's claim Lease while the runner's heartbeat is fresh (agent Pod sidecar).
+    Sidecar(sidecar::Args),
+}
+
+/// Runs one parsed subcommand; the exit code is the subcommand's documented outcome.
+pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Validate(args) => validate::run(args).await,
+        Command::Crds(args) => crds::run(args).await,
+        Command::Run(args) => run::run(args).await,
+        Command::Status(args) => status::run(args).await,
+        Command::Task(command) => task::run(command).await,
+        Command::Runner(args) => runner::run(args).await,
+        Command::Agent(command) => agent::run(command).await,
+        Command::Controller(args) => controller::run(args).await,
+        Command::Sidecar(args) => sidecar::run(args).await,
+    }
+}
+
+/// Installs the tracing subscriber on stderr (stdout is reserved for command output
+/// and, in `ralph agent`, for the ACP stream).
+pub fn init_tracing(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if cli.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

@@ -1,0 +1,1 @@
+//! Kubernetes controllers: Feature, Task, claim Leases, agent Pod builder, status.

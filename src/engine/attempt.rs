@@ -1,0 +1,158 @@
+//! The result of one agent attempt, as the runner reports it (the termination message of
+//! the agent container, or the result file in local mode) and as the policy reads it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::sigils::Sigils;
+
+/// Version of the [`AttemptResult`] document; bumped on an incompatible change.
+pub const RESULT_SCHEMA_VERSION: u32 = 1;
+
+/// Largest serialized [`AttemptResult`] the runner writes (the kubelet's termination-message limit).
+pub const RESULT_MAX_BYTES: usize = 4096;
+
+/// Why the agent's prompt turn ended (ACP `StopReason`, plus what the runner mapped onto it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The agent finished its turn.
+    EndTurn,
+    /// The model hit its output token limit.
+    MaxTokens,
+    /// The agent hit its limit of model requests in one turn.
+    MaxTurnRequests,
+    /// The agent refused to continue.
+    Refusal,
+    /// The turn was cancelled by the client (`session/cancel`).
+    Cancelled,
+    /// A stop reason this version does not know, kept verbatim.
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// How the agent process and its turn ended, as the runner classifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OutcomeClass {
+    /// The prompt turn returned a stop reason; the sigils say what the agent claims.
+    Finished,
+    /// The agent crashed: non-zero exit, no output, a crash pattern, or a hang past a timeout.
+    Crashed,
+    /// The agent ran out of quota or hit a usage limit; not the task's fault.
+    Exhausted,
+    /// The attempt was cancelled (runner signalled, or the user suspended the feature).
+    Cancelled,
+}
+
+/// Token and cost usage of one attempt (or a sum of attempts).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Input (prompt) tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Cost in US dollars, when the agent reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// Adds another usage record to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+
+    /// Input plus output tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// The agent ran out of quota; it should not be used again before `reset_at`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exhaustion {
+    /// What the agent said (truncated).
+    pub message: String,
+    /// When the quota resets, as Unix seconds, when the message says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_at: Option<i64>,
+}
+
+/// When the attempt ran, in Unix milliseconds and durations.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// When the runner started, Unix milliseconds.
+    pub started_at_ms: i64,
+    /// When the runner finished, Unix milliseconds.
+    pub ended_at_ms: i64,
+    /// From runner start to the agent's answer to `initialize`, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialize_ms: Option<u64>,
+}
+
+/// The compact, versioned report of one attempt (at most [`RESULT_MAX_BYTES`] as JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptResult {
+    /// Schema version, [`RESULT_SCHEMA_VERSION`].
+    pub version: u32,
+    /// The task the attempt was for.
+    pub task: String,
+    /// The attempt identity (e.g. `<task>-a<N>`), as given to the runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<String>,
+    /// How the attempt ended, as the runner classifies it.
+    pub outcome: OutcomeClass,
+    /// The stop reason of the prompt turn, when the agent answered one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// The agent process's exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the agent process, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Sigils found in the agent's messages of this prompt turn.
+    #[serde(default)]
+    pub sigils: Sigils,
+    /// A short summary of a crash (exit code, first stderr line, matched pattern, timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<String>,
+    /// Set when the agent reported a usage limit or exhausted quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exhaustion: Option<Exhaustion>,
+    /// The agent's name and version, from `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The model the agent used, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Tokens and cost.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Start, end and latency figures.
+    #[serde(default)]
+    pub timings: Timings,
+    /// Names of fields shortened to keep the document under [`RESULT_MAX_BYTES`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated: Vec<String>,
+}

@@ -1,0 +1,9 @@
+//! Pure logic shared by the controller and the local mode: no I/O, no clock
+//! (the current time is always an argument).
+
+pub mod attempt;
+pub mod backoff;
+pub mod dag;
+pub mod policy;
+pub mod prompt;
+pub mod sigils;

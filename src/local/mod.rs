@@ -1,0 +1,1 @@
+//! The embedded default: a local store and process executor driving the same engine.
