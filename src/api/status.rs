@@ -284,3 +284,58 @@ pub struct FeatureStatus {
     #[serde(default)]
     pub usage: Usage,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(number: u32) -> AttemptRecord {
+        AttemptRecord {
+            number,
+            ..AttemptRecord::default()
+        }
+    }
+
+    #[test]
+    fn push_attempt_keeps_only_the_most_recent_records() {
+        let mut status = TaskStatus::default();
+        for number in 1..=13 {
+            status.push_attempt(record(number));
+        }
+        let numbers: Vec<u32> = status.attempts.iter().map(|a| a.number).collect();
+        assert_eq!(numbers, (4..=13).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn push_attempt_below_the_bound_keeps_everything() {
+        let mut status = TaskStatus::default();
+        status.push_attempt(record(1));
+        status.push_attempt(record(2));
+        assert_eq!(status.attempts.len(), 2);
+    }
+
+    #[test]
+    fn empty_status_serializes_to_phase_and_counters_only() {
+        let json = match serde_json::to_value(TaskStatus::default()) {
+            Ok(json) => json,
+            Err(error) => panic!("{error}"),
+        };
+        assert_eq!(json["phase"], "Pending");
+        assert!(json.get("claim").is_none());
+        assert!(json.get("attempts").is_none());
+    }
+
+    #[test]
+    fn attempt_outcomes_serialize_in_camel_case() {
+        let json = serde_json::to_value(AttemptOutcome::StoppedFeature).ok();
+        assert_eq!(json, Some(serde_json::json!("stoppedFeature")));
+    }
+
+    #[test]
+    fn feature_phase_follows_the_outcome() {
+        assert_eq!(
+            FeaturePhase::from(FeatureOutcome::LimitReached),
+            FeaturePhase::LimitReached
+        );
+    }
+}

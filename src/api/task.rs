@@ -120,3 +120,128 @@ pub fn desired_tasks(feature: &Feature) -> Result<Vec<Task>, DesiredTasksError> 
         .collect();
     Ok(tasks)
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+
+    use super::*;
+    use crate::api::{AgentSpec, FeatureSpec, TaskTemplate};
+
+    fn template(name: &str, depends_on: &[&str], parent: Option<&str>) -> TaskTemplate {
+        TaskTemplate {
+            name: name.to_owned(),
+            fields: TaskFields {
+                title: format!("title of {name}"),
+                depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
+                parent: parent.map(str::to_owned),
+                priority: 3,
+                ..TaskFields::default()
+            },
+        }
+    }
+
+    fn feature(tasks: Vec<TaskTemplate>) -> Feature {
+        let spec: FeatureSpec = match serde_json::from_value(serde_json::json!({
+            "agent": {"command": ["claude-agent-acp"]}
+        })) {
+            Ok(spec) => spec,
+            Err(error) => panic!("test spec does not parse: {error}"),
+        };
+        let mut feature = Feature::new("hello", FeatureSpec { tasks, ..spec });
+        feature.metadata = ObjectMeta {
+            name: Some("hello".into()),
+            namespace: Some("team-a".into()),
+            uid: Some("0b5c-uid".into()),
+            ..ObjectMeta::default()
+        };
+        feature
+    }
+
+    fn desired(feature: &Feature) -> Vec<Task> {
+        match desired_tasks(feature) {
+            Ok(tasks) => tasks,
+            Err(error) => panic!("desired_tasks failed: {error}"),
+        }
+    }
+
+    #[test]
+    fn task_object_name_prefixes_the_template_with_the_feature() {
+        assert_eq!(task_object_name("hello", "write-test"), "hello-write-test");
+    }
+
+    #[test]
+    fn desired_tasks_creates_one_task_per_template_in_template_order() {
+        let tasks = desired(&feature(vec![
+            template("a", &[], None),
+            template("b", &[], None),
+        ]));
+        let names: Vec<_> = tasks.iter().map(|t| t.name_any()).collect();
+        assert_eq!(names, ["hello-a", "hello-b"]);
+    }
+
+    #[test]
+    fn desired_tasks_rewrites_dependencies_and_parent_to_object_names() {
+        let tasks = desired(&feature(vec![
+            template("epic", &[], None),
+            template("a", &[], Some("epic")),
+            template("b", &["a"], Some("epic")),
+        ]));
+        assert_eq!(tasks[2].spec.fields.depends_on, ["hello-a"]);
+        assert_eq!(tasks[2].spec.fields.parent.as_deref(), Some("hello-epic"));
+    }
+
+    #[test]
+    fn desired_tasks_keeps_the_rest_of_the_template() {
+        let tasks = desired(&feature(vec![template("a", &[], None)]));
+        assert_eq!(tasks[0].spec.feature_ref, "hello");
+        assert_eq!(tasks[0].spec.fields.title, "title of a");
+        assert_eq!(tasks[0].spec.fields.priority, 3);
+    }
+
+    #[test]
+    fn desired_tasks_labels_tasks_with_feature_and_template() {
+        let tasks = desired(&feature(vec![template("a", &[], None)]));
+        let labels = tasks[0].labels();
+        assert_eq!(labels.get(FEATURE_LABEL).map(String::as_str), Some("hello"));
+        assert_eq!(labels.get(TASK_LABEL).map(String::as_str), Some("a"));
+        assert_eq!(tasks[0].namespace().as_deref(), Some("team-a"));
+    }
+
+    #[test]
+    fn desired_tasks_are_controlled_by_the_feature() {
+        let tasks = desired(&feature(vec![template("a", &[], None)]));
+        let owners = tasks[0].owner_references();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].kind, "Feature");
+        assert_eq!(owners[0].uid, "0b5c-uid");
+        assert_eq!(owners[0].controller, Some(true));
+    }
+
+    #[test]
+    fn desired_tasks_requires_the_feature_uid() {
+        let mut feature = feature(vec![template("a", &[], None)]);
+        feature.metadata.uid = None;
+        assert_eq!(
+            desired_tasks(&feature),
+            Err(DesiredTasksError::MissingUid {
+                feature: "hello".into()
+            })
+        );
+    }
+
+    #[test]
+    fn desired_tasks_of_an_empty_plan_is_empty() {
+        assert!(desired(&feature(Vec::new())).is_empty());
+    }
+
+    #[test]
+    fn agent_spec_defaults_apply_when_fields_are_missing() {
+        let agent: AgentSpec = match serde_json::from_value(serde_json::json!({"command": ["x"]})) {
+            Ok(agent) => agent,
+            Err(error) => panic!("{error}"),
+        };
+        assert_eq!(agent.idle_timeout_seconds, 600);
+        assert_eq!(agent.total_timeout_seconds, 3600);
+    }
+}
