@@ -220,7 +220,7 @@ fn read_object(
         "Task" => "Task",
         other => {
             return Err(vec![ManifestError::Kind {
-                location: source.at(None),
+                location: source.at(source.line_of_key("kind")),
                 found: other.to_owned(),
             }]);
         }
@@ -228,7 +228,7 @@ fn read_object(
     let api_version = value.get("apiVersion").and_then(Value::as_str);
     if api_version != Some(API_VERSION) {
         return Err(vec![ManifestError::ApiVersion {
-            location: source.at(None),
+            location: source.at(source.line_of_key("apiVersion")),
             kind: kind.to_owned(),
             found: api_version.map_or_else(|| "<none>".to_owned(), str::to_owned),
         }]);
@@ -377,4 +377,52 @@ fn reject_duplicates(manifests: &Manifests, errors: &mut Vec<ManifestError>) {
     }
     check("Feature", manifests.features.iter(), errors);
     check("Task", manifests.tasks.iter(), errors);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn starts(text: &str) -> Vec<(usize, usize)> {
+        split_documents(text)
+            .iter()
+            .map(|chunk| (chunk.first_line, chunk.object_line()))
+            .collect()
+    }
+
+    #[test]
+    fn a_single_document_starts_at_line_one() {
+        assert_eq!(starts("a: 1\n"), [(1, 1)]);
+    }
+
+    #[test]
+    fn each_marker_line_starts_a_document() {
+        assert_eq!(
+            starts("a: 1\n---\nb: 2\n---\nc: 3\n"),
+            [(1, 1), (2, 3), (4, 5)]
+        );
+    }
+
+    #[test]
+    fn a_leading_marker_does_not_make_an_empty_first_document() {
+        assert_eq!(starts("---\na: 1\n"), [(1, 2)]);
+    }
+
+    #[test]
+    fn the_object_line_skips_comments_and_blank_lines() {
+        assert_eq!(starts("# header\n\napiVersion: v1\n"), [(1, 3)]);
+    }
+
+    #[test]
+    fn dashes_inside_a_line_are_not_a_marker() {
+        assert_eq!(starts("a: ---\nb: x---\n").len(), 1);
+    }
+
+    #[test]
+    fn the_parser_position_is_stripped_from_messages() {
+        assert_eq!(
+            strip_position("mapping values are not allowed in this context at line 3 column 7"),
+            "mapping values are not allowed in this context"
+        );
+    }
 }
