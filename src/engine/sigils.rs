@@ -50,6 +50,9 @@ pub struct Sigils {
     /// `<task-failed>ID</task-failed>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_failed: Option<String>,
+    /// The agent's reason given with `<task-failed>` (text next to the tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_failed_reason: Option<String>,
     /// `<promise>COMPLETE|FAILURE</promise>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promise: Option<Promise>,
