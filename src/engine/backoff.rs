@@ -88,7 +88,10 @@ mod tests {
 
     #[test]
     fn delay_is_capped_jitter_included() {
-        let policy = RetryPolicy { cap: secs(325), ..RetryPolicy::default() };
+        let policy = RetryPolicy {
+            cap: secs(325),
+            ..RetryPolicy::default()
+        };
         assert_eq!(policy.delay(5, 0.0), secs(320));
         assert_eq!(policy.delay(5, 0.9), secs(325));
         assert_eq!(RetryPolicy::default().delay(6, 0.0), secs(600));

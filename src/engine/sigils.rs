@@ -302,3 +302,6 @@ fn knowledge(attributes: &[(String, String)], body: &str) -> Option<Knowledge> {
         body: body.to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests;
