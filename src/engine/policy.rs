@@ -505,3 +505,6 @@ fn bounded(text: &str) -> String {
         None => text.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests;
