@@ -113,6 +113,26 @@ pub fn is_valid_task_id(id: &str) -> bool {
         && bytes.last().is_some_and(alphanumeric)
 }
 
+/// Rewrites every sigil tag in `text` (opening or closing) so it can never parse: its `<`
+/// becomes `&lt;`. For user text embedded in a prompt.
+pub fn defuse(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(lt) = rest.find('<') {
+        out.push_str(&rest[..lt]);
+        let after = &rest[lt + 1..];
+        let name = after.strip_prefix('/').unwrap_or(after);
+        if TagName::ALL.iter().any(|tag| name.starts_with(tag.name())) {
+            out.push_str("&lt;");
+        } else {
+            out.push('<');
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Whether `text` is a template placeholder such as `{TASK_ID}` (uppercase, digits, `_`, `|`).
 pub fn is_placeholder(text: &str) -> bool {
     text.strip_prefix('{')

@@ -22,7 +22,7 @@ pub(super) enum TagName {
 }
 
 impl TagName {
-    const ALL: [Self; 8] = [
+    pub(super) const ALL: [Self; 8] = [
         Self::TaskDone,
         Self::TaskFailed,
         Self::Promise,
@@ -47,7 +47,7 @@ impl TagName {
         })
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::TaskDone => "task-done",
             Self::TaskFailed => "task-failed",

@@ -262,3 +262,14 @@ fn tags_split_across_chunks_are_found() {
 fn empty_text_has_no_sigils() {
     assert!(parse("").is_empty());
 }
+
+#[test]
+fn defused_text_has_no_sigils_and_keeps_other_markup() {
+    let text = "<task-done>api</task-done> <b>bold</b> <journal>x</journal>";
+    let defused = defuse(text);
+    assert!(parse(&defused).is_empty());
+    assert_eq!(
+        defused,
+        "&lt;task-done>api&lt;/task-done> <b>bold</b> &lt;journal>x&lt;/journal>"
+    );
+}
