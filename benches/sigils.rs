@@ -86,5 +86,46 @@ fn scan_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, scan_throughput);
+/// Text built to defeat a naive parser: unclosed text tags and endless partial tags.
+fn adversarial_throughput(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sigils-adversarial");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
+    let len = 4 * 1024 * 1024;
+    let cases = [
+        (
+            "unclosed-journals",
+            "<journal> notes that never end ".repeat(len / 31),
+        ),
+        ("open-brackets", "<".repeat(len)),
+        (
+            "partial-tags",
+            "<task-done>x <promise>FAIL <knowledge title='t' ".repeat(len / 47),
+        ),
+    ];
+    for (label, text) in cases {
+        let pieces = chunks(&text, CHUNK);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::new("whole", label), &text, |b, text| {
+            b.iter(|| sigils::parse(black_box(text)))
+        });
+        group.bench_with_input(
+            BenchmarkId::new("chunks-1KiB", label),
+            &pieces,
+            |b, pieces| {
+                b.iter(|| {
+                    let mut scanner = SigilScanner::new();
+                    for piece in pieces {
+                        scanner.push(black_box(piece));
+                    }
+                    scanner.finish()
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, scan_throughput, adversarial_throughput);
 criterion_main!(benches);

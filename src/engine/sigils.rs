@@ -177,11 +177,16 @@ impl SigilScanner {
     /// Feeds the next chunk of message text.
     pub fn push(&mut self, chunk: &str) {
         if self.tail.is_empty() {
-            self.scan(chunk, false);
+            if let Some(keep) = self.scan(chunk, false) {
+                self.tail.push_str(&chunk[keep..]);
+            }
         } else {
             let mut text = std::mem::take(&mut self.tail);
             text.push_str(chunk);
-            self.scan(&text, false);
+            if let Some(keep) = self.scan(&text, false) {
+                text.drain(..keep);
+                self.tail = text;
+            }
         }
     }
 
@@ -194,8 +199,9 @@ impl SigilScanner {
         self.sigils
     }
 
-    /// Consumes `text`; an undecided tag at its end is kept in `tail` unless `at_end`.
-    fn scan(&mut self, text: &str, at_end: bool) {
+    /// Consumes `text`; returns where an undecided tag at its end starts, to be kept for the
+    /// next push (never when `at_end`).
+    fn scan(&mut self, text: &str, at_end: bool) -> Option<usize> {
         let mut pos = 0;
         while pos < text.len() {
             let rest = &text[pos..];
@@ -207,8 +213,7 @@ impl SigilScanner {
                     }
                     Close::NeedMore { resume_at } if !at_end => {
                         self.open = Some((open, resume_at));
-                        self.tail.push_str(rest);
-                        return;
+                        return Some(pos);
                     }
                     Close::Abandon | Close::NeedMore { .. } => {
                         self.on_prose("<");
@@ -219,29 +224,29 @@ impl SigilScanner {
             }
             let Some(lt) = rest.find('<') else {
                 self.on_prose(rest);
-                return;
+                return None;
             };
             self.on_prose(&rest[..lt]);
             pos += lt;
             match tag::parse_open(&text[pos..]) {
                 Open::Tag(open) => self.open = Some((open, 0)),
-                Open::NeedMore if !at_end => {
-                    self.tail.push_str(&text[pos..]);
-                    return;
-                }
+                Open::NeedMore if !at_end => return Some(pos),
                 Open::NotATag | Open::NeedMore => {
                     self.on_prose("<");
                     pos += 1;
                 }
             }
         }
+        None
     }
 
     fn on_prose(&mut self, prose: &str) {
         if prose.is_empty() {
             return;
         }
-        self.prose.push(prose);
+        if self.sigils.task_failed.is_none() || self.sigils.promise.is_none() {
+            self.prose.push(prose);
+        }
         for capture in [&mut self.failed_reason, &mut self.promise_reason]
             .into_iter()
             .flatten()
