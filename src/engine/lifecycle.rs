@@ -99,11 +99,9 @@ pub enum RunView {
     NotStarted,
     /// Created, not running yet (scheduling, pulling images, init containers).
     Pending,
-    /// Running; the runner's last heartbeat when known, Unix ms.
-    Running {
-        /// Last heartbeat of the runner, Unix ms.
-        heartbeat_at_ms: Option<i64>,
-    },
+    /// Running. (Liveness is the claim's business: whoever renews it checks the runner's
+    /// heartbeat.)
+    Running,
     /// Finished, with the runner's result when it wrote one.
     Ended {
         /// The result document (termination message, result file).
@@ -202,7 +200,7 @@ fn held_by_own_attempt(task: &TaskView, claim: &ClaimView, up_to: u32) -> bool {
 fn clean_up(task: &TaskView, claim: Option<&ClaimView>, run: &RunView) -> Vec<Action> {
     let mut actions = Vec::new();
     match run {
-        RunView::Pending | RunView::Running { .. } => actions.push(Action::Cancel),
+        RunView::Pending | RunView::Running => actions.push(Action::Cancel),
         RunView::Ended { .. } => actions.push(Action::DeleteRun),
         RunView::NotStarted | RunView::Missing => {}
     }
@@ -302,13 +300,6 @@ fn decide_running(
 
     if ours.is_expired(now_ms) {
         return lost(run, expired_reason(ours), true);
-    }
-    if let RunView::Running {
-        heartbeat_at_ms: Some(beat),
-    } = run
-        && now_ms.saturating_sub(*beat) >= ours.duration_ms
-    {
-        return lost(run, "runner heartbeat stopped".to_owned(), true);
     }
 
     match run {
