@@ -1,1 +1,4 @@
 //! Kubernetes controllers: Feature, Task, claim Leases, agent Pod builder, status.
+
+pub mod call;
+pub mod claim;
