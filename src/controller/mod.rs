@@ -2,3 +2,5 @@
 
 pub mod call;
 pub mod claim;
+pub mod shutdown;
+pub mod sidecar;
