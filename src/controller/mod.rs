@@ -2,5 +2,8 @@
 
 pub mod call;
 pub mod claim;
+pub mod leader;
+pub mod metrics;
+pub mod server;
 pub mod shutdown;
 pub mod sidecar;
