@@ -1,4 +1,10 @@
 //! The embedded default: a local store and process executor driving the same engine.
 
+pub mod activity;
+pub mod display;
+pub mod executor;
 pub mod feature;
+pub mod process;
+pub mod run_event;
 pub mod store;
+pub mod summary;
