@@ -93,7 +93,7 @@ pub enum Report {
     /// The agent did something (a short description of a runner stdout line).
     Activity(String),
     /// The runner exited.
-    Ended(Ended),
+    Ended(Box<Ended>),
 }
 
 /// How a runner process ended.
@@ -225,7 +225,7 @@ pub fn start(
             Err(_) => None,
         };
         let result = read_result(&files.result, exit_code, &files.stderr);
-        send(Report::Ended(Ended { exit_code, result }));
+        send(Report::Ended(Box::new(Ended { exit_code, result })));
     });
     Ok(pid)
 }
