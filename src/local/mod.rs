@@ -6,5 +6,7 @@ pub mod executor;
 pub mod feature;
 pub mod process;
 pub mod run_event;
+pub mod state_dir;
+pub mod status_view;
 pub mod store;
 pub mod summary;
