@@ -488,3 +488,71 @@ fn backoff_base_above_max_breaks_the_crd_rule() {
     let message = only(Files::new().with("f.yaml", &text).messages());
     assert!(message.ends_with("Feature hello: spec.retry: backoffBaseSeconds (700) must not exceed backoffMaxSeconds (600)"), "{message}");
 }
+
+#[test]
+fn a_wrong_type_points_at_the_line_of_the_field() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n    - name: b\n      priority: high\n",
+        ),
+    );
+    let message = only(files.messages());
+    assert!(
+        message.starts_with(&format!("{}:11 (document 1): ", files.file("f.yaml"))),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_field_points_at_the_line_of_its_parent() {
+    let text = feature("hello", "    - name: a\n")
+        .replace("    command: [claude-agent-acp]\n", "    image: x\n");
+    let files = Files::new().with("f.yaml", &text);
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:6 (document 1): Feature hello: spec.agent.command: is required",
+            files.file("f.yaml")
+        )
+    );
+}
+
+#[test]
+fn a_dag_problem_points_at_the_line_of_the_task() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n    - name: b\n      dependsOn: [zz]\n",
+        ),
+    );
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:10 (document 1): Feature hello: task \"b\" depends on unknown task \"zz\"",
+            files.file("f.yaml")
+        )
+    );
+}
+
+#[test]
+fn a_dag_problem_of_a_standalone_task_points_at_its_document() {
+    let text = format!(
+        "{}{}",
+        feature("calc", "    - name: code\n"),
+        standalone("calc-bench", "calc", "  dependsOn: [nothing]\n")
+    );
+    let files = Files::new().with("f.yaml", &text);
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:11 (document 2): Feature calc: task \"calc-bench\" depends on unknown task \"nothing\"",
+            files.file("f.yaml")
+        )
+    );
+}

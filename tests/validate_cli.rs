@@ -168,7 +168,7 @@ fn a_cycle_is_reported_with_its_path_and_file() {
     let stderr = invalid("config/samples/invalid/cycle.yaml");
     assert!(
         stderr.contains(
-            "error: config/samples/invalid/cycle.yaml:2 (document 1): Feature cycle: dependency cycle: plan -> test -> build -> plan"
+            "error: config/samples/invalid/cycle.yaml:10 (document 1): Feature cycle: dependency cycle: plan -> test -> build -> plan"
         ),
         "{stderr}"
     );
@@ -178,7 +178,7 @@ fn a_cycle_is_reported_with_its_path_and_file() {
 fn an_unknown_dependency_names_the_task_and_the_missing_name() {
     let stderr = invalid("config/samples/invalid/unknown-dependency.yaml");
     assert!(
-        stderr.contains("unknown-dependency.yaml:2 (document 1): Feature unknown-dependency: task \"deploy\" depends on unknown task \"package\""),
+        stderr.contains("unknown-dependency.yaml:11 (document 1): Feature unknown-dependency: task \"deploy\" depends on unknown task \"package\""),
         "{stderr}"
     );
 }

@@ -1,7 +1,7 @@
 //! Reading manifest files: YAML documents into typed Features and Tasks, checked against
 //! the CRD schemas and rules.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::LazyLock;
 
@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::error::{Location, ManifestError, ObjectRef};
+use super::path::FieldPath;
 use super::{rules, schema};
 use crate::api::{API_VERSION, Feature, Task};
 
@@ -21,6 +22,9 @@ pub struct Sourced<T> {
     pub object: T,
     /// Its file and document.
     pub location: Location,
+    /// For a Feature: the file line of each task template, by template name (when found;
+    /// block-style YAML). Empty for a Task.
+    pub task_lines: BTreeMap<String, usize>,
 }
 
 /// Every Feature and Task read from a set of manifest files, in file and document order.
@@ -174,17 +178,25 @@ impl Source<'_> {
         }
     }
 
-    /// The file line of `key:` when it occurs exactly once in the document.
-    fn line_of_key(&self, key: &str) -> Option<usize> {
-        let pattern = format!(r"^\s*(-\s+)?{}\s*:", regex::escape(key));
-        let regex = Regex::new(&pattern).ok()?;
-        let mut hits = self
-            .text
-            .lines()
+    /// The location of the field at `path`, or of the document when it cannot be found.
+    fn at_field(&self, path: &FieldPath) -> Location {
+        self.at(path.locate(self.text).map(|index| self.first_line + index))
+    }
+
+    /// The file line of each task template of a Feature document, by name.
+    fn template_lines(&self, feature: &Feature) -> BTreeMap<String, usize> {
+        let tasks = FieldPath::root("spec").key("tasks");
+        feature
+            .spec
+            .tasks
+            .iter()
             .enumerate()
-            .filter(|(_, line)| regex.is_match(line));
-        let (index, _) = hits.next()?;
-        hits.next().is_none().then_some(self.first_line + index)
+            .filter_map(|(index, template)| {
+                let path = tasks.item(index, Some(&template.name));
+                let line = path.locate(self.text)?;
+                Some((template.name.clone(), self.first_line + line))
+            })
+            .collect()
     }
 }
 
@@ -220,7 +232,7 @@ fn read_object(
         "Task" => "Task",
         other => {
             return Err(vec![ManifestError::Kind {
-                location: source.at(source.line_of_key("kind")),
+                location: source.at_field(&FieldPath::root("kind")),
                 found: other.to_owned(),
             }]);
         }
@@ -228,7 +240,7 @@ fn read_object(
     let api_version = value.get("apiVersion").and_then(Value::as_str);
     if api_version != Some(API_VERSION) {
         return Err(vec![ManifestError::ApiVersion {
-            location: source.at(source.line_of_key("apiVersion")),
+            location: source.at_field(&FieldPath::root("apiVersion")),
             kind: kind.to_owned(),
             found: api_version.map_or_else(|| "<none>".to_owned(), str::to_owned),
         }]);
@@ -248,14 +260,12 @@ fn read_object(
         "Feature" => &*FEATURE_SCHEMA,
         _ => &*TASK_SCHEMA,
     };
-    let violations = schema::check(&value, root_schema, "");
+    let violations = schema::check(&value, root_schema);
     if !violations.is_empty() {
         return Err(violations
             .into_iter()
             .map(|violation| ManifestError::Field {
-                location: source.at(violation
-                    .unknown_key
-                    .and_then(|key| source.line_of_key(&key))),
+                location: source.at_field(&violation.anchor),
                 object: object.clone(),
                 path: violation.path,
                 problem: violation.problem,
@@ -266,7 +276,7 @@ fn read_object(
         found
             .into_iter()
             .map(|(path, problem)| ManifestError::Field {
-                location: source.at(None),
+                location: source.at_field(&path),
                 object: object.clone(),
                 path,
                 problem,
@@ -278,6 +288,7 @@ fn read_object(
         let broken = rules::feature_rules(&feature, &name);
         if broken.is_empty() {
             manifests.features.push(Sourced {
+                task_lines: source.template_lines(&feature),
                 object: feature,
                 location: source.location.clone(),
             });
@@ -290,6 +301,7 @@ fn read_object(
             manifests.tasks.push(Sourced {
                 object: task,
                 location: source.location.clone(),
+                task_lines: BTreeMap::new(),
             });
         }
         broken
@@ -310,7 +322,7 @@ fn typed<T: DeserializeOwned>(
         vec![ManifestError::Field {
             location: source.at(None),
             object: object.clone(),
-            path: "spec".into(),
+            path: FieldPath::root("spec"),
             problem: error.to_string(),
         }]
     })

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::path::FieldPath;
 use crate::engine::dag::DagError;
 
 /// Where in the input a problem is: a file, a document in it, and a line when known.
@@ -113,7 +114,7 @@ pub enum ManifestError {
         /// The object.
         object: ObjectRef,
         /// The field, e.g. `spec.tasks[write-test].dependOn`.
-        path: String,
+        path: FieldPath,
         /// What is wrong.
         problem: String,
     },

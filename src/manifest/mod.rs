@@ -9,6 +9,7 @@
 
 mod document;
 mod error;
+mod path;
 pub mod plan;
 mod rules;
 mod schema;
@@ -17,6 +18,7 @@ use std::path::Path;
 
 pub use document::{Manifests, Sourced, load_files, load_str};
 pub use error::{Location, ManifestError, ManifestErrors, ObjectRef};
+pub use path::{FieldPath, Segment};
 pub use plan::{FeaturePlan, Plan, PlannedTask, TaskOrigin};
 
 /// Reads the files and builds the plan of every feature in them; every problem found

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use super::document::{Manifests, Sourced};
 use super::error::{Location, ManifestError};
 use crate::api::{Feature, Task, TaskFields, task_object_name};
-use crate::engine::dag::{Dag, TaskNode, TaskPhase};
+use crate::engine::dag::{Dag, DagError, TaskNode, TaskPhase};
 
 /// Every feature of a set of manifests, validated.
 #[derive(Debug, Clone)]
@@ -126,6 +126,32 @@ pub fn build(
     }
 }
 
+/// Where the task a DAG error is about is defined: its template's line in the Feature, or
+/// its standalone Task's document; the Feature's document when unknown.
+fn task_location(feature: &Sourced<Feature>, tasks: &[PlannedTask], error: &DagError) -> Location {
+    let task = match error {
+        DagError::DuplicateName { name: task, .. }
+        | DagError::UnknownDependency { task, .. }
+        | DagError::SelfDependency { task }
+        | DagError::DependencyCycle { start: task, .. }
+        | DagError::UnknownParent { task, .. }
+        | DagError::SelfParent { task }
+        | DagError::DependsOnAncestor { task, .. }
+        | DagError::DependsOnDescendant { task, .. } => Some(task.as_str()),
+        DagError::ParentCycle { path } => path.first().map(String::as_str),
+    };
+    let planned = task.and_then(|id| tasks.iter().find(|t| t.id == id));
+    match planned.map(|t| &t.origin) {
+        Some(TaskOrigin::Standalone(location)) => location.clone(),
+        _ => Location {
+            line: task
+                .and_then(|id| feature.task_lines.get(id).copied())
+                .unwrap_or(feature.location.line),
+            ..feature.location.clone()
+        },
+    }
+}
+
 fn feature_plan(
     feature: Sourced<Feature>,
     standalone: Vec<Sourced<Task>>,
@@ -194,10 +220,13 @@ fn feature_plan(
         }),
         Ok(_) => Err(errors),
         Err(dag_errors) => {
-            errors.extend(dag_errors.0.into_iter().map(|source| ManifestError::Dag {
-                location: feature.location.clone(),
-                feature: name.clone(),
-                source,
+            errors.extend(dag_errors.0.into_iter().map(|source| {
+                let location = task_location(&feature, &tasks, &source);
+                ManifestError::Dag {
+                    location,
+                    feature: name.clone(),
+                    source,
+                }
             }));
             Err(errors)
         }

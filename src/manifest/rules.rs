@@ -2,20 +2,21 @@
 //! validation. Rules the task DAG already enforces (unique names, self-dependency,
 //! unknown parent) are left to `engine::dag`, so each problem is reported once.
 
+use super::path::FieldPath;
 use crate::api::names::{DNS_LABEL_MAX_LEN, check_dns_subdomain};
 use crate::api::{Feature, Task, TaskFields, TextSource};
 
-/// A rule violation: the field path and what is wrong.
-pub type RuleViolation = (String, String);
+/// A rule violation: the field and what is wrong.
+pub type RuleViolation = (FieldPath, String);
 
 /// Violations of the Feature CRD's rules.
 pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
     let mut out = Vec::new();
     if let Err(problem) = check_dns_subdomain(name) {
-        out.push(("metadata.name".to_owned(), problem));
+        out.push((FieldPath::root("metadata").key("name"), problem));
     } else if name.len() > DNS_LABEL_MAX_LEN {
         out.push((
-            "metadata.name".to_owned(),
+            FieldPath::root("metadata").key("name"),
             format!(
                 "a Feature name must be at most {DNS_LABEL_MAX_LEN} characters (it is used as a label value); it has {}",
                 name.len()
@@ -25,7 +26,7 @@ pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
     let spec = &feature.spec;
     if spec.retry.backoff_base_seconds > spec.retry.backoff_max_seconds {
         out.push((
-            "spec.retry".to_owned(),
+            FieldPath::root("spec").key("retry"),
             format!(
                 "backoffBaseSeconds ({}) must not exceed backoffMaxSeconds ({})",
                 spec.retry.backoff_base_seconds, spec.retry.backoff_max_seconds
@@ -34,15 +35,16 @@ pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
     }
     for (field, source) in [("spec", &spec.context.spec), ("plan", &spec.context.plan)] {
         if let Some(source) = source {
-            text_source_rule(source, &format!("spec.context.{field}"), &mut out);
+            let path = FieldPath::root("spec").key("context").key(field);
+            text_source_rule(source, path, &mut out);
         }
     }
-    for template in &spec.tasks {
-        duplicate_dependencies(
-            &template.fields,
-            &format!("spec.tasks[{}].dependsOn", template.name),
-            &mut out,
-        );
+    for (index, template) in spec.tasks.iter().enumerate() {
+        let path = FieldPath::root("spec")
+            .key("tasks")
+            .item(index, Some(&template.name))
+            .key("dependsOn");
+        duplicate_dependencies(&template.fields, &path, &mut out);
     }
     out
 }
@@ -51,25 +53,26 @@ pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
 pub fn task_rules(task: &Task, name: &str) -> Vec<RuleViolation> {
     let mut out = Vec::new();
     if let Err(problem) = check_dns_subdomain(name) {
-        out.push(("metadata.name".to_owned(), problem));
+        out.push((FieldPath::root("metadata").key("name"), problem));
     }
-    duplicate_dependencies(&task.spec.fields, "spec.dependsOn", &mut out);
+    let path = FieldPath::root("spec").key("dependsOn");
+    duplicate_dependencies(&task.spec.fields, &path, &mut out);
     out
 }
 
-fn text_source_rule(source: &TextSource, path: &str, out: &mut Vec<RuleViolation>) {
+fn text_source_rule(source: &TextSource, path: FieldPath, out: &mut Vec<RuleViolation>) {
     if source.inline.is_some() == source.config_map_key_ref.is_some() {
         out.push((
-            path.to_owned(),
+            path,
             "exactly one of inline and configMapKeyRef must be set".to_owned(),
         ));
     }
 }
 
-fn duplicate_dependencies(fields: &TaskFields, path: &str, out: &mut Vec<RuleViolation>) {
+fn duplicate_dependencies(fields: &TaskFields, path: &FieldPath, out: &mut Vec<RuleViolation>) {
     for (index, dependency) in fields.depends_on.iter().enumerate() {
         if fields.depends_on[..index].contains(dependency) {
-            out.push((path.to_owned(), format!("names {dependency:?} twice")));
+            out.push((path.clone(), format!("names {dependency:?} twice")));
         }
     }
 }
@@ -107,21 +110,21 @@ mod tests {
             "retry": {"backoffBaseSeconds": 100, "backoffMaxSeconds": 50}}));
         let found = feature_rules(&feature, "hello");
         assert_eq!(found.len(), 1);
-        assert_eq!(found[0].0, "spec.retry");
+        assert_eq!(found[0].0.to_string(), "spec.retry");
     }
 
     #[test]
     fn a_text_source_needs_exactly_one_source() {
         let feature = feature(serde_json::json!({"agent": agent(), "context": {"spec": {}}}));
         let found = feature_rules(&feature, "hello");
-        assert_eq!(found[0].0, "spec.context.spec");
+        assert_eq!(found[0].0.to_string(), "spec.context.spec");
     }
 
     #[test]
     fn a_feature_name_longer_than_a_label_value_is_reported() {
         let feature = feature(serde_json::json!({"agent": agent()}));
         let found = feature_rules(&feature, &"a".repeat(64));
-        assert_eq!(found[0].0, "metadata.name");
+        assert_eq!(found[0].0.to_string(), "metadata.name");
     }
 
     #[test]
@@ -129,12 +132,8 @@ mod tests {
         let feature = feature(serde_json::json!({"agent": agent(), "tasks": [
             {"name": "a"}, {"name": "b", "dependsOn": ["a", "a"]}]}));
         let found = feature_rules(&feature, "hello");
-        assert_eq!(
-            found,
-            [(
-                "spec.tasks[b].dependsOn".to_owned(),
-                "names \"a\" twice".to_owned()
-            )]
-        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0.to_string(), "spec.tasks[b].dependsOn");
+        assert_eq!(found[0].1, "names \"a\" twice");
     }
 }

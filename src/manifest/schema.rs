@@ -5,36 +5,37 @@
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use super::path::FieldPath;
 use crate::api::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN};
 
-/// One schema violation: the field path (e.g. `spec.tasks[write-test].dependOn`), and
-/// what is wrong with it.
+/// One schema violation: the field (e.g. `spec.tasks[write-test].dependOn`) and what is
+/// wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// Path of the field.
-    pub path: String,
+    /// The field.
+    pub path: FieldPath,
     /// What is wrong.
     pub problem: String,
-    /// For an unknown field: its key, so the caller can find its line.
-    pub unknown_key: Option<String>,
+    /// Where to point in the document: the field, or its parent for a missing field.
+    pub anchor: FieldPath,
 }
 
-/// Checks `value` against `schema` (an OpenAPI v3 schema as JSON); `path` names `value`.
-pub fn check(value: &Value, schema: &Value, path: &str) -> Vec<Violation> {
+/// Checks a whole object `value` against its `schema` (an OpenAPI v3 schema as JSON).
+pub fn check(value: &Value, schema: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
-    check_node(value, schema, path, &mut out);
+    check_node(value, schema, &FieldPath::default(), &mut out);
     out
 }
 
-fn violation(path: &str, problem: impl Into<String>) -> Violation {
+fn violation(path: &FieldPath, problem: impl Into<String>) -> Violation {
     Violation {
-        path: path.to_owned(),
+        path: path.clone(),
         problem: problem.into(),
-        unknown_key: None,
+        anchor: path.clone(),
     }
 }
 
-fn check_node(value: &Value, schema: &Value, path: &str, out: &mut Vec<Violation>) {
+fn check_node(value: &Value, schema: &Value, path: &FieldPath, out: &mut Vec<Violation>) {
     let Some(schema) = schema.as_object() else {
         return;
     };
@@ -111,7 +112,12 @@ fn describe(value: &Value) -> String {
     }
 }
 
-fn check_enum(value: &Value, schema: &Map<String, Value>, path: &str, out: &mut Vec<Violation>) {
+fn check_enum(
+    value: &Value,
+    schema: &Map<String, Value>,
+    path: &FieldPath,
+    out: &mut Vec<Violation>,
+) {
     if let Some(Value::Array(allowed)) = schema.get("enum")
         && !allowed.contains(value)
     {
@@ -123,7 +129,12 @@ fn check_enum(value: &Value, schema: &Map<String, Value>, path: &str, out: &mut 
     }
 }
 
-fn check_string(text: &str, schema: &Map<String, Value>, path: &str, out: &mut Vec<Violation>) {
+fn check_string(
+    text: &str,
+    schema: &Map<String, Value>,
+    path: &FieldPath,
+    out: &mut Vec<Violation>,
+) {
     let length = text.chars().count() as u64;
     if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
         && length > max
@@ -164,7 +175,12 @@ fn pattern_problem(text: &str, pattern: &str) -> String {
     }
 }
 
-fn check_number(value: &Value, schema: &Map<String, Value>, path: &str, out: &mut Vec<Violation>) {
+fn check_number(
+    value: &Value,
+    schema: &Map<String, Value>,
+    path: &FieldPath,
+    out: &mut Vec<Violation>,
+) {
     let Some(number) = value.as_f64() else {
         return;
     };
@@ -186,7 +202,12 @@ fn check_number(value: &Value, schema: &Map<String, Value>, path: &str, out: &mu
     }
 }
 
-fn check_array(items: &[Value], schema: &Map<String, Value>, path: &str, out: &mut Vec<Violation>) {
+fn check_array(
+    items: &[Value],
+    schema: &Map<String, Value>,
+    path: &FieldPath,
+    out: &mut Vec<Violation>,
+) {
     let count = items.len() as u64;
     if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
         && count > max
@@ -203,37 +224,34 @@ fn check_array(items: &[Value], schema: &Map<String, Value>, path: &str, out: &m
     }
     if let Some(item_schema) = schema.get("items") {
         for (index, item) in items.iter().enumerate() {
-            check_node(item, item_schema, &item_path(path, index, item), out);
+            let name = item.get("name").and_then(Value::as_str);
+            check_node(item, item_schema, &path.item(index, name), out);
         }
-    }
-}
-
-/// `path[name]` for a list entry with a string `name` (tasks, env vars), else `path[index]`.
-fn item_path(path: &str, index: usize, item: &Value) -> String {
-    match item.get("name").and_then(Value::as_str) {
-        Some(name) if !name.is_empty() => format!("{path}[{name}]"),
-        _ => format!("{path}[{index}]"),
     }
 }
 
 fn check_object(
     map: &Map<String, Value>,
     schema: &Map<String, Value>,
-    path: &str,
+    path: &FieldPath,
     out: &mut Vec<Violation>,
 ) {
     let properties = schema.get("properties").and_then(Value::as_object);
     if let Some(Value::Array(required)) = schema.get("required") {
         for key in required.iter().filter_map(Value::as_str) {
             if !map.contains_key(key) {
-                out.push(violation(&field_path(path, key), "is required"));
+                out.push(Violation {
+                    path: path.key(key),
+                    problem: "is required".into(),
+                    anchor: path.clone(),
+                });
             }
         }
     }
     let additional = schema.get("additionalProperties");
     let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
     for (key, value) in map {
-        let child_path = field_path(path, key);
+        let child_path = path.key(key);
         if let Some(child_schema) = properties.and_then(|p| p.get(key)) {
             check_node(value, child_schema, &child_path, out);
         } else if let Some(child_schema @ Value::Object(_)) = additional {
@@ -242,20 +260,8 @@ fn check_object(
             let known: Vec<&str> = properties
                 .map(|p| p.keys().map(String::as_str).collect())
                 .unwrap_or_default();
-            out.push(Violation {
-                path: child_path,
-                problem: unknown_field_problem(key, &known),
-                unknown_key: Some(key.clone()),
-            });
+            out.push(violation(&child_path, unknown_field_problem(key, &known)));
         }
-    }
-}
-
-fn field_path(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
@@ -312,9 +318,11 @@ mod tests {
     }
 
     fn problems(value: Value) -> Vec<(String, String)> {
-        check(&value, &schema(), "spec")
+        let value = json!({ "spec": value });
+        let schema = json!({"type": "object", "properties": {"spec": schema()}});
+        check(&value, &schema)
             .into_iter()
-            .map(|v| (v.path, v.problem))
+            .map(|v| (v.path.to_string(), v.problem))
             .collect()
     }
 
