@@ -22,10 +22,10 @@ const NO_SLOT: u32 = u32::MAX;
 /// A validated feature's tasks with their phases and ready set. Build with [`Dag::new`].
 #[derive(Clone, Debug)]
 pub struct Dag {
-    pub(crate) graph: Graph,
-    pub(crate) tasks: Vec<TaskState>,
+    graph: Graph,
+    tasks: Vec<TaskState>,
     ready: BTreeSet<ReadyKey>,
-    pub(crate) phase_counts: [usize; 5],
+    pub(super) phase_counts: [usize; 5],
     queue: VecDeque<u32>,
     queued: Vec<bool>,
     /// Derived changes of the current update: (task, phase before, latest reason).
@@ -35,8 +35,8 @@ pub struct Dag {
 }
 
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TaskState {
-    pub(crate) phase: TaskPhase,
+struct TaskState {
+    phase: TaskPhase,
     deps_unfinished: u32,
     deps_broken: u32,
     children_done: u32,
@@ -57,7 +57,7 @@ impl TaskState {
     }
 }
 
-pub(crate) fn phase_slot(phase: TaskPhase) -> usize {
+pub(super) fn phase_slot(phase: TaskPhase) -> usize {
     match phase {
         TaskPhase::Pending => 0,
         TaskPhase::Running => 1,
@@ -432,6 +432,7 @@ impl Dag {
             }
             at = self.graph.parent[t as usize];
         }
+        // Unreachable while the counters are consistent; an empty name rather than a panic.
         TransitionReason::PrerequisiteFailed {
             prerequisite: String::new(),
         }
