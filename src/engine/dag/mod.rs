@@ -21,6 +21,8 @@ mod cycle;
 mod error;
 mod graph;
 mod outcome;
+mod query;
+mod reason;
 mod state;
 mod transition;
 mod validate;
