@@ -1,34 +1,6 @@
 //! The resolved, index-based shape of a validated task set.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Task name to input position. Names come from the feature's own manifest, so a fast
-/// non-keyed hash is used (validation of 100,000 tasks spends most of its time hashing).
-pub(crate) type NameIndex = HashMap<String, u32, BuildHasherDefault<NameHasher>>;
-
-/// FxHash-style multiplicative hash over 8-byte words.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
-        }
-        for &byte in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(SEED);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 /// Compressed adjacency lists: the neighbours of node `i` are `targets[offsets[i]..offsets[i + 1]]`.
 #[derive(Clone, Debug, Default)]
@@ -68,7 +40,7 @@ impl Adjacency {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Graph {
     pub(crate) names: Vec<String>,
-    pub(crate) index: NameIndex,
+    pub(crate) index: HashMap<String, u32>,
     /// Dependencies of each task, deduplicated, in declaration order.
     pub(crate) deps: Adjacency,
     /// Tasks depending on each task.

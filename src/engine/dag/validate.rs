@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use super::TaskNode;
 use super::cycle::EventGraph;
 use super::error::{DagError, DagErrors};
-use super::graph::{Adjacency, Graph, NameIndex};
+use super::graph::{Adjacency, Graph};
 
 /// Checks a set of tasks without building a [`Dag`](super::Dag): duplicate names, unknown or
 /// self dependencies, bad parents, dependencies on an ancestor or descendant, and cycles.
@@ -62,8 +62,8 @@ pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
 }
 
 /// Maps each name to its first position; reports names used more than once.
-fn index_names(nodes: &[TaskNode], errors: &mut Vec<DagError>) -> NameIndex {
-    let mut index = NameIndex::with_capacity_and_hasher(nodes.len(), Default::default());
+fn index_names(nodes: &[TaskNode], errors: &mut Vec<DagError>) -> HashMap<String, u32> {
+    let mut index = HashMap::with_capacity(nodes.len());
     let mut repeats: Vec<(u32, usize)> = Vec::new();
     let mut repeat_of: HashMap<u32, usize> = HashMap::new();
     for (i, node) in nodes.iter().enumerate() {
@@ -90,7 +90,7 @@ fn index_names(nodes: &[TaskNode], errors: &mut Vec<DagError>) -> NameIndex {
 /// Resolved, deduplicated dependencies per task; reports unknown names and self edges.
 fn resolve_dependencies(
     nodes: &[TaskNode],
-    index: &NameIndex,
+    index: &HashMap<String, u32>,
     errors: &mut Vec<DagError>,
 ) -> Vec<Vec<u32>> {
     let mut seen_for = vec![u32::MAX; nodes.len()];
@@ -130,7 +130,7 @@ fn resolve_dependencies(
 /// Resolved parent per task; unknown and self parents are reported and dropped.
 fn resolve_parents(
     nodes: &[TaskNode],
-    index: &NameIndex,
+    index: &HashMap<String, u32>,
     errors: &mut Vec<DagError>,
 ) -> Vec<Option<u32>> {
     nodes
