@@ -10,11 +10,35 @@ use super::graph::{Adjacency, Graph};
 /// Checks a set of tasks without building a [`Dag`](super::Dag): duplicate names, unknown or
 /// self dependencies, bad parents, dependencies on an ancestor or descendant, and cycles.
 pub fn validate(nodes: &[TaskNode]) -> Result<(), DagErrors> {
-    resolve(nodes).map(|_| ())
+    check(nodes).map(|_| ())
 }
 
 /// Resolves `nodes` into a [`Graph`], or returns every problem found.
 pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
+    let checked = check(nodes)?;
+    let reversed: Vec<(u32, u32)> = checked.dep_edges.iter().map(|&(t, d)| (d, t)).collect();
+    Ok(Graph {
+        names: nodes.iter().map(|node| node.name.clone()).collect(),
+        index: checked.index,
+        deps: checked.deps,
+        dependents: Adjacency::from_edges(nodes.len(), &reversed),
+        parent: checked.parent,
+        children: checked.children,
+        priority: nodes.iter().map(|node| node.priority).collect(),
+        order: nodes.iter().map(|node| node.order).collect(),
+    })
+}
+
+/// The resolved structure of a task set that passed every check.
+struct Checked {
+    index: HashMap<String, u32>,
+    dep_edges: Vec<(u32, u32)>,
+    deps: Adjacency,
+    parent: Vec<Option<u32>>,
+    children: Adjacency,
+}
+
+fn check(nodes: &[TaskNode]) -> Result<Checked, DagErrors> {
     let mut errors = Vec::new();
     let index = index_names(nodes, &mut errors);
     let deps = resolve_dependencies(nodes, &index, &mut errors);
@@ -28,10 +52,9 @@ pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
     let children = Adjacency::from_edges(n, &child_edges);
     let dep_edges = drop_hierarchy_dependencies(nodes, deps, &children, &parent, &mut errors);
     let deps = Adjacency::from_edges(n, &dep_edges);
-    let names: Vec<String> = nodes.iter().map(|node| node.name.clone()).collect();
     errors.extend(
         EventGraph {
-            names: &names,
+            nodes,
             deps: &deps,
             parent: &parent,
             children: &children,
@@ -41,17 +64,12 @@ pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
     if !errors.is_empty() {
         return Err(DagErrors(errors));
     }
-
-    let reversed: Vec<(u32, u32)> = dep_edges.iter().map(|&(t, d)| (d, t)).collect();
-    Ok(Graph {
-        names,
+    Ok(Checked {
         index,
+        dep_edges,
         deps,
-        dependents: Adjacency::from_edges(n, &reversed),
         parent,
         children,
-        priority: nodes.iter().map(|node| node.priority).collect(),
-        order: nodes.iter().map(|node| node.order).collect(),
     })
 }
 
