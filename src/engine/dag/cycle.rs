@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 
+use super::TaskNode;
 use super::error::{CycleLink, CycleStep, DagError};
 use super::graph::Adjacency;
 
@@ -16,7 +17,7 @@ const UNSEEN: u32 = u32::MAX;
 
 /// The hierarchy and dependency edges the cycle search walks.
 pub(crate) struct EventGraph<'a> {
-    pub(crate) names: &'a [String],
+    pub(crate) nodes: &'a [TaskNode],
     pub(crate) deps: &'a Adjacency,
     pub(crate) parent: &'a [Option<u32>],
     pub(crate) children: &'a Adjacency,
@@ -60,7 +61,7 @@ impl EventGraph<'_> {
     /// One [`DagError::DependencyCycle`] per cycle-carrying component, by first task.
     pub(crate) fn cycles(&self) -> Vec<DagError> {
         let components = self.cyclic_components();
-        let mut previous = vec![UNSEEN; 2 * self.names.len()];
+        let mut previous = vec![UNSEEN; 2 * self.nodes.len()];
         components
             .into_iter()
             .map(|(first, members)| self.shortest_cycle(first, &members, &mut previous))
@@ -69,7 +70,7 @@ impl EventGraph<'_> {
 
     /// Components with more than one event: (first task with its end inside, the events).
     fn cyclic_components(&self) -> Vec<(u32, Vec<u32>)> {
-        let events = 2 * self.names.len();
+        let events = 2 * self.nodes.len();
         let mut index = vec![UNSEEN; events];
         let mut low = vec![0u32; events];
         let mut on_stack = vec![false; events];
@@ -172,7 +173,7 @@ impl EventGraph<'_> {
             previous[v as usize] = UNSEEN;
         }
         DagError::DependencyCycle {
-            start: self.names[first as usize].clone(),
+            start: self.nodes[first as usize].name.clone(),
             steps: path
                 .windows(2)
                 .filter_map(|w| self.step(w[0], w[1]))
@@ -190,7 +191,7 @@ impl EventGraph<'_> {
         };
         Some(CycleStep {
             link,
-            task: self.names[task_of(to) as usize].clone(),
+            task: self.nodes[task_of(to) as usize].name.clone(),
         })
     }
 }

@@ -21,6 +21,8 @@ mod cycle;
 mod error;
 mod graph;
 mod outcome;
+mod query;
+mod reason;
 mod state;
 mod transition;
 mod validate;
@@ -38,7 +40,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One task as the DAG sees it: built from a `Task` resource or a local store row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskNode {
     /// Unique name within the feature.

@@ -22,21 +22,21 @@ const NO_SLOT: u32 = u32::MAX;
 /// A validated feature's tasks with their phases and ready set. Build with [`Dag::new`].
 #[derive(Clone, Debug)]
 pub struct Dag {
-    pub(crate) graph: Graph,
-    pub(crate) tasks: Vec<TaskState>,
-    ready: BTreeSet<ReadyKey>,
-    pub(crate) phase_counts: [usize; 5],
+    pub(super) graph: Graph,
+    pub(super) tasks: Vec<TaskState>,
+    pub(super) ready: BTreeSet<ReadyKey>,
+    pub(super) phase_counts: [usize; 5],
     queue: VecDeque<u32>,
     queued: Vec<bool>,
     /// Derived changes of the current update: (task, phase before, latest reason).
     journal: Vec<(u32, TaskPhase, TransitionReason)>,
     journal_slot: Vec<u32>,
-    loaded: Vec<AutoTransition>,
+    pub(super) loaded: Vec<AutoTransition>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TaskState {
-    pub(crate) phase: TaskPhase,
+pub(super) struct TaskState {
+    pub(super) phase: TaskPhase,
     deps_unfinished: u32,
     deps_broken: u32,
     children_done: u32,
@@ -47,7 +47,7 @@ pub(crate) struct TaskState {
     /// One of its or its ancestors' dependencies Failed or is Blocked.
     gate_broken: bool,
     ancestor_failed: bool,
-    in_ready: bool,
+    pub(super) in_ready: bool,
 }
 
 impl TaskState {
@@ -57,7 +57,7 @@ impl TaskState {
     }
 }
 
-pub(crate) fn phase_slot(phase: TaskPhase) -> usize {
+pub(super) fn phase_slot(phase: TaskPhase) -> usize {
     match phase {
         TaskPhase::Pending => 0,
         TaskPhase::Running => 1,
@@ -67,7 +67,7 @@ pub(crate) fn phase_slot(phase: TaskPhase) -> usize {
     }
 }
 
-fn is_broken(phase: TaskPhase) -> bool {
+pub(super) fn is_broken(phase: TaskPhase) -> bool {
     matches!(phase, TaskPhase::Failed | TaskPhase::Blocked)
 }
 
@@ -152,84 +152,7 @@ impl Dag {
         Ok(self.settle())
     }
 
-    /// Changes the DAG made while loading: phases the given ones implied (a parent whose
-    /// subtasks are all Done, a task whose prerequisite failed, ...). Persist them.
-    pub fn loaded_transitions(&self) -> &[AutoTransition] {
-        &self.loaded
-    }
-
-    /// Number of tasks.
-    pub fn len(&self) -> usize {
-        self.graph.len()
-    }
-
-    /// Whether the feature has no tasks.
-    pub fn is_empty(&self) -> bool {
-        self.graph.len() == 0
-    }
-
-    /// Names of the ready tasks, in the order they should run.
-    pub fn ready(&self) -> impl Iterator<Item = &str> + '_ {
-        self.ready.iter().map(|&(_, _, t)| self.graph.name(t))
-    }
-
-    /// Number of ready tasks.
-    pub fn ready_count(&self) -> usize {
-        self.ready.len()
-    }
-
-    /// Whether the named task is ready.
-    pub fn is_ready(&self, name: &str) -> bool {
-        self.position(name)
-            .is_some_and(|t| self.tasks[t as usize].in_ready)
-    }
-
-    /// Current phase of the named task.
-    pub fn phase(&self, name: &str) -> Option<TaskPhase> {
-        self.position(name).map(|t| self.tasks[t as usize].phase)
-    }
-
-    /// Every task's name and phase, in input order.
-    pub fn tasks(&self) -> impl Iterator<Item = (&str, TaskPhase)> + '_ {
-        self.graph
-            .names
-            .iter()
-            .zip(&self.tasks)
-            .map(|(name, state)| (name.as_str(), state.phase))
-    }
-
-    /// Tasks without a parent, in input order.
-    pub fn roots(&self) -> impl Iterator<Item = &str> + '_ {
-        (0..self.graph.len() as u32)
-            .filter(|&t| self.graph.parent[t as usize].is_none())
-            .map(|t| self.graph.name(t))
-    }
-
-    /// Parent of the named task.
-    pub fn parent(&self, name: &str) -> Option<&str> {
-        let t = self.position(name)?;
-        self.graph.parent[t as usize].map(|p| self.graph.name(p))
-    }
-
-    /// Subtasks of the named task in input order (`None` for an unknown name).
-    pub fn children(&self, name: &str) -> Option<impl Iterator<Item = &str> + '_> {
-        let t = self.position(name)?;
-        Some(
-            self.graph
-                .children
-                .of(t)
-                .iter()
-                .map(|&c| self.graph.name(c)),
-        )
-    }
-
-    /// Dependencies of the named task, deduplicated, in declaration order.
-    pub fn dependencies(&self, name: &str) -> Option<impl Iterator<Item = &str> + '_> {
-        let t = self.position(name)?;
-        Some(self.graph.deps.of(t).iter().map(|&d| self.graph.name(d)))
-    }
-
-    fn position(&self, name: &str) -> Option<u32> {
+    pub(super) fn position(&self, name: &str) -> Option<u32> {
         self.graph.index.get(name).copied()
     }
 
@@ -377,63 +300,6 @@ impl Dag {
             self.ready.insert(key);
         } else {
             self.ready.remove(&key);
-        }
-    }
-
-    /// Why `task` moves to `to` (called before the move).
-    fn reason(&self, task: u32, to: TaskPhase) -> TransitionReason {
-        if self.graph.is_parent(task) {
-            return match to {
-                TaskPhase::Done => TransitionReason::SubtasksDone,
-                TaskPhase::Failed => TransitionReason::SubtaskFailed {
-                    subtask: self
-                        .first_child_in(task, TaskPhase::Failed)
-                        .unwrap_or_default(),
-                },
-                TaskPhase::Blocked => TransitionReason::SubtasksBlocked,
-                TaskPhase::Pending | TaskPhase::Running => TransitionReason::SubtaskReopened,
-            };
-        }
-        if to == TaskPhase::Blocked {
-            self.blocking_cause(task)
-        } else {
-            TransitionReason::Unblocked
-        }
-    }
-
-    fn first_child_in(&self, task: u32, phase: TaskPhase) -> Option<String> {
-        self.graph
-            .children
-            .of(task)
-            .iter()
-            .find(|&&c| self.tasks[c as usize].phase == phase)
-            .map(|&c| self.graph.name(c).to_owned())
-    }
-
-    /// The nearest failed prerequisite or ancestor that blocks `task`.
-    fn blocking_cause(&self, task: u32) -> TransitionReason {
-        let mut at = Some(task);
-        while let Some(t) = at {
-            if t != task && self.tasks[t as usize].phase == TaskPhase::Failed {
-                return TransitionReason::AncestorFailed {
-                    ancestor: self.graph.name(t).to_owned(),
-                };
-            }
-            let broken = self
-                .graph
-                .deps
-                .of(t)
-                .iter()
-                .find(|&&d| is_broken(self.tasks[d as usize].phase));
-            if let Some(&d) = broken {
-                return TransitionReason::PrerequisiteFailed {
-                    prerequisite: self.graph.name(d).to_owned(),
-                };
-            }
-            at = self.graph.parent[t as usize];
-        }
-        TransitionReason::PrerequisiteFailed {
-            prerequisite: String::new(),
         }
     }
 }

@@ -10,11 +10,35 @@ use super::graph::{Adjacency, Graph};
 /// Checks a set of tasks without building a [`Dag`](super::Dag): duplicate names, unknown or
 /// self dependencies, bad parents, dependencies on an ancestor or descendant, and cycles.
 pub fn validate(nodes: &[TaskNode]) -> Result<(), DagErrors> {
-    resolve(nodes).map(|_| ())
+    check(nodes).map(|_| ())
 }
 
 /// Resolves `nodes` into a [`Graph`], or returns every problem found.
 pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
+    let checked = check(nodes)?;
+    let reversed: Vec<(u32, u32)> = checked.dep_edges.iter().map(|&(t, d)| (d, t)).collect();
+    Ok(Graph {
+        names: nodes.iter().map(|node| node.name.clone()).collect(),
+        index: checked.index,
+        deps: checked.deps,
+        dependents: Adjacency::from_edges(nodes.len(), &reversed),
+        parent: checked.parent,
+        children: checked.children,
+        priority: nodes.iter().map(|node| node.priority).collect(),
+        order: nodes.iter().map(|node| node.order).collect(),
+    })
+}
+
+/// The resolved structure of a task set that passed every check.
+struct Checked {
+    index: HashMap<String, u32>,
+    dep_edges: Vec<(u32, u32)>,
+    deps: Adjacency,
+    parent: Vec<Option<u32>>,
+    children: Adjacency,
+}
+
+fn check(nodes: &[TaskNode]) -> Result<Checked, DagErrors> {
     let mut errors = Vec::new();
     let index = index_names(nodes, &mut errors);
     let deps = resolve_dependencies(nodes, &index, &mut errors);
@@ -26,18 +50,11 @@ pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
         .filter_map(|c| parent[c as usize].map(|p| (p, c)))
         .collect();
     let children = Adjacency::from_edges(n, &child_edges);
-    let deps = drop_hierarchy_dependencies(nodes, deps, &children, &parent, &mut errors);
-
-    let dep_edges: Vec<(u32, u32)> = deps
-        .iter()
-        .enumerate()
-        .flat_map(|(t, ds)| ds.iter().map(move |&d| (t as u32, d)))
-        .collect();
+    let dep_edges = drop_hierarchy_dependencies(nodes, deps, &children, &parent, &mut errors);
     let deps = Adjacency::from_edges(n, &dep_edges);
-    let names: Vec<String> = nodes.iter().map(|node| node.name.clone()).collect();
     errors.extend(
         EventGraph {
-            names: &names,
+            nodes,
             deps: &deps,
             parent: &parent,
             children: &children,
@@ -47,17 +64,12 @@ pub(crate) fn resolve(nodes: &[TaskNode]) -> Result<Graph, DagErrors> {
     if !errors.is_empty() {
         return Err(DagErrors(errors));
     }
-
-    let reversed: Vec<(u32, u32)> = dep_edges.iter().map(|&(t, d)| (d, t)).collect();
-    Ok(Graph {
-        names,
+    Ok(Checked {
         index,
+        dep_edges,
         deps,
-        dependents: Adjacency::from_edges(n, &reversed),
         parent,
         children,
-        priority: nodes.iter().map(|node| node.priority).collect(),
-        order: nodes.iter().map(|node| node.order).collect(),
     })
 }
 
@@ -87,44 +99,42 @@ fn index_names(nodes: &[TaskNode], errors: &mut Vec<DagError>) -> HashMap<String
     index
 }
 
-/// Resolved, deduplicated dependencies per task; reports unknown names and self edges.
+/// Resolved, deduplicated `(task, dependency)` edges in task and declaration order;
+/// reports unknown names and self edges.
 fn resolve_dependencies(
     nodes: &[TaskNode],
     index: &HashMap<String, u32>,
     errors: &mut Vec<DagError>,
-) -> Vec<Vec<u32>> {
+) -> Vec<(u32, u32)> {
     let mut seen_for = vec![u32::MAX; nodes.len()];
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(t, node)| {
-            let mut resolved = Vec::with_capacity(node.depends_on.len());
-            let mut self_reported = false;
-            for name in &node.depends_on {
-                match index.get(name) {
-                    None => errors.push(DagError::UnknownDependency {
-                        task: node.name.clone(),
-                        dependency: name.clone(),
-                    }),
-                    Some(_) if *name == node.name => {
-                        if !self_reported {
-                            self_reported = true;
-                            errors.push(DagError::SelfDependency {
-                                task: node.name.clone(),
-                            });
-                        }
+    let mut edges = Vec::with_capacity(nodes.iter().map(|node| node.depends_on.len()).sum());
+    for (t, node) in nodes.iter().enumerate() {
+        let t = t as u32;
+        let mut self_reported = false;
+        for name in &node.depends_on {
+            match index.get(name) {
+                None => errors.push(DagError::UnknownDependency {
+                    task: node.name.clone(),
+                    dependency: name.clone(),
+                }),
+                Some(&d) if d == t => {
+                    if !self_reported {
+                        self_reported = true;
+                        errors.push(DagError::SelfDependency {
+                            task: node.name.clone(),
+                        });
                     }
-                    Some(&d) => {
-                        if seen_for[d as usize] != t as u32 {
-                            seen_for[d as usize] = t as u32;
-                            resolved.push(d);
-                        }
+                }
+                Some(&d) => {
+                    if seen_for[d as usize] != t {
+                        seen_for[d as usize] = t;
+                        edges.push((t, d));
                     }
                 }
             }
-            resolved
-        })
-        .collect()
+        }
+    }
+    edges
 }
 
 /// Resolved parent per task; unknown and self parents are reported and dropped.
@@ -209,38 +219,35 @@ fn break_parent_cycles(nodes: &[TaskNode], parent: &mut [Option<u32>], errors: &
 /// Removes (and reports) dependencies on a task's own ancestor or descendant.
 fn drop_hierarchy_dependencies(
     nodes: &[TaskNode],
-    mut deps: Vec<Vec<u32>>,
+    mut edges: Vec<(u32, u32)>,
     children: &Adjacency,
     parent: &[Option<u32>],
     errors: &mut Vec<DagError>,
-) -> Vec<Vec<u32>> {
+) -> Vec<(u32, u32)> {
     let (enter, leave) = euler_tour(children, parent);
     let contains = |outer: u32, inner: u32| {
         enter[outer as usize] < enter[inner as usize]
             && leave[inner as usize] <= leave[outer as usize]
     };
-    for (t, ds) in deps.iter_mut().enumerate() {
-        let t = t as u32;
-        ds.retain(|&d| {
-            let name = || nodes[t as usize].name.clone();
-            if contains(d, t) {
-                errors.push(DagError::DependsOnAncestor {
-                    task: name(),
-                    ancestor: nodes[d as usize].name.clone(),
-                });
-                false
-            } else if contains(t, d) {
-                errors.push(DagError::DependsOnDescendant {
-                    task: name(),
-                    descendant: nodes[d as usize].name.clone(),
-                });
-                false
-            } else {
-                true
-            }
-        });
-    }
-    deps
+    edges.retain(|&(t, d)| {
+        let name = |i: u32| nodes[i as usize].name.clone();
+        if contains(d, t) {
+            errors.push(DagError::DependsOnAncestor {
+                task: name(t),
+                ancestor: name(d),
+            });
+            false
+        } else if contains(t, d) {
+            errors.push(DagError::DependsOnDescendant {
+                task: name(t),
+                descendant: name(d),
+            });
+            false
+        } else {
+            true
+        }
+    });
+    edges
 }
 
 /// Pre-order enter and leave times over the parent forest (iterative: hierarchies may be deep).

@@ -1,4 +1,4 @@
-use super::{Build, dag, messages, task};
+use super::{Build, dag, messages, ready, task};
 use crate::engine::dag::{CycleLink, CycleStep, Dag, DagError, validate};
 
 #[test]
@@ -196,4 +196,48 @@ fn validate_reports_the_same_problems_as_new() {
 fn validate_accepts_a_valid_set() {
     let nodes = vec![task("a"), task("b").after(&["a"]), task("c").under("b")];
     assert_eq!(validate(&nodes), Ok(()));
+}
+
+#[test]
+fn a_very_long_dependency_chain_is_validated_without_recursion() {
+    let n = 50_000;
+    let nodes = (0..n)
+        .map(|i| {
+            let node = task(&format!("t{i}"));
+            if i == 0 {
+                node
+            } else {
+                node.after(&[&format!("t{}", i - 1)])
+            }
+        })
+        .collect();
+    assert_eq!(dag(nodes).ready_count(), 1);
+}
+
+#[test]
+fn a_very_deep_hierarchy_is_validated_without_recursion() {
+    let n = 50_000;
+    let nodes = (0..n)
+        .map(|i| {
+            let node = task(&format!("t{i}"));
+            if i == 0 {
+                node
+            } else {
+                node.under(&format!("t{}", i - 1))
+            }
+        })
+        .collect();
+    let dag = dag(nodes);
+    assert_eq!(ready(&dag), [format!("t{}", n - 1)]);
+}
+
+#[test]
+fn a_very_long_cycle_is_reported() {
+    let n = 50_000;
+    let nodes = (0..n)
+        .map(|i| task(&format!("t{i}")).after(&[&format!("t{}", (i + 1) % n)]))
+        .collect();
+    let errors = messages(nodes);
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].starts_with("dependency cycle: t0 -> t1 -> t2 -> "));
 }
