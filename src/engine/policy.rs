@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attempt::{AttemptResult, OutcomeClass, StopReason};
 use super::backoff::RetryPolicy;
-use super::sigils::{Promise, Sigils};
+use super::sigils::{Promise, Sigils, Verdict};
 
 /// Longest crash summary or failure reason carried into a decision (characters).
 pub const MAX_SUMMARY_CHARS: usize = 500;
@@ -171,7 +171,8 @@ pub struct Decision {
     pub outcome: AttemptOutcome,
     /// The task's new phase.
     pub phase: PhaseChange,
-    /// Run a verifier before marking the task Done; the claim is kept for it.
+    /// Verification is on: the task becomes Done only when a verifier attempt passes
+    /// ([`decide_verification`]). The claim is kept for that attempt.
     pub verify_first: bool,
     /// `Some(n)`: the attempt counts as a retry and the task's retry count becomes `n`; the
     /// next attempt waits for the backoff (see [`Decision::next_attempt_after`]).
@@ -256,6 +257,39 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
     decision
 }
 
+/// Applies a verifier attempt's verdict on a task whose agent reported it done: pass makes
+/// it Done, fail counts as a failed attempt (retried while retries remain). Anything else
+/// (no verdict, a crash, exhaustion, ...) is decided like a work attempt whose task sigils
+/// are ignored, so the task runs again.
+pub fn decide_verification(task: &TaskContext, result: &AttemptResult) -> Decision {
+    let finished =
+        result.outcome == OutcomeClass::Finished && result.stop_reason == Some(StopReason::EndTurn);
+    match &result.sigils.verdict {
+        Some(Verdict::Pass(id)) if finished && *id == task.name => verified(task),
+        Some(Verdict::Fail(id)) if finished && *id == task.name => {
+            rejected(task, result.sigils.journal.first())
+        }
+        _ => {
+            let sigils = Sigils {
+                task_done: None,
+                task_failed: None,
+                ..result.sigils.clone()
+            };
+            let task = TaskContext {
+                verify: false,
+                ..task.clone()
+            };
+            decide(
+                &task,
+                &AttemptResult {
+                    sigils,
+                    ..result.clone()
+                },
+            )
+        }
+    }
+}
+
 /// The claim Lease was not renewed in time: the attempt is lost and the task retried.
 pub fn on_claim_lost(task: &TaskContext) -> Decision {
     let message = format!(
@@ -323,6 +357,32 @@ fn done(task: &TaskContext) -> Decision {
         let event = normal("TaskDone", format!("task {} done", task.name));
         base(AttemptOutcome::Done, PhaseChange::Done, event)
     }
+}
+
+fn verified(task: &TaskContext) -> Decision {
+    let event = normal(
+        "TaskVerified",
+        format!("task {} verified and done", task.name),
+    );
+    base(AttemptOutcome::Done, PhaseChange::Done, event)
+}
+
+fn rejected(task: &TaskContext, note: Option<&String>) -> Decision {
+    let reason = match note {
+        Some(note) => format!("the verifier rejected the work: {}", bounded(note)),
+        None => "the verifier rejected the work".to_owned(),
+    };
+    let message = format!("task {}: {reason}", task.name);
+    let previous = PreviousAttempt::Failed {
+        reason: Some(reason),
+    };
+    retry_or_fail(
+        task,
+        AttemptOutcome::Failed,
+        "VerificationFailed",
+        message,
+        previous,
+    )
 }
 
 fn failed(task: &TaskContext, sigils: &Sigils) -> Decision {
