@@ -230,6 +230,10 @@ impl<'a> TaskSigil<'a> {
 }
 
 /// Applies the attempt-outcome table to a finished attempt.
+///
+/// Rows are tried in order: how the process ended comes first (sigils from an exhausted,
+/// cancelled or crashed attempt are not trusted), then the feature-wide FAILURE promise, then
+/// the stop reason, then this task's sigils. A COMPLETE promise is recorded on every row.
 pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
     use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished};
     use StopReason::{EndTurn, Refusal};
@@ -242,15 +246,25 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
         TaskSigil::of(&task.name, sigils),
         sigils.promise,
     ) {
+        // usage limit / quota: not a task failure, the agent rests until its reset time
         (Exhausted, ..) => exhausted(task, result),
+        // user suspend or cancel
         (Cancelled, ..) | (Finished, Some(StopReason::Cancelled), ..) => interrupted(task),
+        // non-zero exit, no output, crash pattern, hang: retried with backoff
         (Crashed, ..) => crashed(task, crash_summary(result)),
+        // <promise>FAILURE</promise>: the feature stops with the agent's reason
         (Finished, _, _, Some(Promise::Failure)) => stop_feature(task, sigils),
+        // refusal: the task fails, no retry
         (Finished, Some(Refusal), ..) => refused(task),
+        // end_turn + task-done (done beats failed): done, or verify first
         (Finished, Some(EndTurn), TaskSigil::Done, _) => done(task),
+        // end_turn + task-failed: retried while retries remain, then failed
         (Finished, Some(EndTurn), TaskSigil::Failed, _) => failed(task, sigils),
+        // a sigil for another task: warning, no transition, claim released
         (Finished, Some(EndTurn), TaskSigil::OtherTask(other), _) => other_task(task, other),
+        // no sigil: back to pending, not a retry
         (Finished, Some(EndTurn), TaskSigil::None, _) => no_sigil(task),
+        // max_tokens, max_turn_requests, unknown (or no) stop reason: blocked, released
         (Finished, stop, ..) => stopped_early(task, stop),
     };
     decision.promise_complete = sigils.promise == Some(Promise::Complete);
