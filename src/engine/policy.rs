@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attempt::{AttemptResult, OutcomeClass, StopReason};
 use super::backoff::RetryPolicy;
-use super::sigils::{Promise, Sigils};
+use super::sigils::{Promise, Sigils, Verdict};
 
 /// Longest crash summary or failure reason carried into a decision (characters).
 pub const MAX_SUMMARY_CHARS: usize = 500;
@@ -171,7 +171,8 @@ pub struct Decision {
     pub outcome: AttemptOutcome,
     /// The task's new phase.
     pub phase: PhaseChange,
-    /// Run a verifier before marking the task Done; the claim is kept for it.
+    /// Verification is on: the task becomes Done only when a verifier attempt passes
+    /// ([`decide_verification`]). The claim is kept for that attempt.
     pub verify_first: bool,
     /// `Some(n)`: the attempt counts as a retry and the task's retry count becomes `n`; the
     /// next attempt waits for the backoff (see [`Decision::next_attempt_after`]).
@@ -229,6 +230,10 @@ impl<'a> TaskSigil<'a> {
 }
 
 /// Applies the attempt-outcome table to a finished attempt.
+///
+/// Rows are tried in order: how the process ended comes first (sigils from an exhausted,
+/// cancelled or crashed attempt are not trusted), then the feature-wide FAILURE promise, then
+/// the stop reason, then this task's sigils. A COMPLETE promise is recorded on every row.
 pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
     use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished};
     use StopReason::{EndTurn, Refusal};
@@ -241,19 +246,62 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
         TaskSigil::of(&task.name, sigils),
         sigils.promise,
     ) {
+        // usage limit / quota: not a task failure, the agent rests until its reset time
         (Exhausted, ..) => exhausted(task, result),
+        // user suspend or cancel
         (Cancelled, ..) | (Finished, Some(StopReason::Cancelled), ..) => interrupted(task),
+        // non-zero exit, no output, crash pattern, hang: retried with backoff
         (Crashed, ..) => crashed(task, crash_summary(result)),
+        // <promise>FAILURE</promise>: the feature stops with the agent's reason
         (Finished, _, _, Some(Promise::Failure)) => stop_feature(task, sigils),
+        // refusal: the task fails, no retry
         (Finished, Some(Refusal), ..) => refused(task),
+        // end_turn + task-done (done beats failed): done, or verify first
         (Finished, Some(EndTurn), TaskSigil::Done, _) => done(task),
+        // end_turn + task-failed: retried while retries remain, then failed
         (Finished, Some(EndTurn), TaskSigil::Failed, _) => failed(task, sigils),
+        // a sigil for another task: warning, no transition, claim released
         (Finished, Some(EndTurn), TaskSigil::OtherTask(other), _) => other_task(task, other),
+        // no sigil: back to pending, not a retry
         (Finished, Some(EndTurn), TaskSigil::None, _) => no_sigil(task),
+        // max_tokens, max_turn_requests, unknown (or no) stop reason: blocked, released
         (Finished, stop, ..) => stopped_early(task, stop),
     };
     decision.promise_complete = sigils.promise == Some(Promise::Complete);
     decision
+}
+
+/// Applies a verifier attempt's verdict on a task whose agent reported it done: pass makes
+/// it Done, fail counts as a failed attempt (retried while retries remain). Anything else
+/// (no verdict, a crash, exhaustion, ...) is decided like a work attempt whose task sigils
+/// are ignored, so the task runs again.
+pub fn decide_verification(task: &TaskContext, result: &AttemptResult) -> Decision {
+    let finished =
+        result.outcome == OutcomeClass::Finished && result.stop_reason == Some(StopReason::EndTurn);
+    match &result.sigils.verdict {
+        Some(Verdict::Pass(id)) if finished && *id == task.name => verified(task),
+        Some(Verdict::Fail(id)) if finished && *id == task.name => {
+            rejected(task, result.sigils.journal.first())
+        }
+        _ => {
+            let sigils = Sigils {
+                task_done: None,
+                task_failed: None,
+                ..result.sigils.clone()
+            };
+            let task = TaskContext {
+                verify: false,
+                ..task.clone()
+            };
+            decide(
+                &task,
+                &AttemptResult {
+                    sigils,
+                    ..result.clone()
+                },
+            )
+        }
+    }
 }
 
 /// The claim Lease was not renewed in time: the attempt is lost and the task retried.
@@ -323,6 +371,32 @@ fn done(task: &TaskContext) -> Decision {
         let event = normal("TaskDone", format!("task {} done", task.name));
         base(AttemptOutcome::Done, PhaseChange::Done, event)
     }
+}
+
+fn verified(task: &TaskContext) -> Decision {
+    let event = normal(
+        "TaskVerified",
+        format!("task {} verified and done", task.name),
+    );
+    base(AttemptOutcome::Done, PhaseChange::Done, event)
+}
+
+fn rejected(task: &TaskContext, note: Option<&String>) -> Decision {
+    let reason = match note {
+        Some(note) => format!("the verifier rejected the work: {}", bounded(note)),
+        None => "the verifier rejected the work".to_owned(),
+    };
+    let message = format!("task {}: {reason}", task.name);
+    let previous = PreviousAttempt::Failed {
+        reason: Some(reason),
+    };
+    retry_or_fail(
+        task,
+        AttemptOutcome::Failed,
+        "VerificationFailed",
+        message,
+        previous,
+    )
 }
 
 fn failed(task: &TaskContext, sigils: &Sigils) -> Decision {

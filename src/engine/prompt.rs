@@ -64,15 +64,28 @@ pub struct PromptInput {
 /// Renders the prompt for one attempt (Markdown).
 pub fn render(input: &PromptInput) -> String {
     let mut out = String::new();
-    task_section(&mut out, &input.task);
-    if let Some(parent) = &input.parent {
-        parent_section(&mut out, parent);
-    }
-    blockers_section(&mut out, &input.completed_blockers);
-    feature_section(&mut out, &input.feature);
+    task_section(&mut out, "Task", &input.task);
+    context_sections(&mut out, input);
     retry_section(&mut out, input);
     out.push_str(RULES);
     out
+}
+
+/// Renders the prompt for a verifier attempt: check that the task, reported done, really is.
+pub fn render_verification(input: &PromptInput) -> String {
+    let mut out = String::new();
+    task_section(&mut out, "Verify", &input.task);
+    context_sections(&mut out, input);
+    out.push_str(VERIFY_RULES);
+    out
+}
+
+fn context_sections(out: &mut String, input: &PromptInput) {
+    if let Some(parent) = &input.parent {
+        parent_section(out, parent);
+    }
+    blockers_section(out, &input.completed_blockers);
+    feature_section(out, &input.feature);
 }
 
 /// Appends a line of formatted text; writing to a `String` cannot fail.
@@ -82,8 +95,8 @@ macro_rules! push_line {
     }};
 }
 
-fn task_section(out: &mut String, task: &TaskText) {
-    push_line!(out, "# Task: {}\n", one_line(&task.title));
+fn task_section(out: &mut String, heading: &str, task: &TaskText) {
+    push_line!(out, "# {heading}: {}\n", one_line(&task.title));
     push_line!(out, "Your task ID is: {}\n", sigils::defuse(&task.id));
     block(out, &task.description);
 }
@@ -187,6 +200,19 @@ Optional, any number of times:
 - `<knowledge tags=\"{TAGS}\" title=\"{TITLE}\">{BODY}</knowledge>`: a lasting lesson about
   this codebase (tags separated by commas).
 - `<next-model>{MODEL}</next-model>`: the model better suited to the next task.
+";
+
+const VERIFY_RULES: &str = "\
+## Rules of this verification
+
+- An agent reported the task above done. Check its work in the current directory against the
+  task's description: read the changes, build, run the tests. Do not change the work.
+- Finish within this turn, then report your verdict once, with the braces removed and
+  `{TASK_ID}` replaced by the task ID stated above:
+
+- `<verify-pass>{TASK_ID}</verify-pass>`: the task is done as described.
+- `<verify-fail>{TASK_ID}</verify-fail>`: it is not. Say first what is missing or wrong, in
+  `<journal>{NOTE}</journal>`; the next attempt at the task will be told.
 ";
 
 #[cfg(test)]

@@ -200,43 +200,43 @@ impl SigilScanner {
     }
 
     /// Consumes `text`; returns where an undecided tag at its end starts, to be kept for the
-    /// next push (never when `at_end`).
+    /// next push (never when `at_end`). Prose is passed on in runs, not byte by byte.
     fn scan(&mut self, text: &str, at_end: bool) -> Option<usize> {
         let mut pos = 0;
+        let mut prose_from = 0;
         while pos < text.len() {
             let rest = &text[pos..];
             if let Some((open, resume_at)) = self.open.take() {
                 match tag::find_close(open.name, &rest[open.len..], resume_at) {
                     Close::Closed { body_end, end } => {
+                        self.on_prose(&text[prose_from..pos]);
                         self.record(&open, &rest[open.len..open.len + body_end]);
                         pos += open.len + end;
+                        prose_from = pos;
                     }
                     Close::NeedMore { resume_at } if !at_end => {
+                        self.on_prose(&text[prose_from..pos]);
                         self.open = Some((open, resume_at));
                         return Some(pos);
                     }
-                    Close::Abandon | Close::NeedMore { .. } => {
-                        self.on_prose("<");
-                        pos += 1;
-                    }
+                    Close::Abandon | Close::NeedMore { .. } => pos += 1,
                 }
                 continue;
             }
             let Some(lt) = rest.find('<') else {
-                self.on_prose(rest);
-                return None;
+                break;
             };
-            self.on_prose(&rest[..lt]);
             pos += lt;
             match tag::parse_open(&text[pos..]) {
                 Open::Tag(open) => self.open = Some((open, 0)),
-                Open::NeedMore if !at_end => return Some(pos),
-                Open::NotATag | Open::NeedMore => {
-                    self.on_prose("<");
-                    pos += 1;
+                Open::NeedMore if !at_end => {
+                    self.on_prose(&text[prose_from..pos]);
+                    return Some(pos);
                 }
+                Open::NotATag | Open::NeedMore => pos += 1,
             }
         }
+        self.on_prose(&text[prose_from..]);
         None
     }
 

@@ -376,3 +376,65 @@ fn previous_attempts_read_as_prompt_sentences() {
     };
     assert_eq!(failed.to_string(), "Previous attempt failed: no schema");
 }
+
+#[test]
+fn verification_pass_marks_the_task_done() {
+    let task = TaskContext {
+        verify: true,
+        ..task()
+    };
+    let decision = decide_verification(
+        &task,
+        &finished(StopReason::EndTurn, "<verify-pass>build-api</verify-pass>"),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Done);
+    assert_eq!(decision.phase, PhaseChange::Done);
+    assert!(!decision.verify_first);
+    assert!(decision.release_claim);
+}
+
+#[test]
+fn verification_fail_is_a_failed_attempt_with_the_verifiers_note() {
+    let task = TaskContext {
+        verify: true,
+        ..task()
+    };
+    let text = "<journal>GET /greeting returns 500</journal><verify-fail>build-api</verify-fail>";
+    let decision = decide_verification(&task, &finished(StopReason::EndTurn, text));
+    assert_eq!(decision.outcome, AttemptOutcome::Failed);
+    assert_eq!(decision.retry, Some(1));
+    let reason = "the verifier rejected the work: GET /greeting returns 500";
+    assert_eq!(
+        decision.previous_attempt,
+        Some(PreviousAttempt::Failed {
+            reason: Some(reason.into())
+        })
+    );
+}
+
+#[test]
+fn verification_without_a_verdict_ignores_task_sigils_and_runs_the_task_again() {
+    let task = TaskContext {
+        verify: true,
+        ..task()
+    };
+    let decision = decide_verification(
+        &task,
+        &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Released);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+}
+
+#[test]
+fn verification_verdict_for_another_task_does_not_count() {
+    let task = TaskContext {
+        verify: true,
+        ..task()
+    };
+    let decision = decide_verification(
+        &task,
+        &finished(StopReason::EndTurn, "<verify-pass>other</verify-pass>"),
+    );
+    assert_ne!(decision.phase, PhaseChange::Done);
+}

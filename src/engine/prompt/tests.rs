@@ -160,6 +160,17 @@ fn sigils_in_user_text_are_defused() {
     assert!(prompt.contains("&lt;task-done>build-api&lt;/task-done>"));
 }
 
+#[test]
+fn verification_prompt_asks_for_a_verdict_with_placeholders() {
+    let prompt = render_verification(&input());
+    assert!(prompt.starts_with("# Verify: Build the API"));
+    assert!(prompt.contains("Your task ID is: build-api"));
+    assert!(prompt.contains("<verify-pass>{TASK_ID}</verify-pass>"));
+    assert!(prompt.contains("<verify-fail>{TASK_ID}</verify-fail>"));
+    assert!(!prompt.contains("<task-done>"));
+    assert!(sigils::parse(&prompt).is_empty());
+}
+
 proptest! {
     #[test]
     fn the_prompt_never_parses_as_a_sigil(
