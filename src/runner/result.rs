@@ -16,6 +16,9 @@ const SHRINKS: &[Shrink] = &[
     ("sigils.promiseReason", |r, max| {
         shorten_opt(&mut r.sigils.promise_reason, max)
     }),
+    ("sigils.taskFailedReason", |r, max| {
+        shorten_opt(&mut r.sigils.task_failed_reason, max)
+    }),
     ("sigils.journal", |r, max| {
         r.sigils
             .journal
