@@ -10,14 +10,22 @@ use scripted::Scenario;
 
 fn finished(task: &str, steps: &str) -> scripted::Run {
     let run = Scenario::new(task, &format!("default: {steps}\n")).run();
-    assert_eq!(run.result.outcome, OutcomeClass::Finished, "{}", run.result_json);
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Finished,
+        "{}",
+        run.result_json
+    );
     assert_eq!(run.status.code(), Some(0));
     run
 }
 
 #[test]
 fn task_done_sigil_for_this_task_is_reported() {
-    let run = finished("greet", r#"[{text: "Done. <task-done>{task}</task-done>"}]"#);
+    let run = finished(
+        "greet",
+        r#"[{text: "Done. <task-done>{task}</task-done>"}]"#,
+    );
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert_eq!(run.result.stop_reason, Some(StopReason::EndTurn));
     assert_eq!(run.result.task, "greet");
@@ -26,7 +34,10 @@ fn task_done_sigil_for_this_task_is_reported() {
 
 #[test]
 fn task_failed_sigil_is_reported() {
-    let run = finished("greet", r#"[{text: "Cannot. <task-failed>{task}</task-failed>"}]"#);
+    let run = finished(
+        "greet",
+        r#"[{text: "Cannot. <task-failed>{task}</task-failed>"}]"#,
+    );
     assert_eq!(run.result.sigils.task_failed.as_deref(), Some("greet"));
     assert_eq!(run.result.sigils.task_done, None);
 }
@@ -60,7 +71,11 @@ fn promise_failure_carries_the_agents_reason() {
         r#"[{text: "The spec contradicts itself. <promise>FAILURE</promise>"}]"#,
     );
     assert_eq!(run.result.sigils.promise, Some(Promise::Failure));
-    assert!(run.result.sigils.promise_reason.is_some(), "{}", run.result_json);
+    assert!(
+        run.result.sigils.promise_reason.is_some(),
+        "{}",
+        run.result_json
+    );
 }
 
 #[test]
@@ -80,13 +95,19 @@ fn a_sigil_split_across_chunks_is_found() {
 
 #[test]
 fn history_replayed_on_load_does_not_complete_the_task() {
-    let run = finished("greet", r#"[history, {text: "Starting over, nothing done yet."}]"#);
+    let run = finished(
+        "greet",
+        r#"[history, {text: "Starting over, nothing done yet."}]"#,
+    );
     assert_eq!(run.result.sigils.task_done, None, "{}", run.result_json);
 }
 
 #[test]
 fn a_ten_megabyte_message_is_collected_and_the_result_stays_small() {
-    let run = finished("greet", r#"[{big: 10MB}, {text: "<task-done>{task}</task-done>"}]"#);
+    let run = finished(
+        "greet",
+        r#"[{big: 10MB}, {text: "<task-done>{task}</task-done>"}]"#,
+    );
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert!(run.result_json.len() <= RESULT_MAX_BYTES);
     let longest = run.stdout.lines().map(str::len).max().unwrap_or(0);
@@ -116,8 +137,14 @@ fn a_max_output_tokens_error_is_mapped_to_max_tokens() {
 
 #[test]
 fn an_unknown_stop_reason_is_kept_and_its_text_still_scanned() {
-    let run = finished("greet", r#"[{text: "<task-done>{task}</task-done>"}, {stop: paused}]"#);
-    assert_eq!(run.result.stop_reason, Some(StopReason::Other("paused".into())));
+    let run = finished(
+        "greet",
+        r#"[{text: "<task-done>{task}</task-done>"}, {stop: paused}]"#,
+    );
+    assert_eq!(
+        run.result.stop_reason,
+        Some(StopReason::Other("paused".into()))
+    );
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
 }
 
@@ -142,7 +169,12 @@ fn the_attempt_number_selects_the_scripted_attempt() {
 #[test]
 fn the_agent_is_named_from_initialize() {
     let run = finished("greet", r#"[{text: "hi"}]"#);
-    assert!(run.result.agent.as_deref().is_some_and(|agent| agent.starts_with("ralph-script ")));
+    assert!(
+        run.result
+            .agent
+            .as_deref()
+            .is_some_and(|agent| agent.starts_with("ralph-script "))
+    );
     assert!(run.result.timings.initialize_ms.is_some());
 }
 
@@ -161,6 +193,9 @@ fn every_session_update_is_logged_as_one_json_line() {
         .collect();
     assert_eq!(kinds, ["agent_thought_chunk", "agent_message_chunk"]);
     for lifecycle in ["spawned", "initialized", "prompt_sent", "stop", "exited"] {
-        assert!(events.iter().any(|event| event["event"] == lifecycle), "no {lifecycle} line");
+        assert!(
+            events.iter().any(|event| event["event"] == lifecycle),
+            "no {lifecycle} line"
+        );
     }
 }

@@ -36,8 +36,11 @@ impl Scenario {
     pub fn new(task: &str, script: &str) -> Self {
         let dir = tempfile::tempdir().expect("scratch directory");
         std::fs::create_dir(dir.path().join("workspace")).expect("workspace");
-        std::fs::write(dir.path().join("prompt.md"), "Work on the task; end with a sigil.")
-            .expect("prompt");
+        std::fs::write(
+            dir.path().join("prompt.md"),
+            "Work on the task; end with a sigil.",
+        )
+        .expect("prompt");
         std::fs::write(dir.path().join("script.yaml"), script).expect("script");
         Self {
             dir,
@@ -141,8 +144,9 @@ impl Scenario {
         let result_json = std::fs::read_to_string(self.path("result.json")).unwrap_or_else(|error| {
             panic!("no result file ({error}); status {status}\nstdout:\n{stdout}\nstderr:\n{stderr}")
         });
-        let result = serde_json::from_str(&result_json)
-            .unwrap_or_else(|error| panic!("result is not an AttemptResult ({error}): {result_json}"));
+        let result = serde_json::from_str(&result_json).unwrap_or_else(|error| {
+            panic!("result is not an AttemptResult ({error}): {result_json}")
+        });
         Run {
             status,
             result,
