@@ -313,3 +313,40 @@ fn the_heartbeat_file_is_touched() {
         "heartbeat holds {content:?}"
     );
 }
+
+#[test]
+fn a_runner_whose_parent_is_killed_cancels_the_attempt() {
+    let scenario = Scenario::new("t", &script(r#"[{text: "working"}, {delay: 1h}]"#)).args(&[
+        "--die-with-parent",
+        "--grace",
+        "1h",
+    ]);
+    let log = scenario.path("runner.log");
+    // The parent: a shell that starts the runner and waits for it.
+    let mut parent = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#""$@" > "$0" 2>&1 & wait"#)
+        .arg(&log)
+        .arg(scripted::ralph())
+        .args(scenario.runner_args())
+        .spawn()
+        .expect("start the parent shell");
+    wait_for(|| {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("agent_message_chunk"))
+    });
+    parent.kill().expect("kill -9 the parent");
+    parent.wait().expect("reap the parent");
+    wait_for(|| scenario.read_result().is_some());
+    let result = scenario.read_result().expect("result");
+    assert_eq!(result.outcome, OutcomeClass::Cancelled);
+    assert_eq!(result.stop_reason, Some(StopReason::Cancelled));
+}
+
+/// Polls until `done` (a safety net of one minute turns a hang into a failure).
+fn wait_for(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "gave up waiting");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

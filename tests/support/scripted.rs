@@ -72,26 +72,41 @@ impl Scenario {
         self.dir.path().join(name)
     }
 
+    /// The runner's arguments (after the `ralph` binary).
+    pub fn runner_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["runner".into()];
+        for arg in ["--task", &self.task, "--attempt", &self.attempt] {
+            args.push(arg.into());
+        }
+        args.push("--prompt-file".into());
+        args.push(self.path("prompt.md").into());
+        args.push("--workspace".into());
+        args.push(self.workspace().into());
+        args.push("--result-file".into());
+        args.push(self.path("result.json").into());
+        args.extend(self.args.iter().map(Into::into));
+        args.push("--".into());
+        args.push(ralph().into());
+        args.push("agent".into());
+        args.push("script".into());
+        args.push(self.path("script.yaml").into());
+        args
+    }
+
     fn command(&self) -> Command {
         let mut command = Command::new(ralph());
         command
-            .arg("runner")
-            .args(["--task", &self.task, "--attempt", &self.attempt])
-            .arg("--prompt-file")
-            .arg(self.path("prompt.md"))
-            .arg("--workspace")
-            .arg(self.workspace())
-            .arg("--result-file")
-            .arg(self.path("result.json"))
-            .args(&self.args)
-            .arg("--")
-            .arg(ralph())
-            .args(["agent", "script"])
-            .arg(self.path("script.yaml"))
+            .args(self.runner_args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         command
+    }
+
+    /// Reads the result file the runner wrote.
+    pub fn read_result(&self) -> Option<AttemptResult> {
+        let json = std::fs::read_to_string(self.path("result.json")).ok()?;
+        serde_json::from_str(&json).ok()
     }
 
     /// Runs the runner to its end.
