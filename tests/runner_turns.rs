@@ -199,3 +199,9 @@ fn every_session_update_is_logged_as_one_json_line() {
         );
     }
 }
+
+#[test]
+fn the_model_comes_from_the_sessions_model_selector() {
+    let run = Scenario::new("greet", "model: scripted-large\ndefault: [{text: hi}]\n").run();
+    assert_eq!(run.result.model.as_deref(), Some("scripted-large"));
+}

@@ -1,6 +1,7 @@
 //! The scripted agent's script: what to do, per task and attempt (pure parsing).
 //!
 //! ```yaml
+//! model: scripted-1         # optional: reported as the session's model
 //! default:                 # tasks not listed: a bare list of steps = every attempt
 //!   - text: "Did it. <task-done>{task}</task-done>"
 //! tasks:
@@ -107,6 +108,7 @@ enum Plan {
 /// A parsed script.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Script {
+    model: Option<String>,
     default: Plan,
     tasks: BTreeMap<String, Plan>,
 }
@@ -131,10 +133,14 @@ impl Script {
                 ));
             }
         };
+        let mut model = None;
         let mut default = Plan::Every(Vec::new());
         let mut tasks = BTreeMap::new();
         for (key, value) in root {
             match key.as_str() {
+                Some("model") => {
+                    model = Some(string(&value, "model").map_err(|message| fail("model", message))?)
+                }
                 Some("default") => {
                     default = parse_plan(&value, "default").map_err(|(l, m)| fail(&l, m))?
                 }
@@ -165,7 +171,16 @@ impl Script {
                 }
             }
         }
-        Ok(Self { default, tasks })
+        Ok(Self {
+            model,
+            default,
+            tasks,
+        })
+    }
+
+    /// The model the agent reports for its sessions (`model:` at the top).
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
 
     /// The steps for `task` on attempt number `attempt` (1-based; beyond the list, the

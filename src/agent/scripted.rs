@@ -11,6 +11,7 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentChunk, Cost, Implementation, InitializeRequest,
     InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
     PermissionOptionKind, ReadTextFileRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
     SessionNotification, SessionUpdate, ToolCall, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind, UsageUpdate, WriteTextFileRequest,
 };
@@ -44,6 +45,8 @@ pub struct Performance {
     pub attempt: u32,
     /// The steps of this attempt.
     pub steps: Vec<Step>,
+    /// The model reported in the session's model selector.
+    pub model: Option<String>,
 }
 
 struct Shared {
@@ -102,7 +105,19 @@ pub async fn serve(
                             )?;
                         }
                     }
-                    responder.respond(NewSessionResponse::new(SESSION_ID))
+                    let mut response = NewSessionResponse::new(SESSION_ID);
+                    if let Some(model) = &performance.model {
+                        response = response.config_options(vec![
+                            SessionConfigOption::select(
+                                "model",
+                                "Model",
+                                model.clone(),
+                                vec![SessionConfigSelectOption::new(model.clone(), model.clone())],
+                            )
+                            .category(SessionConfigOptionCategory::Model),
+                        ]);
+                    }
+                    responder.respond(response)
                 }
             },
             agent_client_protocol::on_receive_request!(),

@@ -41,6 +41,7 @@ async fn script(args: ScriptArgs) -> anyhow::Result<ExitCode> {
     let attempt = attempt_number(args.attempt.as_deref());
     let performance = Performance {
         steps: script.steps_for(&args.task, attempt).to_vec(),
+        model: script.model().map(str::to_string),
         task: args.task,
         attempt,
     };

@@ -223,7 +223,7 @@ pub async fn run_attempt(
         crash: verdict.crash,
         exhaustion: observations.exhaustion,
         agent: turn.agent.clone(),
-        model: None,
+        model: turn.model.clone(),
         usage: turn.usage.clone(),
         timings: Timings {
             started_at_ms,

@@ -11,8 +11,8 @@ use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation, InitializeRequest,
     NewSessionRequest, PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse,
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionId, TextContent, ToolCallUpdate, WriteTextFileRequest,
-    WriteTextFileResponse,
+    SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
+    SessionId, TextContent, ToolCallUpdate, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{
     Agent, Client, ConnectTo, Error, ErrorCode, is_connection_terminated,
@@ -182,7 +182,11 @@ pub async fn drive(
                     .send_request(NewSessionRequest::new(cwd.clone()))
                     .block_task()
                     .await?;
-                lock(&turn).phase = Phase::SessionCreated;
+                {
+                    let mut turn = lock(&turn);
+                    turn.phase = Phase::SessionCreated;
+                    turn.model = current_model(session.config_options.as_deref());
+                }
                 events.emit(
                     "session",
                     json!({"sessionId": session.session_id.0.as_ref(), "cwd": cwd}),
@@ -226,6 +230,18 @@ pub async fn drive(
             detail: describe_error(&error),
         },
     }
+}
+
+/// The current value of the session's model selector.
+fn current_model(options: Option<&[SessionConfigOption]>) -> Option<String> {
+    options?
+        .iter()
+        .find_map(|option| match (&option.category, &option.kind) {
+            (Some(SessionConfigOptionCategory::Model), SessionConfigKind::Select(select)) => {
+                Some(select.current_value.0.to_string())
+            }
+            _ => None,
+        })
 }
 
 fn request_bytes(request: &RawPrompt) -> usize {

@@ -51,6 +51,8 @@ pub struct TurnState {
     pub agent: Option<String>,
     /// From runner start to the answer to `initialize`, milliseconds.
     pub initialize_ms: Option<u64>,
+    /// The model the session uses, from its model selector.
+    pub model: Option<String>,
     scanner: SigilScanner,
     text_head: String,
 }
@@ -63,6 +65,7 @@ impl Default for TurnState {
             usage: Usage::default(),
             agent: None,
             initialize_ms: None,
+            model: None,
             scanner: SigilScanner::new(),
             text_head: String::new(),
         }
