@@ -350,3 +350,20 @@ fn wait_for(mut done: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_usage_limit_on_stderr_stops_a_hanging_agent_at_once() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{stderr: "Claude AI usage limit reached|1760000000"}, hang]"#),
+    )
+    .args(&["--idle-timeout", "1h", "--grace", "1h"])
+    .run();
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Exhausted,
+        "{}",
+        run.result_json
+    );
+    assert_eq!(run.result.signal, Some(9));
+}

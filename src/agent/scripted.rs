@@ -2,6 +2,7 @@
 //! steps for its task and attempt. It is the runner's test double and the agent of dry
 //! runs.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -197,7 +198,9 @@ impl Turn {
                     );
                     std::future::pending::<()>().await;
                 }
-                Step::Stderr(line) => eprintln!("{}", text(line)),
+                Step::Stderr(line) => {
+                    let _ = writeln!(std::io::stderr(), "{}", text(line));
+                }
                 Step::Usage(step) => {
                     let mut update =
                         UsageUpdate::new(step.input_tokens + step.output_tokens, 200_000);

@@ -1,5 +1,6 @@
 //! `ralph runner`: drive one agent attempt over ACP and report its result.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -97,7 +98,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(path) => {
             write_result(result, &path)?;
         }
-        None => println!("{}", fit_result(result)?.1),
+        None => {
+            let json = fit_result(result)?.1;
+            writeln!(std::io::stdout(), "{json}").context("cannot write the result to stdout")?;
+        }
     }
     Ok(ExitCode::from(exit_status(outcome)))
 }

@@ -1,6 +1,7 @@
 //! Driving one attempt: spawn the agent, run the ACP conversation, watch stderr, the
 //! timeouts and the cancellation token, stop the agent, and classify what happened.
 
+use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,10 +28,23 @@ use super::turn::TurnState;
 use super::workspace::Workspace;
 use crate::engine::attempt::{AttemptResult, Exhaustion, RESULT_SCHEMA_VERSION, Timings};
 
+/// How long after killing the agent's process group the runner stops waiting for its
+/// output to close (a descendant that left the group may hold it open).
+const ABANDON_AFTER_KILL: Duration = Duration::from_secs(5);
+
 /// What the stderr watcher reports to the supervisor.
 enum StderrAlarm {
     Crash { pattern: String, line: String },
-    Exhausted(Exhaustion),
+    Exhausted { found: Exhaustion, definite: bool },
+}
+
+/// The next step of stopping an agent once its deadline passes.
+#[derive(Clone, Copy)]
+enum Escalation {
+    /// Kill the process group (the grace period is over).
+    Kill,
+    /// Stop waiting for the conversation to end.
+    Abandon,
 }
 
 /// Stderr facts collected for the result.
@@ -96,18 +110,21 @@ pub async fn run_attempt(
 
     let total_deadline = tokio::time::Instant::from_std(started + config.total_timeout);
     let mut session: Option<SessionHandle> = None;
+    let mut session_pending = true;
     let mut interruption: Option<Interruption> = None;
     let mut exhaustion: Option<Exhaustion> = None;
-    let mut grace_deadline: Option<tokio::time::Instant> = None;
+    let mut escalation: Option<(tokio::time::Instant, Escalation)> = None;
     let mut agent_exited = false;
 
     let turn_end = loop {
         let idle_deadline =
             tokio::time::Instant::from_std(activity.last_traffic() + config.idle_timeout);
         let stopping = interruption.is_some();
+        let (escalation_at, next_step) = escalation.unwrap_or((total_deadline, Escalation::Kill));
         tokio::select! {
             turn_end = &mut conversation => break turn_end,
-            handle = &mut session_rx, if session.is_none() => {
+            handle = &mut session_rx, if session_pending => {
+                session_pending = false;
                 session = handle.ok();
             }
             Some(alarm) = alarm_rx.recv(), if !stopping => match alarm {
@@ -115,11 +132,15 @@ pub async fn run_attempt(
                     events.emit("crash_pattern", json!({"pattern": pattern, "line": line}));
                     agent.kill_group();
                     interruption = Some(Interruption::CrashPattern { pattern, line });
-                    grace_deadline = Some(tokio::time::Instant::now());
+                    escalation = Some(abandon_later());
                 }
-                StderrAlarm::Exhausted(found) => {
+                StderrAlarm::Exhausted { found, definite } => {
                     events.emit("exhausted", json!({"message": found.message, "resetAt": found.reset_at}));
                     exhaustion.get_or_insert(found);
+                    if definite {
+                        agent.kill_group();
+                        escalation = Some(abandon_later());
+                    }
                 }
             },
             status = agent.wait(), if !agent_exited => {
@@ -130,22 +151,31 @@ pub async fn run_attempt(
             }
             () = cancel.cancelled(), if !stopping => {
                 interruption = Some(Interruption::Cancelled);
-                grace_deadline = Some(begin_stop(&events, "cancelled", session.as_ref(), &agent, config.grace));
+                escalation = Some(begin_stop(&events, "cancelled", session.as_ref(), &agent, config.grace));
             }
             () = sleep_until(idle_deadline), if !stopping => {
                 if activity.last_traffic() + config.idle_timeout <= Instant::now() {
                     interruption = Some(Interruption::IdleTimeout(config.idle_timeout));
-                    grace_deadline = Some(begin_stop(&events, "idle_timeout", session.as_ref(), &agent, config.grace));
+                    escalation = Some(begin_stop(&events, "idle_timeout", session.as_ref(), &agent, config.grace));
                 }
             }
             () = sleep_until(total_deadline), if !stopping => {
                 interruption = Some(Interruption::TotalTimeout(config.total_timeout));
-                grace_deadline = Some(begin_stop(&events, "total_timeout", session.as_ref(), &agent, config.grace));
+                escalation = Some(begin_stop(&events, "total_timeout", session.as_ref(), &agent, config.grace));
             }
-            () = sleep_until(grace_deadline.unwrap_or(total_deadline)), if grace_deadline.is_some() => {
-                agent.kill_group();
-                grace_deadline = None;
-            }
+            () = sleep_until(escalation_at), if escalation.is_some() => match next_step {
+                Escalation::Kill => {
+                    events.emit("killed", json!({"reason": "grace period over"}));
+                    agent.kill_group();
+                    escalation = Some(abandon_later());
+                }
+                Escalation::Abandon => {
+                    break TurnEnd::Unanswered {
+                        phase: lock(&turn).phase,
+                        detail: "the agent's output stayed open after its process group was killed".into(),
+                    };
+                }
+            },
         }
     };
     events.emit("stop", json!({"turn": turn_summary(&turn_end)}));
@@ -177,16 +207,13 @@ pub async fn run_attempt(
         tracing::warn!("the agent's stderr stayed open after its process group was killed");
     }
     while let Ok(alarm) = alarm_rx.try_recv() {
-        if let StderrAlarm::Exhausted(found) = alarm {
+        if let StderrAlarm::Exhausted { found, .. } = alarm {
             exhaustion.get_or_insert(found);
         }
     }
 
     let now_unix = now_ms() / 1000;
-    let mut turn = match turn.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut turn = lock(&turn);
     if exhaustion.is_none() {
         exhaustion = match &turn_end {
             TurnEnd::Failed { message, data, .. } => {
@@ -234,15 +261,22 @@ pub async fn run_attempt(
     })
 }
 
+fn abandon_later() -> (tokio::time::Instant, Escalation) {
+    (
+        tokio::time::Instant::now() + ABANDON_AFTER_KILL,
+        Escalation::Abandon,
+    )
+}
+
 /// Sends `session/cancel` when there is a session (otherwise kills at once); returns
-/// when the grace period ends.
+/// the next escalation.
 fn begin_stop(
     events: &EventLog,
     reason: &str,
     session: Option<&SessionHandle>,
     agent: &AgentProcess,
     grace: Duration,
-) -> tokio::time::Instant {
+) -> (tokio::time::Instant, Escalation) {
     let now = tokio::time::Instant::now();
     let sent = session.is_some_and(|(cx, session_id)| {
         cx.send_notification(CancelNotification::new(session_id.clone()))
@@ -253,10 +287,10 @@ fn begin_stop(
         json!({"reason": reason, "sessionCancelSent": sent, "graceMs": grace.as_millis() as u64}),
     );
     if sent {
-        now + grace
+        (now + grace, Escalation::Kill)
     } else {
         agent.kill_group();
-        now
+        abandon_later()
     }
 }
 
@@ -270,7 +304,8 @@ async fn watch_stderr(
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         if relay {
-            eprintln!("{line}");
+            // A closed runner stderr must not stop the watch.
+            let _ = writeln!(std::io::stderr(), "{line}");
         }
         if !line.trim().is_empty() {
             let mut facts = match facts.lock() {
@@ -285,8 +320,16 @@ async fn watch_stderr(
                 line: line.clone(),
             });
         } else if let Some(found) = patterns.exhaustion_in_diagnostic(&line, now_ms() / 1000) {
-            let _ = alarms.send(StderrAlarm::Exhausted(found));
+            let definite = patterns.is_definite_exhaustion(&line);
+            let _ = alarms.send(StderrAlarm::Exhausted { found, definite });
         }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

@@ -98,12 +98,17 @@ impl Patterns {
         matched.then(|| exhaustion(text, now_unix))
     }
 
+    /// Whether `text` is a definite usage-limit report (not just rate-limit wording):
+    /// the agent cannot go on, so it is stopped at once.
+    pub fn is_definite_exhaustion(&self, text: &str) -> bool {
+        DEFINITE.is_match(text) || self.exhaustion.iter().any(|pattern| pattern.is_match(text))
+    }
+
     /// Exhaustion reported in the agent's message text (definite reports and the
     /// configured patterns only).
     pub fn exhaustion_in_message(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
-        let matched =
-            DEFINITE.is_match(text) || self.exhaustion.iter().any(|pattern| pattern.is_match(text));
-        matched.then(|| exhaustion(text, now_unix))
+        self.is_definite_exhaustion(text)
+            .then(|| exhaustion(text, now_unix))
     }
 }
 
