@@ -99,3 +99,28 @@ fn a_script_error_names_the_file_and_step() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_agent_that_cannot_start_is_a_crash() {
+    let scenario = Scenario::new("t", "default: []\n");
+    let output = Command::new(ralph())
+        .args(["runner", "--task", "t", "--prompt-file"])
+        .arg(scenario.path("prompt.md"))
+        .arg("--workspace")
+        .arg(scenario.workspace())
+        .arg("--result-file")
+        .arg(scenario.path("result.json"))
+        .args(["--", "/nonexistent/agent-cli"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(3));
+    let result = scenario.read_result().expect("result");
+    assert_eq!(result.outcome, OutcomeClass::Crashed);
+    assert!(
+        result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.starts_with("cannot start agent `/nonexistent/agent-cli`")),
+        "{result:?}"
+    );
+}

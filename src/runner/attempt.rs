@@ -26,7 +26,10 @@ use super::process::AgentProcess;
 use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
-use crate::engine::attempt::{AttemptResult, Exhaustion, RESULT_SCHEMA_VERSION, Timings};
+use crate::engine::attempt::{
+    AttemptResult, Exhaustion, OutcomeClass, RESULT_SCHEMA_VERSION, Timings, Usage,
+};
+use crate::engine::sigils::Sigils;
 
 /// How long after killing the agent's process group the runner stops waiting for its
 /// output to close (a descendant that left the group may hold it open).
@@ -76,7 +79,16 @@ pub async fn run_attempt(
         ("RALPH_ATTEMPT", attempt_env.as_str()),
         ("RALPH_WORKSPACE", workspace_env.as_str()),
     ];
-    let (mut agent, pipes) = AgentProcess::spawn(&config.agent_command, workspace.root(), &env)?;
+    let (mut agent, pipes) =
+        match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
+            Ok(spawned) => spawned,
+            // An agent that cannot start is the attempt's crash, not a runner usage error.
+            Err(error @ RunnerError::Spawn { .. }) => {
+                events.emit("spawn_failed", json!({"error": error.to_string()}));
+                return Ok(not_started(config, started_at_ms, error.to_string()));
+            }
+            Err(error) => return Err(error),
+        };
     events.emit(
         "spawned",
         json!({"pid": agent.pid(), "command": config.agent_command, "task": config.task, "attempt": config.attempt}),
@@ -259,6 +271,31 @@ pub async fn run_attempt(
         },
         truncated: Vec::new(),
     })
+}
+
+/// The result of an attempt whose agent could not be started.
+fn not_started(config: RunnerConfig, started_at_ms: i64, crash: String) -> AttemptResult {
+    AttemptResult {
+        version: RESULT_SCHEMA_VERSION,
+        task: config.task,
+        attempt: config.attempt,
+        outcome: OutcomeClass::Crashed,
+        stop_reason: None,
+        exit_code: None,
+        signal: None,
+        sigils: Sigils::default(),
+        crash: Some(crash),
+        exhaustion: None,
+        agent: None,
+        model: None,
+        usage: Usage::default(),
+        timings: Timings {
+            started_at_ms,
+            ended_at_ms: now_ms(),
+            initialize_ms: None,
+        },
+        truncated: Vec::new(),
+    }
 }
 
 fn abandon_later() -> (tokio::time::Instant, Escalation) {
