@@ -1,60 +1,33 @@
-//! Driving one attempt: spawn the agent, run the ACP conversation, watch stderr, the
-//! timeouts and the cancellation token, stop the agent, and classify what happened.
+//! Driving one attempt: spawn the agent, run the ACP conversation under supervision,
+//! shut the agent down, and classify what happened.
 
-use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_client_protocol::v1::schema::CancelNotification;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::ChildStderr;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::Activity;
-use super::client::{self, ClientContext, SessionHandle};
+use super::client::{self, ClientContext};
 use super::config::RunnerConfig;
 use super::error::RunnerError;
-use super::events::{EventLog, now_ms};
-use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
+use super::events::now_ms;
+use super::outcome::{Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
-use super::process::AgentProcess;
+use super::process::{AgentProcess, exit_fields};
+use super::stderr::{self, FirstLine, StderrAlarm};
+use super::supervise::{Supervised, Supervision, supervise};
 use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
-use crate::engine::attempt::{
-    AttemptResult, Exhaustion, OutcomeClass, RESULT_SCHEMA_VERSION, Timings, Usage,
-};
+use crate::engine::attempt::{AttemptResult, OutcomeClass, RESULT_SCHEMA_VERSION, Timings, Usage};
 use crate::engine::sigils::Sigils;
 
-/// How long after killing the agent's process group the runner stops waiting for its
-/// output to close (a descendant that left the group may hold it open).
-const ABANDON_AFTER_KILL: Duration = Duration::from_secs(5);
-
-/// What the stderr watcher reports to the supervisor.
-enum StderrAlarm {
-    Crash { pattern: String, line: String },
-    Exhausted { found: Exhaustion, definite: bool },
-}
-
-/// The next step of stopping an agent once its deadline passes.
-#[derive(Clone, Copy)]
-enum Escalation {
-    /// Kill the process group (the grace period is over).
-    Kill,
-    /// Stop waiting for the conversation to end.
-    Abandon,
-}
-
-/// Stderr facts collected for the result.
-#[derive(Default)]
-struct StderrFacts {
-    first_line: Option<String>,
-}
+/// Longest wait for the stderr watcher after the agent's group is gone.
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
 
 /// Runs one attempt to its end and reports it. Cancelling `cancel` sends
 /// `session/cancel`, waits the grace period, then kills the agent; the attempt is then
@@ -96,17 +69,16 @@ pub async fn run_attempt(
 
     let activity = Arc::new(Activity::new(config.heartbeat_file.clone()));
     let turn = Arc::new(Mutex::new(TurnState::default()));
-    let stderr_facts = Arc::new(Mutex::new(StderrFacts::default()));
-    let (alarm_tx, mut alarm_rx) = mpsc::unbounded_channel();
-    let stderr_task = tokio::spawn(watch_stderr(
+    let first_stderr_line = FirstLine::default();
+    let (alarm_tx, mut alarms) = mpsc::unbounded_channel();
+    let stderr_task = tokio::spawn(stderr::watch(
         pipes.stderr,
         patterns.clone(),
         config.relay_stderr,
-        stderr_facts.clone(),
+        first_stderr_line.clone(),
         alarm_tx,
     ));
-
-    let (session_tx, mut session_rx) = oneshot::channel::<SessionHandle>();
+    let (session_tx, session_rx) = oneshot::channel();
     let mut conversation = Box::pin(client::drive(
         ClientContext {
             prompt: config.prompt.clone(),
@@ -119,132 +91,63 @@ pub async fn run_attempt(
         agent_lines(pipes.stdin, pipes.stdout, activity.clone()),
         session_tx,
     ));
-
-    let total_deadline = tokio::time::Instant::from_std(started + config.total_timeout);
-    let mut session: Option<SessionHandle> = None;
-    let mut session_pending = true;
-    let mut interruption: Option<Interruption> = None;
-    let mut exhaustion: Option<Exhaustion> = None;
-    let mut escalation: Option<(tokio::time::Instant, Escalation)> = None;
-    let mut agent_exited = false;
-
-    let turn_end = loop {
-        let idle_deadline =
-            tokio::time::Instant::from_std(activity.last_traffic() + config.idle_timeout);
-        let stopping = interruption.is_some();
-        let (escalation_at, next_step) = escalation.unwrap_or((total_deadline, Escalation::Kill));
-        tokio::select! {
-            turn_end = &mut conversation => break turn_end,
-            handle = &mut session_rx, if session_pending => {
-                session_pending = false;
-                session = handle.ok();
-            }
-            Some(alarm) = alarm_rx.recv(), if !stopping => match alarm {
-                StderrAlarm::Crash { pattern, line } => {
-                    events.emit("crash_pattern", json!({"pattern": pattern, "line": line}));
-                    agent.kill_group();
-                    interruption = Some(Interruption::CrashPattern { pattern, line });
-                    escalation = Some(abandon_later());
-                }
-                StderrAlarm::Exhausted { found, definite } => {
-                    events.emit("exhausted", json!({"message": found.message, "resetAt": found.reset_at}));
-                    exhaustion.get_or_insert(found);
-                    if definite {
-                        agent.kill_group();
-                        escalation = Some(abandon_later());
-                    }
-                }
-            },
-            status = agent.wait(), if !agent_exited => {
-                agent_exited = true;
-                if let Ok(status) = status {
-                    events.emit("exited", exit_fields(status));
-                }
-            }
-            () = cancel.cancelled(), if !stopping => {
-                interruption = Some(Interruption::Cancelled);
-                escalation = Some(begin_stop(&events, "cancelled", session.as_ref(), &agent, config.grace));
-            }
-            () = sleep_until(idle_deadline), if !stopping => {
-                if activity.last_traffic() + config.idle_timeout <= Instant::now() {
-                    interruption = Some(Interruption::IdleTimeout(config.idle_timeout));
-                    escalation = Some(begin_stop(&events, "idle_timeout", session.as_ref(), &agent, config.grace));
-                }
-            }
-            () = sleep_until(total_deadline), if !stopping => {
-                interruption = Some(Interruption::TotalTimeout(config.total_timeout));
-                escalation = Some(begin_stop(&events, "total_timeout", session.as_ref(), &agent, config.grace));
-            }
-            () = sleep_until(escalation_at), if escalation.is_some() => match next_step {
-                Escalation::Kill => {
-                    events.emit("killed", json!({"reason": "grace period over"}));
-                    agent.kill_group();
-                    escalation = Some(abandon_later());
-                }
-                Escalation::Abandon => {
-                    break TurnEnd::Unanswered {
-                        phase: lock(&turn).phase,
-                        detail: "the agent's output stayed open after its process group was killed".into(),
-                    };
-                }
-            },
-        }
+    let supervision = Supervision {
+        agent: &mut agent,
+        activity: &activity,
+        turn: &turn,
+        events: &events,
+        alarms: &mut alarms,
+        idle_timeout: config.idle_timeout,
+        total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
+        total_timeout: config.total_timeout,
+        grace: config.grace,
+        cancel: &cancel,
     };
-    events.emit("stop", json!({"turn": turn_summary(&turn_end)}));
+    let supervised = supervise(conversation.as_mut(), session_rx, supervision).await;
+    events.emit("stop", json!({"turn": turn_summary(&supervised.turn_end)}));
 
-    // Let the agent exit on its own (its stdin is closed now), then make sure the whole
-    // group is gone.
+    // Dropping the conversation closes the agent's stdin: the agent may now exit.
     drop(conversation);
-    drop(session);
-    if !agent_exited
-        && tokio::time::timeout(config.grace, agent.wait())
-            .await
-            .is_err()
-    {
-        agent.kill_group();
-    }
-    let status = match agent.exit_status() {
-        Some(status) => Some(status),
-        None => agent.wait().await.ok(),
-    };
-    agent.kill_group();
-    if !agent_exited && let Some(status) = status {
+    let exited_before = agent.has_exited();
+    let status = agent.shut_down(config.grace).await;
+    if !exited_before && let Some(status) = status {
         events.emit("exited", exit_fields(status));
     }
-    // The watcher ends when every holder of the agent's stderr is gone.
-    if tokio::time::timeout(Duration::from_secs(1), stderr_task)
+    if tokio::time::timeout(STDERR_DRAIN, stderr_task)
         .await
         .is_err()
     {
         tracing::warn!("the agent's stderr stayed open after its process group was killed");
     }
-    while let Ok(alarm) = alarm_rx.try_recv() {
+    let mut late_exhaustion = None;
+    while let Ok(alarm) = alarms.try_recv() {
         if let StderrAlarm::Exhausted { found, .. } = alarm {
-            exhaustion.get_or_insert(found);
+            late_exhaustion.get_or_insert(found);
         }
     }
 
-    let now_unix = now_ms() / 1000;
+    let Supervised {
+        turn_end,
+        interruption,
+        exhaustion,
+    } = supervised;
     let mut turn = lock(&turn);
-    if exhaustion.is_none() {
-        exhaustion = match &turn_end {
+    let now_unix = now_ms() / 1000;
+    let exhaustion = exhaustion
+        .or(late_exhaustion)
+        .or_else(|| match &turn_end {
             TurnEnd::Failed { message, data, .. } => {
                 exhaustion_in_error(message, data.as_ref(), &patterns, now_unix)
             }
             _ => None,
-        }
+        })
         .or_else(|| patterns.exhaustion_in_message(turn.text_head(), now_unix));
-    }
-    let first_stderr_line = match stderr_facts.lock() {
-        Ok(facts) => facts.first_line.clone(),
-        Err(poisoned) => poisoned.into_inner().first_line.clone(),
-    };
     let observations = Observations {
         turn: turn_end,
         interruption,
         exit_code: status.and_then(|status| status.code()),
         signal: status.and_then(|status| status.signal()),
-        first_stderr_line,
+        first_stderr_line: lock(&first_stderr_line).clone(),
         exhaustion,
         updates_in_turn: turn.updates_in_turn,
         sigils: turn.take_sigils(),
@@ -298,80 +201,11 @@ fn not_started(config: RunnerConfig, started_at_ms: i64, crash: String) -> Attem
     }
 }
 
-fn abandon_later() -> (tokio::time::Instant, Escalation) {
-    (
-        tokio::time::Instant::now() + ABANDON_AFTER_KILL,
-        Escalation::Abandon,
-    )
-}
-
-/// Sends `session/cancel` when there is a session (otherwise kills at once); returns
-/// the next escalation.
-fn begin_stop(
-    events: &EventLog,
-    reason: &str,
-    session: Option<&SessionHandle>,
-    agent: &AgentProcess,
-    grace: Duration,
-) -> (tokio::time::Instant, Escalation) {
-    let now = tokio::time::Instant::now();
-    let sent = session.is_some_and(|(cx, session_id)| {
-        cx.send_notification(CancelNotification::new(session_id.clone()))
-            .is_ok()
-    });
-    events.emit(
-        "stopping",
-        json!({"reason": reason, "sessionCancelSent": sent, "graceMs": grace.as_millis() as u64}),
-    );
-    if sent {
-        (now + grace, Escalation::Kill)
-    } else {
-        agent.kill_group();
-        abandon_later()
-    }
-}
-
-async fn watch_stderr(
-    stderr: ChildStderr,
-    patterns: Patterns,
-    relay: bool,
-    facts: Arc<Mutex<StderrFacts>>,
-    alarms: mpsc::UnboundedSender<StderrAlarm>,
-) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        if relay {
-            // A closed runner stderr must not stop the watch.
-            let _ = writeln!(std::io::stderr(), "{line}");
-        }
-        if !line.trim().is_empty() {
-            let mut facts = match facts.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            facts.first_line.get_or_insert_with(|| line.clone());
-        }
-        if let Some(pattern) = patterns.crash_in(&line) {
-            let _ = alarms.send(StderrAlarm::Crash {
-                pattern: pattern.to_string(),
-                line: line.clone(),
-            });
-        } else if let Some(found) = patterns.exhaustion_in_diagnostic(&line, now_ms() / 1000) {
-            let definite = patterns.is_definite_exhaustion(&line);
-            let _ = alarms.send(StderrAlarm::Exhausted { found, definite });
-        }
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
     }
-}
-
-fn exit_fields(status: std::process::ExitStatus) -> serde_json::Value {
-    json!({"code": status.code(), "signal": status.signal()})
 }
 
 fn turn_summary(turn_end: &TurnEnd) -> serde_json::Value {

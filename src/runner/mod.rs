@@ -13,6 +13,8 @@ pub mod permission;
 mod process;
 pub mod protocol;
 pub mod result;
+mod stderr;
+mod supervise;
 mod transport;
 pub mod turn;
 pub mod workspace;

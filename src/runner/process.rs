@@ -1,6 +1,8 @@
 //! The agent process: spawned in its own process group so the whole tree can be killed.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -97,8 +99,24 @@ impl AgentProcess {
         Ok(status)
     }
 
-    /// The exit status, once [`wait`](Self::wait) has seen it.
-    pub fn exit_status(&self) -> Option<ExitStatus> {
-        self.exit
+    /// Whether [`wait`](Self::wait) has seen the agent exit.
+    pub fn has_exited(&self) -> bool {
+        self.exit.is_some()
     }
+
+    /// Gives the agent `grace` to exit by itself (its stdin is closed by now), kills its
+    /// process group if it does not, and makes sure no process of the group is left.
+    pub async fn shut_down(&mut self, grace: Duration) -> Option<ExitStatus> {
+        if self.exit.is_none() && tokio::time::timeout(grace, self.wait()).await.is_err() {
+            self.kill_group();
+        }
+        let status = self.wait().await.ok();
+        self.kill_group();
+        status
+    }
+}
+
+/// An exit status as event-log fields.
+pub fn exit_fields(status: ExitStatus) -> serde_json::Value {
+    serde_json::json!({"code": status.code(), "signal": status.signal()})
 }
