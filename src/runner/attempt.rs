@@ -45,13 +45,14 @@ pub async fn run_attempt(
         source,
     })?;
     let events = config.events.clone();
-    let attempt_env = config.attempt.clone().unwrap_or_default();
     let workspace_env = workspace.root().display().to_string();
-    let env = [
+    let mut env = vec![
         ("RALPH_TASK", config.task.as_str()),
-        ("RALPH_ATTEMPT", attempt_env.as_str()),
         ("RALPH_WORKSPACE", workspace_env.as_str()),
     ];
+    if let Some(attempt) = &config.attempt {
+        env.push(("RALPH_ATTEMPT", attempt.as_str()));
+    }
     let (mut agent, pipes) =
         match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
             Ok(spawned) => spawned,

@@ -378,3 +378,46 @@ fn lock(turn: &Mutex<TurnState>) -> MutexGuard<'_, TurnState> {
         Err(poisoned) => poisoned.into_inner(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{ToolCallLocation, ToolCallUpdateFields};
+
+    #[test]
+    fn a_tool_request_collects_locations_input_paths_and_the_command() {
+        let tool_call = ToolCallUpdate::new(
+            "t1",
+            ToolCallUpdateFields::new()
+                .title("Edit".to_string())
+                .locations(vec![ToolCallLocation::new("/ws/a.rs")])
+                .raw_input(json!({"file_path": "b.rs", "command": ["git", "push"]})),
+        );
+        let request = tool_request(&tool_call);
+        assert_eq!(request.title.as_deref(), Some("Edit"));
+        assert_eq!(
+            request.paths,
+            [PathBuf::from("/ws/a.rs"), PathBuf::from("b.rs")]
+        );
+        assert_eq!(request.command.as_deref(), Some("git push"));
+    }
+
+    #[tokio::test]
+    async fn reading_with_line_and_limit_returns_that_slice() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f.txt"), "1\n2\n3\n4\n").unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let request = ReadTextFileRequest::new("s", "f.txt").line(2).limit(2);
+        assert_eq!(read_file(&workspace, &request).await.unwrap(), "2\n3\n");
+    }
+
+    #[tokio::test]
+    async fn reading_outside_the_workspace_is_an_invalid_params_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let request = ReadTextFileRequest::new("s", "/etc/hostname");
+        let error = read_file(&workspace, &request).await.unwrap_err();
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert!(error.message.contains("outside the workspace"));
+    }
+}
