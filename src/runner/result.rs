@@ -197,4 +197,29 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(read, written);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        #[test]
+        fn any_result_fits_under_the_cap(
+            crash in proptest::option::of(".{0,6000}"),
+            reason in proptest::option::of(".{0,6000}"),
+            journal in proptest::collection::vec(".{0,3000}", 0..30),
+            knowledge in proptest::collection::vec(".{0,3000}", 0..30),
+            task_done in proptest::option::of("[a-z-]{0,2000}"),
+        ) {
+            let mut long = result();
+            long.crash = crash;
+            long.sigils.promise_reason = reason;
+            long.sigils.journal = journal;
+            long.sigils.knowledge = knowledge
+                .into_iter()
+                .map(|body| Knowledge { tags: vec![], title: "t".into(), body })
+                .collect();
+            long.sigils.task_done = task_done;
+            let (fitted, json) = fit_result(long).unwrap();
+            proptest::prop_assert!(json.len() <= RESULT_MAX_BYTES, "{} bytes", json.len());
+            proptest::prop_assert_eq!(serde_json::to_string(&fitted).unwrap(), json);
+        }
+    }
 }
