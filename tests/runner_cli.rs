@@ -124,3 +124,42 @@ fn an_agent_that_cannot_start_is_a_crash() {
         "{result:?}"
     );
 }
+
+/// Runs the hello sample script for one task and attempt.
+fn hello_sample(task: &str, attempt: &str) -> (Scenario, AttemptResult) {
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/samples/hello.script.yaml"
+    );
+    let script = std::fs::read_to_string(sample).expect("the hello sample script");
+    let scenario = Scenario::new(task, &script).attempt(attempt);
+    let result = scenario.run().result;
+    (scenario, result)
+}
+
+#[test]
+fn the_hello_sample_writes_each_file_and_completes_each_task() {
+    for (task, file) in [
+        ("write-greeting", "greeting.txt"),
+        ("write-readme", "README.md"),
+    ] {
+        let (scenario, result) = hello_sample(task, &format!("{task}-a1"));
+        assert_eq!(result.outcome, OutcomeClass::Finished, "{task}");
+        assert_eq!(result.sigils.task_done.as_deref(), Some(task));
+        assert!(
+            scenario.workspace().join(file).exists(),
+            "{task} wrote no {file}"
+        );
+    }
+}
+
+#[test]
+fn the_hello_sample_write_test_crashes_once_then_succeeds() {
+    let (_, first) = hello_sample("write-test", "write-test-a1");
+    assert_eq!(first.outcome, OutcomeClass::Crashed);
+    assert_eq!(first.exit_code, Some(1));
+    let (scenario, second) = hello_sample("write-test", "write-test-a2");
+    assert_eq!(second.outcome, OutcomeClass::Finished);
+    assert_eq!(second.sigils.task_done.as_deref(), Some("write-test"));
+    assert!(scenario.workspace().join("greeting_test.sh").exists());
+}
