@@ -31,6 +31,7 @@ const EXIT_CANCELLED: i32 = 5;
 struct Attempt {
     task: String,
     dir: TempDir,
+    runner_args: Vec<String>,
 }
 
 impl Attempt {
@@ -49,7 +50,15 @@ impl Attempt {
         Self {
             task: task.to_owned(),
             dir,
+            runner_args: Vec::new(),
         }
+    }
+
+    /// Adds options to the runner's command line.
+    fn with_runner_args(mut self, args: &[&str]) -> Self {
+        self.runner_args
+            .extend(args.iter().map(|arg| (*arg).to_owned()));
+        self
     }
 
     fn workspace(&self) -> PathBuf {
@@ -83,6 +92,7 @@ impl Attempt {
                 "--grace",
                 "5s",
             ])
+            .args(&self.runner_args)
             .arg("--")
             .arg(agent)
             .current_dir(self.workspace())
@@ -270,6 +280,41 @@ fn bash_tool_call_is_permitted_and_runs_in_the_workspace() {
     let results = main[1].tool_results();
     assert_eq!(results.len(), 1, "tool results sent back: {results:?}");
     assert!(!results[0].is_error, "the tool failed: {:?}", results[0]);
+}
+
+#[test]
+fn bash_tool_call_denied_by_a_pattern_does_not_run() {
+    let attempt = Attempt::new("forbidden").with_runner_args(&["--deny", "*forbidden.txt*"]);
+    let fake = FakeAnthropic::start(Script::new().task(
+        "forbidden",
+        [
+            Turn::bash("echo no > forbidden.txt"),
+            Turn::text("I was not allowed to. <task-failed>forbidden</task-failed>"),
+        ],
+    ))
+    .expect("start the fake Anthropic API");
+
+    let ended = attempt.run(&fake);
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    assert!(
+        !attempt.workspace().join("forbidden.txt").exists(),
+        "the denied command ran\n{}",
+        ended.logs
+    );
+    let main = fake.main_requests("forbidden");
+    assert_eq!(
+        main.len(),
+        2,
+        "the tool call, then the answer after its result"
+    );
+    let results = main[1].tool_results();
+    assert_eq!(results.len(), 1, "tool results sent back: {results:?}");
+    assert!(
+        results[0].is_error,
+        "the denial reached the model as an error: {:?}",
+        results[0]
+    );
 }
 
 #[test]

@@ -246,14 +246,29 @@ fn main_requests_take_the_next_turn_and_the_last_one_repeats() {
 }
 
 #[test]
-fn scripts_are_chosen_by_whole_task_id_in_the_prompt() {
+fn the_stated_task_id_chooses_the_script_over_other_ids_in_the_prompt() {
+    let fake = start(
+        Script::new()
+            .task("write-greeting", [Turn::text("for write-greeting")])
+            .task("write-test", [Turn::text("for write-test")]),
+    );
+    let prompt = "# Task: Test it\n\nYour task ID is: write-test.\n\n\
+                  ## Already done\n- Greeting (write-greeting)\n";
+
+    let answer = streamed_text(&post_main(&fake, prompt));
+
+    assert_eq!(answer, "for write-test");
+}
+
+#[test]
+fn without_a_stated_task_id_a_whole_token_in_the_prompt_chooses_the_script() {
     let fake = start(
         Script::new()
             .task("t-1", [Turn::text("for t-1")])
             .task("t-10", [Turn::text("for t-10")]),
     );
 
-    let answer = streamed_text(&post_main(&fake, "Your task ID is: t-10."));
+    let answer = streamed_text(&post_main(&fake, "Please work on t-10 now."));
 
     assert_eq!(answer, "for t-10");
 }

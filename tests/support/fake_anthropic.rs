@@ -40,6 +40,9 @@ pub const FAKE_API_KEY: &str = "sk-ant-fake-key-for-tests";
 /// Text the server answers side requests (titles, summaries) with.
 pub const SIDE_ANSWER: &str = "{\"title\": \"Ralph task\"}";
 
+/// What ralph's prompts say just before the task ID.
+pub const TASK_ID_MARKER: &str = "Your task ID is:";
+
 /// Characters of text per streamed `text_delta` event.
 const TEXT_CHUNK_CHARS: usize = 24;
 
@@ -131,8 +134,10 @@ impl Turn {
 
 /// The turns the main conversation gets, per key found in the prompt.
 ///
-/// A request belongs to the script whose key occurs in the first user message as a whole
-/// token (not inside a longer name: `t-1` does not match `t-10`); the longest such key wins.
+/// A request belongs to a script by its first user message (where agents put the prompt):
+/// when it states `Your task ID is: ID` (as ralph's prompts do), to the script keyed `ID`
+/// exactly, even if other tasks' IDs appear too (blockers, parent); otherwise to the script
+/// whose key occurs as a whole token (`t-1` does not match `t-10`), the longest winning.
 /// Each main request takes the next turn of its script; once the list is used up, the last
 /// turn repeats (an agent that retries gets the same answer). Requests no key matches get
 /// the fallback turns, in the same way.
@@ -161,17 +166,26 @@ impl Script {
     }
 
     fn key_for(&self, prompt: &str) -> Option<&str> {
-        self.tasks
-            .iter()
-            .map(|(key, _)| key.as_str())
-            .filter(|key| contains_token(prompt, key))
-            .max_by_key(|key| key.len())
+        let keys = self.tasks.iter().map(|(key, _)| key.as_str());
+        match stated_task_id(prompt) {
+            Some(id) => keys.into_iter().find(|key| *key == id),
+            None => keys
+                .filter(|key| contains_token(prompt, key))
+                .max_by_key(|key| key.len()),
+        }
     }
 
     fn turns_for(&self, key: Option<&str>) -> &[Turn] {
         key.and_then(|key| self.tasks.iter().find(|(k, _)| k == key))
             .map_or(self.fallback.as_slice(), |(_, turns)| turns.as_slice())
     }
+}
+
+/// The ID after [`TASK_ID_MARKER`] in `prompt`, without trailing punctuation.
+fn stated_task_id(prompt: &str) -> Option<&str> {
+    let (_, rest) = prompt.split_once(TASK_ID_MARKER)?;
+    let id = rest.split_whitespace().next()?;
+    Some(id.trim_end_matches(['.', ',', ';', ':']))
 }
 
 /// Whether `needle` occurs in `haystack` not directly next to a name character.
