@@ -1080,3 +1080,45 @@ fn tasks_resource() -> ApiResource {
         "tasks",
     )
 }
+
+#[tokio::test]
+async fn binding_assigns_a_pod_to_a_node_once() {
+    let server = server().await;
+    let api: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "p" },
+        "spec": { "containers": [{ "name": "a", "image": "x" }] },
+    }))
+    .expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": { "name": "p" },
+        "target": { "apiVersion": "v1", "kind": "Node", "name": "node-1" },
+    });
+    api.create_subresource::<_, kube::core::Status>(
+        "binding",
+        "p",
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .expect("bind");
+    let again = api
+        .create_subresource::<_, kube::core::Status>(
+            "binding",
+            "p",
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .expect_err("already bound");
+    let bound = api.get("p").await.expect("get");
+    assert_eq!(
+        bound.spec.and_then(|s| s.node_name).as_deref(),
+        Some("node-1")
+    );
+    assert_eq!(api_error(again).code, 409);
+}

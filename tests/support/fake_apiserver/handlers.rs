@@ -188,6 +188,11 @@ fn dispatch(
         ));
     }
     ops::check_subresource(&rt, target.subresource.as_deref())?;
+    if target.subresource.as_deref() == Some("binding") && *method != Method::POST {
+        return Err(ApiError::method_not_allowed(
+            "pods/binding only supports create (POST)",
+        ));
+    }
     let namespace = target.namespace.clone().unwrap_or_default();
     let needs_namespace = || {
         if rt.namespaced && target.namespace.is_none() {
@@ -233,6 +238,10 @@ fn dispatch(
     let addr = address(&rt, &namespace, name, target.subresource.as_deref());
     let mut store = lock(&shared.store);
     match *method {
+        Method::POST if target.subresource.as_deref() == Some("binding") => {
+            let status = ops::bind(&mut store, &addr, &parse_json(body)?)?;
+            Ok(json_response(StatusCode::CREATED, &status))
+        }
         Method::GET => {
             let object = store
                 .get(&rt, &(namespace.clone(), name.to_owned()))

@@ -86,6 +86,7 @@ pub fn check_subresource(rt: &ResourceType, subresource: Option<&str>) -> Result
     match subresource {
         None => Ok(()),
         Some("status") if rt.status_subresource => Ok(()),
+        Some("binding") if is_pods(rt) => Ok(()),
         Some(other) => Err(ApiError::new(
             404,
             "NotFound",
@@ -507,10 +508,46 @@ fn without_timestamps(object: &Value) -> Value {
     copy
 }
 
+fn is_pods(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "pods"
+}
+
+/// POST pods/{name}/binding: assigns the Pod to a node (what the scheduler does).
+pub fn bind(store: &mut Store, addr: &Address<'_>, binding: &Value) -> Result<Value, ApiError> {
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::bad_request("a Binding needs target.name (the node)"))?;
+    let current = store
+        .get(addr.rt, &addr.key())
+        .ok_or_else(|| addr.not_found())?;
+    if let Some(assigned) = current.pointer("/spec/nodeName").and_then(Value::as_str)
+        && !assigned.is_empty()
+    {
+        return Err(ApiError::conflict(
+            &addr.group_resource(),
+            addr.name,
+            &format!("pod {} is already assigned to node {assigned:?}", addr.name),
+        ));
+    }
+    let mut bound = (*current).clone();
+    bound["spec"]["nodeName"] = node.into();
+    let scheduled =
+        json!({ "type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339() });
+    strategic_merge_patch(
+        &mut bound,
+        &json!({ "status": { "conditions": [scheduled] } }),
+    );
+    store.put(addr.rt, addr.key(), bound);
+    Ok(
+        json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201 }),
+    )
+}
+
 /// A bound Pod being deleted gracefully stays until its kubelet confirms (grace 0 delete).
 fn awaits_kubelet(rt: &ResourceType, object: &Value) -> bool {
-    rt.group.is_empty()
-        && rt.plural == "pods"
+    is_pods(rt)
         && object
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
@@ -637,7 +674,7 @@ fn graceful_pod_deletion(rt: &ResourceType, pod: &Value, requested: Option<i64>)
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .is_some_and(|n| !n.is_empty());
-    if !(rt.group.is_empty() && rt.plural == "pods" && bound) {
+    if !(is_pods(rt) && bound) {
         return None;
     }
     let default = pod
