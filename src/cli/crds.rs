@@ -1,12 +1,21 @@
-//! `ralph crds`.
+//! `ralph crds`: prints the CustomResourceDefinitions of Feature and Task.
 
+use std::io::Write;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 /// Options of `ralph crds`.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-/// Runs `ralph crds`.
+/// Runs `ralph crds`: both CRDs as one multi-document YAML stream on stdout.
 pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ralph crds` is not built yet")
+    let yaml = crate::api::crds_yaml().context("cannot render the CRDs as YAML")?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(yaml.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write the CRDs to stdout")?;
+    Ok(ExitCode::SUCCESS)
 }

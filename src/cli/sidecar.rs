@@ -1,12 +1,99 @@
-//! `ralph sidecar`.
+//! `ralph sidecar`: keeps an attempt's claim Lease while the runner is alive.
+//!
+//! Exit status: 0 when stopped (SIGTERM), released (Lease deleted) or stale with
+//! `--exit-when-stale`; 3 when fenced off (another attempt holds the Lease).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::controller::sidecar::{self, SidecarConfig, SidecarExit};
+
+/// Exit status when the attempt no longer holds its Lease.
+pub const EXIT_FENCED: u8 = 3;
 
 /// Options of `ralph sidecar`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The claim Lease, as NAMESPACE/NAME.
+    #[arg(long, value_parser = parse_lease)]
+    pub lease: (String, String),
+    /// The attempt id that holds the Lease.
+    #[arg(long)]
+    pub holder: String,
+    /// File the runner touches while the agent is active.
+    #[arg(long)]
+    pub heartbeat_file: PathBuf,
+    /// A heartbeat older than this stops renewals.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "11m")]
+    pub heartbeat_max_age: Duration,
+    /// How long to renew before the heartbeat file first appears.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
+    pub startup_grace: Duration,
+    /// Limit of each Kubernetes API call.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub api_timeout: Duration,
+    /// Exit (status 0) once the heartbeat is stale; for a plain (non-native) sidecar container.
+    #[arg(long)]
+    pub exit_when_stale: bool,
+}
+
+fn parse_lease(value: &str) -> Result<(String, String), String> {
+    match value.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("`{value}` is not NAMESPACE/NAME")),
+    }
+}
 
 /// Runs `ralph sidecar`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ralph sidecar` is not built yet")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot configure the Kubernetes client (in-cluster service account token)")?;
+    let (namespace, lease) = args.lease;
+    let config = SidecarConfig {
+        namespace,
+        lease,
+        holder: args.holder,
+        heartbeat_file: args.heartbeat_file,
+        heartbeat_max_age: args.heartbeat_max_age,
+        startup_grace: args.startup_grace,
+        api_timeout: args.api_timeout,
+        exit_when_stale: args.exit_when_stale,
+    };
+    let exit = sidecar::run(client, config, crate::controller::shutdown::signal()).await?;
+    Ok(match exit {
+        SidecarExit::Fenced { holder } => {
+            tracing::warn!(%holder, "the claim passed to another holder; stopping");
+            ExitCode::from(EXIT_FENCED)
+        }
+        other => {
+            tracing::info!(exit = ?other, "sidecar stopping");
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_flag_splits_namespace_and_name() {
+        assert_eq!(
+            parse_lease("team-a/feat-build"),
+            Ok(("team-a".to_owned(), "feat-build".to_owned()))
+        );
+    }
+
+    #[test]
+    fn lease_flag_without_namespace_is_rejected() {
+        assert!(parse_lease("feat-build").is_err());
+        assert!(parse_lease("/feat-build").is_err());
+        assert!(parse_lease("a/b/c").is_err());
+    }
 }

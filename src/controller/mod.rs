@@ -1,1 +1,9 @@
 //! Kubernetes controllers: Feature, Task, claim Leases, agent Pod builder, status.
+
+pub mod call;
+pub mod claim;
+pub mod leader;
+pub mod metrics;
+pub mod server;
+pub mod shutdown;
+pub mod sidecar;

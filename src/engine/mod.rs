@@ -4,6 +4,7 @@
 pub mod attempt;
 pub mod backoff;
 pub mod dag;
+pub mod lifecycle;
 pub mod policy;
 pub mod prompt;
 pub mod sigils;

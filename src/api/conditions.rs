@@ -1,0 +1,146 @@
+//! Condition types and reasons on Feature and Task status, and a pure helper to set one.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Feature: the plan is well-formed (names, dependencies, no cycle).
+pub const VALID: &str = "Valid";
+/// Feature: attempts are running or tasks are ready.
+pub const PROGRESSING: &str = "Progressing";
+/// Feature: every task is done.
+pub const COMPLETE: &str = "Complete";
+/// Feature: the feature ended failed.
+pub const FAILED: &str = "Failed";
+/// Task: the task can be claimed now.
+pub const READY: &str = "Ready";
+/// Task: an attempt holds the task's claim Lease.
+pub const CLAIMED: &str = "Claimed";
+
+/// Condition status `True`.
+pub const STATUS_TRUE: &str = "True";
+/// Condition status `False`.
+pub const STATUS_FALSE: &str = "False";
+/// Condition status `Unknown`.
+pub const STATUS_UNKNOWN: &str = "Unknown";
+
+/// Builds a condition; `status` is [`STATUS_TRUE`], [`STATUS_FALSE`] or [`STATUS_UNKNOWN`].
+pub fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.into(),
+        observed_generation,
+        last_transition_time: now,
+    }
+}
+
+/// Sets `new` in `conditions`, replacing the condition of the same type. The
+/// `lastTransitionTime` of the existing condition is kept when its status does not change.
+/// Returns true when anything changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(existing) => {
+            if existing.status == new.status {
+                new.last_transition_time = existing.last_transition_time.clone();
+            }
+            if *existing == new {
+                return false;
+            }
+            *existing = new;
+            true
+        }
+        None => {
+            conditions.push(new);
+            true
+        }
+    }
+}
+
+/// The condition of type `type_`, if present.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        match jiff::Timestamp::from_second(seconds) {
+            Ok(timestamp) => Time(timestamp),
+            Err(error) => panic!("bad test timestamp: {error}"),
+        }
+    }
+
+    #[test]
+    fn set_condition_adds_a_missing_type() {
+        let mut conditions = Vec::new();
+        let changed = set_condition(
+            &mut conditions,
+            condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(10)),
+        );
+        assert!(changed);
+        assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn set_condition_keeps_transition_time_when_status_is_unchanged() {
+        let mut conditions = vec![condition(
+            VALID,
+            STATUS_TRUE,
+            "PlanValid",
+            "",
+            Some(1),
+            at(10),
+        )];
+        let changed = set_condition(
+            &mut conditions,
+            condition(VALID, STATUS_TRUE, "PlanValid", "", Some(2), at(20)),
+        );
+        assert!(changed, "observedGeneration changed");
+        assert_eq!(conditions[0].last_transition_time, at(10));
+        assert_eq!(conditions[0].observed_generation, Some(2));
+    }
+
+    #[test]
+    fn set_condition_moves_transition_time_when_status_flips() {
+        let mut conditions = vec![condition(
+            VALID,
+            STATUS_TRUE,
+            "PlanValid",
+            "",
+            Some(1),
+            at(10),
+        )];
+        set_condition(
+            &mut conditions,
+            condition(VALID, STATUS_FALSE, "Cycle", "a -> b -> a", Some(1), at(20)),
+        );
+        assert_eq!(conditions[0].last_transition_time, at(20));
+        assert_eq!(conditions[0].reason, "Cycle");
+    }
+
+    #[test]
+    fn set_condition_reports_no_change_for_an_identical_condition() {
+        let mut conditions = vec![condition(
+            VALID,
+            STATUS_TRUE,
+            "PlanValid",
+            "",
+            Some(1),
+            at(10),
+        )];
+        let changed = set_condition(
+            &mut conditions,
+            condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(30)),
+        );
+        assert!(!changed);
+    }
+}

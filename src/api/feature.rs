@@ -1,0 +1,185 @@
+//! The `Feature` custom resource: a plan of tasks and how to run them.
+
+use k8s_openapi::api::core::v1::ConfigMapKeySelector;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::agent::{AgentSpec, PodTemplateOverrides};
+use super::status::FeatureStatus;
+use super::template::TaskTemplate;
+
+/// Most tasks in one Feature (bounds the cost of the CEL rules over `spec.tasks`).
+pub const MAX_TASKS: usize = 200;
+/// Default `parallelism`.
+pub const DEFAULT_PARALLELISM: u32 = 1;
+/// Default `leaseDurationSeconds`.
+pub const DEFAULT_LEASE_DURATION_SECONDS: u32 = 60;
+/// Default `retry.maxRetries`.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// Default `retry.backoffBaseSeconds`.
+pub const DEFAULT_BACKOFF_BASE_SECONDS: u64 = 10;
+/// Default `retry.backoffMaxSeconds`.
+pub const DEFAULT_BACKOFF_MAX_SECONDS: u64 = 600;
+
+fn default_parallelism() -> u32 {
+    DEFAULT_PARALLELISM
+}
+
+fn default_lease_duration_seconds() -> u32 {
+    DEFAULT_LEASE_DURATION_SECONDS
+}
+
+fn default_max_retries() -> u32 {
+    DEFAULT_MAX_RETRIES
+}
+
+fn default_backoff_base_seconds() -> u64 {
+    DEFAULT_BACKOFF_BASE_SECONDS
+}
+
+fn default_backoff_max_seconds() -> u64 {
+    DEFAULT_BACKOFF_MAX_SECONDS
+}
+
+/// A feature to build: a DAG of tasks, the agent that works on them, and the limits of
+/// the loop. The controller creates one Task object per entry of `tasks`.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[kube(
+    group = "ralph.dev",
+    version = "v1alpha1",
+    kind = "Feature",
+    namespaced,
+    shortname = "feat",
+    category = "ralph",
+    status = "FeatureStatus",
+    derive = "PartialEq",
+    doc = "A feature built by autonomous coding agents: a DAG of tasks, each attempted by an ACP agent in its own Pod until the plan is done.",
+    validation = Rule::new("self.metadata.name.size() <= 63").message("a Feature name must be at most 63 characters (it is used as a label value)"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Where the feature stands"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.counts.ready", description = "Tasks ready to run"),
+    printcolumn(name = "Done", type_ = "integer", json_path = ".status.counts.done", description = "Tasks done"),
+    printcolumn(name = "Total", type_ = "integer", json_path = ".status.counts.total", description = "Tasks in the plan"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureSpec {
+    /// The plan: tasks with their dependencies. Names are unique; an empty plan ends the
+    /// feature with outcome NoPlan.
+    #[serde(default)]
+    #[schemars(length(max = MAX_TASKS))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[x_kube(validation = Rule::new("self.all(t, self.exists_one(u, u.name == t.name))").message("task names must be unique"))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.parent) || self.exists(u, u.name == t.parent))").message("a task's parent must name a task of this feature"))]
+    pub tasks: Vec<TaskTemplate>,
+
+    /// Shared context every agent prompt includes: the feature's specification and plan.
+    #[serde(default, skip_serializing_if = "FeatureContext::is_empty")]
+    pub context: FeatureContext,
+
+    /// The agent that works on the tasks.
+    pub agent: AgentSpec,
+
+    /// Most attempts running at the same time.
+    #[serde(default = "default_parallelism")]
+    #[schemars(range(min = 1, max = 100))]
+    pub parallelism: u32,
+
+    /// Attempt budget: once this many attempts have started, no new one starts and the
+    /// feature ends with outcome LimitReached. Unset means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_iterations: Option<u32>,
+
+    /// How failed attempts are retried.
+    #[serde(default)]
+    pub retry: RetryPolicy,
+
+    /// When true, a task an agent reports done is verified by a second agent attempt
+    /// before it counts as done.
+    #[serde(default)]
+    pub verify: bool,
+
+    /// When true, no new attempt starts and running attempts are cancelled.
+    #[serde(default)]
+    pub suspend: bool,
+
+    /// Duration of a task's claim Lease; the agent Pod's sidecar renews it while the agent
+    /// is alive. A claim not renewed in time is lost and the task retried.
+    #[serde(default = "default_lease_duration_seconds")]
+    #[schemars(range(min = 15, max = 3600))]
+    pub lease_duration_seconds: u32,
+
+    /// Overrides for the agent Pods (scheduling, labels, service account, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<PodTemplateOverrides>,
+}
+
+/// Text given to every agent prompt of a feature.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureContext {
+    /// The feature's specification: what to build and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<TextSource>,
+
+    /// The implementation plan the tasks come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<TextSource>,
+}
+
+impl FeatureContext {
+    /// True when neither a spec nor a plan is given.
+    pub fn is_empty(&self) -> bool {
+        self.spec.is_none() && self.plan.is_none()
+    }
+}
+
+/// A piece of text, given inline or read from a ConfigMap key. Exactly one of the two.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.inline) != has(self.configMapKeyRef)").message("exactly one of inline and configMapKeyRef must be set"))]
+pub struct TextSource {
+    /// The text itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 262144))]
+    pub inline: Option<String>,
+
+    /// A key of a ConfigMap in the feature's namespace holding the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<ConfigMapKeySelector>,
+}
+
+/// How failed attempts are retried: exponential backoff with jitter,
+/// `delay = backoffBaseSeconds * 2^retry + uniform(0, backoffBaseSeconds)`, at most
+/// `backoffMaxSeconds`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.backoffBaseSeconds <= self.backoffMaxSeconds").message("backoffBaseSeconds must not exceed backoffMaxSeconds"))]
+pub struct RetryPolicy {
+    /// How many times a failed task is retried before it fails for good (a task's own
+    /// `maxRetries` overrides it).
+    #[serde(default = "default_max_retries")]
+    #[schemars(range(max = 100))]
+    pub max_retries: u32,
+
+    /// Base delay of the exponential backoff, in seconds.
+    #[serde(default = "default_backoff_base_seconds")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub backoff_base_seconds: u64,
+
+    /// Longest delay between two attempts of a task, in seconds.
+    #[serde(default = "default_backoff_max_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub backoff_max_seconds: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: DEFAULT_MAX_RETRIES,
+            backoff_base_seconds: DEFAULT_BACKOFF_BASE_SECONDS,
+            backoff_max_seconds: DEFAULT_BACKOFF_MAX_SECONDS,
+        }
+    }
+}

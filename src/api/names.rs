@@ -1,0 +1,111 @@
+//! Kubernetes name rules the API enforces on task and feature names.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Regular expression of an RFC 1123 DNS label: lower-case alphanumerics and `-`,
+/// starting and ending with an alphanumeric.
+pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// Longest RFC 1123 DNS label.
+pub const DNS_LABEL_MAX_LEN: usize = 63;
+
+/// Regular expression of an RFC 1123 DNS subdomain (dot-separated DNS labels).
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// Longest RFC 1123 DNS subdomain (the longest Kubernetes object name).
+pub const DNS_SUBDOMAIN_MAX_LEN: usize = 253;
+
+static DNS_LABEL: LazyLock<Regex> = LazyLock::new(|| compiled(DNS_LABEL_PATTERN));
+static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| compiled(DNS_SUBDOMAIN_PATTERN));
+
+fn compiled(pattern: &str) -> Regex {
+    match Regex::new(pattern) {
+        Ok(regex) => regex,
+        // The patterns are constants covered by this module's tests.
+        Err(error) => panic!("invalid built-in pattern {pattern}: {error}"),
+    }
+}
+
+/// Checks that `name` is an RFC 1123 DNS label; the error says what is wrong.
+pub fn check_dns_label(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > DNS_LABEL_MAX_LEN {
+        return Err(format!(
+            "is {} characters long, the limit is {DNS_LABEL_MAX_LEN}",
+            name.len()
+        ));
+    }
+    if !DNS_LABEL.is_match(name) {
+        return Err(
+            "must consist of lower-case letters, digits and '-', and start and end with a letter or digit"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Checks that `name` is an RFC 1123 DNS subdomain; the error says what is wrong.
+pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.len() > DNS_SUBDOMAIN_MAX_LEN {
+        return Err(format!(
+            "is {} characters long, the limit is {DNS_SUBDOMAIN_MAX_LEN}",
+            name.len()
+        ));
+    }
+    if !DNS_SUBDOMAIN.is_match(name) {
+        return Err(
+            "must consist of lower-case letters, digits, '-' and '.', and start and end with a letter or digit"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_label_accepts_lowercase_words_joined_by_dashes() {
+        assert_eq!(check_dns_label("write-test-2"), Ok(()));
+    }
+
+    #[test]
+    fn dns_label_rejects_upper_case() {
+        assert!(check_dns_label("WriteTest").is_err());
+    }
+
+    #[test]
+    fn dns_label_rejects_leading_and_trailing_dash() {
+        assert!(check_dns_label("-a").is_err());
+        assert!(check_dns_label("a-").is_err());
+    }
+
+    #[test]
+    fn dns_label_rejects_dots_and_underscores() {
+        assert!(check_dns_label("a.b").is_err());
+        assert!(check_dns_label("a_b").is_err());
+    }
+
+    #[test]
+    fn dns_label_rejects_empty_and_too_long_names() {
+        assert!(check_dns_label("").is_err());
+        assert_eq!(check_dns_label(&"a".repeat(63)), Ok(()));
+        let error = check_dns_label(&"a".repeat(64)).unwrap_err();
+        assert!(error.contains("64 characters"), "{error}");
+    }
+
+    #[test]
+    fn dns_subdomain_accepts_dotted_labels() {
+        assert_eq!(check_dns_subdomain("hello.write-test"), Ok(()));
+        assert!(check_dns_subdomain("hello..x").is_err());
+    }
+}

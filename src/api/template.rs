@@ -1,0 +1,79 @@
+//! Task fields shared by a Feature's inline templates and by Task objects.
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN};
+
+/// Most entries in a task's `dependsOn` list (bounds the cost of CEL rules).
+pub const MAX_DEPENDENCIES: usize = 32;
+/// Lowest and highest task priority.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
+/// Highest per-task `maxRetries`.
+pub const MAX_RETRIES_LIMIT: u32 = 100;
+/// Longest task title, in bytes.
+pub const MAX_TITLE_LEN: usize = 256;
+/// Longest task description (the prompt text), in bytes.
+pub const MAX_DESCRIPTION_LEN: usize = 32768;
+
+/// What a task is and where it sits in the DAG. Shared by Feature templates
+/// (`spec.tasks[*]`) and by Task objects (`spec`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskFields {
+    /// A short, human-readable title of the task.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = MAX_TITLE_LEN))]
+    pub title: String,
+
+    /// What the agent must do: the prompt text of this task.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = MAX_DESCRIPTION_LEN))]
+    pub description: String,
+
+    /// Names of the tasks that must be done before this one can run. In a Feature template
+    /// these are template names; in a Task object they are Task object names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_DEPENDENCIES),
+        inner(pattern(DNS_SUBDOMAIN_PATTERN), length(min = 1, max = 253))
+    )]
+    #[x_kube(validation = Rule::new("self.all(d, self.exists_one(e, e == d))").message("dependsOn must not name a task twice"))]
+    pub depends_on: Vec<String>,
+
+    /// Name of the parent task. A parent is never run itself: it is done when all its
+    /// children are done, and failed when one of them fails. Template name or Task object
+    /// name, as for `dependsOn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DNS_SUBDOMAIN_PATTERN), length(min = 1, max = 253))]
+    pub parent: Option<String>,
+
+    /// Scheduling priority among ready tasks: lower runs first; ties run in creation order.
+    #[serde(default)]
+    #[schemars(range(min = -1000, max = 1000))]
+    pub priority: i32,
+
+    /// How many times a failed attempt of this task is retried; overrides the feature's
+    /// `retry.maxRetries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100))]
+    pub max_retries: Option<u32>,
+}
+
+/// One task of a Feature's plan. The controller turns it into a Task object named
+/// `<feature>-<name>` (see `desired_tasks`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.dependsOn) || !self.dependsOn.exists(d, d == self.name)").message("a task must not depend on itself"))]
+#[x_kube(validation = Rule::new("!has(self.parent) || self.parent != self.name").message("a task must not be its own parent"))]
+pub struct TaskTemplate {
+    /// Name of the task, unique within the feature: an RFC 1123 DNS label
+    /// (lower-case letters, digits and '-', at most 63 characters). Local runs use it as
+    /// the task ID.
+    #[schemars(pattern(DNS_LABEL_PATTERN), length(min = 1, max = 63))]
+    pub name: String,
+
+    /// The task itself.
+    #[serde(flatten)]
+    pub fields: TaskFields,
+}

@@ -1,0 +1,366 @@
+//! Claims as `coordination.k8s.io/v1` Leases: one per claimed task (and one for the
+//! controller's leader election). Create fails when a Lease exists (no double claim), an
+//! expired Lease is taken over by replace with a resourceVersion precondition, renewals
+//! check the holder first (fencing), release deletes with a precondition.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+
+use super::call::{CallError, bounded};
+use crate::engine::lifecycle::ClaimView;
+
+/// What a new claim should look like.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRequest {
+    /// Lease name (the task's name).
+    pub lease: String,
+    /// Holder identity (the attempt id, or the controller replica for leader election).
+    pub holder: String,
+    /// How long one renewal is valid, seconds.
+    pub duration_seconds: i32,
+    /// Owner of the Lease (the Task), so it goes away with it.
+    pub owner: Option<OwnerReference>,
+}
+
+/// Why a claim operation did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// Someone else holds the Lease (create found one).
+    #[error("Lease {lease} is already held by {holder}")]
+    Held {
+        /// The Lease.
+        lease: String,
+        /// Its current holder, when it names one.
+        holder: String,
+    },
+    /// The Lease changed between read and write (another writer won).
+    #[error("Lease {lease} changed concurrently")]
+    Conflict {
+        /// The Lease.
+        lease: String,
+    },
+    /// The caller is no longer the holder: fenced off.
+    #[error("Lease {lease} is held by {holder}, not by {expected}")]
+    NotHolder {
+        /// The Lease.
+        lease: String,
+        /// The holder the caller expected to be.
+        expected: String,
+        /// The actual holder (empty when none).
+        holder: String,
+    },
+    /// The Lease does not exist.
+    #[error("Lease {lease} does not exist")]
+    Gone {
+        /// The Lease.
+        lease: String,
+    },
+    /// The API call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+/// A fresh Lease for `request`, acquired and renewed at `now`.
+pub fn new_lease(request: &ClaimRequest, now: Timestamp) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(request.lease.clone()),
+            owner_references: request.owner.clone().map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(request.holder.clone()),
+            lease_duration_seconds: Some(request.duration_seconds),
+            acquire_time: Some(MicroTime(now)),
+            renew_time: Some(MicroTime(now)),
+            lease_transitions: Some(0),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// `existing` handed to `request`'s holder at `now`: the fencing token (transitions) goes up;
+/// the resourceVersion stays, so the replace fails if anyone wrote in between.
+pub fn taken_over(existing: &Lease, request: &ClaimRequest, now: Timestamp) -> Lease {
+    let transitions = lease_transitions(existing);
+    let mut lease = new_lease(request, now);
+    lease.metadata.resource_version = existing.metadata.resource_version.clone();
+    lease.metadata.namespace = existing.metadata.namespace.clone();
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.lease_transitions = Some(transitions.saturating_add(1));
+    }
+    lease
+}
+
+/// `existing` renewed at `now` (resourceVersion kept for the precondition).
+pub fn renewed(existing: &Lease, now: Timestamp) -> Lease {
+    let mut lease = existing.clone();
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.renew_time = Some(MicroTime(now));
+    lease
+}
+
+/// The Lease's holder identity, if any.
+pub fn holder(lease: &Lease) -> Option<&str> {
+    lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
+/// The Lease's `leaseTransitions` (the fencing token), 0 when unset.
+pub fn lease_transitions(lease: &Lease) -> i32 {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_transitions)
+        .unwrap_or(0)
+}
+
+/// The Lease as the lifecycle sees it. A Lease with no holder is no claim; one with no
+/// renew time counts as renewed at its acquire time (or never, i.e. expired).
+pub fn claim_view(lease: &Lease) -> Option<ClaimView> {
+    let spec = lease.spec.as_ref()?;
+    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+    let renewed_at_ms = spec
+        .renew_time
+        .as_ref()
+        .or(spec.acquire_time.as_ref())
+        .map_or(0, |t| t.0.as_millisecond());
+    Some(ClaimView {
+        holder,
+        renewed_at_ms,
+        duration_ms: i64::from(spec.lease_duration_seconds.unwrap_or(0)).saturating_mul(1000),
+        fencing_token: i64::from(spec.lease_transitions.unwrap_or(0)),
+    })
+}
+
+/// True when nobody holds `lease` or its holder did not renew it in time.
+pub fn is_expired(lease: &Lease, now: Timestamp) -> bool {
+    claim_view(lease).is_none_or(|claim| claim.is_expired(now.as_millisecond()))
+}
+
+/// Lease operations in one namespace, each API call under a timeout.
+#[derive(Clone)]
+pub struct Leases {
+    api: Api<Lease>,
+    timeout: Duration,
+}
+
+impl Leases {
+    /// Lease operations through `api` (namespaced), each call limited to `timeout`.
+    pub fn new(api: Api<Lease>, timeout: Duration) -> Self {
+        Self { api, timeout }
+    }
+
+    /// Reads a Lease; `None` when it does not exist.
+    pub async fn get(&self, name: &str) -> Result<Option<Lease>, ClaimError> {
+        Ok(bounded(
+            self.timeout,
+            format!("get Lease {name}"),
+            self.api.get_opt(name),
+        )
+        .await?)
+    }
+
+    /// Creates the claim; [`ClaimError::Held`] when a Lease of that name exists.
+    pub async fn create(
+        &self,
+        request: &ClaimRequest,
+        now: Timestamp,
+    ) -> Result<Lease, ClaimError> {
+        let lease = new_lease(request, now);
+        let op = format!("create Lease {}", request.lease);
+        match bounded(
+            self.timeout,
+            op,
+            self.api.create(&PostParams::default(), &lease),
+        )
+        .await
+        {
+            Ok(lease) => Ok(lease),
+            Err(error) if error.is_conflict() => {
+                let holder = self
+                    .get(&request.lease)
+                    .await?
+                    .and_then(|l| holder(&l).map(str::to_owned))
+                    .unwrap_or_default();
+                Err(ClaimError::Held {
+                    lease: request.lease.clone(),
+                    holder,
+                })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Takes over `existing` (expired, or our own stale claim) for `request`'s holder.
+    pub async fn take_over(
+        &self,
+        existing: &Lease,
+        request: &ClaimRequest,
+        now: Timestamp,
+    ) -> Result<Lease, ClaimError> {
+        let lease = taken_over(existing, request, now);
+        let op = format!("take over Lease {}", request.lease);
+        let params = PostParams::default();
+        let call = self.api.replace(&request.lease, &params, &lease);
+        bounded(self.timeout, op, call)
+            .await
+            .map_err(|error| self.classify(error, &request.lease))
+    }
+
+    /// Creates the claim, or takes over an existing one when it expired. `Held` otherwise.
+    pub async fn acquire(
+        &self,
+        request: &ClaimRequest,
+        now: Timestamp,
+    ) -> Result<Lease, ClaimError> {
+        match self.get(&request.lease).await? {
+            None => self.create(request, now).await,
+            Some(existing) if is_expired(&existing, now) => {
+                self.take_over(&existing, request, now).await
+            }
+            Some(existing) if holder(&existing) == Some(request.holder.as_str()) => Ok(existing),
+            Some(existing) => Err(ClaimError::Held {
+                lease: request.lease.clone(),
+                holder: holder(&existing).unwrap_or_default().to_owned(),
+            }),
+        }
+    }
+
+    /// Renews the Lease for `holder`; [`ClaimError::NotHolder`] when someone else holds it.
+    pub async fn renew(
+        &self,
+        name: &str,
+        holder_id: &str,
+        now: Timestamp,
+    ) -> Result<Lease, ClaimError> {
+        let existing = self.get(name).await?.ok_or_else(|| ClaimError::Gone {
+            lease: name.to_owned(),
+        })?;
+        let current = holder(&existing).unwrap_or_default();
+        if current != holder_id {
+            return Err(ClaimError::NotHolder {
+                lease: name.to_owned(),
+                expected: holder_id.to_owned(),
+                holder: current.to_owned(),
+            });
+        }
+        let lease = renewed(&existing, now);
+        let op = format!("renew Lease {name}");
+        bounded(
+            self.timeout,
+            op,
+            self.api.replace(name, &PostParams::default(), &lease),
+        )
+        .await
+        .map_err(|error| self.classify(error, name))
+    }
+
+    /// Deletes `lease` if it was not changed since it was read. A Lease already gone is
+    /// released; one changed meanwhile is [`ClaimError::Conflict`].
+    pub async fn release(&self, lease: &Lease) -> Result<(), ClaimError> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: lease.metadata.resource_version.clone(),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let op = format!("release Lease {name}");
+        match bounded(self.timeout, op, self.api.delete(&name, &params)).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_not_found() => Ok(()),
+            Err(error) => Err(self.classify(error, &name)),
+        }
+    }
+
+    fn classify(&self, error: CallError, lease: &str) -> ClaimError {
+        if error.is_conflict() {
+            ClaimError::Conflict {
+                lease: lease.to_owned(),
+            }
+        } else if error.is_not_found() {
+            ClaimError::Gone {
+                lease: lease.to_owned(),
+            }
+        } else {
+            error.into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn request(holder: &str) -> ClaimRequest {
+        ClaimRequest {
+            lease: "feat-build".to_owned(),
+            holder: holder.to_owned(),
+            duration_seconds: 60,
+            owner: None,
+        }
+    }
+
+    #[test]
+    fn new_lease_names_the_holder_and_starts_fencing_at_zero() {
+        let lease = new_lease(&request("feat-build-a1"), at(5_000));
+        assert_eq!(holder(&lease), Some("feat-build-a1"));
+        assert_eq!(lease_transitions(&lease), 0);
+        assert_eq!(
+            claim_view(&lease),
+            Some(ClaimView {
+                holder: "feat-build-a1".to_owned(),
+                renewed_at_ms: 5_000,
+                duration_ms: 60_000,
+                fencing_token: 0,
+            })
+        );
+    }
+
+    #[test]
+    fn take_over_raises_the_fencing_token_and_keeps_the_resource_version() {
+        let mut old = new_lease(&request("feat-build-a1"), at(0));
+        old.metadata.resource_version = Some("42".to_owned());
+        let new = taken_over(&old, &request("feat-build-a2"), at(90_000));
+        assert_eq!(holder(&new), Some("feat-build-a2"));
+        assert_eq!(lease_transitions(&new), 1);
+        assert_eq!(new.metadata.resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn renewal_moves_only_the_renew_time() {
+        let old = new_lease(&request("feat-build-a1"), at(0));
+        let new = renewed(&old, at(20_000));
+        let view = claim_view(&new);
+        assert_eq!(view.as_ref().map(|v| v.renewed_at_ms), Some(20_000));
+        assert_eq!(holder(&new), holder(&old));
+        assert_eq!(lease_transitions(&new), 0);
+    }
+
+    #[test]
+    fn lease_expires_when_not_renewed_within_its_duration() {
+        let lease = new_lease(&request("feat-build-a1"), at(0));
+        assert!(!is_expired(&lease, at(59_999)));
+        assert!(is_expired(&lease, at(60_000)));
+    }
+
+    #[test]
+    fn lease_without_holder_is_no_claim() {
+        let mut lease = new_lease(&request("x"), at(0));
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+        }
+        assert_eq!(claim_view(&lease), None);
+        assert!(is_expired(&lease, at(0)));
+    }
+}

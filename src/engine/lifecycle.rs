@@ -1,0 +1,377 @@
+//! The per-task lifecycle: given a task, its claim and its run as plain values, what to do
+//! next. Shared by the Kubernetes controller (claim = Lease, run = Pod) and the local mode
+//! (claim = store row, run = child process), so the behaviour is tested once.
+//!
+//! [`decide`] never interprets an attempt's result itself: it says *how* the attempt ended
+//! ([`AttemptEnd`]); what that means for the task is the outcome policy's business.
+
+use super::attempt::AttemptResult;
+use super::dag::TaskPhase;
+
+/// The identity of attempt `number` of `task`: `<task>-a<N>` (also the agent Pod's name).
+pub fn attempt_id(task: &str, number: u32) -> String {
+    format!("{task}-a{number}")
+}
+
+/// The attempt a task last started, as its status records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptView {
+    /// Attempt number, starting at 1.
+    pub number: u32,
+    /// The task spec generation this attempt was spawned for.
+    pub generation: i64,
+}
+
+/// Whether the task's feature lets attempts run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatureGate {
+    /// New attempts may start.
+    Open,
+    /// The feature (or the controller) already runs as many attempts as it may.
+    AtCapacity,
+    /// The user suspended the feature: running attempts are cancelled, none start.
+    Suspended,
+    /// The feature stopped (an agent promised FAILURE, or a limit was reached): running
+    /// attempts finish, none start.
+    Stopped,
+}
+
+/// The task as the lifecycle needs to see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskView {
+    /// Task name (the Task object's name in a cluster, the template name locally).
+    pub name: String,
+    /// Current phase.
+    pub phase: TaskPhase,
+    /// Whether the DAG says the task may run now.
+    pub ready: bool,
+    /// Current spec generation.
+    pub generation: i64,
+    /// Earliest time of the next attempt (retry backoff, agent exhaustion), Unix ms.
+    pub next_attempt_after_ms: Option<i64>,
+    /// The last attempt started, if any.
+    pub attempt: Option<AttemptView>,
+    /// What the feature allows.
+    pub gate: FeatureGate,
+}
+
+impl TaskView {
+    fn attempt_number(&self) -> u32 {
+        self.attempt.as_ref().map_or(0, |a| a.number)
+    }
+
+    fn current_attempt_id(&self) -> Option<String> {
+        self.attempt
+            .as_ref()
+            .map(|a| attempt_id(&self.name, a.number))
+    }
+}
+
+/// The task's claim (a Lease, a store row), if one exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimView {
+    /// The attempt identity holding the claim.
+    pub holder: String,
+    /// When the holder last renewed the claim, Unix ms.
+    pub renewed_at_ms: i64,
+    /// How long a renewal is valid, ms.
+    pub duration_ms: i64,
+    /// Incremented on every change of holder (Lease `leaseTransitions`).
+    pub fencing_token: i64,
+}
+
+impl ClaimView {
+    /// When the claim expires unless renewed, Unix ms.
+    pub fn expires_at_ms(&self) -> i64 {
+        self.renewed_at_ms.saturating_add(self.duration_ms)
+    }
+
+    /// True once the claim was not renewed in time.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        now_ms >= self.expires_at_ms()
+    }
+}
+
+/// The run (Pod, process) of the task's last attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunView {
+    /// The attempt's run was never created.
+    NotStarted,
+    /// Created, not running yet (scheduling, pulling images, init containers).
+    Pending,
+    /// Running. (Liveness is the claim's business: whoever renews it checks the runner's
+    /// heartbeat.)
+    Running,
+    /// Finished, with the runner's result when it wrote one.
+    Ended {
+        /// The result document (termination message, result file).
+        result: Option<Box<AttemptResult>>,
+        /// Why the run ended, as its executor says (e.g. `OOMKilled`, `Evicted`, `exit code 137`).
+        reason: Option<String>,
+    },
+    /// It was created and is gone (deleted, node lost, process vanished).
+    Missing,
+}
+
+impl RunView {
+    fn exists(&self) -> bool {
+        !matches!(self, RunView::NotStarted | RunView::Missing)
+    }
+}
+
+/// How an attempt ended, before the outcome policy judges it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptEnd {
+    /// The run reported a result for this attempt while it held the claim.
+    Reported(Box<AttemptResult>),
+    /// The run ended or vanished without a usable result (OOMKilled, evicted, deleted).
+    NoResult {
+        /// The executor's reason, for the crash summary.
+        reason: String,
+    },
+    /// The claim expired or passed to someone else before the attempt reported.
+    ClaimLost {
+        /// What happened to the claim.
+        reason: String,
+    },
+    /// The attempt was stopped on purpose (suspend) and reported nothing.
+    Interrupted {
+        /// Why it was stopped.
+        reason: String,
+    },
+    /// The task's spec changed while the attempt ran: it is stopped and a fresh attempt
+    /// starts for the new generation (not counted as a retry).
+    Superseded {
+        /// The generation the attempt was spawned for.
+        from_generation: i64,
+        /// The task's current generation.
+        to_generation: i64,
+    },
+}
+
+/// One step the caller carries out, in the order given. When a step fails (e.g. the claim
+/// is taken by someone else first), the caller stops and decides again on the next event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Take the claim for attempt `attempt`: create it, or replace the existing (expired or
+    /// our own stale) claim when `replace` is set.
+    Claim {
+        /// The attempt number the claim is for.
+        attempt: u32,
+        /// Replace the existing claim (with an optimistic-concurrency precondition).
+        replace: bool,
+    },
+    /// Record attempt `attempt` as started (phase Running) and create its run; both idempotent.
+    StartAttempt {
+        /// The attempt number to start.
+        attempt: u32,
+    },
+    /// Stop the live run gracefully (the runner gets SIGTERM and reports `cancelled`).
+    Cancel,
+    /// Record how the current attempt ended and apply its conclusion to the task.
+    Ingest(AttemptEnd),
+    /// Delete the claim if we still hold it.
+    ReleaseClaim,
+    /// Delete the attempt's run (and what belongs to it) now.
+    DeleteRun,
+    /// Decide again at this time (Unix ms) even if nothing changes.
+    RequeueAt(i64),
+}
+
+/// What to do next for one task. `now_ms` is the current time, Unix ms.
+pub fn decide(
+    task: &TaskView,
+    claim: Option<&ClaimView>,
+    run: &RunView,
+    now_ms: i64,
+) -> Vec<Action> {
+    match task.phase {
+        TaskPhase::Running => decide_running(task, claim, run, now_ms),
+        TaskPhase::Pending => decide_pending(task, claim, run, now_ms),
+        TaskPhase::Done | TaskPhase::Failed | TaskPhase::Blocked => clean_up(task, claim, run),
+    }
+}
+
+/// Whether `claim` belongs to one of this task's attempts numbered `1..=up_to`.
+fn held_by_own_attempt(task: &TaskView, claim: &ClaimView, up_to: u32) -> bool {
+    (1..=up_to).any(|n| claim.holder == attempt_id(&task.name, n))
+}
+
+fn clean_up(task: &TaskView, claim: Option<&ClaimView>, run: &RunView) -> Vec<Action> {
+    let mut actions = Vec::new();
+    match run {
+        RunView::Pending | RunView::Running => actions.push(Action::Cancel),
+        RunView::Ended { .. } => actions.push(Action::DeleteRun),
+        RunView::NotStarted | RunView::Missing => {}
+    }
+    if claim.is_some_and(|c| held_by_own_attempt(task, c, task.attempt_number())) {
+        actions.push(Action::ReleaseClaim);
+    }
+    actions
+}
+
+fn decide_pending(
+    task: &TaskView,
+    claim: Option<&ClaimView>,
+    run: &RunView,
+    now_ms: i64,
+) -> Vec<Action> {
+    let mut actions = clean_up(task, claim, run);
+    let stale_own_claim = actions.contains(&Action::ReleaseClaim);
+    if !task.ready || task.gate != FeatureGate::Open {
+        return actions;
+    }
+    if let Some(after) = task.next_attempt_after_ms.filter(|&after| now_ms < after) {
+        actions.push(Action::RequeueAt(after));
+        return actions;
+    }
+    let next = task.attempt_number() + 1;
+    match claim {
+        // A previous decision claimed the next attempt but did not record it as started.
+        Some(c) if c.holder == attempt_id(&task.name, next) && !c.is_expired(now_ms) => {
+            actions.push(Action::StartAttempt { attempt: next });
+        }
+        Some(c) if stale_own_claim || c.is_expired(now_ms) => {
+            actions.retain(|a| *a != Action::ReleaseClaim);
+            actions.push(Action::Claim {
+                attempt: next,
+                replace: true,
+            });
+            actions.push(Action::StartAttempt { attempt: next });
+        }
+        Some(c) => actions.push(Action::RequeueAt(c.expires_at_ms())),
+        None => {
+            actions.push(Action::Claim {
+                attempt: next,
+                replace: false,
+            });
+            actions.push(Action::StartAttempt { attempt: next });
+        }
+    }
+    actions
+}
+
+fn decide_running(
+    task: &TaskView,
+    claim: Option<&ClaimView>,
+    run: &RunView,
+    now_ms: i64,
+) -> Vec<Action> {
+    let (Some(attempt), Some(own_id)) = (task.attempt.as_ref(), task.current_attempt_id()) else {
+        // Running without an attempt record: nothing was started; start over.
+        return vec![Action::Ingest(AttemptEnd::NoResult {
+            reason: "task was running without an attempt record".to_owned(),
+        })];
+    };
+    let ours = claim.filter(|c| c.holder == own_id);
+    let Some(ours) = ours else {
+        let reason = match claim {
+            Some(c) => format!("claim taken over by {}", c.holder),
+            None => "claim was removed".to_owned(),
+        };
+        return lost(run, reason, false);
+    };
+
+    if let RunView::Ended { result, reason } = run {
+        return match result {
+            Some(result) if result_is_current(result, &own_id) => {
+                if ended_in_time(result, ours, now_ms) {
+                    ended(AttemptEnd::Reported(result.clone()))
+                } else {
+                    lost(run, expired_reason(ours), true)
+                }
+            }
+            Some(result) => ended(AttemptEnd::NoResult {
+                reason: format!(
+                    "result names attempt {} instead of {own_id}",
+                    result.attempt.as_deref().unwrap_or("?")
+                ),
+            }),
+            None if task.gate == FeatureGate::Suspended => ended(AttemptEnd::Interrupted {
+                reason: "feature suspended".to_owned(),
+            }),
+            None => ended(AttemptEnd::NoResult {
+                reason: reason
+                    .clone()
+                    .unwrap_or_else(|| "ended without a result".to_owned()),
+            }),
+        };
+    }
+
+    if ours.is_expired(now_ms) {
+        return lost(run, expired_reason(ours), true);
+    }
+
+    match run {
+        RunView::Missing => vec![
+            Action::Ingest(AttemptEnd::NoResult {
+                reason: "the attempt's run disappeared".to_owned(),
+            }),
+            Action::ReleaseClaim,
+        ],
+        RunView::NotStarted if task.gate == FeatureGate::Suspended => vec![
+            Action::Ingest(AttemptEnd::Interrupted {
+                reason: "feature suspended".to_owned(),
+            }),
+            Action::ReleaseClaim,
+        ],
+        _ if task.gate == FeatureGate::Suspended => {
+            vec![Action::Cancel, Action::RequeueAt(ours.expires_at_ms())]
+        }
+        _ if task.generation > attempt.generation => {
+            let mut actions = vec![Action::Ingest(AttemptEnd::Superseded {
+                from_generation: attempt.generation,
+                to_generation: task.generation,
+            })];
+            if run.exists() {
+                actions.push(Action::Cancel);
+            }
+            actions.push(Action::ReleaseClaim);
+            actions
+        }
+        RunView::NotStarted => vec![
+            Action::StartAttempt {
+                attempt: attempt.number,
+            },
+            Action::RequeueAt(ours.expires_at_ms()),
+        ],
+        _ => vec![Action::RequeueAt(ours.expires_at_ms())],
+    }
+}
+
+/// A result counts only for the attempt it names (results that name none are trusted to
+/// be the current attempt's: the run only ever writes its own).
+fn result_is_current(result: &AttemptResult, own_id: &str) -> bool {
+    result.attempt.as_deref().is_none_or(|id| id == own_id)
+}
+
+/// True when the attempt finished while its claim was valid (or the claim is still valid).
+fn ended_in_time(result: &AttemptResult, claim: &ClaimView, now_ms: i64) -> bool {
+    !claim.is_expired(now_ms) || result.timings.ended_at_ms < claim.expires_at_ms()
+}
+
+fn expired_reason(claim: &ClaimView) -> String {
+    format!(
+        "claim not renewed within {} s",
+        claim.duration_ms.div_euclid(1000)
+    )
+}
+
+fn ended(end: AttemptEnd) -> Vec<Action> {
+    vec![Action::Ingest(end), Action::ReleaseClaim, Action::DeleteRun]
+}
+
+fn lost(run: &RunView, reason: String, claim_is_ours: bool) -> Vec<Action> {
+    let mut actions = vec![Action::Ingest(AttemptEnd::ClaimLost { reason })];
+    if claim_is_ours {
+        actions.push(Action::ReleaseClaim);
+    }
+    if run.exists() {
+        actions.push(Action::DeleteRun);
+    }
+    actions
+}
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+mod tests;

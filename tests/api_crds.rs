@@ -1,0 +1,297 @@
+//! The generated CustomResourceDefinitions carry what the API promises: names, printer
+//! columns, status subresource and the CEL rules; and the committed YAML is current.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionVersion,
+};
+use kube::CustomResourceExt;
+use ralph::api::{Feature, Task};
+use serde_json::Value;
+
+fn version(crd: &CustomResourceDefinition) -> &CustomResourceDefinitionVersion {
+    assert_eq!(crd.spec.versions.len(), 1, "one served version");
+    &crd.spec.versions[0]
+}
+
+fn column_names(crd: &CustomResourceDefinition) -> Vec<String> {
+    version(crd)
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|column| column.name.clone())
+        .collect()
+}
+
+fn schema(crd: &CustomResourceDefinition) -> Value {
+    let schema = version(crd)
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref());
+    match schema.map(serde_json::to_value) {
+        Some(Ok(value)) => value,
+        other => panic!("no openAPIV3Schema: {other:?}"),
+    }
+}
+
+/// Every CEL rule in the schema, as (JSON pointer of the schema node, rule).
+fn rules(schema: &Value) -> Vec<(String, String)> {
+    fn walk(node: &Value, path: &str, out: &mut Vec<(String, String)>) {
+        match node {
+            Value::Object(map) => {
+                if let Some(Value::Array(list)) = map.get("x-kubernetes-validations") {
+                    for rule in list {
+                        if let Some(text) = rule.get("rule").and_then(Value::as_str) {
+                            out.push((path.to_owned(), text.to_owned()));
+                        }
+                    }
+                }
+                for (key, child) in map {
+                    walk(child, &format!("{path}/{key}"), out);
+                }
+            }
+            Value::Array(items) => {
+                for (index, child) in items.iter().enumerate() {
+                    walk(child, &format!("{path}/{index}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, "", &mut out);
+    out
+}
+
+fn has_rule(schema: &Value, pointer: &str, rule: &str) -> bool {
+    rules(schema)
+        .iter()
+        .any(|(path, text)| path == pointer && text == rule)
+}
+
+#[test]
+fn feature_crd_names_group_kind_and_short_name() {
+    let crd = Feature::crd();
+    assert_eq!(crd.metadata.name.as_deref(), Some("features.ralph.dev"));
+    assert_eq!(crd.spec.group, "ralph.dev");
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["feat".to_owned()]));
+    assert_eq!(crd.spec.names.categories, Some(vec!["ralph".to_owned()]));
+    assert_eq!(version(&crd).name, "v1alpha1");
+}
+
+#[test]
+fn task_crd_names_group_kind_and_short_name() {
+    let crd = Task::crd();
+    assert_eq!(crd.metadata.name.as_deref(), Some("tasks.ralph.dev"));
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["rtask".to_owned()]));
+    assert_eq!(crd.spec.names.categories, Some(vec!["ralph".to_owned()]));
+}
+
+#[test]
+fn feature_crd_prints_phase_ready_done_total_and_age() {
+    assert_eq!(
+        column_names(&Feature::crd()),
+        ["Phase", "Ready", "Done", "Total", "Age"]
+    );
+}
+
+#[test]
+fn task_crd_prints_phase_ready_attempts_feature_and_age() {
+    assert_eq!(
+        column_names(&Task::crd()),
+        ["Phase", "Ready", "Attempts", "Feature", "Age"]
+    );
+}
+
+#[test]
+fn printer_columns_point_at_existing_status_and_spec_fields() {
+    for crd in [Feature::crd(), Task::crd()] {
+        let schema = schema(&crd);
+        for column in version(&crd).additional_printer_columns.iter().flatten() {
+            if column.json_path == ".metadata.creationTimestamp" {
+                continue;
+            }
+            let pointer: String = column
+                .json_path
+                .trim_start_matches('.')
+                .split('.')
+                .map(|segment| format!("/properties/{segment}"))
+                .collect();
+            assert!(
+                schema.pointer(&pointer).is_some(),
+                "column {} of {:?} points at missing field {}",
+                column.name,
+                crd.metadata.name,
+                column.json_path
+            );
+        }
+    }
+}
+
+#[test]
+fn both_crds_enable_the_status_subresource() {
+    for crd in [Feature::crd(), Task::crd()] {
+        let subresources = version(&crd).subresources.as_ref();
+        assert!(
+            subresources.and_then(|s| s.status.as_ref()).is_some(),
+            "{:?} has no status subresource",
+            crd.metadata.name
+        );
+    }
+}
+
+#[test]
+fn feature_crd_requires_unique_task_names() {
+    let schema = schema(&Feature::crd());
+    assert!(has_rule(
+        &schema,
+        "/properties/spec/properties/tasks",
+        "self.all(t, self.exists_one(u, u.name == t.name))"
+    ));
+    let tasks = &schema["properties"]["spec"]["properties"]["tasks"];
+    assert_eq!(tasks["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        tasks["x-kubernetes-list-map-keys"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(tasks["maxItems"], 200);
+}
+
+#[test]
+fn feature_crd_rejects_a_template_that_depends_on_itself() {
+    let schema = schema(&Feature::crd());
+    assert!(has_rule(
+        &schema,
+        "/properties/spec/properties/tasks/items",
+        "!has(self.dependsOn) || !self.dependsOn.exists(d, d == self.name)"
+    ));
+}
+
+#[test]
+fn feature_crd_requires_a_parent_to_name_a_task() {
+    let schema = schema(&Feature::crd());
+    assert!(has_rule(
+        &schema,
+        "/properties/spec/properties/tasks",
+        "self.all(t, !has(t.parent) || self.exists(u, u.name == t.parent))"
+    ));
+}
+
+#[test]
+fn feature_crd_orders_backoff_base_below_backoff_max() {
+    let schema = schema(&Feature::crd());
+    assert!(has_rule(
+        &schema,
+        "/properties/spec/properties/retry",
+        "self.backoffBaseSeconds <= self.backoffMaxSeconds"
+    ));
+}
+
+#[test]
+fn feature_crd_limits_the_feature_name_to_a_label_value() {
+    let schema = schema(&Feature::crd());
+    assert!(has_rule(&schema, "", "self.metadata.name.size() <= 63"));
+}
+
+#[test]
+fn task_crd_rejects_a_task_that_depends_on_itself() {
+    let schema = schema(&Task::crd());
+    assert!(has_rule(
+        &schema,
+        "",
+        "!has(self.spec.dependsOn) || !self.spec.dependsOn.exists(d, d == self.metadata.name)"
+    ));
+}
+
+#[test]
+fn task_crd_makes_feature_ref_immutable() {
+    let schema = schema(&Task::crd());
+    assert!(has_rule(
+        &schema,
+        "/properties/spec/properties/featureRef",
+        "self == oldSelf"
+    ));
+}
+
+#[test]
+fn template_names_must_be_dns_labels() {
+    let schema = schema(&Feature::crd());
+    let name = &schema["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]["name"];
+    assert_eq!(name["pattern"], ralph::api::names::DNS_LABEL_PATTERN);
+    assert_eq!(name["maxLength"], 63);
+}
+
+#[test]
+fn ranges_are_bounded_in_the_schema() {
+    let schema = schema(&Feature::crd());
+    let spec = &schema["properties"]["spec"]["properties"];
+    assert_eq!(spec["parallelism"]["minimum"], 1.0);
+    assert_eq!(spec["leaseDurationSeconds"]["minimum"], 15.0);
+    assert_eq!(spec["leaseDurationSeconds"]["maximum"], 3600.0);
+    assert_eq!(spec["retry"]["properties"]["maxRetries"]["maximum"], 100.0);
+    let task = &spec["tasks"]["items"]["properties"];
+    assert_eq!(task["priority"]["minimum"], -1000.0);
+    assert_eq!(task["priority"]["maximum"], 1000.0);
+    assert_eq!(task["maxRetries"]["maximum"], 100.0);
+}
+
+/// A structural schema gives every node a type (or an explicit int-or-string /
+/// preserve-unknown-fields marker), and has no `$ref`.
+#[test]
+fn schemas_are_structural() {
+    fn check(node: &Value, path: &str, problems: &mut Vec<String>) {
+        let Value::Object(map) = node else { return };
+        if map.contains_key("$ref") {
+            problems.push(format!("{path}: $ref"));
+        }
+        let typed = map.contains_key("type")
+            || map.contains_key("x-kubernetes-int-or-string")
+            || map.contains_key("x-kubernetes-preserve-unknown-fields");
+        if !typed {
+            problems.push(format!("{path}: no type"));
+        }
+        if let Some(Value::Object(properties)) = map.get("properties") {
+            for (name, child) in properties {
+                check(child, &format!("{path}.{name}"), problems);
+            }
+        }
+        if let Some(items) = map.get("items") {
+            check(items, &format!("{path}[]"), problems);
+        }
+        if let Some(additional @ Value::Object(_)) = map.get("additionalProperties") {
+            check(additional, &format!("{path}{{}}"), problems);
+        }
+    }
+    for crd in [Feature::crd(), Task::crd()] {
+        let mut problems = Vec::new();
+        check(&schema(&crd), "", &mut problems);
+        assert!(
+            problems.is_empty(),
+            "{:?}: {problems:#?}",
+            crd.metadata.name
+        );
+    }
+}
+
+#[test]
+fn crds_yaml_holds_feature_then_task_as_two_documents() {
+    let yaml = match ralph::api::crds_yaml() {
+        Ok(yaml) => yaml,
+        Err(error) => panic!("{error}"),
+    };
+    assert_eq!(yaml.matches("\n---\n").count() + 1, 2);
+    let feature = yaml.find("name: features.ralph.dev");
+    let task = yaml.find("name: tasks.ralph.dev");
+    assert!(feature.is_some() && task.is_some() && feature < task);
+}
+
+#[test]
+fn committed_crds_match_the_generated_ones() {
+    let committed = include_str!("../crds/ralph.dev_crds.yaml");
+    let generated = ralph::api::crds_yaml().ok();
+    assert!(
+        generated.as_deref() == Some(committed),
+        "crds/ralph.dev_crds.yaml is stale: run scripts/gen-crds"
+    );
+}
