@@ -1,7 +1,7 @@
 //! An in-process Kubernetes API server for tests: HTTP on 127.0.0.1, spoken to by the real
 //! `kube::Client`, so controllers run unchanged, watches included.
 //!
-//! Serves pods, configmaps, secrets, serviceaccounts, services, nodes, namespaces, events
+//! Serves pods, configmaps, secrets, serviceaccounts, services, nodes, namespaces, RBAC, events
 //! (core and events.k8s.io), leases, deployments, CRDs and ralph.dev features/tasks, plus
 //! any type a created CustomResourceDefinition declares. Semantics: resourceVersion
 //! conflicts, generateName, status subresources, generation, label/field selectors, paged

@@ -115,6 +115,28 @@ pub fn default_resources() -> Vec<ResourceType> {
         ResourceType::builtin("", "v1", "namespaces", "Namespace", false).with_status(),
         ResourceType::builtin("events.k8s.io", "v1", "events", "Event", true),
         ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true),
+        ResourceType::builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
+        ResourceType::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+        ),
+        ResourceType::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+        ),
+        ResourceType::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+        ),
         ResourceType::builtin("apps", "v1", "deployments", "Deployment", true)
             .with_status()
             .with_generation(),
