@@ -21,23 +21,33 @@ pub const REQUIRED_VAR: &str = "RALPH_E2E_REQUIRED";
 /// Env var naming the ralph image (built with `docker build --target e2e`) for real Pods.
 pub const IMAGE_VAR: &str = "RALPH_E2E_IMAGE";
 
-/// The kubeconfig to use, or `None` (with the reason printed) when the suite must skip.
+/// Env var that runs the suite against the in-process fake API server instead.
+pub const FAKE_VAR: &str = "RALPH_E2E_FAKE";
+
+/// The cluster a test runs against.
+pub enum Target {
+    /// A real cluster, by kubeconfig.
+    Kubeconfig(PathBuf),
+    /// The in-process fake API server (`RALPH_E2E_FAKE=1`); agent Pods on the stand-in.
+    Fake,
+}
+
+/// The cluster to use, or `None` (with the reason printed) when the suite must skip.
 /// Panics when `RALPH_E2E_REQUIRED=1` and no kubeconfig is given.
-pub fn kubeconfig_or_skip(test: &str) -> Option<PathBuf> {
-    match std::env::var_os(KUBECONFIG_VAR).filter(|v| !v.is_empty()) {
-        Some(path) => Some(PathBuf::from(path)),
-        None if std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1") => {
-            panic!(
-                "{REQUIRED_VAR}=1 but {KUBECONFIG_VAR} is not set: the e2e suite needs a cluster"
-            )
-        }
-        None => {
-            eprintln!(
-                "skipping e2e test {test}: {KUBECONFIG_VAR} is not set (set it to a kubeconfig to run against a real cluster)"
-            );
-            None
-        }
+pub fn target_or_skip(test: &str) -> Option<Target> {
+    if let Some(path) = std::env::var_os(KUBECONFIG_VAR).filter(|v| !v.is_empty()) {
+        return Some(Target::Kubeconfig(PathBuf::from(path)));
     }
+    if std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1") {
+        panic!("{REQUIRED_VAR}=1 but {KUBECONFIG_VAR} is not set: the e2e suite needs a cluster");
+    }
+    if std::env::var(FAKE_VAR).is_ok_and(|v| v == "1") {
+        return Some(Target::Fake);
+    }
+    eprintln!(
+        "skipping e2e test {test}: {KUBECONFIG_VAR} is not set (set it to a kubeconfig to run against a real cluster, or {FAKE_VAR}=1 for the in-process fake API server)"
+    );
+    None
 }
 
 /// A client for the kubeconfig at `path` (its current context).

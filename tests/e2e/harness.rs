@@ -15,8 +15,9 @@ use kube::{Api, Client, ResourceExt};
 use ralph::api::{AttemptOutcome, Feature, FeaturePhase, Task};
 use serde_json::{Value, json};
 
-use crate::cluster::{self, DeleteOnDrop};
+use crate::cluster::{self, DeleteOnDrop, Target};
 use crate::controller_process::ControllerProcess;
+use crate::fake_apiserver::FakeApiServer;
 use crate::kubelet_standin::{KubeletStandIn, NodeOptions};
 
 /// Env var bounding each wait, in seconds (default 300).
@@ -36,6 +37,7 @@ pub struct E2e {
     _standin: Option<KubeletStandIn>,
     _node: Option<DeleteOnDrop>,
     _namespace: DeleteOnDrop,
+    _fake: Option<FakeApiServer>,
     logs: Option<tempfile::TempDir>,
     /// Client of the cluster under test.
     pub client: Client,
@@ -49,7 +51,23 @@ pub struct E2e {
 impl E2e {
     /// Sets up the world for `test`, or `None` when the suite is skipped.
     pub async fn setup(test: &str) -> Option<Self> {
-        let kubeconfig = cluster::kubeconfig_or_skip(test)?;
+        let target = cluster::target_or_skip(test)?;
+        let logs = tempfile::Builder::new()
+            .prefix(&format!("ralph-e2e-{test}-"))
+            .tempdir()
+            .unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let (kubeconfig, fake) = match target {
+            Target::Kubeconfig(path) => (path, None),
+            Target::Fake => {
+                let server = FakeApiServer::start()
+                    .await
+                    .unwrap_or_else(|e| panic!("fake API server: {e}"));
+                let path = logs.path().join("kubeconfig.yaml");
+                std::fs::write(&path, server.kubeconfig_yaml("default"))
+                    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+                (path, Some(server))
+            }
+        };
         let client = cluster::client_from(&kubeconfig).await;
         cluster::install_crds(&client).await;
         let (namespace, namespace_guard) =
@@ -59,10 +77,6 @@ impl E2e {
             .ok()
             .filter(|i| !i.is_empty());
         let schedulable = cluster::has_schedulable_nodes(&client).await;
-        let logs = tempfile::Builder::new()
-            .prefix(&format!("ralph-e2e-{test}-"))
-            .tempdir()
-            .unwrap_or_else(|e| panic!("temp dir: {e}"));
         let (runner, standin, node) = match image {
             Some(image) if schedulable => (PodRunner::Cluster { image }, None, None),
             _ => {
@@ -70,7 +84,8 @@ impl E2e {
                 let node = cluster::create_standin_node(&client, &kubeconfig, &node_name).await;
                 let mut options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
                     .namespace(&namespace)
-                    .sidecar_kubeconfig(&kubeconfig);
+                    .sidecar_kubeconfig(&kubeconfig)
+                    .host_dir(scripts_dir());
                 options.node_name = node_name.clone();
                 let standin = KubeletStandIn::node(client.clone(), options)
                     .unwrap_or_else(|e| panic!("starting the kubelet stand-in: {e}"));
@@ -105,6 +120,7 @@ impl E2e {
             _standin: standin,
             _node: node,
             _namespace: namespace_guard,
+            _fake: fake,
             logs: Some(logs),
             client,
             namespace,
@@ -220,9 +236,14 @@ impl E2e {
                 return value;
             }
             if tokio::time::Instant::now() > deadline {
+                let pods: Vec<String> = self
+                    .pods_seen()
+                    .iter()
+                    .map(|(name, state)| format!("{name}: {state}"))
+                    .collect();
                 panic!(
-                    "gave up waiting for {what} after {limit:?}\npods seen: {:?}\ncontroller log:\n{}",
-                    self.pods_seen(),
+                    "gave up waiting for {what} after {limit:?}\nagent pods seen:\n{}\ncontroller log:\n{}",
+                    pods.join("\n"),
                     tail(&self.controller.log(), 200)
                 );
             }
@@ -230,7 +251,8 @@ impl E2e {
         }
     }
 
-    /// Agent Pods seen so far, in order of first appearance, with their last phase.
+    /// Agent Pods seen so far, in order of first appearance, with their last state (phase
+    /// and how their containers ended).
     pub fn pods_seen(&self) -> Vec<(String, String)> {
         self.pods_seen
             .lock()
@@ -292,7 +314,7 @@ pub fn scripts_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts")
 }
 
-/// Records every agent Pod of the namespace (first appearance order, last phase).
+/// Records every agent Pod of the namespace (first appearance order, last state).
 async fn record_pods(client: Client, namespace: String, seen: Arc<Mutex<Vec<(String, String)>>>) {
     let pods: Api<Pod> = Api::namespaced(client, &namespace);
     let mut events = watcher(pods, watcher::Config::default().labels("ralph.dev/attempt"))
@@ -301,19 +323,36 @@ async fn record_pods(client: Client, namespace: String, seen: Arc<Mutex<Vec<(Str
         .boxed();
     while let Some(event) = events.next().await {
         let Ok(pod) = event else { continue };
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
+        let state = pod_state(&pod);
         let mut seen = seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match seen.iter_mut().find(|(name, _)| *name == pod.name_any()) {
-            Some(entry) => entry.1 = phase,
-            None => seen.push((pod.name_any(), phase)),
+            Some(entry) => entry.1 = state,
+            None => seen.push((pod.name_any(), state)),
         }
     }
+}
+
+/// A Pod's phase and how each ended container ended (exit code, reason, message).
+fn pod_state(pod: &Pod) -> String {
+    let status = pod.status.clone().unwrap_or_default();
+    let ended: Vec<String> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            let t = c.state.as_ref()?.terminated.as_ref()?;
+            Some(format!(
+                "{} exit {} {} {}",
+                c.name,
+                t.exit_code,
+                t.reason.clone().unwrap_or_default(),
+                t.message.clone().unwrap_or_default()
+            ))
+        })
+        .collect();
+    format!("{} {}", status.phase.unwrap_or_default(), ended.join("; "))
 }
 
 /// The attempt records of a Task's status: number and outcome (unset while running).

@@ -6,9 +6,12 @@
 //! reason otherwise, and fails instead when `RALPH_E2E_REQUIRED=1`. Agent Pods run on the
 //! cluster when `RALPH_E2E_IMAGE` names an image built with `docker build --target e2e`
 //! and the cluster has a schedulable node; otherwise (e.g. envtest, a control plane
-//! without nodes) the kubelet stand-in runs them on this machine. `RALPH_E2E_TIMEOUT_SECS`
-//! bounds each wait (default 300).
+//! without nodes) the kubelet stand-in runs them on this machine. `RALPH_E2E_FAKE=1`
+//! (without a kubeconfig) runs the suite against the in-process fake API server instead,
+//! with the stand-in. `RALPH_E2E_TIMEOUT_SECS` bounds each wait (default 300).
 
+#[path = "../support/fake_apiserver.rs"]
+mod fake_apiserver;
 #[path = "../support/kubelet_standin.rs"]
 mod kubelet_standin;
 
@@ -21,7 +24,7 @@ use serde_json::json;
 
 use harness::{E2e, attempts};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feature_runs_its_plan_in_dependency_order_to_complete() {
     let Some(mut e2e) = E2e::setup("plan").await else {
         return;
@@ -55,7 +58,7 @@ async fn feature_runs_its_plan_in_dependency_order_to_complete() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_attempt_is_retried_and_the_retry_completes() {
     let Some(mut e2e) = E2e::setup("retry").await else {
         return;
@@ -92,7 +95,7 @@ async fn crashed_attempt_is_retried_and_the_retry_completes() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_interrupts_the_running_attempt_and_resume_completes() {
     let Some(mut e2e) = E2e::setup("suspend").await else {
         return;

@@ -59,6 +59,9 @@ pub struct NodeOptions {
     pub sidecar_kubeconfig: Option<PathBuf>,
     /// Extra environment for every process.
     pub extra_env: Vec<(String, String)>,
+    /// Host directories Pods may name directly (e.g. test fixtures in the agent command):
+    /// paths under them are never rewritten onto the Pod's volumes.
+    pub host_dirs: Vec<PathBuf>,
 }
 
 impl NodeOptions {
@@ -73,7 +76,14 @@ impl NodeOptions {
             label_selector: ATTEMPT_LABEL.into(),
             sidecar_kubeconfig: None,
             extra_env: Vec::new(),
+            host_dirs: Vec::new(),
         }
+    }
+
+    /// Lets Pods name paths under `dir` on this machine (not rewritten onto volumes).
+    pub fn host_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.host_dirs.push(dir.into());
+        self
     }
 
     /// Only Pods in `namespace`.
@@ -131,6 +141,7 @@ impl KubeletStandIn {
                 root: root.path().to_path_buf(),
                 ralph_binary: options.ralph_binary,
                 in_pod_ralph: options.in_pod_ralph,
+                host_dirs: options.host_dirs,
             },
             node_name: options.node_name,
             sidecar_kubeconfig: options.sidecar_kubeconfig,

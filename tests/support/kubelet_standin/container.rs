@@ -54,29 +54,53 @@ pub struct NodeLayout {
     pub ralph_binary: PathBuf,
     /// Path of the `ralph` binary inside the Pod (the init container copies it there).
     pub in_pod_ralph: String,
+    /// Host directories a Pod's command line may name directly; never rewritten.
+    pub host_dirs: Vec<PathBuf>,
 }
 
-/// Container paths mapped onto host paths (longest container path first).
+/// Container paths mapped onto host paths (longest container path first), except paths
+/// under the host directories given as such (e.g. test fixtures a Pod refers to).
 #[derive(Debug, Clone, Default)]
-pub struct PathMap(Vec<(String, PathBuf)>);
+pub struct PathMap {
+    mounts: Vec<(String, PathBuf)>,
+    host_dirs: Vec<PathBuf>,
+}
+
+fn under(path: &str, prefix: &str) -> Option<String> {
+    if path == prefix {
+        Some(String::new())
+    } else {
+        path.strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .map(str::to_owned)
+    }
+}
 
 impl PathMap {
     fn add(&mut self, in_pod: &str, host: PathBuf) {
-        self.0.push((in_pod.trim_end_matches('/').to_owned(), host));
-        self.0.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        self.mounts
+            .push((in_pod.trim_end_matches('/').to_owned(), host));
+        self.mounts.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
     }
 
-    /// The host path of an in-Pod path, when it lies under a mapped path.
+    /// The host path of an in-Pod path, when it lies under a mapped path (and not under
+    /// one of the host directories, which stay as they are).
     pub fn host_path(&self, in_pod: &str) -> Option<PathBuf> {
-        self.0.iter().find_map(|(prefix, host)| {
-            if in_pod == prefix {
-                Some(host.clone())
-            } else {
-                in_pod
-                    .strip_prefix(prefix.as_str())
-                    .and_then(|rest| rest.strip_prefix('/'))
-                    .map(|rest| host.join(rest))
-            }
+        let is_host_path = self
+            .host_dirs
+            .iter()
+            .any(|dir| under(in_pod, &dir.display().to_string()).is_some());
+        if is_host_path {
+            return None;
+        }
+        self.mounts.iter().find_map(|(prefix, host)| {
+            under(in_pod, prefix).map(|rest| {
+                if rest.is_empty() {
+                    host.clone()
+                } else {
+                    host.join(rest)
+                }
+            })
         })
     }
 
@@ -266,7 +290,10 @@ pub async fn prepare_container(
     volumes: &BTreeMap<String, PathBuf>,
     pod_dir: &Path,
 ) -> Result<Prepared, PrepareError> {
-    let mut paths = PathMap::default();
+    let mut paths = PathMap {
+        host_dirs: layout.host_dirs.clone(),
+        ..PathMap::default()
+    };
     for mount in container.volume_mounts.iter().flatten() {
         if let Some(dir) = volumes.get(&mount.name) {
             let host = match mount.sub_path.as_deref().filter(|s| !s.is_empty()) {
