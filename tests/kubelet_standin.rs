@@ -305,3 +305,20 @@ async fn node_stops_the_process_on_graceful_deletion_and_confirms_it() {
         .and_then(|r| r.exit_code);
     assert_eq!(exit, Some(128 + 15), "SIGTERM ended the process");
 }
+
+#[tokio::test]
+async fn node_runs_a_container_without_command_as_the_ralph_entrypoint() {
+    let server = FakeApiServer::start().await.expect("server");
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let kubelet = node(&server);
+    let container = json!({ "name": "agent", "image": "ralph:1", "args": ["--version"] });
+    create(&pods, &pod("t-a1", container, json!([]))).await;
+    let ended = wait_until_ended(&pods, "t-a1").await;
+    assert_eq!(phase(&ended), "Succeeded");
+    assert!(
+        kubelet
+            .log("default", "t-a1")
+            .unwrap_or_default()
+            .contains("ralph")
+    );
+}

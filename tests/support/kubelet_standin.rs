@@ -10,6 +10,10 @@
 //! paths) as a local process, reports Running, and on exit reports the agent container
 //! terminated with the termination-log file's content as its message. A graceful deletion
 //! sends SIGTERM, waits the grace period, then kills, reports, and confirms the deletion.
+//! A container without `command` is taken to run the ralph image's entrypoint (the local
+//! binary). With a kubeconfig, `ralph sidecar` containers (plain or native) run too, with
+//! `KUBECONFIG` set, and get SIGTERM once the agent has ended; other init containers (the
+//! binary install) are not run: the binary is mapped instead.
 //!
 //! Include with `#[path = "support/kubelet_standin.rs"] mod kubelet_standin;`.
 #![allow(dead_code)]

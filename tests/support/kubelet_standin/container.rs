@@ -10,15 +10,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, Pod, Secret, Volume};
 use kube::{Api, Client};
 
-use super::status::argv;
+use super::status::{ENTRYPOINT, argv};
 
 /// What went wrong preparing a container.
 #[derive(Debug)]
 pub enum PrepareError {
     /// A referenced ConfigMap/Secret (or key) is missing after waiting for it.
     Missing(String),
-    /// The container has no command (the stand-in cannot run an image's entrypoint).
-    NoCommand(String),
     /// Creating directories or files failed.
     Io(std::io::Error),
     /// An API call failed.
@@ -29,10 +27,6 @@ impl std::fmt::Display for PrepareError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Missing(what) => write!(f, "{what} not found"),
-            Self::NoCommand(name) => write!(
-                f,
-                "container {name:?} has no command; the kubelet stand-in cannot run an image entrypoint"
-            ),
             Self::Io(e) => write!(f, "preparing the container's files: {e}"),
             Self::Api(e) => write!(f, "reading the Pod's ConfigMaps/Secrets: {e}"),
         }
@@ -312,9 +306,9 @@ pub async fn prepare_container(
     paths.add(&termination_path, termination_log.clone());
     paths.add(&layout.in_pod_ralph, layout.ralph_binary.clone());
 
-    let argv: Vec<String> = argv(container).iter().map(|a| paths.rewrite(a)).collect();
-    if argv.is_empty() {
-        return Err(PrepareError::NoCommand(container.name.clone()));
+    let mut argv: Vec<String> = argv(container).iter().map(|a| paths.rewrite(a)).collect();
+    if argv.first().is_some_and(|program| program == ENTRYPOINT) {
+        argv[0] = layout.ralph_binary.display().to_string();
     }
     let cwd = container
         .working_dir

@@ -55,14 +55,20 @@ impl Termination {
     }
 }
 
-/// The full command line of a container: `command` followed by `args`.
+/// The image entrypoint the stand-in assumes for a container without `command`: the
+/// only images whose entrypoint agent Pods rely on are ralph's.
+pub const ENTRYPOINT: &str = "ralph";
+
+/// The full command line of a container: `command` (or the assumed [`ENTRYPOINT`])
+/// followed by `args`.
 pub fn argv(container: &Container) -> Vec<String> {
-    container
-        .command
-        .iter()
-        .flatten()
-        .chain(container.args.iter().flatten())
-        .cloned()
+    let command = match container.command.as_deref() {
+        Some(command) if !command.is_empty() => command.to_vec(),
+        _ => vec![ENTRYPOINT.to_owned()],
+    };
+    command
+        .into_iter()
+        .chain(container.args.iter().flatten().cloned())
         .collect()
 }
 
