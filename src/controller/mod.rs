@@ -4,6 +4,8 @@ pub mod call;
 pub mod claim;
 pub mod leader;
 pub mod metrics;
+pub mod pod;
+pub mod prompt_config;
 pub mod server;
 pub mod shutdown;
 pub mod sidecar;
