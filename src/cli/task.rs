@@ -1,12 +1,71 @@
-//! `ralph task`.
+//! `ralph task`: inspect or change tasks of a local run.
 
 use std::process::ExitCode;
 
+use crate::cli::status::{StateArgs, now_ms};
+use crate::local::status_view::{render_task, render_tasks, task_lines};
+
 /// Subcommands of `ralph task`.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// List the tasks with their phase, attempts and claim.
+    List {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one task: spec, state and every attempt.
+    Show {
+        /// The task ID.
+        name: String,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Clear the task's claim and retry count and set it Pending.
+    Reset {
+        /// The task ID.
+        name: String,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Set a Failed or Blocked task back to Pending.
+    Retry {
+        /// The task ID.
+        name: String,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+}
 
 /// Runs `ralph task`.
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
-    match command {}
+    match command {
+        Command::List { state, json } => {
+            let store = state.open()?;
+            let lines = task_lines(&store.tasks()?, &store.claims()?);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&lines)?);
+            } else {
+                print!("{}", render_tasks(&lines, now_ms()));
+            }
+        }
+        Command::Show { name, state } => {
+            let store = state.open()?;
+            let task = store.task(&name)?;
+            let claim = store.claims()?.into_iter().find(|c| c.task == name);
+            let attempts = store.attempts(Some(&name))?;
+            print!("{}", render_task(&task, claim.as_ref(), &attempts));
+        }
+        Command::Reset { name, state } => {
+            let task = state.open()?.reset_task(&name, now_ms())?;
+            println!("task {name}: reset to {:?}, retries cleared", task.phase);
+        }
+        Command::Retry { name, state } => {
+            let task = state.open()?.retry_task(&name, now_ms())?;
+            println!("task {name}: set back to {:?}", task.phase);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

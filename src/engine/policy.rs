@@ -1,1 +1,510 @@
 //! The attempt-outcome policy: one pure function from an attempt result and the task state to a transition.
+//!
+//! [`decide`] is the DESIGN.md attempt-outcome table as one `match`; [`on_claim_lost`] and
+//! [`on_ended_without_result`] cover attempts that never delivered a result.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::attempt::{AttemptResult, OutcomeClass, StopReason};
+use super::backoff::RetryPolicy;
+use super::sigils::{Promise, Sigils};
+
+/// Longest crash summary or failure reason carried into a decision (characters).
+pub const MAX_SUMMARY_CHARS: usize = 500;
+
+/// What the policy needs to know about the task an attempt ran for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskContext {
+    /// The task's ID (the name its sigils must carry).
+    pub name: String,
+    /// Retries already used (0 before the first retry).
+    pub retry_count: u32,
+    /// Retries allowed before the task fails for good.
+    pub max_retries: u32,
+    /// Whether a verifier must confirm `task-done` before the task is done.
+    pub verify: bool,
+}
+
+/// How one attempt is recorded in the task's attempt history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AttemptOutcome {
+    /// The agent completed the task.
+    Done,
+    /// The agent reported failure or refused.
+    Failed,
+    /// The attempt ended without a verdict on this task; the claim was given back.
+    Released,
+    /// The turn stopped early (token or request limit, unknown stop reason).
+    Blocked,
+    /// The agent process crashed, hung or vanished.
+    Crashed,
+    /// The agent ran out of quota.
+    Exhausted,
+    /// The attempt was cancelled (suspend or cancel).
+    Interrupted,
+    /// The claim Lease was not renewed in time.
+    Lost,
+    /// The agent promised FAILURE for the whole feature.
+    StoppedFeature,
+}
+
+impl AttemptOutcome {
+    /// The camelCase name used in status and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Released => "released",
+            Self::Blocked => "blocked",
+            Self::Crashed => "crashed",
+            Self::Exhausted => "exhausted",
+            Self::Interrupted => "interrupted",
+            Self::Lost => "lost",
+            Self::StoppedFeature => "stoppedFeature",
+        }
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The task's phase after the attempt. The claim is handled by [`Decision::release_claim`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PhaseChange {
+    /// No transition: the task keeps the phase it had before it was claimed (Pending), so it
+    /// is claimable again once the claim is released.
+    Unchanged,
+    /// Back to Pending to be claimed again; after backoff when [`Decision::retry`] is set.
+    Pending,
+    /// Done (after verification when [`Decision::verify_first`] is set).
+    Done,
+    /// Failed for good.
+    Failed,
+}
+
+/// What the feature as a whole must do because of the attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeatureEffect {
+    /// Nothing beyond the task's own transition.
+    None,
+    /// Stop the feature: outcome Failed with the agent's reason, no new attempts.
+    Stop {
+        /// The agent's explanation, or a stand-in when it gave none.
+        reason: String,
+    },
+}
+
+/// The agent ran out of quota and must not be used before `until`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentExhausted {
+    /// Unix seconds when the quota resets, when the agent said.
+    pub until: Option<i64>,
+    /// What the agent said.
+    pub message: String,
+}
+
+/// Why the previous attempt did not finish the task; the next prompt tells the agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum PreviousAttempt {
+    /// The agent reported `<task-failed>` (with its reason when it gave one).
+    Failed {
+        /// The agent's explanation near the sigil.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The agent process crashed, hung or vanished.
+    Crashed {
+        /// Exit code, signal, first stderr line, matched pattern or timeout.
+        summary: String,
+    },
+    /// The attempt lost its claim (node lost, pod gone).
+    Lost,
+}
+
+impl fmt::Display for PreviousAttempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failed {
+                reason: Some(reason),
+            } => write!(f, "Previous attempt failed: {reason}"),
+            Self::Failed { reason: None } => f.write_str("Previous attempt failed."),
+            Self::Crashed { summary } => write!(f, "Previous attempt crashed: {summary}"),
+            Self::Lost => f.write_str(
+                "Previous attempt was lost (its claim expired: the node or pod went away).",
+            ),
+        }
+    }
+}
+
+/// Severity of the event announcing a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// An expected transition.
+    Normal,
+    /// Something an operator should look at.
+    Warning,
+}
+
+/// The event to emit for a decision (Kubernetes Event or local log line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub kind: EventKind,
+    /// Short CamelCase reason, e.g. `TaskDone`, `SigilForOtherTask`.
+    pub reason: &'static str,
+    /// Human-readable message naming the task.
+    pub message: String,
+}
+
+/// What to do with a task after one attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// How the attempt is recorded.
+    pub outcome: AttemptOutcome,
+    /// The task's new phase.
+    pub phase: PhaseChange,
+    /// Run a verifier before marking the task Done; the claim is kept for it.
+    pub verify_first: bool,
+    /// `Some(n)`: the attempt counts as a retry and the task's retry count becomes `n`; the
+    /// next attempt waits for the backoff (see [`Decision::next_attempt_after`]).
+    pub retry: Option<u32>,
+    /// Give the claim Lease back (delete it).
+    pub release_claim: bool,
+    /// The event to emit.
+    pub event: Event,
+    /// Effect on the whole feature.
+    pub feature: FeatureEffect,
+    /// The agent promised COMPLETE (recorded only; the outcome still comes from the DAG).
+    pub promise_complete: bool,
+    /// The agent is exhausted; schedule no attempt on it before the reset time.
+    pub agent_exhausted: Option<AgentExhausted>,
+    /// What the next attempt's prompt should say about this one.
+    pub previous_attempt: Option<PreviousAttempt>,
+}
+
+impl Decision {
+    /// When the next attempt may start (Unix ms): after the backoff for a counted retry,
+    /// `None` when the task can be claimed again at once or will not run again.
+    pub fn next_attempt_after(
+        &self,
+        policy: &RetryPolicy,
+        now_ms: i64,
+        jitter: f64,
+    ) -> Option<i64> {
+        let retry = self.retry?;
+        Some(policy.next_attempt_after(now_ms, retry.saturating_sub(1), jitter))
+    }
+}
+
+/// Which of this attempt's task sigils concerns the task.
+enum TaskSigil<'a> {
+    Done,
+    Failed,
+    OtherTask(&'a str),
+    None,
+}
+
+impl<'a> TaskSigil<'a> {
+    fn of(task: &str, sigils: &'a Sigils) -> Self {
+        let done = sigils.task_done.as_deref();
+        let failed = sigils.task_failed.as_deref();
+        if done == Some(task) {
+            Self::Done
+        } else if failed == Some(task) {
+            Self::Failed
+        } else if let Some(other) = done.or(failed) {
+            Self::OtherTask(other)
+        } else {
+            Self::None
+        }
+    }
+}
+
+/// Applies the attempt-outcome table to a finished attempt.
+pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
+    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished};
+    use StopReason::{EndTurn, Refusal};
+
+    let sigils = &result.sigils;
+    let stop = result.stop_reason.as_ref();
+    let mut decision = match (
+        result.outcome,
+        stop,
+        TaskSigil::of(&task.name, sigils),
+        sigils.promise,
+    ) {
+        (Exhausted, ..) => exhausted(task, result),
+        (Cancelled, ..) | (Finished, Some(StopReason::Cancelled), ..) => interrupted(task),
+        (Crashed, ..) => crashed(task, crash_summary(result)),
+        (Finished, _, _, Some(Promise::Failure)) => stop_feature(task, sigils),
+        (Finished, Some(Refusal), ..) => refused(task),
+        (Finished, Some(EndTurn), TaskSigil::Done, _) => done(task),
+        (Finished, Some(EndTurn), TaskSigil::Failed, _) => failed(task, sigils),
+        (Finished, Some(EndTurn), TaskSigil::OtherTask(other), _) => other_task(task, other),
+        (Finished, Some(EndTurn), TaskSigil::None, _) => no_sigil(task),
+        (Finished, stop, ..) => stopped_early(task, stop),
+    };
+    decision.promise_complete = sigils.promise == Some(Promise::Complete);
+    decision
+}
+
+/// The claim Lease was not renewed in time: the attempt is lost and the task retried.
+pub fn on_claim_lost(task: &TaskContext) -> Decision {
+    let message = format!(
+        "task {}: claim was not renewed in time; attempt lost",
+        task.name
+    );
+    retry_or_fail(
+        task,
+        AttemptOutcome::Lost,
+        "ClaimLost",
+        message,
+        PreviousAttempt::Lost,
+    )
+}
+
+/// The attempt ended without a result (OOMKilled, evicted, pod deleted, process vanished):
+/// a crash with that reason.
+pub fn on_ended_without_result(task: &TaskContext, reason: &str) -> Decision {
+    crashed(task, bounded(reason.trim()))
+}
+
+fn base(outcome: AttemptOutcome, phase: PhaseChange, event: Event) -> Decision {
+    Decision {
+        outcome,
+        phase,
+        verify_first: false,
+        retry: None,
+        release_claim: true,
+        event,
+        feature: FeatureEffect::None,
+        promise_complete: false,
+        agent_exhausted: None,
+        previous_attempt: None,
+    }
+}
+
+fn normal(reason: &'static str, message: String) -> Event {
+    Event {
+        kind: EventKind::Normal,
+        reason,
+        message,
+    }
+}
+
+fn warning(reason: &'static str, message: String) -> Event {
+    Event {
+        kind: EventKind::Warning,
+        reason,
+        message,
+    }
+}
+
+fn done(task: &TaskContext) -> Decision {
+    if task.verify {
+        let event = normal(
+            "TaskVerifying",
+            format!("task {} reported done; verifying", task.name),
+        );
+        Decision {
+            verify_first: true,
+            release_claim: false,
+            ..base(AttemptOutcome::Done, PhaseChange::Done, event)
+        }
+    } else {
+        let event = normal("TaskDone", format!("task {} done", task.name));
+        base(AttemptOutcome::Done, PhaseChange::Done, event)
+    }
+}
+
+fn failed(task: &TaskContext, sigils: &Sigils) -> Decision {
+    let reason = sigils.task_failed_reason.clone();
+    let message = match &reason {
+        Some(reason) => format!("task {} reported failure: {reason}", task.name),
+        None => format!("task {} reported failure", task.name),
+    };
+    retry_or_fail(
+        task,
+        AttemptOutcome::Failed,
+        "TaskFailed",
+        message,
+        PreviousAttempt::Failed { reason },
+    )
+}
+
+fn crashed(task: &TaskContext, summary: String) -> Decision {
+    let message = format!("task {}: agent crashed: {summary}", task.name);
+    retry_or_fail(
+        task,
+        AttemptOutcome::Crashed,
+        "AttemptCrashed",
+        message,
+        PreviousAttempt::Crashed { summary },
+    )
+}
+
+/// Counts a retry while retries remain, otherwise fails the task.
+fn retry_or_fail(
+    task: &TaskContext,
+    outcome: AttemptOutcome,
+    reason: &'static str,
+    message: String,
+    previous: PreviousAttempt,
+) -> Decision {
+    if task.retry_count < task.max_retries {
+        let retry = task.retry_count + 1;
+        let message = format!("{message}; retry {retry} of {}", task.max_retries);
+        Decision {
+            retry: Some(retry),
+            previous_attempt: Some(previous),
+            ..base(outcome, PhaseChange::Pending, warning(reason, message))
+        }
+    } else {
+        let message = format!("{message}; no retries left ({} used)", task.retry_count);
+        base(outcome, PhaseChange::Failed, warning(reason, message))
+    }
+}
+
+fn refused(task: &TaskContext) -> Decision {
+    let message = format!("task {}: the agent refused; task failed", task.name);
+    base(
+        AttemptOutcome::Failed,
+        PhaseChange::Failed,
+        warning("TaskRefused", message),
+    )
+}
+
+fn other_task(task: &TaskContext, other: &str) -> Decision {
+    let message = format!(
+        "task {}: the agent reported a sigil for task {other}; ignored, claim released",
+        task.name
+    );
+    base(
+        AttemptOutcome::Released,
+        PhaseChange::Unchanged,
+        warning("SigilForOtherTask", message),
+    )
+}
+
+fn no_sigil(task: &TaskContext) -> Decision {
+    let message = format!(
+        "task {}: the agent ended its turn without a sigil; claim released",
+        task.name
+    );
+    base(
+        AttemptOutcome::Released,
+        PhaseChange::Pending,
+        normal("NoSigil", message),
+    )
+}
+
+fn stop_feature(task: &TaskContext, sigils: &Sigils) -> Decision {
+    let reason = sigils.promise_reason.clone().unwrap_or_else(|| {
+        format!(
+            "the agent on task {} promised FAILURE without a reason",
+            task.name
+        )
+    });
+    let message = format!(
+        "task {}: the agent promised FAILURE; feature stopped: {reason}",
+        task.name
+    );
+    Decision {
+        feature: FeatureEffect::Stop { reason },
+        ..base(
+            AttemptOutcome::StoppedFeature,
+            PhaseChange::Unchanged,
+            warning("FeatureFailurePromised", message),
+        )
+    }
+}
+
+fn stopped_early(task: &TaskContext, stop: Option<&StopReason>) -> Decision {
+    let stop = match stop {
+        Some(stop) => stop_reason_name(stop),
+        None => "none",
+    };
+    let message = format!(
+        "task {}: the turn stopped early (stop reason {stop}); claim released",
+        task.name
+    );
+    base(
+        AttemptOutcome::Blocked,
+        PhaseChange::Pending,
+        warning("AttemptBlocked", message),
+    )
+}
+
+fn interrupted(task: &TaskContext) -> Decision {
+    let message = format!("task {}: attempt cancelled", task.name);
+    base(
+        AttemptOutcome::Interrupted,
+        PhaseChange::Pending,
+        normal("AttemptInterrupted", message),
+    )
+}
+
+fn exhausted(task: &TaskContext, result: &AttemptResult) -> Decision {
+    let (message, until) = match &result.exhaustion {
+        Some(exhaustion) => (bounded(&exhaustion.message), exhaustion.reset_at),
+        None => ("usage limit reached".to_owned(), None),
+    };
+    let event = warning(
+        "AgentExhausted",
+        format!(
+            "task {}: the agent is out of quota ({message}); task not failed",
+            task.name
+        ),
+    );
+    Decision {
+        agent_exhausted: Some(AgentExhausted { until, message }),
+        ..base(AttemptOutcome::Exhausted, PhaseChange::Pending, event)
+    }
+}
+
+/// The runner's crash summary, or one built from the exit code and signal.
+fn crash_summary(result: &AttemptResult) -> String {
+    if let Some(crash) = result
+        .crash
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+    {
+        return bounded(crash);
+    }
+    match (result.exit_code, result.signal) {
+        (_, Some(signal)) => format!("killed by signal {signal}"),
+        (Some(code), None) => format!("exit code {code}"),
+        (None, None) => "the agent ended without a result".to_owned(),
+    }
+}
+
+fn stop_reason_name(stop: &StopReason) -> &str {
+    match stop {
+        StopReason::EndTurn => "end_turn",
+        StopReason::MaxTokens => "max_tokens",
+        StopReason::MaxTurnRequests => "max_turn_requests",
+        StopReason::Refusal => "refusal",
+        StopReason::Cancelled => "cancelled",
+        StopReason::Other(other) => other,
+    }
+}
+
+/// Cuts text to [`MAX_SUMMARY_CHARS`] characters, marking the cut.
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

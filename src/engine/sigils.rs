@@ -1,10 +1,22 @@
 //! Completion sigils: the tags an agent writes to say what it did
 //! (`<task-done>ID</task-done>`, `<promise>COMPLETE</promise>`, ...).
 //!
-//! Interface fixed here; the parser is filled in by the engine work.
+//! Grammar: whole tags only (`<task-done-x>` is not a sigil), whitespace inside tags
+//! trimmed, the first occurrence wins for single-valued sigils, malformed or unclosed tags
+//! are ignored and read as prose. IDs must be valid task names ([`is_valid_task_id`]), and a
+//! body that is a `{PLACEHOLDER}` never counts, so a prompt that shows the sigils with
+//! placeholders cannot complete anything when an agent echoes it.
+
+mod reason;
+mod tag;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use reason::{ProseWindow, ReasonCapture};
+use tag::{Close, Open, OpenTag, TagName};
+
+pub use reason::MAX_REASON_CHARS;
 
 /// `<promise>…</promise>`: the agent's claim about the whole feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -50,6 +62,9 @@ pub struct Sigils {
     /// `<task-failed>ID</task-failed>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_failed: Option<String>,
+    /// The agent's reason given with `<task-failed>` (text next to the tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_failed_reason: Option<String>,
     /// `<promise>COMPLETE|FAILURE</promise>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promise: Option<Promise>,
@@ -77,6 +92,9 @@ impl Sigils {
     }
 }
 
+/// Longest `<next-model>` name.
+const MAX_MODEL_NAME: usize = 128;
+
 /// Parses all sigils in a complete text.
 pub fn parse(text: &str) -> Sigils {
     let mut scanner = SigilScanner::new();
@@ -84,10 +102,70 @@ pub fn parse(text: &str) -> Sigils {
     scanner.finish()
 }
 
+/// Whether `id` is a task name: a DNS-1123 label (1 to 63 lowercase alphanumerics or `-`,
+/// starting and ending with an alphanumeric).
+pub fn is_valid_task_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    let alphanumeric = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    (1..=63).contains(&bytes.len())
+        && bytes.iter().all(|b| alphanumeric(b) || *b == b'-')
+        && bytes.first().is_some_and(alphanumeric)
+        && bytes.last().is_some_and(alphanumeric)
+}
+
+/// Rewrites every sigil tag in `text` (opening or closing) so it can never parse: its `<`
+/// becomes `&lt;`. For user text embedded in a prompt.
+pub fn defuse(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(lt) = rest.find('<') {
+        out.push_str(&rest[..lt]);
+        let after = &rest[lt + 1..];
+        let name = after.strip_prefix('/').unwrap_or(after);
+        if TagName::ALL.iter().any(|tag| name.starts_with(tag.name())) {
+            out.push_str("&lt;");
+        } else {
+            out.push('<');
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `text` is a template placeholder such as `{TASK_ID}` (uppercase, digits, `_`, `|`).
+pub fn is_placeholder(text: &str) -> bool {
+    text.strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .is_some_and(|inner| {
+            !inner.is_empty()
+                && inner
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b"_| -".contains(&b))
+        })
+}
+
+fn is_valid_model_name(name: &str) -> bool {
+    (1..=MAX_MODEL_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@".contains(&b))
+}
+
 /// Incremental sigil parser for text that arrives in chunks (a tag may be split anywhere).
+///
+/// Each byte is examined a bounded number of times: only an unfinished tag is kept between
+/// pushes, and the search for its closing tag resumes where it stopped.
 #[derive(Debug, Default)]
 pub struct SigilScanner {
-    buffer: String,
+    /// Unconsumed text; when not empty it starts with the `<` of an undecided tag.
+    tail: String,
+    /// The opening tag at the start of `tail`, once complete, and where its close search resumes.
+    open: Option<(OpenTag, usize)>,
+    sigils: Sigils,
+    prose: ProseWindow,
+    failed_reason: Option<ReasonCapture>,
+    promise_reason: Option<ReasonCapture>,
 }
 
 impl SigilScanner {
@@ -98,13 +176,157 @@ impl SigilScanner {
 
     /// Feeds the next chunk of message text.
     pub fn push(&mut self, chunk: &str) {
-        self.buffer.push_str(chunk);
+        if self.tail.is_empty() {
+            if let Some(keep) = self.scan(chunk, false) {
+                self.tail.push_str(&chunk[keep..]);
+            }
+        } else {
+            let mut text = std::mem::take(&mut self.tail);
+            text.push_str(chunk);
+            if let Some(keep) = self.scan(&text, false) {
+                text.drain(..keep);
+                self.tail = text;
+            }
+        }
     }
 
     /// The sigils found in all text pushed so far.
-    pub fn finish(self) -> Sigils {
-        // Placeholder until the parser lands (engine work).
-        let _ = self.buffer;
-        Sigils::default()
+    pub fn finish(mut self) -> Sigils {
+        let tail = std::mem::take(&mut self.tail);
+        self.scan(&tail, true);
+        self.sigils.task_failed_reason = self.failed_reason.and_then(|c| c.reason());
+        self.sigils.promise_reason = self.promise_reason.and_then(|c| c.reason());
+        self.sigils
+    }
+
+    /// Consumes `text`; returns where an undecided tag at its end starts, to be kept for the
+    /// next push (never when `at_end`).
+    fn scan(&mut self, text: &str, at_end: bool) -> Option<usize> {
+        let mut pos = 0;
+        while pos < text.len() {
+            let rest = &text[pos..];
+            if let Some((open, resume_at)) = self.open.take() {
+                match tag::find_close(open.name, &rest[open.len..], resume_at) {
+                    Close::Closed { body_end, end } => {
+                        self.record(&open, &rest[open.len..open.len + body_end]);
+                        pos += open.len + end;
+                    }
+                    Close::NeedMore { resume_at } if !at_end => {
+                        self.open = Some((open, resume_at));
+                        return Some(pos);
+                    }
+                    Close::Abandon | Close::NeedMore { .. } => {
+                        self.on_prose("<");
+                        pos += 1;
+                    }
+                }
+                continue;
+            }
+            let Some(lt) = rest.find('<') else {
+                self.on_prose(rest);
+                return None;
+            };
+            self.on_prose(&rest[..lt]);
+            pos += lt;
+            match tag::parse_open(&text[pos..]) {
+                Open::Tag(open) => self.open = Some((open, 0)),
+                Open::NeedMore if !at_end => return Some(pos),
+                Open::NotATag | Open::NeedMore => {
+                    self.on_prose("<");
+                    pos += 1;
+                }
+            }
+        }
+        None
+    }
+
+    fn on_prose(&mut self, prose: &str) {
+        if prose.is_empty() {
+            return;
+        }
+        if self.sigils.task_failed.is_none() || self.sigils.promise.is_none() {
+            self.prose.push(prose);
+        }
+        for capture in [&mut self.failed_reason, &mut self.promise_reason]
+            .into_iter()
+            .flatten()
+        {
+            capture.push_after(prose);
+        }
+    }
+
+    /// Records a complete sigil if its body is valid; an invalid one is ignored.
+    fn record(&mut self, open: &OpenTag, body: &str) {
+        let body = body.trim();
+        let sigils = &mut self.sigils;
+        match open.name {
+            TagName::TaskDone if is_valid_task_id(body) => {
+                sigils.task_done.get_or_insert_with(|| body.to_owned());
+            }
+            TagName::TaskFailed if is_valid_task_id(body) && sigils.task_failed.is_none() => {
+                sigils.task_failed = Some(body.to_owned());
+                self.failed_reason = Some(ReasonCapture::new(self.prose.recent()));
+            }
+            TagName::Promise if sigils.promise.is_none() => {
+                sigils.promise = match body {
+                    "COMPLETE" => Some(Promise::Complete),
+                    "FAILURE" => {
+                        self.promise_reason = Some(ReasonCapture::new(self.prose.recent()));
+                        Some(Promise::Failure)
+                    }
+                    _ => None,
+                };
+            }
+            TagName::NextModel if is_valid_model_name(body) => {
+                sigils.next_model.get_or_insert_with(|| body.to_owned());
+            }
+            TagName::VerifyPass if is_valid_task_id(body) => {
+                sigils
+                    .verdict
+                    .get_or_insert_with(|| Verdict::Pass(body.to_owned()));
+            }
+            TagName::VerifyFail if is_valid_task_id(body) => {
+                sigils
+                    .verdict
+                    .get_or_insert_with(|| Verdict::Fail(body.to_owned()));
+            }
+            TagName::Journal if !body.is_empty() && !is_placeholder(body) => {
+                sigils.journal.push(body.to_owned());
+            }
+            TagName::Knowledge => {
+                if let Some(knowledge) = knowledge(&open.attributes, body) {
+                    sigils.knowledge.push(knowledge);
+                }
+            }
+            _ => {}
+        }
     }
 }
+
+/// A `<knowledge>` entry from its attributes and body; `None` when empty or a placeholder.
+fn knowledge(attributes: &[(String, String)], body: &str) -> Option<Knowledge> {
+    let attribute = |name: &str| {
+        attributes
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.trim())
+    };
+    let title = attribute("title").unwrap_or_default();
+    let tags = attribute("tags").unwrap_or_default();
+    if body.is_empty() || [title, tags, body].into_iter().any(is_placeholder) {
+        return None;
+    }
+    Some(Knowledge {
+        tags: tags
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        title: title.to_owned(),
+        body: body.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,12 @@
 //! The embedded default: a local store and process executor driving the same engine.
+
+pub mod activity;
+pub mod display;
+pub mod executor;
+pub mod feature;
+pub mod process;
+pub mod run_event;
+pub mod state_dir;
+pub mod status_view;
+pub mod store;
+pub mod summary;

@@ -1,0 +1,129 @@
+use super::{Build, dag, set, task};
+use crate::engine::dag::{FeatureOutcome, OutcomeInputs, PhaseCounts, TaskPhase};
+
+use TaskPhase::{Done, Failed, Running};
+
+fn no_limits() -> OutcomeInputs {
+    OutcomeInputs::default()
+}
+
+#[test]
+fn feature_without_tasks_has_no_plan() {
+    assert_eq!(
+        dag(vec![]).outcome(no_limits()),
+        Some(FeatureOutcome::NoPlan)
+    );
+}
+
+#[test]
+fn feature_with_every_task_done_is_complete() {
+    let dag = dag(vec![task("a").phase(Done), task("b").phase(Done)]);
+    assert_eq!(dag.outcome(no_limits()), Some(FeatureOutcome::Complete));
+}
+
+#[test]
+fn feature_with_all_resolved_and_one_failed_has_failed() {
+    let mut dag = dag(vec![task("a"), task("b").after(&["a"]), task("c")]);
+    set(&mut dag, "c", Done);
+    set(&mut dag, "a", Failed);
+    assert_eq!(dag.outcome(no_limits()), Some(FeatureOutcome::Failed));
+}
+
+#[test]
+fn feature_with_a_failure_and_a_running_task_is_still_in_progress() {
+    let mut dag = dag(vec![task("a"), task("b")]);
+    set(&mut dag, "b", Running);
+    set(&mut dag, "a", Failed);
+    assert_eq!(dag.outcome(no_limits()), None);
+}
+
+#[test]
+fn feature_with_ready_tasks_is_in_progress() {
+    assert_eq!(dag(vec![task("a")]).outcome(no_limits()), None);
+}
+
+#[test]
+fn suspended_feature_is_suspended() {
+    let inputs = OutcomeInputs {
+        suspended: true,
+        ..no_limits()
+    };
+    assert_eq!(
+        dag(vec![task("a")]).outcome(inputs),
+        Some(FeatureOutcome::Suspended)
+    );
+}
+
+#[test]
+fn feature_at_its_iteration_limit_has_reached_it() {
+    let inputs = OutcomeInputs {
+        iterations_used: 3,
+        max_iterations: Some(3),
+        ..no_limits()
+    };
+    assert_eq!(
+        dag(vec![task("a")]).outcome(inputs),
+        Some(FeatureOutcome::LimitReached)
+    );
+}
+
+#[test]
+fn feature_below_its_iteration_limit_continues() {
+    let inputs = OutcomeInputs {
+        iterations_used: 2,
+        max_iterations: Some(3),
+        ..no_limits()
+    };
+    assert_eq!(dag(vec![task("a")]).outcome(inputs), None);
+}
+
+#[test]
+fn feature_with_a_spent_budget_has_reached_its_limit() {
+    let inputs = OutcomeInputs {
+        budget_reached: true,
+        ..no_limits()
+    };
+    assert_eq!(
+        dag(vec![task("a")]).outcome(inputs),
+        Some(FeatureOutcome::LimitReached)
+    );
+}
+
+#[test]
+fn completion_wins_over_a_reached_limit() {
+    let inputs = OutcomeInputs {
+        budget_reached: true,
+        suspended: true,
+        ..no_limits()
+    };
+    assert_eq!(
+        dag(vec![task("a").phase(Done)]).outcome(inputs),
+        Some(FeatureOutcome::Complete)
+    );
+}
+
+#[test]
+fn counts_cover_every_phase_and_the_ready_tasks() {
+    let mut dag = dag(vec![
+        task("a"),
+        task("b").after(&["a"]),
+        task("c"),
+        task("d"),
+        task("e").after(&["d"]),
+        task("f"),
+    ]);
+    set(&mut dag, "c", Running);
+    set(&mut dag, "d", Failed);
+    set(&mut dag, "f", Done);
+    assert_eq!(
+        dag.counts(),
+        PhaseCounts {
+            pending: 2,
+            running: 1,
+            done: 1,
+            failed: 1,
+            blocked: 1,
+            ready: 1,
+        }
+    );
+}

@@ -1,0 +1,378 @@
+//! The attempt-outcome table, one test per row.
+
+use super::*;
+use crate::engine::attempt::{Exhaustion, RESULT_SCHEMA_VERSION};
+use crate::engine::sigils;
+
+fn task() -> TaskContext {
+    TaskContext {
+        name: "build-api".into(),
+        retry_count: 0,
+        max_retries: 3,
+        verify: false,
+    }
+}
+
+fn finished(stop: StopReason, text: &str) -> AttemptResult {
+    AttemptResult {
+        version: RESULT_SCHEMA_VERSION,
+        task: "build-api".into(),
+        attempt: Some("build-api-a1".into()),
+        outcome: OutcomeClass::Finished,
+        stop_reason: Some(stop),
+        exit_code: Some(0),
+        signal: None,
+        sigils: sigils::parse(text),
+        crash: None,
+        exhaustion: None,
+        agent: None,
+        model: None,
+        usage: Default::default(),
+        timings: Default::default(),
+        truncated: Vec::new(),
+    }
+}
+
+fn ended(outcome: OutcomeClass) -> AttemptResult {
+    AttemptResult {
+        outcome,
+        stop_reason: None,
+        ..finished(StopReason::EndTurn, "")
+    }
+}
+
+#[test]
+fn end_turn_with_task_done_marks_the_task_done() {
+    let decision = decide(
+        &task(),
+        &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Done);
+    assert_eq!(decision.phase, PhaseChange::Done);
+    assert!(!decision.verify_first);
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.event.kind, EventKind::Normal);
+}
+
+#[test]
+fn end_turn_with_task_done_verifies_first_when_verification_is_on() {
+    let task = TaskContext {
+        verify: true,
+        ..task()
+    };
+    let decision = decide(
+        &task,
+        &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
+    );
+    assert_eq!(decision.phase, PhaseChange::Done);
+    assert!(decision.verify_first);
+    assert!(
+        !decision.release_claim,
+        "the claim is kept for the verifier"
+    );
+}
+
+#[test]
+fn end_turn_with_task_failed_is_retried_while_retries_remain() {
+    let text = "Schema missing. <task-failed>build-api</task-failed>";
+    let decision = decide(
+        &TaskContext {
+            retry_count: 1,
+            ..task()
+        },
+        &finished(StopReason::EndTurn, text),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Failed);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, Some(2));
+    assert!(decision.release_claim);
+    assert_eq!(
+        decision.previous_attempt,
+        Some(PreviousAttempt::Failed {
+            reason: Some("Schema missing.".into())
+        })
+    );
+}
+
+#[test]
+fn end_turn_with_task_failed_fails_the_task_when_no_retries_remain() {
+    let text = "<task-failed>build-api</task-failed>";
+    let decision = decide(
+        &TaskContext {
+            retry_count: 3,
+            ..task()
+        },
+        &finished(StopReason::EndTurn, text),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Failed);
+    assert_eq!(decision.phase, PhaseChange::Failed);
+    assert_eq!(decision.retry, None);
+}
+
+#[test]
+fn both_sigils_done_wins() {
+    let text = "<task-failed>build-api</task-failed><task-done>build-api</task-done>";
+    let decision = decide(&task(), &finished(StopReason::EndTurn, text));
+    assert_eq!(decision.outcome, AttemptOutcome::Done);
+    assert_eq!(decision.phase, PhaseChange::Done);
+}
+
+#[test]
+fn sigil_for_another_task_warns_without_transition_and_releases_the_claim() {
+    let decision = decide(
+        &task(),
+        &finished(StopReason::EndTurn, "<task-done>write-docs</task-done>"),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Released);
+    assert_eq!(decision.phase, PhaseChange::Unchanged);
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.event.kind, EventKind::Warning);
+    assert_eq!(decision.event.reason, "SigilForOtherTask");
+    assert!(decision.event.message.contains("write-docs"));
+}
+
+#[test]
+fn no_sigil_releases_the_claim_back_to_pending_without_counting_a_retry() {
+    let decision = decide(&task(), &finished(StopReason::EndTurn, "I looked around."));
+    assert_eq!(decision.outcome, AttemptOutcome::Released);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+}
+
+#[test]
+fn promise_failure_stops_the_feature_with_the_agents_reason() {
+    let text = "The repository is archived; nothing can be pushed.\n<promise>FAILURE</promise>";
+    let decision = decide(&task(), &finished(StopReason::EndTurn, text));
+    assert_eq!(decision.outcome, AttemptOutcome::StoppedFeature);
+    assert_eq!(
+        decision.feature,
+        FeatureEffect::Stop {
+            reason: "The repository is archived; nothing can be pushed.".into()
+        }
+    );
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+}
+
+#[test]
+fn promise_failure_without_a_reason_still_stops_the_feature() {
+    let decision = decide(
+        &task(),
+        &finished(StopReason::EndTurn, "<promise>FAILURE</promise>"),
+    );
+    assert!(
+        matches!(decision.feature, FeatureEffect::Stop { reason } if reason.contains("without a reason"))
+    );
+}
+
+#[test]
+fn promise_complete_is_recorded_and_the_outcome_still_comes_from_the_dag() {
+    let decision = decide(
+        &task(),
+        &finished(StopReason::EndTurn, "<promise>COMPLETE</promise>"),
+    );
+    assert!(decision.promise_complete);
+    assert_eq!(decision.feature, FeatureEffect::None);
+    assert_eq!(
+        decision.phase,
+        PhaseChange::Pending,
+        "without task-done the task is not done"
+    );
+}
+
+#[test]
+fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
+    let decision = decide(
+        &task(),
+        &finished(StopReason::MaxTokens, "<task-done>build-api</task-done>"),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Blocked);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.event.kind, EventKind::Warning);
+    assert!(decision.event.message.contains("max_tokens"));
+}
+
+#[test]
+fn max_turn_requests_releases_the_claim_and_records_blocked() {
+    let decision = decide(&task(), &finished(StopReason::MaxTurnRequests, ""));
+    assert_eq!(decision.outcome, AttemptOutcome::Blocked);
+    assert!(decision.event.message.contains("max_turn_requests"));
+}
+
+#[test]
+fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
+    let decision = decide(&task(), &finished(StopReason::Other("paused".into()), ""));
+    assert_eq!(decision.outcome, AttemptOutcome::Blocked);
+    assert!(decision.release_claim);
+    assert!(decision.event.message.contains("paused"));
+}
+
+#[test]
+fn refusal_fails_the_task_without_a_retry() {
+    let decision = decide(&task(), &finished(StopReason::Refusal, ""));
+    assert_eq!(decision.outcome, AttemptOutcome::Failed);
+    assert_eq!(decision.phase, PhaseChange::Failed);
+    assert_eq!(decision.retry, None);
+}
+
+#[test]
+fn cancelled_stop_reason_is_interrupted_and_releases_the_claim() {
+    let decision = decide(
+        &task(),
+        &finished(StopReason::Cancelled, "<task-done>build-api</task-done>"),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+}
+
+#[test]
+fn cancelled_attempt_is_interrupted_and_releases_the_claim() {
+    let decision = decide(&task(), &ended(OutcomeClass::Cancelled));
+    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    assert!(decision.release_claim);
+}
+
+#[test]
+fn crash_is_retried_and_its_summary_goes_into_the_next_prompt() {
+    let result = AttemptResult {
+        crash: Some("exit code 137: out of memory".into()),
+        ..ended(OutcomeClass::Crashed)
+    };
+    let decision = decide(&task(), &result);
+    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, Some(1));
+    assert_eq!(
+        decision.previous_attempt,
+        Some(PreviousAttempt::Crashed {
+            summary: "exit code 137: out of memory".into()
+        })
+    );
+}
+
+#[test]
+fn crash_without_a_summary_is_described_by_its_exit() {
+    let result = AttemptResult {
+        exit_code: Some(2),
+        ..ended(OutcomeClass::Crashed)
+    };
+    let decision = decide(&task(), &result);
+    assert_eq!(
+        decision.previous_attempt,
+        Some(PreviousAttempt::Crashed {
+            summary: "exit code 2".into()
+        })
+    );
+}
+
+#[test]
+fn crash_fails_the_task_when_no_retries_remain() {
+    let decision = decide(
+        &TaskContext {
+            retry_count: 3,
+            ..task()
+        },
+        &ended(OutcomeClass::Crashed),
+    );
+    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
+    assert_eq!(decision.phase, PhaseChange::Failed);
+}
+
+#[test]
+fn exhaustion_is_not_a_task_failure_and_benches_the_agent_until_reset() {
+    let exhaustion = Exhaustion {
+        message: "5-hour limit reached".into(),
+        reset_at: Some(1_800_000_000),
+    };
+    let result = AttemptResult {
+        exhaustion: Some(exhaustion),
+        ..ended(OutcomeClass::Exhausted)
+    };
+    let decision = decide(&task(), &result);
+    assert_eq!(decision.outcome, AttemptOutcome::Exhausted);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, None);
+    assert!(decision.release_claim);
+    assert_eq!(
+        decision.agent_exhausted,
+        Some(AgentExhausted {
+            until: Some(1_800_000_000),
+            message: "5-hour limit reached".into()
+        })
+    );
+}
+
+#[test]
+fn claim_lost_is_recorded_lost_and_retried() {
+    let decision = on_claim_lost(&task());
+    assert_eq!(decision.outcome, AttemptOutcome::Lost);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, Some(1));
+    assert_eq!(decision.previous_attempt, Some(PreviousAttempt::Lost));
+}
+
+#[test]
+fn ended_without_result_is_a_crash_with_that_reason() {
+    let decision = on_ended_without_result(&task(), "OOMKilled");
+    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
+    assert_eq!(decision.retry, Some(1));
+    assert_eq!(
+        decision.previous_attempt,
+        Some(PreviousAttempt::Crashed {
+            summary: "OOMKilled".into()
+        })
+    );
+}
+
+#[test]
+fn long_crash_summaries_are_bounded() {
+    let decision = on_ended_without_result(&task(), &"x".repeat(5_000));
+    let Some(PreviousAttempt::Crashed { summary }) = decision.previous_attempt else {
+        panic!("expected a crash, got {:?}", decision.previous_attempt);
+    };
+    assert_eq!(summary.chars().count(), MAX_SUMMARY_CHARS + 1);
+}
+
+#[test]
+fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
+    let decision = decide(
+        &TaskContext {
+            retry_count: 1,
+            ..task()
+        },
+        &ended(OutcomeClass::Crashed),
+    );
+    let policy = RetryPolicy::default();
+    assert_eq!(
+        decision.next_attempt_after(&policy, 1_000, 0.5),
+        Some(1_000 + 25_000)
+    );
+}
+
+#[test]
+fn an_uncounted_release_may_run_again_at_once() {
+    let decision = decide(&task(), &finished(StopReason::EndTurn, ""));
+    assert_eq!(
+        decision.next_attempt_after(&RetryPolicy::default(), 1_000, 0.5),
+        None
+    );
+}
+
+#[test]
+fn previous_attempts_read_as_prompt_sentences() {
+    let crashed = PreviousAttempt::Crashed {
+        summary: "exit code 1".into(),
+    };
+    assert_eq!(crashed.to_string(), "Previous attempt crashed: exit code 1");
+    let failed = PreviousAttempt::Failed {
+        reason: Some("no schema".into()),
+    };
+    assert_eq!(failed.to_string(), "Previous attempt failed: no schema");
+}

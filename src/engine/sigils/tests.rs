@@ -1,0 +1,275 @@
+//! One test per grammar rule of the sigils.
+
+use super::*;
+
+fn chunked(text: &str, size: usize) -> Sigils {
+    let mut scanner = SigilScanner::new();
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(size) {
+        scanner.push(&piece.iter().collect::<String>());
+    }
+    scanner.finish()
+}
+
+#[test]
+fn task_done_names_the_task() {
+    assert_eq!(
+        parse("<task-done>build-api</task-done>")
+            .task_done
+            .as_deref(),
+        Some("build-api")
+    );
+}
+
+#[test]
+fn task_failed_names_the_task() {
+    assert_eq!(
+        parse("<task-failed>build-api</task-failed>")
+            .task_failed
+            .as_deref(),
+        Some("build-api")
+    );
+}
+
+#[test]
+fn promise_complete_and_failure() {
+    assert_eq!(
+        parse("<promise>COMPLETE</promise>").promise,
+        Some(Promise::Complete)
+    );
+    assert_eq!(
+        parse("<promise>FAILURE</promise>").promise,
+        Some(Promise::Failure)
+    );
+}
+
+#[test]
+fn promise_with_another_word_is_ignored() {
+    assert_eq!(parse("<promise>DONE</promise>").promise, None);
+}
+
+#[test]
+fn next_model_names_a_model() {
+    let sigils = parse("<next-model>claude-opus-4.1</next-model>");
+    assert_eq!(sigils.next_model.as_deref(), Some("claude-opus-4.1"));
+}
+
+#[test]
+fn verify_pass_and_fail_are_verdicts() {
+    assert_eq!(
+        parse("<verify-pass>t1</verify-pass>").verdict,
+        Some(Verdict::Pass("t1".into()))
+    );
+    assert_eq!(
+        parse("<verify-fail>t1</verify-fail>").verdict,
+        Some(Verdict::Fail("t1".into()))
+    );
+}
+
+#[test]
+fn journal_entries_are_kept_in_order() {
+    let sigils = parse("<journal>first</journal> and <journal> second\n</journal>");
+    assert_eq!(sigils.journal, ["first", "second"]);
+}
+
+#[test]
+fn journal_may_contain_markup() {
+    let sigils = parse("<journal>used <b>Vec<u8></b></journal>");
+    assert_eq!(sigils.journal, ["used <b>Vec<u8></b>"]);
+}
+
+#[test]
+fn knowledge_has_tags_title_and_body() {
+    let sigils =
+        parse("<knowledge tags=\"rust, kube ,\" title=\"Leases\">Renew before expiry.</knowledge>");
+    let expected = Knowledge {
+        tags: vec!["rust".into(), "kube".into()],
+        title: "Leases".into(),
+        body: "Renew before expiry.".into(),
+    };
+    assert_eq!(sigils.knowledge, [expected]);
+}
+
+#[test]
+fn knowledge_attributes_in_any_order_and_either_quote() {
+    let sigils = parse("<knowledge title='T' tags='a'>b</knowledge>");
+    assert_eq!(sigils.knowledge[0].title, "T");
+    assert_eq!(sigils.knowledge[0].tags, ["a"]);
+}
+
+#[test]
+fn knowledge_without_a_body_is_ignored() {
+    assert!(
+        parse("<knowledge title=\"T\">  </knowledge>")
+            .knowledge
+            .is_empty()
+    );
+}
+
+#[test]
+fn attributes_on_other_sigils_make_them_invalid() {
+    assert!(parse("<task-done id=\"x\">a</task-done>").is_empty());
+}
+
+#[test]
+fn longer_tag_names_are_not_sigils() {
+    assert!(parse("<task-done-x>a</task-done-x><xtask-done>a</xtask-done>").is_empty());
+}
+
+#[test]
+fn tag_names_are_case_sensitive() {
+    assert!(parse("<TASK-DONE>a</TASK-DONE>").is_empty());
+}
+
+#[test]
+fn whitespace_inside_tags_is_trimmed() {
+    assert_eq!(
+        parse("<task-done>\n  a1 \t</task-done>")
+            .task_done
+            .as_deref(),
+        Some("a1")
+    );
+}
+
+#[test]
+fn first_occurrence_wins_for_single_valued_sigils() {
+    let sigils = parse(
+        "<task-done>a</task-done><task-done>b</task-done>\
+         <promise>FAILURE</promise><promise>COMPLETE</promise>\
+         <next-model>m1</next-model><next-model>m2</next-model>\
+         <verify-fail>a</verify-fail><verify-pass>a</verify-pass>",
+    );
+    assert_eq!(sigils.task_done.as_deref(), Some("a"));
+    assert_eq!(sigils.promise, Some(Promise::Failure));
+    assert_eq!(sigils.next_model.as_deref(), Some("m1"));
+    assert_eq!(sigils.verdict, Some(Verdict::Fail("a".into())));
+}
+
+#[test]
+fn done_and_failed_are_both_recorded() {
+    let sigils = parse("<task-failed>a</task-failed><task-done>a</task-done>");
+    assert_eq!(
+        (sigils.task_done.as_deref(), sigils.task_failed.as_deref()),
+        (Some("a"), Some("a"))
+    );
+}
+
+#[test]
+fn text_around_tags_is_tolerated() {
+    let sigils = parse("All good, tests pass.<task-done>api</task-done>Bye!");
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn unclosed_tag_is_ignored_and_later_tags_still_count() {
+    let sigils = parse("I will write <task-done> at the end. <task-done>api</task-done>");
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn unclosed_journal_does_not_hide_later_sigils() {
+    let sigils = parse("<journal>notes without end <task-done>api</task-done>");
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+    assert!(sigils.journal.is_empty());
+}
+
+#[test]
+fn nested_journal_abandons_the_outer_one() {
+    assert_eq!(parse("<journal>a <journal>b</journal>").journal, ["b"]);
+}
+
+#[test]
+fn stray_closing_tags_are_prose() {
+    assert!(parse("</task-done> a </promise>").is_empty());
+}
+
+#[test]
+fn invalid_task_id_is_not_a_sigil() {
+    assert!(parse("<task-done>Build_API</task-done><task-failed>-x</task-failed>").is_empty());
+}
+
+#[test]
+fn invalid_id_does_not_take_the_first_place() {
+    let sigils = parse("<task-done>{TASK_ID}</task-done> <task-done>api</task-done>");
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn placeholders_never_parse() {
+    let text = "<task-done>{TASK_ID}</task-done><task-failed>{TASK_ID}</task-failed>\
+                <promise>{COMPLETE|FAILURE}</promise><next-model>{MODEL}</next-model>\
+                <verify-pass>{TASK_ID}</verify-pass><journal>{NOTE}</journal>\
+                <knowledge tags=\"{TAGS}\" title=\"{TITLE}\">{BODY}</knowledge>";
+    assert!(parse(text).is_empty());
+}
+
+#[test]
+fn task_ids_are_dns_labels() {
+    assert!(is_valid_task_id("a"));
+    assert!(is_valid_task_id("build-api-2"));
+    assert!(is_valid_task_id(&"a".repeat(63)));
+    for bad in ["", "-a", "a-", "A", "a_b", "a.b", "{TASK_ID}", "é"] {
+        assert!(!is_valid_task_id(bad), "{bad:?} accepted");
+    }
+    assert!(!is_valid_task_id(&"a".repeat(64)));
+}
+
+#[test]
+fn failure_promise_carries_the_agents_reason() {
+    let text = "Tried everything.\n\nThe build needs a GPU that this pod lacks.\n<promise>FAILURE</promise>\n\nSorry.";
+    let sigils = parse(text);
+    assert_eq!(
+        sigils.promise_reason.as_deref(),
+        Some("The build needs a GPU that this pod lacks.")
+    );
+}
+
+#[test]
+fn task_failed_carries_the_agents_reason() {
+    let sigils = parse("<task-failed>api</task-failed> The upstream schema is missing.");
+    assert_eq!(
+        sigils.task_failed_reason.as_deref(),
+        Some("The upstream schema is missing.")
+    );
+}
+
+#[test]
+fn complete_promise_has_no_reason() {
+    assert_eq!(
+        parse("All done. <promise>COMPLETE</promise>").promise_reason,
+        None
+    );
+}
+
+#[test]
+fn reason_leaves_out_other_sigils() {
+    let sigils = parse("No network. <task-failed>api</task-failed> <promise>FAILURE</promise>");
+    assert_eq!(sigils.promise_reason.as_deref(), Some("No network."));
+}
+
+#[test]
+fn tags_split_across_chunks_are_found() {
+    let text = "x <knowledge title=\"T\" tags=\"a\">body</knowledge> <task-done>api</task-done> \
+                <promise>FAILURE</promise> because é";
+    let whole = parse(text);
+    assert_eq!(whole.task_done.as_deref(), Some("api"));
+    for size in 1..12 {
+        assert_eq!(chunked(text, size), whole, "chunk size {size}");
+    }
+}
+
+#[test]
+fn empty_text_has_no_sigils() {
+    assert!(parse("").is_empty());
+}
+
+#[test]
+fn defused_text_has_no_sigils_and_keeps_other_markup() {
+    let text = "<task-done>api</task-done> <b>bold</b> <journal>x</journal>";
+    let defused = defuse(text);
+    assert!(parse(&defused).is_empty());
+    assert_eq!(
+        defused,
+        "&lt;task-done>api&lt;/task-done> <b>bold</b> &lt;journal>x&lt;/journal>"
+    );
+}

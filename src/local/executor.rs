@@ -1,0 +1,286 @@
+//! Runs one attempt as a child `ralph runner` process: spawns it with the attempt's files,
+//! relays its stdout JSON lines as activity, and reports how it ended with its result file.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::engine::attempt::AttemptResult;
+use crate::local::activity;
+
+/// Errors starting an attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    /// The attempt directory or prompt file could not be written.
+    #[error("cannot prepare {path} for attempt {attempt}: {source}")]
+    Prepare {
+        /// The attempt.
+        attempt: String,
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The runner process could not be started.
+    #[error("cannot start the runner {program} for attempt {attempt}: {source}")]
+    Spawn {
+        /// The attempt.
+        attempt: String,
+        /// The program.
+        program: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// How every attempt's runner is invoked.
+#[derive(Clone, Debug)]
+pub struct RunnerCommand {
+    /// The `ralph` executable providing `ralph runner`.
+    pub program: PathBuf,
+    /// The agent command (program and arguments).
+    pub agent: Vec<String>,
+    /// The agent's working directory.
+    pub workspace: PathBuf,
+    /// Extra `ralph runner` options (timeouts, patterns), passed through verbatim.
+    pub runner_args: Vec<String>,
+}
+
+/// The files kept for one attempt under the state directory.
+#[derive(Clone, Debug)]
+pub struct AttemptFiles {
+    /// The attempt's directory.
+    pub dir: PathBuf,
+    /// The prompt given to the agent.
+    pub prompt: PathBuf,
+    /// The runner's result document.
+    pub result: PathBuf,
+    /// Touched by the runner on ACP traffic.
+    pub heartbeat: PathBuf,
+    /// The runner's stdout (one JSON line per session update).
+    pub log: PathBuf,
+    /// The runner's stderr (agent stderr relayed).
+    pub stderr: PathBuf,
+}
+
+impl AttemptFiles {
+    /// The files of an attempt kept in `dir`.
+    pub fn in_dir(dir: PathBuf) -> AttemptFiles {
+        AttemptFiles {
+            prompt: dir.join("prompt.md"),
+            result: dir.join("result.json"),
+            heartbeat: dir.join("heartbeat"),
+            log: dir.join("runner.jsonl"),
+            stderr: dir.join("runner.stderr"),
+            dir,
+        }
+    }
+}
+
+/// What an attempt's watcher reports to the run loop.
+#[derive(Clone, Debug)]
+pub enum Report {
+    /// The runner process started.
+    Spawned {
+        /// Its process ID.
+        pid: u32,
+        /// Its start time (see [`crate::local::process::start_time`]).
+        start: Option<i64>,
+    },
+    /// The agent did something (a short description of a runner stdout line).
+    Activity(String),
+    /// The runner exited.
+    Ended(Box<Ended>),
+}
+
+/// How a runner process ended.
+#[derive(Clone, Debug)]
+pub struct Ended {
+    /// Exit code, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// The runner's result document, or why there is none.
+    pub result: Result<AttemptResult, String>,
+}
+
+/// A report tagged with the attempt it concerns.
+#[derive(Clone, Debug)]
+pub struct AttemptReport {
+    /// The task.
+    pub task: String,
+    /// The attempt ID.
+    pub attempt: String,
+    /// What happened.
+    pub report: Report,
+}
+
+fn prepare(attempt: &str, files: &AttemptFiles, prompt: &str) -> Result<(), ExecutorError> {
+    let fail = |path: &Path| {
+        let attempt = attempt.to_string();
+        let path = path.to_path_buf();
+        move |source| ExecutorError::Prepare {
+            attempt,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(&files.dir).map_err(fail(&files.dir))?;
+    // A stale result from an earlier run of the same attempt ID must not be ingested.
+    match std::fs::remove_file(&files.result) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(fail(&files.result)(error));
+        }
+        _ => {}
+    }
+    std::fs::write(&files.prompt, prompt).map_err(fail(&files.prompt))
+}
+
+/// The `ralph runner` argument list for one attempt.
+pub fn runner_args(
+    command: &RunnerCommand,
+    task: &str,
+    attempt: &str,
+    files: &AttemptFiles,
+) -> Vec<String> {
+    let path = |p: &Path| p.display().to_string();
+    let mut args = vec![
+        "runner".to_string(),
+        "--task".to_string(),
+        task.to_string(),
+        "--attempt".to_string(),
+        attempt.to_string(),
+        "--prompt-file".to_string(),
+        path(&files.prompt),
+        "--workspace".to_string(),
+        path(&command.workspace),
+        "--result-file".to_string(),
+        path(&files.result),
+        "--heartbeat-file".to_string(),
+        path(&files.heartbeat),
+        "--die-with-parent".to_string(),
+    ];
+    args.extend(command.runner_args.iter().cloned());
+    args.push("--".to_string());
+    args.extend(command.agent.iter().cloned());
+    args
+}
+
+/// Writes the prompt, starts the runner and watches it on a background task that sends
+/// [`Report`]s to `reports` (the last one is always [`Report::Ended`]).
+pub fn start(
+    command: &RunnerCommand,
+    task: &str,
+    attempt: &str,
+    files: AttemptFiles,
+    prompt: &str,
+    reports: UnboundedSender<AttemptReport>,
+) -> Result<u32, ExecutorError> {
+    prepare(attempt, &files, prompt)?;
+    let stderr = std::fs::File::create(&files.stderr).map_err(|source| ExecutorError::Prepare {
+        attempt: attempt.to_string(),
+        path: files.stderr.clone(),
+        source,
+    })?;
+    let mut child = Command::new(&command.program)
+        .args(runner_args(command, task, attempt, &files))
+        .current_dir(&command.workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        // Its own process group: a terminal Ctrl+C reaches `ralph run` only, which then
+        // cancels each attempt itself.
+        .process_group(0)
+        .spawn()
+        .map_err(|source| ExecutorError::Spawn {
+            attempt: attempt.to_string(),
+            program: command.program.clone(),
+            source,
+        })?;
+    let pid = child.id().unwrap_or_default();
+    let send = {
+        let task = task.to_string();
+        let attempt = attempt.to_string();
+        move |report: Report| {
+            // The loop may have stopped listening (kill now); nothing left to tell then.
+            let _ = reports.send(AttemptReport {
+                task: task.clone(),
+                attempt: attempt.clone(),
+                report,
+            });
+        }
+    };
+    send(Report::Spawned {
+        pid,
+        start: crate::local::process::start_time(pid),
+    });
+    let stdout = child.stdout.take();
+    tokio::spawn(async move {
+        if let Some(stdout) = stdout {
+            relay(stdout, &files.log, &send).await;
+        }
+        let exit_code = match child.wait().await {
+            Ok(status) => status.code(),
+            Err(_) => None,
+        };
+        let result = read_result(&files.result, exit_code, &files.stderr);
+        send(Report::Ended(Box::new(Ended { exit_code, result })));
+    });
+    Ok(pid)
+}
+
+async fn relay(stdout: tokio::process::ChildStdout, log: &Path, send: &impl Fn(Report)) {
+    let mut log = tokio::fs::File::create(log)
+        .await
+        .ok()
+        .map(tokio::io::BufWriter::new);
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(file) = log.as_mut()
+            && (file.write_all(line.as_bytes()).await.is_err()
+                || file.write_all(b"\n").await.is_err())
+        {
+            log = None;
+        }
+        if let Some(text) = activity::describe(&line) {
+            send(Report::Activity(text));
+        }
+    }
+    if let Some(mut file) = log {
+        let _ = file.flush().await;
+    }
+}
+
+/// Reads the runner's result document; without one, says why (exit code, last stderr line).
+pub fn read_result(
+    path: &Path,
+    exit_code: Option<i32>,
+    stderr: &Path,
+) -> Result<AttemptResult, String> {
+    let exit = match exit_code {
+        Some(code) => format!("runner exited with code {code}"),
+        None => "runner killed by a signal".to_string(),
+    };
+    let last_stderr = || {
+        std::fs::read_to_string(stderr)
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+            })
+            .map(|line| format!(": {}", activity::truncate(&line, 200)))
+            .unwrap_or_default()
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+            format!(
+                "{exit}; its result file {} is invalid: {error}",
+                path.display()
+            )
+        }),
+        Err(_) => Err(format!("{exit} without a result{}", last_stderr())),
+    }
+}

@@ -1,0 +1,56 @@
+//! What local mode needs from a Feature manifest, as plain values (built from the manifest's
+//! plan; task IDs are the template names).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One task as the manifest declares it. Changing any field bumps the task's generation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSpec {
+    /// Task ID (the template name).
+    pub name: String,
+    /// Short title.
+    pub title: String,
+    /// The task's prompt text.
+    pub description: String,
+    /// Tasks that must be done first.
+    pub depends_on: Vec<String>,
+    /// Parent task, if any.
+    pub parent: Option<String>,
+    /// Lower runs first.
+    pub priority: i32,
+    /// Overrides the feature's retry limit.
+    pub max_retries: Option<u32>,
+}
+
+/// The feature-level settings local mode applies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureSpec {
+    /// Feature name.
+    pub name: String,
+    /// The agent command (program and arguments).
+    pub agent_command: Vec<String>,
+    /// Maximum concurrent attempts.
+    pub parallelism: u32,
+    /// Attempt budget over the feature's life, if any.
+    pub max_iterations: Option<u32>,
+    /// Retries allowed per task unless the task overrides it.
+    pub max_retries: u32,
+    /// Base of the exponential retry backoff.
+    pub backoff_base: Duration,
+    /// Cap of the retry backoff.
+    pub backoff_max: Duration,
+    /// Verify tasks before marking them done.
+    pub verify: bool,
+    /// The feature is paused: nothing starts.
+    pub suspend: bool,
+    /// The feature's spec text for the prompt.
+    pub spec_text: Option<String>,
+    /// The feature's plan text for the prompt.
+    pub plan_text: Option<String>,
+    /// The tasks, in manifest (creation) order.
+    pub tasks: Vec<TaskSpec>,
+}

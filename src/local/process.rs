@@ -1,0 +1,74 @@
+//! Identifying a runner process across `ralph run` invocations: its pid plus its start
+//! time, so a reused pid is not mistaken for the runner that held a claim.
+
+/// The start time of process `pid` in clock ticks since boot (Linux `/proc/PID/stat`
+/// field 22), or `None` when the process does not exist or the platform has no `/proc`.
+pub fn start_time(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+/// Reads field 22 (`starttime`) of a `/proc/PID/stat` line. The command name (field 2) is
+/// parenthesised and may itself contain spaces and parentheses, so fields are counted from
+/// the last `)`.
+pub fn parse_start_time(stat: &str) -> Option<i64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether process `pid` is alive and, when `expected_start` is known, is the same process
+/// that was recorded (not a later process that reused the pid). A zombie counts as gone.
+pub fn is_alive(pid: u32, expected_start: Option<i64>) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return signal_zero(pid);
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    if matches!(state, Some("Z" | "X")) {
+        return false;
+    }
+    match expected_start {
+        Some(expected) => parse_start_time(&stat) == Some(expected),
+        None => true,
+    }
+}
+
+fn signal_zero(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_counted_after_the_command_name() {
+        let stat = "42 (we ird) name)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                    987654 1000 10 18446744073709551615";
+        assert_eq!(parse_start_time(stat), Some(987_654));
+    }
+
+    #[test]
+    fn a_truncated_stat_line_has_no_start_time() {
+        assert_eq!(parse_start_time("42 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_with_its_own_start_time() {
+        let pid = std::process::id();
+        let start = start_time(pid);
+        assert!(start.is_some());
+        assert!(is_alive(pid, start));
+    }
+
+    #[test]
+    fn a_different_start_time_means_another_process() {
+        let pid = std::process::id();
+        let start = start_time(pid).map(|s| s + 1);
+        assert!(!is_alive(pid, start));
+    }
+}

@@ -1,0 +1,263 @@
+//! What `ralph status` and `ralph task list|show` print about a local run's state.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::engine::attempt::Usage;
+use crate::engine::dag::TaskPhase;
+use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
+
+/// One task in `ralph status` / `ralph task list`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskLine {
+    /// Task ID.
+    pub task: String,
+    /// Phase.
+    pub phase: TaskPhase,
+    /// Spec generation.
+    pub generation: i64,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Retries used.
+    pub retries: u32,
+    /// Attempt holding the claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimLine>,
+    /// No attempt before this time (Unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_attempt_after_ms: Option<i64>,
+    /// Last failure or crash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_problem: Option<String>,
+    /// Tokens and cost.
+    pub usage: Usage,
+}
+
+/// A claim as shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimLine {
+    /// Attempt ID.
+    pub holder: String,
+    /// Runner pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Expiry (Unix ms).
+    pub expires_at_ms: i64,
+}
+
+/// The whole state as shown by `ralph status`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    /// Feature name.
+    pub feature: String,
+    /// The outcome the last run ended with, if it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Why the feature was stopped, if an agent promised FAILURE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// Tasks per phase.
+    pub counts: Counts,
+    /// Tasks in creation order.
+    pub tasks: Vec<TaskLine>,
+}
+
+/// Tasks per phase.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    /// All tasks.
+    pub total: usize,
+    /// Pending.
+    pub pending: usize,
+    /// Running.
+    pub running: usize,
+    /// Done.
+    pub done: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Blocked.
+    pub blocked: usize,
+}
+
+impl Counts {
+    /// Counts the phases of `tasks`.
+    pub fn of(tasks: &[TaskRow]) -> Counts {
+        let mut counts = Counts {
+            total: tasks.len(),
+            ..Counts::default()
+        };
+        for task in tasks {
+            *match task.phase {
+                TaskPhase::Pending => &mut counts.pending,
+                TaskPhase::Running => &mut counts.running,
+                TaskPhase::Done => &mut counts.done,
+                TaskPhase::Failed => &mut counts.failed,
+                TaskPhase::Blocked => &mut counts.blocked,
+            } += 1;
+        }
+        counts
+    }
+}
+
+/// One line per task.
+pub fn task_lines(tasks: &[TaskRow], claims: &[ClaimRow]) -> Vec<TaskLine> {
+    tasks
+        .iter()
+        .map(|task| TaskLine {
+            task: task.name().to_string(),
+            phase: task.phase,
+            generation: task.generation,
+            attempts: task.attempt_count,
+            retries: task.retry_count,
+            claim: claims
+                .iter()
+                .find(|c| c.task == task.name())
+                .map(|c| ClaimLine {
+                    holder: c.holder.clone(),
+                    pid: c.pid,
+                    expires_at_ms: c.expires_at_ms,
+                }),
+            next_attempt_after_ms: task.next_attempt_after_ms,
+            last_problem: task
+                .last_crash
+                .clone()
+                .or_else(|| task.last_failure.clone()),
+            usage: task.usage.clone(),
+        })
+        .collect()
+}
+
+/// The task table as text; times relative to `now_ms`.
+pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
+    let width = lines
+        .iter()
+        .map(|l| l.task.len())
+        .chain([4])
+        .max()
+        .unwrap_or(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<8} {:>3} {:>8} {:>7}  NOTE",
+        "TASK", "PHASE", "GEN", "ATTEMPTS", "RETRIES"
+    );
+    for line in lines {
+        let note = match (&line.claim, line.next_attempt_after_ms, &line.last_problem) {
+            (Some(claim), ..) => format!(
+                "claimed by {} (pid {}, expires in {})",
+                claim.holder,
+                claim.pid.map_or("-".to_string(), |p| p.to_string()),
+                relative(claim.expires_at_ms - now_ms)
+            ),
+            (None, Some(after), _) if after > now_ms => {
+                format!("retry in {}", relative(after - now_ms))
+            }
+            (None, _, Some(problem)) => problem.clone(),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<8} {:>3} {:>8} {:>7}  {}",
+            line.task,
+            format!("{:?}", line.phase),
+            line.generation,
+            line.attempts,
+            line.retries,
+            crate::local::activity::truncate(&note, 100)
+        );
+    }
+    out
+}
+
+/// `ralph status` as text.
+pub fn render_status(view: &StatusView, now_ms: i64) -> String {
+    let mut out = String::new();
+    let state = view.outcome.as_deref().unwrap_or("not finished");
+    let _ = writeln!(out, "feature {}: {state}", view.feature);
+    if let Some(reason) = &view.stopped {
+        let _ = writeln!(out, "stopped by an agent: {reason}");
+    }
+    let c = &view.counts;
+    let _ = writeln!(
+        out,
+        "tasks: {} total, {} done, {} running, {} pending, {} failed, {} blocked",
+        c.total, c.done, c.running, c.pending, c.failed, c.blocked
+    );
+    out.push_str(&render_tasks(&view.tasks, now_ms));
+    out
+}
+
+/// `ralph task show NAME` as text.
+pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[AttemptRow]) -> String {
+    let spec = &task.spec;
+    let mut out = String::new();
+    let _ = writeln!(out, "task {}: {}", spec.name, spec.title);
+    let _ = writeln!(
+        out,
+        "phase: {:?} (generation {})",
+        task.phase, task.generation
+    );
+    let _ = writeln!(out, "priority: {}", spec.priority);
+    if !spec.depends_on.is_empty() {
+        let _ = writeln!(out, "depends on: {}", spec.depends_on.join(", "));
+    }
+    if let Some(parent) = &spec.parent {
+        let _ = writeln!(out, "parent: {parent}");
+    }
+    let _ = writeln!(
+        out,
+        "attempts: {}, retries used: {}",
+        task.attempt_count, task.retry_count
+    );
+    if let Some(claim) = claim {
+        let _ = writeln!(
+            out,
+            "claim: {} (pid {}), expires at {} ms",
+            claim.holder,
+            claim.pid.map_or("-".to_string(), |p| p.to_string()),
+            claim.expires_at_ms
+        );
+    }
+    if let Some(crash) = &task.last_crash {
+        let _ = writeln!(out, "last crash: {crash}");
+    }
+    if let Some(failure) = &task.last_failure {
+        let _ = writeln!(out, "last failure: {failure}");
+    }
+    for attempt in attempts {
+        let duration = attempt.ended_at_ms.map_or("running".to_string(), |end| {
+            format!("{:.1}s", (end - attempt.started_at_ms) as f64 / 1000.0)
+        });
+        let _ = writeln!(
+            out,
+            "  {} (gen {}): {} {} {}",
+            attempt.id,
+            attempt.generation,
+            attempt.outcome.as_deref().unwrap_or("-"),
+            duration,
+            attempt
+                .crash
+                .as_deref()
+                .or(attempt.message.as_deref())
+                .unwrap_or("")
+        );
+    }
+    let _ = writeln!(out, "description:\n{}", spec.description);
+    out
+}
+
+fn relative(ms: i64) -> String {
+    if ms <= 0 {
+        "now (expired)".to_string()
+    } else {
+        humantime::format_duration(std::time::Duration::from_secs(
+            u64::try_from(ms / 1000).unwrap_or(0),
+        ))
+        .to_string()
+    }
+}

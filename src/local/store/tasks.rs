@@ -1,0 +1,188 @@
+//! Reading and saving task rows; `task reset` and `task retry`.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::rows::{NewEvent, TaskRow};
+use super::{Store, StoreError, events};
+use crate::engine::dag::TaskPhase;
+
+const COLUMNS: &str = "spec, ord, generation, phase, retry_count, attempt_count, \
+    next_attempt_after_ms, last_failure, last_crash, usage, removed";
+
+/// The stored name of a phase.
+pub fn phase_name(phase: TaskPhase) -> &'static str {
+    match phase {
+        TaskPhase::Pending => "Pending",
+        TaskPhase::Running => "Running",
+        TaskPhase::Done => "Done",
+        TaskPhase::Failed => "Failed",
+        TaskPhase::Blocked => "Blocked",
+    }
+}
+
+fn parse_phase(name: &str) -> Option<TaskPhase> {
+    [
+        TaskPhase::Pending,
+        TaskPhase::Running,
+        TaskPhase::Done,
+        TaskPhase::Failed,
+        TaskPhase::Blocked,
+    ]
+    .into_iter()
+    .find(|phase| phase_name(*phase) == name)
+}
+
+fn corrupt(what: String, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+struct RawTask {
+    spec: String,
+    ord: i64,
+    generation: i64,
+    phase: String,
+    retry_count: u32,
+    attempt_count: u32,
+    next_attempt_after_ms: Option<i64>,
+    last_failure: Option<String>,
+    last_crash: Option<String>,
+    usage: String,
+    removed: bool,
+}
+
+fn raw(row: &Row<'_>) -> rusqlite::Result<RawTask> {
+    Ok(RawTask {
+        spec: row.get(0)?,
+        ord: row.get(1)?,
+        generation: row.get(2)?,
+        phase: row.get(3)?,
+        retry_count: row.get(4)?,
+        attempt_count: row.get(5)?,
+        next_attempt_after_ms: row.get(6)?,
+        last_failure: row.get(7)?,
+        last_crash: row.get(8)?,
+        usage: row.get(9)?,
+        removed: row.get(10)?,
+    })
+}
+
+fn decode(raw: RawTask) -> Result<TaskRow, StoreError> {
+    let spec: crate::local::feature::TaskSpec =
+        serde_json::from_str(&raw.spec).map_err(|error| corrupt("task spec".to_string(), error))?;
+    let what = |field: &str| format!("task {:?} field {field}", spec.name);
+    let phase = parse_phase(&raw.phase).ok_or_else(|| corrupt(what("phase"), &raw.phase))?;
+    let usage = serde_json::from_str(&raw.usage).map_err(|error| corrupt(what("usage"), error))?;
+    let order = u64::try_from(raw.ord).map_err(|error| corrupt(what("ord"), error))?;
+    Ok(TaskRow {
+        spec,
+        order,
+        generation: raw.generation,
+        phase,
+        retry_count: raw.retry_count,
+        attempt_count: raw.attempt_count,
+        next_attempt_after_ms: raw.next_attempt_after_ms,
+        last_failure: raw.last_failure,
+        last_crash: raw.last_crash,
+        usage,
+        removed: raw.removed,
+    })
+}
+
+pub(super) fn load_all(conn: &Connection) -> Result<Vec<TaskRow>, StoreError> {
+    let mut statement = conn.prepare(&format!("SELECT {COLUMNS} FROM tasks ORDER BY ord, name"))?;
+    let raws = statement
+        .query_map([], raw)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    raws.into_iter().map(decode).collect()
+}
+
+pub(super) fn load(conn: &Connection, name: &str) -> Result<TaskRow, StoreError> {
+    let found = conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM tasks WHERE name = ?1"),
+            [name],
+            raw,
+        )
+        .optional()?;
+    decode(found.ok_or_else(|| StoreError::UnknownTask(name.to_string()))?)
+}
+
+/// Saves the mutable fields of a task row.
+pub(super) fn save(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> {
+    let usage = serde_json::to_string(&task.usage)
+        .map_err(|error| corrupt(format!("task {:?} usage", task.name()), error))?;
+    let changed = conn.execute(
+        "UPDATE tasks SET phase = ?2, retry_count = ?3, attempt_count = ?4,
+             next_attempt_after_ms = ?5, last_failure = ?6, last_crash = ?7, usage = ?8
+         WHERE name = ?1",
+        params![
+            task.name(),
+            phase_name(task.phase),
+            task.retry_count,
+            task.attempt_count,
+            task.next_attempt_after_ms,
+            task.last_failure,
+            task.last_crash,
+            usage,
+        ],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::UnknownTask(task.name().to_string()));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Every task, in creation order.
+    pub fn tasks(&self) -> Result<Vec<TaskRow>, StoreError> {
+        load_all(&self.conn)
+    }
+
+    /// One task by name.
+    pub fn task(&self, name: &str) -> Result<TaskRow, StoreError> {
+        load(&self.conn, name)
+    }
+
+    /// `ralph task reset`: clears the claim and the retry count and sets the task Pending.
+    pub fn reset_task(&mut self, name: &str, now_ms: i64) -> Result<TaskRow, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut task = load(&tx, name)?;
+        let from = task.phase;
+        tx.execute("DELETE FROM claims WHERE task = ?1", [name])?;
+        task.phase = TaskPhase::Pending;
+        task.retry_count = 0;
+        task.next_attempt_after_ms = None;
+        task.last_failure = None;
+        task.last_crash = None;
+        save(&tx, &task)?;
+        let message = format!("reset by the user (was {from:?}): claim and retries cleared");
+        events::append(&tx, now_ms, &NewEvent::task(name, "reset", message))?;
+        tx.commit()?;
+        Ok(task)
+    }
+
+    /// `ralph task retry`: sets a Failed or Blocked task back to Pending.
+    pub fn retry_task(&mut self, name: &str, now_ms: i64) -> Result<TaskRow, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut task = load(&tx, name)?;
+        if !matches!(task.phase, TaskPhase::Failed | TaskPhase::Blocked) {
+            return Err(StoreError::WrongPhase {
+                task: name.to_string(),
+                phase: task.phase,
+                what: "only a Failed or Blocked task can be retried (use `ralph task reset`)"
+                    .to_string(),
+            });
+        }
+        let from = task.phase;
+        task.phase = TaskPhase::Pending;
+        task.next_attempt_after_ms = None;
+        save(&tx, &task)?;
+        let message = format!("retry requested by the user (was {from:?})");
+        events::append(&tx, now_ms, &NewEvent::task(name, "retry", message))?;
+        tx.commit()?;
+        Ok(task)
+    }
+}

@@ -1,0 +1,230 @@
+use std::time::Duration;
+
+use super::*;
+use crate::local::feature::{FeatureSpec, TaskSpec};
+
+fn spec(name: &str, depends_on: &[&str]) -> TaskSpec {
+    TaskSpec {
+        name: name.to_string(),
+        title: format!("Title of {name}"),
+        description: format!("Do {name}"),
+        depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+        parent: None,
+        priority: 0,
+        max_retries: None,
+    }
+}
+
+fn feature(tasks: Vec<TaskSpec>) -> FeatureSpec {
+    FeatureSpec {
+        name: "demo".to_string(),
+        agent_command: vec!["agent".to_string()],
+        parallelism: 1,
+        max_iterations: None,
+        max_retries: 3,
+        backoff_base: Duration::from_secs(10),
+        backoff_max: Duration::from_secs(600),
+        verify: false,
+        suspend: false,
+        spec_text: None,
+        plan_text: None,
+        tasks,
+    }
+}
+
+fn store_with(tasks: Vec<TaskSpec>) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = Store::open(dir.path()).expect("open");
+    store.sync(&feature(tasks), 0).expect("sync");
+    (dir, store)
+}
+
+#[test]
+fn new_tasks_join_pending_at_generation_one_in_manifest_order() {
+    let (_dir, store) = store_with(vec![spec("b", &[]), spec("a", &["b"])]);
+    let tasks = store.tasks().expect("tasks");
+    let names: Vec<_> = tasks
+        .iter()
+        .map(|t| (t.name(), t.phase, t.generation))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("b", TaskPhase::Pending, 1), ("a", TaskPhase::Pending, 1)]
+    );
+}
+
+#[test]
+fn an_edited_task_bumps_its_generation_and_keeps_its_state() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    let mut done = store.task("a").expect("a");
+    done.phase = TaskPhase::Done;
+    store
+        .apply(
+            &Transition {
+                tasks: vec![done],
+                ..Default::default()
+            },
+            1,
+        )
+        .expect("apply");
+    let mut edited = spec("a", &[]);
+    edited.description = "Do it differently".to_string();
+    let report = store.sync(&feature(vec![edited]), 2).expect("sync");
+    assert_eq!(report.edited, vec!["a".to_string()]);
+    let task = store.task("a").expect("a");
+    assert_eq!((task.generation, task.phase), (2, TaskPhase::Done));
+}
+
+#[test]
+fn an_unchanged_manifest_changes_nothing() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    let report = store.sync(&feature(vec![spec("a", &[])]), 1).expect("sync");
+    assert_eq!(report, SyncReport::default());
+    assert_eq!(store.task("a").expect("a").generation, 1);
+}
+
+#[test]
+fn a_removed_task_is_dropped_unless_it_is_claimed() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[]), spec("b", &[])]);
+    store.start_attempt("b", 0, 1000).expect("start");
+    let report = store.sync(&feature(vec![]), 1).expect("sync");
+    assert_eq!(report.removed, vec!["a".to_string()]);
+    assert_eq!(report.removed_later, vec!["b".to_string()]);
+    assert!(store.task("b").expect("b").removed);
+    store
+        .apply(
+            &Transition {
+                release: vec!["b".to_string()],
+                ..Default::default()
+            },
+            2,
+        )
+        .expect("apply");
+    assert!(matches!(store.task("b"), Err(StoreError::UnknownTask(_))));
+}
+
+#[test]
+fn starting_an_attempt_claims_the_task_and_marks_it_running() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    let attempt = store.start_attempt("a", 100, 1000).expect("start");
+    assert_eq!((attempt.id.as_str(), attempt.number), ("a-a1", 1));
+    assert_eq!(store.task("a").expect("a").phase, TaskPhase::Running);
+    let claims = store.claims().expect("claims");
+    assert_eq!(claims.len(), 1);
+    assert_eq!(
+        (claims[0].holder.as_str(), claims[0].expires_at_ms),
+        ("a-a1", 1100)
+    );
+}
+
+#[test]
+fn a_live_claim_refuses_a_second_attempt() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    store.start_attempt("a", 0, 1000).expect("start");
+    let error = store
+        .start_attempt("a", 999, 1000)
+        .expect_err("double claim");
+    assert!(matches!(error, StoreError::AlreadyClaimed { holder, .. } if holder == "a-a1"));
+}
+
+#[test]
+fn an_expired_claim_is_taken_over_by_the_next_attempt() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    store.start_attempt("a", 0, 1000).expect("start");
+    let attempt = store.start_attempt("a", 1000, 1000).expect("reclaim");
+    assert_eq!(attempt.id, "a-a2");
+    let kinds: Vec<_> = store
+        .events(0)
+        .expect("events")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&"reclaimed".to_string()), "{kinds:?}");
+}
+
+#[test]
+fn renewing_extends_only_claims_still_held_by_the_attempt() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    store.start_attempt("a", 0, 1000).expect("start");
+    let held = [
+        ("a".to_string(), "a-a1".to_string()),
+        ("a".to_string(), "a-a9".to_string()),
+    ];
+    assert_eq!(store.renew_claims(&held, 5000).expect("renew"), 1);
+    assert_eq!(store.claims().expect("claims")[0].expires_at_ms, 5000);
+}
+
+#[test]
+fn reset_clears_the_claim_and_the_retry_count() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    store.start_attempt("a", 0, 1000).expect("start");
+    let mut task = store.task("a").expect("a");
+    task.retry_count = 2;
+    task.phase = TaskPhase::Failed;
+    store
+        .apply(
+            &Transition {
+                tasks: vec![task],
+                ..Default::default()
+            },
+            1,
+        )
+        .expect("apply");
+    let task = store.reset_task("a", 2).expect("reset");
+    assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
+    assert!(store.claims().expect("claims").is_empty());
+}
+
+#[test]
+fn retry_sets_a_failed_task_back_to_pending() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    let mut task = store.task("a").expect("a");
+    task.phase = TaskPhase::Failed;
+    store
+        .apply(
+            &Transition {
+                tasks: vec![task],
+                ..Default::default()
+            },
+            1,
+        )
+        .expect("apply");
+    assert_eq!(
+        store.retry_task("a", 2).expect("retry").phase,
+        TaskPhase::Pending
+    );
+}
+
+#[test]
+fn retry_refuses_a_task_that_has_not_failed() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    let error = store.retry_task("a", 1).expect_err("pending task");
+    assert!(error.to_string().contains("\"a\" is Pending"), "{error}");
+}
+
+#[test]
+fn an_unknown_task_is_named_in_the_error() {
+    let (_dir, store) = store_with(vec![spec("a", &[])]);
+    let error = store.task("zzz").expect_err("unknown");
+    assert!(error.to_string().contains("\"zzz\""), "{error}");
+}
+
+#[test]
+fn state_survives_reopening_the_database() {
+    let (dir, mut store) = store_with(vec![spec("a", &[])]);
+    store.start_attempt("a", 0, 1000).expect("start");
+    drop(store);
+    let store = Store::open_existing(dir.path()).expect("reopen");
+    assert_eq!(store.attempts(Some("a")).expect("attempts").len(), 1);
+    assert_eq!(
+        store.feature().expect("feature").map(|f| f.name),
+        Some("demo".into())
+    );
+}
+
+#[test]
+fn opening_a_directory_without_state_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let error = Store::open_existing(dir.path()).expect_err("no state");
+    assert!(error.to_string().contains("no local run state"), "{error}");
+}

@@ -1,0 +1,229 @@
+//! The final summary of a local run: per task outcome, attempts, duration, tokens and cost.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::engine::attempt::Usage;
+use crate::engine::dag::{FeatureOutcome, TaskPhase};
+use crate::local::store::{AttemptRow, TaskRow};
+
+/// One task's line of the summary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    /// Task ID.
+    pub task: String,
+    /// Final phase.
+    pub phase: TaskPhase,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Outcome of the last attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_outcome: Option<String>,
+    /// Time spent in attempts, ms.
+    pub duration_ms: i64,
+    /// Tokens and cost over all attempts.
+    pub usage: Usage,
+}
+
+/// The whole run's summary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Feature name.
+    pub feature: String,
+    /// The feature's outcome, `None` when the run was interrupted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<FeatureOutcome>,
+    /// Tasks in creation order.
+    pub tasks: Vec<TaskSummary>,
+    /// Attempts over all tasks.
+    pub attempts: u32,
+    /// Usage over all tasks.
+    pub usage: Usage,
+}
+
+impl Summary {
+    /// Builds the summary from the stored tasks and attempts.
+    pub fn build(
+        feature: &str,
+        outcome: Option<FeatureOutcome>,
+        tasks: &[TaskRow],
+        attempts: &[AttemptRow],
+    ) -> Summary {
+        let tasks: Vec<TaskSummary> = tasks
+            .iter()
+            .map(|task| {
+                let mine: Vec<&AttemptRow> =
+                    attempts.iter().filter(|a| a.task == task.name()).collect();
+                let mut usage = Usage::default();
+                for attempt in &mine {
+                    usage.add(&attempt.usage);
+                }
+                TaskSummary {
+                    task: task.name().to_string(),
+                    phase: task.phase,
+                    attempts: u32::try_from(mine.len()).unwrap_or(u32::MAX),
+                    last_outcome: mine.last().and_then(|a| a.outcome.clone()),
+                    duration_ms: mine
+                        .iter()
+                        .filter_map(|a| a.ended_at_ms.map(|end| end - a.started_at_ms))
+                        .sum(),
+                    usage,
+                }
+            })
+            .collect();
+        let mut usage = Usage::default();
+        for task in &tasks {
+            usage.add(&task.usage);
+        }
+        Summary {
+            feature: feature.to_string(),
+            outcome,
+            attempts: tasks.iter().map(|t| t.attempts).sum(),
+            tasks,
+            usage,
+        }
+    }
+
+    /// The summary as a text table.
+    pub fn render(&self) -> String {
+        let width = self
+            .tasks
+            .iter()
+            .map(|t| t.task.len())
+            .chain([4])
+            .max()
+            .unwrap_or(4);
+        let mut out = String::new();
+        let outcome = self
+            .outcome
+            .map_or("interrupted".to_string(), |o| format!("{o:?}"));
+        let _ = writeln!(out, "feature {}: {outcome}", self.feature);
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10} {:>9}",
+            "TASK", "PHASE", "ATTEMPTS", "LAST", "DURATION", "TOKENS", "COST"
+        );
+        for task in &self.tasks {
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10} {:>9}",
+                task.task,
+                format!("{:?}", task.phase),
+                task.attempts,
+                task.last_outcome.as_deref().unwrap_or("-"),
+                seconds(task.duration_ms),
+                task.usage.total_tokens(),
+                cost(task.usage.cost_usd),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10} {:>9}",
+            "total",
+            "",
+            self.attempts,
+            "",
+            seconds(self.tasks.iter().map(|t| t.duration_ms).sum()),
+            self.usage.total_tokens(),
+            cost(self.usage.cost_usd),
+        );
+        out
+    }
+}
+
+fn seconds(ms: i64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+fn cost(usd: Option<f64>) -> String {
+    usd.map_or("-".to_string(), |usd| format!("${usd:.4}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::feature::TaskSpec;
+
+    fn task(name: &str, phase: TaskPhase) -> TaskRow {
+        TaskRow {
+            spec: TaskSpec {
+                name: name.to_string(),
+                title: String::new(),
+                description: String::new(),
+                depends_on: vec![],
+                parent: None,
+                priority: 0,
+                max_retries: None,
+            },
+            order: 0,
+            generation: 1,
+            phase,
+            retry_count: 0,
+            attempt_count: 0,
+            next_attempt_after_ms: None,
+            last_failure: None,
+            last_crash: None,
+            usage: Usage::default(),
+            removed: false,
+        }
+    }
+
+    fn attempt(task: &str, number: u32, ms: (i64, i64), outcome: &str, tokens: u64) -> AttemptRow {
+        AttemptRow {
+            id: format!("{task}-a{number}"),
+            task: task.to_string(),
+            number,
+            generation: 1,
+            started_at_ms: ms.0,
+            ended_at_ms: Some(ms.1),
+            outcome: Some(outcome.to_string()),
+            stop_reason: None,
+            crash: None,
+            message: None,
+            usage: Usage {
+                input_tokens: tokens,
+                cost_usd: Some(0.5),
+                ..Usage::default()
+            },
+            result: None,
+        }
+    }
+
+    #[test]
+    fn attempts_durations_and_usage_are_summed_per_task() {
+        let tasks = [task("a", TaskPhase::Done), task("b", TaskPhase::Pending)];
+        let attempts = [
+            attempt("a", 1, (0, 1000), "crashed", 10),
+            attempt("a", 2, (2000, 2500), "done", 5),
+        ];
+        let summary = Summary::build("f", Some(FeatureOutcome::Complete), &tasks, &attempts);
+        let a = &summary.tasks[0];
+        assert_eq!(
+            (a.attempts, a.duration_ms, a.usage.input_tokens),
+            (2, 1500, 15)
+        );
+        assert_eq!(a.last_outcome.as_deref(), Some("done"));
+        assert_eq!(a.usage.cost_usd, Some(1.0));
+        assert_eq!(summary.tasks[1].attempts, 0);
+        assert_eq!((summary.attempts, summary.usage.input_tokens), (2, 15));
+    }
+
+    #[test]
+    fn the_text_table_has_one_line_per_task_and_a_total() {
+        let tasks = [task("write-greeting", TaskPhase::Done)];
+        let attempts = [attempt("write-greeting", 1, (0, 1200), "done", 42)];
+        let text =
+            Summary::build("hello", Some(FeatureOutcome::Complete), &tasks, &attempts).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "feature hello: Complete");
+        assert!(lines[2].starts_with("write-greeting  Done"), "{text}");
+        assert!(
+            lines[2].contains("1.2s") && lines[2].contains("$0.5000"),
+            "{text}"
+        );
+        assert!(lines[3].starts_with("total"), "{text}");
+    }
+}
