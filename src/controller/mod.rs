@@ -6,6 +6,7 @@ pub mod leader;
 pub mod metrics;
 pub mod pod;
 pub mod prompt_config;
+pub mod run_view;
 pub mod server;
 pub mod shutdown;
 pub mod sidecar;
