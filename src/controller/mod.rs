@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod claim;
+pub mod decide;
 pub mod leader;
 pub mod metrics;
 pub mod pod;
