@@ -11,3 +11,4 @@ pub mod run_view;
 pub mod server;
 pub mod shutdown;
 pub mod sidecar;
+pub mod status;
