@@ -2,7 +2,10 @@
 
 pub mod call;
 pub mod claim;
+pub mod context;
 pub mod decide;
+pub mod events;
+pub mod feature;
 pub mod leader;
 pub mod metrics;
 pub mod pod;
@@ -11,4 +14,6 @@ pub mod run_view;
 pub mod server;
 pub mod shutdown;
 pub mod sidecar;
+pub mod slots;
 pub mod status;
+pub mod task;
