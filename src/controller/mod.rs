@@ -11,9 +11,12 @@ pub mod metrics;
 pub mod pod;
 pub mod prompt_config;
 pub mod run_view;
+pub mod runtime;
 pub mod server;
 pub mod shutdown;
 pub mod sidecar;
 pub mod slots;
 pub mod status;
 pub mod task;
+
+pub use runtime::{ControllerConfig, NativeSidecars, RunError, run};
