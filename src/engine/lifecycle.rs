@@ -357,15 +357,15 @@ fn decide_running(
     }
 
     match run {
-        RunView::Missing => vec![
-            Action::Ingest(AttemptEnd::NoResult {
-                reason: "the attempt's run disappeared".to_owned(),
+        RunView::Missing | RunView::NotStarted if task.gate == FeatureGate::Suspended => vec![
+            Action::Ingest(AttemptEnd::Interrupted {
+                reason: "feature suspended".to_owned(),
             }),
             Action::ReleaseClaim,
         ],
-        RunView::NotStarted if task.gate == FeatureGate::Suspended => vec![
-            Action::Ingest(AttemptEnd::Interrupted {
-                reason: "feature suspended".to_owned(),
+        RunView::Missing => vec![
+            Action::Ingest(AttemptEnd::NoResult {
+                reason: "the attempt's run disappeared".to_owned(),
             }),
             Action::ReleaseClaim,
         ],

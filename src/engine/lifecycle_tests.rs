@@ -526,6 +526,21 @@ fn suspend_before_the_run_was_created_interrupts_without_starting_it() {
 }
 
 #[test]
+fn run_deleted_by_the_suspend_is_interrupted_not_crashed() {
+    assert_eq!(
+        decide(
+            &suspended_running(),
+            Some(&fresh("build-a1")),
+            &RunView::Missing,
+            NOW
+        )[0],
+        Action::Ingest(AttemptEnd::Interrupted {
+            reason: "feature suspended".to_owned()
+        })
+    );
+}
+
+#[test]
 fn cancelled_run_that_ended_without_result_is_interrupted_not_crashed() {
     let run = RunView::Ended {
         result: None,
