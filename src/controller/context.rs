@@ -1,5 +1,7 @@
 //! What every reconcile shares.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -37,4 +39,20 @@ pub struct Context {
     pub metrics: Metrics,
     /// Limit of every API call.
     pub api_timeout: Duration,
+    /// The Feature generation whose Tasks were last applied, by `namespace/name`.
+    pub applied: Arc<Mutex<HashMap<String, i64>>>,
+}
+
+impl Context {
+    /// The Feature generation whose Tasks this process last applied.
+    pub fn applied_generation(&self, feature: &str) -> Option<i64> {
+        let applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        applied.get(feature).copied()
+    }
+
+    /// Records that the Tasks of this Feature generation were applied.
+    pub fn set_applied_generation(&self, feature: &str, generation: i64) {
+        let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        applied.insert(feature.to_owned(), generation);
+    }
 }

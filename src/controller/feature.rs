@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
@@ -23,6 +24,8 @@ use crate::engine::prompt::FeatureText;
 
 /// How often a settled feature is looked at even without events.
 const RESYNC: Duration = Duration::from_secs(300);
+/// How many tasks of one feature have their actions applied at once.
+const CONCURRENT_TASK_APPLIES: usize = 16;
 /// Retry delay after a failed reconcile.
 const ERROR_RETRY: Duration = Duration::from_secs(5);
 
@@ -106,9 +109,17 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
             texts: &texts,
             now_ms,
         };
+        let applies: Vec<_> = plan.tasks.iter().map(|t| apply_task(&scope, t)).collect();
+        let outcomes: Vec<_> = futures::stream::iter(applies)
+            .buffer_unordered(CONCURRENT_TASK_APPLIES)
+            .collect()
+            .await;
         let mut first_error = None;
-        for task_plan in &plan.tasks {
-            if let Err(error) = task::apply(&scope, task_plan, &mut effects).await {
+        for (task_plan, result, task_effects) in outcomes {
+            if effects.stop_reason.is_none() {
+                effects.stop_reason = task_effects.stop_reason;
+            }
+            if let Err(error) = result {
                 tracing::warn!(task = %task_plan.task.name_any(), %error, "task actions failed");
                 first_error.get_or_insert(error);
             }
@@ -131,7 +142,45 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
 
     // Status.
     write_status(feature, ctx, &plan, &tasks, &effects, now_ms).await?;
+    count_tasks_by_phase(ctx);
     Ok(requeue(&plan, now_ms))
+}
+
+/// Sets the tasks-by-phase gauges from the cache (all watched features).
+fn count_tasks_by_phase(ctx: &Context) {
+    let mut counts: Vec<(TaskPhase, i64)> = [
+        TaskPhase::Pending,
+        TaskPhase::Running,
+        TaskPhase::Done,
+        TaskPhase::Failed,
+        TaskPhase::Blocked,
+    ]
+    .into_iter()
+    .map(|phase| (phase, 0))
+    .collect();
+    for task in ctx.tasks.state() {
+        let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        if let Some((_, count)) = counts.iter_mut().find(|(p, _)| *p == phase) {
+            *count += 1;
+        }
+    }
+    for (phase, count) in counts {
+        ctx.metrics
+            .tasks_by_phase
+            .get_or_create(&super::metrics::PhaseLabel {
+                phase: format!("{phase:?}"),
+            })
+            .set(count);
+    }
+}
+
+async fn apply_task<'p>(
+    scope: &TaskScope<'_>,
+    task_plan: &'p decide::TaskPlan,
+) -> (&'p decide::TaskPlan, Result<(), TaskError>, FeatureEvents) {
+    let mut effects = FeatureEvents::default();
+    let result = task::apply(scope, task_plan, &mut effects).await;
+    (task_plan, result, effects)
 }
 
 fn requeue(plan: &FeaturePlan, now_ms: i64) -> Requeue {
@@ -160,21 +209,29 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<(), ReconcileErr
     let namespace = feature.namespace().unwrap_or_default();
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let key = format!("{namespace}/{}", feature.name_any());
+    let generation = feature.metadata.generation.unwrap_or(0);
+    let already_applied = ctx.applied_generation(&key) == Some(generation);
     let mut wanted = std::collections::BTreeSet::new();
+    let cached: BTreeMap<String, Arc<Task>> = by_name(
+        ctx.tasks
+            .state_filter(|t| t.namespace().as_deref() == Some(namespace.as_str())),
+    );
     for task in &desired {
         let name = task.name_any();
         wanted.insert(name.clone());
-        let cached = ctx.tasks.state_filter(|t| {
-            t.name_any() == name && t.namespace().as_deref() == Some(namespace.as_str())
-        });
-        let up_to_date = cached.first().is_some_and(|c| {
-            c.spec == task.spec
-                && task
-                    .labels()
-                    .iter()
-                    .all(|(k, v)| c.labels().get(k) == Some(v))
-                && !c.owner_references().is_empty()
-        });
+        let up_to_date = match cached.get(&name) {
+            Some(c) => {
+                c.spec == task.spec
+                    && task
+                        .labels()
+                        .iter()
+                        .all(|(k, v)| c.labels().get(k) == Some(v))
+                    && !c.owner_references().is_empty()
+            }
+            // Applied for this generation already; the cache has not caught up yet.
+            None => already_applied,
+        };
         if up_to_date {
             continue;
         }
@@ -189,10 +246,10 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<(), ReconcileErr
         )
         .await?;
     }
+    ctx.set_applied_generation(&key, generation);
     let uid = feature.metadata.uid.clone().unwrap_or_default();
-    let orphans = ctx.tasks.state_filter(|t| {
-        t.namespace().as_deref() == Some(namespace.as_str())
-            && !wanted.contains(&t.name_any())
+    let orphans = cached.values().filter(|t| {
+        !wanted.contains(&t.name_any())
             && t.owner_references().iter().any(|o| o.uid == uid)
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });

@@ -183,6 +183,7 @@ pub async fn run(
         events: Events::new(recorder, config.api_timeout),
         metrics: metrics.clone(),
         api_timeout: config.api_timeout,
+        applied: Default::default(),
     });
     {
         let (health, tasks, pods, leases) = (health.clone(), task_store, pod_store, lease_store);

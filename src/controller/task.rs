@@ -108,16 +108,7 @@ pub async fn apply(
                     _ => leases.create(&request, now).await,
                 };
                 match outcome {
-                    Ok(lease) => {
-                        held = Some(lease);
-                        ctx.events
-                            .normal(
-                                &task.object_ref(&()),
-                                "Claimed",
-                                format!("task {name} claimed for attempt {attempt}"),
-                            )
-                            .await;
-                    }
+                    Ok(lease) => held = Some(lease),
                     Err(ClaimError::Held { .. } | ClaimError::Conflict { .. }) => {
                         ctx.slots.give_back(&key);
                         return Ok(());
@@ -260,7 +251,10 @@ async fn start(
         .normal(
             &task.object_ref(&()),
             "AttemptStarted",
-            format!("attempt {attempt} of task {name} started in Pod {id}"),
+            format!(
+                "task {name} claimed (fencing token {}); attempt {attempt} started in Pod {id}",
+                lease.map_or(0, lease_transitions)
+            ),
         )
         .await;
     Ok(())
