@@ -1,0 +1,29 @@
+-- Argo CD health of a ralph.dev Feature (resource.customizations.health.ralph.dev_Feature).
+-- Healthy: Complete, or NoPlan (nothing to do). Degraded: Failed, Blocked, Invalid,
+-- LimitReached. Suspended: Suspended. Progressing: anything else, and while the
+-- controller has not yet observed the latest spec.
+local hs = { status = "Progressing", message = "Waiting for the ralph controller" }
+if obj.status == nil or obj.status.phase == nil then
+  return hs
+end
+local generation = obj.metadata and obj.metadata.generation
+local observed = obj.status.observedGeneration
+if generation ~= nil and observed ~= nil and observed < generation then
+  hs.message = "Waiting for the ralph controller to observe generation " .. generation
+  return hs
+end
+local phase = obj.status.phase
+local counts = obj.status.counts or {}
+local summary = phase .. ": " .. (counts.done or 0) .. "/" .. (counts.total or 0) .. " tasks done"
+if obj.status.message ~= nil and obj.status.message ~= "" then
+  summary = summary .. " (" .. obj.status.message .. ")"
+end
+hs.message = summary
+if phase == "Complete" or phase == "NoPlan" then
+  hs.status = "Healthy"
+elseif phase == "Failed" or phase == "Blocked" or phase == "Invalid" or phase == "LimitReached" then
+  hs.status = "Degraded"
+elseif phase == "Suspended" then
+  hs.status = "Suspended"
+end
+return hs

@@ -1,0 +1,235 @@
+//! The cluster under test: client from RALPH_E2E_KUBECONFIG, CRDs, a unique namespace
+//! (always removed), the agent service account, and how agent Pods get run.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+/// The field manager of everything the suite applies.
+pub const MANAGER: &str = "ralph-e2e";
+
+/// Env var naming the kubeconfig of the cluster to test against.
+pub const KUBECONFIG_VAR: &str = "RALPH_E2E_KUBECONFIG";
+/// Env var that turns a missing kubeconfig into a failure.
+pub const REQUIRED_VAR: &str = "RALPH_E2E_REQUIRED";
+/// Env var naming the ralph image (built with `docker build --target e2e`) for real Pods.
+pub const IMAGE_VAR: &str = "RALPH_E2E_IMAGE";
+
+/// The kubeconfig to use, or `None` (with the reason printed) when the suite must skip.
+/// Panics when `RALPH_E2E_REQUIRED=1` and no kubeconfig is given.
+pub fn kubeconfig_or_skip(test: &str) -> Option<PathBuf> {
+    match std::env::var_os(KUBECONFIG_VAR).filter(|v| !v.is_empty()) {
+        Some(path) => Some(PathBuf::from(path)),
+        None if std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1") => {
+            panic!(
+                "{REQUIRED_VAR}=1 but {KUBECONFIG_VAR} is not set: the e2e suite needs a cluster"
+            )
+        }
+        None => {
+            eprintln!(
+                "skipping e2e test {test}: {KUBECONFIG_VAR} is not set (set it to a kubeconfig to run against a real cluster)"
+            );
+            None
+        }
+    }
+}
+
+/// A client for the kubeconfig at `path` (its current context).
+pub async fn client_from(path: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| panic!("cannot read the kubeconfig {}: {e}", path.display()));
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("invalid kubeconfig {}: {e}", path.display()));
+    Client::try_from(config)
+        .unwrap_or_else(|e| panic!("cannot build a client for {}: {e}", path.display()))
+}
+
+/// Server-side applies `crds/ralph.dev_crds.yaml` and waits until the CRDs are established.
+pub async fn install_crds(client: &Client) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/ralph.dev_crds.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let crd: CustomResourceDefinition = serde::Deserialize::deserialize(document)
+            .unwrap_or_else(|e| panic!("{} holds an invalid CRD: {e}", path.display()));
+        let name = crd.name_any();
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+        tokio::time::timeout(std::time::Duration::from_secs(60), established)
+            .await
+            .unwrap_or_else(|_| panic!("CRD {name} not established within 60s"))
+            .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+    }
+}
+
+/// Deletes a cluster object when dropped, even when the test panicked. The deletion runs
+/// on its own thread and runtime with a fresh client (the test's runtime may be busy).
+pub struct DeleteOnDrop {
+    kubeconfig: PathBuf,
+    kind: &'static str,
+    name: String,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let (kubeconfig, kind, name) = (self.kubeconfig.clone(), self.kind, self.name.clone());
+        let cleanup = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => return eprintln!("e2e cleanup: no runtime to delete {kind} {name}: {e}"),
+            };
+            runtime.block_on(async {
+                let client = client_from(&kubeconfig).await;
+                let result = match kind {
+                    "Namespace" => Api::<Namespace>::all(client)
+                        .delete(&name, &DeleteParams::background())
+                        .await
+                        .map(drop),
+                    _ => Api::<Node>::all(client)
+                        .delete(&name, &DeleteParams::default())
+                        .await
+                        .map(drop),
+                };
+                match result {
+                    Ok(()) => eprintln!("e2e cleanup: deleted {kind} {name}"),
+                    Err(e) => eprintln!("e2e cleanup: could not delete {kind} {name}: {e}"),
+                }
+            });
+        });
+        if cleanup.join().is_err() {
+            eprintln!("e2e cleanup of {} {} panicked", self.kind, self.name);
+        }
+    }
+}
+
+/// Creates a namespace `ralph-e2e-<test>-<random>` that is deleted when the guard drops.
+pub async fn create_namespace(
+    client: &Client,
+    kubeconfig: &Path,
+    test: &str,
+) -> (String, DeleteOnDrop) {
+    let suffix: String = (0..5)
+        .map(|_| char::from(b'a' + rand::random_range(0..26u8)))
+        .collect();
+    let name = format!("ralph-e2e-{test}-{suffix}");
+    let namespace: Namespace = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "ralph.dev/e2e": "true" } },
+    }))
+    .unwrap_or_else(|e| panic!("namespace manifest: {e}"));
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    let guard = DeleteOnDrop {
+        kubeconfig: kubeconfig.to_path_buf(),
+        kind: "Namespace",
+        name: name.clone(),
+    };
+    (name, guard)
+}
+
+/// Creates the agent Pods' service account with the least privilege their sidecar needs
+/// (get and update of Leases), as the Helm chart does.
+pub async fn create_agent_rbac(client: &Client, namespace: &str) {
+    let manifests = [
+        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "ralph-agent" } }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": "ralph-agent" },
+            "rules": [{ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"] }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": "ralph-agent" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ralph-agent" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "ralph-agent", "namespace": namespace }],
+        }),
+    ];
+    for manifest in manifests {
+        apply_dynamic(client, namespace, manifest).await;
+    }
+}
+
+async fn apply_dynamic(client: &Client, namespace: &str, manifest: serde_json::Value) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let object: DynamicObject =
+        serde_json::from_value(manifest).unwrap_or_else(|e| panic!("manifest: {e}"));
+    let types = object.types.clone().unwrap_or_default();
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &types.api_version));
+    let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+    let plural = format!("{}s", types.kind.to_lowercase());
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, &plural),
+    );
+    let name = object.name_any();
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind));
+}
+
+/// Whether some node accepts Pods (exists, schedulable, Ready).
+pub async fn has_schedulable_nodes(client: &Client) -> bool {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing nodes: {e}"));
+    nodes.items.iter().any(|node| {
+        let schedulable = !node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        schedulable && ready
+    })
+}
+
+/// Registers an unschedulable Node object for the stand-in to bind Pods to, so a
+/// cluster's Pod garbage collector does not remove Pods bound to a node that does not
+/// exist. Deleted when the guard drops.
+pub async fn create_standin_node(client: &Client, kubeconfig: &Path, name: &str) -> DeleteOnDrop {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "ralph.dev/e2e": "true" } },
+        "spec": { "unschedulable": true },
+    }))
+    .unwrap_or_else(|e| panic!("node manifest: {e}"));
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap_or_else(|e| panic!("creating stand-in node {name}: {e}"));
+    DeleteOnDrop {
+        kubeconfig: kubeconfig.to_path_buf(),
+        kind: "Node",
+        name: name.to_owned(),
+    }
+}

@@ -1,0 +1,326 @@
+//! One e2e test's world: namespace, CRDs, agent RBAC, the controller, and either real
+//! agent Pods (RALPH_E2E_IMAGE on a cluster with schedulable nodes) or the kubelet
+//! stand-in running them on this machine.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use ralph::api::{AttemptOutcome, Feature, FeaturePhase, Task};
+use serde_json::{Value, json};
+
+use crate::cluster::{self, DeleteOnDrop};
+use crate::controller_process::ControllerProcess;
+use crate::kubelet_standin::{KubeletStandIn, NodeOptions};
+
+/// Env var bounding each wait, in seconds (default 300).
+const TIMEOUT_VAR: &str = "RALPH_E2E_TIMEOUT_SECS";
+
+/// How agent Pods run.
+pub enum PodRunner {
+    /// Real Pods from this image (ralph binary plus the e2e scripts under /e2e).
+    Cluster { image: String },
+    /// The kubelet stand-in runs them as local processes.
+    StandIn { node: String },
+}
+
+/// Everything one test needs; torn down in field order when dropped.
+pub struct E2e {
+    controller: ControllerProcess,
+    _standin: Option<KubeletStandIn>,
+    _node: Option<DeleteOnDrop>,
+    _namespace: DeleteOnDrop,
+    logs: Option<tempfile::TempDir>,
+    /// Client of the cluster under test.
+    pub client: Client,
+    /// The test's namespace.
+    pub namespace: String,
+    /// How agent Pods run.
+    pub runner: PodRunner,
+    pods_seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl E2e {
+    /// Sets up the world for `test`, or `None` when the suite is skipped.
+    pub async fn setup(test: &str) -> Option<Self> {
+        let kubeconfig = cluster::kubeconfig_or_skip(test)?;
+        let client = cluster::client_from(&kubeconfig).await;
+        cluster::install_crds(&client).await;
+        let (namespace, namespace_guard) =
+            cluster::create_namespace(&client, &kubeconfig, test).await;
+        cluster::create_agent_rbac(&client, &namespace).await;
+        let image = std::env::var(cluster::IMAGE_VAR)
+            .ok()
+            .filter(|i| !i.is_empty());
+        let schedulable = cluster::has_schedulable_nodes(&client).await;
+        let logs = tempfile::Builder::new()
+            .prefix(&format!("ralph-e2e-{test}-"))
+            .tempdir()
+            .unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let (runner, standin, node) = match image {
+            Some(image) if schedulable => (PodRunner::Cluster { image }, None, None),
+            _ => {
+                let node_name = format!("{namespace}-standin");
+                let node = cluster::create_standin_node(&client, &kubeconfig, &node_name).await;
+                let mut options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
+                    .namespace(&namespace)
+                    .sidecar_kubeconfig(&kubeconfig);
+                options.node_name = node_name.clone();
+                let standin = KubeletStandIn::node(client.clone(), options)
+                    .unwrap_or_else(|e| panic!("starting the kubelet stand-in: {e}"));
+                (
+                    PodRunner::StandIn { node: node_name },
+                    Some(standin),
+                    Some(node),
+                )
+            }
+        };
+        let ralph_image = match &runner {
+            PodRunner::Cluster { image } => image.clone(),
+            PodRunner::StandIn { .. } => "ralph-e2e:stand-in".to_owned(),
+        };
+        let controller =
+            ControllerProcess::start(&kubeconfig, &namespace, &ralph_image, logs.path());
+        let pods_seen = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn(record_pods(
+            client.clone(),
+            namespace.clone(),
+            pods_seen.clone(),
+        ));
+        eprintln!(
+            "e2e {test}: namespace {namespace}, agent pods on {}",
+            match &runner {
+                PodRunner::Cluster { .. } => "the cluster",
+                PodRunner::StandIn { .. } => "the kubelet stand-in",
+            }
+        );
+        Some(Self {
+            controller,
+            _standin: standin,
+            _node: node,
+            _namespace: namespace_guard,
+            logs: Some(logs),
+            client,
+            namespace,
+            runner,
+            pods_seen,
+        })
+    }
+
+    /// The `spec.agent` running the scripted agent with `script` (a file of tests/e2e/scripts).
+    pub fn scripted_agent(&self, script: &str) -> Value {
+        let (image, script_path) = match &self.runner {
+            PodRunner::Cluster { image } => (image.clone(), format!("/e2e/{script}")),
+            PodRunner::StandIn { .. } => (
+                "ralph-e2e:stand-in".to_owned(),
+                scripts_dir().join(script).display().to_string(),
+            ),
+        };
+        json!({
+            "image": image,
+            "command": ["/ralph/bin/ralph", "agent", "script", script_path],
+            "idleTimeoutSeconds": 900,
+        })
+    }
+
+    /// Pod template overrides: under the stand-in, a node selector no real node matches,
+    /// so only the stand-in binds the Pods.
+    pub fn pod_template(&self) -> Value {
+        match &self.runner {
+            PodRunner::Cluster { .. } => json!({}),
+            PodRunner::StandIn { node } => {
+                json!({ "nodeSelector": { "ralph.dev/e2e-node": node } })
+            }
+        }
+    }
+
+    /// The Features API of the namespace.
+    pub fn features(&self) -> Api<Feature> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The Tasks API of the namespace.
+    pub fn tasks(&self) -> Api<Task> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The Pods API of the namespace.
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Server-side applies a Feature manifest (`spec` only; name given).
+    pub async fn apply_feature(&self, name: &str, spec: Value) {
+        let manifest = json!({
+            "apiVersion": "ralph.dev/v1alpha1",
+            "kind": "Feature",
+            "metadata": { "name": name },
+            "spec": spec,
+        });
+        let feature: Feature = serde_json::from_value(manifest)
+            .unwrap_or_else(|e| panic!("Feature {name} manifest: {e}"));
+        self.features()
+            .patch(
+                name,
+                &PatchParams::apply(cluster::MANAGER).force(),
+                &Patch::Apply(&feature),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying Feature {name}: {e}"));
+    }
+
+    /// Merge-patches a Feature's spec.
+    pub async fn patch_feature_spec(&self, name: &str, spec: Value) {
+        let patch = json!({ "spec": spec });
+        self.features()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("patching Feature {name}: {e}"));
+    }
+
+    /// Waits (bounded) until the Feature is in `phase`; returns it.
+    pub async fn wait_for_phase(&mut self, name: &str, phase: FeaturePhase) -> Feature {
+        let features = self.features();
+        let what = format!("Feature {name} to reach phase {phase:?}");
+        self.eventually(&what, || async {
+            features
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .filter(|f| f.status.as_ref().is_some_and(|s| s.phase == phase))
+        })
+        .await
+    }
+
+    /// Polls `probe` every 500 ms until it yields a value, at most RALPH_E2E_TIMEOUT_SECS;
+    /// on timeout panics with the controller's log. This bounds the wait; it does not
+    /// measure speed.
+    pub async fn eventually<T, F, Fut>(&mut self, what: &str, mut probe: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let limit = Duration::from_secs(
+            std::env::var(TIMEOUT_VAR)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(300),
+        );
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            self.controller.assert_running();
+            if let Some(value) = probe().await {
+                return value;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "gave up waiting for {what} after {limit:?}\npods seen: {:?}\ncontroller log:\n{}",
+                    self.pods_seen(),
+                    tail(&self.controller.log(), 200)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Agent Pods seen so far, in order of first appearance, with their last phase.
+    pub fn pods_seen(&self) -> Vec<(String, String)> {
+        self.pods_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Names of the agent Pods seen so far, in order of first appearance.
+    pub fn pod_names(&self) -> Vec<String> {
+        self.pods_seen().into_iter().map(|(name, _)| name).collect()
+    }
+
+    /// Waits until none of `tasks` has a claim Lease.
+    pub async fn wait_for_released_claims(&mut self, tasks: &[&str]) {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.namespace);
+        let tasks: Vec<String> = tasks.iter().map(|t| (*t).to_owned()).collect();
+        let what = format!("claims of {tasks:?} to be released");
+        self.eventually(&what, || async {
+            let list = leases.list(&ListParams::default()).await.ok()?;
+            let held: Vec<_> = list
+                .items
+                .iter()
+                .filter(|l| tasks.contains(&l.name_any()))
+                .filter(|l| {
+                    l.spec
+                        .as_ref()
+                        .and_then(|s| s.holder_identity.as_ref())
+                        .is_some_and(|h| !h.is_empty())
+                })
+                .collect();
+            held.is_empty().then_some(())
+        })
+        .await;
+    }
+}
+
+impl Drop for E2e {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "e2e failed in namespace {}; controller log tail:\n{}",
+                self.namespace,
+                tail(&self.controller.log(), 100)
+            );
+            if let Some(logs) = self.logs.take() {
+                eprintln!("e2e logs kept in {}", logs.keep().display());
+            }
+        }
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// tests/e2e/scripts.
+pub fn scripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts")
+}
+
+/// Records every agent Pod of the namespace (first appearance order, last phase).
+async fn record_pods(client: Client, namespace: String, seen: Arc<Mutex<Vec<(String, String)>>>) {
+    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let mut events = watcher(pods, watcher::Config::default().labels("ralph.dev/attempt"))
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let Ok(pod) = event else { continue };
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        let mut seen = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match seen.iter_mut().find(|(name, _)| *name == pod.name_any()) {
+            Some(entry) => entry.1 = phase,
+            None => seen.push((pod.name_any(), phase)),
+        }
+    }
+}
+
+/// The attempt records of a Task's status: number and outcome (unset while running).
+pub fn attempts(task: &Task) -> Vec<(u32, Option<AttemptOutcome>)> {
+    task.status
+        .iter()
+        .flat_map(|s| s.attempts.iter())
+        .map(|a| (a.number, a.outcome))
+        .collect()
+}

@@ -1,0 +1,148 @@
+//! End-to-end suite: the whole operator (`ralph controller`, agent Pods, the runner and
+//! the scripted ACP agent) against a real cluster.
+//!
+//! Runs when `RALPH_E2E_KUBECONFIG` names a kubeconfig (cluster-admin: it installs the CRDs
+//! and creates a namespace per test, always deleted afterwards). Skips with a printed
+//! reason otherwise, and fails instead when `RALPH_E2E_REQUIRED=1`. Agent Pods run on the
+//! cluster when `RALPH_E2E_IMAGE` names an image built with `docker build --target e2e`
+//! and the cluster has a schedulable node; otherwise (e.g. envtest, a control plane
+//! without nodes) the kubelet stand-in runs them on this machine. `RALPH_E2E_TIMEOUT_SECS`
+//! bounds each wait (default 300).
+
+#[path = "../support/kubelet_standin.rs"]
+mod kubelet_standin;
+
+mod cluster;
+mod controller_process;
+mod harness;
+
+use ralph::api::{AttemptOutcome, FeaturePhase};
+use serde_json::json;
+
+use harness::{E2e, attempts};
+
+#[tokio::test]
+async fn feature_runs_its_plan_in_dependency_order_to_complete() {
+    let Some(mut e2e) = E2e::setup("plan").await else {
+        return;
+    };
+    let spec = json!({
+        "agent": e2e.scripted_agent("plan.script.yaml"),
+        "parallelism": 2,
+        "podTemplate": e2e.pod_template(),
+        "tasks": [
+            { "name": "design", "description": "Design it." },
+            { "name": "build", "description": "Build it.", "dependsOn": ["design"] },
+            { "name": "docs", "description": "Document it.", "dependsOn": ["design"] },
+        ],
+    });
+    e2e.apply_feature("plan", spec).await;
+
+    let feature = e2e.wait_for_phase("plan", FeaturePhase::Complete).await;
+    e2e.wait_for_released_claims(&["plan-design", "plan-build", "plan-docs"])
+        .await;
+
+    let counts = feature.status.map(|s| s.counts).unwrap_or_default();
+    assert_eq!((counts.total, counts.done, counts.failed), (3, 3, 0));
+    let pods = e2e.pod_names();
+    assert_eq!(
+        pods.first().map(String::as_str),
+        Some("plan-design-a1"),
+        "design runs first: {pods:?}"
+    );
+    for pod in ["plan-build-a1", "plan-docs-a1"] {
+        assert!(pods.iter().any(|p| p == pod), "{pod} ran: {pods:?}");
+    }
+}
+
+#[tokio::test]
+async fn crashed_attempt_is_retried_and_the_retry_completes() {
+    let Some(mut e2e) = E2e::setup("retry").await else {
+        return;
+    };
+    let spec = json!({
+        "agent": e2e.scripted_agent("retry.script.yaml"),
+        "podTemplate": e2e.pod_template(),
+        "retry": { "maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 2 },
+        "tasks": [{ "name": "flaky", "description": "Sometimes crashes." }],
+    });
+    e2e.apply_feature("retry", spec).await;
+
+    e2e.wait_for_phase("retry", FeaturePhase::Complete).await;
+    e2e.wait_for_released_claims(&["retry-flaky"]).await;
+
+    let task = e2e
+        .tasks()
+        .get("retry-flaky")
+        .await
+        .expect("Task retry-flaky");
+    let status = task.status.clone().unwrap_or_default();
+    assert_eq!((status.attempt_count, status.retry_count), (2, 1));
+    assert_eq!(
+        attempts(&task),
+        [
+            (1, Some(AttemptOutcome::Crashed)),
+            (2, Some(AttemptOutcome::Done))
+        ]
+    );
+    let pods = e2e.pod_names();
+    assert!(
+        pods.iter().any(|p| p == "retry-flaky-a2"),
+        "the retry ran in its own Pod: {pods:?}"
+    );
+}
+
+#[tokio::test]
+async fn suspend_interrupts_the_running_attempt_and_resume_completes() {
+    let Some(mut e2e) = E2e::setup("suspend").await else {
+        return;
+    };
+    let spec = json!({
+        "agent": e2e.scripted_agent("suspend.script.yaml"),
+        "podTemplate": e2e.pod_template(),
+        "tasks": [{ "name": "slow", "description": "Takes its time." }],
+    });
+    e2e.apply_feature("pause", spec).await;
+    let pods = e2e.pods();
+    e2e.eventually("pod pause-slow-a1 to run", || async {
+        let pod = pods.get_opt("pause-slow-a1").await.ok().flatten()?;
+        (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+
+    e2e.patch_feature_spec("pause", json!({ "suspend": true }))
+        .await;
+    e2e.wait_for_phase("pause", FeaturePhase::Suspended).await;
+    e2e.eventually("pod pause-slow-a1 to be gone", || async {
+        pods.get_opt("pause-slow-a1")
+            .await
+            .ok()
+            .map(|p| p.is_none())
+            .filter(|gone| *gone)
+    })
+    .await;
+    let tasks = e2e.tasks();
+    let interrupted = e2e
+        .eventually("attempt 1 to be recorded", || async {
+            let task = tasks.get_opt("pause-slow").await.ok().flatten()?;
+            attempts(&task).first().and_then(|(_, outcome)| *outcome)
+        })
+        .await;
+    assert_eq!(interrupted, AttemptOutcome::Interrupted);
+    assert!(
+        !e2e.pod_names().iter().any(|p| p == "pause-slow-a2"),
+        "no attempt starts while suspended: {:?}",
+        e2e.pod_names()
+    );
+
+    e2e.patch_feature_spec("pause", json!({ "suspend": false }))
+        .await;
+    e2e.wait_for_phase("pause", FeaturePhase::Complete).await;
+    let status = tasks
+        .get("pause-slow")
+        .await
+        .expect("Task")
+        .status
+        .unwrap_or_default();
+    assert_eq!(status.retry_count, 0, "an interruption is not a retry");
+}

@@ -1,0 +1,1124 @@
+//! The fake API server, exercised through the real `kube::Client` (and kube-runtime's
+//! watcher): one behaviour per test.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use std::time::Duration;
+
+use fake_apiserver::{ApiError, FakeApiServer, Verb};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams, Preconditions, WatchEvent, WatchParams,
+};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+async fn server() -> FakeApiServer {
+    FakeApiServer::start()
+        .await
+        .expect("fake API server starts")
+}
+
+fn config_map(name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": labels },
+        "data": { "k": "v" },
+    }))
+    .expect("valid ConfigMap")
+}
+
+fn config_maps(client: &Client) -> Api<ConfigMap> {
+    Api::default_namespaced(client.clone())
+}
+
+fn tasks(client: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("ralph.dev", "v1alpha1", "Task");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "tasks");
+    Api::default_namespaced_with(client.clone(), &resource)
+}
+
+fn task(name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))
+    .expect("valid Task")
+}
+
+fn api_error(error: kube::Error) -> kube::core::Status {
+    match error {
+        kube::Error::Api(status) => *status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn names(list: &[ConfigMap]) -> Vec<String> {
+    list.iter()
+        .map(|cm| cm.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
+
+async fn create_cms(api: &Api<ConfigMap>, specs: &[(&str, Value)]) {
+    for (name, labels) in specs {
+        api.create(&PostParams::default(), &config_map(name, labels.clone()))
+            .await
+            .expect("create");
+    }
+}
+
+#[tokio::test]
+async fn created_object_can_be_read_back() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    api.create(&PostParams::default(), &config_map("a", json!({})))
+        .await
+        .expect("create");
+    let read = api.get("a").await.expect("get");
+    assert_eq!(
+        read.data.unwrap_or_default().get("k").map(String::as_str),
+        Some("v")
+    );
+}
+
+#[tokio::test]
+async fn created_object_gets_uid_timestamp_and_resource_version() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let created = api
+        .create(&PostParams::default(), &config_map("a", json!({})))
+        .await
+        .expect("create");
+    assert!(created.metadata.uid.is_some_and(|u| !u.is_empty()));
+    assert!(created.metadata.creation_timestamp.is_some());
+    assert_eq!(
+        created.metadata.resource_version,
+        Some(server.resource_version().to_string())
+    );
+}
+
+#[tokio::test]
+async fn creating_an_existing_name_is_already_exists() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    api.create(&PostParams::default(), &config_map("a", json!({})))
+        .await
+        .expect("first create");
+    let error = api
+        .create(&PostParams::default(), &config_map("a", json!({})))
+        .await
+        .expect_err("second create fails");
+    let status = api_error(error);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+}
+
+#[tokio::test]
+async fn generate_name_gets_a_random_suffix() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let mut cm = config_map("", json!({}));
+    cm.metadata.name = None;
+    cm.metadata.generate_name = Some("run-".into());
+    let created = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let name = created.metadata.name.unwrap_or_default();
+    assert!(
+        name.starts_with("run-") && name.len() == "run-".len() + 5,
+        "{name}"
+    );
+}
+
+#[tokio::test]
+async fn getting_a_missing_object_is_not_found() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    assert!(api.get_opt("nope").await.expect("get_opt").is_none());
+    let status = api_error(api.get("nope").await.expect_err("get fails"));
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+}
+
+#[tokio::test]
+async fn invalid_label_value_is_rejected_naming_the_label() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let error = api
+        .create(
+            &PostParams::default(),
+            &config_map("a", json!({ "x": "not valid!" })),
+        )
+        .await
+        .expect_err("invalid label");
+    let status = api_error(error);
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("metadata.labels"),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn list_filters_by_label_equality_and_inequality() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(
+        &api,
+        &[
+            ("a", json!({ "app": "x" })),
+            ("b", json!({ "app": "y" })),
+            ("c", json!({})),
+        ],
+    )
+    .await;
+    let equal = api
+        .list(&ListParams::default().labels("app=x"))
+        .await
+        .expect("list");
+    let not_equal = api
+        .list(&ListParams::default().labels("app!=x"))
+        .await
+        .expect("list");
+    assert_eq!(names(&equal.items), ["a"]);
+    assert_eq!(names(&not_equal.items), ["b", "c"]);
+}
+
+#[tokio::test]
+async fn list_filters_by_set_based_label_selectors() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(
+        &api,
+        &[
+            ("a", json!({ "app": "x" })),
+            ("b", json!({ "app": "y" })),
+            ("c", json!({})),
+        ],
+    )
+    .await;
+    let within = api
+        .list(&ListParams::default().labels("app in (x, z)"))
+        .await
+        .expect("list");
+    let outside = api
+        .list(&ListParams::default().labels("app notin (x)"))
+        .await
+        .expect("list");
+    let exists = api
+        .list(&ListParams::default().labels("app"))
+        .await
+        .expect("list");
+    let absent = api
+        .list(&ListParams::default().labels("!app"))
+        .await
+        .expect("list");
+    assert_eq!(names(&within.items), ["a"]);
+    assert_eq!(names(&outside.items), ["b", "c"]);
+    assert_eq!(names(&exists.items), ["a", "b"]);
+    assert_eq!(names(&absent.items), ["c"]);
+}
+
+#[tokio::test]
+async fn list_filters_by_field_selector_on_name() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
+    let list = api
+        .list(&ListParams::default().fields("metadata.name=b"))
+        .await
+        .expect("list");
+    assert_eq!(names(&list.items), ["b"]);
+}
+
+#[tokio::test]
+async fn list_carries_the_current_resource_version() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let list = api.list(&ListParams::default()).await.expect("list");
+    assert_eq!(
+        list.metadata.resource_version,
+        Some(server.resource_version().to_string())
+    );
+}
+
+#[tokio::test]
+async fn list_pages_with_limit_and_continue() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(
+        &api,
+        &[("a", json!({})), ("b", json!({})), ("c", json!({}))],
+    )
+    .await;
+    let first = api
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("page 1");
+    let token = first.metadata.continue_.clone().expect("a continue token");
+    let second = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .expect("page 2");
+    assert_eq!(names(&first.items), ["a", "b"]);
+    assert_eq!(names(&second.items), ["c"]);
+    assert!(second.metadata.continue_.is_none_or(|c| c.is_empty()));
+}
+
+#[tokio::test]
+async fn list_across_namespaces_sees_every_namespace() {
+    let server = server().await;
+    for ns in ["one", "two"] {
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), ns);
+        create_cms(&api, &[("a", json!({}))]).await;
+    }
+    let all: Api<ConfigMap> = Api::all(server.client());
+    let list = all.list(&ListParams::default()).await.expect("list");
+    let namespaces: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|c| c.metadata.namespace.clone())
+        .collect();
+    assert_eq!(namespaces, ["one", "two"]);
+}
+
+#[tokio::test]
+async fn replace_with_a_stale_resource_version_conflicts() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let stale = api
+        .create(&PostParams::default(), &config_map("a", json!({})))
+        .await
+        .expect("create");
+    let mut fresh = stale.clone();
+    fresh.data = Some([("k".to_owned(), "w".to_owned())].into());
+    api.replace("a", &PostParams::default(), &fresh)
+        .await
+        .expect("first replace");
+    let status = api_error(
+        api.replace("a", &PostParams::default(), &stale)
+            .await
+            .expect_err("stale replace"),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+}
+
+#[tokio::test]
+async fn merge_patch_changes_only_the_given_fields() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({ "keep": "me" }))]).await;
+    let patch = json!({ "data": { "n": "1" } });
+    let patched = api
+        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    let data = patched.data.unwrap_or_default();
+    assert_eq!(
+        (
+            data.get("k").map(String::as_str),
+            data.get("n").map(String::as_str)
+        ),
+        (Some("v"), Some("1"))
+    );
+    assert_eq!(
+        patched
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("keep")
+            .map(String::as_str),
+        Some("me")
+    );
+}
+
+#[tokio::test]
+async fn merge_patch_with_a_stale_resource_version_conflicts() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let patch = json!({ "metadata": { "resourceVersion": "1" }, "data": { "n": "1" } });
+    let status = api_error(
+        api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect_err("stale patch"),
+    );
+    assert_eq!(status.code, 409);
+}
+
+#[tokio::test]
+async fn json_patch_applies_its_operations_in_order() {
+    let server = server().await;
+    let client = server.client();
+    create_cms(&config_maps(&client), &[("a", json!({}))]).await;
+    let request = axum::http::Request::patch(format!(
+        "{}/api/v1/namespaces/default/configmaps/a",
+        server.url()
+    ))
+    .header("content-type", "application/json-patch+json")
+    .body(
+        json!([
+            { "op": "add", "path": "/data/n", "value": "1" },
+            { "op": "remove", "path": "/data/k" },
+        ])
+        .to_string()
+        .into_bytes(),
+    )
+    .expect("request");
+    let patched: ConfigMap = client.request(request).await.expect("json patch");
+    let data = patched.data.unwrap_or_default();
+    assert_eq!(
+        data.into_iter().collect::<Vec<_>>(),
+        [("n".to_owned(), "1".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn no_op_patch_keeps_the_resource_version() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let before = server.resource_version();
+    let patch = json!({ "data": { "k": "v" } });
+    let patched = api
+        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    assert_eq!(patched.metadata.resource_version, Some(before.to_string()));
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_a_missing_object() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    let applied = api
+        .patch(
+            "t1",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&task("t1", json!({ "prompt": "p" }))),
+        )
+        .await
+        .expect("apply");
+    assert_eq!(applied.data["spec"]["prompt"], "p");
+    assert_eq!(applied.metadata.generation, Some(1));
+}
+
+#[tokio::test]
+async fn server_side_apply_records_the_field_manager() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    let applied = api
+        .patch(
+            "t1",
+            &PatchParams::apply("ralph-controller"),
+            &Patch::Apply(&task("t1", json!({ "a": 1 }))),
+        )
+        .await
+        .expect("apply");
+    let managers: Vec<_> = applied
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            (
+                m.manager.unwrap_or_default(),
+                m.operation.unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        managers,
+        [("ralph-controller".to_owned(), "Apply".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply_removes_fields_the_same_manager_no_longer_applies() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    let params = PatchParams::apply("m");
+    api.patch(
+        "t1",
+        &params,
+        &Patch::Apply(&task("t1", json!({ "a": 1, "b": 2 }))),
+    )
+    .await
+    .expect("first apply");
+    let applied = api
+        .patch("t1", &params, &Patch::Apply(&task("t1", json!({ "a": 1 }))))
+        .await
+        .expect("second apply");
+    assert_eq!(applied.data["spec"], json!({ "a": 1 }));
+}
+
+#[tokio::test]
+async fn server_side_apply_keeps_fields_of_other_managers() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    api.patch(
+        "t1",
+        &PatchParams::apply("one"),
+        &Patch::Apply(&task("t1", json!({ "a": 1 }))),
+    )
+    .await
+    .expect("apply one");
+    let applied = api
+        .patch(
+            "t1",
+            &PatchParams::apply("two"),
+            &Patch::Apply(&task("t1", json!({ "b": 2 }))),
+        )
+        .await
+        .expect("apply two");
+    assert_eq!(applied.data["spec"], json!({ "a": 1, "b": 2 }));
+}
+
+#[tokio::test]
+async fn server_side_apply_conflicts_on_another_managers_field_unless_forced() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    api.patch(
+        "t1",
+        &PatchParams::apply("one"),
+        &Patch::Apply(&task("t1", json!({ "a": 1 }))),
+    )
+    .await
+    .expect("apply one");
+    let change = task("t1", json!({ "a": 2 }));
+    let status = api_error(
+        api.patch("t1", &PatchParams::apply("two"), &Patch::Apply(&change))
+            .await
+            .expect_err("conflict"),
+    );
+    let forced = api
+        .patch(
+            "t1",
+            &PatchParams::apply("two").force(),
+            &Patch::Apply(&change),
+        )
+        .await
+        .expect("forced apply");
+    assert_eq!(status.code, 409);
+    assert!(status.message.contains("\"one\""), "{}", status.message);
+    assert_eq!(forced.data["spec"]["a"], 2);
+}
+
+#[tokio::test]
+async fn apply_without_field_manager_is_rejected() {
+    let server = server().await;
+    let client = server.client();
+    let request = axum::http::Request::patch(format!(
+        "{}/apis/ralph.dev/v1alpha1/namespaces/default/tasks/t1",
+        server.url()
+    ))
+    .header("content-type", "application/apply-patch+yaml")
+    .body(serde_json::to_vec(&task("t1", json!({}))).expect("json"))
+    .expect("request");
+    let status = api_error(
+        client
+            .request::<DynamicObject>(request)
+            .await
+            .expect_err("rejected"),
+    );
+    assert!(
+        status.message.contains("fieldManager"),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn status_write_changes_only_the_status() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    api.create(&PostParams::default(), &task("t1", json!({ "a": 1 })))
+        .await
+        .expect("create");
+    let patch = json!({ "spec": { "a": 99 }, "status": { "phase": "Running" } });
+    let patched = api
+        .patch_status("t1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch status");
+    assert_eq!(patched.data["status"]["phase"], "Running");
+    assert_eq!(patched.data["spec"]["a"], 1);
+}
+
+#[tokio::test]
+async fn main_resource_write_ignores_the_status() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    api.create(&PostParams::default(), &task("t1", json!({ "a": 1 })))
+        .await
+        .expect("create");
+    let patch = json!({ "spec": { "a": 2 }, "status": { "phase": "Running" } });
+    let patched = api
+        .patch("t1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    assert_eq!(patched.data["spec"]["a"], 2);
+    assert!(patched.data.get("status").is_none());
+}
+
+#[tokio::test]
+async fn status_applied_on_create_of_a_custom_resource_is_dropped() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    let mut with_status = task("t1", json!({}));
+    with_status.data["status"] = json!({ "phase": "Done" });
+    let created = api
+        .create(&PostParams::default(), &with_status)
+        .await
+        .expect("create");
+    assert!(created.data.get("status").is_none());
+}
+
+#[tokio::test]
+async fn generation_increments_on_spec_changes_only() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    api.create(&PostParams::default(), &task("t1", json!({ "a": 1 })))
+        .await
+        .expect("create");
+    let status = json!({ "status": { "phase": "Running" } });
+    let after_status = api
+        .patch_status("t1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("status");
+    let spec = json!({ "spec": { "a": 2 } });
+    let after_spec = api
+        .patch("t1", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .expect("spec");
+    assert_eq!(after_status.metadata.generation, Some(1));
+    assert_eq!(after_spec.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_on_a_custom_resource_is_unsupported() {
+    let server = server().await;
+    let api = tasks(&server.client());
+    api.create(&PostParams::default(), &task("t1", json!({})))
+        .await
+        .expect("create");
+    let patch = json!({ "spec": { "a": 1 } });
+    let status = api_error(
+        api.patch("t1", &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .expect_err("415"),
+    );
+    assert_eq!(status.code, 415);
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_merges_containers_by_name() {
+    let server = server().await;
+    let api: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "p" },
+        "spec": { "containers": [{ "name": "a", "image": "x" }, { "name": "b", "image": "y" }] },
+    }))
+    .expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let patch = json!({ "spec": { "containers": [{ "name": "b", "image": "z" }] } });
+    let patched = api
+        .patch("p", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .expect("patch");
+    let images: Vec<_> = patched
+        .spec
+        .unwrap_or_default()
+        .containers
+        .into_iter()
+        .map(|c| c.image.unwrap_or_default())
+        .collect();
+    assert_eq!(images, ["x", "z"]);
+}
+
+#[tokio::test]
+async fn delete_with_a_stale_resource_version_precondition_conflicts() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: Some("1".into()),
+            uid: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let status = api_error(api.delete("a", &params).await.expect_err("precondition"));
+    assert_eq!(status.code, 409);
+    assert!(api.get_opt("a").await.expect("get").is_some());
+}
+
+#[tokio::test]
+async fn delete_removes_the_object() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let outcome = api
+        .delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(
+        outcome.is_right(),
+        "deleted at once, reported with a Status"
+    );
+    assert!(api.get_opt("a").await.expect("get").is_none());
+}
+
+async fn owner_with_dependent(server: &FakeApiServer) -> (Api<DynamicObject>, Api<ConfigMap>) {
+    let client = server.client();
+    let tasks = tasks(&client);
+    let owner = tasks
+        .create(&PostParams::default(), &task("owner", json!({})))
+        .await
+        .expect("owner");
+    let mut dependent = config_map("dependent", json!({}));
+    dependent.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "ralph.dev/v1alpha1".into(),
+            kind: "Task".into(),
+            name: "owner".into(),
+            uid: owner.metadata.uid.clone().unwrap_or_default(),
+            ..Default::default()
+        },
+    ]);
+    let cms = config_maps(&client);
+    cms.create(&PostParams::default(), &dependent)
+        .await
+        .expect("dependent");
+    (tasks, cms)
+}
+
+#[tokio::test]
+async fn deleting_an_owner_deletes_its_dependents() {
+    let server = server().await;
+    let (tasks, cms) = owner_with_dependent(&server).await;
+    tasks
+        .delete("owner", &DeleteParams::default())
+        .await
+        .expect("delete owner");
+    assert!(cms.get_opt("dependent").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn orphan_propagation_keeps_dependents_without_the_reference() {
+    let server = server().await;
+    let (tasks, cms) = owner_with_dependent(&server).await;
+    tasks
+        .delete("owner", &DeleteParams::orphan())
+        .await
+        .expect("delete owner");
+    let dependent = cms.get("dependent").await.expect("dependent kept");
+    assert!(
+        dependent
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_objects() {
+    let server = server().await;
+    let client = server.client();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({ "metadata": { "name": "doomed" } })).expect("ns");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client, "doomed");
+    create_cms(&cms, &[("a", json!({}))]).await;
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    assert!(cms.get_opt("a").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let mut cm = config_map("a", json!({}));
+    cm.metadata.finalizers = Some(vec!["ralph.dev/test".into()]);
+    api.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let pending = api
+        .delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let marked = api.get("a").await.expect("still there");
+    let clear = json!({ "metadata": { "finalizers": null } });
+    api.patch("a", &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .expect("remove finalizer");
+    assert!(pending.is_left());
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(api.get_opt("a").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn bound_pod_deletion_waits_for_a_zero_grace_delete() {
+    let server = server().await;
+    let api: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "p" },
+        "spec": { "nodeName": "node-1", "containers": [{ "name": "a", "image": "x" }] },
+    }))
+    .expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    api.delete("p", &DeleteParams::default())
+        .await
+        .expect("graceful delete");
+    let terminating = api.get("p").await.expect("still there");
+    api.delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("kubelet confirms");
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    assert!(api.get_opt("p").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn unbound_pod_is_deleted_at_once() {
+    let server = server().await;
+    let api: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "p" },
+        "spec": { "containers": [{ "name": "a", "image": "x" }] },
+    }))
+    .expect("pod");
+    let created = api
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    api.delete("p", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert_eq!(
+        created.status.and_then(|s| s.phase).as_deref(),
+        Some("Pending")
+    );
+    assert!(api.get_opt("p").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn watcher_sees_creation_change_and_deletion() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    while !matches!(
+        events
+            .try_next()
+            .await
+            .expect("watch event")
+            .expect("stream open"),
+        watcher::Event::InitDone
+    ) {}
+    let mut seen = Vec::new();
+    create_cms(&api, &[("a", json!({}))]).await;
+    let patch = json!({ "data": { "k": "w" } });
+    api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    while seen.len() < 3 {
+        match events
+            .try_next()
+            .await
+            .expect("watch event")
+            .expect("stream open")
+        {
+            watcher::Event::Apply(cm) => {
+                seen.push(format!("apply {}", cm.data.unwrap_or_default()["k"]))
+            }
+            watcher::Event::Delete(_) => seen.push("delete".to_owned()),
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["apply v", "apply w", "delete"]);
+}
+
+#[tokio::test]
+async fn streaming_list_watcher_sees_existing_objects() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
+    let mut events = watcher(api, watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match events
+            .try_next()
+            .await
+            .expect("watch event")
+            .expect("stream open")
+        {
+            watcher::Event::InitApply(cm) => initial.push(cm.metadata.name.unwrap_or_default()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, ["a", "b"]);
+}
+
+#[tokio::test]
+async fn watch_from_a_resource_version_replays_later_changes() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let from = server.resource_version().to_string();
+    create_cms(&api, &[("b", json!({}))]).await;
+    let mut stream = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    let first = stream.try_next().await.expect("event").expect("open");
+    let WatchEvent::Added(cm) = first else {
+        panic!("expected ADDED, got {first:?}");
+    };
+    assert_eq!(cm.metadata.name.as_deref(), Some("b"));
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_resource_version_gets_410_gone() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({}))]).await;
+    let old = server.resource_version().to_string();
+    create_cms(&api, &[("b", json!({}))]).await;
+    server.compact();
+    let mut stream = api
+        .watch(&WatchParams::default(), &old)
+        .await
+        .expect("watch")
+        .boxed();
+    let event = stream.try_next().await.expect("event").expect("open");
+    let WatchEvent::Error(status) = event else {
+        panic!("expected an ERROR event, got {event:?}");
+    };
+    assert_eq!(status.code, 410);
+}
+
+#[tokio::test]
+async fn label_selected_watch_reports_an_object_leaving_the_selection_as_deleted() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    create_cms(&api, &[("a", json!({ "app": "x" }))]).await;
+    let from = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=x"), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    let relabel = json!({ "metadata": { "labels": { "app": "y" } } });
+    api.patch("a", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("relabel");
+    let event = stream.try_next().await.expect("event").expect("open");
+    assert!(matches!(event, WatchEvent::Deleted(_)), "{event:?}");
+}
+
+#[tokio::test]
+async fn watch_with_bookmarks_receives_bookmarks() {
+    let server = FakeApiServer::builder()
+        .bookmark_interval(Duration::from_millis(20))
+        .start()
+        .await
+        .expect("server");
+    let api = config_maps(&server.client());
+    let from = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    let event = stream.try_next().await.expect("event").expect("open");
+    let WatchEvent::Bookmark(bookmark) = event else {
+        panic!("expected a BOOKMARK, got {event:?}");
+    };
+    assert_eq!(bookmark.metadata.resource_version, from);
+}
+
+#[tokio::test]
+async fn injected_fault_fails_the_next_matching_requests_only() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    server.fail_next(
+        1,
+        |r| r.verb == Verb::Create,
+        ApiError::new(500, "InternalError", "injected"),
+    );
+    let first = api
+        .create(&PostParams::default(), &config_map("a", json!({})))
+        .await;
+    let second = api
+        .create(&PostParams::default(), &config_map("a", json!({})))
+        .await;
+    assert_eq!(api_error(first.expect_err("injected")).code, 500);
+    assert!(second.is_ok());
+}
+
+#[tokio::test]
+async fn request_log_counts_writes_by_verb_and_resource() {
+    let server = server().await;
+    let api: Api<Lease> = Api::default_namespaced(server.client());
+    let lease: Lease =
+        serde_json::from_value(json!({ "metadata": { "name": "l" } })).expect("lease");
+    api.create(&PostParams::default(), &lease)
+        .await
+        .expect("create");
+    api.get("l").await.expect("get");
+    api.delete("l", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let lease_writes = server.count_requests(|r| r.resource == "leases" && r.verb.is_write());
+    assert_eq!(lease_writes, 2);
+    assert_eq!(server.write_count(), 2);
+}
+
+#[tokio::test]
+async fn created_crd_makes_its_type_served() {
+    let server = server().await;
+    let client = server.client();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let crd = serde_json::from_value(json!({
+        "metadata": { "name": "widgets.example.com" },
+        "spec": {
+            "group": "example.com",
+            "names": { "plural": "widgets", "kind": "Widget" },
+            "scope": "Namespaced",
+            "versions": [{ "name": "v1", "served": true, "storage": true, "schema": { "openAPIV3Schema": { "type": "object" } } }],
+        },
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let widgets: Api<DynamicObject> =
+        Api::default_namespaced_with(client, &ApiResource::from_gvk_with_plural(&gvk, "widgets"));
+    let widget = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": { "name": "w" },
+    }))
+    .expect("widget");
+    widgets
+        .create(&PostParams::default(), &widget)
+        .await
+        .expect("create widget");
+    assert!(widgets.get_opt("w").await.expect("get").is_some());
+}
+
+#[tokio::test]
+async fn version_endpoint_reports_the_configured_version() {
+    let server = FakeApiServer::builder()
+        .server_version(1, 28)
+        .start()
+        .await
+        .expect("server");
+    let info = server.client().apiserver_version().await.expect("version");
+    assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "28"));
+}
+
+#[tokio::test]
+async fn event_recorder_publishes_events() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let server = server().await;
+    let client = server.client();
+    let owner = tasks(&client)
+        .create(&PostParams::default(), &task("t1", json!({})))
+        .await
+        .expect("task");
+    let recorder = Recorder::new(client.clone(), Reporter::from("test"));
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Claimed".into(),
+        note: Some("claimed".into()),
+        action: "Claim".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&owner, &tasks_resource());
+    recorder
+        .publish(&event, &reference)
+        .await
+        .expect("first publish");
+    recorder
+        .publish(&event, &reference)
+        .await
+        .expect("repeat publish patches the series");
+    assert_eq!(
+        server.object_count("events.k8s.io", "events", Some("default")),
+        1
+    );
+}
+
+fn tasks_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("ralph.dev", "v1alpha1", "Task"),
+        "tasks",
+    )
+}
+
+#[tokio::test]
+async fn binding_assigns_a_pod_to_a_node_once() {
+    let server = server().await;
+    let api: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "p" },
+        "spec": { "containers": [{ "name": "a", "image": "x" }] },
+    }))
+    .expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": { "name": "p" },
+        "target": { "apiVersion": "v1", "kind": "Node", "name": "node-1" },
+    });
+    api.create_subresource::<_, kube::core::Status>(
+        "binding",
+        "p",
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .expect("bind");
+    let again = api
+        .create_subresource::<_, kube::core::Status>(
+            "binding",
+            "p",
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .expect_err("already bound");
+    let bound = api.get("p").await.expect("get");
+    assert_eq!(
+        bound.spec.and_then(|s| s.node_name).as_deref(),
+        Some("node-1")
+    );
+    assert_eq!(api_error(again).code, 409);
+}

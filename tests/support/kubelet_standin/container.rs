@@ -1,0 +1,390 @@
+//! Mode B: a Pod's container run as a local process. Volumes become directories under the
+//! Pod's directory (ConfigMaps and Secrets written out as files, a PersistentVolumeClaim
+//! shared between Pods), paths in the command line, working directory and environment are
+//! rewritten onto them, and the in-Pod `ralph` binary is replaced by the local one.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, Pod, Secret, Volume};
+use kube::{Api, Client};
+
+use super::status::argv;
+
+/// What went wrong preparing a container.
+#[derive(Debug)]
+pub enum PrepareError {
+    /// A referenced ConfigMap/Secret (or key) is missing after waiting for it.
+    Missing(String),
+    /// The container has no command (the stand-in cannot run an image's entrypoint).
+    NoCommand(String),
+    /// Creating directories or files failed.
+    Io(std::io::Error),
+    /// An API call failed.
+    Api(kube::Error),
+}
+
+impl std::fmt::Display for PrepareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing(what) => write!(f, "{what} not found"),
+            Self::NoCommand(name) => write!(
+                f,
+                "container {name:?} has no command; the kubelet stand-in cannot run an image entrypoint"
+            ),
+            Self::Io(e) => write!(f, "preparing the container's files: {e}"),
+            Self::Api(e) => write!(f, "reading the Pod's ConfigMaps/Secrets: {e}"),
+        }
+    }
+}
+
+impl From<std::io::Error> for PrepareError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// Where things of one node live.
+#[derive(Debug, Clone)]
+pub struct NodeLayout {
+    /// Root of the Pods' directories.
+    pub root: PathBuf,
+    /// The local `ralph` binary that replaces `in_pod_ralph`.
+    pub ralph_binary: PathBuf,
+    /// Path of the `ralph` binary inside the Pod (the init container copies it there).
+    pub in_pod_ralph: String,
+}
+
+/// Container paths mapped onto host paths (longest container path first).
+#[derive(Debug, Clone, Default)]
+pub struct PathMap(Vec<(String, PathBuf)>);
+
+impl PathMap {
+    fn add(&mut self, in_pod: &str, host: PathBuf) {
+        self.0.push((in_pod.trim_end_matches('/').to_owned(), host));
+        self.0.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    }
+
+    /// The host path of an in-Pod path, when it lies under a mapped path.
+    pub fn host_path(&self, in_pod: &str) -> Option<PathBuf> {
+        self.0.iter().find_map(|(prefix, host)| {
+            if in_pod == prefix {
+                Some(host.clone())
+            } else {
+                in_pod
+                    .strip_prefix(prefix.as_str())
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    .map(|rest| host.join(rest))
+            }
+        })
+    }
+
+    /// Rewrites an argument or value: an in-Pod path, or `--flag=/in/pod/path`.
+    pub fn rewrite(&self, arg: &str) -> String {
+        if let Some(host) = self.host_path(arg) {
+            return host.display().to_string();
+        }
+        if let Some((flag, value)) = arg.split_once('=')
+            && let Some(host) = self.host_path(value)
+        {
+            return format!("{flag}={}", host.display());
+        }
+        arg.to_owned()
+    }
+}
+
+/// A container ready to start: rewritten command line, environment and directories.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Container name.
+    pub name: String,
+    /// Program and arguments, rewritten.
+    pub argv: Vec<String>,
+    /// Extra environment on top of the test process's.
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Host file standing for the termination message path.
+    pub termination_log: PathBuf,
+    /// `FallbackToLogsOnError` termination message policy.
+    pub fallback_to_logs: bool,
+    /// Host file receiving stdout and stderr.
+    pub log: PathBuf,
+    /// The Pod's mounts, for callers asking where an in-Pod path is.
+    pub paths: PathMap,
+}
+
+const WAIT_FOR_REFERENCE: Duration = Duration::from_millis(100);
+const REFERENCE_ATTEMPTS: u32 = 100;
+
+/// Writes out the Pod's volumes under `pod_dir` and returns their host directories.
+pub async fn prepare_volumes(
+    client: &Client,
+    layout: &NodeLayout,
+    pod: &Pod,
+    pod_dir: &Path,
+) -> Result<BTreeMap<String, PathBuf>, PrepareError> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut dirs = BTreeMap::new();
+    for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let dir = volume_dir(layout, &namespace, pod_dir, volume);
+        std::fs::create_dir_all(&dir)?;
+        if let Some(source) = &volume.config_map {
+            let data = config_map_data(client, &namespace, &source.name).await?;
+            write_items(
+                &dir,
+                &data,
+                source.items.iter().flatten().map(|i| (&i.key, &i.path)),
+            )?;
+        }
+        if let Some(source) = &volume.secret {
+            let name = source.secret_name.clone().unwrap_or_default();
+            let data = secret_data(client, &namespace, &name).await?;
+            write_items(
+                &dir,
+                &data,
+                source.items.iter().flatten().map(|i| (&i.key, &i.path)),
+            )?;
+        }
+        if let Some(projected) = &volume.projected {
+            for source in projected.sources.iter().flatten() {
+                if let Some(token) = &source.service_account_token {
+                    std::fs::write(dir.join(&token.path), "kubelet-standin-token")?;
+                }
+            }
+        }
+        dirs.insert(volume.name.clone(), dir);
+    }
+    Ok(dirs)
+}
+
+fn volume_dir(layout: &NodeLayout, namespace: &str, pod_dir: &Path, volume: &Volume) -> PathBuf {
+    match &volume.persistent_volume_claim {
+        Some(claim) => layout
+            .root
+            .join("claims")
+            .join(namespace)
+            .join(&claim.claim_name),
+        None => pod_dir.join("volumes").join(&volume.name),
+    }
+}
+
+fn write_items<'a>(
+    dir: &Path,
+    data: &BTreeMap<String, Vec<u8>>,
+    items: impl Iterator<Item = (&'a String, &'a String)>,
+) -> Result<(), PrepareError> {
+    let items: Vec<_> = items.collect();
+    let selected: Vec<(String, String)> = if items.is_empty() {
+        data.keys().map(|k| (k.clone(), k.clone())).collect()
+    } else {
+        items
+            .into_iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect()
+    };
+    for (key, path) in selected {
+        let content = data
+            .get(&key)
+            .ok_or_else(|| PrepareError::Missing(format!("key {key:?}")))?;
+        let target = dir.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(target, content)?;
+    }
+    Ok(())
+}
+
+/// Reads a referenced object, waiting a while for it (the kubelet retries too).
+async fn wait_for<K>(api: &Api<K>, name: &str, what: &str) -> Result<K, PrepareError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..REFERENCE_ATTEMPTS {
+        match api.get_opt(name).await {
+            Ok(Some(object)) => return Ok(object),
+            Ok(None) => tokio::time::sleep(WAIT_FOR_REFERENCE).await,
+            Err(e) => return Err(PrepareError::Api(e)),
+        }
+    }
+    Err(PrepareError::Missing(format!("{what} {name:?}")))
+}
+
+async fn config_map_data(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, PrepareError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = wait_for(&api, name, "ConfigMap").await?;
+    let mut data: BTreeMap<String, Vec<u8>> = cm
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.into_bytes()))
+        .collect();
+    data.extend(
+        cm.binary_data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0)),
+    );
+    Ok(data)
+}
+
+async fn secret_data(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, PrepareError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = wait_for(&api, name, "Secret").await?;
+    let mut data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    data.extend(
+        secret
+            .string_data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes())),
+    );
+    Ok(data)
+}
+
+/// Prepares one container of the Pod: its mounts, command line, environment.
+pub async fn prepare_container(
+    client: &Client,
+    layout: &NodeLayout,
+    pod: &Pod,
+    container: &Container,
+    volumes: &BTreeMap<String, PathBuf>,
+    pod_dir: &Path,
+) -> Result<Prepared, PrepareError> {
+    let mut paths = PathMap::default();
+    for mount in container.volume_mounts.iter().flatten() {
+        if let Some(dir) = volumes.get(&mount.name) {
+            let host = match mount.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                Some(sub) => dir.join(sub),
+                None => dir.clone(),
+            };
+            paths.add(&mount.mount_path, host);
+        }
+    }
+    let termination_path = container
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| "/dev/termination-log".into());
+    let termination_log = pod_dir.join(format!("{}.termination-log", container.name));
+    std::fs::write(&termination_log, "")?;
+    paths.add(&termination_path, termination_log.clone());
+    paths.add(&layout.in_pod_ralph, layout.ralph_binary.clone());
+
+    let argv: Vec<String> = argv(container).iter().map(|a| paths.rewrite(a)).collect();
+    if argv.is_empty() {
+        return Err(PrepareError::NoCommand(container.name.clone()));
+    }
+    let cwd = container
+        .working_dir
+        .as_deref()
+        .and_then(|w| paths.host_path(w))
+        .unwrap_or_else(|| pod_dir.to_path_buf());
+    std::fs::create_dir_all(&cwd)?;
+    let env = environment(client, pod, container, &paths).await?;
+    Ok(Prepared {
+        name: container.name.clone(),
+        argv,
+        env,
+        cwd,
+        termination_log,
+        fallback_to_logs: container.termination_message_policy.as_deref()
+            == Some("FallbackToLogsOnError"),
+        log: pod_dir.join(format!("{}.log", container.name)),
+        paths,
+    })
+}
+
+async fn environment(
+    client: &Client,
+    pod: &Pod,
+    container: &Container,
+    paths: &PathMap,
+) -> Result<Vec<(String, String)>, PrepareError> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut env = vec![(
+        "HOSTNAME".to_owned(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )];
+    for source in container.env_from.iter().flatten() {
+        let prefix = source.prefix.clone().unwrap_or_default();
+        let data = match (&source.config_map_ref, &source.secret_ref) {
+            (Some(cm), _) => config_map_data(client, &namespace, &cm.name).await?,
+            (_, Some(secret)) => secret_data(client, &namespace, &secret.name).await?,
+            _ => BTreeMap::new(),
+        };
+        env.extend(data.into_iter().map(|(k, v)| {
+            (
+                format!("{prefix}{k}"),
+                String::from_utf8_lossy(&v).into_owned(),
+            )
+        }));
+    }
+    for var in container.env.iter().flatten() {
+        let value = env_value(client, &namespace, pod, var).await?;
+        env.push((var.name.clone(), paths.rewrite(&value)));
+    }
+    Ok(env)
+}
+
+async fn env_value(
+    client: &Client,
+    namespace: &str,
+    pod: &Pod,
+    var: &EnvVar,
+) -> Result<String, PrepareError> {
+    let Some(from) = &var.value_from else {
+        return Ok(var.value.clone().unwrap_or_default());
+    };
+    if let Some(key) = &from.config_map_key_ref {
+        let data = config_map_data(client, namespace, &key.name).await?;
+        return lookup(&data, &key.key, &key.name);
+    }
+    if let Some(key) = &from.secret_key_ref {
+        let data = secret_data(client, namespace, &key.name).await?;
+        return lookup(&data, &key.key, &key.name);
+    }
+    if let Some(field) = &from.field_ref {
+        let value = match field.field_path.as_str() {
+            "metadata.name" => pod.metadata.name.clone(),
+            "metadata.namespace" => pod.metadata.namespace.clone(),
+            "metadata.uid" => pod.metadata.uid.clone(),
+            "spec.nodeName" => pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            "spec.serviceAccountName" => pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.service_account_name.clone()),
+            "status.podIP" | "status.hostIP" => Some("127.0.0.1".into()),
+            path => path
+                .strip_prefix("metadata.labels['")
+                .and_then(|rest| rest.strip_suffix("']"))
+                .and_then(|label| pod.metadata.labels.as_ref()?.get(label).cloned()),
+        };
+        return Ok(value.unwrap_or_default());
+    }
+    Ok(String::new())
+}
+
+fn lookup(
+    data: &BTreeMap<String, Vec<u8>>,
+    key: &str,
+    object: &str,
+) -> Result<String, PrepareError> {
+    data.get(key)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .ok_or_else(|| PrepareError::Missing(format!("key {key:?} in {object:?}")))
+}

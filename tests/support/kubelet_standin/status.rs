@@ -1,0 +1,222 @@
+//! Pod status documents as a kubelet writes them (pure: time passed in).
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::{Value, json};
+
+/// The kubelet's limit on a termination message.
+pub const TERMINATION_MESSAGE_MAX_BYTES: usize = 4096;
+
+/// How a container ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Termination {
+    /// Exit code (128 + signal for a signal death).
+    pub exit_code: i32,
+    /// `Completed`, `Error`, `OOMKilled`, ...
+    pub reason: String,
+    /// The termination message (the runner's result document), if any.
+    pub message: Option<String>,
+}
+
+impl Termination {
+    /// Exit 0 with `message` (a runner result) as the termination message.
+    pub fn completed(message: impl Into<String>) -> Self {
+        Self {
+            exit_code: 0,
+            reason: "Completed".into(),
+            message: Some(message.into()),
+        }
+    }
+
+    /// A non-zero exit with an optional termination message.
+    pub fn error(exit_code: i32, message: Option<String>) -> Self {
+        Self {
+            exit_code,
+            reason: "Error".into(),
+            message,
+        }
+    }
+
+    /// Killed by the kernel for exceeding its memory limit: no message.
+    pub fn oom_killed() -> Self {
+        Self {
+            exit_code: 137,
+            reason: "OOMKilled".into(),
+            message: None,
+        }
+    }
+
+    /// The Pod phase this termination of the agent container leads to.
+    pub fn phase(&self) -> &'static str {
+        if self.exit_code == 0 {
+            "Succeeded"
+        } else {
+            "Failed"
+        }
+    }
+}
+
+/// The full command line of a container: `command` followed by `args`.
+pub fn argv(container: &Container) -> Vec<String> {
+    container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .cloned()
+        .collect()
+}
+
+/// Whether the container runs `ralph <subcommand>`.
+pub fn runs_ralph(container: &Container, subcommand: &str) -> bool {
+    let argv = argv(container);
+    argv.first()
+        .is_some_and(|p| p.ends_with("/ralph") || p == "ralph")
+        && argv.get(1).is_some_and(|s| s == subcommand)
+}
+
+/// The agent container: the one running `ralph runner`, else the first container.
+pub fn agent_container(pod: &Pod) -> Option<&Container> {
+    let containers = &pod.spec.as_ref()?.containers;
+    containers
+        .iter()
+        .find(|c| runs_ralph(c, "runner"))
+        .or_else(|| containers.first())
+}
+
+/// Init containers that keep running next to the main containers (native sidecars).
+pub fn is_native_sidecar(container: &Container) -> bool {
+    container.restart_policy.as_deref() == Some("Always")
+}
+
+fn truncate(message: &str) -> String {
+    let mut end = message.len().min(TERMINATION_MESSAGE_MAX_BYTES);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_owned()
+}
+
+fn container_status(container: &Container, state: Value, ready: bool) -> Value {
+    json!({
+        "name": container.name,
+        "image": container.image.clone().unwrap_or_default(),
+        "imageID": "",
+        "containerID": format!("standin://{}", container.name),
+        "ready": ready,
+        "started": ready,
+        "restartCount": 0,
+        "state": state,
+    })
+}
+
+fn condition(kind: &str, status: bool, now: &str) -> Value {
+    json!({
+        "type": kind,
+        "status": if status { "True" } else { "False" },
+        "lastTransitionTime": now,
+    })
+}
+
+/// Status of a Pod whose containers all run.
+pub fn running(pod: &Pod, now: &str) -> Value {
+    let Some(spec) = pod.spec.as_ref() else {
+        return json!({ "phase": "Running" });
+    };
+    let running = json!({ "running": { "startedAt": now } });
+    let completed = json!({ "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now } });
+    let init: Vec<Value> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| {
+            if is_native_sidecar(c) {
+                container_status(c, running.clone(), true)
+            } else {
+                container_status(c, completed.clone(), false)
+            }
+        })
+        .collect();
+    let main: Vec<Value> = spec
+        .containers
+        .iter()
+        .map(|c| container_status(c, running.clone(), true))
+        .collect();
+    json!({
+        "phase": "Running",
+        "startTime": now,
+        "hostIP": "127.0.0.1",
+        "podIP": "127.0.0.1",
+        "conditions": [
+            condition("PodScheduled", true, now),
+            condition("Initialized", true, now),
+            condition("ContainersReady", true, now),
+            condition("Ready", true, now),
+        ],
+        "initContainerStatuses": init,
+        "containerStatuses": main,
+    })
+}
+
+/// Status of a Pod whose agent container ended with `agent`; every other container is
+/// reported terminated with exit 0 (sidecars are stopped once the agent is done).
+pub fn terminated(pod: &Pod, agent: &Termination, started_at: &str, now: &str) -> Value {
+    let Some(spec) = pod.spec.as_ref() else {
+        return json!({ "phase": agent.phase() });
+    };
+    let agent_name = agent_container(pod).map(|c| c.name.clone());
+    let state = |t: &Termination| {
+        let mut terminated = json!({
+            "exitCode": t.exit_code,
+            "reason": t.reason,
+            "startedAt": started_at,
+            "finishedAt": now,
+        });
+        if let Some(message) = t.message.as_deref().filter(|m| !m.is_empty()) {
+            terminated["message"] = truncate(message).into();
+        }
+        json!({ "terminated": terminated })
+    };
+    let other = Termination {
+        exit_code: 0,
+        reason: "Completed".into(),
+        message: None,
+    };
+    let init: Vec<Value> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| container_status(c, state(&other), false))
+        .collect();
+    let main: Vec<Value> = spec
+        .containers
+        .iter()
+        .map(|c| {
+            let t = if Some(&c.name) == agent_name.as_ref() {
+                agent
+            } else {
+                &other
+            };
+            container_status(c, state(t), false)
+        })
+        .collect();
+    json!({
+        "phase": agent.phase(),
+        "conditions": [
+            condition("PodScheduled", true, now),
+            condition("Initialized", true, now),
+            condition("ContainersReady", false, now),
+            condition("Ready", false, now),
+        ],
+        "initContainerStatuses": init,
+        "containerStatuses": main,
+    })
+}
+
+/// Status of a Pod the kubelet evicted (node pressure): phase Failed, reason Evicted, the
+/// containers killed without a termination message.
+pub fn evicted(pod: &Pod, message: &str, started_at: &str, now: &str) -> Value {
+    let mut status = terminated(pod, &Termination::error(137, None), started_at, now);
+    status["reason"] = "Evicted".into();
+    status["message"] = message.into();
+    status
+}
