@@ -28,6 +28,8 @@ const RESYNC: Duration = Duration::from_secs(300);
 const CONCURRENT_TASK_APPLIES: usize = 16;
 /// Retry delay after a failed reconcile.
 const ERROR_RETRY: Duration = Duration::from_secs(5);
+/// Retry delay after a write found the cache stale.
+const STALE_RETRY: Duration = Duration::from_millis(200);
 
 /// Why a Feature reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -56,8 +58,25 @@ pub async fn reconcile(
 
 /// After a failed reconcile: log, retry soon.
 pub fn error_policy(feature: Arc<Feature>, error: &ReconcileError, _ctx: Arc<Context>) -> Requeue {
+    if error.is_stale_cache() {
+        tracing::debug!(feature = %feature.name_any(), %error, "cache behind a write; retrying");
+        return Requeue::requeue(STALE_RETRY);
+    }
     tracing::warn!(feature = %feature.name_any(), %error, "reconcile failed");
     Requeue::requeue(ERROR_RETRY)
+}
+
+impl ReconcileError {
+    /// True for a resourceVersion conflict: the cache had not caught up with an earlier
+    /// write yet, nothing is wrong.
+    pub fn is_stale_cache(&self) -> bool {
+        match self {
+            ReconcileError::Call(error) | ReconcileError::Task(TaskError::Call(error)) => {
+                error.is_conflict()
+            }
+            _ => false,
+        }
+    }
 }
 
 async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, ReconcileError> {
