@@ -37,6 +37,11 @@ const RALPH: &str = "/ralph/bin/ralph";
 const PROMPT_DIR: &str = "/ralph/prompt";
 const RUN_DIR: &str = "/ralph/run";
 const HEARTBEAT: &str = "/ralph/run/heartbeat";
+/// In containers of the ralph image, `/ralph` is the binary itself: its volumes mount elsewhere.
+const INSTALL_DIR: &str = "/install";
+const INSTALL_TARGET: &str = "/install/ralph";
+const SIDECAR_RUN_DIR: &str = "/ralph-run";
+const SIDECAR_HEARTBEAT: &str = "/ralph-run/heartbeat";
 const WORKSPACE: &str = "/workspace";
 const HOME: &str = "/home/agent";
 const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -192,8 +197,8 @@ fn install_container(settings: &PodSettings) -> Container {
     Container {
         name: "install-ralph".to_owned(),
         image: Some(settings.ralph_image.clone()),
-        args: Some(strings(["install", "--to", RALPH])),
-        volume_mounts: Some(vec![mount("ralph-bin", BIN_DIR, false)]),
+        args: Some(strings(["install", "--to", INSTALL_TARGET])),
+        volume_mounts: Some(vec![mount("ralph-bin", INSTALL_DIR, false)]),
         security_context: Some(restricted()),
         resources: Some(small_resources()),
         ..Container::default()
@@ -260,7 +265,7 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
         "--holder",
         input.attempt_id,
         "--heartbeat-file",
-        HEARTBEAT,
+        SIDECAR_HEARTBEAT,
         "--heartbeat-max-age",
         &format!("{max_age}s"),
     ]);
@@ -279,7 +284,7 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
         security_context: Some(restricted()),
         resources: Some(small_resources()),
         volume_mounts: Some(vec![
-            mount("run", RUN_DIR, true),
+            mount("run", SIDECAR_RUN_DIR, true),
             mount("token", TOKEN_DIR, true),
         ]),
         ..Container::default()

@@ -128,9 +128,10 @@ fn init_container_installs_ralph_from_the_controller_image() {
     assert_eq!(first.image.as_deref(), Some("ghcr.io/ralph/ralph:0.1"));
     assert_eq!(
         first.args,
-        Some(strings(["install", "--to", "/ralph/bin/ralph"]))
+        Some(strings(["install", "--to", "/install/ralph"]))
     );
-    assert_eq!(mounts(first), vec![("ralph-bin", "/ralph/bin")]);
+    // `/ralph` is the binary in the ralph image, so the volume mounts beside it.
+    assert_eq!(mounts(first), vec![("ralph-bin", "/install")]);
 }
 
 #[test]
@@ -165,6 +166,15 @@ fn agent_container_runs_the_runner_around_the_agent_command() {
         ]))
     );
     assert_eq!(agent.termination_message_policy.as_deref(), Some("File"));
+}
+
+#[test]
+fn sidecar_reads_the_heartbeat_from_the_volume_the_runner_writes() {
+    let pod = build(SidecarMode::Native);
+    let sidecar = container(&pod, SIDECAR_CONTAINER);
+    let agent = container(&pod, AGENT_CONTAINER);
+    assert!(mounts(sidecar).contains(&("run", "/ralph-run")));
+    assert!(mounts(agent).contains(&("run", "/ralph/run")));
 }
 
 #[test]
@@ -276,7 +286,7 @@ fn native_sidecar_is_an_always_restarting_init_container_holding_the_token() {
             "--holder",
             "hello-build-a2",
             "--heartbeat-file",
-            "/ralph/run/heartbeat",
+            "/ralph-run/heartbeat",
             "--heartbeat-max-age",
             "660s",
         ]))
