@@ -130,6 +130,9 @@ pub async fn apply(
                 }
             }
             Action::Ingest(end) => {
+                if cache_is_behind(&leases, plan, end, &namespace, ctx).await? {
+                    return Ok(());
+                }
                 ingest(scope, plan, end, effects).await?;
                 ctx.slots.give_back(&key);
                 status_written = true;
@@ -157,6 +160,43 @@ pub async fn apply(
         write_status(ctx, task, &status::with_phase(task, phase)).await?;
     }
     Ok(())
+}
+
+/// A lost claim or a vanished run is destructive to act on, and the caches of Tasks,
+/// Leases and Pods are filled by separate watches: confirm with a live read that the
+/// Lease (or Pod) is really gone or taken before ingesting such an end.
+async fn cache_is_behind(
+    leases: &Leases,
+    plan: &TaskPlan,
+    end: &AttemptEnd,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<bool, TaskError> {
+    let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) else {
+        return Ok(false);
+    };
+    let id = attempt_id(&plan.view.name, number);
+    match end {
+        AttemptEnd::ClaimLost { .. } => {
+            let now = crate::controller::status::time(jiff::Timestamp::now().as_millisecond()).0;
+            let live = leases.get(&plan.view.name).await?;
+            Ok(live.is_some_and(|lease| {
+                super::claim::holder(&lease) == Some(id.as_str())
+                    && !super::claim::is_expired(&lease, now)
+            }))
+        }
+        AttemptEnd::NoResult { .. } if plan.run == crate::engine::lifecycle::RunView::Missing => {
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            let live = bounded(
+                ctx.api_timeout,
+                format!("get Pod {namespace}/{id}"),
+                pods.get_opt(&id),
+            )
+            .await?;
+            Ok(live.is_some())
+        }
+        _ => Ok(false),
+    }
 }
 
 fn malformed(task: &str, problem: &'static str) -> TaskError {
