@@ -1,12 +1,117 @@
-//! `ralph controller`.
+//! `ralph controller`: runs the Kubernetes controller.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::controller::leader::ElectionConfig;
+use crate::controller::{ControllerConfig, NativeSidecars, RunError};
 
 /// Options of `ralph controller`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Namespace to watch, or `all`.
+    #[arg(long, env = "RALPH_NAMESPACE", default_value = "all")]
+    pub namespace: String,
+    /// Image holding the `ralph` binary, put into every agent Pod (normally this
+    /// controller's own image).
+    #[arg(long, env = "RALPH_IMAGE")]
+    pub ralph_image: String,
+    /// Service account of agent Pods (only their claim-renewing sidecar gets its token).
+    #[arg(
+        long,
+        env = "RALPH_AGENT_SERVICE_ACCOUNT",
+        default_value = "ralph-agent"
+    )]
+    pub agent_service_account: String,
+    /// Namespace of the leader-election Lease (default: the controller's own namespace,
+    /// from POD_NAMESPACE).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Run without leader election (only safe with a single replica).
+    #[arg(long)]
+    pub no_leader_election: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "ralph-controller-leader")]
+    pub leader_lease: String,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Most attempts running at once over all features.
+    #[arg(long, default_value_t = 100)]
+    pub max_concurrent_attempts: usize,
+    /// Native sidecars for agent Pods: auto (Kubernetes ≥ 1.29), true or false.
+    #[arg(long, default_value = "auto", value_parser = parse_native)]
+    pub native_sidecars: NativeSidecars,
+    /// Limit of every Kubernetes API call.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub api_timeout: Duration,
+}
+
+fn parse_native(value: &str) -> Result<NativeSidecars, String> {
+    match value {
+        "auto" => Ok(NativeSidecars::Auto),
+        "true" => Ok(NativeSidecars::Always),
+        "false" => Ok(NativeSidecars::Never),
+        other => Err(format!("`{other}` is not auto, true or false")),
+    }
+}
 
 /// Runs `ralph controller`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ralph controller` is not built yet")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot configure the Kubernetes client (kubeconfig or in-cluster)")?;
+    let instance = std::env::var("POD_NAME")
+        .unwrap_or_else(|_| format!("ralph-controller-{}", std::process::id()));
+    let leader_election = if args.no_leader_election {
+        None
+    } else {
+        let namespace = args.lease_namespace.clone().context(
+            "leader election needs --lease-namespace (or POD_NAMESPACE); \
+             pass --no-leader-election to run a single replica without it",
+        )?;
+        Some((
+            namespace,
+            ElectionConfig {
+                lease: args.leader_lease.clone(),
+                identity: instance.clone(),
+                duration_seconds: 15,
+            },
+        ))
+    };
+    let config = ControllerConfig {
+        namespace: Some(args.namespace).filter(|ns| ns != "all"),
+        ralph_image: args.ralph_image,
+        agent_service_account: args.agent_service_account,
+        native_sidecars: args.native_sidecars,
+        max_concurrent_attempts: args.max_concurrent_attempts,
+        api_timeout: args.api_timeout,
+        leader_election,
+        metrics_addr: Some(args.metrics_addr),
+        instance,
+    };
+    match crate::controller::run(client, config, crate::controller::shutdown::signal()).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(RunError::LeadershipLost) => {
+            tracing::error!("leadership lost; exiting so a fresh replica can take over");
+            Ok(ExitCode::from(1))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_sidecars_flag_accepts_auto_true_false_only() {
+        assert_eq!(parse_native("auto"), Ok(NativeSidecars::Auto));
+        assert_eq!(parse_native("true"), Ok(NativeSidecars::Always));
+        assert_eq!(parse_native("false"), Ok(NativeSidecars::Never));
+        assert!(parse_native("yes").is_err());
+    }
 }

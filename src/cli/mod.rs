@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod controller;
 pub mod crds;
+pub mod install;
 pub mod run;
 pub mod runner;
 pub mod sidecar;
@@ -52,6 +53,8 @@ pub enum Command {
     Controller(controller::Args),
     /// Renew an attempt's claim Lease while the runner's heartbeat is fresh (agent Pod sidecar).
     Sidecar(sidecar::Args),
+    /// Copy this binary to a path (agent Pod init container).
+    Install(install::Args),
 }
 
 /// Runs one parsed subcommand; the exit code is the subcommand's documented outcome.
@@ -66,6 +69,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Agent(command) => agent::run(command).await,
         Command::Controller(args) => controller::run(args).await,
         Command::Sidecar(args) => sidecar::run(args).await,
+        Command::Install(args) => install::run(args).await,
     }
 }
 

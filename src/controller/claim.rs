@@ -3,6 +3,7 @@
 //! expired Lease is taken over by replace with a resourceVersion precondition, renewals
 //! check the holder first (fencing), release deletes with a precondition.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -25,6 +26,8 @@ pub struct ClaimRequest {
     pub duration_seconds: i32,
     /// Owner of the Lease (the Task), so it goes away with it.
     pub owner: Option<OwnerReference>,
+    /// Labels of the Lease (e.g. `ralph.dev/feature`, which the controller watches by).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Why a claim operation did not succeed.
@@ -71,6 +74,7 @@ pub fn new_lease(request: &ClaimRequest, now: Timestamp) -> Lease {
         metadata: ObjectMeta {
             name: Some(request.lease.clone()),
             owner_references: request.owner.clone().map(|owner| vec![owner]),
+            labels: Some(request.labels.clone()).filter(|l| !l.is_empty()),
             ..ObjectMeta::default()
         },
         spec: Some(LeaseSpec {
@@ -308,6 +312,7 @@ mod tests {
             holder: holder.to_owned(),
             duration_seconds: 60,
             owner: None,
+            labels: BTreeMap::new(),
         }
     }
 

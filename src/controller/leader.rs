@@ -42,6 +42,7 @@ fn request(config: &ElectionConfig) -> ClaimRequest {
         holder: config.identity.clone(),
         duration_seconds: config.duration_seconds,
         owner: None,
+        labels: Default::default(),
     }
 }
 

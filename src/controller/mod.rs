@@ -2,8 +2,21 @@
 
 pub mod call;
 pub mod claim;
+pub mod context;
+pub mod decide;
+pub mod events;
+pub mod feature;
 pub mod leader;
 pub mod metrics;
+pub mod pod;
+pub mod prompt_config;
+pub mod run_view;
+pub mod runtime;
 pub mod server;
 pub mod shutdown;
 pub mod sidecar;
+pub mod slots;
+pub mod status;
+pub mod task;
+
+pub use runtime::{ControllerConfig, NativeSidecars, RunError, run};

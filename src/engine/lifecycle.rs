@@ -3,10 +3,13 @@
 //! (claim = store row, run = child process), so the behaviour is tested once.
 //!
 //! [`decide`] never interprets an attempt's result itself: it says *how* the attempt ended
-//! ([`AttemptEnd`]); what that means for the task is the outcome policy's business.
+//! ([`AttemptEnd`]); [`AttemptEnd::conclude`] asks the outcome policy what that means.
 
 use super::attempt::AttemptResult;
 use super::dag::TaskPhase;
+use super::policy::{
+    self, AttemptOutcome, Decision, Event, EventKind, FeatureEffect, PhaseChange, TaskContext,
+};
 
 /// The identity of attempt `number` of `task`: `<task>-a<N>` (also the agent Pod's name).
 pub fn attempt_id(task: &str, number: u32) -> String {
@@ -147,6 +150,57 @@ pub enum AttemptEnd {
         /// The task's current generation.
         to_generation: i64,
     },
+}
+
+impl AttemptEnd {
+    /// What the attempt's end means for the task (the outcome policy, plus the two ends
+    /// the lifecycle itself causes: interruption by suspend and supersession by a new spec,
+    /// neither counted as a retry).
+    pub fn conclude(&self, task: &TaskContext) -> Decision {
+        match self {
+            AttemptEnd::Reported(result) => policy::decide(task, result),
+            AttemptEnd::NoResult { reason } => policy::on_ended_without_result(task, reason),
+            AttemptEnd::ClaimLost { reason } => {
+                let mut decision = policy::on_claim_lost(task);
+                decision.event.message = format!("{} ({reason})", decision.event.message);
+                decision
+            }
+            AttemptEnd::Interrupted { reason } => back_to_pending(
+                "AttemptInterrupted",
+                format!("task {}: attempt interrupted: {reason}", task.name),
+            ),
+            AttemptEnd::Superseded {
+                from_generation,
+                to_generation,
+            } => back_to_pending(
+                "AttemptSuperseded",
+                format!(
+                    "task {}: spec changed (generation {from_generation} -> {to_generation}); \
+                     restarting with the new spec",
+                    task.name
+                ),
+            ),
+        }
+    }
+}
+
+fn back_to_pending(reason: &'static str, message: String) -> Decision {
+    Decision {
+        outcome: AttemptOutcome::Interrupted,
+        phase: PhaseChange::Pending,
+        verify_first: false,
+        retry: None,
+        release_claim: true,
+        event: Event {
+            kind: EventKind::Normal,
+            reason,
+            message,
+        },
+        feature: FeatureEffect::None,
+        promise_complete: false,
+        agent_exhausted: None,
+        previous_attempt: None,
+    }
 }
 
 /// One step the caller carries out, in the order given. When a step fails (e.g. the claim
@@ -303,15 +357,15 @@ fn decide_running(
     }
 
     match run {
-        RunView::Missing => vec![
-            Action::Ingest(AttemptEnd::NoResult {
-                reason: "the attempt's run disappeared".to_owned(),
+        RunView::Missing | RunView::NotStarted if task.gate == FeatureGate::Suspended => vec![
+            Action::Ingest(AttemptEnd::Interrupted {
+                reason: "feature suspended".to_owned(),
             }),
             Action::ReleaseClaim,
         ],
-        RunView::NotStarted if task.gate == FeatureGate::Suspended => vec![
-            Action::Ingest(AttemptEnd::Interrupted {
-                reason: "feature suspended".to_owned(),
+        RunView::Missing => vec![
+            Action::Ingest(AttemptEnd::NoResult {
+                reason: "the attempt's run disappeared".to_owned(),
             }),
             Action::ReleaseClaim,
         ],

@@ -526,6 +526,21 @@ fn suspend_before_the_run_was_created_interrupts_without_starting_it() {
 }
 
 #[test]
+fn run_deleted_by_the_suspend_is_interrupted_not_crashed() {
+    assert_eq!(
+        decide(
+            &suspended_running(),
+            Some(&fresh("build-a1")),
+            &RunView::Missing,
+            NOW
+        )[0],
+        Action::Ingest(AttemptEnd::Interrupted {
+            reason: "feature suspended".to_owned()
+        })
+    );
+}
+
+#[test]
 fn cancelled_run_that_ended_without_result_is_interrupted_not_crashed() {
     let run = RunView::Ended {
         result: None,
@@ -657,6 +672,67 @@ fn failed_task_never_releases_a_claim_it_does_not_hold() {
 #[test]
 fn blocked_task_with_nothing_left_needs_nothing() {
     assert!(decide(&task(TaskPhase::Blocked), None, &RunView::NotStarted, NOW).is_empty());
+}
+
+// --- Conclusions -------------------------------------------------------------------
+
+fn context() -> TaskContext {
+    TaskContext {
+        name: "build".to_owned(),
+        retry_count: 0,
+        max_retries: 3,
+        verify: false,
+    }
+}
+
+#[test]
+fn superseded_attempt_goes_back_to_pending_without_counting_a_retry() {
+    let end = AttemptEnd::Superseded {
+        from_generation: 1,
+        to_generation: 2,
+    };
+    let decision = end.conclude(&context());
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    assert!(decision.event.message.contains("generation 1 -> 2"));
+}
+
+#[test]
+fn interrupted_attempt_goes_back_to_pending_without_counting_a_retry() {
+    let end = AttemptEnd::Interrupted {
+        reason: "feature suspended".to_owned(),
+    };
+    let decision = end.conclude(&context());
+    assert_eq!(
+        (decision.phase, decision.retry, decision.outcome),
+        (PhaseChange::Pending, None, AttemptOutcome::Interrupted)
+    );
+}
+
+#[test]
+fn lost_claim_is_the_policys_lost_attempt_with_the_reason_attached() {
+    let end = AttemptEnd::ClaimLost {
+        reason: "claim not renewed within 60 s".to_owned(),
+    };
+    let decision = end.conclude(&context());
+    assert_eq!(decision.outcome, AttemptOutcome::Lost);
+    assert!(
+        decision
+            .event
+            .message
+            .ends_with("(claim not renewed within 60 s)")
+    );
+}
+
+#[test]
+fn run_without_result_is_the_policys_crash_with_the_reason() {
+    let end = AttemptEnd::NoResult {
+        reason: "OOMKilled".to_owned(),
+    };
+    let decision = end.conclude(&context());
+    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
+    assert_eq!(decision.retry, Some(1));
 }
 
 // --- Properties ---------------------------------------------------------------------

@@ -1,0 +1,58 @@
+//! What every reconcile shares.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::runtime::reflector::Store;
+
+use super::events::Events;
+use super::metrics::Metrics;
+use super::pod::PodSettings;
+use super::slots::Slots;
+use crate::api::Task;
+
+/// Field manager of every server-side apply the controller makes.
+pub const FIELD_MANAGER: &str = "ralph-controller";
+
+/// The controller's shared state (one per process).
+#[derive(Clone)]
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// Cache of Task objects in the watched namespaces.
+    pub tasks: Store<Task>,
+    /// Cache of agent Pods (label `ralph.dev/attempt`).
+    pub pods: Store<Pod>,
+    /// Cache of claim Leases (label `ralph.dev/feature`).
+    pub leases: Store<Lease>,
+    /// How agent Pods are built.
+    pub pod_settings: PodSettings,
+    /// Controller-wide limit on running attempts.
+    pub slots: Slots,
+    /// Kubernetes Events.
+    pub events: Events,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+    /// Limit of every API call.
+    pub api_timeout: Duration,
+    /// The Feature generation whose Tasks were last applied, by `namespace/name`.
+    pub applied: Arc<Mutex<HashMap<String, i64>>>,
+}
+
+impl Context {
+    /// The Feature generation whose Tasks this process last applied.
+    pub fn applied_generation(&self, feature: &str) -> Option<i64> {
+        let applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        applied.get(feature).copied()
+    }
+
+    /// Records that the Tasks of this Feature generation were applied.
+    pub fn set_applied_generation(&self, feature: &str, generation: i64) {
+        let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        applied.insert(feature.to_owned(), generation);
+    }
+}

@@ -1,0 +1,215 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::*;
+use crate::api::{AttemptRecord, TaskStatus, desired_tasks};
+
+const NOW: i64 = 10_000_000;
+
+/// Feature `hello`: a, b (after a), c (after a), d (after b and c).
+fn feature(extra: serde_json::Value) -> Feature {
+    let mut value = serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1},
+        "spec": {
+            "agent": {"image": "agent:1", "command": ["agent"]},
+            "tasks": [
+                {"name": "a"},
+                {"name": "b", "dependsOn": ["a"]},
+                {"name": "c", "dependsOn": ["a"]},
+                {"name": "d", "dependsOn": ["b", "c"]}
+            ]
+        }
+    });
+    if let (Some(spec), Some(extra)) = (value["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    serde_json::from_value(value).expect("valid feature")
+}
+
+fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<Task>> {
+    desired_tasks(feature)
+        .expect("desired tasks")
+        .into_iter()
+        .map(|mut task| {
+            task.metadata.generation = Some(1);
+            let template = task.labels().get(TASK_LABEL).cloned().unwrap_or_default();
+            if let Some((_, phase)) = phases.iter().find(|(n, _)| *n == template) {
+                task.status = Some(TaskStatus {
+                    phase: *phase,
+                    ..TaskStatus::default()
+                });
+            }
+            Arc::new(task)
+        })
+        .collect()
+}
+
+fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeaturePlan {
+    let leases = BTreeMap::new();
+    let pods = BTreeMap::new();
+    plan(&Snapshot {
+        feature,
+        tasks,
+        leases: &leases,
+        pods: &pods,
+        now_ms: NOW,
+    })
+}
+
+fn claimed(plan: &FeaturePlan) -> Vec<String> {
+    plan.tasks
+        .iter()
+        .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
+        .map(|t| t.task_id.clone())
+        .collect()
+}
+
+#[test]
+fn only_the_root_task_is_claimed_first() {
+    let f = feature(serde_json::json!({}));
+    let plan = plan_for(&f, &tasks(&f, &[]));
+    assert_eq!(claimed(&plan), vec!["a"]);
+    assert_eq!(plan.invalid, None);
+}
+
+#[test]
+fn dependents_become_claimable_when_their_dependency_is_done() {
+    let f = feature(serde_json::json!({"parallelism": 5}));
+    let plan = plan_for(&f, &tasks(&f, &[("a", TaskPhase::Done)]));
+    assert_eq!(claimed(&plan), vec!["b", "c"]);
+}
+
+#[test]
+fn parallelism_limits_how_many_ready_tasks_are_claimed() {
+    let f = feature(serde_json::json!({"parallelism": 1}));
+    let plan = plan_for(&f, &tasks(&f, &[("a", TaskPhase::Done)]));
+    assert_eq!(claimed(&plan), vec!["b"]);
+}
+
+#[test]
+fn running_tasks_use_up_parallelism() {
+    let f = feature(serde_json::json!({"parallelism": 2}));
+    let ts = tasks(&f, &[("a", TaskPhase::Done), ("b", TaskPhase::Running)]);
+    assert_eq!(claimed(&plan_for(&f, &ts)), vec!["c"]);
+}
+
+#[test]
+fn suspended_feature_claims_nothing() {
+    let f = feature(serde_json::json!({"suspend": true}));
+    let plan = plan_for(&f, &tasks(&f, &[]));
+    assert!(claimed(&plan).is_empty());
+    assert_eq!(plan.outcome, Some(FeatureOutcome::Suspended));
+}
+
+#[test]
+fn iteration_budget_caps_new_attempts() {
+    let f = feature(serde_json::json!({"parallelism": 5, "maxIterations": 1}));
+    let mut ts = tasks(&f, &[("a", TaskPhase::Done)]);
+    Arc::make_mut(&mut ts[0])
+        .status
+        .get_or_insert_with(TaskStatus::default)
+        .attempt_count = 1;
+    let plan = plan_for(&f, &ts);
+    assert!(claimed(&plan).is_empty());
+    assert_eq!(plan.outcome, Some(FeatureOutcome::LimitReached));
+}
+
+#[test]
+fn task_in_backoff_does_not_take_a_parallelism_slot() {
+    let f = feature(serde_json::json!({"parallelism": 1}));
+    let mut ts = tasks(&f, &[("a", TaskPhase::Done)]);
+    let later = Time(jiff::Timestamp::from_millisecond(NOW + 60_000).expect("time"));
+    Arc::make_mut(&mut ts[1])
+        .status
+        .get_or_insert_with(TaskStatus::default)
+        .next_attempt_after = Some(later);
+    assert_eq!(claimed(&plan_for(&f, &ts)), vec!["c"]);
+}
+
+#[test]
+fn failed_dependency_blocks_dependents_and_the_block_is_persisted() {
+    let f = feature(serde_json::json!({}));
+    let plan = plan_for(
+        &f,
+        &tasks(
+            &f,
+            &[
+                ("a", TaskPhase::Done),
+                ("b", TaskPhase::Failed),
+                ("c", TaskPhase::Done),
+            ],
+        ),
+    );
+    let d = plan
+        .tasks
+        .iter()
+        .find(|t| t.task_id == "d")
+        .expect("task d");
+    assert_eq!(d.derived_phase, Some(TaskPhase::Blocked));
+    assert_eq!(plan.outcome, Some(FeatureOutcome::Failed));
+}
+
+#[test]
+fn all_done_is_complete() {
+    let f = feature(serde_json::json!({}));
+    let done = [
+        ("a", TaskPhase::Done),
+        ("b", TaskPhase::Done),
+        ("c", TaskPhase::Done),
+        ("d", TaskPhase::Done),
+    ];
+    let plan = plan_for(&f, &tasks(&f, &done));
+    assert_eq!(plan.outcome, Some(FeatureOutcome::Complete));
+}
+
+#[test]
+fn cycle_makes_the_plan_invalid_and_nothing_runs() {
+    let f = feature(serde_json::json!({
+        "tasks": [
+            {"name": "a", "dependsOn": ["b"]},
+            {"name": "b", "dependsOn": ["a"]}
+        ]
+    }));
+    let plan = plan_for(&f, &tasks(&f, &[]));
+    let message = plan.invalid.expect("invalid");
+    assert!(message.contains("hello-a"), "{message}");
+    assert!(plan.tasks.is_empty());
+}
+
+#[test]
+fn task_id_is_the_template_name_for_templated_tasks() {
+    let f = feature(serde_json::json!({}));
+    let ts = tasks(&f, &[]);
+    assert_eq!(ts[0].metadata.name.as_deref(), Some("hello-a"));
+    assert_eq!(task_id(&ts[0]), "a");
+}
+
+#[test]
+fn last_attempt_comes_from_the_status_with_its_spawn_generation() {
+    let f = feature(serde_json::json!({}));
+    let mut ts = tasks(&f, &[("a", TaskPhase::Running)]);
+    let status = Arc::make_mut(&mut ts[0])
+        .status
+        .get_or_insert_with(TaskStatus::default);
+    status.attempt_count = 2;
+    status.attempts = vec![AttemptRecord {
+        number: 2,
+        generation: Some(1),
+        ..AttemptRecord::default()
+    }];
+    let plan = plan_for(&f, &ts);
+    let a = plan.tasks.iter().find(|t| t.task_id == "a").expect("a");
+    assert_eq!(
+        a.view.attempt,
+        Some(AttemptView {
+            number: 2,
+            generation: 1
+        })
+    );
+    // Its Pod is gone and its claim too: the attempt is lost.
+    assert!(matches!(
+        a.actions.first(),
+        Some(Action::Ingest(lifecycle::AttemptEnd::ClaimLost { .. }))
+    ));
+}

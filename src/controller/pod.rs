@@ -1,0 +1,428 @@
+//! The agent Pod of one attempt (pure: a Task and settings in, a Pod out).
+//!
+//! Layout: an init container copies the `ralph` binary into an emptyDir; the agent
+//! container runs `ralph runner -- <agent command>` with no service-account token; a
+//! sidecar (`ralph sidecar`, native where the cluster supports it) holds the only token, a
+//! short-lived projected one, and renews the claim Lease while the runner's heartbeat is
+//! fresh. The ralph image's entrypoint must be the `ralph` binary.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapProjection, ConfigMapVolumeSource, Container, DownwardAPIProjection,
+    DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, KeyToPath, ObjectFieldSelector, Pod,
+    PodSecurityContext, PodSpec, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
+    SecurityContext, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::api::{AgentSpec, PodTemplateOverrides};
+
+/// Label on agent Pods and prompt ConfigMaps: the feature.
+pub const FEATURE_LABEL: &str = "ralph.dev/feature";
+/// Label on agent Pods and prompt ConfigMaps: the Task object.
+pub const TASK_LABEL: &str = "ralph.dev/task";
+/// Label on agent Pods and prompt ConfigMaps: the attempt id (`<task>-a<N>`).
+pub const ATTEMPT_LABEL: &str = "ralph.dev/attempt";
+/// Name of the agent container (its termination message is the attempt's result).
+pub const AGENT_CONTAINER: &str = "agent";
+/// Name of the claim-renewing sidecar container.
+pub const SIDECAR_CONTAINER: &str = "claim-keeper";
+/// Key of the prompt in the prompt ConfigMap.
+pub const PROMPT_KEY: &str = "prompt.md";
+
+const BIN_DIR: &str = "/ralph/bin";
+const RALPH: &str = "/ralph/bin/ralph";
+const PROMPT_DIR: &str = "/ralph/prompt";
+const RUN_DIR: &str = "/ralph/run";
+const HEARTBEAT: &str = "/ralph/run/heartbeat";
+/// In containers of the ralph image, `/ralph` is the binary itself: its volumes mount elsewhere.
+const INSTALL_DIR: &str = "/install";
+const INSTALL_TARGET: &str = "/install/ralph";
+const SIDECAR_RUN_DIR: &str = "/ralph-run";
+const SIDECAR_HEARTBEAT: &str = "/ralph-run/heartbeat";
+const WORKSPACE: &str = "/workspace";
+const HOME: &str = "/home/agent";
+const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The UID and GID agent Pods run as unless overridden.
+const NON_ROOT_ID: i64 = 65532;
+/// Lifetime of the sidecar's projected token (the kubelet refreshes it).
+const TOKEN_SECONDS: i64 = 3600;
+/// How long after the runner's last heartbeat the sidecar keeps renewing, beyond the idle timeout.
+const HEARTBEAT_SLACK_SECONDS: u64 = 60;
+
+/// How the claim-renewing sidecar runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SidecarMode {
+    /// A native sidecar: an init container with `restartPolicy: Always` (Kubernetes ≥ 1.29);
+    /// the kubelet stops it once the agent container ends.
+    Native,
+    /// A plain container that exits by itself once the heartbeat is stale.
+    Plain,
+}
+
+/// Controller-wide settings of agent Pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSettings {
+    /// The controller's image (holds the `ralph` binary, its entrypoint).
+    pub ralph_image: String,
+    /// Service account of agent Pods (its token is mounted into the sidecar only), unless
+    /// the Feature's podTemplate names one.
+    pub service_account: String,
+    /// Native or plain sidecar.
+    pub sidecar: SidecarMode,
+}
+
+/// Everything one attempt's Pod is built from.
+#[derive(Clone, Debug)]
+pub struct AttemptPod<'a> {
+    /// Namespace of the Task, the Pod and the claim Lease.
+    pub namespace: &'a str,
+    /// The Task object's name (also the claim Lease's name).
+    pub task: &'a str,
+    /// The task id the agent reports sigils for.
+    pub task_id: &'a str,
+    /// The feature.
+    pub feature: &'a str,
+    /// The attempt id, `<task>-a<N>`: the Pod's and prompt ConfigMap's name, the Lease holder.
+    pub attempt_id: &'a str,
+    /// Owner reference to the Task.
+    pub owner: OwnerReference,
+    /// The Feature's agent.
+    pub agent: &'a AgentSpec,
+    /// The Feature's Pod overrides.
+    pub overrides: Option<&'a PodTemplateOverrides>,
+}
+
+/// Why an attempt's Pod cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodError {
+    /// The Feature names no agent image.
+    #[error("Feature {feature}: spec.agent.image is required to run on a cluster")]
+    NoAgentImage {
+        /// The feature.
+        feature: String,
+    },
+    /// The Feature's agent command is empty.
+    #[error("Feature {feature}: spec.agent.command must not be empty")]
+    NoAgentCommand {
+        /// The feature.
+        feature: String,
+    },
+}
+
+/// The labels every object of an attempt carries.
+pub fn attempt_labels(input: &AttemptPod<'_>) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (FEATURE_LABEL.to_owned(), input.feature.to_owned()),
+        (TASK_LABEL.to_owned(), input.task.to_owned()),
+        (ATTEMPT_LABEL.to_owned(), input.attempt_id.to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "ralph-operator".to_owned(),
+        ),
+    ])
+}
+
+/// The attempt's agent Pod.
+pub fn attempt_pod(input: &AttemptPod<'_>, settings: &PodSettings) -> Result<Pod, PodError> {
+    let image = input
+        .agent
+        .image
+        .clone()
+        .filter(|i| !i.trim().is_empty())
+        .ok_or_else(|| PodError::NoAgentImage {
+            feature: input.feature.to_owned(),
+        })?;
+    if input.agent.command.is_empty() {
+        return Err(PodError::NoAgentCommand {
+            feature: input.feature.to_owned(),
+        });
+    }
+    let overrides = input.overrides.cloned().unwrap_or_default();
+    let mut labels = overrides.labels.clone();
+    labels.extend(attempt_labels(input));
+    let sidecar = sidecar_container(input, settings);
+    let mut init_containers = vec![install_container(settings)];
+    let mut containers = vec![agent_container(input, image)];
+    match settings.sidecar {
+        SidecarMode::Native => init_containers.push(sidecar),
+        SidecarMode::Plain => containers.push(sidecar),
+    }
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(input.attempt_id.to_owned()),
+            namespace: Some(input.namespace.to_owned()),
+            labels: Some(labels),
+            annotations: Some(overrides.annotations.clone()).filter(|a| !a.is_empty()),
+            owner_references: Some(vec![input.owner.clone()]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".to_owned()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            service_account_name: Some(
+                overrides
+                    .service_account_name
+                    .clone()
+                    .unwrap_or_else(|| settings.service_account.clone()),
+            ),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(NON_ROOT_ID),
+                run_as_group: Some(NON_ROOT_ID),
+                fs_group: Some(NON_ROOT_ID),
+                seccomp_profile: Some(runtime_default_seccomp()),
+                ..PodSecurityContext::default()
+            }),
+            termination_grace_period_seconds: Some(30),
+            init_containers: Some(init_containers),
+            containers,
+            volumes: Some(volumes(input.attempt_id)),
+            node_selector: Some(overrides.node_selector).filter(|m| !m.is_empty()),
+            tolerations: Some(overrides.tolerations).filter(|t| !t.is_empty()),
+            affinity: overrides.affinity,
+            image_pull_secrets: Some(overrides.image_pull_secrets).filter(|s| !s.is_empty()),
+            priority_class_name: overrides.priority_class_name,
+            runtime_class_name: overrides.runtime_class_name,
+            ..PodSpec::default()
+        }),
+        status: None,
+    })
+}
+
+fn install_container(settings: &PodSettings) -> Container {
+    Container {
+        name: "install-ralph".to_owned(),
+        image: Some(settings.ralph_image.clone()),
+        args: Some(strings(["install", "--to", INSTALL_TARGET])),
+        volume_mounts: Some(vec![mount("ralph-bin", INSTALL_DIR, false)]),
+        security_context: Some(restricted()),
+        resources: Some(small_resources()),
+        ..Container::default()
+    }
+}
+
+fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
+    let agent = input.agent;
+    let mut command = strings([
+        RALPH,
+        "runner",
+        "--task",
+        input.task_id,
+        "--attempt",
+        input.attempt_id,
+        "--prompt-file",
+        &format!("{PROMPT_DIR}/{PROMPT_KEY}"),
+        "--workspace",
+        WORKSPACE,
+        "--heartbeat-file",
+        HEARTBEAT,
+        "--result-file",
+        "/dev/termination-log",
+        "--idle-timeout",
+        &format!("{}s", agent.idle_timeout_seconds),
+        "--total-timeout",
+        &format!("{}s", agent.total_timeout_seconds),
+        "--",
+    ]);
+    command.extend(agent.command.iter().cloned());
+    command.extend(agent.args.iter().cloned());
+    let mut env = vec![env_var("HOME", HOME), env_var("TMPDIR", "/tmp")];
+    env.retain(|default| !agent.env.iter().any(|e| e.name == default.name));
+    env.extend(agent.env.iter().cloned());
+    Container {
+        name: AGENT_CONTAINER.to_owned(),
+        image: Some(image),
+        command: Some(command),
+        working_dir: Some(WORKSPACE.to_owned()),
+        env: Some(env),
+        env_from: Some(agent.env_from.clone()).filter(|e| !e.is_empty()),
+        resources: agent.resources.clone(),
+        termination_message_policy: Some("File".to_owned()),
+        termination_message_path: Some("/dev/termination-log".to_owned()),
+        security_context: Some(restricted()),
+        volume_mounts: Some(vec![
+            mount("ralph-bin", BIN_DIR, true),
+            mount("prompt", PROMPT_DIR, true),
+            mount("run", RUN_DIR, false),
+            mount("workspace", WORKSPACE, false),
+            mount("tmp", "/tmp", false),
+            mount("home", HOME, false),
+        ]),
+        ..Container::default()
+    }
+}
+
+fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Container {
+    let max_age = input.agent.idle_timeout_seconds + HEARTBEAT_SLACK_SECONDS;
+    let mut args = strings([
+        "sidecar",
+        "--lease",
+        &format!("{}/{}", input.namespace, input.task),
+        "--holder",
+        input.attempt_id,
+        "--heartbeat-file",
+        SIDECAR_HEARTBEAT,
+        "--heartbeat-max-age",
+        &format!("{max_age}s"),
+    ]);
+    let restart_policy = match settings.sidecar {
+        SidecarMode::Native => Some("Always".to_owned()),
+        SidecarMode::Plain => {
+            args.push("--exit-when-stale".to_owned());
+            None
+        }
+    };
+    Container {
+        name: SIDECAR_CONTAINER.to_owned(),
+        image: Some(settings.ralph_image.clone()),
+        args: Some(args),
+        restart_policy,
+        security_context: Some(restricted()),
+        resources: Some(small_resources()),
+        volume_mounts: Some(vec![
+            mount("run", SIDECAR_RUN_DIR, true),
+            mount("token", TOKEN_DIR, true),
+        ]),
+        ..Container::default()
+    }
+}
+
+fn volumes(config_map: &str) -> Vec<Volume> {
+    let empty = |name: &str| Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    vec![
+        empty("ralph-bin"),
+        Volume {
+            name: "prompt".to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.to_owned(),
+                items: Some(vec![KeyToPath {
+                    key: PROMPT_KEY.to_owned(),
+                    path: PROMPT_KEY.to_owned(),
+                    mode: None,
+                }]),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        empty("run"),
+        empty("workspace"),
+        empty("tmp"),
+        empty("home"),
+        token_volume(),
+    ]
+}
+
+/// The sidecar's API credentials: a short-lived projected token, the cluster CA and the
+/// namespace, where in-cluster clients look for them.
+fn token_volume() -> Volume {
+    Volume {
+        name: "token".to_owned(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(vec![
+                VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        path: "token".to_owned(),
+                        expiration_seconds: Some(TOKEN_SECONDS),
+                        audience: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: "kube-root-ca.crt".to_owned(),
+                        items: Some(vec![KeyToPath {
+                            key: "ca.crt".to_owned(),
+                            path: "ca.crt".to_owned(),
+                            mode: None,
+                        }]),
+                        ..ConfigMapProjection::default()
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    downward_api: Some(DownwardAPIProjection {
+                        items: Some(vec![DownwardAPIVolumeFile {
+                            path: "namespace".to_owned(),
+                            field_ref: Some(ObjectFieldSelector {
+                                field_path: "metadata.namespace".to_owned(),
+                                api_version: None,
+                            }),
+                            ..DownwardAPIVolumeFile::default()
+                        }]),
+                    }),
+                    ..VolumeProjection::default()
+                },
+            ]),
+            default_mode: None,
+        }),
+        ..Volume::default()
+    }
+}
+
+fn restricted() -> SecurityContext {
+    SecurityContext {
+        run_as_non_root: Some(true),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        seccomp_profile: Some(runtime_default_seccomp()),
+        ..SecurityContext::default()
+    }
+}
+
+fn runtime_default_seccomp() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_owned(),
+        localhost_profile: None,
+    }
+}
+
+fn small_resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("10m".to_owned())),
+            ("memory".to_owned(), Quantity("32Mi".to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_owned(),
+            Quantity("64Mi".to_owned()),
+        )])),
+        ..ResourceRequirements::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: Some(read_only).filter(|r| *r),
+        ..VolumeMount::default()
+    }
+}
+
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        value_from: None,
+    }
+}
+
+fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[cfg(test)]
+#[path = "pod_tests.rs"]
+mod tests;

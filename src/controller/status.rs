@@ -1,0 +1,312 @@
+//! Task and Feature status, computed (pure) from the old status and what happened.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::decide::{FeaturePlan, STOPPED};
+use crate::api::conditions::{
+    self, COMPLETE, FAILED, PROGRESSING, STATUS_FALSE, STATUS_TRUE, VALID,
+};
+use crate::api::{
+    AttemptOutcome, AttemptRecord, ClaimStatus, Feature, FeaturePhase, FeatureStatus, Task,
+    TaskCounts, TaskStatus,
+};
+use crate::engine::attempt::{AttemptResult, StopReason, Usage};
+use crate::engine::dag::{FeatureOutcome, TaskPhase};
+use crate::engine::policy::{self, Decision, PhaseChange, PreviousAttempt};
+
+/// Unix ms as a Kubernetes time (the epoch when out of range).
+pub fn time(ms: i64) -> Time {
+    Time(jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH))
+}
+
+fn current(task: &Task) -> TaskStatus {
+    task.status.clone().unwrap_or_default()
+}
+
+/// The status once attempt `number` started: Running, with its record and claim.
+pub fn started(task: &Task, number: u32, pod: &str, claim: ClaimStatus, now_ms: i64) -> TaskStatus {
+    let mut status = current(task);
+    status.phase = TaskPhase::Running;
+    status.ready = false;
+    status.attempt_count = number;
+    status.next_attempt_after = None;
+    status.observed_generation = task.metadata.generation;
+    status.message = Some(format!("attempt {number} running in Pod {pod}"));
+    status.claim = Some(claim);
+    status.push_attempt(AttemptRecord {
+        number,
+        pod: Some(pod.to_owned()),
+        generation: task.metadata.generation,
+        started_at: Some(time(now_ms)),
+        ..AttemptRecord::default()
+    });
+    status
+}
+
+/// How an ended attempt is recorded.
+#[derive(Clone, Debug)]
+pub struct Ingestion<'a> {
+    /// The policy's decision.
+    pub decision: &'a Decision,
+    /// The runner's result, when there was one.
+    pub result: Option<&'a AttemptResult>,
+    /// When the next attempt may start, Unix ms.
+    pub next_attempt_after_ms: Option<i64>,
+    /// The current time, Unix ms.
+    pub now_ms: i64,
+}
+
+/// The status once the current attempt ended.
+pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
+    let decision = ingestion.decision;
+    let mut status = current(task);
+    status.phase = match decision.phase {
+        PhaseChange::Done => TaskPhase::Done,
+        PhaseChange::Failed => TaskPhase::Failed,
+        PhaseChange::Pending | PhaseChange::Unchanged => TaskPhase::Pending,
+    };
+    status.claim = None;
+    status.observed_generation = task.metadata.generation;
+    if let Some(retry) = decision.retry {
+        status.retry_count = retry;
+    }
+    status.next_attempt_after = ingestion.next_attempt_after_ms.map(time);
+    status.message = Some(decision.event.message.clone());
+    if let Some(previous) = &decision.previous_attempt {
+        status.last_failure = Some(previous.to_string());
+    }
+    let number = status.attempt_count;
+    let record = match status
+        .attempts
+        .iter_mut()
+        .rev()
+        .find(|a| a.number == number)
+    {
+        Some(record) => record,
+        None => {
+            status.push_attempt(AttemptRecord {
+                number,
+                ..AttemptRecord::default()
+            });
+            let last = status.attempts.len() - 1;
+            &mut status.attempts[last]
+        }
+    };
+    record.ended_at = Some(time(ingestion.now_ms));
+    record.outcome = Some(outcome(decision.outcome));
+    if let Some(PreviousAttempt::Crashed { summary }) = &decision.previous_attempt {
+        record.crash = Some(summary.clone());
+    }
+    if let Some(result) = ingestion.result {
+        record.agent = result.agent.clone();
+        record.model = result.model.clone();
+        record.stop_reason = result.stop_reason.as_ref().map(stop_reason);
+        record.exit_code = result.exit_code;
+        record.sigils = result.sigils.clone();
+        record.usage = result.usage.clone();
+        if record.crash.is_none() {
+            record.crash = result.crash.clone();
+        }
+        status.usage.add(&result.usage);
+    }
+    status
+}
+
+/// The status with a phase the DAG derived (parent done or failed, dependents blocked or
+/// unblocked).
+pub fn with_phase(task: &Task, phase: TaskPhase) -> TaskStatus {
+    let mut status = current(task);
+    status.phase = phase;
+    status.observed_generation = task.metadata.generation;
+    status
+}
+
+/// What the next prompt says about the task's last attempt.
+pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
+    let status = task.status.as_ref()?;
+    let last = status.attempts.last()?;
+    match last.outcome? {
+        AttemptOutcome::Crashed => Some(PreviousAttempt::Crashed {
+            summary: last
+                .crash
+                .clone()
+                .unwrap_or_else(|| "no details".to_owned()),
+        }),
+        AttemptOutcome::Failed => Some(PreviousAttempt::Failed {
+            reason: last.sigils.task_failed_reason.clone(),
+        }),
+        AttemptOutcome::Lost => Some(PreviousAttempt::Lost),
+        _ => None,
+    }
+}
+
+fn stop_reason(reason: &StopReason) -> String {
+    match reason {
+        StopReason::EndTurn => "end_turn".to_owned(),
+        StopReason::MaxTokens => "max_tokens".to_owned(),
+        StopReason::MaxTurnRequests => "max_turn_requests".to_owned(),
+        StopReason::Refusal => "refusal".to_owned(),
+        StopReason::Cancelled => "cancelled".to_owned(),
+        StopReason::Other(other) => other.clone(),
+    }
+}
+
+/// The API's attempt outcome for the policy's.
+pub fn outcome(outcome: policy::AttemptOutcome) -> AttemptOutcome {
+    use policy::AttemptOutcome as P;
+    match outcome {
+        P::Done => AttemptOutcome::Done,
+        P::Failed => AttemptOutcome::Failed,
+        P::Released => AttemptOutcome::Released,
+        P::Blocked => AttemptOutcome::Blocked,
+        P::Crashed => AttemptOutcome::Crashed,
+        P::Exhausted => AttemptOutcome::Exhausted,
+        P::Interrupted => AttemptOutcome::Interrupted,
+        P::Lost => AttemptOutcome::Lost,
+        P::StoppedFeature => AttemptOutcome::StoppedFeature,
+    }
+}
+
+/// Why the feature stopped, if an attempt of this reconcile said so.
+#[derive(Clone, Debug, Default)]
+pub struct FeatureEvents {
+    /// An agent promised FAILURE with this reason.
+    pub stop_reason: Option<String>,
+}
+
+/// The Feature's status after this reconcile.
+pub fn feature_status(
+    feature: &Feature,
+    plan: &FeaturePlan,
+    tasks: &[std::sync::Arc<Task>],
+    events: &FeatureEvents,
+    now_ms: i64,
+) -> FeatureStatus {
+    let old = feature.status.clone().unwrap_or_default();
+    let generation = feature.metadata.generation;
+    let now = time(now_ms);
+    let mut status = FeatureStatus {
+        conditions: old.conditions.clone(),
+        observed_generation: generation,
+        iterations: plan.iterations,
+        ..FeatureStatus::default()
+    };
+    let set = |status: &mut FeatureStatus, type_: &str, on: bool, reason: &str, message: &str| {
+        let value = if on { STATUS_TRUE } else { STATUS_FALSE };
+        let c = conditions::condition(type_, value, reason, message, generation, now.clone());
+        conditions::set_condition(&mut status.conditions, c);
+    };
+    if let Some(invalid) = &plan.invalid {
+        status.phase = FeaturePhase::Invalid;
+        status.message = Some(invalid.clone());
+        set(&mut status, VALID, false, "InvalidPlan", invalid);
+        set(
+            &mut status,
+            PROGRESSING,
+            false,
+            "InvalidPlan",
+            "the plan is invalid",
+        );
+        return status;
+    }
+    set(
+        &mut status,
+        VALID,
+        true,
+        "PlanValid",
+        "the task DAG is valid",
+    );
+    let mut usage = Usage::default();
+    for task in tasks {
+        if let Some(s) = &task.status {
+            usage.add(&s.usage);
+        }
+    }
+    status.usage = usage;
+    let c = &plan.counts;
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    status.counts = TaskCounts {
+        total: count(c.total()),
+        pending: count(c.pending),
+        ready: count(c.ready),
+        running: count(c.running),
+        done: count(c.done),
+        failed: count(c.failed),
+        blocked: count(c.blocked),
+    };
+    let stop_reason = events.stop_reason.clone().or_else(|| {
+        conditions::find(&old.conditions, STOPPED)
+            .filter(|c| c.status == STATUS_TRUE)
+            .map(|c| c.message.clone())
+    });
+    let outcome = match &stop_reason {
+        Some(_) => Some(FeatureOutcome::Failed),
+        None => plan.outcome,
+    };
+    if let Some(reason) = &stop_reason {
+        set(&mut status, STOPPED, true, "AgentPromisedFailure", reason);
+    }
+    status.outcome = outcome;
+    status.phase = match outcome {
+        Some(outcome) => outcome.into(),
+        None if c.running > 0 || plan.iterations > 0 => FeaturePhase::Running,
+        None => FeaturePhase::Pending,
+    };
+    status.message = match (&stop_reason, outcome) {
+        (Some(reason), _) => Some(format!("an agent promised FAILURE: {reason}")),
+        (None, Some(outcome)) => Some(outcome_message(outcome, c)),
+        (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
+    };
+    let message = status.message.clone().unwrap_or_default();
+    let progressing = outcome.is_none();
+    set(
+        &mut status,
+        PROGRESSING,
+        progressing,
+        if progressing {
+            "TasksRunning"
+        } else {
+            "Settled"
+        },
+        &message,
+    );
+    let complete = outcome == Some(FeatureOutcome::Complete);
+    set(
+        &mut status,
+        COMPLETE,
+        complete,
+        if complete {
+            "AllTasksDone"
+        } else {
+            "NotComplete"
+        },
+        &format!("{} of {} tasks done", c.done, c.total()),
+    );
+    let failed = outcome == Some(FeatureOutcome::Failed);
+    set(
+        &mut status,
+        FAILED,
+        failed,
+        if failed { "FeatureFailed" } else { "NotFailed" },
+        if failed { &message } else { "" },
+    );
+    status
+}
+
+fn outcome_message(outcome: FeatureOutcome, c: &crate::engine::dag::PhaseCounts) -> String {
+    match outcome {
+        FeatureOutcome::Complete => format!("all {} tasks done", c.total()),
+        FeatureOutcome::Failed => format!("{} of {} tasks failed", c.failed, c.total()),
+        FeatureOutcome::Blocked => format!(
+            "no task can run: {} pending, {} blocked, none ready or running",
+            c.pending, c.blocked
+        ),
+        FeatureOutcome::NoPlan => "the feature has no tasks".to_owned(),
+        FeatureOutcome::LimitReached => "the attempt budget (maxIterations) is used up".to_owned(),
+        FeatureOutcome::Suspended => "suspended (spec.suspend)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

@@ -1,0 +1,267 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION};
+use crate::engine::dag::PhaseCounts;
+use crate::engine::policy::TaskContext;
+use crate::engine::sigils::Sigils;
+
+fn task() -> Task {
+    let mut task: Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "hello-a", "namespace": "ns", "generation": 3},
+        "spec": {"featureRef": "hello"}
+    }))
+    .expect("task");
+    task.status = None;
+    task
+}
+
+fn claim() -> ClaimStatus {
+    ClaimStatus {
+        lease: "hello-a".to_owned(),
+        holder: "hello-a-a1".to_owned(),
+        attempt: 1,
+        acquired_at: None,
+        fencing_token: 0,
+    }
+}
+
+fn context() -> TaskContext {
+    TaskContext {
+        name: "a".to_owned(),
+        retry_count: 0,
+        max_retries: 3,
+        verify: false,
+    }
+}
+
+fn result(done: bool) -> AttemptResult {
+    AttemptResult {
+        version: RESULT_SCHEMA_VERSION,
+        task: "a".to_owned(),
+        attempt: Some("hello-a-a1".to_owned()),
+        outcome: OutcomeClass::Finished,
+        stop_reason: Some(StopReason::EndTurn),
+        exit_code: Some(0),
+        signal: None,
+        sigils: Sigils {
+            task_done: done.then(|| "a".to_owned()),
+            ..Sigils::default()
+        },
+        crash: None,
+        exhaustion: None,
+        agent: Some("scripted 1.0".to_owned()),
+        model: None,
+        usage: Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        },
+        timings: Default::default(),
+        truncated: vec![],
+    }
+}
+
+#[test]
+fn started_attempt_is_recorded_with_its_pod_generation_and_claim() {
+    let status = started(&task(), 1, "hello-a-a1", claim(), 1_000);
+    assert_eq!(status.phase, TaskPhase::Running);
+    assert_eq!(status.attempt_count, 1);
+    assert_eq!(status.claim, Some(claim()));
+    let record = status.attempts.last().expect("record");
+    assert_eq!(record.pod.as_deref(), Some("hello-a-a1"));
+    assert_eq!(record.generation, Some(3));
+    assert_eq!(record.outcome, None);
+}
+
+#[test]
+fn done_result_marks_the_task_done_and_records_the_attempt() {
+    let mut t = task();
+    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let r = result(true);
+    let decision = policy::decide(&context(), &r);
+    let status = ingested(
+        &t,
+        &Ingestion {
+            decision: &decision,
+            result: Some(&r),
+            next_attempt_after_ms: None,
+            now_ms: 2_000,
+        },
+    );
+    assert_eq!(status.phase, TaskPhase::Done);
+    assert_eq!(status.claim, None);
+    assert_eq!(status.usage.input_tokens, 10);
+    let record = status.attempts.last().expect("record");
+    assert_eq!(record.outcome, Some(AttemptOutcome::Done));
+    assert_eq!(record.stop_reason.as_deref(), Some("end_turn"));
+    assert_eq!(record.sigils.task_done.as_deref(), Some("a"));
+    assert_eq!(record.agent.as_deref(), Some("scripted 1.0"));
+}
+
+#[test]
+fn crash_counts_a_retry_sets_the_backoff_and_is_told_to_the_next_prompt() {
+    let mut t = task();
+    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let decision = policy::on_ended_without_result(&context(), "OOMKilled (exit code 137)");
+    let status = ingested(
+        &t,
+        &Ingestion {
+            decision: &decision,
+            result: None,
+            next_attempt_after_ms: Some(12_000),
+            now_ms: 2_000,
+        },
+    );
+    assert_eq!(status.phase, TaskPhase::Pending);
+    assert_eq!(status.retry_count, 1);
+    assert_eq!(status.next_attempt_after, Some(time(12_000)));
+    t.status = Some(status);
+    assert_eq!(
+        previous_attempt(&t),
+        Some(PreviousAttempt::Crashed {
+            summary: "OOMKilled (exit code 137)".to_owned()
+        })
+    );
+}
+
+#[test]
+fn no_sigil_releases_the_task_without_a_retry() {
+    let mut t = task();
+    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let r = result(false);
+    let decision = policy::decide(&context(), &r);
+    let status = ingested(
+        &t,
+        &Ingestion {
+            decision: &decision,
+            result: Some(&r),
+            next_attempt_after_ms: None,
+            now_ms: 2_000,
+        },
+    );
+    assert_eq!(status.phase, TaskPhase::Pending);
+    assert_eq!(status.retry_count, 0);
+    assert_eq!(
+        status.attempts.last().and_then(|a| a.outcome),
+        Some(AttemptOutcome::Released)
+    );
+}
+
+fn feature() -> Feature {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": "hello", "namespace": "ns", "generation": 2},
+        "spec": {"agent": {"command": ["agent"]}, "tasks": []}
+    }))
+    .expect("feature")
+}
+
+fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
+    FeaturePlan {
+        invalid: None,
+        tasks: vec![],
+        counts,
+        outcome,
+        iterations: 4,
+    }
+}
+
+fn condition_status(status: &FeatureStatus, type_: &str) -> Option<String> {
+    conditions::find(&status.conditions, type_).map(|c| c.status.clone())
+}
+
+#[test]
+fn complete_feature_has_complete_condition_and_counts() {
+    let counts = PhaseCounts {
+        done: 3,
+        ..PhaseCounts::default()
+    };
+    let status = feature_status(
+        &feature(),
+        &plan(counts, Some(FeatureOutcome::Complete)),
+        &[],
+        &FeatureEvents::default(),
+        0,
+    );
+    assert_eq!(status.phase, FeaturePhase::Complete);
+    assert_eq!(status.counts.done, 3);
+    assert_eq!(status.counts.total, 3);
+    assert_eq!(status.iterations, 4);
+    assert_eq!(status.observed_generation, Some(2));
+    assert_eq!(condition_status(&status, COMPLETE).as_deref(), Some("True"));
+    assert_eq!(
+        condition_status(&status, PROGRESSING).as_deref(),
+        Some("False")
+    );
+    assert_eq!(condition_status(&status, VALID).as_deref(), Some("True"));
+}
+
+#[test]
+fn invalid_plan_sets_valid_false_with_the_dag_message() {
+    let p = FeaturePlan {
+        invalid: Some("task \"hello-a\" depends on unknown task \"x\"".to_owned()),
+        ..plan(PhaseCounts::default(), None)
+    };
+    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    assert_eq!(status.phase, FeaturePhase::Invalid);
+    let valid = conditions::find(&status.conditions, VALID).expect("Valid");
+    assert_eq!(valid.status, "False");
+    assert!(valid.message.contains("unknown task"));
+}
+
+#[test]
+fn promised_failure_fails_the_feature_and_stays_failed() {
+    let running = PhaseCounts {
+        running: 1,
+        pending: 2,
+        ..PhaseCounts::default()
+    };
+    let events = FeatureEvents {
+        stop_reason: Some("cannot build without a database".to_owned()),
+    };
+    let mut f = feature();
+    let first = feature_status(&f, &plan(running, None), &[], &events, 0);
+    assert_eq!(first.phase, FeaturePhase::Failed);
+    assert!(
+        first
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("database")
+    );
+    f.status = Some(first);
+    let later = feature_status(
+        &f,
+        &plan(running, None),
+        &[Arc::new(task())],
+        &FeatureEvents::default(),
+        1,
+    );
+    assert_eq!(later.phase, FeaturePhase::Failed);
+    assert_eq!(condition_status(&later, STOPPED).as_deref(), Some("True"));
+}
+
+#[test]
+fn feature_with_running_tasks_is_running_and_progressing() {
+    let running = PhaseCounts {
+        running: 1,
+        pending: 1,
+        ..PhaseCounts::default()
+    };
+    let status = feature_status(
+        &feature(),
+        &plan(running, None),
+        &[],
+        &FeatureEvents::default(),
+        0,
+    );
+    assert_eq!(status.phase, FeaturePhase::Running);
+    assert_eq!(
+        condition_status(&status, PROGRESSING).as_deref(),
+        Some("True")
+    );
+}

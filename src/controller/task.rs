@@ -1,0 +1,482 @@
+//! Carrying out one task's lifecycle actions against the API: claim, start (prompt
+//! ConfigMap, Pod, status), ingest (status), release, cancel and delete.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+
+use super::call::{CallError, bounded};
+use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
+use super::context::{Context, FIELD_MANAGER};
+use super::decide::TaskPlan;
+use super::pod::{AttemptPod, PodError, attempt_pod};
+use super::prompt_config::prompt_config_map;
+use super::status::{self, FeatureEvents, Ingestion};
+use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
+use crate::engine::backoff::RetryPolicy;
+use crate::engine::lifecycle::{Action, AttemptEnd, attempt_id};
+use crate::engine::policy::{FeatureEffect, TaskContext};
+use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
+
+/// Why a task's actions could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// An API call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// A claim operation failed.
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
+    /// The agent Pod cannot be built from the Feature.
+    #[error(transparent)]
+    Pod(#[from] PodError),
+    /// The Task object lacks what the controller needs (name, namespace, uid).
+    #[error("Task {task}: {problem}")]
+    Malformed {
+        /// The Task.
+        task: String,
+        /// What is missing.
+        problem: &'static str,
+    },
+    /// The feature's spec or plan text could not be read.
+    #[error("Feature {feature}: cannot read {what}: {problem}")]
+    Context {
+        /// The feature.
+        feature: String,
+        /// `spec.context.spec` or `spec.context.plan`.
+        what: &'static str,
+        /// Why.
+        problem: String,
+    },
+}
+
+/// Everything a task's actions need besides the plan.
+pub struct TaskScope<'a> {
+    /// Shared controller state.
+    pub ctx: &'a Context,
+    /// The task's Feature.
+    pub feature: &'a Feature,
+    /// All Tasks of the feature, by name (for prompts: parent and blockers).
+    pub siblings: &'a BTreeMap<String, Arc<Task>>,
+    /// Claim Leases by name.
+    pub leases: &'a BTreeMap<String, Arc<Lease>>,
+    /// The feature's spec and plan texts, resolved once per reconcile when needed.
+    pub texts: &'a FeatureText,
+    /// The current time, Unix ms.
+    pub now_ms: i64,
+}
+
+/// Applies `plan`'s actions in order; stops early (without error) when a claim is lost
+/// to someone else. Feature-level effects (a promised FAILURE) go into `effects`.
+pub async fn apply(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    effects: &mut FeatureEvents,
+) -> Result<(), TaskError> {
+    let task = &plan.task;
+    let name = task.name_any();
+    let namespace = task
+        .namespace()
+        .ok_or_else(|| malformed(&name, "no namespace"))?;
+    let key = format!("{namespace}/{name}");
+    let ctx = scope.ctx;
+    let leases = Leases::new(
+        Api::namespaced(ctx.client.clone(), &namespace),
+        ctx.api_timeout,
+    );
+    let mut held: Option<Lease> = scope.leases.get(&name).map(|l| Lease::clone(l));
+    let mut status_written = false;
+    if plan.view.phase == crate::engine::dag::TaskPhase::Running {
+        ctx.slots.hold(&key);
+    }
+    for action in &plan.actions {
+        match action {
+            Action::Claim { attempt, replace } => {
+                if !ctx.slots.take(&key) {
+                    tracing::debug!(task = %name, "controller at --max-concurrent-attempts");
+                    return Ok(());
+                }
+                let request = claim_request(scope.feature, task, *attempt)?;
+                let now = crate::controller::status::time(scope.now_ms).0;
+                let outcome = match (&held, *replace) {
+                    (Some(existing), true) => leases.take_over(existing, &request, now).await,
+                    _ => leases.create(&request, now).await,
+                };
+                match outcome {
+                    Ok(lease) => held = Some(lease),
+                    Err(ClaimError::Held { .. } | ClaimError::Conflict { .. }) => {
+                        ctx.slots.give_back(&key);
+                        return Ok(());
+                    }
+                    Err(error) => {
+                        ctx.slots.give_back(&key);
+                        return Err(error.into());
+                    }
+                }
+            }
+            Action::StartAttempt { attempt } => {
+                ctx.slots.hold(&key);
+                start(scope, plan, *attempt, held.as_ref()).await?;
+                status_written = true;
+            }
+            Action::Cancel => {
+                if let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) {
+                    delete_pod(ctx, &namespace, &attempt_id(&name, number)).await?;
+                }
+            }
+            Action::Ingest(end) => {
+                if cache_is_behind(&leases, plan, end, &namespace, ctx).await? {
+                    return Ok(());
+                }
+                ingest(scope, plan, end, effects).await?;
+                ctx.slots.give_back(&key);
+                status_written = true;
+            }
+            Action::ReleaseClaim => {
+                if let Some(lease) = &held {
+                    match leases.release(lease).await {
+                        Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+            }
+            Action::DeleteRun => {
+                if let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) {
+                    delete_pod(ctx, &namespace, &attempt_id(&name, number)).await?;
+                }
+            }
+            Action::RequeueAt(_) => {}
+        }
+    }
+    if plan.view.phase != crate::engine::dag::TaskPhase::Running && !status_written {
+        ctx.slots.give_back(&key);
+    }
+    if let (Some(phase), false) = (plan.derived_phase, status_written) {
+        write_status(ctx, task, &status::with_phase(task, phase)).await?;
+    }
+    Ok(())
+}
+
+/// A lost claim or a vanished run is destructive to act on, and the caches of Tasks,
+/// Leases and Pods are filled by separate watches: confirm with a live read that the
+/// Lease (or Pod) is really gone or taken before ingesting such an end.
+async fn cache_is_behind(
+    leases: &Leases,
+    plan: &TaskPlan,
+    end: &AttemptEnd,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<bool, TaskError> {
+    let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) else {
+        return Ok(false);
+    };
+    let id = attempt_id(&plan.view.name, number);
+    match end {
+        AttemptEnd::ClaimLost { .. } => {
+            let now = crate::controller::status::time(jiff::Timestamp::now().as_millisecond()).0;
+            let live = leases.get(&plan.view.name).await?;
+            Ok(live.is_some_and(|lease| {
+                super::claim::holder(&lease) == Some(id.as_str())
+                    && !super::claim::is_expired(&lease, now)
+            }))
+        }
+        AttemptEnd::NoResult { .. } if plan.run == crate::engine::lifecycle::RunView::Missing => {
+            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+            let live = bounded(
+                ctx.api_timeout,
+                format!("get Pod {namespace}/{id}"),
+                pods.get_opt(&id),
+            )
+            .await?;
+            Ok(live.is_some())
+        }
+        _ => Ok(false),
+    }
+}
+
+fn malformed(task: &str, problem: &'static str) -> TaskError {
+    TaskError::Malformed {
+        task: task.to_owned(),
+        problem,
+    }
+}
+
+fn claim_request(feature: &Feature, task: &Task, attempt: u32) -> Result<ClaimRequest, TaskError> {
+    let name = task.name_any();
+    let owner = task
+        .controller_owner_ref(&())
+        .filter(|o| !o.uid.is_empty())
+        .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
+    Ok(ClaimRequest {
+        lease: name.clone(),
+        holder: attempt_id(&name, attempt),
+        duration_seconds: i32::try_from(feature.spec.lease_duration_seconds).unwrap_or(i32::MAX),
+        owner: Some(owner),
+        labels: BTreeMap::from([
+            (super::pod::FEATURE_LABEL.to_owned(), feature.name_any()),
+            (super::pod::TASK_LABEL.to_owned(), name),
+        ]),
+    })
+}
+
+/// Creates the attempt's Pod and prompt ConfigMap (both idempotent), then records it started.
+async fn start(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    attempt: u32,
+    lease: Option<&Lease>,
+) -> Result<(), TaskError> {
+    let ctx = scope.ctx;
+    let task = &plan.task;
+    let name = task.name_any();
+    let namespace = task
+        .namespace()
+        .ok_or_else(|| malformed(&name, "no namespace"))?;
+    let feature_name = scope.feature.name_any();
+    let id = attempt_id(&name, attempt);
+    let owner = task
+        .controller_owner_ref(&())
+        .filter(|o| !o.uid.is_empty())
+        .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
+    let input = AttemptPod {
+        namespace: &namespace,
+        task: &name,
+        task_id: &plan.task_id,
+        feature: &feature_name,
+        attempt_id: &id,
+        owner,
+        agent: &scope.feature.spec.agent,
+        overrides: scope.feature.spec.pod_template.as_ref(),
+    };
+    let pod = attempt_pod(&input, &ctx.pod_settings)?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod).await?;
+    let mut config_map = prompt_config_map(&input, render_prompt(scope, plan));
+    if let Some(pod_owner) = created
+        .controller_owner_ref(&())
+        .filter(|o| !o.uid.is_empty())
+    {
+        // Owned by the Pod: it goes away with the Pod, no extra delete.
+        config_map.metadata.owner_references = Some(vec![pod_owner]);
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    create_idempotent(ctx.api_timeout, &config_maps, &id, &config_map).await?;
+    let claim = ClaimStatus {
+        lease: name.clone(),
+        holder: id.clone(),
+        attempt,
+        acquired_at: lease
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.acquire_time.as_ref())
+            .map(|t| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.0)),
+        fencing_token: lease.map_or(0, lease_transitions),
+    };
+    write_status(
+        ctx,
+        task,
+        &status::started(task, attempt, &id, claim, scope.now_ms),
+    )
+    .await?;
+    ctx.metrics.attempts_started.inc();
+    if let Some(acquired) = claim_acquired_ms(lease) {
+        let seconds = (scope.now_ms - acquired).max(0) as f64 / 1000.0;
+        ctx.metrics.claim_to_pod_seconds.observe(seconds);
+    }
+    ctx.events
+        .normal(
+            &task.object_ref(&()),
+            "AttemptStarted",
+            format!(
+                "task {name} claimed (fencing token {}); attempt {attempt} started in Pod {id}",
+                lease.map_or(0, lease_transitions)
+            ),
+        )
+        .await;
+    Ok(())
+}
+
+fn claim_acquired_ms(lease: Option<&Lease>) -> Option<i64> {
+    let time = lease?.spec.as_ref()?.acquire_time.as_ref()?;
+    Some(time.0.as_millisecond())
+}
+
+/// Creates `object`, or returns the existing one of that name (a repeated start).
+async fn create_idempotent<K>(
+    timeout: Duration,
+    api: &Api<K>,
+    name: &str,
+    object: &K,
+) -> Result<K, CallError>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let created = bounded(
+        timeout,
+        format!("create {kind} {name}"),
+        api.create(&PostParams::default(), object),
+    )
+    .await;
+    match created {
+        Err(error) if error.is_conflict() => {
+            bounded(timeout, format!("get {kind} {name}"), api.get(name)).await
+        }
+        other => other,
+    }
+}
+
+fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
+    let task = &plan.task;
+    let text = |t: &Task, id: String| TaskText {
+        id,
+        title: t.spec.fields.title.clone(),
+        description: t.spec.fields.description.clone(),
+    };
+    let parent = task
+        .spec
+        .fields
+        .parent
+        .as_ref()
+        .and_then(|p| scope.siblings.get(p))
+        .map(|p| text(p, super::decide::task_id(p)));
+    let completed_blockers = task
+        .spec
+        .fields
+        .depends_on
+        .iter()
+        .filter_map(|d| scope.siblings.get(d))
+        .map(|b| CompletedBlocker {
+            id: super::decide::task_id(b),
+            title: b.spec.fields.title.clone(),
+            summary: b
+                .status
+                .as_ref()
+                .and_then(|s| s.attempts.last())
+                .map(|a| a.sigils.journal.join("\n"))
+                .filter(|j| !j.is_empty()),
+        })
+        .collect();
+    let status = task.status.clone().unwrap_or_default();
+    prompt::render(&PromptInput {
+        task: text(task, plan.task_id.clone()),
+        parent,
+        completed_blockers,
+        feature: scope.texts.clone(),
+        retry_count: status.retry_count,
+        max_retries: max_retries(scope.feature, task),
+        previous_attempt: status::previous_attempt(task),
+    })
+}
+
+fn max_retries(feature: &Feature, task: &Task) -> u32 {
+    task.spec
+        .fields
+        .max_retries
+        .unwrap_or(feature.spec.retry.max_retries)
+}
+
+fn retry_policy(feature: &Feature, task: &Task) -> RetryPolicy {
+    let retry = &feature.spec.retry;
+    RetryPolicy {
+        base: Duration::from_secs(retry.backoff_base_seconds),
+        cap: Duration::from_secs(retry.backoff_max_seconds),
+        max_retries: max_retries(feature, task),
+    }
+}
+
+/// Records how the attempt ended, as the outcome policy judges it.
+async fn ingest(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    end: &AttemptEnd,
+    effects: &mut FeatureEvents,
+) -> Result<(), TaskError> {
+    let ctx = scope.ctx;
+    let task = &plan.task;
+    let status = task.status.clone().unwrap_or_default();
+    let context = TaskContext {
+        name: plan.task_id.clone(),
+        retry_count: status.retry_count,
+        max_retries: max_retries(scope.feature, task),
+        verify: false,
+    };
+    let decision = end.conclude(&context);
+    let policy = retry_policy(scope.feature, task);
+    let backoff = decision.next_attempt_after(&policy, scope.now_ms, rand::random::<f64>());
+    let exhausted_until = decision
+        .agent_exhausted
+        .as_ref()
+        .and_then(|e| e.until)
+        .map(|s| s.saturating_mul(1000));
+    let next_attempt_after_ms = backoff.into_iter().chain(exhausted_until).max();
+    let result = match end {
+        AttemptEnd::Reported(result) => Some(result.as_ref()),
+        _ => None,
+    };
+    let new_status = status::ingested(
+        task,
+        &Ingestion {
+            decision: &decision,
+            result,
+            next_attempt_after_ms,
+            now_ms: scope.now_ms,
+        },
+    );
+    write_status(ctx, task, &new_status).await?;
+    if let FeatureEffect::Stop { reason } = &decision.feature {
+        effects.stop_reason = Some(reason.clone());
+    }
+    ctx.metrics.attempt_ended(decision.outcome.as_str());
+    ctx.events
+        .decision(&task.object_ref(&()), &decision.event)
+        .await;
+    Ok(())
+}
+
+/// Writes a Task's status by server-side apply, with the cached resourceVersion as a
+/// precondition (a stale cache gets a conflict, not a lost update).
+pub async fn write_status(
+    ctx: &Context,
+    task: &Task,
+    status: &TaskStatus,
+) -> Result<(), CallError> {
+    let name = task.name_any();
+    let namespace = task.namespace().unwrap_or_default();
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = serde_json::json!({
+        "apiVersion": crate::api::API_VERSION,
+        "kind": "Task",
+        "metadata": {"name": name, "resourceVersion": task.resource_version()},
+        "status": status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    bounded(
+        ctx.api_timeout,
+        format!("write status of Task {namespace}/{name}"),
+        api.patch_status(&name, &params, &Patch::Apply(&patch)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes an agent Pod (gracefully: the runner gets SIGTERM and reports `cancelled`).
+/// Its prompt ConfigMap goes with it (owner reference).
+async fn delete_pod(ctx: &Context, namespace: &str, name: &str) -> Result<(), CallError> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let deleted = bounded(
+        ctx.api_timeout,
+        format!("delete Pod {namespace}/{name}"),
+        pods.delete(name, &DeleteParams::default()),
+    )
+    .await;
+    match deleted {
+        Err(error) if error.is_not_found() => Ok(()),
+        other => other.map(|_| ()),
+    }
+}

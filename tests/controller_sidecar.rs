@@ -1,0 +1,234 @@
+//! `ralph sidecar`'s loop against the fake API server: it renews the claim while the
+//! heartbeat is fresh, stops when another attempt holds the Lease, and stops renewing a
+//! stale heartbeat. Also the Lease claim operations (create, double claim, take over, release).
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use std::time::Duration;
+
+use fake_apiserver::FakeApiServer;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use ralph::controller::claim::{self, ClaimError, ClaimRequest, Leases};
+use ralph::controller::sidecar::{self, SidecarConfig, SidecarExit};
+
+const NS: &str = "team";
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn request(holder: &str, duration_seconds: i32) -> ClaimRequest {
+    ClaimRequest {
+        lease: "feat-build".to_owned(),
+        holder: holder.to_owned(),
+        duration_seconds,
+        owner: None,
+        labels: Default::default(),
+    }
+}
+
+async fn setup() -> (FakeApiServer, Api<Lease>, Leases) {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    let api: Api<Lease> = Api::namespaced(server.client_in(NS), NS);
+    let leases = Leases::new(api.clone(), Duration::from_secs(5));
+    (server, api, leases)
+}
+
+fn config(heartbeat: &std::path::Path, exit_when_stale: bool) -> SidecarConfig {
+    SidecarConfig {
+        namespace: NS.to_owned(),
+        lease: "feat-build".to_owned(),
+        holder: "feat-build-a1".to_owned(),
+        heartbeat_file: heartbeat.to_owned(),
+        heartbeat_max_age: Duration::from_secs(60),
+        startup_grace: Duration::from_secs(60),
+        api_timeout: Duration::from_secs(5),
+        exit_when_stale,
+    }
+}
+
+fn renew_ms(lease: &Lease) -> i64 {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map_or(0, |t| t.0.as_millisecond())
+}
+
+#[tokio::test]
+async fn second_claim_on_a_held_lease_is_refused_naming_the_holder() {
+    let (_server, _api, leases) = setup().await;
+    leases
+        .create(&request("feat-build-a1", 60), Timestamp::now())
+        .await
+        .expect("first claim");
+    let second = leases
+        .create(&request("feat-build-a2", 60), Timestamp::now())
+        .await;
+    match second {
+        Err(ClaimError::Held { holder, .. }) => assert_eq!(holder, "feat-build-a1"),
+        other => panic!("expected Held, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn expired_lease_is_taken_over_with_a_higher_fencing_token() {
+    let (_server, _api, leases) = setup().await;
+    let long_ago = Timestamp::from_second(1_000).expect("time");
+    leases
+        .create(&request("feat-build-a1", 15), long_ago)
+        .await
+        .expect("first claim");
+    let taken = leases
+        .acquire(&request("feat-build-a2", 15), Timestamp::now())
+        .await
+        .expect("take over");
+    assert_eq!(claim::holder(&taken), Some("feat-build-a2"));
+    assert_eq!(claim::lease_transitions(&taken), 1);
+}
+
+#[tokio::test]
+async fn fresh_lease_of_another_holder_is_not_taken_over() {
+    let (_server, _api, leases) = setup().await;
+    leases
+        .create(&request("feat-build-a1", 60), Timestamp::now())
+        .await
+        .expect("first claim");
+    let result = leases
+        .acquire(&request("feat-build-a2", 60), Timestamp::now())
+        .await;
+    assert!(matches!(result, Err(ClaimError::Held { .. })), "{result:?}");
+}
+
+#[tokio::test]
+async fn release_of_a_lease_changed_since_it_was_read_is_a_conflict() {
+    let (_server, _api, leases) = setup().await;
+    let lease = leases
+        .create(&request("feat-build-a1", 60), Timestamp::now())
+        .await
+        .expect("claim");
+    leases
+        .renew("feat-build", "feat-build-a1", Timestamp::now())
+        .await
+        .expect("renew");
+    let result = leases.release(&lease).await;
+    assert!(
+        matches!(result, Err(ClaimError::Conflict { .. })),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
+    let (server, api, leases) = setup().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let heartbeat = dir.path().join("heartbeat");
+    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let created = leases
+        .create(&request("feat-build-a1", 3), Timestamp::now())
+        .await
+        .expect("claim");
+    let first_renewal = renew_ms(&created);
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        config(&heartbeat, false),
+        std::future::pending(),
+    ));
+
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let lease = api.get("feat-build").await.expect("lease");
+        if renew_ms(&lease) > first_renewal {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never renewed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let takeover = serde_json::json!({"spec": {"holderIdentity": "feat-build-a2"}});
+    api.patch(
+        "feat-build",
+        &PatchParams::default(),
+        &Patch::Merge(&takeover),
+    )
+    .await
+    .expect("another attempt takes the lease");
+    let exit = tokio::time::timeout(PATIENCE, run)
+        .await
+        .expect("sidecar stopped")
+        .expect("sidecar task")
+        .expect("sidecar ran");
+    assert_eq!(
+        exit,
+        SidecarExit::Fenced {
+            holder: "feat-build-a2".to_owned()
+        }
+    );
+}
+
+#[tokio::test]
+async fn sidecar_with_stale_heartbeat_does_not_renew_and_exits_when_asked_to() {
+    let (server, api, leases) = setup().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let heartbeat = dir.path().join("heartbeat");
+    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&heartbeat)
+        .and_then(|f| f.set_modified(old))
+        .expect("age the heartbeat");
+    let created = leases
+        .create(&request("feat-build-a1", 3), Timestamp::now())
+        .await
+        .expect("claim");
+    let exit = tokio::time::timeout(
+        PATIENCE,
+        sidecar::run(
+            server.client_in(NS),
+            config(&heartbeat, true),
+            std::future::pending(),
+        ),
+    )
+    .await
+    .expect("sidecar stopped")
+    .expect("sidecar ran");
+    assert_eq!(exit, SidecarExit::Stale);
+    let lease = api.get("feat-build").await.expect("lease");
+    assert_eq!(renew_ms(&lease), renew_ms(&created));
+}
+
+#[tokio::test]
+async fn sidecar_stops_when_the_claim_is_released() {
+    let (server, _api, leases) = setup().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let heartbeat = dir.path().join("heartbeat");
+    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let lease = leases
+        .create(&request("feat-build-a1", 3), Timestamp::now())
+        .await
+        .expect("claim");
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        config(&heartbeat, false),
+        std::future::pending(),
+    ));
+    // Release with a fresh read: the sidecar may have renewed in between.
+    let current = leases
+        .get("feat-build")
+        .await
+        .expect("get")
+        .unwrap_or(lease);
+    let _ = leases.release(&current).await;
+    let current = leases.get("feat-build").await.expect("get");
+    if let Some(current) = current {
+        leases.release(&current).await.expect("release");
+    }
+    let exit = tokio::time::timeout(PATIENCE, run)
+        .await
+        .expect("sidecar stopped")
+        .expect("sidecar task")
+        .expect("sidecar ran");
+    assert_eq!(exit, SidecarExit::Released);
+}

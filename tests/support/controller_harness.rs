@@ -1,0 +1,271 @@
+//! Runs the real controller against the fake API server, and stands in for the kubelet by
+//! writing agent Pod statuses (the runner's result as the agent container's termination
+//! message). Include with `#[path = "support/controller_harness.rs"] mod harness;` after
+//! the fake API server module.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use ralph::api::{Feature, Task};
+use ralph::controller::{ControllerConfig, NativeSidecars};
+use tokio_util::sync::CancellationToken;
+
+use super::fake_apiserver::FakeApiServer;
+
+/// Namespace every test works in.
+pub const NS: &str = "team";
+/// Upper bound for anything a test waits for (a hang fails instead of blocking forever).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A fake API server with the controller running against it.
+pub struct Harness {
+    /// The fake API server.
+    pub server: FakeApiServer,
+    /// A client in [`NS`].
+    pub client: Client,
+    stop: CancellationToken,
+    controller: tokio::task::JoinHandle<()>,
+}
+
+impl Harness {
+    /// Starts the server and the controller (one namespace, no leader election).
+    pub async fn start() -> Harness {
+        Self::start_with(100).await
+    }
+
+    /// Same, with a controller-wide attempt limit.
+    pub async fn start_with(max_concurrent_attempts: usize) -> Harness {
+        let server = FakeApiServer::start().await.expect("fake API server");
+        let client = server.client_in(NS);
+        let stop = CancellationToken::new();
+        let config = ControllerConfig {
+            namespace: Some(NS.to_owned()),
+            ralph_image: "ralph:test".to_owned(),
+            agent_service_account: "ralph-agent".to_owned(),
+            native_sidecars: NativeSidecars::Auto,
+            max_concurrent_attempts,
+            api_timeout: Duration::from_secs(5),
+            leader_election: None,
+            metrics_addr: None,
+            instance: "test".to_owned(),
+        };
+        let token = stop.clone();
+        let controller_client = client.clone();
+        let controller = tokio::spawn(async move {
+            let shutdown = async move { token.cancelled().await };
+            if let Err(error) = ralph::controller::run(controller_client, config, shutdown).await {
+                panic!("controller failed: {error}");
+            }
+        });
+        Harness {
+            server,
+            client,
+            stop,
+            controller,
+        }
+    }
+
+    /// Stops the controller and waits for it.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(PATIENCE, self.controller).await;
+    }
+
+    /// Creates a Feature from its JSON manifest.
+    pub async fn create_feature(&self, manifest: serde_json::Value) -> Feature {
+        let feature: Feature = serde_json::from_value(manifest).expect("feature manifest");
+        self.features()
+            .create(&PostParams::default(), &feature)
+            .await
+            .expect("create feature")
+    }
+
+    /// Features in [`NS`].
+    pub fn features(&self) -> Api<Feature> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Tasks in [`NS`].
+    pub fn tasks(&self) -> Api<Task> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Pods in [`NS`].
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Leases in [`NS`].
+    pub fn leases(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Agent Pods that exist now, by name.
+    pub async fn agent_pods(&self) -> Vec<Pod> {
+        self.pods()
+            .list(&ListParams::default().labels("ralph.dev/attempt"))
+            .await
+            .expect("list pods")
+            .items
+    }
+
+    /// Waits until `check` returns `Some`, polling; panics after [`PATIENCE`] naming `what`.
+    pub async fn eventually<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "gave up waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits for the Feature's status phase to be `phase` (as printed, e.g. "Complete").
+    pub async fn wait_for_feature_phase(&self, name: &str, phase: &str) -> Feature {
+        self.eventually(&format!("feature {name} to be {phase}"), || async {
+            let feature = self.features().get(name).await.ok()?;
+            let current = serde_json::to_value(feature.status.as_ref()?.phase).ok()?;
+            (current == phase).then_some(feature)
+        })
+        .await
+    }
+
+    /// Waits for a Pod of that name to exist.
+    pub async fn wait_for_pod(&self, name: &str) -> Pod {
+        self.eventually(&format!("Pod {name}"), || async {
+            self.pods().get_opt(name).await.ok().flatten()
+        })
+        .await
+    }
+
+    /// Waits for the Pod to be gone.
+    pub async fn wait_for_pod_gone(&self, name: &str) {
+        self.eventually(&format!("Pod {name} to be deleted"), || async {
+            match self.pods().get_opt(name).await {
+                Ok(None) => Some(()),
+                _ => None,
+            }
+        })
+        .await
+    }
+
+    /// Kubelet stand-in: the Pod is running.
+    pub async fn set_running(&self, pod: &str) {
+        let status = serde_json::json!({"status": {"phase": "Running"}});
+        self.patch_pod_status(pod, status).await;
+    }
+
+    /// Kubelet stand-in: the agent container ended with `exit_code`, `reason` and the
+    /// termination `message` (the runner's result), and the Pod with it.
+    pub async fn terminate_agent(
+        &self,
+        pod: &str,
+        exit_code: i32,
+        reason: &str,
+        message: Option<String>,
+    ) {
+        let phase = if exit_code == 0 {
+            "Succeeded"
+        } else {
+            "Failed"
+        };
+        let status = serde_json::json!({"status": {
+            "phase": phase,
+            "containerStatuses": [{
+                "name": "agent",
+                "image": "agent:test",
+                "imageID": "",
+                "ready": false,
+                "restartCount": 0,
+                "state": {"terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "message": message,
+                }}
+            }]
+        }});
+        self.patch_pod_status(pod, status).await;
+    }
+
+    /// Kubelet stand-in: the runner reported `sigils` for its task with stop reason end_turn.
+    pub async fn finish_attempt(&self, pod: &Pod, sigils: serde_json::Value) {
+        let name = pod.name_any();
+        let task_id = runner_arg(pod, "--task").expect("runner --task");
+        let result = serde_json::json!({
+            "version": 1,
+            "task": task_id,
+            "attempt": name,
+            "outcome": "finished",
+            "stopReason": "end_turn",
+            "exitCode": 0,
+            "sigils": sigils,
+            "usage": {"inputTokens": 100, "outputTokens": 20},
+            "timings": {"startedAtMs": 0, "endedAtMs": jiff::Timestamp::now().as_millisecond()}
+        });
+        self.terminate_agent(&name, 0, "Completed", Some(result.to_string()))
+            .await;
+    }
+
+    /// Kubelet stand-in: the runner reported its task done.
+    pub async fn finish_done(&self, pod: &Pod) {
+        let task_id = runner_arg(pod, "--task").expect("runner --task");
+        self.finish_attempt(pod, serde_json::json!({"taskDone": task_id}))
+            .await;
+    }
+
+    async fn patch_pod_status(&self, pod: &str, status: serde_json::Value) {
+        self.pods()
+            .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap_or_else(|error| panic!("patch status of Pod {pod}: {error}"));
+    }
+}
+
+/// The value after `flag` in the agent container's command.
+pub fn runner_arg(pod: &Pod, flag: &str) -> Option<String> {
+    let command = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "agent")?
+        .command
+        .clone()?;
+    let at = command.iter().position(|a| a == flag)?;
+    command.get(at + 1).cloned()
+}
+
+/// A Feature manifest in [`NS`] with the given tasks and extra spec fields.
+pub fn feature_manifest(
+    name: &str,
+    tasks: serde_json::Value,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut manifest = serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "agent": {"image": "agent:test", "command": ["scripted-agent"]},
+            "retry": {"maxRetries": 3, "backoffBaseSeconds": 1, "backoffMaxSeconds": 2},
+            "tasks": tasks
+        }
+    });
+    if let (Some(spec), Some(extra)) = (manifest["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    manifest
+}
