@@ -34,6 +34,25 @@ pub fn is_alive(pid: u32, expected_start: Option<i64>) -> bool {
     }
 }
 
+/// `pid:starttime` naming this process, for records other processes check.
+pub fn own_token() -> String {
+    let pid = std::process::id();
+    match start_time(pid) {
+        Some(start) => format!("{pid}:{start}"),
+        None => pid.to_string(),
+    }
+}
+
+/// Whether the process named by a token from [`own_token`] is still alive.
+pub fn token_alive(token: &str) -> bool {
+    let mut parts = token.splitn(2, ':');
+    let Some(Ok(pid)) = parts.next().map(str::parse::<u32>) else {
+        return false;
+    };
+    let start = parts.next().and_then(|s| s.parse().ok());
+    is_alive(pid, start)
+}
+
 fn signal_zero(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
@@ -63,6 +82,16 @@ mod tests {
         let start = start_time(pid);
         assert!(start.is_some());
         assert!(is_alive(pid, start));
+    }
+
+    #[test]
+    fn this_process_token_is_alive() {
+        assert!(token_alive(&own_token()));
+    }
+
+    #[test]
+    fn a_malformed_token_names_no_live_process() {
+        assert!(!token_alive("not-a-pid"));
     }
 
     #[test]
