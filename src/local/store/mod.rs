@@ -173,6 +173,17 @@ impl Store {
         Ok(())
     }
 
+    /// Clears the run owner if it is still `owner`.
+    pub fn release_run_ownership(&mut self, owner: &str) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "DELETE FROM meta WHERE key = ?1 AND value = ?2",
+            params![keys::RUN_OWNER, owner],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Writes a value to the key/value metadata (its own transaction).
     pub fn set_meta(&mut self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
