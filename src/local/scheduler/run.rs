@@ -304,7 +304,7 @@ impl<'a> Run<'a> {
                         && let Some(pid) = live.pid
                         && crate::local::process::is_alive(pid, live.pid_start)
                     {
-                        send_signal(pid, Signal::SIGKILL);
+                        crate::local::process::kill_runner(pid);
                     }
                 }
                 Action::RequeueAt(at) => self.wake_at(at),
@@ -603,7 +603,7 @@ impl<'a> Run<'a> {
         let tasks: Vec<String> = self.live.keys().cloned().collect();
         for task in tasks {
             if kill {
-                self.signal(&task, Signal::SIGKILL);
+                self.kill(&task);
             } else {
                 self.decide_running(&task, now_ms)?;
             }
@@ -618,6 +618,18 @@ impl<'a> Run<'a> {
             && (live.child || crate::local::process::is_alive(pid, live.pid_start))
         {
             send_signal(pid, signal);
+        }
+    }
+}
+
+impl Run<'_> {
+    fn kill(&self, task: &str) {
+        if let Some(live) = self.live.get(task)
+            && live.is_running()
+            && let Some(pid) = live.pid
+            && (live.child || crate::local::process::is_alive(pid, live.pid_start))
+        {
+            crate::local::process::kill_runner(pid);
         }
     }
 }
