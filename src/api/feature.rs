@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentSpec, PodTemplateOverrides};
 use super::status::FeatureStatus;
-use super::template::TaskTemplate;
+use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
 
 /// Most tasks in one Feature (bounds the cost of the CEL rules over `spec.tasks`).
 pub const MAX_TASKS: usize = 200;
@@ -160,7 +160,7 @@ pub struct RetryPolicy {
     /// How many times a failed task is retried before it fails for good (a task's own
     /// `maxRetries` overrides it).
     #[serde(default = "default_max_retries")]
-    #[schemars(range(max = 100))]
+    #[schemars(range(max = MAX_RETRIES_LIMIT))]
     pub max_retries: u32,
 
     /// Base delay of the exponential backoff, in seconds.

@@ -1,9 +1,5 @@
 //! Kubernetes name rules the API enforces on task and feature names.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
 /// Regular expression of an RFC 1123 DNS label: lower-case alphanumerics and `-`,
 /// starting and ending with an alphanumeric.
 pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -18,15 +14,12 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
 /// Longest RFC 1123 DNS subdomain (the longest Kubernetes object name).
 pub const DNS_SUBDOMAIN_MAX_LEN: usize = 253;
 
-static DNS_LABEL: LazyLock<Regex> = LazyLock::new(|| compiled(DNS_LABEL_PATTERN));
-static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| compiled(DNS_SUBDOMAIN_PATTERN));
-
-fn compiled(pattern: &str) -> Regex {
-    match Regex::new(pattern) {
-        Ok(regex) => regex,
-        // The patterns are constants covered by this module's tests.
-        Err(error) => panic!("invalid built-in pattern {pattern}: {error}"),
-    }
+/// True when `part` matches [`DNS_LABEL_PATTERN`] (length aside).
+fn is_label_shaped(part: &str) -> bool {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    part.chars().all(|c| alphanumeric(c) || c == '-')
+        && part.starts_with(alphanumeric)
+        && part.ends_with(alphanumeric)
 }
 
 /// Checks that `name` is an RFC 1123 DNS label; the error says what is wrong.
@@ -40,7 +33,7 @@ pub fn check_dns_label(name: &str) -> Result<(), String> {
             name.len()
         ));
     }
-    if !DNS_LABEL.is_match(name) {
+    if !is_label_shaped(name) {
         return Err(
             "must consist of lower-case letters, digits and '-', and start and end with a letter or digit"
                 .into(),
@@ -60,7 +53,7 @@ pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
             name.len()
         ));
     }
-    if !DNS_SUBDOMAIN.is_match(name) {
+    if !name.split('.').all(is_label_shaped) {
         return Err(
             "must consist of lower-case letters, digits, '-' and '.', and start and end with a letter or digit"
                 .into(),
@@ -101,6 +94,27 @@ mod tests {
         assert_eq!(check_dns_label(&"a".repeat(63)), Ok(()));
         let error = check_dns_label(&"a".repeat(64)).unwrap_err();
         assert!(error.contains("64 characters"), "{error}");
+    }
+
+    #[test]
+    fn the_hand_written_checks_agree_with_the_published_patterns() {
+        let label = regex::Regex::new(DNS_LABEL_PATTERN).ok();
+        let subdomain = regex::Regex::new(DNS_SUBDOMAIN_PATTERN).ok();
+        let samples = [
+            "a", "a-b", "a.b", "-a", "a-", "A", "a_b", "a..b", "9x", "a.-b", "x.y.z",
+        ];
+        for sample in samples {
+            assert_eq!(
+                label.as_ref().map(|r| r.is_match(sample)),
+                Some(check_dns_label(sample).is_ok()),
+                "label {sample}"
+            );
+            assert_eq!(
+                subdomain.as_ref().map(|r| r.is_match(sample)),
+                Some(check_dns_subdomain(sample).is_ok()),
+                "subdomain {sample}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::attempt::Usage;
-use crate::engine::dag::{FeatureOutcome, TaskPhase};
+use crate::engine::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use crate::engine::sigils::Sigils;
 
 /// How many attempt records a Task's status keeps (the most recent ones).
@@ -246,6 +246,21 @@ pub struct TaskCounts {
     pub blocked: u32,
 }
 
+impl From<PhaseCounts> for TaskCounts {
+    fn from(counts: PhaseCounts) -> Self {
+        let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        TaskCounts {
+            total: clamp(counts.total()),
+            pending: clamp(counts.pending),
+            ready: clamp(counts.ready),
+            running: clamp(counts.running),
+            done: clamp(counts.done),
+            failed: clamp(counts.failed),
+            blocked: clamp(counts.blocked),
+        }
+    }
+}
+
 /// Observed state of a Feature.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -329,6 +344,22 @@ mod tests {
     fn attempt_outcomes_serialize_in_camel_case() {
         let json = serde_json::to_value(AttemptOutcome::StoppedFeature).ok();
         assert_eq!(json, Some(serde_json::json!("stoppedFeature")));
+    }
+
+    #[test]
+    fn task_counts_copy_the_dag_counts_and_their_total() {
+        let counts = TaskCounts::from(PhaseCounts {
+            pending: 3,
+            running: 1,
+            done: 2,
+            failed: 1,
+            blocked: 1,
+            ready: 2,
+        });
+        assert_eq!(counts.total, 8);
+        assert_eq!((counts.pending, counts.ready), (3, 2));
+        assert_eq!((counts.running, counts.done), (1, 2));
+        assert_eq!((counts.failed, counts.blocked), (1, 1));
     }
 
     #[test]

@@ -7,8 +7,10 @@ use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN};
 
 /// Most entries in a task's `dependsOn` list (bounds the cost of CEL rules).
 pub const MAX_DEPENDENCIES: usize = 32;
-/// Lowest and highest task priority.
-pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
+/// Lowest task priority.
+pub const MIN_PRIORITY: i32 = -1000;
+/// Highest task priority.
+pub const MAX_PRIORITY: i32 = 1000;
 /// Highest per-task `maxRetries`.
 pub const MAX_RETRIES_LIMIT: u32 = 100;
 /// Longest task title, in bytes.
@@ -50,13 +52,13 @@ pub struct TaskFields {
 
     /// Scheduling priority among ready tasks: lower runs first; ties run in creation order.
     #[serde(default)]
-    #[schemars(range(min = -1000, max = 1000))]
+    #[schemars(range(min = MIN_PRIORITY, max = MAX_PRIORITY))]
     pub priority: i32,
 
     /// How many times a failed attempt of this task is retried; overrides the feature's
     /// `retry.maxRetries`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(max = 100))]
+    #[schemars(range(max = MAX_RETRIES_LIMIT))]
     pub max_retries: Option<u32>,
 }
 

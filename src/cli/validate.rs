@@ -1,12 +1,170 @@
-//! `ralph validate`.
+//! `ralph validate`: checks Feature/Task manifests and prints each feature's plan as a tree.
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use crate::manifest::{FeaturePlan, Plan, TaskOrigin, load_plan};
 
 /// Options of `ralph validate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Manifest files (YAML, one or more documents each) holding Features and Tasks.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
 
-/// Runs `ralph validate`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ralph validate` is not built yet")
+/// Runs `ralph validate`: exit 0 and the plan on stdout when every file is valid; exit 1
+/// and every problem on stderr otherwise.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match load_plan(&args.files) {
+        Ok(plan) => {
+            print!("{}", render(&plan));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            for error in &errors.0 {
+                eprintln!("error: {error}");
+            }
+            let count = errors.0.len();
+            eprintln!(
+                "{count} problem{} found; nothing is valid until all are fixed",
+                if count == 1 { "" } else { "s" }
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// The plan as text: per feature a header, then its tasks as a tree (subtasks indented
+/// under their parent). Ready tasks carry `ready #N` (N = run order) and come first
+/// among their siblings; a parent comes as early as its earliest ready subtask.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    for (index, feature) in plan.features.iter().enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        render_feature(feature, &mut out);
+    }
+    out
+}
+
+fn render_feature(feature: &FeaturePlan, out: &mut String) {
+    let ready: HashMap<&str, usize> = feature
+        .dag
+        .ready()
+        .enumerate()
+        .map(|(rank, id)| (id, rank + 1))
+        .collect();
+    let _ = writeln!(
+        out,
+        "Feature {} ({}): {} task{}, {} ready now",
+        feature.name(),
+        feature.location.file.display(),
+        feature.tasks.len(),
+        if feature.tasks.len() == 1 { "" } else { "s" },
+        ready.len()
+    );
+    if feature.tasks.is_empty() {
+        let _ = writeln!(
+            out,
+            "  (no tasks: the feature would end with outcome NoPlan)"
+        );
+        return;
+    }
+    let tree = Tree::new(feature, &ready);
+    let width = tree.name_width();
+    for root in tree.sorted(tree.roots.clone()) {
+        tree.render(root, 1, width, out);
+    }
+}
+
+/// The tasks of one feature, by index, with their children and ready ranks.
+struct Tree<'a> {
+    feature: &'a FeaturePlan,
+    ready: &'a HashMap<&'a str, usize>,
+    roots: Vec<usize>,
+    children: Vec<Vec<usize>>,
+}
+
+impl<'a> Tree<'a> {
+    fn new(feature: &'a FeaturePlan, ready: &'a HashMap<&'a str, usize>) -> Self {
+        let index: HashMap<&str, usize> = feature
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, task)| (task.id.as_str(), i))
+            .collect();
+        let mut roots = Vec::new();
+        let mut children = vec![Vec::new(); feature.tasks.len()];
+        for (i, task) in feature.tasks.iter().enumerate() {
+            match task.fields.parent.as_deref().and_then(|p| index.get(p)) {
+                Some(&parent) => children[parent].push(i),
+                None => roots.push(i),
+            }
+        }
+        Tree {
+            feature,
+            ready,
+            roots,
+            children,
+        }
+    }
+
+    /// The earliest ready rank in the subtree of `task`.
+    fn first_ready(&self, task: usize) -> Option<usize> {
+        let own = self
+            .ready
+            .get(self.feature.tasks[task].id.as_str())
+            .copied();
+        self.children[task]
+            .iter()
+            .filter_map(|&child| self.first_ready(child))
+            .chain(own)
+            .min()
+    }
+
+    fn sorted(&self, mut tasks: Vec<usize>) -> Vec<usize> {
+        tasks.sort_by_key(|&task| (self.first_ready(task).unwrap_or(usize::MAX), task));
+        tasks
+    }
+
+    fn name_width(&self) -> usize {
+        fn width(tree: &Tree<'_>, task: usize, depth: usize) -> usize {
+            let own = 2 * depth + tree.feature.tasks[task].id.len();
+            tree.children[task]
+                .iter()
+                .map(|&child| width(tree, child, depth + 1))
+                .fold(own, usize::max)
+        }
+        self.roots
+            .iter()
+            .map(|&root| width(self, root, 1))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn render(&self, task: usize, depth: usize, width: usize, out: &mut String) {
+        let planned = &self.feature.tasks[task];
+        let label = format!("{}{}", "  ".repeat(depth), planned.id);
+        let _ = write!(out, "{label:<width$}  priority {}", planned.fields.priority);
+        if !planned.fields.depends_on.is_empty() {
+            let _ = write!(out, "  dependsOn: {}", planned.fields.depends_on.join(", "));
+        }
+        if let TaskOrigin::Standalone(_) = planned.origin {
+            let _ = write!(out, "  (Task {})", planned.object_name);
+        }
+        if let Some(rank) = self.ready.get(planned.id.as_str()) {
+            let _ = write!(out, "  <- ready #{rank}");
+        }
+        if !planned.fields.title.is_empty() {
+            let _ = write!(out, "  \"{}\"", planned.fields.title);
+        }
+        out.push('\n');
+        for child in self.sorted(self.children[task].clone()) {
+            self.render(child, depth + 1, width, out);
+        }
+    }
 }

@@ -1,0 +1,139 @@
+//! The CRDs' CEL rules (and name rules the API server applies), checked in Rust for local
+//! validation. Rules the task DAG already enforces (unique names, self-dependency,
+//! unknown parent) are left to `engine::dag`, so each problem is reported once.
+
+use super::path::FieldPath;
+use crate::api::names::{DNS_LABEL_MAX_LEN, check_dns_subdomain};
+use crate::api::{Feature, Task, TaskFields, TextSource};
+
+/// A rule violation: the field and what is wrong.
+pub type RuleViolation = (FieldPath, String);
+
+/// Violations of the Feature CRD's rules.
+pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
+    let mut out = Vec::new();
+    if let Err(problem) = check_dns_subdomain(name) {
+        out.push((FieldPath::root("metadata").key("name"), problem));
+    } else if name.len() > DNS_LABEL_MAX_LEN {
+        out.push((
+            FieldPath::root("metadata").key("name"),
+            format!(
+                "a Feature name must be at most {DNS_LABEL_MAX_LEN} characters (it is used as a label value); it has {}",
+                name.len()
+            ),
+        ));
+    }
+    let spec = &feature.spec;
+    if spec.retry.backoff_base_seconds > spec.retry.backoff_max_seconds {
+        out.push((
+            FieldPath::root("spec").key("retry"),
+            format!(
+                "backoffBaseSeconds ({}) must not exceed backoffMaxSeconds ({})",
+                spec.retry.backoff_base_seconds, spec.retry.backoff_max_seconds
+            ),
+        ));
+    }
+    for (field, source) in [("spec", &spec.context.spec), ("plan", &spec.context.plan)] {
+        if let Some(source) = source {
+            let path = FieldPath::root("spec").key("context").key(field);
+            text_source_rule(source, path, &mut out);
+        }
+    }
+    for (index, template) in spec.tasks.iter().enumerate() {
+        let path = FieldPath::root("spec")
+            .key("tasks")
+            .item(index, Some(&template.name))
+            .key("dependsOn");
+        duplicate_dependencies(&template.fields, &path, &mut out);
+    }
+    out
+}
+
+/// Violations of the Task CRD's rules.
+pub fn task_rules(task: &Task, name: &str) -> Vec<RuleViolation> {
+    let mut out = Vec::new();
+    if let Err(problem) = check_dns_subdomain(name) {
+        out.push((FieldPath::root("metadata").key("name"), problem));
+    }
+    let path = FieldPath::root("spec").key("dependsOn");
+    duplicate_dependencies(&task.spec.fields, &path, &mut out);
+    out
+}
+
+fn text_source_rule(source: &TextSource, path: FieldPath, out: &mut Vec<RuleViolation>) {
+    if source.inline.is_some() == source.config_map_key_ref.is_some() {
+        out.push((
+            path,
+            "exactly one of inline and configMapKeyRef must be set".to_owned(),
+        ));
+    }
+}
+
+fn duplicate_dependencies(fields: &TaskFields, path: &FieldPath, out: &mut Vec<RuleViolation>) {
+    for (index, dependency) in fields.depends_on.iter().enumerate() {
+        if fields.depends_on[..index].contains(dependency) {
+            out.push((path.clone(), format!("names {dependency:?} twice")));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feature(spec: serde_json::Value) -> Feature {
+        let value = serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1",
+            "kind": "Feature",
+            "metadata": {"name": "hello"},
+            "spec": spec,
+        });
+        match serde_json::from_value(value) {
+            Ok(feature) => feature,
+            Err(error) => panic!("test feature does not parse: {error}"),
+        }
+    }
+
+    fn agent() -> serde_json::Value {
+        serde_json::json!({"command": ["claude-agent-acp"]})
+    }
+
+    #[test]
+    fn a_plain_feature_breaks_no_rule() {
+        let feature = feature(serde_json::json!({"agent": agent(), "tasks": [{"name": "a"}]}));
+        assert_eq!(feature_rules(&feature, "hello"), []);
+    }
+
+    #[test]
+    fn backoff_base_above_backoff_max_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "retry": {"backoffBaseSeconds": 100, "backoffMaxSeconds": 50}}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0.to_string(), "spec.retry");
+    }
+
+    #[test]
+    fn a_text_source_needs_exactly_one_source() {
+        let feature = feature(serde_json::json!({"agent": agent(), "context": {"spec": {}}}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found[0].0.to_string(), "spec.context.spec");
+    }
+
+    #[test]
+    fn a_feature_name_longer_than_a_label_value_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent()}));
+        let found = feature_rules(&feature, &"a".repeat(64));
+        assert_eq!(found[0].0.to_string(), "metadata.name");
+    }
+
+    #[test]
+    fn a_dependency_named_twice_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(), "tasks": [
+            {"name": "a"}, {"name": "b", "dependsOn": ["a", "a"]}]}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0.to_string(), "spec.tasks[b].dependsOn");
+        assert_eq!(found[0].1, "names \"a\" twice");
+    }
+}

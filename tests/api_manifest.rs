@@ -1,0 +1,558 @@
+//! Loading Feature/Task manifests: what is accepted, and how each problem is reported.
+
+use std::path::{Path, PathBuf};
+
+use ralph::manifest::{ManifestError, Plan, TaskOrigin, load_plan};
+use tempfile::TempDir;
+
+const AGENT: &str = "  agent:\n    command: [claude-agent-acp]\n";
+
+/// A temporary directory holding manifest files.
+struct Files {
+    dir: TempDir,
+    paths: Vec<PathBuf>,
+}
+
+impl Files {
+    fn new() -> Self {
+        match TempDir::new() {
+            Ok(dir) => Files {
+                dir,
+                paths: Vec::new(),
+            },
+            Err(error) => panic!("cannot create a temporary directory: {error}"),
+        }
+    }
+
+    fn with(mut self, name: &str, text: &str) -> Self {
+        let path = self.dir.path().join(name);
+        if let Err(error) = std::fs::write(&path, text) {
+            panic!("cannot write {}: {error}", path.display());
+        }
+        self.paths.push(path);
+        self
+    }
+
+    fn plan(&self) -> Plan {
+        match load_plan(&self.paths) {
+            Ok(plan) => plan,
+            Err(errors) => panic!("expected a valid plan, got:\n{errors}"),
+        }
+    }
+
+    fn errors(&self) -> Vec<ManifestError> {
+        match load_plan(&self.paths) {
+            Ok(plan) => panic!(
+                "expected errors, got a plan of {} features",
+                plan.features.len()
+            ),
+            Err(errors) => errors.0,
+        }
+    }
+
+    fn messages(&self) -> Vec<String> {
+        self.errors().iter().map(ToString::to_string).collect()
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+}
+
+fn feature(name: &str, tasks: &str) -> String {
+    format!(
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: {name}\nspec:\n{AGENT}  tasks:\n{tasks}"
+    )
+}
+
+fn only(messages: Vec<String>) -> String {
+    assert_eq!(messages.len(), 1, "expected one problem, got {messages:#?}");
+    messages.into_iter().next().unwrap_or_default()
+}
+
+#[test]
+fn a_valid_feature_becomes_a_plan_with_template_names_as_task_ids() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n    - name: b\n      dependsOn: [a]\n",
+        ),
+    );
+    let plan = files.plan();
+    assert_eq!(plan.features.len(), 1);
+    let ids: Vec<&str> = plan.features[0]
+        .tasks
+        .iter()
+        .map(|t| t.id.as_str())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(plan.features[0].tasks[1].object_name, "hello-b");
+}
+
+#[test]
+fn the_plan_dag_lists_what_is_ready_now() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n      priority: 2\n    - name: b\n      priority: 1\n    - name: c\n      dependsOn: [a]\n",
+        ),
+    );
+    let plan = files.plan();
+    let ready: Vec<&str> = plan.features[0].dag.ready().collect();
+    assert_eq!(ready, ["b", "a"]);
+}
+
+#[test]
+fn defaults_are_applied_to_missing_fields() {
+    let plan = Files::new()
+        .with("f.yaml", &feature("hello", "    - name: a\n"))
+        .plan();
+    let spec = &plan.features[0].feature.spec;
+    assert_eq!(spec.parallelism, 1);
+    assert_eq!(spec.lease_duration_seconds, 60);
+    assert_eq!(spec.retry.max_retries, 3);
+    assert_eq!(spec.retry.backoff_base_seconds, 10);
+    assert_eq!(spec.retry.backoff_max_seconds, 600);
+    assert!(!spec.suspend && !spec.verify);
+}
+
+#[test]
+fn documents_of_one_file_and_many_files_are_all_read() {
+    let files = Files::new()
+        .with(
+            "one.yaml",
+            &format!(
+                "{}---\n{}",
+                feature("f1", "    - name: a\n"),
+                feature("f2", "    - name: a\n")
+            ),
+        )
+        .with(
+            "two.yaml",
+            &format!("---\n{}", feature("f3", "    - name: a\n")),
+        );
+    let names: Vec<String> = files.plan().features.iter().map(|f| f.name()).collect();
+    assert_eq!(names, ["f1", "f2", "f3"]);
+}
+
+#[test]
+fn empty_documents_and_comments_are_skipped() {
+    let files = Files::new().with(
+        "f.yaml",
+        &format!(
+            "# header\n---\n---\n{}---\n# trailing\n",
+            feature("f1", "    - name: a\n")
+        ),
+    );
+    assert_eq!(files.plan().features.len(), 1);
+}
+
+#[test]
+fn a_feature_without_tasks_is_valid() {
+    let text = format!(
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: empty\nspec:\n{AGENT}"
+    );
+    let plan = Files::new().with("f.yaml", &text).plan();
+    assert!(plan.features[0].tasks.is_empty());
+}
+
+#[test]
+fn a_typo_in_a_task_field_names_the_field_the_task_and_the_line() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n    - name: b\n      dependOn: [a]\n",
+        ),
+    );
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:11 (document 1): Feature hello: spec.tasks[b].dependOn: unknown field \"dependOn\" (did you mean \"dependsOn\"?)",
+            files.file("f.yaml")
+        )
+    );
+}
+
+#[test]
+fn an_unknown_field_outside_the_tasks_is_reported() {
+    let text = feature("hello", "    - name: a\n").replace("  tasks:", "  paralelism: 2\n  tasks:");
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(
+        message.contains(
+            "spec.paralelism: unknown field \"paralelism\" (did you mean \"parallelism\"?)"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_unknown_field_in_a_kubernetes_type_is_reported() {
+    let text = feature("hello", "    - name: a\n").replace(
+        "    command: [claude-agent-acp]\n",
+        "    command: [x]\n    env:\n      - name: A\n        valu: b\n",
+    );
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(
+        message.contains("spec.agent.env[A].valu: unknown field"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_field_of_the_wrong_type_names_expected_and_found() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature("hello", "    - name: a\n      priority: high\n"),
+    );
+    let message = only(files.messages());
+    assert!(
+        message.ends_with(
+            "Feature hello: spec.tasks[a].priority: expected an integer, found a string (\"high\")"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn out_of_range_values_are_reported() {
+    let text = feature("hello", "    - name: a\n      maxRetries: 101\n").replace(
+        "  tasks:",
+        "  parallelism: 0\n  leaseDurationSeconds: 5\n  tasks:",
+    );
+    let messages = Files::new().with("f.yaml", &text).messages();
+    let joined = messages.join("\n");
+    assert_eq!(messages.len(), 3, "{joined}");
+    assert!(
+        joined.contains("spec.parallelism: 0 is below the minimum 1"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("spec.leaseDurationSeconds: 5 is below the minimum 15"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("spec.tasks[a].maxRetries: 101 is above the maximum 100"),
+        "{joined}"
+    );
+}
+
+#[test]
+fn a_missing_agent_is_reported_as_required() {
+    let text = "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: hello\nspec:\n  tasks: []\n";
+    let message = only(Files::new().with("f.yaml", text).messages());
+    assert!(
+        message.ends_with("Feature hello: spec.agent: is required"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_unknown_kind_is_reported_with_file_and_document() {
+    let text = format!(
+        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+        feature("hello", "    - name: a\n")
+    );
+    let files = Files::new().with("f.yaml", &text);
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:12 (document 2): unknown kind \"ConfigMap\", expected \"Feature\" or \"Task\"",
+            files.file("f.yaml")
+        )
+    );
+}
+
+#[test]
+fn an_unsupported_api_version_is_reported() {
+    let text = feature("hello", "    - name: a\n").replace("ralph.dev/v1alpha1", "ralph.dev/v1");
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(
+        message.ends_with(
+            "Feature: unsupported apiVersion \"ralph.dev/v1\", expected \"ralph.dev/v1alpha1\""
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_name_is_reported() {
+    let text = feature("hello", "    - name: a\n").replace("  name: hello\n", "  labels: {}\n");
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(
+        message.ends_with("Feature has no metadata.name"),
+        "{message}"
+    );
+}
+
+#[test]
+fn invalid_yaml_is_reported_at_its_file_line() {
+    let text = format!(
+        "{}---\napiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: x\n   bad: indent\nspec: {{}}\n",
+        feature("hello", "    - name: a\n")
+    );
+    let files = Files::new().with("f.yaml", &text);
+    let message = only(files.messages());
+    assert!(
+        message.starts_with(&format!(
+            "{}:15 (document 2): invalid YAML: ",
+            files.file("f.yaml")
+        )),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_file_without_documents_is_reported() {
+    let files = Files::new().with("empty.yaml", "# nothing here\n");
+    assert_eq!(
+        only(files.messages()),
+        format!(
+            "{}: the file holds no Feature or Task",
+            files.file("empty.yaml")
+        )
+    );
+}
+
+#[test]
+fn a_missing_file_is_reported() {
+    let missing = Path::new("/nonexistent/ralph/f.yaml");
+    let errors = match load_plan(&[missing]) {
+        Err(errors) => errors.0,
+        Ok(_) => panic!("a missing file must not load"),
+    };
+    assert!(matches!(&errors[..], [ManifestError::Read { .. }]));
+}
+
+#[test]
+fn problems_in_every_file_are_all_reported() {
+    let files = Files::new()
+        .with(
+            "a.yaml",
+            &feature("a", "    - name: x\n      dependOn: []\n"),
+        )
+        .with(
+            "b.yaml",
+            &feature("b", "    - name: x\n      dependsOn: [y]\n"),
+        );
+    let messages = files.messages();
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert!(messages[0].starts_with(&files.file("a.yaml")));
+    assert!(messages[1].starts_with(&files.file("b.yaml")));
+    assert!(messages[1].ends_with("Feature b: task \"x\" depends on unknown task \"y\""));
+}
+
+#[test]
+fn a_dependency_cycle_is_reported_with_its_path() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "c",
+            "    - name: a\n      dependsOn: [b]\n    - name: b\n      dependsOn: [a]\n",
+        ),
+    );
+    let message = only(files.messages());
+    assert!(
+        message.ends_with("Feature c: dependency cycle: a -> b -> a"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_self_dependency_is_reported_naming_the_task() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature("c", "    - name: a\n      dependsOn: [a]\n"),
+    );
+    assert!(only(files.messages()).ends_with("task \"a\" depends on itself"));
+}
+
+#[test]
+fn a_feature_defined_twice_is_reported_with_both_places() {
+    let files = Files::new()
+        .with("a.yaml", &feature("same", "    - name: x\n"))
+        .with("b.yaml", &feature("same", "    - name: x\n"));
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:1 (document 1): Feature same is defined twice (first at {}:1 (document 1))",
+            files.file("b.yaml"),
+            files.file("a.yaml")
+        )
+    );
+}
+
+fn standalone(name: &str, feature_ref: &str, rest: &str) -> String {
+    format!(
+        "---\napiVersion: ralph.dev/v1alpha1\nkind: Task\nmetadata:\n  name: {name}\nspec:\n  featureRef: {feature_ref}\n{rest}"
+    )
+}
+
+#[test]
+fn a_standalone_task_joins_its_feature_after_the_templates() {
+    let text = format!(
+        "{}{}",
+        feature("calc", "    - name: code\n"),
+        standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
+    );
+    let plan = Files::new().with("f.yaml", &text).plan();
+    let tasks = &plan.features[0].tasks;
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[1].id, "calc-bench");
+    assert!(matches!(tasks[1].origin, TaskOrigin::Standalone(_)));
+}
+
+#[test]
+fn a_standalone_task_dependency_on_a_template_object_maps_to_the_template_id() {
+    let text = format!(
+        "{}{}",
+        feature("calc", "    - name: code\n"),
+        standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
+    );
+    let plan = Files::new().with("f.yaml", &text).plan();
+    assert_eq!(plan.features[0].tasks[1].fields.depends_on, ["code"]);
+    let ready: Vec<&str> = plan.features[0].dag.ready().collect();
+    assert_eq!(ready, ["code"]);
+}
+
+#[test]
+fn a_standalone_task_may_depend_on_another_standalone_task() {
+    let text = format!(
+        "{}{}{}",
+        feature("calc", "    - name: code\n"),
+        standalone("extra-one", "calc", ""),
+        standalone("extra-two", "calc", "  dependsOn: [extra-one]\n")
+    );
+    let plan = Files::new().with("f.yaml", &text).plan();
+    assert_eq!(plan.features[0].tasks[2].fields.depends_on, ["extra-one"]);
+}
+
+#[test]
+fn a_task_naming_no_feature_is_reported() {
+    let files = Files::new().with("t.yaml", &standalone("lonely", "nowhere", ""));
+    let message = only(files.messages());
+    assert!(
+        message.ends_with(
+            "Task lonely: spec.featureRef: no Feature named \"nowhere\" in the given files"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_task_in_another_file_finds_its_feature() {
+    let files = Files::new()
+        .with("f.yaml", &feature("calc", "    - name: code\n"))
+        .with("t.yaml", &standalone("calc-docs", "calc", ""));
+    assert_eq!(files.plan().features[0].tasks.len(), 2);
+}
+
+#[test]
+fn a_standalone_task_named_like_a_template_task_is_reported() {
+    let text = format!(
+        "{}{}",
+        feature("calc", "    - name: code\n"),
+        standalone("calc-code", "calc", "")
+    );
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(
+        message.ends_with(
+            "Task calc-code: clashes with the Task created for template \"code\" of Feature calc"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_task_of_a_broken_feature_is_not_reported_as_orphaned() {
+    let text = format!(
+        "{}{}",
+        feature("calc", "    - name: code\n      priority: x\n"),
+        standalone("calc-docs", "calc", "")
+    );
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(message.contains("spec.tasks[code].priority"), "{message}");
+}
+
+#[test]
+fn backoff_base_above_max_breaks_the_crd_rule() {
+    let text = feature("hello", "    - name: a\n").replace(
+        "  tasks:",
+        "  retry:\n    backoffBaseSeconds: 700\n  tasks:",
+    );
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(message.ends_with("Feature hello: spec.retry: backoffBaseSeconds (700) must not exceed backoffMaxSeconds (600)"), "{message}");
+}
+
+#[test]
+fn a_wrong_type_points_at_the_line_of_the_field() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n    - name: b\n      priority: high\n",
+        ),
+    );
+    let message = only(files.messages());
+    assert!(
+        message.starts_with(&format!("{}:11 (document 1): ", files.file("f.yaml"))),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_field_points_at_the_line_of_its_parent() {
+    let text = feature("hello", "    - name: a\n")
+        .replace("    command: [claude-agent-acp]\n", "    image: x\n");
+    let files = Files::new().with("f.yaml", &text);
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:6 (document 1): Feature hello: spec.agent.command: is required",
+            files.file("f.yaml")
+        )
+    );
+}
+
+#[test]
+fn a_dag_problem_points_at_the_line_of_the_task() {
+    let files = Files::new().with(
+        "f.yaml",
+        &feature(
+            "hello",
+            "    - name: a\n    - name: b\n      dependsOn: [zz]\n",
+        ),
+    );
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:10 (document 1): Feature hello: task \"b\" depends on unknown task \"zz\"",
+            files.file("f.yaml")
+        )
+    );
+}
+
+#[test]
+fn a_dag_problem_of_a_standalone_task_points_at_its_document() {
+    let text = format!(
+        "{}{}",
+        feature("calc", "    - name: code\n"),
+        standalone("calc-bench", "calc", "  dependsOn: [nothing]\n")
+    );
+    let files = Files::new().with("f.yaml", &text);
+    let message = only(files.messages());
+    assert_eq!(
+        message,
+        format!(
+            "{}:11 (document 2): Feature calc: task \"calc-bench\" depends on unknown task \"nothing\"",
+            files.file("f.yaml")
+        )
+    );
+}

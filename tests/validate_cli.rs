@@ -1,0 +1,244 @@
+//! `ralph validate` on the samples in config/samples, run as the real binary.
+
+use std::process::{Command, Output};
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn validate(files: &[&str]) -> Run {
+    let output: Output = match Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("validate")
+        .args(files)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("RALPH_LOG")
+        .output()
+    {
+        Ok(output) => output,
+        Err(error) => panic!("cannot run ralph: {error}"),
+    };
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn valid(files: &[&str]) -> Vec<String> {
+    let run = validate(files);
+    assert_eq!(run.code, Some(0), "stderr:\n{}", run.stderr);
+    run.stdout.lines().map(str::to_owned).collect()
+}
+
+fn invalid(file: &str) -> String {
+    let run = validate(&[file]);
+    assert_eq!(
+        run.code,
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        run.stdout.is_empty(),
+        "nothing is printed on stdout: {}",
+        run.stdout
+    );
+    run.stderr
+}
+
+/// The task names of the tree lines (after the header), with their indentation.
+fn tree(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .skip(1)
+        .map(|line| {
+            let indent = line.len() - line.trim_start().len();
+            let name = line.split_whitespace().next().unwrap_or_default();
+            format!("{}{}", " ".repeat(indent), name)
+        })
+        .collect()
+}
+
+fn line_of<'a>(lines: &'a [String], task: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|line| line.split_whitespace().next() == Some(task))
+        .map_or("", String::as_str)
+}
+
+#[test]
+fn hello_is_valid_and_prints_its_tasks_with_the_ready_one_first() {
+    let lines = valid(&["config/samples/hello.yaml"]);
+    assert_eq!(
+        lines[0],
+        "Feature hello (config/samples/hello.yaml): 4 tasks, 1 ready now"
+    );
+    assert_eq!(
+        tree(&lines),
+        [
+            "  write-greeting",
+            "  write-test",
+            "  write-readme",
+            "  review"
+        ]
+    );
+}
+
+#[test]
+fn hello_marks_only_write_greeting_ready() {
+    let lines = valid(&["config/samples/hello.yaml"]);
+    assert!(line_of(&lines, "write-greeting").contains("<- ready #1"));
+    for task in ["write-test", "write-readme", "review"] {
+        assert!(
+            !line_of(&lines, task).contains("ready #"),
+            "{task} is not ready"
+        );
+    }
+}
+
+#[test]
+fn hello_shows_each_task_priority_and_dependencies() {
+    let lines = valid(&["config/samples/hello.yaml"]);
+    let review = line_of(&lines, "review");
+    assert!(review.contains("priority 0"), "{review}");
+    assert!(
+        review.contains("dependsOn: write-test, write-readme"),
+        "{review}"
+    );
+}
+
+#[test]
+fn diamond_starts_with_design_alone() {
+    let lines = valid(&["config/samples/diamond.yaml"]);
+    assert!(lines[0].ends_with("4 tasks, 1 ready now"));
+    assert_eq!(tree(&lines)[0], "  design");
+    assert!(line_of(&lines, "design").contains("<- ready #1"));
+    assert!(line_of(&lines, "backend").contains("priority 1"));
+}
+
+#[test]
+fn parent_children_indents_subtasks_and_orders_ready_ones_by_priority() {
+    let lines = valid(&["config/samples/parent-children.yaml"]);
+    assert_eq!(
+        tree(&lines),
+        [
+            "  docs",
+            "    install-guide",
+            "    user-guide",
+            "    api-reference",
+            "  release"
+        ]
+    );
+    assert!(line_of(&lines, "install-guide").contains("<- ready #1"));
+    assert!(line_of(&lines, "user-guide").contains("<- ready #2"));
+    assert!(
+        !line_of(&lines, "docs").contains("ready #"),
+        "a parent never runs itself"
+    );
+}
+
+#[test]
+fn standalone_task_joins_its_feature_with_its_dependency_mapped() {
+    let lines = valid(&["config/samples/standalone-task.yaml"]);
+    assert_eq!(tree(&lines), ["  write-code", "  calc-benchmark"]);
+    let benchmark = line_of(&lines, "calc-benchmark");
+    assert!(benchmark.contains("dependsOn: write-code"), "{benchmark}");
+    assert!(benchmark.contains("(Task calc-benchmark)"), "{benchmark}");
+}
+
+#[test]
+fn several_files_print_every_feature_in_order() {
+    let run = validate(&["config/samples/hello.yaml", "config/samples/diamond.yaml"]);
+    assert_eq!(run.code, Some(0));
+    let headers: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("Feature "))
+        .collect();
+    assert_eq!(headers.len(), 2);
+    assert!(headers[0].starts_with("Feature hello "));
+    assert!(headers[1].starts_with("Feature diamond "));
+}
+
+#[test]
+fn a_cycle_is_reported_with_its_path_and_file() {
+    let stderr = invalid("config/samples/invalid/cycle.yaml");
+    assert!(
+        stderr.contains(
+            "error: config/samples/invalid/cycle.yaml:10 (document 1): Feature cycle: dependency cycle: plan -> test -> build -> plan"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_dependency_names_the_task_and_the_missing_name() {
+    let stderr = invalid("config/samples/invalid/unknown-dependency.yaml");
+    assert!(
+        stderr.contains("unknown-dependency.yaml:11 (document 1): Feature unknown-dependency: task \"deploy\" depends on unknown task \"package\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_duplicate_name_is_reported() {
+    let stderr = invalid("config/samples/invalid/duplicate-name.yaml");
+    assert!(
+        stderr.contains("Feature duplicate-name: duplicate task name \"build\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_typo_field_names_the_field_the_task_and_its_line() {
+    let stderr = invalid("config/samples/invalid/typo-field.yaml");
+    assert!(
+        stderr.contains(
+            "error: config/samples/invalid/typo-field.yaml:12 (document 1): Feature typo-field: spec.tasks[test].dependOn: unknown field \"dependOn\" (did you mean \"dependsOn\"?)"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_task_name_is_reported_for_the_task_and_its_dependent() {
+    let stderr = invalid("config/samples/invalid/bad-name.yaml");
+    assert!(
+        stderr.contains("spec.tasks[Write_Code].name: \"Write_Code\" is not a valid name"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("spec.tasks[test].dependsOn[0]"), "{stderr}");
+    assert!(stderr.contains("2 problems found"), "{stderr}");
+}
+
+#[test]
+fn problems_in_several_files_are_all_listed() {
+    let run = validate(&[
+        "config/samples/invalid/cycle.yaml",
+        "config/samples/hello.yaml",
+        "config/samples/invalid/duplicate-name.yaml",
+    ]);
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("cycle.yaml"));
+    assert!(run.stderr.contains("duplicate-name.yaml"));
+    assert!(run.stderr.contains("2 problems found"), "{}", run.stderr);
+}
+
+#[test]
+fn a_missing_file_is_a_problem_not_a_usage_error() {
+    let stderr = invalid("config/samples/does-not-exist.yaml");
+    assert!(
+        stderr.contains("config/samples/does-not-exist.yaml: cannot read the file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn no_file_is_a_usage_error() {
+    let run = validate(&[]);
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("<FILE>"), "{}", run.stderr);
+}
