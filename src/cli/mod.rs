@@ -44,7 +44,7 @@ pub enum Command {
     #[command(subcommand)]
     Task(task::Command),
     /// Drive one agent attempt over ACP and report its result (used in agent Pods).
-    Runner(runner::Args),
+    Runner(Box<runner::Args>),
     /// Built-in ACP agents.
     #[command(subcommand)]
     Agent(agent::Command),
@@ -62,7 +62,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args).await,
         Command::Status(args) => status::run(args).await,
         Command::Task(command) => task::run(command).await,
-        Command::Runner(args) => runner::run(args).await,
+        Command::Runner(args) => runner::run(*args).await,
         Command::Agent(command) => agent::run(command).await,
         Command::Controller(args) => controller::run(args).await,
         Command::Sidecar(args) => sidecar::run(args).await,

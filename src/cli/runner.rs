@@ -1,12 +1,160 @@
-//! `ralph runner`.
+//! `ralph runner`: drive one agent attempt over ACP and report its result.
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::attempt::OutcomeClass;
+use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
+
+/// The kubelet's termination-message file, the default result file when it exists.
+const TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// Options of `ralph runner`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The task the attempt is for (exported to the agent as RALPH_TASK).
+    #[arg(long)]
+    pub task: String,
+    /// The attempt identity, e.g. `<task>-a<N>` (RALPH_ATTEMPT).
+    #[arg(long)]
+    pub attempt: Option<String>,
+    /// File holding the prompt text.
+    #[arg(long)]
+    pub prompt_file: PathBuf,
+    /// The agent's working directory [default: the current directory].
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Where to write the result document [default: /dev/termination-log when it
+    /// exists, else the last line on stdout].
+    #[arg(long)]
+    pub result_file: Option<PathBuf>,
+    /// File touched (at most once a second) while the agent sends ACP traffic.
+    #[arg(long)]
+    pub heartbeat_file: Option<PathBuf>,
+    /// No ACP traffic for this long counts as a hang.
+    #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// The longest an attempt may run.
+    #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
+    pub total_timeout: Duration,
+    /// Time between session/cancel and killing the agent's process group.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+    /// Regex marking a crash when an agent stderr line matches (repeatable; added to the defaults).
+    #[arg(long = "crash-pattern", value_name = "REGEX")]
+    pub crash_patterns: Vec<String>,
+    /// Regex marking quota exhaustion (repeatable; added to the built-in recognisers).
+    #[arg(long = "exhaustion-pattern", value_name = "REGEX")]
+    pub exhaustion_patterns: Vec<String>,
+    /// Refuse permission for tool calls whose title, command or path matches this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub deny: Vec<String>,
+    /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
+    #[arg(long)]
+    pub die_with_parent: bool,
+    /// The agent command and its arguments.
+    #[arg(last = true, required = true, value_name = "AGENT_CMD")]
+    pub agent: Vec<String>,
+}
 
-/// Runs `ralph runner`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ralph runner` is not built yet")
+/// Runs `ralph runner`; the exit status is the outcome class.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let parent = nix::unistd::getppid();
+    let prompt = std::fs::read_to_string(&args.prompt_file)
+        .with_context(|| format!("cannot read the prompt file {}", args.prompt_file.display()))?;
+    let workspace = match args.workspace {
+        Some(workspace) => workspace,
+        None => std::env::current_dir().context("cannot determine the current directory")?,
+    };
+    let cancel = CancellationToken::new();
+    cancel_on_signals(&cancel)?;
+    if args.die_with_parent {
+        die_with_parent(parent, &cancel)?;
+    }
+    let config = RunnerConfig {
+        task: args.task,
+        attempt: args.attempt,
+        prompt,
+        workspace,
+        agent_command: args.agent,
+        heartbeat_file: args.heartbeat_file,
+        idle_timeout: args.idle_timeout,
+        total_timeout: args.total_timeout,
+        grace: args.grace,
+        crash_patterns: args.crash_patterns,
+        exhaustion_patterns: args.exhaustion_patterns,
+        deny: args.deny,
+        events: EventLog::stdout(),
+        relay_stderr: true,
+    };
+    let result = run_attempt(config, cancel).await?;
+    let outcome = result.outcome;
+    match result_destination(args.result_file) {
+        Some(path) => {
+            write_result(result, &path)?;
+        }
+        None => {
+            let json = fit_result(result)?.1;
+            writeln!(std::io::stdout(), "{json}").context("cannot write the result to stdout")?;
+        }
+    }
+    Ok(ExitCode::from(exit_status(outcome)))
+}
+
+/// The exit status documenting an outcome class.
+pub fn exit_status(outcome: OutcomeClass) -> u8 {
+    match outcome {
+        OutcomeClass::Finished => 0,
+        OutcomeClass::Crashed => 3,
+        OutcomeClass::Exhausted => 4,
+        OutcomeClass::Cancelled => 5,
+    }
+}
+
+fn result_destination(explicit: Option<PathBuf>) -> Option<PathBuf> {
+    explicit.or_else(|| {
+        Path::new(TERMINATION_LOG)
+            .exists()
+            .then(|| PathBuf::from(TERMINATION_LOG))
+    })
+}
+
+/// SIGTERM and SIGINT cancel the attempt (session/cancel, grace, kill).
+fn cancel_on_signals(cancel: &CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM: cancelling the attempt"),
+            _ = interrupt.recv() => tracing::info!("SIGINT: cancelling the attempt"),
+        }
+        cancel.cancel();
+    });
+    Ok(())
+}
+
+/// Asks the kernel for SIGTERM when the parent dies; cancels at once when the parent
+/// already died before the request took effect.
+#[cfg(target_os = "linux")]
+fn die_with_parent(parent: nix::unistd::Pid, cancel: &CancellationToken) -> anyhow::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+        .context("cannot set the parent-death signal")?;
+    let now = nix::unistd::getppid();
+    if now != parent || now.as_raw() == 1 {
+        tracing::warn!("the parent process is already gone: cancelling the attempt");
+        cancel.cancel();
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_parent: nix::unistd::Pid, _cancel: &CancellationToken) -> anyhow::Result<()> {
+    anyhow::bail!("--die-with-parent is only supported on Linux")
 }

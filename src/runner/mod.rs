@@ -1,1 +1,26 @@
-//! The ACP client that drives one agent attempt, supervises the agent process and reports the result.
+//! The ACP client that drives one agent attempt, supervises the agent process and
+//! reports the result (`ralph runner`; local mode may call [`run_attempt`] in-process).
+
+mod activity;
+mod attempt;
+mod client;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod outcome;
+pub mod patterns;
+pub mod permission;
+mod process;
+pub mod protocol;
+pub mod result;
+mod stderr;
+mod supervise;
+mod transport;
+pub mod turn;
+pub mod workspace;
+
+pub use attempt::run_attempt;
+pub use config::RunnerConfig;
+pub use error::RunnerError;
+pub use events::EventLog;
+pub use result::{fit_result, write_result};

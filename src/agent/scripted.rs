@@ -1,0 +1,379 @@
+//! The scripted agent: a real ACP agent (agent side of the SDK) that plays a script's
+//! steps for its task and attempt. It is the runner's test double and the agent of dry
+//! runs.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentChunk, Cost, Implementation, InitializeRequest,
+    InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, ReadTextFileRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
+    SessionNotification, SessionUpdate, ToolCall, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UsageUpdate, WriteTextFileRequest,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, ByteStreams, Client, ConnectTo, Error};
+use serde_json::json;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tokio_util::sync::CancellationToken;
+
+use super::script::{ErrorStep, Step, ToolStep, substitute};
+use crate::runner::protocol::{RawPrompt, RawPromptResponse, TurnUsage};
+
+/// The one session the scripted agent serves.
+const SESSION_ID: &str = "script-session";
+
+/// Time given to queued messages to reach the client before the agent exits or kills
+/// itself (the SDK offers no flush).
+const DRAIN: Duration = Duration::from_millis(50);
+
+/// Why the scripted agent stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[error("ACP connection failed: {0}")]
+pub struct AgentError(String);
+
+/// The task, attempt and steps the agent plays.
+#[derive(Clone, Debug)]
+pub struct Performance {
+    /// The task name (`{task}`).
+    pub task: String,
+    /// The attempt number (`{attempt}`).
+    pub attempt: u32,
+    /// The steps of this attempt.
+    pub steps: Vec<Step>,
+    /// The model reported in the session's model selector.
+    pub model: Option<String>,
+}
+
+struct Shared {
+    performance: Performance,
+    cwd: Mutex<PathBuf>,
+    turn_cancel: Mutex<CancellationToken>,
+}
+
+/// Serves ACP on the process's stdin and stdout until the client hangs up.
+pub async fn serve_stdio(performance: Performance) -> Result<(), AgentError> {
+    let transport = ByteStreams::new(
+        tokio::io::stdout().compat_write(),
+        tokio::io::stdin().compat(),
+    );
+    serve(performance, transport).await
+}
+
+/// Serves ACP on `transport` until the client hangs up.
+pub async fn serve(
+    performance: Performance,
+    transport: impl ConnectTo<Agent> + 'static,
+) -> Result<(), AgentError> {
+    let shared = Arc::new(Shared {
+        performance,
+        cwd: Mutex::new(PathBuf::from(".")),
+        turn_cancel: Mutex::new(CancellationToken::new()),
+    });
+    Agent
+        .v1()
+        .name("ralph-script")
+        .on_receive_request(
+            async move |request: InitializeRequest, responder, _cx| {
+                responder.respond(
+                    InitializeResponse::new(request.protocol_version.min(ProtocolVersion::V1))
+                        .agent_capabilities(AgentCapabilities::new())
+                        .agent_info(Implementation::new(
+                            "ralph-script",
+                            env!("CARGO_PKG_VERSION"),
+                        )),
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
+                    *lock(&shared.cwd) = request.cwd;
+                    let performance = &shared.performance;
+                    for step in &performance.steps {
+                        if let Step::History(text) = step {
+                            let text = substitute(text, &performance.task, performance.attempt);
+                            send(
+                                &cx,
+                                SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into())),
+                            )?;
+                        }
+                    }
+                    let mut response = NewSessionResponse::new(SESSION_ID);
+                    if let Some(model) = &performance.model {
+                        response = response.config_options(vec![
+                            SessionConfigOption::select(
+                                "model",
+                                "Model",
+                                model.clone(),
+                                vec![SessionConfigSelectOption::new(model.clone(), model.clone())],
+                            )
+                            .category(SessionConfigOptionCategory::Model),
+                        ]);
+                    }
+                    responder.respond(response)
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |_request: RawPrompt, responder, cx: ConnectionTo<Client>| {
+                    let cancel = CancellationToken::new();
+                    *lock(&shared.turn_cancel) = cancel.clone();
+                    let turn = Turn {
+                        cx: cx.clone(),
+                        shared: shared.clone(),
+                        cancel,
+                    };
+                    cx.spawn(async move { turn.play(responder).await })
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            {
+                let shared = shared.clone();
+                async move |_notification: CancelNotification, _cx| {
+                    lock(&shared.turn_cancel).cancel();
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await
+        .map_err(|error| AgentError(error.to_string()))
+}
+
+/// One prompt turn being played.
+struct Turn {
+    cx: ConnectionTo<Client>,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+}
+
+impl Turn {
+    async fn play(self, responder: Responder<RawPromptResponse>) -> Result<(), Error> {
+        let performance = &self.shared.performance;
+        let mut usage = None;
+        for (index, step) in performance.steps.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                return respond(responder, "cancelled", usage);
+            }
+            let text = |text: &str| substitute(text, &performance.task, performance.attempt);
+            match step {
+                Step::Text(body) => self.message(text(body))?,
+                Step::Thought(body) => send(
+                    &self.cx,
+                    SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(body).into())),
+                )?,
+                Step::Delay(duration) | Step::Silence(duration) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(*duration) => {}
+                        () = self.cancel.cancelled() => return respond(responder, "cancelled", usage),
+                    }
+                }
+                Step::Hang => std::future::pending::<()>().await,
+                Step::Tool(tool) => self.tool(index, tool).await?,
+                Step::Stop(reason) => return respond(responder, reason, usage),
+                Step::Error(error) => return responder.respond_with_error(prompt_error(error)),
+                Step::Exit(code) => {
+                    tokio::time::sleep(DRAIN).await;
+                    std::process::exit(*code);
+                }
+                Step::Kill => {
+                    tokio::time::sleep(DRAIN).await;
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::getpid(),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    std::future::pending::<()>().await;
+                }
+                Step::Stderr(line) => {
+                    let _ = writeln!(std::io::stderr(), "{}", text(line));
+                }
+                Step::Usage(step) => {
+                    let mut update =
+                        UsageUpdate::new(step.input_tokens + step.output_tokens, 200_000);
+                    if let Some(cost) = step.cost_usd {
+                        update = update.cost(Cost::new(cost, "USD"));
+                    }
+                    send(&self.cx, SessionUpdate::UsageUpdate(update))?;
+                    usage = Some(TurnUsage {
+                        input_tokens: step.input_tokens,
+                        output_tokens: step.output_tokens,
+                        ..TurnUsage::default()
+                    });
+                }
+                Step::Big(bytes) => self.message(filler(*bytes))?,
+                Step::Split(body) => {
+                    for ch in text(body).chars() {
+                        self.message(ch.to_string())?;
+                    }
+                }
+                Step::History(_) => {}
+            }
+        }
+        respond(responder, "end_turn", usage)
+    }
+
+    fn message(&self, text: String) -> Result<(), Error> {
+        send(
+            &self.cx,
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into())),
+        )
+    }
+
+    async fn tool(&self, index: usize, tool: &ToolStep) -> Result<(), Error> {
+        let performance = &self.shared.performance;
+        let path = absolute(&lock(&self.shared.cwd), &tool.path);
+        let id = format!("tool-{}", index + 1);
+        let (kind, title) = match tool.write {
+            Some(_) => (ToolKind::Edit, format!("Write {}", tool.path.display())),
+            None => (ToolKind::Read, format!("Read {}", tool.path.display())),
+        };
+        let location = vec![ToolCallLocation::new(path.clone())];
+        let raw_input = json!({"path": path});
+        send(
+            &self.cx,
+            SessionUpdate::ToolCall(
+                ToolCall::new(id.clone(), title.clone())
+                    .kind(kind)
+                    .status(ToolCallStatus::Pending)
+                    .locations(location.clone())
+                    .raw_input(raw_input.clone()),
+            ),
+        )?;
+        let fields = ToolCallUpdateFields::new()
+            .title(title)
+            .kind(kind)
+            .locations(location)
+            .raw_input(raw_input);
+        let answer = self
+            .cx
+            .send_request(RequestPermissionRequest::new(
+                SESSION_ID,
+                ToolCallUpdate::new(id.clone(), fields),
+                vec![
+                    PermissionOption::new("allow", "Allow", PermissionOptionKind::AllowOnce),
+                    PermissionOption::new("reject", "Reject", PermissionOptionKind::RejectOnce),
+                ],
+            ))
+            .block_task()
+            .await?;
+        let allowed = matches!(
+            &answer.outcome,
+            RequestPermissionOutcome::Selected(selected) if selected.option_id.0.as_ref() == "allow"
+        );
+        let result = if !allowed {
+            Err("permission denied".to_string())
+        } else if let Some(content) = &tool.write {
+            let content = substitute(content, &performance.task, performance.attempt);
+            self.cx
+                .send_request(WriteTextFileRequest::new(SESSION_ID, path, content))
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|error| error.message)
+        } else {
+            self.cx
+                .send_request(ReadTextFileRequest::new(SESSION_ID, path))
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|error| error.message)
+        };
+        let (status, follow_up, note) = match &result {
+            Ok(()) => (ToolCallStatus::Completed, &tool.ok_text, "done".to_string()),
+            Err(error) => (ToolCallStatus::Failed, &tool.fail_text, error.clone()),
+        };
+        send(
+            &self.cx,
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                id,
+                ToolCallUpdateFields::new()
+                    .status(status)
+                    .raw_output(json!({"result": note})),
+            )),
+        )?;
+        if let Some(text) = follow_up {
+            self.message(substitute(text, &performance.task, performance.attempt))?;
+        }
+        Ok(())
+    }
+}
+
+fn respond(
+    responder: Responder<RawPromptResponse>,
+    stop_reason: &str,
+    usage: Option<TurnUsage>,
+) -> Result<(), Error> {
+    responder.respond(RawPromptResponse {
+        stop_reason: stop_reason.to_string(),
+        usage,
+    })
+}
+
+fn prompt_error(step: &ErrorStep) -> Error {
+    let error = Error::new(step.code, step.message.clone());
+    match &step.error_kind {
+        Some(kind) => error.data(json!({"errorKind": kind})),
+        None => error,
+    }
+}
+
+fn send(cx: &ConnectionTo<Client>, update: SessionUpdate) -> Result<(), Error> {
+    cx.send_notification(SessionNotification::new(SESSION_ID, update))
+}
+
+fn absolute(cwd: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+/// `bytes` bytes of readable filler text.
+fn filler(bytes: usize) -> String {
+    const WORDS: &str = "lorem ipsum dolor sit amet ";
+    WORDS.chars().cycle().take(bytes).collect()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filler_has_the_requested_size() {
+        assert_eq!(filler(1000).len(), 1000);
+    }
+
+    #[test]
+    fn relative_tool_paths_are_taken_from_the_session_cwd() {
+        assert_eq!(
+            absolute(Path::new("/ws"), Path::new("a.txt")),
+            PathBuf::from("/ws/a.txt")
+        );
+        assert_eq!(
+            absolute(Path::new("/ws"), Path::new("/etc/x")),
+            PathBuf::from("/etc/x")
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! Classifying what happened in an attempt into the result's outcome class, stop reason
+//! and crash summary (pure).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::patterns::Patterns;
+use super::turn::Phase;
+use crate::engine::attempt::{Exhaustion, OutcomeClass, StopReason};
+use crate::engine::sigils::Sigils;
+
+/// `data.errorKind` values (claude-agent-acp) that mean the account ran out of quota.
+const EXHAUSTION_ERROR_KINDS: &[&str] = &[
+    "rate_limit",
+    "billing_error",
+    "quota_exhausted",
+    "usage_limit",
+    "usage_limit_reached",
+];
+
+/// How the prompt turn ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnEnd {
+    /// The agent answered the prompt with a stop reason.
+    Answered {
+        /// The stop reason as sent.
+        stop_reason: String,
+    },
+    /// The agent answered the prompt with a JSON-RPC error.
+    Failed {
+        /// The error code.
+        code: i32,
+        /// The error message.
+        message: String,
+        /// The error data (claude-agent-acp puts `errorKind` here).
+        data: Option<Value>,
+    },
+    /// The conversation ended without an answer (the agent died, closed its output or
+    /// answered a setup request with an error).
+    Unanswered {
+        /// How far the conversation got.
+        phase: Phase,
+        /// What the connection reported.
+        detail: String,
+    },
+}
+
+/// Why the runner stopped the agent before the turn ended by itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Interruption {
+    /// The runner was told to cancel (signal, or the caller's token).
+    Cancelled,
+    /// No ACP traffic for this long.
+    IdleTimeout(Duration),
+    /// The attempt ran this long.
+    TotalTimeout(Duration),
+    /// A stderr line matched a crash pattern; the agent was killed at once.
+    CrashPattern {
+        /// The pattern.
+        pattern: String,
+        /// The line.
+        line: String,
+    },
+}
+
+/// Everything the classification looks at.
+#[derive(Clone, Debug)]
+pub struct Observations {
+    /// How the turn ended.
+    pub turn: TurnEnd,
+    /// Whether and why the runner stopped the agent.
+    pub interruption: Option<Interruption>,
+    /// The agent's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the agent, when one did.
+    pub signal: Option<i32>,
+    /// The first non-empty line the agent wrote to stderr.
+    pub first_stderr_line: Option<String>,
+    /// A usage-limit report seen anywhere in the attempt.
+    pub exhaustion: Option<Exhaustion>,
+    /// Session updates received after the prompt was sent.
+    pub updates_in_turn: usize,
+    /// The sigils of the turn.
+    pub sigils: Sigils,
+}
+
+/// The classification.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The outcome class.
+    pub outcome: OutcomeClass,
+    /// The stop reason, when the agent answered one (or one was mapped from an error).
+    pub stop_reason: Option<StopReason>,
+    /// The crash summary, for crashes.
+    pub crash: Option<String>,
+}
+
+/// Classifies one attempt.
+pub fn classify(observations: &Observations) -> Verdict {
+    let stop_reason = answered_stop_reason(&observations.turn);
+    let verdict = |outcome, crash: Option<String>| Verdict {
+        outcome,
+        stop_reason: stop_reason.clone(),
+        crash,
+    };
+    let claims_task =
+        observations.sigils.task_done.is_some() || observations.sigils.task_failed.is_some();
+    match &observations.interruption {
+        Some(Interruption::Cancelled) => return verdict(OutcomeClass::Cancelled, None),
+        _ if observations.exhaustion.is_some() && !claims_task => {
+            return verdict(OutcomeClass::Exhausted, None);
+        }
+        Some(Interruption::CrashPattern { pattern, line }) => {
+            let summary = format!("crash pattern `{pattern}` on stderr: {}", line.trim());
+            return verdict(OutcomeClass::Crashed, Some(summary));
+        }
+        Some(Interruption::IdleTimeout(limit)) => {
+            let summary = format!(
+                "idle timeout: no ACP traffic for {}{}",
+                humantime::format_duration(*limit),
+                stop_note(&observations.turn)
+            );
+            return verdict(OutcomeClass::Crashed, Some(summary));
+        }
+        Some(Interruption::TotalTimeout(limit)) => {
+            let summary = format!(
+                "total timeout: the attempt ran for {}{}",
+                humantime::format_duration(*limit),
+                stop_note(&observations.turn)
+            );
+            return verdict(OutcomeClass::Crashed, Some(summary));
+        }
+        None => {}
+    }
+    match &observations.turn {
+        TurnEnd::Answered { .. } => {
+            if stop_reason == Some(StopReason::EndTurn) && observations.updates_in_turn == 0 {
+                let summary = "no output: the agent ended its turn without sending anything";
+                verdict(OutcomeClass::Crashed, Some(summary.into()))
+            } else {
+                verdict(OutcomeClass::Finished, None)
+            }
+        }
+        TurnEnd::Failed {
+            code,
+            message,
+            data,
+        } => {
+            let kind = error_kind(data.as_ref());
+            match kind.and_then(stop_reason_for_error_kind) {
+                Some(mapped) => Verdict {
+                    outcome: OutcomeClass::Finished,
+                    stop_reason: Some(mapped),
+                    crash: None,
+                },
+                None => {
+                    let kind_note = kind
+                        .map(|kind| format!(" (errorKind {kind})"))
+                        .unwrap_or_default();
+                    let summary = format!(
+                        "the agent answered the prompt with error {code}: {}{kind_note}",
+                        message.trim()
+                    );
+                    verdict(OutcomeClass::Crashed, Some(summary))
+                }
+            }
+        }
+        TurnEnd::Unanswered { phase, detail } => verdict(
+            OutcomeClass::Crashed,
+            Some(unanswered_summary(observations, *phase, detail)),
+        ),
+    }
+}
+
+/// A usage-limit report in a prompt error (its `errorKind`, message or data).
+pub fn exhaustion_in_error(
+    message: &str,
+    data: Option<&Value>,
+    patterns: &Patterns,
+    now_unix: i64,
+) -> Option<Exhaustion> {
+    let text = match data {
+        Some(data) => format!("{message} {data}"),
+        None => message.to_string(),
+    };
+    if let Some(found) = patterns.exhaustion_in_diagnostic(&text, now_unix) {
+        return Some(found);
+    }
+    let kind = error_kind(data)?;
+    EXHAUSTION_ERROR_KINDS.contains(&kind).then(|| Exhaustion {
+        message: format!("{} (errorKind {kind})", message.trim()),
+        reset_at: super::patterns::reset_time(&text, now_unix),
+    })
+}
+
+fn error_kind(data: Option<&Value>) -> Option<&str> {
+    data?.get("errorKind")?.as_str()
+}
+
+fn stop_reason_for_error_kind(kind: &str) -> Option<StopReason> {
+    match kind {
+        "max_output_tokens" | "max_tokens" => Some(StopReason::MaxTokens),
+        "max_turns" | "max_turn_requests" => Some(StopReason::MaxTurnRequests),
+        "refusal" => Some(StopReason::Refusal),
+        _ => None,
+    }
+}
+
+fn answered_stop_reason(turn: &TurnEnd) -> Option<StopReason> {
+    let TurnEnd::Answered { stop_reason } = turn else {
+        return None;
+    };
+    Some(parse_stop_reason(stop_reason))
+}
+
+/// The stop reason named `text` (unknown names are kept verbatim).
+pub fn parse_stop_reason(text: &str) -> StopReason {
+    match text {
+        "end_turn" => StopReason::EndTurn,
+        "max_tokens" => StopReason::MaxTokens,
+        "max_turn_requests" => StopReason::MaxTurnRequests,
+        "refusal" => StopReason::Refusal,
+        "cancelled" => StopReason::Cancelled,
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+fn stop_note(turn: &TurnEnd) -> &'static str {
+    match turn {
+        TurnEnd::Answered { .. } => "; the agent stopped after session/cancel",
+        _ => "; the agent did not stop within the grace period and was killed",
+    }
+}
+
+fn unanswered_summary(observations: &Observations, phase: Phase, detail: &str) -> String {
+    let mut summary = match (observations.exit_code, observations.signal) {
+        (Some(code), _) => format!("agent exited with code {code} {}", phase.describe()),
+        (None, Some(signal)) => format!(
+            "agent was killed by signal {signal} ({}) {}",
+            signal_name(signal),
+            phase.describe()
+        ),
+        (None, None) => format!("agent stopped responding {}: {detail}", phase.describe()),
+    };
+    if observations.exit_code == Some(0) && observations.updates_in_turn == 0 {
+        summary.push_str(" (no output)");
+    }
+    if let Some(line) = &observations.first_stderr_line {
+        summary.push_str(": ");
+        summary.push_str(line.trim());
+    }
+    summary
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    nix::sys::signal::Signal::try_from(signal)
+        .map(|signal| signal.as_str())
+        .unwrap_or("unknown signal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn observations(turn: TurnEnd) -> Observations {
+        Observations {
+            turn,
+            interruption: None,
+            exit_code: None,
+            signal: None,
+            first_stderr_line: None,
+            exhaustion: None,
+            updates_in_turn: 3,
+            sigils: Sigils::default(),
+        }
+    }
+
+    fn answered(stop_reason: &str) -> TurnEnd {
+        TurnEnd::Answered {
+            stop_reason: stop_reason.into(),
+        }
+    }
+
+    fn unanswered() -> TurnEnd {
+        TurnEnd::Unanswered {
+            phase: Phase::Prompted,
+            detail: "incoming transport closed".into(),
+        }
+    }
+
+    #[test]
+    fn end_turn_with_output_is_finished() {
+        let verdict = classify(&observations(answered("end_turn")));
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
+        assert_eq!(verdict.stop_reason, Some(StopReason::EndTurn));
+    }
+
+    #[test]
+    fn end_turn_without_any_output_is_a_crash() {
+        let mut silent = observations(answered("end_turn"));
+        silent.updates_in_turn = 0;
+        let verdict = classify(&silent);
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert!(verdict.crash.unwrap().starts_with("no output"));
+    }
+
+    #[test]
+    fn an_unknown_stop_reason_is_kept_verbatim() {
+        let verdict = classify(&observations(answered("paused")));
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
+        assert_eq!(
+            verdict.stop_reason,
+            Some(StopReason::Other("paused".into()))
+        );
+    }
+
+    #[test]
+    fn a_max_output_tokens_error_maps_to_max_tokens() {
+        let verdict = classify(&observations(TurnEnd::Failed {
+            code: -32603,
+            message: "Claude's response exceeded the output token maximum".into(),
+            data: Some(json!({"errorKind": "max_output_tokens"})),
+        }));
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
+        assert_eq!(verdict.stop_reason, Some(StopReason::MaxTokens));
+    }
+
+    #[test]
+    fn any_other_prompt_error_is_a_crash_naming_it() {
+        let verdict = classify(&observations(TurnEnd::Failed {
+            code: -32603,
+            message: "API Error: 500".into(),
+            data: Some(json!({"errorKind": "server_error"})),
+        }));
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent answered the prompt with error -32603: API Error: 500 (errorKind server_error)"
+        );
+    }
+
+    #[test]
+    fn a_non_zero_exit_names_the_code_and_first_stderr_line() {
+        let mut died = observations(unanswered());
+        died.exit_code = Some(1);
+        died.first_stderr_line = Some("fatal: out of cheese".into());
+        let verdict = classify(&died);
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "agent exited with code 1 before answering the prompt: fatal: out of cheese"
+        );
+    }
+
+    #[test]
+    fn a_kill_names_the_signal() {
+        let mut killed = observations(unanswered());
+        killed.signal = Some(9);
+        let crash = classify(&killed).crash.unwrap();
+        assert_eq!(
+            crash,
+            "agent was killed by signal 9 (SIGKILL) before answering the prompt"
+        );
+    }
+
+    #[test]
+    fn cancellation_wins_over_everything() {
+        let mut cancelled = observations(answered("cancelled"));
+        cancelled.interruption = Some(Interruption::Cancelled);
+        cancelled.exhaustion = Some(Exhaustion {
+            message: "usage limit reached".into(),
+            reset_at: None,
+        });
+        let verdict = classify(&cancelled);
+        assert_eq!(verdict.outcome, OutcomeClass::Cancelled);
+        assert_eq!(verdict.stop_reason, Some(StopReason::Cancelled));
+    }
+
+    #[test]
+    fn exhaustion_without_a_task_sigil_is_exhausted() {
+        let mut exhausted = observations(answered("end_turn"));
+        exhausted.exhaustion = Some(Exhaustion {
+            message: "usage limit reached".into(),
+            reset_at: Some(5),
+        });
+        assert_eq!(classify(&exhausted).outcome, OutcomeClass::Exhausted);
+    }
+
+    #[test]
+    fn a_task_sigil_outweighs_an_exhaustion_report() {
+        let mut done = observations(answered("end_turn"));
+        done.exhaustion = Some(Exhaustion {
+            message: "usage limit reached".into(),
+            reset_at: None,
+        });
+        done.sigils.task_done = Some("t".into());
+        assert_eq!(classify(&done).outcome, OutcomeClass::Finished);
+    }
+
+    #[test]
+    fn an_idle_timeout_is_a_crash_even_when_the_agent_stopped() {
+        let mut idle = observations(answered("cancelled"));
+        idle.interruption = Some(Interruption::IdleTimeout(Duration::from_secs(300)));
+        let verdict = classify(&idle);
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "idle timeout: no ACP traffic for 5m; the agent stopped after session/cancel"
+        );
+    }
+
+    #[test]
+    fn a_rate_limit_error_kind_is_exhaustion() {
+        let patterns = Patterns::new(&[], &[]).unwrap();
+        let found = exhaustion_in_error(
+            "API Error: 429",
+            Some(&json!({"errorKind": "rate_limit"})),
+            &patterns,
+            0,
+        )
+        .unwrap();
+        assert_eq!(found.message, "API Error: 429 (errorKind rate_limit)");
+    }
+}

@@ -1,0 +1,230 @@
+//! Recognising crashes and quota exhaustion in what an agent prints (pure: the current
+//! time is an argument).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::error::RunnerError;
+use super::events::char_prefix;
+use crate::engine::attempt::Exhaustion;
+
+/// Stderr texts that mean the agent CLI failed, whatever it does next (some log the
+/// error and hang).
+pub const DEFAULT_CRASH_PATTERNS: &[&str] = &["No messages returned", "ECONNRESET", "ETIMEDOUT"];
+
+/// Longest exhaustion message kept in the result.
+const MAX_EXHAUSTION_MESSAGE: usize = 300;
+
+/// Definite usage-limit reports: Claude Code's `usage limit reached|<epoch>`, Codex's
+/// `usage_limit_reached`, and the providers' "you've hit your usage limit" and
+/// `insufficient_quota`. These are trusted even in the agent's message text.
+static DEFINITE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)usage limit reached|usage_limit_reached|you've hit your usage limit|insufficient_quota",
+    )
+    .expect("built-in pattern")
+});
+
+/// Generic quota and rate-limit wording; trusted on stderr and in prompt errors only,
+/// since an agent may well write about rate limits in its normal output.
+static GENERIC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)quota exceeded|exceeded your (current )?quota|rate limit (reached|exceeded)|rate_limit_exceeded|resource_exhausted|out of credits|credit balance is too low|usage limit",
+    )
+    .expect("built-in pattern")
+});
+
+/// Reset-time notations, each with how to turn its capture into Unix seconds.
+static RESET_EPOCH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?i)(?:limit reached\||resets?_?at"?\s*[:=]\s*"?)(\d{9,11})"#)
+        .expect("built-in pattern")
+});
+static RESET_IN_SECONDS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?i)(?:resets?_in_seconds"?\s*[:=]\s*|retry[- ]after"?\s*[:=]?\s*)(\d+)"#)
+        .expect("built-in pattern")
+});
+static RESET_IN_UNITS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(?:try again|resets?) in (\d+)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|h)\b",
+    )
+    .expect("built-in pattern")
+});
+
+/// The crash and exhaustion recognisers of one attempt.
+#[derive(Clone, Debug)]
+pub struct Patterns {
+    crash: Vec<Regex>,
+    exhaustion: Vec<Regex>,
+}
+
+impl Patterns {
+    /// The default crash patterns plus `extra_crash`, and `extra_exhaustion` on top of
+    /// the built-in exhaustion recognisers.
+    pub fn new(extra_crash: &[String], extra_exhaustion: &[String]) -> Result<Self, RunnerError> {
+        let compile = |kind: &'static str, pattern: &str| {
+            Regex::new(pattern).map_err(|source| RunnerError::Pattern {
+                kind,
+                pattern: pattern.to_string(),
+                source: Box::new(source),
+            })
+        };
+        let crash = DEFAULT_CRASH_PATTERNS
+            .iter()
+            .map(|pattern| regex::escape(pattern))
+            .chain(extra_crash.iter().cloned())
+            .map(|pattern| compile("crash", &pattern))
+            .collect::<Result<_, _>>()?;
+        let exhaustion = extra_exhaustion
+            .iter()
+            .map(|pattern| compile("exhaustion", pattern))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { crash, exhaustion })
+    }
+
+    /// The crash pattern a stderr line matches, if any.
+    pub fn crash_in(&self, line: &str) -> Option<&str> {
+        self.crash
+            .iter()
+            .find(|pattern| pattern.is_match(line))
+            .map(Regex::as_str)
+    }
+
+    /// Exhaustion reported on stderr or in a prompt error (every recogniser applies).
+    pub fn exhaustion_in_diagnostic(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
+        let matched = DEFINITE.is_match(text)
+            || GENERIC.is_match(text)
+            || self.exhaustion.iter().any(|pattern| pattern.is_match(text));
+        matched.then(|| exhaustion(text, now_unix))
+    }
+
+    /// Whether `text` is a definite usage-limit report (not just rate-limit wording):
+    /// the agent cannot go on, so it is stopped at once.
+    pub fn is_definite_exhaustion(&self, text: &str) -> bool {
+        DEFINITE.is_match(text) || self.exhaustion.iter().any(|pattern| pattern.is_match(text))
+    }
+
+    /// Exhaustion reported in the agent's message text (definite reports and the
+    /// configured patterns only).
+    pub fn exhaustion_in_message(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
+        self.is_definite_exhaustion(text)
+            .then(|| exhaustion(text, now_unix))
+    }
+}
+
+fn exhaustion(text: &str, now_unix: i64) -> Exhaustion {
+    let trimmed = text.trim();
+    let message = if trimmed.len() > MAX_EXHAUSTION_MESSAGE {
+        format!("{}…", char_prefix(trimmed, MAX_EXHAUSTION_MESSAGE))
+    } else {
+        trimmed.to_string()
+    };
+    Exhaustion {
+        message,
+        reset_at: reset_time(text, now_unix),
+    }
+}
+
+/// The quota reset time a message states, as Unix seconds.
+pub fn reset_time(text: &str, now_unix: i64) -> Option<i64> {
+    if let Some(epoch) = RESET_EPOCH
+        .captures(text)
+        .and_then(|captures| captures[1].parse::<i64>().ok())
+    {
+        return Some(epoch);
+    }
+    if let Some(seconds) = RESET_IN_SECONDS
+        .captures(text)
+        .and_then(|captures| captures[1].parse::<i64>().ok())
+    {
+        return Some(now_unix.saturating_add(seconds));
+    }
+    let captures = RESET_IN_UNITS.captures(text)?;
+    let amount = captures[1].parse::<i64>().ok()?;
+    let unit = captures[2].to_ascii_lowercase();
+    let scale = match unit.chars().next() {
+        Some('h') => 3600,
+        Some('m') => 60,
+        _ => 1,
+    };
+    Some(now_unix.saturating_add(amount.saturating_mul(scale)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patterns() -> Patterns {
+        Patterns::new(&[], &[]).unwrap()
+    }
+
+    #[test]
+    fn default_crash_patterns_match_known_cli_failures() {
+        let patterns = patterns();
+        assert_eq!(
+            patterns.crash_in("Error: No messages returned"),
+            Some("No messages returned")
+        );
+        assert_eq!(patterns.crash_in("read ECONNRESET"), Some("ECONNRESET"));
+        assert_eq!(patterns.crash_in("all good"), None);
+    }
+
+    #[test]
+    fn extra_crash_patterns_are_regexes() {
+        let patterns = Patterns::new(&["fatal: .* lost".into()], &[]).unwrap();
+        assert!(patterns.crash_in("fatal: connection lost").is_some());
+    }
+
+    #[test]
+    fn an_invalid_pattern_is_an_error_naming_it() {
+        let error = Patterns::new(&["(".into()], &[]).unwrap_err();
+        assert!(error.to_string().contains("invalid crash pattern `(`"));
+    }
+
+    #[test]
+    fn claude_usage_limit_carries_its_reset_epoch() {
+        let found = patterns()
+            .exhaustion_in_message("Claude AI usage limit reached|1760000000", 0)
+            .unwrap();
+        assert_eq!(found.reset_at, Some(1_760_000_000));
+    }
+
+    #[test]
+    fn codex_usage_limit_resets_relative_to_now() {
+        let text = r#"{"type":"usage_limit_reached","resets_in_seconds":120}"#;
+        let found = patterns().exhaustion_in_diagnostic(text, 1000).unwrap();
+        assert_eq!(found.reset_at, Some(1120));
+    }
+
+    #[test]
+    fn try_again_in_hours_is_read() {
+        let text = "You've hit your usage limit. Try again in 2 hours.";
+        let found = patterns().exhaustion_in_diagnostic(text, 0).unwrap();
+        assert_eq!(found.reset_at, Some(7200));
+    }
+
+    #[test]
+    fn generic_rate_limit_text_counts_only_as_a_diagnostic() {
+        let text = "429: rate limit exceeded";
+        assert!(patterns().exhaustion_in_diagnostic(text, 0).is_some());
+        assert!(patterns().exhaustion_in_message(text, 0).is_none());
+    }
+
+    #[test]
+    fn exhaustion_without_a_stated_reset_has_none() {
+        let found = patterns()
+            .exhaustion_in_diagnostic("insufficient_quota", 0)
+            .unwrap();
+        assert_eq!(found.reset_at, None);
+    }
+
+    #[test]
+    fn configured_exhaustion_patterns_apply_to_message_text() {
+        let patterns = Patterns::new(&[], &["out of juice".into()]).unwrap();
+        assert!(
+            patterns
+                .exhaustion_in_message("I am out of juice", 0)
+                .is_some()
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! The answer to `session/request_permission`: allow tool calls inside the workspace,
+//! refuse those that touch paths outside it or match a deny pattern.
+
+use std::path::PathBuf;
+
+use regex::Regex;
+
+use super::error::RunnerError;
+use super::workspace::Workspace;
+
+/// What a permission request is about, reduced to what the policy looks at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolRequest {
+    /// The tool call's title (e.g. `Write src/main.rs`, `` `rm -rf build` ``).
+    pub title: Option<String>,
+    /// A shell command in the tool call's raw input, when there is one.
+    pub command: Option<String>,
+    /// The file paths the tool call names (its locations, and `path`-like raw input).
+    pub paths: Vec<PathBuf>,
+}
+
+/// The policy's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Let the tool run.
+    Allow,
+    /// Refuse, for the reason given.
+    Deny(String),
+}
+
+/// Deny globs plus the workspace rule.
+#[derive(Clone, Debug, Default)]
+pub struct PermissionPolicy {
+    deny: Vec<(String, Regex)>,
+}
+
+impl PermissionPolicy {
+    /// A policy refusing whatever matches one of `deny` (globs: `*` is any run of
+    /// characters, `?` one character; matched against the whole title, the command,
+    /// and each path, absolute and workspace-relative).
+    pub fn new(deny: &[String]) -> Result<Self, RunnerError> {
+        let deny = deny
+            .iter()
+            .map(|glob| Ok((glob.clone(), glob_regex(glob)?)))
+            .collect::<Result<_, RunnerError>>()?;
+        Ok(Self { deny })
+    }
+
+    /// Decides one permission request.
+    pub fn decide(&self, request: &ToolRequest, workspace: &Workspace) -> Decision {
+        for path in &request.paths {
+            let Ok(real) = workspace.resolve(path) else {
+                return Decision::Deny(format!(
+                    "{} is outside the workspace {}",
+                    path.display(),
+                    workspace.root().display()
+                ));
+            };
+            let relative = workspace.relative(&real).map(|p| p.display().to_string());
+            let candidates = [
+                Some(path.display().to_string()),
+                Some(real.display().to_string()),
+                relative,
+            ];
+            if let Some(glob) = self.matching(candidates.iter().flatten()) {
+                return Decision::Deny(format!("{} matches deny pattern `{glob}`", path.display()));
+            }
+        }
+        let texts = [&request.title, &request.command];
+        if let Some(glob) = self.matching(texts.iter().copied().flatten()) {
+            return Decision::Deny(format!("tool call matches deny pattern `{glob}`"));
+        }
+        Decision::Allow
+    }
+
+    fn matching<'a>(&self, mut texts: impl Iterator<Item = &'a String>) -> Option<&str> {
+        texts.find_map(|text| {
+            self.deny
+                .iter()
+                .find(|(_, regex)| regex.is_match(text.trim()))
+                .map(|(glob, _)| glob.as_str())
+        })
+    }
+}
+
+fn glob_regex(glob: &str) -> Result<Regex, RunnerError> {
+    if glob.trim().is_empty() {
+        return Err(RunnerError::DenyPattern {
+            pattern: glob.to_string(),
+            reason: "empty pattern".into(),
+        });
+    }
+    let mut pattern = String::from("^");
+    for ch in glob.chars() {
+        match ch {
+            '*' => pattern.push_str(".*"),
+            '?' => pattern.push('.'),
+            other => pattern.push_str(&regex::escape(&other.to_string())),
+        }
+    }
+    pattern.push('$');
+    Regex::new(&pattern).map_err(|error| RunnerError::DenyPattern {
+        pattern: glob.to_string(),
+        reason: error.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        (dir, workspace)
+    }
+
+    fn writing(path: &str) -> ToolRequest {
+        ToolRequest {
+            title: Some(format!("Write {path}")),
+            command: None,
+            paths: vec![PathBuf::from(path)],
+        }
+    }
+
+    #[test]
+    fn a_write_inside_the_workspace_is_allowed() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap();
+        assert_eq!(
+            policy.decide(&writing("src/lib.rs"), &workspace),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn a_write_outside_the_workspace_is_denied() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap();
+        let decision = policy.decide(&writing("../elsewhere.txt"), &workspace);
+        assert!(
+            matches!(decision, Decision::Deny(reason) if reason.contains("outside the workspace"))
+        );
+    }
+
+    #[test]
+    fn a_deny_glob_matches_workspace_relative_paths() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&["secrets/*".into()]).unwrap();
+        let decision = policy.decide(&writing("secrets/key.pem"), &workspace);
+        assert!(matches!(decision, Decision::Deny(reason) if reason.contains("`secrets/*`")));
+    }
+
+    #[test]
+    fn a_deny_glob_matches_commands() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&["git push*".into()]).unwrap();
+        let request = ToolRequest {
+            title: Some("Terminal".into()),
+            command: Some("git push --force origin main".into()),
+            paths: vec![],
+        };
+        assert!(matches!(
+            policy.decide(&request, &workspace),
+            Decision::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn an_empty_deny_pattern_is_rejected() {
+        let error = PermissionPolicy::new(&[" ".into()]).unwrap_err();
+        assert!(error.to_string().contains("empty pattern"));
+    }
+}

@@ -1,0 +1,122 @@
+//! The agent process: spawned in its own process group so the whole tree can be killed.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use super::error::RunnerError;
+
+/// A running agent and its process group.
+#[derive(Debug)]
+pub struct AgentProcess {
+    child: Child,
+    group: Option<Pid>,
+    exit: Option<ExitStatus>,
+}
+
+/// The agent's standard streams, taken once after spawning.
+pub struct AgentPipes {
+    /// The agent's stdin (ACP requests).
+    pub stdin: ChildStdin,
+    /// The agent's stdout (ACP responses and notifications).
+    pub stdout: ChildStdout,
+    /// The agent's stderr (diagnostics, scanned for crash patterns).
+    pub stderr: ChildStderr,
+}
+
+impl AgentProcess {
+    /// Starts `command` in `cwd` with `env` added, in a new process group.
+    pub fn spawn(
+        command: &[String],
+        cwd: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Result<(Self, AgentPipes), RunnerError> {
+        let (program, args) = command.split_first().ok_or(RunnerError::NoAgentCommand)?;
+        let mut child = Command::new(program)
+            .args(args)
+            .current_dir(cwd)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| RunnerError::Spawn {
+                command: program.clone(),
+                source,
+            })?;
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(RunnerError::Spawn {
+                command: program.clone(),
+                source: std::io::Error::other("the agent's standard streams are missing"),
+            });
+        };
+        Ok((
+            Self {
+                child,
+                group,
+                exit: None,
+            },
+            AgentPipes {
+                stdin,
+                stdout,
+                stderr,
+            },
+        ))
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.group.map(|pid| pid.as_raw().unsigned_abs())
+    }
+
+    /// Kills the agent's whole process group at once.
+    pub fn kill_group(&self) {
+        if let Some(group) = self.group {
+            // ESRCH (group already gone) is the expected case after a clean exit.
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
+
+    /// Waits for the agent to exit (cancel-safe; remembers the status).
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        if let Some(status) = self.exit {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.exit = Some(status);
+        Ok(status)
+    }
+
+    /// Whether [`wait`](Self::wait) has seen the agent exit.
+    pub fn has_exited(&self) -> bool {
+        self.exit.is_some()
+    }
+
+    /// Gives the agent `grace` to exit by itself (its stdin is closed by now), kills its
+    /// process group if it does not, and makes sure no process of the group is left.
+    pub async fn shut_down(&mut self, grace: Duration) -> Option<ExitStatus> {
+        if self.exit.is_none() && tokio::time::timeout(grace, self.wait()).await.is_err() {
+            self.kill_group();
+        }
+        let status = self.wait().await.ok();
+        self.kill_group();
+        status
+    }
+}
+
+/// An exit status as event-log fields.
+pub fn exit_fields(status: ExitStatus) -> serde_json::Value {
+    serde_json::json!({"code": status.code(), "signal": status.signal()})
+}

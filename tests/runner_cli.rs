@@ -1,0 +1,165 @@
+//! `ralph runner` command-line contract: usage errors exit 2 with a clear message, and
+//! without a result file the result is the last stdout line.
+
+#[path = "support/scripted.rs"]
+mod scripted;
+
+use std::process::Command;
+
+use ralph::engine::attempt::{AttemptResult, OutcomeClass};
+use scripted::{Scenario, ralph};
+
+#[test]
+fn an_unreadable_prompt_file_exits_2_naming_it() {
+    let output = Command::new(ralph())
+        .args([
+            "runner",
+            "--task",
+            "t",
+            "--prompt-file",
+            "/nonexistent/prompt.md",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read the prompt file /nonexistent/prompt.md"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_agent_command_is_a_usage_error() {
+    let output = Command::new(ralph())
+        .args(["runner", "--task", "t", "--prompt-file", "p.md"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn an_invalid_crash_pattern_exits_2_naming_it() {
+    let scenario = Scenario::new("t", "default: [{text: hi}]\n");
+    let output = Command::new(ralph())
+        .args([
+            "runner",
+            "--task",
+            "t",
+            "--crash-pattern",
+            "(unclosed",
+            "--prompt-file",
+        ])
+        .arg(scenario.path("prompt.md"))
+        .arg("--workspace")
+        .arg(scenario.workspace())
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid crash pattern `(unclosed`"));
+}
+
+#[test]
+fn without_a_result_file_the_result_is_the_last_stdout_line() {
+    let scenario = Scenario::new("t", "default: [{text: \"<task-done>t</task-done>\"}]\n");
+    let output = Command::new(ralph())
+        .args(["runner", "--task", "t", "--prompt-file"])
+        .arg(scenario.path("prompt.md"))
+        .arg("--workspace")
+        .arg(scenario.workspace())
+        .arg("--")
+        .arg(ralph())
+        .args(["agent", "script"])
+        .arg(scenario.path("script.yaml"))
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().expect("output");
+    let result: AttemptResult = serde_json::from_str(last).expect("the result document");
+    assert_eq!(result.outcome, OutcomeClass::Finished);
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn a_script_error_names_the_file_and_step() {
+    let scenario = Scenario::new("t", "default: [{txt: hi}]\n");
+    let output = Command::new(ralph())
+        .args(["agent", "script"])
+        .arg(scenario.path("script.yaml"))
+        .env("RALPH_TASK", "t")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("script.yaml: default step 1: unknown step `txt`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_agent_that_cannot_start_is_a_crash() {
+    let scenario = Scenario::new("t", "default: []\n");
+    let output = Command::new(ralph())
+        .args(["runner", "--task", "t", "--prompt-file"])
+        .arg(scenario.path("prompt.md"))
+        .arg("--workspace")
+        .arg(scenario.workspace())
+        .arg("--result-file")
+        .arg(scenario.path("result.json"))
+        .args(["--", "/nonexistent/agent-cli"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(3));
+    let result = scenario.read_result().expect("result");
+    assert_eq!(result.outcome, OutcomeClass::Crashed);
+    assert!(
+        result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.starts_with("cannot start agent `/nonexistent/agent-cli`")),
+        "{result:?}"
+    );
+}
+
+/// Runs the hello sample script for one task and attempt.
+fn hello_sample(task: &str, attempt: &str) -> (Scenario, AttemptResult) {
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/samples/hello.script.yaml"
+    );
+    let script = std::fs::read_to_string(sample).expect("the hello sample script");
+    let scenario = Scenario::new(task, &script).attempt(attempt);
+    let result = scenario.run().result;
+    (scenario, result)
+}
+
+#[test]
+fn the_hello_sample_writes_each_file_and_completes_each_task() {
+    for (task, file) in [
+        ("write-greeting", "greeting.txt"),
+        ("write-readme", "README.md"),
+    ] {
+        let (scenario, result) = hello_sample(task, &format!("{task}-a1"));
+        assert_eq!(result.outcome, OutcomeClass::Finished, "{task}");
+        assert_eq!(result.sigils.task_done.as_deref(), Some(task));
+        assert!(
+            scenario.workspace().join(file).exists(),
+            "{task} wrote no {file}"
+        );
+    }
+}
+
+#[test]
+fn the_hello_sample_write_test_crashes_once_then_succeeds() {
+    let (_, first) = hello_sample("write-test", "write-test-a1");
+    assert_eq!(first.outcome, OutcomeClass::Crashed);
+    assert_eq!(first.exit_code, Some(1));
+    let (scenario, second) = hello_sample("write-test", "write-test-a2");
+    assert_eq!(second.outcome, OutcomeClass::Finished);
+    assert_eq!(second.sigils.task_done.as_deref(), Some("write-test"));
+    assert!(scenario.workspace().join("greeting_test.sh").exists());
+}

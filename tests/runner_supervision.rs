@@ -1,0 +1,369 @@
+//! `ralph runner` on a misbehaving scripted agent: crashes, hangs, timeouts, quota
+//! exhaustion, signals, and file access outside the workspace, each asserted on the
+//! result document and the exit status.
+
+#[path = "support/scripted.rs"]
+mod scripted;
+
+use ralph::engine::attempt::{OutcomeClass, StopReason};
+use scripted::Scenario;
+
+fn script(steps: &str) -> String {
+    format!("default: {steps}\n")
+}
+
+#[test]
+fn exit_1_is_a_crash_naming_the_code_and_first_stderr_line() {
+    let run = Scenario::new("t", &script(r#"[{stderr: "fatal: disk full"}, {exit: 1}]"#)).run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(run.result.exit_code, Some(1));
+    assert_eq!(
+        run.result.crash.as_deref(),
+        Some("agent exited with code 1 before answering the prompt: fatal: disk full")
+    );
+    assert_eq!(run.status.code(), Some(3));
+}
+
+#[test]
+fn sigkill_mid_prompt_is_a_crash_naming_the_signal() {
+    let run = Scenario::new("t", &script(r#"[{text: "working"}, kill]"#)).run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(run.result.signal, Some(9));
+    assert!(
+        run.result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.contains("SIGKILL"))
+    );
+}
+
+#[test]
+fn a_turn_with_no_output_at_all_is_a_crash() {
+    let run = Scenario::new("t", &script("[]")).run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert!(
+        run.result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.starts_with("no output"))
+    );
+}
+
+#[test]
+fn a_crash_pattern_then_a_hang_is_killed_at_once() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{stderr: "Error: No messages returned"}, hang]"#),
+    )
+    .args(&["--idle-timeout", "1h", "--grace", "1h"])
+    .run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(
+        run.result.crash.as_deref(),
+        Some("crash pattern `No messages returned` on stderr: Error: No messages returned")
+    );
+    assert_eq!(run.result.signal, Some(9));
+}
+
+#[test]
+fn a_configured_crash_pattern_is_watched() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{stderr: "panic: widget exploded"}, hang]"#),
+    )
+    .args(&[
+        "--crash-pattern",
+        "widget (exploded|melted)",
+        "--idle-timeout",
+        "1h",
+    ])
+    .run();
+    assert!(
+        run.result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.contains("widget (exploded|melted)"))
+    );
+}
+
+#[test]
+fn going_silent_past_the_idle_timeout_is_cancelled_and_a_crash() {
+    let run = Scenario::new("t", &script(r#"[{text: "thinking"}, {silence: 1h}]"#))
+        .args(&["--idle-timeout", "300ms", "--grace", "1h"])
+        .run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
+    assert!(
+        run.result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.starts_with("idle timeout"))
+    );
+}
+
+#[test]
+fn a_hang_that_ignores_cancel_is_killed_after_the_grace_period() {
+    let run = Scenario::new("t", &script(r#"[{text: "thinking"}, hang]"#))
+        .args(&["--idle-timeout", "300ms", "--grace", "200ms"])
+        .run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(run.result.signal, Some(9));
+    assert!(
+        run.result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.contains("was killed")),
+        "{}",
+        run.result_json
+    );
+}
+
+#[test]
+fn the_total_timeout_ends_a_busy_agent() {
+    let run = Scenario::new("t", &script(r#"[{text: "a"}, {delay: 1h}]"#))
+        .args(&["--total-timeout", "500ms", "--grace", "1h"])
+        .run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert!(
+        run.result
+            .crash
+            .as_deref()
+            .is_some_and(|crash| crash.starts_with("total timeout"))
+    );
+}
+
+#[test]
+fn claudes_usage_limit_message_is_exhaustion_with_its_reset_time() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{text: "Claude AI usage limit reached|1760000000"}]"#),
+    )
+    .run();
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Exhausted,
+        "{}",
+        run.result_json
+    );
+    let exhaustion = run.result.exhaustion.expect("exhaustion");
+    assert_eq!(exhaustion.reset_at, Some(1_760_000_000));
+    assert_eq!(run.status.code(), Some(4));
+}
+
+#[test]
+fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{stderr: "{\"type\":\"usage_limit_reached\",\"resets_at\":1760003600}"}, {exit: 1}]"#),
+    )
+    .run();
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Exhausted,
+        "{}",
+        run.result_json
+    );
+    assert_eq!(
+        run.result.exhaustion.and_then(|e| e.reset_at),
+        Some(1_760_003_600)
+    );
+}
+
+#[test]
+fn a_rate_limit_prompt_error_is_exhaustion() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#),
+    )
+    .run();
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Exhausted,
+        "{}",
+        run.result_json
+    );
+}
+
+#[test]
+fn any_other_prompt_error_is_a_crash() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{error: {code: -32603, message: "API Error: 500"}}]"#),
+    )
+    .run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(
+        run.result.crash.as_deref(),
+        Some("the agent answered the prompt with error -32603: API Error: 500")
+    );
+}
+
+#[test]
+fn sigterm_to_the_runner_cancels_the_attempt() {
+    let scenario =
+        Scenario::new("t", &script(r#"[{text: "working"}, {delay: 1h}]"#)).args(&["--grace", "1h"]);
+    let (child, stdout) = scenario.start_until("agent_message_chunk");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the runner");
+    let run = scenario.wait(child, stdout);
+    assert_eq!(run.result.outcome, OutcomeClass::Cancelled);
+    assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
+    assert_eq!(run.status.code(), Some(5));
+}
+
+#[test]
+fn a_permissioned_write_inside_the_workspace_is_allowed() {
+    let scenario = Scenario::new(
+        "t",
+        &script(
+            r#"[{tool: {path: notes/out.txt, write: "hello", ok_text: "<task-done>{task}</task-done>"}}]"#,
+        ),
+    );
+    let run = scenario.run();
+    assert_eq!(run.result.sigils.task_done.as_deref(), Some("t"));
+    let written =
+        std::fs::read_to_string(scenario.workspace().join("notes/out.txt")).expect("file");
+    assert_eq!(written, "hello");
+}
+
+#[test]
+fn a_write_matching_a_deny_pattern_is_refused() {
+    let scenario = Scenario::new(
+        "t",
+        &script(r#"[{tool: {path: secrets.env, write: "x", ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#),
+    )
+    .args(&["--deny", "secrets.*"]);
+    let run = scenario.run();
+    assert_eq!(
+        run.result.sigils.task_failed.as_deref(),
+        Some("t"),
+        "{}",
+        run.result_json
+    );
+    assert!(!scenario.workspace().join("secrets.env").exists());
+    assert!(run.stdout.contains(r#""allowed":false"#));
+}
+
+#[test]
+fn a_write_outside_the_workspace_is_refused() {
+    let scenario = Scenario::new(
+        "t",
+        &script(
+            r#"[{tool: {path: ../escaped.txt, write: "x", ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#,
+        ),
+    );
+    let run = scenario.run();
+    assert_eq!(
+        run.result.sigils.task_failed.as_deref(),
+        Some("t"),
+        "{}",
+        run.result_json
+    );
+    assert!(!scenario.path("escaped.txt").exists());
+}
+
+#[test]
+fn a_write_through_a_symlink_out_of_the_workspace_is_refused() {
+    let scenario = Scenario::new(
+        "t",
+        &script(
+            r#"[{tool: {path: link/escaped.txt, write: "x", ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#,
+        ),
+    );
+    std::fs::create_dir(scenario.path("outside")).expect("outside dir");
+    std::os::unix::fs::symlink(scenario.path("outside"), scenario.workspace().join("link"))
+        .expect("symlink");
+    let run = scenario.run();
+    assert_eq!(
+        run.result.sigils.task_failed.as_deref(),
+        Some("t"),
+        "{}",
+        run.result_json
+    );
+    assert!(!scenario.path("outside/escaped.txt").exists());
+}
+
+#[test]
+fn a_file_inside_the_workspace_can_be_read() {
+    let scenario = Scenario::new(
+        "t",
+        &script(
+            r#"[{tool: {path: input.txt, read: true, ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#,
+        ),
+    );
+    std::fs::write(scenario.workspace().join("input.txt"), "data").expect("input");
+    let run = scenario.run();
+    assert_eq!(
+        run.result.sigils.task_done.as_deref(),
+        Some("t"),
+        "{}",
+        run.result_json
+    );
+}
+
+#[test]
+fn the_heartbeat_file_is_touched() {
+    let scenario = Scenario::new("t", &script(r#"[{text: "hi"}]"#));
+    let heartbeat = scenario.path("heartbeat");
+    let scenario = scenario.args(&["--heartbeat-file", heartbeat.to_str().expect("utf-8 path")]);
+    scenario.run();
+    let content = std::fs::read_to_string(&heartbeat).expect("heartbeat file");
+    assert!(
+        content.trim().parse::<i64>().is_ok(),
+        "heartbeat holds {content:?}"
+    );
+}
+
+#[test]
+fn a_runner_whose_parent_is_killed_cancels_the_attempt() {
+    let scenario = Scenario::new("t", &script(r#"[{text: "working"}, {delay: 1h}]"#)).args(&[
+        "--die-with-parent",
+        "--grace",
+        "1h",
+    ]);
+    let log = scenario.path("runner.log");
+    // The parent: a shell that starts the runner and waits for it.
+    let mut parent = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#""$@" > "$0" 2>&1 & wait"#)
+        .arg(&log)
+        .arg(scripted::ralph())
+        .args(scenario.runner_args())
+        .spawn()
+        .expect("start the parent shell");
+    wait_for(|| {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("agent_message_chunk"))
+    });
+    parent.kill().expect("kill -9 the parent");
+    parent.wait().expect("reap the parent");
+    wait_for(|| scenario.read_result().is_some());
+    let result = scenario.read_result().expect("result");
+    assert_eq!(result.outcome, OutcomeClass::Cancelled);
+    assert_eq!(result.stop_reason, Some(StopReason::Cancelled));
+}
+
+/// Polls until `done` (a safety net of one minute turns a hang into a failure).
+fn wait_for(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "gave up waiting");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_usage_limit_on_stderr_stops_a_hanging_agent_at_once() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{stderr: "Claude AI usage limit reached|1760000000"}, hang]"#),
+    )
+    .args(&["--idle-timeout", "1h", "--grace", "1h"])
+    .run();
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Exhausted,
+        "{}",
+        run.result_json
+    );
+    assert_eq!(run.result.signal, Some(9));
+}

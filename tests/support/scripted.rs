@@ -1,0 +1,178 @@
+//! Running `ralph runner` on the scripted agent (`ralph agent script`) in a scratch
+//! directory, and reading what it reported.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+use ralph::engine::attempt::AttemptResult;
+
+/// The `ralph` binary under test.
+pub fn ralph() -> &'static str {
+    env!("CARGO_BIN_EXE_ralph")
+}
+
+/// A scratch directory with a workspace, a prompt and a script.
+pub struct Scenario {
+    pub dir: tempfile::TempDir,
+    pub task: String,
+    pub attempt: String,
+    pub args: Vec<String>,
+}
+
+/// What one runner invocation produced.
+pub struct Run {
+    pub status: ExitStatus,
+    pub result: AttemptResult,
+    pub result_json: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Scenario {
+    /// A scenario for `task`, attempt 1, playing `script` (YAML).
+    pub fn new(task: &str, script: &str) -> Self {
+        let dir = tempfile::tempdir().expect("scratch directory");
+        std::fs::create_dir(dir.path().join("workspace")).expect("workspace");
+        std::fs::write(
+            dir.path().join("prompt.md"),
+            "Work on the task; end with a sigil.",
+        )
+        .expect("prompt");
+        std::fs::write(dir.path().join("script.yaml"), script).expect("script");
+        Self {
+            dir,
+            task: task.to_string(),
+            attempt: format!("{task}-a1"),
+            args: Vec::new(),
+        }
+    }
+
+    /// Sets the attempt id.
+    pub fn attempt(mut self, attempt: &str) -> Self {
+        self.attempt = attempt.to_string();
+        self
+    }
+
+    /// Adds runner flags.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|arg| arg.to_string()));
+        self
+    }
+
+    /// The workspace directory.
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
+    }
+
+    /// A path in the scratch directory (outside the workspace).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The runner's arguments (after the `ralph` binary).
+    pub fn runner_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["runner".into()];
+        for arg in ["--task", &self.task, "--attempt", &self.attempt] {
+            args.push(arg.into());
+        }
+        args.push("--prompt-file".into());
+        args.push(self.path("prompt.md").into());
+        args.push("--workspace".into());
+        args.push(self.workspace().into());
+        args.push("--result-file".into());
+        args.push(self.path("result.json").into());
+        args.extend(self.args.iter().map(Into::into));
+        args.push("--".into());
+        args.push(ralph().into());
+        args.push("agent".into());
+        args.push("script".into());
+        args.push(self.path("script.yaml").into());
+        args
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(ralph());
+        command
+            .args(self.runner_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Reads the result file the runner wrote.
+    pub fn read_result(&self) -> Option<AttemptResult> {
+        let json = std::fs::read_to_string(self.path("result.json")).ok()?;
+        serde_json::from_str(&json).ok()
+    }
+
+    /// Runs the runner to its end.
+    pub fn run(&self) -> Run {
+        let output = self.command().output().expect("run `ralph runner`");
+        self.finish(
+            output.status,
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// Starts the runner; returns it once an event line containing `marker` was logged.
+    pub fn start_until(&self, marker: &str) -> (Child, Vec<String>) {
+        let mut child = self.command().spawn().expect("start `ralph runner`");
+        let stdout = child.stdout.take().expect("runner stdout");
+        let mut lines = Vec::new();
+        let mut reader = BufReader::new(stdout);
+        loop {
+            let mut line = String::new();
+            let read = reader.read_line(&mut line).expect("read runner stdout");
+            assert!(read > 0, "runner ended before logging {marker}: {lines:?}");
+            let found = line.contains(marker);
+            lines.push(line);
+            if found {
+                break;
+            }
+        }
+        // Keep draining stdout so the runner never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while reader.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        (child, lines)
+    }
+
+    /// Waits for a started runner and reads its result.
+    pub fn wait(&self, mut child: Child, stdout: Vec<String>) -> Run {
+        let status = child.wait().expect("wait for `ralph runner`");
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        self.finish(status, stdout.concat(), stderr)
+    }
+
+    fn finish(&self, status: ExitStatus, stdout: String, stderr: String) -> Run {
+        let result_json = std::fs::read_to_string(self.path("result.json")).unwrap_or_else(|error| {
+            panic!("no result file ({error}); status {status}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        });
+        let result = serde_json::from_str(&result_json).unwrap_or_else(|error| {
+            panic!("result is not an AttemptResult ({error}): {result_json}")
+        });
+        Run {
+            status,
+            result,
+            result_json,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+/// Whether `path` exists.
+pub fn exists(path: &Path) -> bool {
+    path.exists()
+}
