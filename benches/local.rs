@@ -41,14 +41,23 @@ fn main() {
     let feature = dir.path().join("bench.yaml");
     let script = dir.path().join("instant.yaml");
     std::fs::write(&feature, manifest()).expect("write manifest");
-    std::fs::write(&script, "default:\n  - text: \"<task-done>{task}</task-done>\"\n")
-        .expect("write script");
+    std::fs::write(
+        &script,
+        "default:\n  - text: \"<task-done>{task}</task-done>\"\n",
+    )
+    .expect("write script");
     let agent = format!("ralph agent script {}", script.display());
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ralph"))
         .arg("run")
         .arg(&feature)
-        .args(["--agent", &agent, "--parallel", &PARALLEL.to_string(), "--json"])
+        .args([
+            "--agent",
+            &agent,
+            "--parallel",
+            &PARALLEL.to_string(),
+            "--json",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

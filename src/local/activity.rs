@@ -92,7 +92,10 @@ mod tests {
     #[test]
     fn a_runner_update_line_is_described_by_its_update_kind_and_text() {
         let line = r#"{"ts":1,"event":"update","kind":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Wrote it."}}}"#;
-        assert_eq!(describe(line).as_deref(), Some("agent_message_chunk: Wrote it."));
+        assert_eq!(
+            describe(line).as_deref(),
+            Some("agent_message_chunk: Wrote it.")
+        );
     }
 
     #[test]

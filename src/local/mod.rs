@@ -4,6 +4,7 @@ pub mod activity;
 pub mod display;
 pub mod executor;
 pub mod feature;
+pub mod plan;
 pub mod process;
 pub mod prompt;
 pub mod run_event;

@@ -4,7 +4,9 @@
 //! attempt's conclusion from `engine::policy`.
 
 mod conclude;
+mod ingest;
 mod live;
+mod reactions;
 mod resume;
 mod run;
 

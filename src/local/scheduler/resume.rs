@@ -8,6 +8,7 @@ use crate::engine::dag::TaskPhase;
 use crate::local::executor::{self, AttemptFiles, Ended};
 use crate::local::process;
 use crate::local::run_event::RunEvent;
+use crate::local::store::NewEvent;
 
 impl Run<'_> {
     /// Takes over the Running tasks of an earlier run.
@@ -48,10 +49,14 @@ impl Run<'_> {
             };
             match live.pid {
                 Some(pid) if process::is_alive(pid, live.pid_start) => {
-                    self.warn(
-                        &task,
-                        format!("runner {holder} (pid {pid}) of an earlier run still runs; waiting for it"),
+                    let message = format!(
+                        "runner {holder} (pid {pid}) of an earlier run still runs; waiting for it"
                     );
+                    self.store.record_event(
+                        now_ms,
+                        &NewEvent::attempt(&task, &holder, "waiting", message.clone()),
+                    )?;
+                    self.warn(&task, message);
                 }
                 Some(_) => live.ended = Some(self.leftover_result(&holder)),
                 None => {}

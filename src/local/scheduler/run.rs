@@ -6,25 +6,16 @@ use std::time::Instant;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::conclude;
 use super::live::Live;
 use super::{RunError, RunOptions, RunOutcome};
-use crate::engine::attempt::{AttemptResult, StopReason};
-use crate::engine::dag::{AutoTransition, Dag, FeatureOutcome, OutcomeInputs, TaskNode, TaskPhase};
-use crate::engine::lifecycle::{self, Action, AttemptEnd, FeatureGate, RunView, TaskView};
-use crate::engine::policy::FeatureEffect;
+use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, TaskNode, TaskPhase};
+use crate::engine::lifecycle::{self, Action, FeatureGate, RunView, TaskView};
 use crate::local::display::Display;
-use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
+use crate::local::executor::{self, AttemptFiles, AttemptReport};
 use crate::local::feature::FeatureSpec;
 use crate::local::prompt;
 use crate::local::run_event::RunEvent;
-use crate::local::store::{AttemptClose, NewEvent, Store, TaskRow, Transition, keys};
-
-/// A second Ctrl+C within this window kills the runners instead of cancelling them.
-const KILL_WINDOW: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// How long an exhausted agent rests when it did not say when its quota resets.
-const EXHAUSTED_PAUSE_MS: i64 = 60_000;
+use crate::local::store::{NewEvent, Store, TaskRow, Transition, keys};
 
 /// One invocation of the run loop.
 pub struct Run<'a> {
@@ -36,13 +27,13 @@ pub struct Run<'a> {
     pub(super) tasks: HashMap<String, TaskRow>,
     pub(super) dag: Dag,
     pub(super) live: HashMap<String, Live>,
-    iterations_at_start: u32,
-    started: u32,
-    stopped: Option<String>,
-    interrupted_at: Option<Instant>,
-    agent_paused_until_ms: Option<i64>,
-    wake_at_ms: Option<i64>,
-    next_renewal_ms: i64,
+    pub(super) iterations_at_start: u32,
+    pub(super) started: u32,
+    pub(super) stopped: Option<String>,
+    pub(super) interrupted_at: Option<Instant>,
+    pub(super) agent_paused_until_ms: Option<i64>,
+    pub(super) wake_at_ms: Option<i64>,
+    pub(super) next_renewal_ms: i64,
 }
 
 impl std::fmt::Debug for Run<'_> {
@@ -65,13 +56,6 @@ fn node(row: &TaskRow) -> TaskNode {
     }
 }
 
-fn stop_reason_text(reason: &StopReason) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(text)) => text,
-        _ => format!("{reason:?}"),
-    }
-}
-
 impl<'a> Run<'a> {
     /// Loads the tasks from the store, builds the DAG and persists the phases it derives.
     pub fn load(
@@ -86,6 +70,7 @@ impl<'a> Run<'a> {
         let dag = Dag::new(rows.iter().filter(|r| !r.removed).map(node).collect())?;
         let iterations_at_start = store.iterations()?;
         let stopped = store.meta(keys::STOPPED)?;
+        store.set_meta(keys::OUTCOME, None)?;
         let claim_ms = i64::try_from(options.claim_duration.as_millis()).unwrap_or(i64::MAX);
         let mut run = Run {
             tasks: rows.into_iter().map(|r| (r.spec.name.clone(), r)).collect(),
@@ -115,7 +100,7 @@ impl<'a> Run<'a> {
         i64::try_from(self.options.claim_duration.as_millis()).unwrap_or(i64::MAX)
     }
 
-    fn interrupting(&self) -> bool {
+    pub(super) fn interrupting(&self) -> bool {
         self.interrupted_at.is_some()
     }
 
@@ -142,7 +127,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn wake_at(&mut self, at_ms: i64) {
+    pub(super) fn wake_at(&mut self, at_ms: i64) {
         self.wake_at_ms = Some(self.wake_at_ms.map_or(at_ms, |w| w.min(at_ms)));
     }
 
@@ -416,202 +401,7 @@ impl<'a> Run<'a> {
         self.execute(task, actions, now_ms)
     }
 
-    /// Records how the current attempt of `task` ended and applies the policy's decision.
-    fn ingest(
-        &mut self,
-        task: &str,
-        end: &AttemptEnd,
-        now_ms: i64,
-        transition: &mut Transition,
-    ) -> Result<(), RunError> {
-        let Some(row) = self.tasks.get(task) else {
-            return Ok(());
-        };
-        let (attempt, started_at_ms) = match self.live.get(task) {
-            Some(live) => (live.attempt.clone(), live.started_at_ms),
-            None => (lifecycle::attempt_id(task, row.attempt_count), now_ms),
-        };
-        let context = conclude::context(self.feature, row);
-        let retry = conclude::retry_policy(self.feature, row);
-        let decision = conclude::judge(&context, &attempt, end, now_ms);
-        let result: Option<&AttemptResult> = match end {
-            AttemptEnd::Reported(result) => Some(result),
-            _ => None,
-        };
-        let usage = result.map(|r| r.usage.clone()).unwrap_or_default();
-        let Some(row) = self.tasks.get_mut(task) else {
-            return Ok(());
-        };
-        conclude::apply(row, &decision, &retry, &usage, now_ms, rand::random());
-        let row = row.clone();
-        if let FeatureEffect::Stop { reason } = &decision.feature {
-            self.stopped = Some(reason.clone());
-            transition.stop_feature = Some(reason.clone());
-        }
-        if let Some(exhausted) = &decision.agent_exhausted {
-            let until = exhausted
-                .until
-                .map_or(now_ms + EXHAUSTED_PAUSE_MS, |s| s.saturating_mul(1000));
-            self.agent_paused_until_ms = Some(until);
-        }
-        let crash = result.and_then(|r| r.crash.clone()).or_else(|| match end {
-            AttemptEnd::NoResult { reason } | AttemptEnd::ClaimLost { reason } => {
-                Some(reason.clone())
-            }
-            _ => None,
-        });
-        transition.close = Some(AttemptClose {
-            id: attempt.clone(),
-            ended_at_ms: now_ms,
-            outcome: decision.outcome.as_str().to_string(),
-            stop_reason: result
-                .and_then(|r| r.stop_reason.as_ref())
-                .map(stop_reason_text),
-            crash: crash.clone(),
-            message: Some(decision.event.message.clone()),
-            usage,
-            result: result.and_then(|r| serde_json::to_string(r).ok()),
-        });
-        transition.tasks.push(row.clone());
-        if decision.release_claim && !transition.release.iter().any(|t| t == task) {
-            transition.release.push(task.to_string());
-        }
-        transition.events.push(NewEvent::attempt(
-            task,
-            &attempt,
-            decision.outcome.as_str(),
-            format!("[{}] {}", decision.event.reason, decision.event.message),
-        ));
-        self.display.show(&RunEvent::Ended {
-            task: task.to_string(),
-            attempt,
-            outcome: decision.outcome.as_str().to_string(),
-            phase: row.phase,
-            duration_ms: now_ms - started_at_ms,
-            retry_at_ms: row.next_attempt_after_ms,
-            message: crash.or_else(|| {
-                matches!(
-                    decision.event.kind,
-                    crate::engine::policy::EventKind::Warning
-                )
-                .then(|| decision.event.message.clone())
-            }),
-        });
-        if !row.removed {
-            let transitions = self.dag.set_phase(task, row.phase)?;
-            self.record_transitions(&transitions, transition);
-        }
-        if let Some(at) = row.next_attempt_after_ms {
-            self.wake_at(at);
-        }
-        Ok(())
-    }
-
-    /// Applies the DAG's own phase changes to the rows and the event log.
-    fn record_transitions(&mut self, transitions: &[AutoTransition], transition: &mut Transition) {
-        for change in transitions {
-            let Some(row) = self.tasks.get_mut(&change.task) else {
-                continue;
-            };
-            row.phase = change.to;
-            transition.tasks.push(row.clone());
-            let reason = change.reason.to_string();
-            transition.events.push(NewEvent::task(
-                &change.task,
-                "transition",
-                format!("{:?} -> {:?}: {reason}", change.from, change.to),
-            ));
-            self.display.show(&RunEvent::Transition {
-                task: change.task.clone(),
-                from: change.from,
-                to: change.to,
-                reason,
-            });
-        }
-    }
-
-    /// Handles a runner's report.
-    pub fn on_report(&mut self, report: AttemptReport, now_ms: i64) -> Result<(), RunError> {
-        let Some(live) = self.live.get_mut(&report.task) else {
-            return Ok(());
-        };
-        if live.attempt != report.attempt {
-            return Ok(());
-        }
-        match report.report {
-            Report::Spawned { pid, start } => {
-                live.pid = Some(pid);
-                live.pid_start = start;
-                self.store
-                    .set_claim_process(&report.task, &report.attempt, pid, start)?;
-            }
-            Report::Activity(text) => self.display.show(&RunEvent::Activity {
-                task: report.task,
-                attempt: report.attempt,
-                text,
-            }),
-            Report::Ended(ended) => {
-                live.ended = Some(*ended);
-                self.decide_running(&report.task, now_ms)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Periodic work: renew the claims of live runners, look at runners of earlier runs.
-    pub fn on_tick(&mut self, now_ms: i64) -> Result<(), RunError> {
-        if now_ms >= self.next_renewal_ms {
-            let held: Vec<(String, String)> = self
-                .live
-                .iter()
-                .filter(|(_, live)| live.child && live.is_running())
-                .map(|(task, live)| (task.clone(), live.attempt.clone()))
-                .collect();
-            if !held.is_empty() {
-                self.store.renew_claims(&held, now_ms + self.claim_ms())?;
-            }
-            for (task, _) in &held {
-                if let Some(live) = self.live.get_mut(task) {
-                    live.renewed_at_ms = now_ms;
-                }
-            }
-            self.next_renewal_ms = now_ms + self.claim_ms() / 3;
-        }
-        let watched: Vec<String> = self
-            .live
-            .iter()
-            .filter(|(_, live)| !live.child && live.ended.is_none())
-            .map(|(task, _)| task.clone())
-            .collect();
-        for task in watched {
-            self.poll_orphan(&task, now_ms)?;
-        }
-        Ok(())
-    }
-
-    /// Ctrl+C: the first cancels every running attempt gracefully; a second within
-    /// [`KILL_WINDOW`] kills them at once.
-    pub fn on_interrupt(&mut self, now_ms: i64, now: Instant) -> Result<(), RunError> {
-        let kill = self
-            .interrupted_at
-            .is_some_and(|at| now.duration_since(at) < KILL_WINDOW);
-        self.interrupted_at = Some(now);
-        let mut attempts: Vec<String> = self.live.values().map(|l| l.attempt.clone()).collect();
-        attempts.sort();
-        self.display
-            .show(&RunEvent::Interrupting { attempts, kill });
-        let tasks: Vec<String> = self.live.keys().cloned().collect();
-        for task in tasks {
-            if kill {
-                self.kill(&task);
-            } else {
-                self.decide_running(&task, now_ms)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn signal(&self, task: &str, signal: Signal) {
+    pub(super) fn signal(&self, task: &str, signal: Signal) {
         if let Some(live) = self.live.get(task)
             && live.is_running()
             && let Some(pid) = live.pid
@@ -623,7 +413,7 @@ impl<'a> Run<'a> {
 }
 
 impl Run<'_> {
-    fn kill(&self, task: &str) {
+    pub(super) fn kill(&self, task: &str) {
         if let Some(live) = self.live.get(task)
             && live.is_running()
             && let Some(pid) = live.pid
