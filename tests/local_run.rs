@@ -235,3 +235,21 @@ fn json_mode_prints_one_event_per_line_ending_with_the_summary() {
     assert_eq!(summary["outcome"], "Complete");
     assert_eq!(summary["tasks"].as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
+    let manifest = feature_yaml(
+        "journaled",
+        "",
+        &[task("first", &[]), task("second", &["first"])],
+    );
+    let script = format!(
+        "{DONE}tasks:\n  first:\n    - text: \"<journal>Created docs/api.md</journal> \
+         <task-done>{{task}}</task-done>\"\n"
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let prompt = project.prompt("second-a1");
+    assert!(prompt.contains("Created docs/api.md"), "{prompt}");
+}

@@ -15,11 +15,13 @@ fn text(row: &TaskRow) -> TaskText {
     }
 }
 
-/// The engine's prompt input for `row`'s next attempt.
+/// The engine's prompt input for `row`'s next attempt; `summaries` says what done
+/// dependencies did (their journals), by task ID.
 pub fn input(
     feature: &FeatureSpec,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
+    summaries: &HashMap<String, String>,
 ) -> PromptInput {
     PromptInput {
         task: text(row),
@@ -37,7 +39,7 @@ pub fn input(
             .map(|blocker| CompletedBlocker {
                 id: blocker.spec.name.clone(),
                 title: blocker.spec.title.clone(),
-                summary: None,
+                summary: summaries.get(&blocker.spec.name).cloned(),
             })
             .collect(),
         feature: FeatureText {
@@ -55,6 +57,11 @@ pub fn input(
 }
 
 /// The rendered prompt for `row`'s next attempt.
-pub fn render(feature: &FeatureSpec, tasks: &HashMap<String, TaskRow>, row: &TaskRow) -> String {
-    prompt::render(&input(feature, tasks, row))
+pub fn render(
+    feature: &FeatureSpec,
+    tasks: &HashMap<String, TaskRow>,
+    row: &TaskRow,
+    summaries: &HashMap<String, String>,
+) -> String {
+    prompt::render(&input(feature, tasks, row, summaries))
 }

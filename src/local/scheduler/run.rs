@@ -8,6 +8,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::live::Live;
 use super::{RunError, RunOptions, RunOutcome};
+use crate::engine::attempt::AttemptResult;
 use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, TaskNode, TaskPhase};
 use crate::engine::lifecycle::{self, Action, FeatureGate, RunView, TaskView};
 use crate::local::display::Display;
@@ -337,7 +338,10 @@ impl<'a> Run<'a> {
         });
         let files = AttemptFiles::in_dir(self.store.attempt_dir(&attempt));
         let text = match self.tasks.get(task) {
-            Some(row) => prompt::render(self.feature, &self.tasks, row),
+            Some(row) => {
+                let summaries = self.blocker_summaries(row)?;
+                prompt::render(self.feature, &self.tasks, row, &summaries)
+            }
             None => String::new(),
         };
         let mut live = Live {
@@ -375,6 +379,26 @@ impl<'a> Run<'a> {
             }
         }
         Ok(())
+    }
+
+    /// What each done dependency of `row` did: the journal of its successful attempt.
+    fn blocker_summaries(&self, row: &TaskRow) -> Result<HashMap<String, String>, RunError> {
+        let mut summaries = HashMap::new();
+        for blocker in &row.spec.depends_on {
+            let attempts = self.store.attempts(Some(blocker))?;
+            let journal = attempts
+                .iter()
+                .rev()
+                .find(|a| a.outcome.as_deref() == Some("done"))
+                .and_then(|a| a.result.as_deref())
+                .and_then(|json| serde_json::from_str::<AttemptResult>(json).ok())
+                .map(|result| result.sigils.journal.join("\n"))
+                .filter(|journal| !journal.trim().is_empty());
+            if let Some(journal) = journal {
+                summaries.insert(blocker.clone(), journal);
+            }
+        }
+        Ok(summaries)
     }
 
     /// Asks the lifecycle what to do about a running task's attempt, and does it.
