@@ -12,8 +12,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use ralph::engine::dag::TaskPhase;
 
-const SLOW: &str =
-    "default:\n  - delay: 1500ms\n  - text: \"Did {task}. <task-done>{task}</task-done>\"\n";
+/// `a` and `b` (started first) take a minute on their first attempt, so a run killed while
+/// they work has done nothing; every other attempt finishes at once.
+const SLOW_FIRST: &str = "default:\n  - text: \"Did {task}. <task-done>{task}</task-done>\"\n\
+tasks:\n  a:\n    - [ {delay: 60s} ]\n    - [ {text: \"<task-done>{task}</task-done>\"} ]\n  \
+b:\n    - [ {delay: 60s} ]\n    - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
 const HANGS: &str = "default:\n  - delay: 60s\n";
 
 fn four_tasks() -> String {
@@ -85,7 +88,7 @@ fn signal(child: &Child, signal: Signal) {
 
 #[test]
 fn a_run_killed_with_sigkill_resumes_and_does_every_task_exactly_once() {
-    let project = Project::new(&four_tasks(), SLOW);
+    let project = Project::new(&four_tasks(), SLOW_FIRST);
     let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
@@ -105,7 +108,7 @@ fn a_run_killed_with_sigkill_resumes_and_does_every_task_exactly_once() {
 
 #[test]
 fn attempts_cut_off_by_sigkill_are_not_counted_as_done() {
-    let project = Project::new(&four_tasks(), SLOW);
+    let project = Project::new(&four_tasks(), SLOW_FIRST);
     let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
@@ -176,14 +179,14 @@ fn a_runner_outliving_its_killed_run_is_waited_for_not_started_twice() {
     let project = Project::new(&manifest, script);
     let (mut child, _lines) = start_until_activity(
         &project,
-        &["--grace", "3s"],
+        &["--grace", "6s"],
         1,
         "agent_message_chunk: working",
     );
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
 
-    let output = project.run(&["--grace", "3s"]);
+    let output = project.run(&["--grace", "6s"]);
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));
     let waited = project
         .events()
