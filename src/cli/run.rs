@@ -1,12 +1,341 @@
-//! `ralph run`.
+//! `ralph run`: run a feature on this machine, without a cluster.
+//!
+//! Exit codes: 0 complete or limit reached, 1 failed (a task failed or an agent promised
+//! FAILURE), 2 blocked (also clap usage errors and runtime errors), 3 no plan (no tasks,
+//! or a missing or invalid manifest), 130 interrupted.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+use crate::engine::dag::FeatureOutcome;
+use crate::local::display::{Display, Mode};
+use crate::local::executor::RunnerCommand;
+use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
+use crate::local::run_event::RunEvent;
+use crate::local::scheduler::{self, RunOptions, RunOutcome, now_ms};
+use crate::local::status_view::Counts;
+use crate::local::store::Store;
+use crate::local::summary::Summary;
+use crate::local::{process, state_dir};
+
+/// Exit code: every task done, or the attempt limit reached.
+pub const EXIT_COMPLETE: u8 = 0;
+/// Exit code: tasks failed, or an agent promised FAILURE.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: nothing can progress (also clap's usage errors).
+pub const EXIT_BLOCKED: u8 = 2;
+/// Exit code: no plan (no tasks, or a missing or invalid manifest).
+pub const EXIT_NO_PLAN: u8 = 3;
+/// Exit code: interrupted by Ctrl+C (or SIGTERM).
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The Feature/Task manifest (YAML, one or more documents).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Which feature to run when the file holds several.
+    #[arg(long, value_name = "NAME")]
+    pub feature: Option<String>,
+    /// Agent command overriding the Feature's (split like a shell would; a leading `ralph`
+    /// means this `ralph` binary).
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Most attempts at once (default: the Feature's parallelism).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: Option<u32>,
+    /// State directory (default: `.ralph/` next to the manifest).
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+    /// Start at most N attempts in this run, then stop (exit 0, LimitReached).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// Print one JSON event per line instead of progress.
+    #[arg(long)]
+    pub json: bool,
+    /// The agents' working directory (default: the manifest's directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Runner: stop an agent silent this long (default: the Feature's idleTimeoutSeconds).
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Runner: stop an attempt running this long (default: the Feature's totalTimeoutSeconds).
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub total_timeout: Option<Duration>,
+    /// Runner: grace period between cancel and kill.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub grace: Option<Duration>,
+    /// Runner: extra crash pattern on agent stderr (regex; repeatable).
+    #[arg(long, value_name = "REGEX")]
+    pub crash_pattern: Vec<String>,
+    /// Runner: extra usage-limit pattern on agent output (regex; repeatable).
+    #[arg(long, value_name = "REGEX")]
+    pub exhaustion_pattern: Vec<String>,
+    /// Runner: refuse permission for paths matching this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub deny: Vec<String>,
+    /// How long a claim lasts unless renewed by a live runner.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub claim_duration: Duration,
+}
+
+/// The exit code for how a run ended.
+pub fn exit_code(outcome: &RunOutcome) -> u8 {
+    match outcome {
+        RunOutcome::Interrupted => EXIT_INTERRUPTED,
+        RunOutcome::Finished { outcome, .. } => match outcome {
+            FeatureOutcome::Complete | FeatureOutcome::LimitReached => EXIT_COMPLETE,
+            FeatureOutcome::Failed => EXIT_FAILED,
+            FeatureOutcome::Blocked | FeatureOutcome::Suspended => EXIT_BLOCKED,
+            FeatureOutcome::NoPlan => EXIT_NO_PLAN,
+        },
+    }
+}
+
+/// Splits an agent command like a shell, replaces a leading `ralph` with `exe`, and makes
+/// words naming existing files relative to `cwd` absolute (the agent runs in the workspace,
+/// not where `ralph run` was typed).
+pub fn agent_command(command: &str, exe: &Path, cwd: &Path) -> anyhow::Result<Vec<String>> {
+    let words = shell_words::split(command)
+        .with_context(|| format!("--agent {command:?} is not a valid command line"))?;
+    if words.is_empty() {
+        bail!("--agent is empty");
+    }
+    let words = words
+        .into_iter()
+        .enumerate()
+        .map(|(index, word)| {
+            let path = Path::new(&word);
+            let names_a_file = index > 0 || word.contains('/');
+            if names_a_file && path.is_relative() && cwd.join(path).exists() {
+                cwd.join(path).display().to_string()
+            } else {
+                word
+            }
+        })
+        .collect();
+    Ok(resolve_ralph(words, exe))
+}
+
+/// Replaces a leading `ralph` with this binary, so `cargo run -- run ...` works without
+/// installing.
+pub fn resolve_ralph(mut command: Vec<String>, exe: &Path) -> Vec<String> {
+    if command.first().is_some_and(|program| program == "ralph") {
+        command[0] = exe.display().to_string();
+    }
+    command
+}
+
+fn absolute(path: &Path, what: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(path)
+        .with_context(|| format!("cannot create the {what} {}", path.display()))?;
+    std::fs::canonicalize(path)
+        .with_context(|| format!("cannot resolve the {what} {}", path.display()))
+}
+
+fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
+    let duration = |d: Duration| humantime::format_duration(d).to_string();
+    let mut out = vec![
+        "--idle-timeout".to_string(),
+        duration(args.idle_timeout.unwrap_or(timeouts.0)),
+        "--total-timeout".to_string(),
+        duration(args.total_timeout.unwrap_or(timeouts.1)),
+    ];
+    if let Some(grace) = args.grace {
+        out.extend(["--grace".to_string(), duration(grace)]);
+    }
+    for (flag, values) in [
+        ("--crash-pattern", &args.crash_pattern),
+        ("--exhaustion-pattern", &args.exhaustion_pattern),
+        ("--deny", &args.deny),
+    ] {
+        for value in values {
+            out.extend([flag.to_string(), value.clone()]);
+        }
+    }
+    out
+}
 
 /// Runs `ralph run`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ralph run` is not built yet")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let plan = match crate::manifest::load_plan(&[&args.file]) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            eprintln!(
+                "error: {} is not a valid plan:\n{errors}",
+                args.file.display()
+            );
+            return Ok(ExitCode::from(EXIT_NO_PLAN));
+        }
+    };
+    let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
+    let chosen = match (&args.feature, plan.features.as_slice()) {
+        (None, [only]) => only,
+        (None, []) => {
+            eprintln!("error: {} holds no Feature", args.file.display());
+            return Ok(ExitCode::from(EXIT_NO_PLAN));
+        }
+        (None, _) => bail!(
+            "{} holds several features ({}); choose one with --feature",
+            args.file.display(),
+            names.join(", ")
+        ),
+        (Some(name), features) => {
+            features
+                .iter()
+                .find(|f| f.name() == *name)
+                .with_context(|| {
+                    format!(
+                        "{} has no feature {name:?} (it has: {})",
+                        args.file.display(),
+                        names.join(", ")
+                    )
+                })?
+        }
+    };
+    let exe = std::env::current_exe().context("cannot locate the running ralph binary")?;
+    let mut feature = feature_spec(chosen)?;
+    feature.agent_command = match &args.agent {
+        Some(command) => agent_command(
+            command,
+            &exe,
+            &std::env::current_dir().context("cannot read the current directory")?,
+        )?,
+        None => resolve_ralph(feature.agent_command, &exe),
+    };
+    if feature.agent_command.is_empty() {
+        return Err(PlanError::NoAgent(feature.name).into());
+    }
+    let manifest_dir = args
+        .file
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let workspace = absolute(
+        args.workspace.as_deref().unwrap_or(manifest_dir),
+        "workspace",
+    )?;
+    let state = absolute(
+        &state_dir::resolve(args.state.as_deref(), Some(&args.file)),
+        "state directory",
+    )?;
+    let mut store = Store::open(&state)?;
+    store.take_run_ownership(&process::own_token(), process::token_alive)?;
+    let report = store.sync(&feature, now_ms())?;
+    let mut display = Display::new(Mode::detect(args.json));
+    let tasks = store.tasks()?;
+    display.show(&RunEvent::Plan {
+        feature: feature.name.clone(),
+        total: tasks.len(),
+        done: Counts::of(&tasks).done,
+        added: report.added,
+        edited: report.edited,
+        removed: [report.removed, report.removed_later].concat(),
+    });
+    if feature.verify {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message: "spec.verify is not supported in local mode: a task is done on the agent's \
+                      <task-done> alone"
+                .to_string(),
+        });
+    }
+    let options = RunOptions {
+        parallel: usize::try_from(args.parallel.unwrap_or(feature.parallelism).max(1)).unwrap_or(1),
+        limit: args.limit,
+        claim_duration: args.claim_duration,
+        runner: RunnerCommand {
+            program: exe,
+            agent: feature.agent_command.clone(),
+            workspace,
+            runner_args: runner_args(&args, agent_timeouts(chosen)),
+        },
+    };
+    let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
+    let (finished_outcome, message) = match &outcome {
+        RunOutcome::Finished { outcome, message } => (Some(*outcome), message.clone()),
+        RunOutcome::Interrupted => (
+            None,
+            "interrupted: running attempts were cancelled; run again to resume".to_string(),
+        ),
+    };
+    display.show(&RunEvent::Finished {
+        outcome: finished_outcome,
+        message,
+    });
+    let summary = Summary::build(
+        &feature.name,
+        finished_outcome,
+        &store.tasks()?,
+        &store.attempts(None)?,
+    );
+    display.show(&RunEvent::Summary(summary));
+    store.release_run_ownership(&process::own_token())?;
+    Ok(ExitCode::from(exit_code(&outcome)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXE: &str = "/bin/r";
+
+    #[test]
+    fn a_leading_ralph_in_the_agent_command_is_this_binary() {
+        let command = agent_command(
+            "ralph agent script 'my script.yaml'",
+            Path::new(EXE),
+            Path::new("/nonexistent"),
+        )
+        .expect("valid");
+        assert_eq!(command, [EXE, "agent", "script", "my script.yaml"]);
+    }
+
+    #[test]
+    fn another_agent_command_is_kept_as_split() {
+        let command =
+            agent_command("claude-agent-acp --x", Path::new(EXE), Path::new("/")).expect("valid");
+        assert_eq!(command, ["claude-agent-acp", "--x"]);
+    }
+
+    #[test]
+    fn agent_arguments_naming_files_here_become_absolute() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("script.yaml"), "").expect("write");
+        let command = agent_command("ralph agent script script.yaml", Path::new(EXE), dir.path())
+            .expect("valid");
+        let expected = dir.path().join("script.yaml").display().to_string();
+        assert_eq!(command, [EXE, "agent", "script", expected.as_str()]);
+    }
+
+    #[test]
+    fn an_unbalanced_quote_in_the_agent_command_is_an_error() {
+        let error =
+            agent_command("agent 'oops", Path::new(EXE), Path::new("/")).expect_err("invalid");
+        assert!(error.to_string().contains("--agent"), "{error}");
+    }
+
+    #[test]
+    fn outcomes_map_to_the_documented_exit_codes() {
+        let finished = |outcome| RunOutcome::Finished {
+            outcome,
+            message: String::new(),
+        };
+        let codes: Vec<u8> = [
+            finished(FeatureOutcome::Complete),
+            finished(FeatureOutcome::LimitReached),
+            finished(FeatureOutcome::Failed),
+            finished(FeatureOutcome::Blocked),
+            finished(FeatureOutcome::NoPlan),
+            RunOutcome::Interrupted,
+        ]
+        .iter()
+        .map(exit_code)
+        .collect();
+        assert_eq!(codes, [0, 0, 1, 2, 3, 130]);
+    }
 }

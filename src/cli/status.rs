@@ -53,7 +53,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("the state has no feature recorded")?;
     let view = StatusView {
         feature: feature.name,
-        outcome: store.meta(keys::OUTCOME)?,
+        outcome: match store.meta(keys::RUN_OWNER)? {
+            Some(owner) if crate::local::process::token_alive(&owner) => {
+                Some(format!("Running (ralph run {owner})"))
+            }
+            _ => store.meta(keys::OUTCOME)?,
+        },
         stopped: store.meta(keys::STOPPED)?,
         counts: Counts::of(&tasks),
         tasks: task_lines(&tasks, &claims),

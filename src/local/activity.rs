@@ -6,7 +6,7 @@ use serde_json::Value;
 /// Longest activity description, in characters.
 pub const MAX_ACTIVITY_CHARS: usize = 80;
 
-const KIND_KEYS: [&str; 5] = ["sessionUpdate", "event", "type", "kind", "phase"];
+const KIND_KEYS: [&str; 5] = ["sessionUpdate", "kind", "event", "type", "phase"];
 const DETAIL_KEYS: [&str; 8] = [
     "title",
     "tool",
@@ -87,6 +87,21 @@ mod tests {
     fn nested_fields_are_found() {
         let line = r#"{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}"#;
         assert_eq!(describe(line).as_deref(), Some("agent_message_chunk: hi"));
+    }
+
+    #[test]
+    fn a_runner_update_line_is_described_by_its_update_kind_and_text() {
+        let line = r#"{"ts":1,"event":"update","kind":"agent_message_chunk","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Wrote it."}}}"#;
+        assert_eq!(
+            describe(line).as_deref(),
+            Some("agent_message_chunk: Wrote it.")
+        );
+    }
+
+    #[test]
+    fn a_runner_lifecycle_line_is_described_by_its_event() {
+        let line = r#"{"ts":1,"event":"permission","title":"Write a.txt","allowed":true}"#;
+        assert_eq!(describe(line).as_deref(), Some("permission: Write a.txt"));
     }
 
     #[test]

@@ -216,8 +216,9 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
                 "{task}: {attempt} {outcome} after {:.1}s, task {phase:?}",
                 *duration_ms as f64 / 1000.0
             );
-            if retry_at_ms.is_some() {
-                line.push_str(" (retry after backoff)");
+            if let Some(at) = retry_at_ms {
+                let wait = (*at - jiff::Timestamp::now().as_millisecond()).max(0);
+                line.push_str(&format!(" (retry in {:.1}s)", wait as f64 / 1000.0));
             }
             if let Some(message) = message {
                 line.push_str(&format!(": {message}"));
@@ -266,5 +267,65 @@ fn list(attempts: &[String]) -> String {
         "no running attempts".to_string()
     } else {
         attempts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::dag::TaskPhase;
+
+    #[test]
+    fn an_ended_attempt_is_one_line_with_outcome_phase_and_reason() {
+        let event = RunEvent::Ended {
+            task: "t".to_string(),
+            attempt: "t-a1".to_string(),
+            outcome: "crashed".to_string(),
+            phase: TaskPhase::Pending,
+            duration_ms: 1500,
+            retry_at_ms: None,
+            message: Some("exit code 1".to_string()),
+        };
+        assert_eq!(
+            plain_line(&event).as_deref(),
+            Some("t: t-a1 crashed after 1.5s, task Pending: exit code 1")
+        );
+    }
+
+    #[test]
+    fn activity_is_shown_live_only() {
+        let event = RunEvent::Activity {
+            task: "t".to_string(),
+            attempt: "t-a1".to_string(),
+            text: "tool_call: Write".to_string(),
+        };
+        assert_eq!(plain_line(&event), None);
+    }
+
+    #[test]
+    fn the_first_interrupt_says_how_to_kill() {
+        let event = RunEvent::Interrupting {
+            attempts: vec!["t-a1".to_string()],
+            kill: false,
+        };
+        let line = plain_line(&event).expect("a line");
+        assert!(
+            line.contains("cancelling t-a1") && line.contains("again within 3s"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn json_events_are_tagged_with_their_kind() {
+        let event = RunEvent::Started {
+            task: "t".to_string(),
+            attempt: "t-a1".to_string(),
+            generation: 1,
+        };
+        let json = serde_json::to_value(&event).expect("serializes");
+        assert_eq!(
+            json,
+            serde_json::json!({"event": "started", "task": "t", "attempt": "t-a1", "generation": 1})
+        );
     }
 }

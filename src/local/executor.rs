@@ -260,7 +260,8 @@ pub fn read_result(
 ) -> Result<AttemptResult, String> {
     let exit = match exit_code {
         Some(code) => format!("runner exited with code {code}"),
-        None => "runner killed by a signal".to_string(),
+        None => "runner ended without an exit code (killed by a signal, or left by an earlier run)"
+            .to_string(),
     };
     let last_stderr = || {
         std::fs::read_to_string(stderr)

@@ -34,6 +34,58 @@ pub fn is_alive(pid: u32, expected_start: Option<i64>) -> bool {
     }
 }
 
+/// `pid:starttime` naming this process, for records other processes check.
+pub fn own_token() -> String {
+    let pid = std::process::id();
+    match start_time(pid) {
+        Some(start) => format!("{pid}:{start}"),
+        None => pid.to_string(),
+    }
+}
+
+/// Whether the process named by a token from [`own_token`] is still alive.
+pub fn token_alive(token: &str) -> bool {
+    let mut parts = token.splitn(2, ':');
+    let Some(Ok(pid)) = parts.next().map(str::parse::<u32>) else {
+        return false;
+    };
+    let start = parts.next().and_then(|s| s.parse().ok());
+    is_alive(pid, start)
+}
+
+/// The direct children of process `pid` (Linux `/proc/PID/task/*/children`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .filter_map(Result::ok)
+        .filter_map(|thread| std::fs::read_to_string(thread.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Kills a runner at once, with the process groups of its children (the agent runs in a
+/// group of its own, which the runner can no longer stop once killed).
+pub fn kill_runner(pid: u32) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    for child in children(pid) {
+        if let Ok(child) = i32::try_from(child) {
+            // Already gone is fine: the point is that nothing is left running.
+            let _ = kill(Pid::from_raw(-child), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
+        }
+    }
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
 fn signal_zero(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
@@ -63,6 +115,28 @@ mod tests {
         let start = start_time(pid);
         assert!(start.is_some());
         assert!(is_alive(pid, start));
+    }
+
+    #[test]
+    fn a_spawned_child_is_listed_among_the_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep starts");
+        let listed = children(std::process::id()).contains(&child.id());
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        assert!(listed);
+    }
+
+    #[test]
+    fn this_process_token_is_alive() {
+        assert!(token_alive(&own_token()));
+    }
+
+    #[test]
+    fn a_malformed_token_names_no_live_process() {
+        assert!(!token_alive("not-a-pid"));
     }
 
     #[test]

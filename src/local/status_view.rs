@@ -123,10 +123,7 @@ pub fn task_lines(tasks: &[TaskRow], claims: &[ClaimRow]) -> Vec<TaskLine> {
                     expires_at_ms: c.expires_at_ms,
                 }),
             next_attempt_after_ms: task.next_attempt_after_ms,
-            last_problem: task
-                .last_crash
-                .clone()
-                .or_else(|| task.last_failure.clone()),
+            last_problem: task.previous_attempt.as_deref().map(previous_attempt_text),
             usage: task.usage.clone(),
         })
         .collect()
@@ -223,11 +220,8 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             claim.expires_at_ms
         );
     }
-    if let Some(crash) = &task.last_crash {
-        let _ = writeln!(out, "last crash: {crash}");
-    }
-    if let Some(failure) = &task.last_failure {
-        let _ = writeln!(out, "last failure: {failure}");
+    if let Some(previous) = &task.previous_attempt {
+        let _ = writeln!(out, "{}", previous_attempt_text(previous));
     }
     for attempt in attempts {
         let duration = attempt.ended_at_ms.map_or("running".to_string(), |end| {
@@ -260,4 +254,10 @@ fn relative(ms: i64) -> String {
         ))
         .to_string()
     }
+}
+
+/// "Previous attempt crashed: …" from the stored JSON (the raw text if it does not parse).
+pub fn previous_attempt_text(json: &str) -> String {
+    serde_json::from_str::<crate::engine::policy::PreviousAttempt>(json)
+        .map_or_else(|_| json.to_string(), |previous| previous.to_string())
 }

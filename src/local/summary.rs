@@ -164,8 +164,7 @@ mod tests {
             retry_count: 0,
             attempt_count: 0,
             next_attempt_after_ms: None,
-            last_failure: None,
-            last_crash: None,
+            previous_attempt: None,
             usage: Usage::default(),
             removed: false,
         }

@@ -67,6 +67,9 @@ pub enum StoreError {
         /// What was refused.
         what: String,
     },
+    /// Another `ralph run` is working on this state.
+    #[error("another `ralph run` (process {0}) is working on this state; wait for it or stop it")]
+    Busy(String),
     /// A claim exists for the task already.
     #[error("task {task:?} is already claimed by attempt {holder}")]
     AlreadyClaimed {
@@ -143,6 +146,42 @@ impl Store {
                 row.get(0)
             })
             .optional()?)
+    }
+
+    /// Records `owner` (e.g. `pid:starttime`) as the run working on this state, unless
+    /// another owner is recorded and `alive` says it still runs.
+    pub fn take_run_ownership(
+        &mut self,
+        owner: &str,
+        alive: impl Fn(&str) -> bool,
+    ) -> Result<(), StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [keys::RUN_OWNER],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if let Some(current) = current.filter(|current| current != owner && alive(current)) {
+            return Err(StoreError::Busy(current));
+        }
+        write_meta(&tx, keys::RUN_OWNER, Some(owner))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Clears the run owner if it is still `owner`.
+    pub fn release_run_ownership(&mut self, owner: &str) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "DELETE FROM meta WHERE key = ?1 AND value = ?2",
+            params![keys::RUN_OWNER, owner],
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// Writes a value to the key/value metadata (its own transaction).

@@ -21,10 +21,9 @@ pub struct TaskRow {
     pub attempt_count: u32,
     /// No new attempt before this time (retry backoff), Unix ms.
     pub next_attempt_after_ms: Option<i64>,
-    /// Why the last attempt failed, for the next prompt.
-    pub last_failure: Option<String>,
-    /// Crash summary of the last attempt, for the next prompt.
-    pub last_crash: Option<String>,
+    /// What the next prompt must say about the last unsuccessful attempt: the JSON of an
+    /// `engine::policy::PreviousAttempt` (failed with a reason, crashed with a summary, lost).
+    pub previous_attempt: Option<String>,
     /// Tokens and cost over all attempts.
     pub usage: Usage,
     /// The manifest no longer has this task; it is kept only until its attempt ends.

@@ -18,8 +18,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     retry_count INTEGER NOT NULL DEFAULT 0,
     attempt_count INTEGER NOT NULL DEFAULT 0,
     next_attempt_after_ms INTEGER,
-    last_failure TEXT,
-    last_crash TEXT,
+    previous_attempt TEXT,
     usage TEXT NOT NULL DEFAULT '{}',
     removed INTEGER NOT NULL DEFAULT 0
 );

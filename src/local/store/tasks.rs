@@ -7,7 +7,7 @@ use super::{Store, StoreError, events};
 use crate::engine::dag::TaskPhase;
 
 const COLUMNS: &str = "spec, ord, generation, phase, retry_count, attempt_count, \
-    next_attempt_after_ms, last_failure, last_crash, usage, removed";
+    next_attempt_after_ms, previous_attempt, usage, removed";
 
 /// The stored name of a phase.
 pub fn phase_name(phase: TaskPhase) -> &'static str {
@@ -47,8 +47,7 @@ struct RawTask {
     retry_count: u32,
     attempt_count: u32,
     next_attempt_after_ms: Option<i64>,
-    last_failure: Option<String>,
-    last_crash: Option<String>,
+    previous_attempt: Option<String>,
     usage: String,
     removed: bool,
 }
@@ -62,10 +61,9 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawTask> {
         retry_count: row.get(4)?,
         attempt_count: row.get(5)?,
         next_attempt_after_ms: row.get(6)?,
-        last_failure: row.get(7)?,
-        last_crash: row.get(8)?,
-        usage: row.get(9)?,
-        removed: row.get(10)?,
+        previous_attempt: row.get(7)?,
+        usage: row.get(8)?,
+        removed: row.get(9)?,
     })
 }
 
@@ -84,8 +82,7 @@ fn decode(raw: RawTask) -> Result<TaskRow, StoreError> {
         retry_count: raw.retry_count,
         attempt_count: raw.attempt_count,
         next_attempt_after_ms: raw.next_attempt_after_ms,
-        last_failure: raw.last_failure,
-        last_crash: raw.last_crash,
+        previous_attempt: raw.previous_attempt,
         usage,
         removed: raw.removed,
     })
@@ -116,7 +113,7 @@ pub(super) fn save(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> 
         .map_err(|error| corrupt(format!("task {:?} usage", task.name()), error))?;
     let changed = conn.execute(
         "UPDATE tasks SET phase = ?2, retry_count = ?3, attempt_count = ?4,
-             next_attempt_after_ms = ?5, last_failure = ?6, last_crash = ?7, usage = ?8
+             next_attempt_after_ms = ?5, previous_attempt = ?6, usage = ?7
          WHERE name = ?1",
         params![
             task.name(),
@@ -124,8 +121,7 @@ pub(super) fn save(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> 
             task.retry_count,
             task.attempt_count,
             task.next_attempt_after_ms,
-            task.last_failure,
-            task.last_crash,
+            task.previous_attempt,
             usage,
         ],
     )?;
@@ -155,8 +151,7 @@ impl Store {
         task.phase = TaskPhase::Pending;
         task.retry_count = 0;
         task.next_attempt_after_ms = None;
-        task.last_failure = None;
-        task.last_crash = None;
+        task.previous_attempt = None;
         save(&tx, &task)?;
         let message = format!("reset by the user (was {from:?}): claim and retries cleared");
         events::append(&tx, now_ms, &NewEvent::task(name, "reset", message))?;

@@ -228,3 +228,24 @@ fn opening_a_directory_without_state_says_so() {
     let error = Store::open_existing(dir.path()).expect_err("no state");
     assert!(error.to_string().contains("no local run state"), "{error}");
 }
+
+#[test]
+fn a_live_run_owner_keeps_a_second_run_out() {
+    let (_dir, mut store) = store_with(vec![]);
+    store.take_run_ownership("1:1", |_| true).expect("first");
+    let error = store
+        .take_run_ownership("2:2", |owner| owner == "1:1")
+        .expect_err("busy");
+    assert!(error.to_string().contains("process 1:1"), "{error}");
+}
+
+#[test]
+fn a_dead_run_owner_is_replaced() {
+    let (_dir, mut store) = store_with(vec![]);
+    store.take_run_ownership("1:1", |_| true).expect("first");
+    store.take_run_ownership("2:2", |_| false).expect("second");
+    assert_eq!(
+        store.meta(keys::RUN_OWNER).expect("meta").as_deref(),
+        Some("2:2")
+    );
+}

@@ -1,0 +1,87 @@
+//! Turning a feature of a validated manifest plan into what local mode runs. Task IDs are
+//! the plan's local IDs (template names).
+
+use std::time::Duration;
+
+use crate::api::TextSource;
+use crate::local::feature::{FeatureSpec, TaskSpec};
+use crate::manifest::FeaturePlan;
+
+/// A feature that cannot run locally.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Local mode has no cluster to read a ConfigMap from.
+    #[error(
+        "feature {feature}: spec.context.{field} reads a ConfigMap, which local mode cannot do; \
+         use `inline` text"
+    )]
+    ConfigMapText {
+        /// The feature.
+        feature: String,
+        /// `spec` or `plan`.
+        field: &'static str,
+    },
+    /// No agent command anywhere.
+    #[error("feature {0}: spec.agent.command is empty; set it or pass --agent")]
+    NoAgent(String),
+}
+
+fn text(
+    feature: &str,
+    field: &'static str,
+    source: Option<&TextSource>,
+) -> Result<Option<String>, PlanError> {
+    match source {
+        None => Ok(None),
+        Some(source) if source.config_map_key_ref.is_some() && source.inline.is_none() => {
+            Err(PlanError::ConfigMapText {
+                feature: feature.to_string(),
+                field,
+            })
+        }
+        Some(source) => Ok(source.inline.clone()),
+    }
+}
+
+/// The local feature spec of a planned feature.
+pub fn feature_spec(plan: &FeaturePlan) -> Result<FeatureSpec, PlanError> {
+    let name = plan.name();
+    let spec = &plan.feature.spec;
+    let mut agent_command = spec.agent.command.clone();
+    agent_command.extend(spec.agent.args.iter().cloned());
+    Ok(FeatureSpec {
+        agent_command,
+        parallelism: spec.parallelism,
+        max_iterations: spec.max_iterations,
+        max_retries: spec.retry.max_retries,
+        backoff_base: Duration::from_secs(spec.retry.backoff_base_seconds),
+        backoff_max: Duration::from_secs(spec.retry.backoff_max_seconds),
+        verify: spec.verify,
+        suspend: spec.suspend,
+        spec_text: text(&name, "spec", spec.context.spec.as_ref())?,
+        plan_text: text(&name, "plan", spec.context.plan.as_ref())?,
+        tasks: plan
+            .tasks
+            .iter()
+            .map(|task| TaskSpec {
+                name: task.id.clone(),
+                title: task.title().to_string(),
+                description: task.fields.description.clone(),
+                depends_on: task.fields.depends_on.clone(),
+                parent: task.fields.parent.clone(),
+                priority: task.fields.priority,
+                max_retries: task.fields.max_retries,
+            })
+            .collect(),
+        name,
+    })
+}
+
+/// The agent's idle and total timeouts from the manifest, as runner options.
+pub fn agent_timeouts(plan: &FeaturePlan) -> (Duration, Duration) {
+    let agent = &plan.feature.spec.agent;
+    (
+        Duration::from_secs(agent.idle_timeout_seconds),
+        Duration::from_secs(agent.total_timeout_seconds),
+    )
+}

@@ -1,0 +1,67 @@
+//! The prompt of a local attempt: the engine's prompt, fed from the stored tasks.
+
+use std::collections::HashMap;
+
+use crate::engine::policy::PreviousAttempt;
+use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
+use crate::local::feature::FeatureSpec;
+use crate::local::store::TaskRow;
+
+fn text(row: &TaskRow) -> TaskText {
+    TaskText {
+        id: row.spec.name.clone(),
+        title: row.spec.title.clone(),
+        description: row.spec.description.clone(),
+    }
+}
+
+/// The engine's prompt input for `row`'s next attempt; `summaries` says what done
+/// dependencies did (their journals), by task ID.
+pub fn input(
+    feature: &FeatureSpec,
+    tasks: &HashMap<String, TaskRow>,
+    row: &TaskRow,
+    summaries: &HashMap<String, String>,
+) -> PromptInput {
+    PromptInput {
+        task: text(row),
+        parent: row
+            .spec
+            .parent
+            .as_ref()
+            .and_then(|parent| tasks.get(parent))
+            .map(text),
+        completed_blockers: row
+            .spec
+            .depends_on
+            .iter()
+            .filter_map(|name| tasks.get(name))
+            .map(|blocker| CompletedBlocker {
+                id: blocker.spec.name.clone(),
+                title: blocker.spec.title.clone(),
+                summary: summaries.get(&blocker.spec.name).cloned(),
+            })
+            .collect(),
+        feature: FeatureText {
+            name: feature.name.clone(),
+            spec: feature.spec_text.clone(),
+            plan: feature.plan_text.clone(),
+        },
+        retry_count: row.retry_count,
+        max_retries: row.spec.max_retries.unwrap_or(feature.max_retries),
+        previous_attempt: row
+            .previous_attempt
+            .as_deref()
+            .and_then(|json| serde_json::from_str::<PreviousAttempt>(json).ok()),
+    }
+}
+
+/// The rendered prompt for `row`'s next attempt.
+pub fn render(
+    feature: &FeatureSpec,
+    tasks: &HashMap<String, TaskRow>,
+    row: &TaskRow,
+    summaries: &HashMap<String, String>,
+) -> String {
+    prompt::render(&input(feature, tasks, row, summaries))
+}

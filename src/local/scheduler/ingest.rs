@@ -1,0 +1,141 @@
+//! Applying an attempt's end: the policy's decision on the task row, the DAG's derived
+//! transitions, the attempt record and the events, as one store transaction.
+
+use super::conclude;
+use super::{Run, RunError};
+use crate::engine::attempt::{AttemptResult, StopReason};
+use crate::engine::dag::AutoTransition;
+use crate::engine::lifecycle::{self, AttemptEnd};
+use crate::engine::policy::FeatureEffect;
+use crate::local::run_event::RunEvent;
+use crate::local::store::{AttemptClose, NewEvent, Transition};
+
+/// How long an exhausted agent rests when it did not say when its quota resets.
+const EXHAUSTED_PAUSE_MS: i64 = 60_000;
+
+fn stop_reason_text(reason: &StopReason) -> String {
+    match serde_json::to_value(reason) {
+        Ok(serde_json::Value::String(text)) => text,
+        _ => format!("{reason:?}"),
+    }
+}
+
+impl Run<'_> {
+    /// Records how the current attempt of `task` ended and applies the policy's decision.
+    pub(super) fn ingest(
+        &mut self,
+        task: &str,
+        end: &AttemptEnd,
+        now_ms: i64,
+        transition: &mut Transition,
+    ) -> Result<(), RunError> {
+        let Some(row) = self.tasks.get(task) else {
+            return Ok(());
+        };
+        let (attempt, started_at_ms) = match self.live.get(task) {
+            Some(live) => (live.attempt.clone(), live.started_at_ms),
+            None => (lifecycle::attempt_id(task, row.attempt_count), now_ms),
+        };
+        let context = conclude::context(self.feature, row);
+        let retry = conclude::retry_policy(self.feature, row);
+        let decision = conclude::judge(&context, &attempt, end, now_ms);
+        let result: Option<&AttemptResult> = match end {
+            AttemptEnd::Reported(result) => Some(result),
+            _ => None,
+        };
+        let usage = result.map(|r| r.usage.clone()).unwrap_or_default();
+        let Some(row) = self.tasks.get_mut(task) else {
+            return Ok(());
+        };
+        conclude::apply(row, &decision, &retry, &usage, now_ms, rand::random());
+        let row = row.clone();
+        if let FeatureEffect::Stop { reason } = &decision.feature {
+            self.stopped = Some(reason.clone());
+            transition.stop_feature = Some(reason.clone());
+        }
+        if let Some(exhausted) = &decision.agent_exhausted {
+            let until = exhausted
+                .until
+                .map_or(now_ms + EXHAUSTED_PAUSE_MS, |s| s.saturating_mul(1000));
+            self.agent_paused_until_ms = Some(until);
+        }
+        let crash = result.and_then(|r| r.crash.clone()).or_else(|| match end {
+            AttemptEnd::NoResult { reason } | AttemptEnd::ClaimLost { reason } => {
+                Some(reason.clone())
+            }
+            _ => None,
+        });
+        transition.close = Some(AttemptClose {
+            id: attempt.clone(),
+            ended_at_ms: now_ms,
+            outcome: decision.outcome.as_str().to_string(),
+            stop_reason: result
+                .and_then(|r| r.stop_reason.as_ref())
+                .map(stop_reason_text),
+            crash: crash.clone(),
+            message: Some(decision.event.message.clone()),
+            usage,
+            result: result.and_then(|r| serde_json::to_string(r).ok()),
+        });
+        transition.tasks.push(row.clone());
+        if decision.release_claim && !transition.release.iter().any(|t| t == task) {
+            transition.release.push(task.to_string());
+        }
+        transition.events.push(NewEvent::attempt(
+            task,
+            &attempt,
+            decision.outcome.as_str(),
+            format!("[{}] {}", decision.event.reason, decision.event.message),
+        ));
+        self.display.show(&RunEvent::Ended {
+            task: task.to_string(),
+            attempt,
+            outcome: decision.outcome.as_str().to_string(),
+            phase: row.phase,
+            duration_ms: now_ms - started_at_ms,
+            retry_at_ms: row.next_attempt_after_ms,
+            message: crash.or_else(|| {
+                matches!(
+                    decision.event.kind,
+                    crate::engine::policy::EventKind::Warning
+                )
+                .then(|| decision.event.message.clone())
+            }),
+        });
+        if !row.removed {
+            let transitions = self.dag.set_phase(task, row.phase)?;
+            self.record_transitions(&transitions, transition);
+        }
+        if let Some(at) = row.next_attempt_after_ms {
+            self.wake_at(at);
+        }
+        Ok(())
+    }
+
+    /// Applies the DAG's own phase changes to the rows and the event log.
+    pub(super) fn record_transitions(
+        &mut self,
+        transitions: &[AutoTransition],
+        transition: &mut Transition,
+    ) {
+        for change in transitions {
+            let Some(row) = self.tasks.get_mut(&change.task) else {
+                continue;
+            };
+            row.phase = change.to;
+            transition.tasks.push(row.clone());
+            let reason = change.reason.to_string();
+            transition.events.push(NewEvent::task(
+                &change.task,
+                "transition",
+                format!("{:?} -> {:?}: {reason}", change.from, change.to),
+            ));
+            self.display.show(&RunEvent::Transition {
+                task: change.task.clone(),
+                from: change.from,
+                to: change.to,
+                reason,
+            });
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The local run loop: the same engine as the controller, with the store's rows as claims
+//! and child `ralph runner` processes as runs. Ready tasks (engine DAG order) start up to
+//! `parallel` at once; every per-task step comes from `engine::lifecycle::decide` and every
+//! attempt's conclusion from `engine::policy`.
+
+mod conclude;
+mod ingest;
+mod live;
+mod reactions;
+mod resume;
+mod run;
+
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+pub use run::Run;
+
+use crate::engine::dag::{DagErrors, FeatureOutcome, PhaseError};
+use crate::local::display::Display;
+use crate::local::executor::RunnerCommand;
+use crate::local::feature::FeatureSpec;
+use crate::local::store::{Store, StoreError};
+
+/// Errors of a local run (not attempt failures: those are task outcomes).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored tasks do not form a valid plan.
+    #[error("the tasks do not form a valid plan:\n{0}")]
+    Plan(#[from] DagErrors),
+    /// The DAG refused a phase change.
+    #[error("task phase change refused: {0}")]
+    Phase(#[from] PhaseError),
+    /// Signal handlers could not be installed.
+    #[error("cannot listen for Ctrl+C: {0}")]
+    Signals(std::io::Error),
+}
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Most attempts at once.
+    pub parallel: usize,
+    /// Most attempts this invocation starts.
+    pub limit: Option<u32>,
+    /// How long a claim lasts unless renewed (renewed every third of it).
+    pub claim_duration: Duration,
+    /// How runners are started.
+    pub runner: RunnerCommand,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The feature reached an outcome.
+    Finished {
+        /// The outcome.
+        outcome: FeatureOutcome,
+        /// Explanation.
+        message: String,
+    },
+    /// The user interrupted the run; running attempts were cancelled.
+    Interrupted,
+}
+
+/// The current time, Unix ms.
+pub fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Shortest wait between loop turns, so a wake-up time in the past cannot spin.
+const MIN_WAIT: Duration = Duration::from_millis(5);
+
+/// Runs the feature in `store` until it reaches an outcome or is interrupted.
+pub async fn run(
+    store: &mut Store,
+    feature: &FeatureSpec,
+    options: &RunOptions,
+    display: &mut Display,
+) -> Result<RunOutcome, RunError> {
+    let mut interrupts = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
+    let mut terminations = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
+    let (reports_tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let mut run = Run::load(store, feature, options, display, reports_tx, now_ms())?;
+    run.resume(now_ms())?;
+    loop {
+        let now = now_ms();
+        run.schedule(now)?;
+        if let Some(outcome) = run.finished()? {
+            return Ok(outcome);
+        }
+        let wait = run
+            .next_wake(now)
+            .map_or(MIN_WAIT, |at| {
+                Duration::from_millis(u64::try_from(at - now).unwrap_or(0))
+            })
+            .max(MIN_WAIT);
+        tokio::select! {
+            Some(report) = reports.recv() => run.on_report(report, now_ms())?,
+            () = tokio::time::sleep(wait) => run.on_tick(now_ms())?,
+            _ = interrupts.recv() => run.on_interrupt(now_ms(), std::time::Instant::now())?,
+            _ = terminations.recv() => run.on_interrupt(now_ms(), std::time::Instant::now())?,
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Picking up after an earlier `ralph run` that was killed: its claims are examined, the
+//! result files of its runners ingested, live runners waited for (never started twice),
+//! and attempts whose runner is gone or whose claim expired retried.
+
+use super::live::Live;
+use super::{Run, RunError};
+use crate::engine::dag::TaskPhase;
+use crate::local::executor::{self, AttemptFiles, Ended};
+use crate::local::process;
+use crate::local::run_event::RunEvent;
+use crate::local::store::NewEvent;
+
+impl Run<'_> {
+    /// Takes over the Running tasks of an earlier run.
+    pub fn resume(&mut self, now_ms: i64) -> Result<(), RunError> {
+        let claims = self.store.claims()?;
+        let running: Vec<String> = self
+            .tasks
+            .values()
+            .filter(|row| row.phase == TaskPhase::Running)
+            .map(|row| row.spec.name.clone())
+            .collect();
+        for task in running {
+            let Some(row) = self.tasks.get(&task) else {
+                continue;
+            };
+            let claim = claims.iter().find(|c| c.task == task);
+            let holder = claim.map_or_else(
+                || crate::engine::lifecycle::attempt_id(&task, row.attempt_count),
+                |c| c.holder.clone(),
+            );
+            let attempt = self
+                .store
+                .attempts(Some(&task))?
+                .into_iter()
+                .find(|a| a.id == holder);
+            let mut live = Live {
+                attempt: holder.clone(),
+                number: attempt.as_ref().map_or(row.attempt_count, |a| a.number),
+                generation: attempt.as_ref().map_or(row.generation, |a| a.generation),
+                pid: claim.and_then(|c| c.pid),
+                pid_start: claim.and_then(|c| c.pid_start),
+                child: false,
+                claimed: claim.is_some(),
+                started_at_ms: attempt.as_ref().map_or(now_ms, |a| a.started_at_ms),
+                renewed_at_ms: claim.map_or(now_ms, |c| c.expires_at_ms - self.claim_ms()),
+                claim_ms: self.claim_ms(),
+                ended: None,
+            };
+            match live.pid {
+                Some(pid) if process::is_alive(pid, live.pid_start) => {
+                    let message = format!(
+                        "runner {holder} (pid {pid}) of an earlier run still runs; waiting for it"
+                    );
+                    self.store.record_event(
+                        now_ms,
+                        &NewEvent::attempt(&task, &holder, "waiting", message.clone()),
+                    )?;
+                    self.warn(&task, message);
+                }
+                Some(_) => live.ended = Some(self.leftover_result(&holder)),
+                None => {}
+            }
+            self.live.insert(task.clone(), live);
+            self.decide_running(&task, now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Looks at a runner left by an earlier run: once it has exited, its result is ingested.
+    pub(super) fn poll_orphan(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
+        let Some(live) = self.live.get(task) else {
+            return Ok(());
+        };
+        let gone = live
+            .pid
+            .is_none_or(|pid| !process::is_alive(pid, live.pid_start));
+        if gone {
+            let ended = self.leftover_result(&live.attempt.clone());
+            if let Some(live) = self.live.get_mut(task) {
+                live.ended = Some(ended);
+            }
+        }
+        self.decide_running(task, now_ms)
+    }
+
+    fn leftover_result(&self, attempt: &str) -> Ended {
+        let files = AttemptFiles::in_dir(self.store.attempt_dir(attempt));
+        Ended {
+            exit_code: None,
+            result: executor::read_result(&files.result, None, &files.stderr),
+        }
+    }
+
+    pub(super) fn warn(&mut self, task: &str, message: String) {
+        self.display.show(&RunEvent::Warning {
+            task: Some(task.to_string()),
+            message,
+        });
+    }
+}

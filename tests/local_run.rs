@@ -1,0 +1,255 @@
+//! `ralph run` end to end: the real binary, the real runner and the scripted ACP agent.
+
+#[path = "support/local_run.rs"]
+mod local_run;
+
+use local_run::{Project, TaskDef, describe, exit_code, feature_yaml, max_concurrent, task};
+use ralph::engine::dag::TaskPhase;
+
+const DONE: &str = "default:\n  - text: \"Did {task}. <task-done>{task}</task-done>\"\n";
+
+fn diamond() -> String {
+    feature_yaml(
+        "diamond",
+        "  parallelism: 1\n",
+        &[
+            task("design", &[]),
+            TaskDef {
+                extra: "      priority: 5\n",
+                ..task("frontend", &["design"])
+            },
+            TaskDef {
+                extra: "      priority: 1\n",
+                ..task("backend", &["design"])
+            },
+            task("integrate", &["frontend", "backend"]),
+        ],
+    )
+}
+
+#[test]
+fn a_diamond_runs_in_dependency_then_priority_order() {
+    let project = Project::new(&diamond(), DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(
+        project.started_order(),
+        ["design", "backend", "frontend", "integrate"]
+    );
+}
+
+#[test]
+fn every_task_of_a_complete_run_is_done_once() {
+    let project = Project::new(&diamond(), DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let tasks = project.store().tasks().expect("tasks");
+    assert!(
+        tasks.iter().all(|t| t.phase == TaskPhase::Done),
+        "{tasks:?}"
+    );
+    let outcomes: Vec<_> = project
+        .attempts()
+        .into_iter()
+        .map(|a| a.outcome.unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["done"; 4]);
+}
+
+#[test]
+fn no_more_attempts_run_at_once_than_parallel_allows() {
+    let tasks: Vec<TaskDef<'_>> = ["t1", "t2", "t3", "t4", "t5", "t6"]
+        .into_iter()
+        .map(|name| task(name, &[]))
+        .collect();
+    let script = "default:\n  - delay: 300ms\n  - text: \"<task-done>{task}</task-done>\"\n";
+    let project = Project::new(&feature_yaml("wide", "", &tasks), script);
+    let output = project.run(&["--parallel", "2"]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(max_concurrent(&project.attempts()), 2);
+}
+
+#[test]
+fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
+    let manifest = feature_yaml(
+        "failing",
+        "",
+        &[
+            TaskDef {
+                extra: "      maxRetries: 0\n",
+                ..task("base", &[])
+            },
+            task("on-top", &["base"]),
+            task("independent", &[]),
+        ],
+    );
+    let script = format!(
+        "{DONE}tasks:\n  base:\n    - text: \"Cannot do it. <task-failed>{{task}}</task-failed>\"\n"
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    let store = project.store();
+    let phase = |name: &str| store.task(name).expect("task").phase;
+    assert_eq!(
+        (phase("base"), phase("on-top"), phase("independent")),
+        (TaskPhase::Failed, TaskPhase::Blocked, TaskPhase::Done)
+    );
+    assert!(!project.started_order().contains(&"on-top".to_string()));
+}
+
+#[test]
+fn a_failed_task_is_retried_while_retries_remain() {
+    let manifest = feature_yaml("retrying", "", &[task("flaky", &[])]);
+    let script = "tasks:\n  flaky:\n    - [ {text: \"no <task-failed>{task}</task-failed>\"} ]\n    \
+                  - [ {text: \"yes <task-done>{task}</task-done>\"} ]\n";
+    let project = Project::new(&manifest, script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let outcomes: Vec<_> = project
+        .attempts()
+        .into_iter()
+        .map(|a| a.outcome.unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["failed", "done"]);
+}
+
+#[test]
+fn a_crash_is_retried_and_the_next_prompt_says_why() {
+    let manifest = feature_yaml("crashy", "", &[task("fragile", &[])]);
+    let script = "tasks:\n  fragile:\n    - [ {stderr: \"Error: socket hang up\"}, {exit: 1} ]\n    \
+                  - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
+    let project = Project::new(&manifest, script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let outcomes: Vec<_> = project
+        .attempts()
+        .into_iter()
+        .map(|a| a.outcome.unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["crashed", "done"]);
+    let prompt = project.prompt("fragile-a2");
+    assert!(prompt.contains("Previous attempt crashed"), "{prompt}");
+    assert!(!project.prompt("fragile-a1").contains("Previous attempt"));
+}
+
+#[test]
+fn a_failure_promise_stops_the_feature_with_exit_1() {
+    let manifest = feature_yaml(
+        "doomed",
+        "",
+        &[task("first", &[]), task("second", &["first"])],
+    );
+    let script = "tasks:\n  first:\n    - text: \"The repo is gone. <promise>FAILURE</promise>\"\n";
+    let project = Project::new(&manifest, script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    assert_eq!(project.started_order(), ["first"]);
+    let status = project.ralph(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("stopped by an agent"),
+        "{}",
+        describe(&status)
+    );
+}
+
+#[test]
+fn the_limit_stops_after_that_many_attempts_with_exit_0() {
+    let project = Project::new(&diamond(), DONE);
+    let output = project.run(&["--limit", "1"]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(project.started_order(), ["design"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
+}
+
+#[test]
+fn a_feature_without_tasks_exits_3() {
+    let manifest = feature_yaml("empty", "", &[]).replace("  tasks:\n", "  tasks: []\n");
+    let project = Project::new(&manifest, DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+}
+
+#[test]
+fn an_invalid_manifest_exits_3_naming_the_problem() {
+    let manifest = feature_yaml("cyclic", "", &[task("a", &["b"]), task("b", &["a"])]);
+    let project = Project::new(&manifest, DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("feature.yaml") && stderr.contains("cycle"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_second_run_starts_nothing_that_is_done() {
+    let project = Project::new(&diamond(), DONE);
+    assert_eq!(exit_code(&project.run(&[])), 0);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(project.attempts().len(), 4);
+}
+
+#[test]
+fn manifest_changes_add_new_tasks_drop_removed_ones_and_bump_edited_generations() {
+    let project = Project::new(
+        &feature_yaml("evolving", "", &[task("keep", &[]), task("drop", &[])]),
+        DONE,
+    );
+    assert_eq!(exit_code(&project.run(&[])), 0);
+    let edited = feature_yaml("evolving", "", &[task("keep", &[]), task("new", &["keep"])])
+        .replace("Do keep.", "Do keep, differently.");
+    project.write_manifest(&edited);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let store = project.store();
+    let names: Vec<_> = store
+        .tasks()
+        .expect("tasks")
+        .into_iter()
+        .map(|t| (t.spec.name, t.generation, t.phase))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("keep".to_string(), 2, TaskPhase::Done),
+            ("new".to_string(), 1, TaskPhase::Done)
+        ]
+    );
+    assert_eq!(project.started_order(), ["keep", "drop", "new"]);
+}
+
+#[test]
+fn json_mode_prints_one_event_per_line_ending_with_the_summary() {
+    let project = Project::new(&diamond(), DONE);
+    let output = project.run(&[]);
+    let events = local_run::json_events(&output);
+    let kinds: Vec<_> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"plan"));
+    assert_eq!(kinds.last(), Some(&"summary"));
+    assert_eq!(kinds.iter().filter(|k| **k == "started").count(), 4);
+    let summary = events.last().expect("summary");
+    assert_eq!(summary["outcome"], "Complete");
+    assert_eq!(summary["tasks"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
+    let manifest = feature_yaml(
+        "journaled",
+        "",
+        &[task("first", &[]), task("second", &["first"])],
+    );
+    let script = format!(
+        "{DONE}tasks:\n  first:\n    - text: \"<journal>Created docs/api.md</journal> \
+         <task-done>{{task}}</task-done>\"\n"
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let prompt = project.prompt("second-a1");
+    assert!(prompt.contains("Created docs/api.md"), "{prompt}");
+}

@@ -1,0 +1,199 @@
+//! Helpers for `ralph run` tests: a project directory with a feature manifest and a script
+//! for the scripted agent, the real `ralph` binary, and the run's store.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use ralph::local::store::{AttemptRow, EventRow, Store};
+
+/// A temporary project: `feature.yaml`, `script.yaml`, and the state in `.ralph/`.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+/// One task of a test feature: name, dependencies, extra YAML fields (indented 6 spaces).
+pub struct TaskDef<'a> {
+    pub name: &'a str,
+    pub depends_on: &'a [&'a str],
+    pub extra: &'a str,
+}
+
+/// A task with dependencies.
+pub fn task<'a>(name: &'a str, depends_on: &'a [&'a str]) -> TaskDef<'a> {
+    TaskDef {
+        name,
+        depends_on,
+        extra: "",
+    }
+}
+
+/// A Feature manifest named `name` with `spec_extra` (YAML lines indented 2 spaces under
+/// `spec:`) and the tasks. Retries back off for one second at most.
+pub fn feature_yaml(name: &str, spec_extra: &str, tasks: &[TaskDef<'_>]) -> String {
+    let mut yaml = format!(
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: {name}\nspec:\n  \
+         agent:\n    command: [\"unused-agent\"]\n  retry:\n    backoffBaseSeconds: 1\n    \
+         backoffMaxSeconds: 1\n{spec_extra}  tasks:\n"
+    );
+    for task in tasks {
+        yaml.push_str(&format!(
+            "    - name: {}\n      title: Title of {}\n      description: Do {}.\n",
+            task.name, task.name, task.name
+        ));
+        if !task.depends_on.is_empty() {
+            yaml.push_str(&format!(
+                "      dependsOn: [{}]\n",
+                task.depends_on.join(", ")
+            ));
+        }
+        yaml.push_str(task.extra);
+    }
+    yaml
+}
+
+impl Project {
+    /// A project with this manifest and agent script.
+    pub fn new(manifest: &str, script: &str) -> Project {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let project = Project { dir };
+        project.write_manifest(manifest);
+        std::fs::write(project.path("script.yaml"), script).expect("write script");
+        project
+    }
+
+    /// Replaces the manifest.
+    pub fn write_manifest(&self, manifest: &str) {
+        std::fs::write(self.path("feature.yaml"), manifest).expect("write manifest");
+    }
+
+    /// A path inside the project.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The state directory.
+    pub fn state(&self) -> PathBuf {
+        self.path(".ralph")
+    }
+
+    /// `ralph run feature.yaml --agent "ralph agent script script.yaml" --json ARGS`.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let agent = format!("ralph agent script {}", self.path("script.yaml").display());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ralph"));
+        command
+            .arg("run")
+            .arg(self.path("feature.yaml"))
+            .args(["--agent", &agent, "--json"])
+            .args(args)
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `ralph run` to the end.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("ralph run starts")
+    }
+
+    /// Runs another `ralph` subcommand on this project's state.
+    pub fn ralph(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ralph"))
+            .args(args)
+            .arg("--state")
+            .arg(self.state())
+            .output()
+            .expect("ralph starts")
+    }
+
+    /// The run's store.
+    pub fn store(&self) -> Store {
+        Store::open_existing(&self.state()).expect("state exists")
+    }
+
+    /// Every event in log order.
+    pub fn events(&self) -> Vec<EventRow> {
+        self.store().events(0).expect("events")
+    }
+
+    /// Tasks in the order their attempts started (from the event log).
+    pub fn started_order(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.kind == "started")
+            .filter_map(|e| e.task)
+            .collect()
+    }
+
+    /// Every attempt.
+    pub fn attempts(&self) -> Vec<AttemptRow> {
+        self.store().attempts(None).expect("attempts")
+    }
+
+    /// The prompt file of an attempt.
+    pub fn prompt(&self, attempt: &str) -> String {
+        std::fs::read_to_string(
+            self.state()
+                .join("attempts")
+                .join(attempt)
+                .join("prompt.md"),
+        )
+        .expect("prompt kept in the state directory")
+    }
+}
+
+/// The exit code, with the output shown when it is not the expected one.
+pub fn exit_code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+/// stdout and stderr, for assertion messages.
+pub fn describe(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The JSON events printed by `ralph run --json`.
+pub fn json_events(output: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// The most attempts that were running at the same moment (from start and end times).
+pub fn max_concurrent(attempts: &[AttemptRow]) -> usize {
+    let mut edges: Vec<(i64, i32)> = Vec::new();
+    for attempt in attempts {
+        edges.push((attempt.started_at_ms, 1));
+        edges.push((attempt.ended_at_ms.expect("attempt ended"), -1));
+    }
+    // Ends before starts at the same millisecond: a slot freed and reused is not overlap.
+    edges.sort();
+    let (mut running, mut most) = (0i32, 0i32);
+    for (_, delta) in edges {
+        running += delta;
+        most = most.max(running);
+    }
+    usize::try_from(most).unwrap_or(0)
+}
+
+/// Waits until `path` exists (a runner started), up to a generous bound.
+pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if ready() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("gave up waiting for {what}");
+}
+
+/// Whether `path` exists.
+pub fn exists(path: &Path) -> bool {
+    path.exists()
+}
