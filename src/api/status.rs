@@ -123,6 +123,9 @@ pub enum AttemptOutcome {
     Lost,
     /// The agent promised FAILURE for the whole feature, which stopped.
     StoppedFeature,
+    /// The agent could not run as configured (missing, not ACP, authentication required,
+    /// workspace not writable); the feature halts until its configuration is fixed.
+    Misconfigured,
 }
 
 /// One attempt of a task.

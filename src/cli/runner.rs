@@ -113,6 +113,7 @@ pub fn exit_status(outcome: OutcomeClass) -> u8 {
         OutcomeClass::Crashed => 3,
         OutcomeClass::Exhausted => 4,
         OutcomeClass::Cancelled => 5,
+        OutcomeClass::Misconfigured => 6,
     }
 }
 

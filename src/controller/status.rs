@@ -164,6 +164,7 @@ pub fn outcome(outcome: policy::AttemptOutcome) -> AttemptOutcome {
         P::Interrupted => AttemptOutcome::Interrupted,
         P::Lost => AttemptOutcome::Lost,
         P::StoppedFeature => AttemptOutcome::StoppedFeature,
+        P::Misconfigured => AttemptOutcome::Misconfigured,
     }
 }
 

@@ -51,6 +51,7 @@ fn result(done: bool) -> AttemptResult {
             ..Sigils::default()
         },
         crash: None,
+        misconfiguration: None,
         exhaustion: None,
         agent: Some("scripted 1.0".to_owned()),
         model: None,

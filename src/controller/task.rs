@@ -429,7 +429,7 @@ async fn ingest(
         },
     );
     write_status(ctx, task, &new_status).await?;
-    if let FeatureEffect::Stop { reason } = &decision.feature {
+    if let FeatureEffect::Stop { reason } | FeatureEffect::Halt { reason } = &decision.feature {
         effects.stop_reason = Some(reason.clone());
     }
     ctx.metrics.attempt_ended(decision.outcome.as_str());

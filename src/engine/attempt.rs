@@ -43,6 +43,9 @@ pub enum OutcomeClass {
     Exhausted,
     /// The attempt was cancelled (runner signalled, or the user suspended the feature).
     Cancelled,
+    /// The agent cannot run as configured (binary missing, not an ACP agent, authentication
+    /// required, workspace not writable): retrying cannot help until the user fixes it.
+    Misconfigured,
 }
 
 /// Token and cost usage of one attempt (or a sum of attempts).
@@ -96,6 +99,16 @@ pub struct Exhaustion {
     pub reset_at: Option<i64>,
 }
 
+/// A configuration problem that stops every attempt until the user fixes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Misconfiguration {
+    /// What is wrong, naming the thing (command, file, variable).
+    pub problem: String,
+    /// What the user should do about it.
+    pub fix: String,
+}
+
 /// When the attempt ran, in Unix milliseconds and durations.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -137,6 +150,9 @@ pub struct AttemptResult {
     /// A short summary of a crash (exit code, first stderr line, matched pattern, timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// Set when the attempt could not run as configured ([`OutcomeClass::Misconfigured`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misconfiguration: Option<Misconfiguration>,
     /// Set when the agent reported a usage limit or exhausted quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exhaustion: Option<Exhaustion>,

@@ -68,6 +68,7 @@ fn result(attempt: Option<&str>, ended_at_ms: i64) -> AttemptResult {
         signal: None,
         sigils: Default::default(),
         crash: None,
+        misconfiguration: None,
         exhaustion: None,
         agent: None,
         model: None,

@@ -50,6 +50,8 @@ pub enum AttemptOutcome {
     Lost,
     /// The agent promised FAILURE for the whole feature.
     StoppedFeature,
+    /// The agent could not run as configured; the feature halts until the user fixes it.
+    Misconfigured,
 }
 
 impl AttemptOutcome {
@@ -65,6 +67,7 @@ impl AttemptOutcome {
             Self::Interrupted => "interrupted",
             Self::Lost => "lost",
             Self::StoppedFeature => "stoppedFeature",
+            Self::Misconfigured => "misconfigured",
         }
     }
 }
@@ -97,6 +100,12 @@ pub enum FeatureEffect {
     /// Stop the feature: outcome Failed with the agent's reason, no new attempts.
     Stop {
         /// The agent's explanation, or a stand-in when it gave none.
+        reason: String,
+    },
+    /// Halt the feature until the user fixes its configuration (the Feature's spec changes,
+    /// or a local run is started again): no new attempts; no task is charged a retry.
+    Halt {
+        /// What is wrong and how to fix it.
         reason: String,
     },
 }
@@ -235,7 +244,7 @@ impl<'a> TaskSigil<'a> {
 /// cancelled or crashed attempt are not trusted), then the feature-wide FAILURE promise, then
 /// the stop reason, then this task's sigils. A COMPLETE promise is recorded on every row.
 pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
-    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished};
+    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished, Misconfigured};
     use StopReason::{EndTurn, Refusal};
 
     let sigils = &result.sigils;
@@ -246,6 +255,8 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
         TaskSigil::of(&task.name, sigils),
         sigils.promise,
     ) {
+        // configuration error: not retried; the feature halts until the user fixes it
+        (Misconfigured, ..) => misconfigured(task, result),
         // usage limit / quota: not a task failure, the agent rests until its reset time
         (Exhausted, ..) => exhausted(task, result),
         // user suspend or cancel
@@ -524,6 +535,25 @@ fn interrupted(task: &TaskContext) -> Decision {
         PhaseChange::Pending,
         normal("AttemptInterrupted", message),
     )
+}
+
+fn misconfigured(task: &TaskContext, result: &AttemptResult) -> Decision {
+    let reason = match &result.misconfiguration {
+        Some(m) => bounded(&format!("{} Fix: {}", m.problem.trim(), m.fix.trim())),
+        None => "the agent cannot run as configured".to_owned(),
+    };
+    let message = format!(
+        "task {}: the agent cannot run as configured; no new attempts until it is fixed: {reason}",
+        task.name
+    );
+    Decision {
+        feature: FeatureEffect::Halt { reason },
+        ..base(
+            AttemptOutcome::Misconfigured,
+            PhaseChange::Pending,
+            warning("AgentMisconfigured", message),
+        )
+    }
 }
 
 fn exhausted(task: &TaskContext, result: &AttemptResult) -> Decision {

@@ -130,6 +130,7 @@ mod tests {
             signal: None,
             sigils: Sigils::default(),
             crash: None,
+            misconfiguration: None,
             exhaustion: None,
             agent: None,
             model: None,

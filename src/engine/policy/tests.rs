@@ -1,7 +1,7 @@
 //! The attempt-outcome table, one test per row.
 
 use super::*;
-use crate::engine::attempt::{Exhaustion, RESULT_SCHEMA_VERSION};
+use crate::engine::attempt::{Exhaustion, Misconfiguration, RESULT_SCHEMA_VERSION};
 use crate::engine::sigils;
 
 fn task() -> TaskContext {
@@ -24,6 +24,7 @@ fn finished(stop: StopReason, text: &str) -> AttemptResult {
         signal: None,
         sigils: sigils::parse(text),
         crash: None,
+        misconfiguration: None,
         exhaustion: None,
         agent: None,
         model: None,
@@ -437,4 +438,25 @@ fn verification_verdict_for_another_task_does_not_count() {
         &finished(StopReason::EndTurn, "<verify-pass>other</verify-pass>"),
     );
     assert_ne!(decision.phase, PhaseChange::Done);
+}
+
+#[test]
+fn misconfiguration_halts_the_feature_without_charging_a_retry() {
+    let result = AttemptResult {
+        misconfiguration: Some(Misconfiguration {
+            problem: "agent command `claude-agent-acp` not found on PATH".into(),
+            fix: "install the agent in the image or set spec.agent.command".into(),
+        }),
+        ..ended(OutcomeClass::Misconfigured)
+    };
+    let decision = decide(&task(), &result);
+    assert_eq!(decision.outcome, AttemptOutcome::Misconfigured);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, None);
+    assert!(decision.release_claim);
+    assert_eq!(decision.event.reason, "AgentMisconfigured");
+    assert!(matches!(
+        &decision.feature,
+        FeatureEffect::Halt { reason } if reason.contains("not found on PATH") && reason.contains("Fix: install")
+    ));
 }

@@ -35,6 +35,7 @@ fn cancelled(task: &str, attempt: &str, now_ms: i64) -> AttemptResult {
         signal: None,
         sigils: Default::default(),
         crash: None,
+        misconfiguration: None,
         exhaustion: None,
         agent: None,
         model: None,

@@ -49,7 +49,7 @@ impl Run<'_> {
         };
         conclude::apply(row, &decision, &retry, &usage, now_ms, rand::random());
         let row = row.clone();
-        if let FeatureEffect::Stop { reason } = &decision.feature {
+        if let FeatureEffect::Stop { reason } | FeatureEffect::Halt { reason } = &decision.feature {
             self.stopped = Some(reason.clone());
             transition.stop_feature = Some(reason.clone());
         }
