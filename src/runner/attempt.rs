@@ -88,6 +88,7 @@ pub async fn run_attempt(
             turn: turn.clone(),
             events: events.clone(),
             started,
+            advertise_fs: config.client_fs.advertise(&config.agent_command),
         },
         agent_lines(pipes.stdin, pipes.stdout, activity.clone()),
         session_tx,

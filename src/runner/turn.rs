@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::events::char_prefix;
 use super::protocol::TurnUsage;
+use super::reports;
 use crate::engine::attempt::Usage;
 use crate::engine::sigils::{SigilScanner, Sigils};
 
@@ -51,8 +52,13 @@ pub struct TurnState {
     pub agent: Option<String>,
     /// From runner start to the answer to `initialize`, milliseconds.
     pub initialize_ms: Option<u64>,
-    /// The model the session uses, from its model selector.
+    /// The model the session uses, as the agent last reported it.
     pub model: Option<String>,
+    /// An error the agent reported in a session update of this turn that no answer
+    /// text followed.
+    pub unanswered_error: Option<String>,
+    /// Whether the turn carried answer text (message chunks, informational ones aside).
+    pub answered: bool,
     scanner: SigilScanner,
     text_head: String,
 }
@@ -66,6 +72,8 @@ impl Default for TurnState {
             agent: None,
             initialize_ms: None,
             model: None,
+            unanswered_error: None,
+            answered: false,
             scanner: SigilScanner::new(),
             text_head: String::new(),
         }
@@ -78,9 +86,15 @@ impl TurnState {
         let counted = self.phase == Phase::Prompted;
         if counted {
             self.updates_in_turn += 1;
+            self.record_report(update);
+        }
+        if let Some(model) = reports::model_in_update(update) {
+            self.model = Some(model);
         }
         match SessionUpdate::deserialize(update) {
-            Ok(SessionUpdate::AgentMessageChunk(chunk)) if counted => {
+            Ok(SessionUpdate::AgentMessageChunk(chunk))
+                if counted && !reports::is_informational(update) =>
+            {
                 if let ContentBlock::Text(text) = chunk.content {
                     self.push_text(&text.text);
                 }
@@ -93,6 +107,30 @@ impl TurnState {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Notes an error reported in the turn, or answer text that follows one.
+    fn record_report(&mut self, update: &serde_json::Value) {
+        if let Some(error) = reports::reported_error(update) {
+            self.unanswered_error = Some(error);
+        } else if reports::is_answer_text(update) {
+            self.answered = true;
+            self.unanswered_error = None;
+        }
+    }
+
+    /// Takes in the prompt response's `_meta`: tokens and model agents report there
+    /// (used when the response carries no standard usage).
+    pub fn record_response_meta(&mut self, meta: &serde_json::Value) {
+        if self.usage.total_tokens() == 0
+            && let Some((input, output)) = reports::tokens_in_response_meta(meta)
+        {
+            self.usage.input_tokens = input;
+            self.usage.output_tokens = output;
+        }
+        if let Some(model) = reports::model_in_response_meta(meta) {
+            self.model = Some(model);
         }
     }
 
