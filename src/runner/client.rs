@@ -315,9 +315,16 @@ fn turn_end(result: Conversation, turn: &Mutex<TurnState>) -> TurnEnd {
             message: error.message,
             data: error.data,
         },
-        Err(error) => TurnEnd::Unanswered {
+        Err(error) if is_incoming_transport_closed(&error) || is_connection_terminated(&error) => {
+            TurnEnd::Unanswered {
+                phase: lock(turn).phase,
+                detail: describe_error(&error),
+            }
+        }
+        Err(error) => TurnEnd::SetupFailed {
             phase: lock(turn).phase,
-            detail: describe_error(&error),
+            code: error.code.value(),
+            message: describe_error(&error),
         },
     }
 }

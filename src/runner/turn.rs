@@ -37,6 +37,15 @@ impl Phase {
             Phase::Prompted => "before answering the prompt",
         }
     }
+
+    /// The request the agent had yet to answer in this phase.
+    pub fn pending_request(self) -> &'static str {
+        match self {
+            Phase::Starting => "initialize",
+            Phase::Initialized => "session/new",
+            Phase::SessionCreated | Phase::Prompted => "session/prompt",
+        }
+    }
 }
 
 /// The state of the attempt's conversation, shared by the ACP handlers.
