@@ -15,7 +15,7 @@ fn writing(path: &str, request: &str) -> Scenario {
             "default: [{{tool: {{path: {path}, write: \"x\", request: {request}}}}}, {{text: \"finished\"}}]\n"
         ),
     )
-    .args(&["--client-fs", "off"])
+    .args(&["--client-fs", "never"])
 }
 
 /// The `permission` event lines the runner logged.

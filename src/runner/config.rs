@@ -47,31 +47,28 @@ pub struct RunnerConfig {
     pub client_fs: ClientFs,
 }
 
-/// Whether the runner advertises the ACP client `fs` capability (`fs/read_text_file`,
-/// `fs/write_text_file`). Without it the agent reads and writes files itself, still
-/// asking permission for edits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClientFs {
-    /// Off for agents known to mishandle it (gemini-cli cannot create new files through
-    /// it), on for the others.
-    #[default]
-    Auto,
-    /// Always advertise it.
-    On,
-    /// Never advertise it.
-    Off,
-}
+pub use crate::api::agent::ClientFs;
 
 /// Agents whose use of the client file system is broken: gemini-cli's write tool reads
 /// the file first and does not recognise any not-found error, so new files fail.
 const AGENTS_WITHOUT_CLIENT_FS: &[&str] = &["gemini", "@google/gemini-cli"];
 
 impl ClientFs {
+    /// The `ralph runner` flags that select this setting (none for the default).
+    pub fn runner_args(self) -> Vec<String> {
+        let value = match self {
+            ClientFs::Auto => return Vec::new(),
+            ClientFs::Always => "always",
+            ClientFs::Never => "never",
+        };
+        vec!["--client-fs".to_string(), value.to_string()]
+    }
+
     /// Whether to advertise the capability to the agent `agent_command` starts.
     pub fn advertise(self, agent_command: &[String]) -> bool {
         match self {
-            ClientFs::On => true,
-            ClientFs::Off => false,
+            ClientFs::Always => true,
+            ClientFs::Never => false,
             ClientFs::Auto => !agent_command.iter().any(|word| {
                 let name = std::path::Path::new(word)
                     .file_name()
@@ -134,8 +131,8 @@ mod tests {
     }
 
     #[test]
-    fn on_and_off_override_the_agent_default() {
-        assert!(ClientFs::On.advertise(&command(&["gemini", "--acp"])));
-        assert!(!ClientFs::Off.advertise(&command(&["claude-agent-acp"])));
+    fn always_and_never_override_the_agent_default() {
+        assert!(ClientFs::Always.advertise(&command(&["gemini", "--acp"])));
+        assert!(!ClientFs::Never.advertise(&command(&["claude-agent-acp"])));
     }
 }
