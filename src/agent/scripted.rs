@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, substitute};
 use crate::runner::protocol::{RawPrompt, RawPromptResponse, RawSessionUpdate, TurnUsage};
+use crate::runner::sync::lock;
 
 /// The one session the scripted agent serves.
 const SESSION_ID: &str = "script-session";
@@ -423,13 +424,6 @@ fn absolute(cwd: &Path, path: &Path) -> PathBuf {
 fn filler(bytes: usize) -> String {
     const WORDS: &str = "lorem ipsum dolor sit amet ";
     WORDS.chars().cycle().take(bytes).collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use super::permission::PermissionPolicy;
 use super::process::{AgentPipes, AgentProcess, exit_fields};
 use super::stderr::{self, SharedDigest, StderrAlarm};
 use super::supervise::{Supervised, Supervision, not_acp_yet, supervise};
+use super::sync::lock;
 use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
@@ -402,13 +403,6 @@ fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
         usage: Usage::default(),
         timings: Timings::default(),
         truncated: Vec::new(),
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

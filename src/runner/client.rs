@@ -1,7 +1,7 @@
 //! The ACP client side of an attempt: initialize, create a session in the workspace,
 //! send the prompt, and answer the agent's permission and file requests meanwhile.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -26,6 +26,7 @@ use super::protocol::{
     RawNewSession, RawNewSessionResponse, RawPrompt, RawPromptResponse, RawSessionUpdate,
 };
 use super::reports::model_in_options;
+use super::sync::lock;
 use super::tool_calls::ToolCalls;
 use super::turn::{Phase, TurnState};
 use super::workspace::{PathError, Workspace};
@@ -435,13 +436,6 @@ fn log_fs(events: &EventLog, operation: &str, path: &std::path::Path, error: Opt
         "fs",
         json!({"op": operation, "path": path, "ok": error.is_none(), "error": error.map(|e| e.message.clone())}),
     );
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 #[cfg(test)]

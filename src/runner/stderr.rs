@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::events::now_ms;
 use super::patterns::{self, Patterns};
+use super::sync::lock;
 use crate::engine::attempt::Exhaustion;
 
 /// What the watcher reports to the supervisor.
@@ -88,10 +89,7 @@ pub async fn watch(
             // A closed runner stderr must not stop the watch.
             let _ = writeln!(std::io::stderr(), "{line}");
         }
-        match digest.lock() {
-            Ok(mut digest) => digest.record(&line),
-            Err(poisoned) => poisoned.into_inner().record(&line),
-        }
+        lock(&digest).record(&line);
         let alarm = if let Some(pattern) = patterns.crash_in(&line) {
             Some(StderrAlarm::Crash {
                 pattern: pattern.to_string(),

@@ -19,6 +19,7 @@ use super::events::EventLog;
 use super::outcome::{Interruption, TurnEnd};
 use super::process::{AgentProcess, exit_fields};
 use super::stderr::StderrAlarm;
+use super::sync::lock;
 use super::turn::{Phase, TurnState};
 use crate::engine::attempt::Exhaustion;
 
@@ -189,10 +190,7 @@ pub async fn supervise(
 }
 
 fn phase(turn: &Mutex<TurnState>) -> Phase {
-    match turn.lock() {
-        Ok(turn) => turn.phase,
-        Err(poisoned) => poisoned.into_inner().phase,
-    }
+    lock(turn).phase
 }
 
 /// Whether a line that is not JSON-RPC now means the agent does not speak ACP: it came
