@@ -608,4 +608,94 @@ mod tests {
         .unwrap();
         assert_eq!(found.message, "API Error: 429 (errorKind rate_limit)");
     }
+
+    #[test]
+    fn a_reported_error_without_an_answer_is_a_crash_naming_it() {
+        let mut failed = observations(answered("end_turn"));
+        failed.reported_error = Some("HTTP 500".into());
+        let verdict = classify(&failed);
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent reported an error and ended its turn without an answer: HTTP 500"
+        );
+    }
+
+    #[test]
+    fn a_task_sigil_outweighs_a_reported_error() {
+        let mut done = observations(answered("end_turn"));
+        done.reported_error = Some("HTTP 500".into());
+        done.sigils.task_done = Some("t".into());
+        assert_eq!(classify(&done).outcome, OutcomeClass::Finished);
+    }
+
+    #[test]
+    fn an_auth_required_prompt_error_is_misconfigured() {
+        let verdict = classify(&observations(TurnEnd::Failed {
+            code: -32000,
+            message: "Authentication required".into(),
+            data: None,
+        }));
+        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        assert!(
+            verdict
+                .misconfiguration
+                .unwrap()
+                .problem
+                .ends_with("needs authentication: Authentication required")
+        );
+    }
+
+    #[test]
+    fn authentication_wording_on_stderr_of_a_finished_turn_is_no_misconfiguration() {
+        let mut fine = observations(answered("end_turn"));
+        fine.stderr.auth_line = Some("Please log in again later".into());
+        assert_eq!(classify(&fine).outcome, OutcomeClass::Finished);
+    }
+
+    #[test]
+    fn an_exit_127_before_initialize_is_a_missing_command() {
+        let mut missing = observations(TurnEnd::Unanswered {
+            phase: Phase::Starting,
+            detail: "closed".into(),
+        });
+        missing.exit_code = Some(127);
+        let verdict = classify(&missing);
+        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        assert!(
+            verdict
+                .misconfiguration
+                .unwrap()
+                .problem
+                .contains("was not found")
+        );
+    }
+
+    #[test]
+    fn an_exit_127_after_initialize_is_a_crash() {
+        let mut died = observations(unanswered());
+        died.exit_code = Some(127);
+        assert_eq!(classify(&died).outcome, OutcomeClass::Crashed);
+    }
+
+    #[test]
+    fn cancellation_wins_over_misconfiguration() {
+        let mut cancelled = observations(unanswered());
+        cancelled.interruption = Some(Interruption::Cancelled);
+        cancelled.stderr.auth_line = Some("Authentication required".into());
+        assert_eq!(classify(&cancelled).outcome, OutcomeClass::Cancelled);
+    }
+
+    #[test]
+    fn a_setup_error_from_a_running_agent_names_the_request() {
+        let verdict = classify(&observations(TurnEnd::SetupFailed {
+            phase: Phase::Initialized,
+            code: -32603,
+            message: "Internal error: no model".into(),
+        }));
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent answered session/new with error -32603: Internal error: no model"
+        );
+    }
 }
