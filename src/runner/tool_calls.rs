@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use agent_client_protocol::v1::schema::{ToolCall, ToolCallUpdate, ToolCallUpdateFields, ToolKind};
+use agent_client_protocol::v1::schema::{
+    ToolCall, ToolCallContent, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
 use serde_json::Value;
 
 use super::permission::ToolRequest;
@@ -51,6 +53,8 @@ pub struct KnownToolCall {
     pub kind: Option<ToolKind>,
     /// The files the call affects.
     pub locations: Vec<PathBuf>,
+    /// The files its diffs change (codex-acp shows a file change's paths only there).
+    pub diff_paths: Vec<PathBuf>,
     /// The raw input parameters.
     pub raw_input: Option<Value>,
 }
@@ -70,6 +74,15 @@ impl KnownToolCall {
                 .map(|location| location.path.clone())
                 .collect();
         }
+        if let Some(content) = &fields.content {
+            self.diff_paths = content
+                .iter()
+                .filter_map(|content| match content {
+                    ToolCallContent::Diff(diff) => Some(diff.path.clone()),
+                    _ => None,
+                })
+                .collect();
+        }
         if let Some(raw_input) = &fields.raw_input {
             self.raw_input = Some(raw_input.clone());
         }
@@ -82,16 +95,19 @@ impl KnownToolCall {
             .is_none_or(|title| title.trim().is_empty())
             && self.kind.is_none_or(|kind| kind == ToolKind::Other)
             && self.locations.is_empty()
+            && self.diff_paths.is_empty()
             && self.raw_input.as_ref().is_none_or(is_empty)
     }
 
     /// The parts of the call the permission policy looks at.
     pub fn request(&self) -> ToolRequest {
         let mut paths = self.locations.clone();
+        paths.extend(self.diff_paths.iter().cloned());
         if let Some(input) = &self.raw_input {
             paths.extend(input_paths(input));
         }
-        paths.dedup();
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|path| seen.insert(path.clone()));
         ToolRequest {
             title: self.title.clone(),
             kind: self.kind,
@@ -268,6 +284,20 @@ mod tests {
         let known = calls.merge_request(&request);
         assert_eq!(known.title.as_deref(), Some("Write b"));
         assert_eq!(known.locations, [PathBuf::from("b")]);
+    }
+
+    #[test]
+    fn the_paths_of_a_diff_are_checked_like_locations() {
+        let mut calls = ToolCalls::default();
+        calls.record_raw(&json!({
+            "sessionUpdate": "tool_call", "toolCallId": "patch", "title": "Apply patch", "kind": "edit",
+            "content": [{"type": "diff", "path": "/etc/passwd", "oldText": "a", "newText": "b"}]
+        }));
+        let known = calls.merge_request(&ToolCallUpdate::new(
+            "patch",
+            ToolCallUpdateFields::new().kind(ToolKind::Edit),
+        ));
+        assert_eq!(known.request().paths, [PathBuf::from("/etc/passwd")]);
     }
 
     #[test]
