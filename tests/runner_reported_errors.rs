@@ -72,8 +72,10 @@ fn a_system_error_naming_a_usage_limit_type_is_exhaustion_with_its_reset() {
 }
 
 #[test]
-fn an_answer_after_a_reported_error_finishes_the_turn() {
-    let run = run(r#"[{system_error: "HTTP 500"}, {text: "Retried and finished the work."}]"#);
+fn a_turn_that_recovers_after_a_system_error_finishes() {
+    let run = run(
+        r#"[{system_error: "HTTP 500"}, {thread_status: active}, {text: "Retried and finished the work."}]"#,
+    );
     assert_eq!(
         run.result.outcome,
         OutcomeClass::Finished,

@@ -61,9 +61,12 @@ pub enum Step {
     Split(String),
     /// Replay this text as history when the session is set up, before any prompt.
     History(String),
-    /// Report a model API failure inside the turn, as codex-acp does: a
-    /// `session_info_update` whose `_meta.codex.threadStatus` is a `systemError`.
+    /// Report a model API failure inside the turn, as codex-acp does: the error as a
+    /// message chunk, then a `session_info_update` whose `_meta.codex.threadStatus` is
+    /// a `systemError`.
     SystemError(String),
+    /// A `session_info_update` with `_meta.codex.threadStatus.type` set to this.
+    ThreadStatus(String),
     /// Send an informational message chunk (`_meta.claudeCode.kind: "informational"`).
     Informational(String),
     /// Report token counts only in the prompt response's `_meta.quota`, as gemini-cli does.
@@ -276,7 +279,7 @@ fn parse_steps(items: &[Value], location: &str) -> Result<Vec<Step>, Failure> {
         .collect()
 }
 
-const STEP_KINDS: &str = "text, thought, delay, silence, hang, tool, stop, error, exit, kill, stderr, usage, big, split, history, system_error, informational, quota_tokens";
+const STEP_KINDS: &str = "text, thought, delay, silence, hang, tool, stop, error, exit, kill, stderr, usage, big, split, history, system_error, thread_status, informational, quota_tokens";
 
 fn parse_step(item: &Value) -> Result<Step, String> {
     let (kind, argument) = match item {
@@ -298,6 +301,7 @@ fn parse_step(item: &Value) -> Result<Step, String> {
         "stderr" => Step::Stderr(text()?),
         "split" => Step::Split(text()?),
         "system_error" => Step::SystemError(text()?),
+        "thread_status" => Step::ThreadStatus(text()?),
         "informational" => Step::Informational(text()?),
         "quota_tokens" => Step::QuotaTokens(usage(argument)?),
         "stop" => Step::Stop(text()?),

@@ -231,13 +231,11 @@ impl Turn {
                     }
                 }
                 Step::History(_) => {}
-                Step::SystemError(message) => send_raw(
-                    &self.cx,
-                    json!({
-                        "sessionUpdate": "session_info_update",
-                        "_meta": {"codex": {"threadStatus": {"type": "systemError", "message": text(message)}}}
-                    }),
-                )?,
+                Step::SystemError(message) => {
+                    self.message(format!("{}\n\n", text(message)))?;
+                    thread_status(&self.cx, "systemError")?;
+                }
+                Step::ThreadStatus(kind) => thread_status(&self.cx, kind)?,
                 Step::Informational(body) => send_raw(
                     &self.cx,
                     json!({
@@ -402,6 +400,17 @@ fn prompt_error(step: &ErrorStep) -> Error {
 
 fn send(cx: &ConnectionTo<Client>, update: SessionUpdate) -> Result<(), Error> {
     cx.send_notification(SessionNotification::new(SESSION_ID, update))
+}
+
+/// A codex-acp style thread status report.
+fn thread_status(cx: &ConnectionTo<Client>, kind: &str) -> Result<(), Error> {
+    send_raw(
+        cx,
+        json!({
+            "sessionUpdate": "session_info_update",
+            "_meta": {"codex": {"threadStatus": {"type": kind}}}
+        }),
+    )
 }
 
 /// Sends an update the schema has no type for (agent-specific `_meta`).

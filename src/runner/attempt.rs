@@ -315,8 +315,8 @@ impl Ended {
             signal: self.status.and_then(|status| status.signal()),
             command: config.agent_command.join(" "),
             stderr: lock(&self.stderr).clone(),
-            reported_error: turn.unanswered_error.clone(),
-            answered: turn.answered,
+            reported_error: turn.reports.unanswered_error(),
+            answered: turn.reports.answered(),
             exhaustion,
             updates_in_turn: turn.updates_in_turn,
             sigils: turn.take_sigils(),
@@ -360,9 +360,9 @@ fn error_channel_exhaustion(
         _ => None,
     };
     from_prompt_error.or_else(|| {
-        turn.unanswered_error
-            .as_deref()
-            .and_then(|error| patterns.exhaustion_in_diagnostic(error, now_unix))
+        turn.reports
+            .unanswered_error()
+            .and_then(|error| patterns.exhaustion_in_diagnostic(&error, now_unix))
     })
 }
 

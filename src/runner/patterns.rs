@@ -21,7 +21,7 @@ const MAX_EXHAUSTION_MESSAGE: usize = 300;
 /// `insufficient_quota`. These are trusted even in the agent's message text.
 static DEFINITE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)usage limit reached|usage_limit_reached|you've hit your usage limit|insufficient_quota",
+        r"(?i)usage limit reached|usage_limit_reached|usagelimitexceeded|you've hit your usage limit|insufficient_quota",
     )
     .expect("built-in pattern")
 });

@@ -7,45 +7,123 @@ use serde_json::Value;
 /// Longest error message kept from a session update.
 const MAX_REPORTED_ERROR: usize = 500;
 
-/// An error the agent reported in a session update (the turn may still end with
-/// `end_turn`): codex-acp's `session_info_update` whose
-/// `_meta.codex.threadStatus.type` is `systemError`, or a `notice` of severity `error`.
-pub fn reported_error(update: &Value) -> Option<String> {
+/// Longest stretch of the last message kept to name a status error.
+const MAX_LAST_MESSAGE: usize = 1024;
+
+/// What a session update reports about the agent's health.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// The agent's state is an error until a later status says otherwise (codex-acp's
+    /// `_meta.codex.threadStatus.type: "systemError"`), with its message when it has one.
+    StatusError(Option<String>),
+    /// A later status that is not an error (`active`, `idle`, ...).
+    StatusOk,
+    /// An error event (a `notice` of severity `error`, codex-acp's `_meta.codex.error`
+    /// that will not be retried): answer text after it means the agent recovered.
+    Error(String),
+}
+
+/// The error report a session update carries, if any.
+pub fn report_in_update(update: &Value) -> Option<Report> {
     match update.get("sessionUpdate")?.as_str()? {
-        "session_info_update" => thread_error(update.get("_meta")?),
+        "session_info_update" => vendor_report(update.get("_meta")?),
         "notice" if update.get("severity")?.as_str()? == "error" => {
             let title = update
                 .get("title")
                 .and_then(Value::as_str)
                 .unwrap_or("error");
-            Some(match update.get("description").and_then(Value::as_str) {
+            let message = match update.get("description").and_then(Value::as_str) {
                 Some(description) => format!("{title}: {description}"),
                 None => title.to_string(),
-            })
+            };
+            Some(Report::Error(shorten(&message)))
         }
         _ => None,
     }
-    .map(|message| shorten(&message))
 }
 
-/// A `threadStatus` of type `systemError` under any agent's `_meta` key, with its message.
-fn thread_error(meta: &Value) -> Option<String> {
+/// A thread status or an error under any agent's `_meta` key.
+fn vendor_report(meta: &Value) -> Option<Report> {
     let Value::Object(vendors) = meta else {
         return None;
     };
     vendors.values().find_map(|vendor| {
-        let status = vendor.get("threadStatus")?;
-        let kind = status.get("type")?.as_str()?;
-        if !kind.eq_ignore_ascii_case("systemError") {
+        if let Some(status) = vendor.get("threadStatus") {
+            let kind = status.get("type")?.as_str()?;
+            return Some(if kind.eq_ignore_ascii_case("systemError") {
+                Report::StatusError(error_text(status).map(|message| shorten(&message)))
+            } else {
+                Report::StatusOk
+            });
+        }
+        let error = vendor.get("error")?;
+        if error.get("willRetry").and_then(Value::as_bool) == Some(true) {
             return None;
         }
-        Some(error_text(status).unwrap_or_else(|| {
-            vendor
-                .get("error")
-                .and_then(error_text_of)
-                .unwrap_or_else(|| "the agent reported a system error".to_string())
-        }))
+        Some(Report::Error(shorten(
+            &error_text_of(error).unwrap_or_else(|| "the agent reported an error".into()),
+        )))
     })
+}
+
+/// The errors an agent reported during one prompt turn, and whether it answered after.
+#[derive(Clone, Debug, Default)]
+pub struct TurnReports {
+    status_error: Option<Option<String>>,
+    event_error: Option<String>,
+    answered: bool,
+    last_message: String,
+    in_message: bool,
+}
+
+impl TurnReports {
+    /// Takes in one session update of the turn.
+    pub fn record(&mut self, update: &Value) {
+        match report_in_update(update) {
+            Some(Report::StatusError(message)) => self.status_error = Some(message),
+            Some(Report::StatusOk) => self.status_error = None,
+            Some(Report::Error(message)) => self.event_error = Some(message),
+            None => {}
+        }
+        if !is_answer_text(update) {
+            self.in_message = false;
+            return;
+        }
+        self.answered = true;
+        self.event_error = None;
+        if !self.in_message {
+            self.last_message.clear();
+        }
+        self.in_message = true;
+        let text = update
+            .get("content")
+            .and_then(|content| content.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let room = MAX_LAST_MESSAGE.saturating_sub(self.last_message.len());
+        self.last_message
+            .push_str(super::events::char_prefix(text, room));
+    }
+
+    /// The error the turn ended in, if it did: a status error (named by its message, else
+    /// by the agent's last message, which is where codex-acp writes the error), or an
+    /// error event that no answer text followed.
+    pub fn unanswered_error(&self) -> Option<String> {
+        if let Some(message) = &self.status_error {
+            let last = self.last_message.trim();
+            return Some(match message {
+                Some(message) => message.clone(),
+                None if !last.is_empty() => shorten(last),
+                None => "the agent reported a system error".to_string(),
+            });
+        }
+        self.event_error.clone()
+    }
+
+    /// Whether the turn carried answer text.
+    pub fn answered(&self) -> bool {
+        self.answered
+    }
 }
 
 fn error_text(status: &Value) -> Option<String> {
@@ -156,34 +234,76 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn status(kind: &str) -> Value {
+        json!({"sessionUpdate": "session_info_update", "_meta": {"codex": {"threadStatus": {"type": kind}}}})
+    }
+
+    fn text(text: &str) -> Value {
+        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+    }
+
+    fn turn(updates: &[Value]) -> TurnReports {
+        let mut reports = TurnReports::default();
+        for update in updates {
+            reports.record(update);
+        }
+        reports
+    }
+
     #[test]
-    fn a_codex_system_error_is_an_error_with_its_message() {
-        let update = json!({
-            "sessionUpdate": "session_info_update",
-            "_meta": {"codex": {"threadStatus": {"type": "systemError", "message": "stream error: 500 Internal Server Error"}}}
-        });
+    fn a_system_error_status_is_named_by_the_error_message_codex_sent_before_it() {
+        let reports = turn(&[
+            text("unexpected status 500 Internal Server Error"),
+            status("systemError"),
+        ]);
         assert_eq!(
-            reported_error(&update).as_deref(),
-            Some("stream error: 500 Internal Server Error")
+            reports.unanswered_error().as_deref(),
+            Some("unexpected status 500 Internal Server Error")
         );
     }
 
     #[test]
-    fn an_idle_thread_status_is_no_error() {
-        let update = json!({
-            "sessionUpdate": "session_info_update",
-            "_meta": {"codex": {"threadStatus": {"type": "idle"}}}
-        });
-        assert_eq!(reported_error(&update), None);
+    fn a_system_error_status_with_a_message_is_named_by_it() {
+        let update = json!({"sessionUpdate": "session_info_update",
+            "_meta": {"codex": {"threadStatus": {"type": "systemError", "message": "stream error"}}}});
+        assert_eq!(
+            turn(&[update]).unanswered_error().as_deref(),
+            Some("stream error")
+        );
     }
 
     #[test]
-    fn an_error_notice_is_an_error() {
-        let update = json!({"sessionUpdate": "notice", "severity": "error", "title": "API failed", "description": "HTTP 503"});
+    fn a_system_error_status_stays_when_error_text_follows_it() {
+        let reports = turn(&[status("systemError"), text("HTTP 502 Bad Gateway")]);
         assert_eq!(
-            reported_error(&update).as_deref(),
+            reports.unanswered_error().as_deref(),
+            Some("HTTP 502 Bad Gateway")
+        );
+    }
+
+    #[test]
+    fn a_later_active_status_clears_a_system_error() {
+        let reports = turn(&[status("systemError"), status("active"), text("done")]);
+        assert_eq!(reports.unanswered_error(), None);
+    }
+
+    #[test]
+    fn an_error_event_is_cleared_by_answer_text_after_it() {
+        let notice = json!({"sessionUpdate": "notice", "severity": "error", "title": "API failed", "description": "HTTP 503"});
+        assert_eq!(
+            turn(std::slice::from_ref(&notice))
+                .unanswered_error()
+                .as_deref(),
             Some("API failed: HTTP 503")
         );
+        assert_eq!(turn(&[notice, text("recovered")]).unanswered_error(), None);
+    }
+
+    #[test]
+    fn an_error_that_will_be_retried_is_no_report() {
+        let update = json!({"sessionUpdate": "session_info_update",
+            "_meta": {"codex": {"error": {"message": "reconnecting", "willRetry": true}}}});
+        assert_eq!(report_in_update(&update), None);
     }
 
     #[test]

@@ -63,11 +63,8 @@ pub struct TurnState {
     pub initialize_ms: Option<u64>,
     /// The model the session uses, as the agent last reported it.
     pub model: Option<String>,
-    /// An error the agent reported in a session update of this turn that no answer
-    /// text followed.
-    pub unanswered_error: Option<String>,
-    /// Whether the turn carried answer text (message chunks, informational ones aside).
-    pub answered: bool,
+    /// Errors the agent reported in this turn's session updates.
+    pub reports: reports::TurnReports,
     scanner: SigilScanner,
     text_head: String,
 }
@@ -81,8 +78,7 @@ impl Default for TurnState {
             agent: None,
             initialize_ms: None,
             model: None,
-            unanswered_error: None,
-            answered: false,
+            reports: reports::TurnReports::default(),
             scanner: SigilScanner::new(),
             text_head: String::new(),
         }
@@ -95,7 +91,7 @@ impl TurnState {
         let counted = self.phase == Phase::Prompted;
         if counted {
             self.updates_in_turn += 1;
-            self.record_report(update);
+            self.reports.record(update);
         }
         if let Some(model) = reports::model_in_update(update) {
             self.model = Some(model);
@@ -116,16 +112,6 @@ impl TurnState {
                 }
             }
             _ => {}
-        }
-    }
-
-    /// Notes an error reported in the turn, or answer text that follows one.
-    fn record_report(&mut self, update: &serde_json::Value) {
-        if let Some(error) = reports::reported_error(update) {
-            self.unanswered_error = Some(error);
-        } else if reports::is_answer_text(update) {
-            self.answered = true;
-            self.unanswered_error = None;
         }
     }
 
