@@ -204,7 +204,10 @@ fn complete_feature_has_complete_condition_and_counts() {
 #[test]
 fn invalid_plan_sets_valid_false_with_the_dag_message() {
     let p = FeaturePlan {
-        invalid: Some("task \"hello-a\" depends on unknown task \"x\"".to_owned()),
+        invalid: Some(Problem {
+            reason: "InvalidPlan",
+            message: "task \"hello-a\" depends on unknown task \"x\"".to_owned(),
+        }),
         ..plan(PhaseCounts::default(), None)
     };
     let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
@@ -223,6 +226,7 @@ fn promised_failure_fails_the_feature_and_stays_failed() {
     };
     let events = FeatureEvents {
         stop_reason: Some("cannot build without a database".to_owned()),
+        ..FeatureEvents::default()
     };
     let mut f = feature();
     let first = feature_status(&f, &plan(running, None), &[], &events, 0);

@@ -13,7 +13,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::call::{CallError, bounded};
 use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
 use super::context::{Context, FIELD_MANAGER};
-use super::decide::TaskPlan;
+use super::decide::{Problem, TaskPlan};
 use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::prompt_config::prompt_config_map;
 use super::status::{self, FeatureEvents, Ingestion};
@@ -35,6 +35,16 @@ pub enum TaskError {
     /// The agent Pod cannot be built from the Feature.
     #[error(transparent)]
     Pod(#[from] PodError),
+    /// The API server refused the agent Pod (403: e.g. its ServiceAccount is missing; 422:
+    /// the Pod spec is invalid): the user must fix the configuration.
+    #[error("the API server refused agent Pod {pod}: {source}")]
+    PodRejected {
+        /// The Pod.
+        pod: String,
+        /// The refusal.
+        #[source]
+        source: CallError,
+    },
     /// The Task object lacks what the controller needs (name, namespace, uid).
     #[error("Task {task}: {problem}")]
     Malformed {
@@ -91,18 +101,16 @@ pub async fn apply(
     );
     let mut held: Option<Lease> = scope.leases.get(&name).map(|l| Lease::clone(l));
     let mut status_written = false;
-    if plan.view.phase == crate::engine::dag::TaskPhase::Running {
-        ctx.slots.hold(&key);
-    }
     for action in &plan.actions {
         match action {
             Action::Claim { attempt, replace } => {
-                if !ctx.slots.take(&key) {
+                let now = crate::controller::status::time(scope.now_ms).0;
+                if !ctx.slots.take(&key, &ctx.leases, &ctx.tasks, now) {
                     tracing::debug!(task = %name, "controller at --max-concurrent-attempts");
+                    effects.waiting_for_slot = true;
                     return Ok(());
                 }
                 let request = claim_request(scope.feature, task, *attempt)?;
-                let now = crate::controller::status::time(scope.now_ms).0;
                 let outcome = match (&held, *replace) {
                     (Some(existing), true) => leases.take_over(existing, &request, now).await,
                     _ => leases.create(&request, now).await,
@@ -110,18 +118,26 @@ pub async fn apply(
                 match outcome {
                     Ok(lease) => held = Some(lease),
                     Err(ClaimError::Held { .. } | ClaimError::Conflict { .. }) => {
-                        ctx.slots.give_back(&key);
+                        ctx.slots.forget(&key);
                         return Ok(());
                     }
                     Err(error) => {
-                        ctx.slots.give_back(&key);
+                        ctx.slots.forget(&key);
                         return Err(error.into());
                     }
                 }
             }
             Action::StartAttempt { attempt } => {
-                ctx.slots.hold(&key);
-                start(scope, plan, *attempt, held.as_ref()).await?;
+                match start(scope, plan, *attempt, held.as_ref()).await {
+                    Ok(()) => effects.started = true,
+                    Err(TaskError::PodRejected { pod, source }) => {
+                        let problem = pod_rejected(&namespace, &pod, &source, scope);
+                        reject_attempt(scope, plan, &leases, held.as_ref(), &problem).await?;
+                        effects.pod_rejected = Some(problem);
+                        return Ok(());
+                    }
+                    Err(error) => return Err(error),
+                }
                 status_written = true;
             }
             Action::Cancel => {
@@ -130,11 +146,11 @@ pub async fn apply(
                 }
             }
             Action::Ingest(end) => {
-                if cache_is_behind(&leases, plan, end, &namespace, ctx).await? {
-                    return Ok(());
-                }
-                ingest(scope, plan, end, effects).await?;
-                ctx.slots.give_back(&key);
+                let end = match confirm_end(&leases, plan, end, &namespace, ctx).await? {
+                    Confirmed::CacheBehind => return Ok(()),
+                    Confirmed::As(end) => end,
+                };
+                ingest(scope, plan, &end, effects).await?;
                 status_written = true;
             }
             Action::ReleaseClaim => {
@@ -153,49 +169,117 @@ pub async fn apply(
             Action::RequeueAt(_) => {}
         }
     }
-    if plan.view.phase != crate::engine::dag::TaskPhase::Running && !status_written {
-        ctx.slots.give_back(&key);
-    }
     if let (Some(phase), false) = (plan.derived_phase, status_written) {
         write_status(ctx, task, &status::with_phase(task, phase)).await?;
     }
     Ok(())
 }
 
+/// How long a task whose agent Pod was refused waits before it is tried again.
+const POD_REJECTED_RETRY_MS: i64 = 30_000;
+
+/// The problem a refused agent Pod shows the user.
+fn pod_rejected(namespace: &str, pod: &str, source: &CallError, scope: &TaskScope<'_>) -> Problem {
+    let account = &scope.ctx.pod_settings.service_account;
+    let fix = match source.status_code() {
+        Some(403) => format!(
+            "check that ServiceAccount {namespace}/{account} exists (the chart's agent RBAC \
+             creates it) and that no admission policy forbids the Pod"
+        ),
+        _ => format!(
+            "fix the Feature's spec.agent or spec.podTemplate of Feature {namespace}/{}",
+            scope.feature.name_any()
+        ),
+    };
+    Problem {
+        reason: crate::api::conditions::REASON_POD_REJECTED,
+        message: format!("the API server refused agent Pod {namespace}/{pod}: {source}; {fix}"),
+    }
+}
+
+/// After a refused Pod: gives the claim back (no claim is held while no Pod can exist) and
+/// records the problem on the Task, which waits before it is tried again. No retry is charged.
+async fn reject_attempt(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    leases: &Leases,
+    held: Option<&Lease>,
+    problem: &Problem,
+) -> Result<(), TaskError> {
+    if let Some(lease) = held {
+        match leases.release(lease).await {
+            Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let retry_after = scope.now_ms + POD_REJECTED_RETRY_MS;
+    if let Some(new) = status::misconfigured(&plan.task, problem, Some(retry_after), scope.now_ms) {
+        write_status(scope.ctx, &plan.task, &new).await?;
+    }
+    Ok(())
+}
+
+/// How an attempt end read from the caches stands after a live read.
+enum Confirmed {
+    /// The caches are behind: the claim is still held, or the Pod still exists.
+    CacheBehind,
+    /// Ingest this end (the cached one, or the result a live Pod reports).
+    As(AttemptEnd),
+}
+
 /// A lost claim or a vanished run is destructive to act on, and the caches of Tasks,
-/// Leases and Pods are filled by separate watches: confirm with a live read that the
-/// Lease (or Pod) is really gone or taken before ingesting such an end.
-async fn cache_is_behind(
+/// Leases and Pods are filled by separate watches: confirm with live reads before ingesting
+/// such an end. A claim is ruled lost only after reading the Pod: a Pod that finished with
+/// the runner's result while it held the claim (e.g. the Lease expired during an API outage
+/// that kept the sidecar from renewing) is ingested with that result.
+async fn confirm_end(
     leases: &Leases,
     plan: &TaskPlan,
     end: &AttemptEnd,
     namespace: &str,
     ctx: &Context,
-) -> Result<bool, TaskError> {
+) -> Result<Confirmed, TaskError> {
     let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) else {
-        return Ok(false);
+        return Ok(Confirmed::As(end.clone()));
     };
     let id = attempt_id(&plan.view.name, number);
+    let live_pod = || async {
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        bounded(
+            ctx.api_timeout,
+            format!("get Pod {namespace}/{id}"),
+            pods.get_opt(&id),
+        )
+        .await
+    };
     match end {
         AttemptEnd::ClaimLost { .. } => {
             let now = crate::controller::status::time(jiff::Timestamp::now().as_millisecond()).0;
             let live = leases.get(&plan.view.name).await?;
-            Ok(live.is_some_and(|lease| {
+            let still_held = live.is_some_and(|lease| {
                 super::claim::holder(&lease) == Some(id.as_str())
                     && !super::claim::is_expired(&lease, now)
-            }))
+            });
+            if still_held {
+                return Ok(Confirmed::CacheBehind);
+            }
+            let pod = live_pod().await?;
+            Ok(match super::run_view::run_view(pod.as_ref(), true) {
+                crate::engine::lifecycle::RunView::Ended {
+                    result: Some(result),
+                    ..
+                } => Confirmed::As(AttemptEnd::Reported(result)),
+                _ => Confirmed::As(end.clone()),
+            })
         }
         AttemptEnd::NoResult { .. } if plan.run == crate::engine::lifecycle::RunView::Missing => {
-            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-            let live = bounded(
-                ctx.api_timeout,
-                format!("get Pod {namespace}/{id}"),
-                pods.get_opt(&id),
-            )
-            .await?;
-            Ok(live.is_some())
+            Ok(if live_pod().await?.is_some() {
+                Confirmed::CacheBehind
+            } else {
+                Confirmed::As(end.clone())
+            })
         }
-        _ => Ok(false),
+        _ => Ok(Confirmed::As(end.clone())),
     }
 }
 
@@ -255,7 +339,15 @@ async fn start(
     };
     let pod = attempt_pod(&input, &ctx.pod_settings)?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod).await?;
+    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod)
+        .await
+        .map_err(|source| match source.status_code() {
+            Some(403 | 422) => TaskError::PodRejected {
+                pod: id.clone(),
+                source,
+            },
+            _ => source.into(),
+        })?;
     let mut config_map = prompt_config_map(&input, render_prompt(scope, plan));
     if let Some(pod_owner) = created
         .controller_owner_ref(&())
@@ -429,8 +521,10 @@ async fn ingest(
         },
     );
     write_status(ctx, task, &new_status).await?;
-    if let FeatureEffect::Stop { reason } | FeatureEffect::Halt { reason } = &decision.feature {
-        effects.stop_reason = Some(reason.clone());
+    match &decision.feature {
+        FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),
+        FeatureEffect::Halt { reason } => effects.halt_reason = Some(reason.clone()),
+        FeatureEffect::None => {}
     }
     ctx.metrics.attempt_ended(decision.outcome.as_str());
     ctx.events

@@ -240,6 +240,14 @@ impl FakeApiServer {
         });
     }
 
+    /// Delivers every later watch event of `plural` (e.g. "tasks") `lag` late, one after
+    /// another: watch caches lag behind writes as on a real server.
+    pub fn lag_watch_events(&self, plural: &str, lag: Duration) {
+        lock(&self.shared.faults)
+            .watch_lag
+            .push((plural.to_owned(), lag));
+    }
+
     /// Removes every injected fault.
     pub fn clear_faults(&self) {
         *lock(&self.shared.faults) = Faults::default();

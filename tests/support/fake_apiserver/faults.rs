@@ -97,9 +97,21 @@ pub struct Faults {
     pub fail: Vec<FailRule>,
     /// Latency rules, all matches add up.
     pub latency: Vec<LatencyRule>,
+    /// Watch events of these resources (plural) reach watchers this much later (a
+    /// lagging watch cache).
+    pub watch_lag: Vec<(String, Duration)>,
 }
 
 impl Faults {
+    /// How late watch events of `plural` are delivered.
+    pub fn watch_lag(&self, plural: &str) -> Duration {
+        self.watch_lag
+            .iter()
+            .filter(|(p, _)| p == plural)
+            .map(|(_, lag)| *lag)
+            .sum()
+    }
+
     /// The delay and the injected failure (if any) for a request; consumes one failure.
     pub fn decide(&mut self, request: &RequestRecord) -> (Duration, Option<ApiError>) {
         let delay = self

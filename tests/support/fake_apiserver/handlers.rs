@@ -208,10 +208,12 @@ fn dispatch(
         return match *method {
             Method::GET if is_true(params.get("watch")) => {
                 let request = watch_request(&rt, target, params)?;
+                let lag = lock(&shared.faults).watch_lag(&rt.plural);
                 let body = watch::start(
                     &shared.store,
                     request,
                     shared.bookmark_interval,
+                    lag,
                     shared.shutdown.clone(),
                 )?;
                 Ok((

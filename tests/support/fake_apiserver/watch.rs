@@ -89,6 +89,7 @@ pub fn start(
     store: &Mutex<Store>,
     request: WatchRequest,
     bookmark_interval: Duration,
+    lag: Duration,
     shutdown: CancellationToken,
 ) -> Result<Body, ApiError> {
     let from_rv = match request.resource_version.as_deref() {
@@ -154,7 +155,12 @@ pub fn start(
                     Ok(change) => {
                         progress_rv = change.rv;
                         match request.event_for(&change) {
-                            Some((kind, object)) => line(kind, &object),
+                            Some((kind, object)) => {
+                                if !lag.is_zero() {
+                                    tokio::time::sleep(lag).await;
+                                }
+                                line(kind, &object)
+                            }
                             None => continue,
                         }
                     }
