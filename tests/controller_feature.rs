@@ -326,7 +326,7 @@ async fn lagging_task_watch() -> fake_apiserver::FakeApiServer {
     let server = fake_apiserver::FakeApiServer::start()
         .await
         .expect("fake API server");
-    server.lag_watch_events("tasks", Duration::from_millis(40));
+    server.lag_watches("tasks", Duration::from_millis(40));
     server
 }
 
@@ -599,7 +599,7 @@ async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost()
         .await
         .expect("fake API server");
     // The controller sees Pod changes late: the claim's expiry reaches it first.
-    server.lag_watch_events("pods", Duration::from_millis(1500));
+    server.lag_watches("pods", Duration::from_millis(1500));
     let h = Harness::start_on(server, 100);
     h.create_feature(feature_manifest(
         "late",

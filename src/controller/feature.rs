@@ -105,8 +105,29 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
         tracing::debug!(missing = ?synced.missing, "Task cache behind the templates; not judging");
         return Ok(Requeue::requeue(STALE_RETRY));
     }
-    // Fetch: the feature's tasks, leases and pods, from the caches.
     let tasks = cached_tasks(ctx, &namespace, &name);
+    match judge(feature, ctx, synced.rejected.clone(), tasks).await {
+        // A write found the Task cache behind (409): decide again from a fresh read, once,
+        // instead of retrying the stale decision until the watch catches up.
+        Err(error) if error.is_stale_cache() => {
+            tracing::debug!(%error, "conflict; deciding again from a live read");
+            let live = live_tasks(ctx, &namespace, &name).await?;
+            judge(feature, ctx, synced.rejected, live).await
+        }
+        other => other,
+    }
+}
+
+/// Decide, apply and write status from `tasks` (the feature's Tasks) and the other caches.
+async fn judge(
+    feature: &Feature,
+    ctx: &Context,
+    rejected: Option<Problem>,
+    tasks: Vec<Arc<Task>>,
+) -> Result<Requeue, ReconcileError> {
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = feature.name_any();
+    // Fetch: the feature's leases and pods, from the caches.
     let in_feature = |labels: &BTreeMap<String, String>, ns: Option<String>| {
         ns.as_deref() == Some(namespace.as_str())
             && labels.get(FEATURE_LABEL).map(String::as_str) == Some(name.as_str())
@@ -134,7 +155,7 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
         start_limit,
     };
     let mut plan = decide::plan(&snapshot);
-    if let Some(rejected) = synced.rejected {
+    if let Some(rejected) = rejected {
         plan.invalid = Some(rejected);
         plan.tasks.clear();
     } else if plan.invalid.is_some() && !was_invalid(feature) {

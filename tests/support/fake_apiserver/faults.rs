@@ -1,5 +1,6 @@
 //! The request log and fault injection (failing or delaying chosen requests).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,21 +98,15 @@ pub struct Faults {
     pub fail: Vec<FailRule>,
     /// Latency rules, all matches add up.
     pub latency: Vec<LatencyRule>,
-    /// Watch events of these resources (plural) reach watchers this much later (a
-    /// lagging watch cache).
-    pub watch_lag: Vec<(String, Duration)>,
+    /// While set, the server is down: every request gets this error (an API server whose
+    /// etcd is gone, or a load balancer with no healthy backend, answers 503).
+    pub outage: Option<ApiError>,
+    /// Delay before a watch delivers a change, by plural resource name (a watch cache
+    /// that lags behind etcd).
+    pub watch_lag: HashMap<String, Duration>,
 }
 
 impl Faults {
-    /// How late watch events of `plural` are delivered.
-    pub fn watch_lag(&self, plural: &str) -> Duration {
-        self.watch_lag
-            .iter()
-            .filter(|(p, _)| p == plural)
-            .map(|(_, lag)| *lag)
-            .sum()
-    }
-
     /// The delay and the injected failure (if any) for a request; consumes one failure.
     pub fn decide(&mut self, request: &RequestRecord) -> (Duration, Option<ApiError>) {
         let delay = self
@@ -129,6 +124,6 @@ impl Faults {
                 rule.error.clone()
             });
         self.fail.retain(|rule| rule.remaining > 0);
-        (delay, failure)
+        (delay, self.outage.clone().or(failure))
     }
 }

@@ -36,6 +36,27 @@ pub struct Shared {
     pub server_version: (u32, u32),
     /// Cancelled when the server shuts down (ends open watches).
     pub shutdown: CancellationToken,
+    /// Bumped to end every open watch (an injected disconnect or outage).
+    pub disconnect: tokio::sync::watch::Sender<u64>,
+}
+
+impl Shared {
+    /// The injected faults a new watch of `plural` runs under.
+    pub fn watch_faults(&self, plural: &str) -> watch::WatchFaults {
+        watch::WatchFaults {
+            disconnect: self.disconnect.subscribe(),
+            lag: lock(&self.faults)
+                .watch_lag
+                .get(plural)
+                .copied()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Ends every open watch; clients must re-establish them.
+    pub fn disconnect_watches(&self) {
+        self.disconnect.send_modify(|epoch| *epoch += 1);
+    }
 }
 
 /// Locks a mutex, recovering the data if a panicking holder poisoned it (a failed test
@@ -208,13 +229,12 @@ fn dispatch(
         return match *method {
             Method::GET if is_true(params.get("watch")) => {
                 let request = watch_request(&rt, target, params)?;
-                let lag = lock(&shared.faults).watch_lag(&rt.plural);
                 let body = watch::start(
                     &shared.store,
                     request,
                     shared.bookmark_interval,
-                    lag,
                     shared.shutdown.clone(),
+                    shared.watch_faults(&rt.plural),
                 )?;
                 Ok((
                     StatusCode::OK,
