@@ -357,10 +357,11 @@ async fn a_lagging_task_watch_never_shows_a_valid_feature_invalid_or_without_pla
 #[tokio::test]
 async fn a_lagging_task_watch_claims_nothing_for_an_invalid_feature() {
     let h = Harness::start_on(lagging_task_watch().await, 100);
+    // The first Task alone looks like a valid plan.
     let tasks = serde_json::json!([
+        {"name": "c"},
         {"name": "a", "dependsOn": ["b"]},
-        {"name": "b", "dependsOn": ["a"]},
-        {"name": "c"}
+        {"name": "b", "dependsOn": ["a"]}
     ]);
     h.create_feature(feature_manifest("cyclic", tasks, serde_json::json!({})))
         .await;
@@ -383,6 +384,11 @@ async fn a_restarted_controller_applies_no_unchanged_task() {
     ))
     .await;
     let first = h.wait_for_pod("steady-t0-a1").await;
+    // The new controller's Task cache fills after its first Feature reconcile could run.
+    h.server.add_latency(
+        |r| r.resource == "tasks" && r.verb == fake_apiserver::Verb::List,
+        Duration::from_millis(300),
+    );
     h.restart_controller().await;
     h.server.clear_requests();
     // The new controller must reconcile the feature to start the next attempt.
