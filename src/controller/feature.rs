@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
@@ -177,7 +177,7 @@ async fn judge(
     // Apply.
     let mut effects = FeatureEvents::default();
     if let Some(invalid) = &plan.invalid {
-        release_claims(ctx, &namespace, &leases, &tasks, true).await?;
+        release_claims(ctx, &namespace, &leases, &tasks, None).await?;
         if !was_invalid(feature) {
             ctx.events
                 .warning(
@@ -217,7 +217,7 @@ async fn judge(
             return Err(error.into());
         }
         if feature.spec.suspend || start_limit == 0 {
-            release_claims(ctx, &namespace, &leases, &tasks, false).await?;
+            release_claims(ctx, &namespace, &leases, &tasks, Some(&pods)).await?;
         }
         if let Some(problem) = &precheck {
             mark_waiting_tasks(ctx, feature, &plan, problem, now_ms).await?;
@@ -420,28 +420,33 @@ async fn mark_waiting_tasks(
     Ok(())
 }
 
-/// Gives back the feature's claims while it cannot run: every claim when `all` (the plan is
-/// invalid), otherwise those that back no running attempt (claimed, never started).
+/// Gives back the feature's claims while it cannot run: every claim when the plan is
+/// invalid (`pods` is `None`), otherwise those that back no attempt (claimed, never
+/// started: no Running task records the holder, and no Pod of that name exists).
 async fn release_claims(
     ctx: &Context,
     namespace: &str,
     leases: &BTreeMap<String, Arc<Lease>>,
     tasks: &[Arc<Task>],
-    all: bool,
+    pods: Option<&BTreeMap<String, Arc<Pod>>>,
 ) -> Result<(), ReconcileError> {
     let leases_api = Leases::new(
         Api::namespaced(ctx.client.clone(), namespace),
         ctx.api_timeout,
     );
     for (name, lease) in leases {
-        let backs_running_attempt = tasks.iter().any(|t| {
-            t.name_any() == *name
-                && t.status.as_ref().is_some_and(|s| {
-                    s.phase == TaskPhase::Running
-                        && s.claim.as_ref().map(|c| c.holder.as_str()) == claim::holder(lease)
+        let holder = claim::holder(lease);
+        let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {
+            holder.is_some_and(|h| pods.contains_key(h))
+                || tasks.iter().any(|t| {
+                    t.name_any() == *name
+                        && t.status.as_ref().is_some_and(|s| {
+                            s.phase == TaskPhase::Running
+                                && s.claim.as_ref().map(|c| c.holder.as_str()) == holder
+                        })
                 })
-        });
-        if backs_running_attempt && !all {
+        };
+        if pods.is_some_and(backs_attempt) {
             continue;
         }
         match leases_api.release(lease).await {
