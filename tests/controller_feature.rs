@@ -661,3 +661,27 @@ async fn a_feature_deleted_while_running_gives_its_attempt_slot_back() {
     h.wait_for_pod("second-a-a1").await;
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its_own_writes() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    // The Task cache stays seconds behind the controller's own status writes.
+    server.lag_watches("tasks", Duration::from_millis(2000));
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest(
+        "stale",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("stale-a-a1").await;
+    h.finish_done(&pod).await;
+    h.wait_for_feature_phase("stale", "Complete").await;
+    let conflicts = h.server.count_requests(|r| {
+        r.resource == "tasks" && r.subresource.as_deref() == Some("status") && r.status == 409
+    });
+    assert_eq!(conflicts, 0);
+    h.stop().await;
+}

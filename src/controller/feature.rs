@@ -249,10 +249,16 @@ fn caches_synced(ctx: &Context) -> bool {
     }))
 }
 
+/// The feature's Tasks from the cache, each replaced by the newer version this process
+/// wrote when the cache has not caught up with that write yet.
 fn cached_tasks(ctx: &Context, namespace: &str, feature: &str) -> Vec<Arc<Task>> {
-    ctx.tasks.state_filter(|t| {
-        t.namespace().as_deref() == Some(namespace) && t.spec.feature_ref == feature
-    })
+    ctx.tasks
+        .state_filter(|t| {
+            t.namespace().as_deref() == Some(namespace) && t.spec.feature_ref == feature
+        })
+        .into_iter()
+        .map(|t| ctx.task_writes.newest(t))
+        .collect()
 }
 
 /// The feature's Tasks as the API server has them now.

@@ -1,7 +1,7 @@
 //! Carrying out one task's lifecycle actions against the API: claim, start (prompt
 //! ConfigMap, Pod, status), ingest (status), release, cancel and delete.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -533,8 +533,61 @@ async fn ingest(
     Ok(())
 }
 
-/// Writes a Task's status by server-side apply, with the cached resourceVersion as a
-/// precondition (a stale cache gets a conflict, not a lost update).
+/// The Tasks this process wrote whose newer version the Task cache does not show yet, so
+/// that the next reconcile decides from what was written (read-your-writes) instead of
+/// from a stale cache that only earns a 409 Conflict.
+#[derive(Clone, Debug, Default)]
+pub struct TaskWrites {
+    /// `namespace/name` → (the Task as written, the cached resourceVersion it replaced).
+    written: Arc<std::sync::Mutex<HashMap<String, (Arc<Task>, Option<String>)>>>,
+}
+
+impl TaskWrites {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Task>, Option<String>)>> {
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records `written`, which replaced `from` (a cached object, or one recorded here).
+    fn record(&self, from: &Task, written: Task) {
+        let key = object_key(&written);
+        let mut map = self.lock();
+        let from_rv = from.resource_version();
+        let replaced = match map.get(&key) {
+            // Written from our own newer version: the cache still shows the older one.
+            Some((ours, cached_rv)) if ours.resource_version() == from_rv => cached_rv.clone(),
+            _ => from_rv,
+        };
+        map.insert(key, (Arc::new(written), replaced));
+    }
+
+    /// `cached`, or the newer version this process wrote while the cache shows the one the
+    /// write replaced. Entries the cache has moved past are dropped.
+    pub fn newest(&self, cached: Arc<Task>) -> Arc<Task> {
+        let key = object_key(&cached);
+        let mut map = self.lock();
+        match map.get(&key) {
+            Some((ours, replaced)) if *replaced == cached.resource_version() => Arc::clone(ours),
+            Some(_) => {
+                map.remove(&key);
+                cached
+            }
+            None => cached,
+        }
+    }
+}
+
+fn object_key(task: &Task) -> String {
+    format!(
+        "{}/{}",
+        task.namespace().unwrap_or_default(),
+        task.name_any()
+    )
+}
+
+/// Writes a Task's status by server-side apply, with the resourceVersion it was decided on
+/// as a precondition (a stale view gets a conflict, not a lost update).
 pub async fn write_status(
     ctx: &Context,
     task: &Task,
@@ -550,12 +603,13 @@ pub async fn write_status(
         "status": status,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    bounded(
+    let written = bounded(
         ctx.api_timeout,
         format!("write status of Task {namespace}/{name}"),
         api.patch_status(&name, &params, &Patch::Apply(&patch)),
     )
     .await?;
+    ctx.task_writes.record(task, written);
     Ok(())
 }
 
