@@ -538,12 +538,15 @@ async fn ingest(
 /// from a stale cache that only earns a 409 Conflict.
 #[derive(Clone, Debug, Default)]
 pub struct TaskWrites {
-    /// `namespace/name` → (the Task as written, the cached resourceVersion it replaced).
-    written: Arc<std::sync::Mutex<HashMap<String, (Arc<Task>, Option<String>)>>>,
+    /// By `namespace/name`.
+    written: Arc<std::sync::Mutex<HashMap<String, Written>>>,
 }
 
+/// A Task as written, and the cached resourceVersion the write replaced.
+type Written = (Arc<Task>, Option<String>);
+
 impl TaskWrites {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Task>, Option<String>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
         self.written
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
