@@ -631,3 +631,59 @@ async fn delete_pod(ctx: &Context, namespace: &str, name: &str) -> Result<(), Ca
         other => other.map(|_| ()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{TaskFields, TaskSpec};
+
+    fn task(rv: &str) -> Task {
+        let spec = TaskSpec {
+            feature_ref: "f".to_owned(),
+            fields: TaskFields::default(),
+        };
+        let mut task = Task::new("t", spec);
+        task.metadata.namespace = Some("ns".to_owned());
+        task.metadata.resource_version = Some(rv.to_owned());
+        task
+    }
+
+    fn rv(task: &Task) -> Option<String> {
+        task.resource_version()
+    }
+
+    #[test]
+    fn a_cache_behind_our_write_yields_what_we_wrote() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
+            Some("2")
+        );
+    }
+
+    #[test]
+    fn a_cache_past_our_write_yields_the_cache() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("3")))).as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn writes_on_top_of_our_own_write_stay_ahead_of_the_same_stale_cache() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        writes.record(&task("2"), task("3"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
+            Some("3")
+        );
+    }
+}
