@@ -685,3 +685,44 @@ async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its
     assert_eq!(conflicts, 0);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_plan() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.lag_watches("tasks", Duration::from_millis(300));
+    let h = Harness::start_on(server, 100);
+    // The controller's caches are filled: the Task below reaches it only by the watch.
+    h.create_feature(feature_manifest(
+        "warmup",
+        serde_json::json!([]),
+        serde_json::json!({}),
+    ))
+    .await;
+    h.wait_for_feature_phase("warmup", "NoPlan").await;
+    let task: ralph::api::Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "loose", "namespace": NS},
+        "spec": {"featureRef": "standalone", "title": "A task of its own"}
+    }))
+    .expect("task manifest");
+    h.tasks()
+        .create(&Default::default(), &task)
+        .await
+        .expect("create task");
+    let phases = h.record_feature_phases("standalone");
+    h.create_feature(feature_manifest(
+        "standalone",
+        serde_json::json!([]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("loose-a1").await;
+    h.finish_done(&pod).await;
+    h.wait_for_feature_phase("standalone", "Complete").await;
+    let seen = phases.lock().expect("phases").clone();
+    assert!(!seen.iter().any(|p| p == "NoPlan"), "phases seen: {seen:?}");
+    h.stop().await;
+}

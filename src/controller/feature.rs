@@ -158,18 +158,16 @@ async fn judge(
     if let Some(rejected) = rejected {
         plan.invalid = Some(rejected);
         plan.tasks.clear();
-    } else if plan.invalid.is_some() && !was_invalid(feature) {
+    } else if newly_invalid_or_empty(feature, &plan) {
         // Confirm with a live read before ruling: standalone Tasks have no template that
         // says they must exist, so only the API server can tell a lagging cache.
         let live = live_tasks(ctx, &namespace, &name).await?;
-        if decide::plan(&Snapshot {
+        let fresh = decide::plan(&Snapshot {
             tasks: &live,
             ..snapshot.clone()
-        })
-        .invalid
-        .is_none()
-        {
-            tracing::debug!("plan invalid only in the cache; not judging");
+        });
+        if !newly_invalid_or_empty(feature, &fresh) {
+            tracing::debug!("plan invalid or empty only in the cache; not judging");
             return Ok(Requeue::requeue(STALE_RETRY));
         }
     }
@@ -280,6 +278,14 @@ async fn live_tasks(
         .filter(|t| t.spec.feature_ref == feature)
         .map(Arc::new)
         .collect())
+}
+
+/// True when `plan` would turn the Feature Invalid or NoPlan now (a ruling worth a live read).
+fn newly_invalid_or_empty(feature: &Feature, plan: &FeaturePlan) -> bool {
+    let phase = feature.status.as_ref().map(|s| s.phase);
+    (plan.invalid.is_some() && phase != Some(crate::api::FeaturePhase::Invalid))
+        || (plan.outcome == Some(crate::engine::dag::FeatureOutcome::NoPlan)
+            && phase != Some(crate::api::FeaturePhase::NoPlan))
 }
 
 fn was_invalid(feature: &Feature) -> bool {
