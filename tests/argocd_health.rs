@@ -150,3 +150,23 @@ fn argocd_cm_embeds_the_scripts_unchanged() {
         script("task-health.lua")
     );
 }
+
+fn misconfigured(phase: &str) -> Value {
+    json!({ "phase": phase, "observedGeneration": 2, "conditions": [
+        { "type": "Configured", "status": "False", "reason": "MissingAgentImage",
+          "message": "Feature team/f: spec.agent.image is required" }
+    ] })
+}
+
+#[test]
+fn feature_with_a_configuration_problem_is_degraded_and_says_why() {
+    let (status, message) = health("feature-health.lua", feature(misconfigured("Pending")));
+    assert_eq!(status, "Degraded");
+    assert!(message.contains("MissingAgentImage"), "{message}");
+}
+
+#[test]
+fn task_with_a_configuration_problem_is_degraded() {
+    let object = json!({ "metadata": { "name": "t" }, "status": misconfigured("Pending") });
+    assert_eq!(health("task-health.lua", object).0, "Degraded");
+}

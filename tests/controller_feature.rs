@@ -8,6 +8,7 @@ mod fake_apiserver;
 mod harness;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
@@ -308,5 +309,420 @@ async fn parallelism_limits_concurrent_agent_pods() {
     let first = h.pods().get("narrow-a-a1").await.expect("pod");
     h.finish_done(&first).await;
     h.wait_for_pod("narrow-c-a1").await;
+    h.stop().await;
+}
+
+/// A Feature whose dependents are listed before their blockers.
+fn dependents_first() -> serde_json::Value {
+    serde_json::json!([
+        {"name": "docs", "dependsOn": ["design", "code"]},
+        {"name": "code", "dependsOn": ["design"]},
+        {"name": "design"}
+    ])
+}
+
+/// A server whose Task watch delivers every event late, one after another.
+async fn lagging_task_watch() -> fake_apiserver::FakeApiServer {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.lag_watches("tasks", Duration::from_millis(40));
+    server
+}
+
+fn is_lease_create(r: &fake_apiserver::RequestRecord) -> bool {
+    r.resource == "leases" && r.verb == fake_apiserver::Verb::Create && r.status < 400
+}
+
+#[tokio::test]
+async fn a_lagging_task_watch_never_shows_a_valid_feature_invalid_or_without_plan() {
+    let h = Harness::start_on(lagging_task_watch().await, 100);
+    let phases = h.record_feature_phases("ordered");
+    h.create_feature(feature_manifest(
+        "ordered",
+        dependents_first(),
+        serde_json::json!({}),
+    ))
+    .await;
+    run_to_completion(&h, "ordered").await;
+    let seen = phases.lock().expect("phases").clone();
+    assert!(
+        !seen.iter().any(|p| p == "Invalid" || p == "NoPlan"),
+        "phases seen: {seen:?}"
+    );
+    assert!(h.events_with_reason("InvalidPlan").await.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lagging_task_watch_claims_nothing_for_an_invalid_feature() {
+    let h = Harness::start_on(lagging_task_watch().await, 100);
+    // The first Task alone looks like a valid plan.
+    let tasks = serde_json::json!([
+        {"name": "c"},
+        {"name": "a", "dependsOn": ["b"]},
+        {"name": "b", "dependsOn": ["a"]}
+    ]);
+    h.create_feature(feature_manifest("cyclic", tasks, serde_json::json!({})))
+        .await;
+    h.wait_for_feature_phase("cyclic", "Invalid").await;
+    assert_eq!(h.server.count_requests(is_lease_create), 0);
+    assert_eq!(h.events_with_reason("InvalidPlan").await.len(), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_controller_applies_no_unchanged_task() {
+    let mut h = Harness::start().await;
+    let tasks: Vec<_> = (0..20)
+        .map(|i| serde_json::json!({"name": format!("t{i}")}))
+        .collect();
+    h.create_feature(feature_manifest(
+        "steady",
+        serde_json::Value::Array(tasks),
+        serde_json::json!({"parallelism": 1}),
+    ))
+    .await;
+    let first = h.wait_for_pod("steady-t0-a1").await;
+    // The new controller's Task cache fills after its first Feature reconcile could run.
+    h.server.add_latency(
+        |r| r.resource == "tasks" && r.verb == fake_apiserver::Verb::List,
+        Duration::from_millis(300),
+    );
+    h.restart_controller().await;
+    h.server.clear_requests();
+    // The new controller must reconcile the feature to start the next attempt.
+    h.finish_done(&first).await;
+    h.wait_for_pod("steady-t1-a1").await;
+    let task_patches = h.server.count_requests(|r| {
+        r.resource == "tasks" && r.verb == fake_apiserver::Verb::Patch && r.subresource.is_none()
+    });
+    assert_eq!(task_patches, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn missing_agent_image_is_a_condition_on_feature_and_task_with_one_warning_and_no_claim() {
+    let h = Harness::start().await;
+    let mut manifest = feature_manifest(
+        "imageless",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    );
+    manifest["spec"]["agent"] = serde_json::json!({"command": ["scripted-agent"]});
+    h.create_feature(manifest).await;
+    let condition = h
+        .wait_for_feature_condition("imageless", "Configured", "MissingAgentImage")
+        .await;
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition.message.contains("spec.agent.image"),
+        "{}",
+        condition.message
+    );
+    h.wait_for_task_condition("imageless-a", "Configured", "MissingAgentImage")
+        .await;
+    // Another generation is judged the same way, without another Event.
+    h.features()
+        .patch(
+            "imageless",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"parallelism": 2}})),
+        )
+        .await
+        .expect("bump generation");
+    h.eventually("generation 2 observed", || async {
+        let f = h.features().get("imageless").await.ok()?;
+        (f.status?.observed_generation == Some(2)).then_some(())
+    })
+    .await;
+    assert_eq!(h.events_with_reason("MissingAgentImage").await.len(), 1);
+    assert_eq!(h.server.count_requests(is_lease_create), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_released() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.fail_next(
+        1,
+        |r| r.resource == "pods" && r.verb == fake_apiserver::Verb::Create,
+        fake_apiserver::ApiError::new(
+            403,
+            "Forbidden",
+            "pods \"refused-a-a1\" is forbidden: error looking up service account \
+             team/ralph-agent: serviceaccount \"ralph-agent\" not found",
+        ),
+    );
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest(
+        "refused",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let condition = h
+        .wait_for_feature_condition("refused", "Configured", "PodRejected")
+        .await;
+    assert!(
+        condition.message.contains("ralph-agent"),
+        "{}",
+        condition.message
+    );
+    let task = h
+        .wait_for_task_condition("refused-a", "Configured", "PodRejected")
+        .await;
+    assert_eq!(task.status, "False");
+    h.eventually("the claim to be released", || async {
+        h.leases()
+            .get_opt("refused-a")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(h.events_with_reason("PodRejected").await.len(), 1);
+    let status = h.tasks().get("refused-a").await.expect("task").status;
+    assert_eq!(status.map(|s| s.retry_count), Some(0));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_template() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.fail_next(
+        100,
+        |r| {
+            r.resource == "tasks"
+                && r.verb == fake_apiserver::Verb::Patch
+                && r.name.as_deref() == Some("rejecting-b")
+        },
+        fake_apiserver::ApiError::invalid(
+            "tasks.ralph.dev",
+            "rejecting-b",
+            "Task.ralph.dev \"rejecting-b\" is invalid: spec.title: Too long",
+        ),
+    );
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest(
+        "rejecting",
+        serde_json::json!([{"name": "a"}, {"name": "b"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let valid = h
+        .wait_for_feature_condition("rejecting", "Valid", "TaskRejected")
+        .await;
+    assert!(valid.message.contains("spec.tasks[1]"), "{}", valid.message);
+    assert_eq!(h.events_with_reason("TaskRejected").await.len(), 1);
+    assert_eq!(h.server.count_requests(is_lease_create), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_changes() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest(
+        "halting",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("halting-a-a1").await;
+    let result = serde_json::json!({
+        "version": 1,
+        "task": "a",
+        "attempt": "halting-a-a1",
+        "outcome": "misconfigured",
+        "exitCode": 127,
+        "misconfiguration": {"problem": "claude-agent-acp: command not found",
+                             "fix": "use an image that contains claude-agent-acp"},
+        "timings": {"startedAtMs": 0, "endedAtMs": 1}
+    });
+    h.terminate_agent(&pod.name_any(), 127, "Error", Some(result.to_string()))
+        .await;
+    let condition = h
+        .wait_for_feature_condition("halting", "Configured", "AgentMisconfigured")
+        .await;
+    assert!(
+        condition.message.contains("command not found"),
+        "{}",
+        condition.message
+    );
+    let task = h.tasks().get("halting-a").await.expect("task");
+    let status = task.status.expect("status");
+    assert_eq!(status.retry_count, 0);
+    assert_eq!(status.phase, TaskPhase::Pending);
+    assert!(
+        h.pods()
+            .get_opt("halting-a-a2")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    h.features()
+        .patch(
+            "halting",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"agent": {"image": "agent:fixed"}}})),
+        )
+        .await
+        .expect("fix the agent");
+    h.wait_for_pod("halting-a-a2").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn verify_is_reported_not_supported_and_nothing_starts() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest(
+        "verified",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({"verify": true}),
+    ))
+    .await;
+    let condition = h
+        .wait_for_feature_condition("verified", "Configured", "VerifyNotSupported")
+        .await;
+    assert!(
+        condition.message.contains("spec.verify"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(h.events_with_reason("VerifyNotSupported").await.len(), 1);
+    assert_eq!(h.server.count_requests(is_lease_create), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    // The controller sees Pod changes late: the claim's expiry reaches it first.
+    server.lag_watches("pods", Duration::from_millis(1500));
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest(
+        "late",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("late-a-a1").await;
+    h.eventually("the attempt to be recorded", || async {
+        let t = h.tasks().get("late-a").await.ok()?;
+        (t.status?.phase == TaskPhase::Running).then_some(())
+    })
+    .await;
+    h.finish_done(&pod).await;
+    let stale = serde_json::json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
+    h.leases()
+        .patch("late-a", &PatchParams::default(), &Patch::Merge(&stale))
+        .await
+        .expect("age the lease");
+    h.wait_for_feature_phase("late", "Complete").await;
+    let status = h
+        .tasks()
+        .get("late-a")
+        .await
+        .expect("task")
+        .status
+        .expect("status");
+    assert_eq!(status.attempts[0].outcome, Some(AttemptOutcome::Done));
+    assert_eq!(status.attempt_count, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_feature_deleted_while_running_gives_its_attempt_slot_back() {
+    let h = Harness::start_with(1).await;
+    h.create_feature(feature_manifest(
+        "first",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    h.wait_for_pod("first-a-a1").await;
+    h.create_feature(feature_manifest(
+        "second",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    h.features()
+        .delete("first", &Default::default())
+        .await
+        .expect("delete feature");
+    h.wait_for_pod("second-a-a1").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its_own_writes() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    // The Task cache stays seconds behind the controller's own status writes.
+    server.lag_watches("tasks", Duration::from_millis(2000));
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest(
+        "stale",
+        serde_json::json!([{"name": "a"}]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("stale-a-a1").await;
+    h.finish_done(&pod).await;
+    h.wait_for_feature_phase("stale", "Complete").await;
+    let conflicts = h.server.count_requests(|r| {
+        r.resource == "tasks" && r.subresource.as_deref() == Some("status") && r.status == 409
+    });
+    assert_eq!(conflicts, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_plan() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.lag_watches("tasks", Duration::from_millis(300));
+    let h = Harness::start_on(server, 100);
+    // The controller's caches are filled: the Task below reaches it only by the watch.
+    h.create_feature(feature_manifest(
+        "warmup",
+        serde_json::json!([]),
+        serde_json::json!({}),
+    ))
+    .await;
+    h.wait_for_feature_phase("warmup", "NoPlan").await;
+    let task: ralph::api::Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "loose", "namespace": NS},
+        "spec": {"featureRef": "standalone", "title": "A task of its own"}
+    }))
+    .expect("task manifest");
+    h.tasks()
+        .create(&Default::default(), &task)
+        .await
+        .expect("create task");
+    let phases = h.record_feature_phases("standalone");
+    h.create_feature(feature_manifest(
+        "standalone",
+        serde_json::json!([]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("loose-a1").await;
+    h.finish_done(&pod).await;
+    h.wait_for_feature_phase("standalone", "Complete").await;
+    let seen = phases.lock().expect("phases").clone();
+    assert!(!seen.iter().any(|p| p == "NoPlan"), "phases seen: {seen:?}");
     h.stop().await;
 }

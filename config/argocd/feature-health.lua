@@ -26,4 +26,14 @@ elseif phase == "Failed" or phase == "Blocked" or phase == "Invalid" or phase ==
 elseif phase == "Suspended" then
   hs.status = "Suspended"
 end
+-- A configuration problem the user must fix (Configured=False: no agent image, Pod
+-- refused, agent misconfigured, unsupported setting) is Degraded whatever the phase.
+if obj.status.conditions ~= nil then
+  for _, c in ipairs(obj.status.conditions) do
+    if c.type == "Configured" and c.status == "False" then
+      hs.status = "Degraded"
+      hs.message = c.reason .. ": " .. (c.message or "")
+    end
+  end
+end
 return hs

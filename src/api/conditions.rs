@@ -14,6 +14,25 @@ pub const FAILED: &str = "Failed";
 pub const READY: &str = "Ready";
 /// Task: an attempt holds the task's claim Lease.
 pub const CLAIMED: &str = "Claimed";
+/// Feature and Task: the agent Pod can be built and created, and the agent works; `False`
+/// names what the user must fix (reasons below).
+pub const CONFIGURED: &str = "Configured";
+
+/// `Configured=False`: the Feature names no `spec.agent.image`.
+pub const REASON_MISSING_AGENT_IMAGE: &str = "MissingAgentImage";
+/// `Configured=False`: the Feature's `spec.agent.command` is empty.
+pub const REASON_MISSING_AGENT_COMMAND: &str = "MissingAgentCommand";
+/// `Configured=False`: the API server refused the agent Pod (missing ServiceAccount, policy).
+pub const REASON_POD_REJECTED: &str = "PodRejected";
+/// `Configured=False`: the runner reported the agent misconfigured (binary missing, not an
+/// ACP agent, authentication required).
+pub const REASON_AGENT_MISCONFIGURED: &str = "AgentMisconfigured";
+/// `Configured=False`: the Feature sets `spec.verify`, which this controller cannot honour yet.
+pub const REASON_VERIFY_NOT_SUPPORTED: &str = "VerifyNotSupported";
+/// `Valid=False`: the API server rejected a Task the Feature's templates describe.
+pub const REASON_TASK_REJECTED: &str = "TaskRejected";
+/// `Valid=False`: the task DAG is invalid (unknown names, cycles, duplicates).
+pub const REASON_INVALID_PLAN: &str = "InvalidPlan";
 
 /// Condition status `True`.
 pub const STATUS_TRUE: &str = "True";

@@ -41,6 +41,8 @@ pub struct Context {
     pub api_timeout: Duration,
     /// The Feature generation whose Tasks were last applied, by `namespace/name`.
     pub applied: Arc<Mutex<HashMap<String, i64>>>,
+    /// Task status writes the Task cache has not shown yet (read-your-writes).
+    pub task_writes: super::task::TaskWrites,
 }
 
 impl Context {

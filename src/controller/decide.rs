@@ -36,6 +36,19 @@ pub struct Snapshot<'a> {
     pub pods: &'a BTreeMap<String, Arc<Pod>>,
     /// The current time, Unix ms.
     pub now_ms: i64,
+    /// At most this many new attempts may be claimed (0 while the feature's configuration
+    /// keeps any Pod from existing, 1 to probe whether it was fixed).
+    pub start_limit: usize,
+}
+
+/// Something the user must fix: a reason for a condition and a message naming the object
+/// and the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The condition reason (CamelCase), e.g. `InvalidPlan`.
+    pub reason: &'static str,
+    /// What is wrong and how to fix it.
+    pub message: String,
 }
 
 /// What one task must do.
@@ -61,7 +74,7 @@ pub struct TaskPlan {
 #[derive(Clone, Debug)]
 pub struct FeaturePlan {
     /// Why the plan cannot run (the DAG is invalid); nothing runs while set.
-    pub invalid: Option<String>,
+    pub invalid: Option<Problem>,
     /// Per-task plans, in DAG ready order first, then the rest by name.
     pub tasks: Vec<TaskPlan>,
     /// Task counts by phase (after derivations).
@@ -118,7 +131,10 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         Ok(dag) => dag,
         Err(errors) => {
             return FeaturePlan {
-                invalid: Some(errors.to_string()),
+                invalid: Some(Problem {
+                    reason: conditions::REASON_INVALID_PLAN,
+                    message: errors.to_string(),
+                }),
                 tasks: Vec::new(),
                 counts: PhaseCounts::default(),
                 outcome: None,
@@ -138,6 +154,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         let left = max.saturating_sub(u64::from(iterations));
         free = free.min(usize::try_from(left).unwrap_or(usize::MAX));
     }
+    free = free.min(snapshot.start_limit);
 
     let mut tasks = Vec::with_capacity(ordered.len());
     // Ready tasks first, in run order, so the free slots go to them.

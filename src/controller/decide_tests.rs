@@ -46,6 +46,10 @@ fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<Task>> {
 }
 
 fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeaturePlan {
+    plan_limited(feature, tasks, usize::MAX)
+}
+
+fn plan_limited(feature: &Feature, tasks: &[Arc<Task>], start_limit: usize) -> FeaturePlan {
     let leases = BTreeMap::new();
     let pods = BTreeMap::new();
     plan(&Snapshot {
@@ -54,6 +58,7 @@ fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeaturePlan {
         leases: &leases,
         pods: &pods,
         now_ms: NOW,
+        start_limit,
     })
 }
 
@@ -84,6 +89,20 @@ fn dependents_become_claimable_when_their_dependency_is_done() {
 fn parallelism_limits_how_many_ready_tasks_are_claimed() {
     let f = feature(serde_json::json!({"parallelism": 1}));
     let plan = plan_for(&f, &tasks(&f, &[("a", TaskPhase::Done)]));
+    assert_eq!(claimed(&plan), vec!["b"]);
+}
+
+#[test]
+fn no_task_is_claimed_while_the_start_limit_is_zero() {
+    let f = feature(serde_json::json!({"parallelism": 5}));
+    let plan = plan_limited(&f, &tasks(&f, &[("a", TaskPhase::Done)]), 0);
+    assert!(claimed(&plan).is_empty());
+}
+
+#[test]
+fn the_start_limit_caps_claims_below_parallelism() {
+    let f = feature(serde_json::json!({"parallelism": 5}));
+    let plan = plan_limited(&f, &tasks(&f, &[("a", TaskPhase::Done)]), 1);
     assert_eq!(claimed(&plan), vec!["b"]);
 }
 
@@ -172,8 +191,9 @@ fn cycle_makes_the_plan_invalid_and_nothing_runs() {
         ]
     }));
     let plan = plan_for(&f, &tasks(&f, &[]));
-    let message = plan.invalid.expect("invalid");
-    assert!(message.contains("hello-a"), "{message}");
+    let problem = plan.invalid.expect("invalid");
+    assert_eq!(problem.reason, "InvalidPlan");
+    assert!(problem.message.contains("hello-a"), "{}", problem.message);
     assert!(plan.tasks.is_empty());
 }
 

@@ -6,19 +6,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::{Api, Resource, ResourceExt};
 
 use super::call::{CallError, bounded};
+use super::claim::{self, ClaimError, Leases};
 use super::context::{Context, FIELD_MANAGER};
-use super::decide::{self, FeaturePlan, Snapshot};
-use super::pod::FEATURE_LABEL;
+use super::decide::{self, FeaturePlan, Problem, Snapshot};
+use super::pod::{AttemptPod, FEATURE_LABEL, PodError, attempt_pod};
 use super::status::{self, FeatureEvents};
 use super::task::{self, TaskError, TaskScope};
-use crate::api::{Feature, Task, TextSource, desired_tasks};
+use crate::api::{Feature, Task, TextSource, conditions, desired_tasks};
 use crate::engine::dag::TaskPhase;
 use crate::engine::prompt::FeatureText;
 
@@ -28,8 +31,12 @@ const RESYNC: Duration = Duration::from_secs(300);
 const CONCURRENT_TASK_APPLIES: usize = 16;
 /// Retry delay after a failed reconcile.
 const ERROR_RETRY: Duration = Duration::from_secs(5);
-/// Retry delay after a write found the cache stale.
+/// Retry delay after a write found the cache stale, or while the caches are behind.
 const STALE_RETRY: Duration = Duration::from_millis(200);
+/// How often a feature whose ready tasks wait for a controller-wide attempt slot looks again.
+const SLOT_RETRY: Duration = Duration::from_secs(1);
+/// How often a feature whose configuration keeps attempts from starting is looked at again.
+const MISCONFIGURED_RETRY: Duration = Duration::from_secs(30);
 
 /// Why a Feature reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -87,11 +94,40 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
     if feature.meta().deletion_timestamp.is_some() {
         return Ok(Requeue::await_change());
     }
-    // Fetch: the feature's tasks, leases and pods, from the caches.
-    sync_tasks(feature, ctx).await?;
-    let tasks: Vec<Arc<Task>> = ctx.tasks.state_filter(|t| {
-        t.namespace().as_deref() == Some(namespace.as_str()) && t.spec.feature_ref == name
-    });
+    // No judgement from a half-filled cache: every store this reconcile reads has synced,
+    // and holds every Task the Feature's templates say must exist.
+    if !caches_synced(ctx) {
+        tracing::debug!("caches not synced yet; not judging");
+        return Ok(Requeue::requeue(STALE_RETRY));
+    }
+    let synced = sync_tasks(feature, ctx).await?;
+    if !synced.missing.is_empty() {
+        tracing::debug!(missing = ?synced.missing, "Task cache behind the templates; not judging");
+        return Ok(Requeue::requeue(STALE_RETRY));
+    }
+    let tasks = cached_tasks(ctx, &namespace, &name);
+    match judge(feature, ctx, synced.rejected.clone(), tasks).await {
+        // A write found the Task cache behind (409): decide again from a fresh read, once,
+        // instead of retrying the stale decision until the watch catches up.
+        Err(error) if error.is_stale_cache() => {
+            tracing::debug!(%error, "conflict; deciding again from a live read");
+            let live = live_tasks(ctx, &namespace, &name).await?;
+            judge(feature, ctx, synced.rejected, live).await
+        }
+        other => other,
+    }
+}
+
+/// Decide, apply and write status from `tasks` (the feature's Tasks) and the other caches.
+async fn judge(
+    feature: &Feature,
+    ctx: &Context,
+    rejected: Option<Problem>,
+    tasks: Vec<Arc<Task>>,
+) -> Result<Requeue, ReconcileError> {
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = feature.name_any();
+    // Fetch: the feature's leases and pods, from the caches.
     let in_feature = |labels: &BTreeMap<String, String>, ns: Option<String>| {
         ns.as_deref() == Some(namespace.as_str())
             && labels.get(FEATURE_LABEL).map(String::as_str) == Some(name.as_str())
@@ -105,19 +141,51 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
             .state_filter(|p| in_feature(p.labels(), p.namespace())),
     );
     let now_ms = jiff::Timestamp::now().as_millisecond();
+    let precheck = configuration_problem(feature, ctx);
+    let recorded = status::recorded_misconfiguration(feature);
+    let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
 
     // Decide.
-    let plan = decide::plan(&Snapshot {
+    let snapshot = Snapshot {
         feature,
         tasks: &tasks,
         leases: &leases,
         pods: &pods,
         now_ms,
-    });
+        start_limit,
+    };
+    let mut plan = decide::plan(&snapshot);
+    if let Some(rejected) = rejected {
+        plan.invalid = Some(rejected);
+        plan.tasks.clear();
+    } else if newly_invalid_or_empty(feature, &plan) {
+        // Confirm with a live read before ruling: standalone Tasks have no template that
+        // says they must exist, so only the API server can tell a lagging cache.
+        let live = live_tasks(ctx, &namespace, &name).await?;
+        let fresh = decide::plan(&Snapshot {
+            tasks: &live,
+            ..snapshot.clone()
+        });
+        if !newly_invalid_or_empty(feature, &fresh) {
+            tracing::debug!("plan invalid or empty only in the cache; not judging");
+            return Ok(Requeue::requeue(STALE_RETRY));
+        }
+    }
 
     // Apply.
     let mut effects = FeatureEvents::default();
-    if plan.invalid.is_none() {
+    if let Some(invalid) = &plan.invalid {
+        release_claims(ctx, &namespace, &leases, &tasks, None).await?;
+        if !was_invalid(feature) {
+            ctx.events
+                .warning(
+                    &feature.object_ref(&()),
+                    invalid.reason,
+                    invalid.message.clone(),
+                )
+                .await;
+        }
+    } else {
         let siblings = by_name(tasks.clone());
         let texts = feature_texts(feature, ctx, &plan).await?;
         let scope = TaskScope {
@@ -135,34 +203,270 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
             .await;
         let mut first_error = None;
         for (task_plan, result, task_effects) in outcomes {
-            if effects.stop_reason.is_none() {
-                effects.stop_reason = task_effects.stop_reason;
-            }
+            effects.merge(task_effects);
             if let Err(error) = result {
                 tracing::warn!(task = %task_plan.task.name_any(), %error, "task actions failed");
                 first_error.get_or_insert(error);
             }
         }
+        effects.misconfiguration = misconfiguration(feature, precheck.clone(), recorded, &effects);
         if let Some(error) = first_error {
             write_status(feature, ctx, &plan, &tasks, &effects, now_ms).await?;
             return Err(error.into());
         }
-    } else if let Some(message) = &plan.invalid {
-        let was_invalid = feature
-            .status
-            .as_ref()
-            .is_some_and(|s| s.phase == crate::api::FeaturePhase::Invalid);
-        if !was_invalid {
-            ctx.events
-                .warning(&feature.object_ref(&()), "InvalidPlan", message.clone())
-                .await;
+        if feature.spec.suspend || start_limit == 0 {
+            release_claims(ctx, &namespace, &leases, &tasks, Some(&pods)).await?;
         }
+        if let Some(problem) = &precheck {
+            mark_waiting_tasks(ctx, feature, &plan, problem, now_ms).await?;
+        }
+        report_misconfiguration(feature, ctx, effects.misconfiguration.as_ref()).await;
     }
 
     // Status.
     write_status(feature, ctx, &plan, &tasks, &effects, now_ms).await?;
     count_tasks_by_phase(ctx);
-    Ok(requeue(&plan, now_ms))
+    let requeue = requeue(&plan, now_ms);
+    Ok(match &effects.misconfiguration {
+        Some(_) if plan.invalid.is_none() => Requeue::requeue(MISCONFIGURED_RETRY),
+        // Slots are freed by other features' Leases going, which do not trigger this one.
+        _ if effects.waiting_for_slot => Requeue::requeue(SLOT_RETRY),
+        _ => requeue,
+    })
+}
+
+/// True when every store a reconcile reads has been filled by its first list.
+fn caches_synced(ctx: &Context) -> bool {
+    let ready = |wait: futures::future::BoxFuture<'_, bool>| wait.now_or_never() == Some(true);
+    ready(Box::pin(async {
+        ctx.tasks.wait_until_ready().await.is_ok()
+    })) && ready(Box::pin(async {
+        ctx.pods.wait_until_ready().await.is_ok()
+    })) && ready(Box::pin(async {
+        ctx.leases.wait_until_ready().await.is_ok()
+    }))
+}
+
+/// The feature's Tasks from the cache, each replaced by the newer version this process
+/// wrote when the cache has not caught up with that write yet.
+fn cached_tasks(ctx: &Context, namespace: &str, feature: &str) -> Vec<Arc<Task>> {
+    ctx.tasks
+        .state_filter(|t| {
+            t.namespace().as_deref() == Some(namespace) && t.spec.feature_ref == feature
+        })
+        .into_iter()
+        .map(|t| ctx.task_writes.newest(t))
+        .collect()
+}
+
+/// The feature's Tasks as the API server has them now.
+async fn live_tasks(
+    ctx: &Context,
+    namespace: &str,
+    feature: &str,
+) -> Result<Vec<Arc<Task>>, ReconcileError> {
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
+    let list = bounded(
+        ctx.api_timeout,
+        format!("list Tasks in {namespace}"),
+        api.list(&ListParams::default()),
+    )
+    .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|t| t.spec.feature_ref == feature)
+        .map(Arc::new)
+        .collect())
+}
+
+/// True when `plan` would turn the Feature Invalid or NoPlan now (a ruling worth a live read).
+fn newly_invalid_or_empty(feature: &Feature, plan: &FeaturePlan) -> bool {
+    let phase = feature.status.as_ref().map(|s| s.phase);
+    (plan.invalid.is_some() && phase != Some(crate::api::FeaturePhase::Invalid))
+        || (plan.outcome == Some(crate::engine::dag::FeatureOutcome::NoPlan)
+            && phase != Some(crate::api::FeaturePhase::NoPlan))
+}
+
+fn was_invalid(feature: &Feature) -> bool {
+    feature
+        .status
+        .as_ref()
+        .is_some_and(|s| s.phase == crate::api::FeaturePhase::Invalid)
+}
+
+/// How many attempts may be claimed in this reconcile: none while the configuration keeps
+/// any Pod from existing; one to probe whether a refused Pod's cause was fixed, once the
+/// refused task's wait is over.
+fn start_limit(
+    precheck: Option<&Problem>,
+    recorded: Option<&Problem>,
+    tasks: &[Arc<Task>],
+    now_ms: i64,
+) -> usize {
+    match (precheck, recorded) {
+        (Some(_), _) => 0,
+        (None, Some(problem)) if problem.reason == conditions::REASON_AGENT_MISCONFIGURED => 0,
+        (None, Some(_)) => {
+            let waiting = tasks.iter().filter_map(|t| t.status.as_ref()).any(|s| {
+                conditions::find(&s.conditions, conditions::CONFIGURED)
+                    .is_some_and(|c| c.status == conditions::STATUS_FALSE)
+                    && s.next_attempt_after
+                        .as_ref()
+                        .is_some_and(|at| at.0.as_millisecond() > now_ms)
+            });
+            usize::from(!waiting)
+        }
+        (None, None) => usize::MAX,
+    }
+}
+
+/// A configuration problem the Feature's spec alone shows: no Pod can be built from it, or
+/// it asks for something this controller cannot do yet.
+fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = feature.name_any();
+    if feature.spec.verify {
+        return Some(Problem {
+            reason: conditions::REASON_VERIFY_NOT_SUPPORTED,
+            message: format!(
+                "Feature {namespace}/{name} sets spec.verify, which this controller does not \
+                 support yet; no attempt starts while it is set: remove spec.verify (or set it \
+                 to false) to run the feature"
+            ),
+        });
+    }
+    let probe = AttemptPod {
+        namespace: &namespace,
+        task: "probe",
+        task_id: "probe",
+        feature: &name,
+        attempt_id: "probe-a1",
+        owner: OwnerReference::default(),
+        agent: &feature.spec.agent,
+        overrides: feature.spec.pod_template.as_ref(),
+    };
+    let error = attempt_pod(&probe, &ctx.pod_settings).err()?;
+    let (reason, fix) = match error {
+        PodError::NoAgentImage { .. } => (
+            conditions::REASON_MISSING_AGENT_IMAGE,
+            "set spec.agent.image to an image that contains the agent CLI",
+        ),
+        PodError::NoAgentCommand { .. } => (
+            conditions::REASON_MISSING_AGENT_COMMAND,
+            "set spec.agent.command to the agent's ACP command",
+        ),
+    };
+    Some(Problem {
+        reason,
+        message: format!("{error}: {fix}; no attempt starts until it is fixed"),
+    })
+}
+
+/// The configuration problem the Feature shows after this reconcile.
+fn misconfiguration(
+    feature: &Feature,
+    precheck: Option<Problem>,
+    recorded: Option<Problem>,
+    effects: &FeatureEvents,
+) -> Option<Problem> {
+    let halted = effects.halt_reason.as_ref().map(|reason| Problem {
+        reason: conditions::REASON_AGENT_MISCONFIGURED,
+        message: format!(
+            "the agent of Feature {}/{} is misconfigured: {reason}; fix spec.agent (image, \
+             command, credentials); no attempt starts until the Feature's spec changes",
+            feature.namespace().unwrap_or_default(),
+            feature.name_any()
+        ),
+    });
+    let still_recorded =
+        recorded.filter(|p| !(p.reason == conditions::REASON_POD_REJECTED && effects.started));
+    precheck
+        .or(halted)
+        .or_else(|| effects.pod_rejected.clone())
+        .or(still_recorded)
+}
+
+/// One Warning Event when the Feature's configuration problem appears or changes (not one
+/// per retry). An agent that reported itself misconfigured has its Warning on the Task
+/// already (the outcome policy's event).
+async fn report_misconfiguration(feature: &Feature, ctx: &Context, problem: Option<&Problem>) {
+    let Some(problem) = problem.filter(|p| p.reason != conditions::REASON_AGENT_MISCONFIGURED)
+    else {
+        return;
+    };
+    let shown = feature
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
+        .is_some_and(|c| c.status == conditions::STATUS_FALSE && c.reason == problem.reason);
+    if !shown {
+        ctx.events
+            .warning(
+                &feature.object_ref(&()),
+                problem.reason,
+                problem.message.clone(),
+            )
+            .await;
+    }
+}
+
+/// Shows a configuration problem on the tasks that would start now if it were fixed.
+async fn mark_waiting_tasks(
+    ctx: &Context,
+    feature: &Feature,
+    plan: &FeaturePlan,
+    problem: &Problem,
+    now_ms: i64,
+) -> Result<(), ReconcileError> {
+    let waiting = plan
+        .tasks
+        .iter()
+        .filter(|t| t.view.ready && t.view.phase == TaskPhase::Pending)
+        .take(usize::try_from(feature.spec.parallelism).unwrap_or(usize::MAX));
+    for task_plan in waiting {
+        if let Some(new) = status::misconfigured(&task_plan.task, problem, None, now_ms) {
+            task::write_status(ctx, &task_plan.task, &new).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Gives back the feature's claims while it cannot run: every claim when the plan is
+/// invalid (`pods` is `None`), otherwise those that back no attempt (claimed, never
+/// started: no Running task records the holder, and no Pod of that name exists).
+async fn release_claims(
+    ctx: &Context,
+    namespace: &str,
+    leases: &BTreeMap<String, Arc<Lease>>,
+    tasks: &[Arc<Task>],
+    pods: Option<&BTreeMap<String, Arc<Pod>>>,
+) -> Result<(), ReconcileError> {
+    let leases_api = Leases::new(
+        Api::namespaced(ctx.client.clone(), namespace),
+        ctx.api_timeout,
+    );
+    for (name, lease) in leases {
+        let holder = claim::holder(lease);
+        let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {
+            holder.is_some_and(|h| pods.contains_key(h))
+                || tasks.iter().any(|t| {
+                    t.name_any() == *name
+                        && t.status.as_ref().is_some_and(|s| {
+                            s.phase == TaskPhase::Running
+                                && s.claim.as_ref().map(|c| c.holder.as_str()) == holder
+                        })
+                })
+        };
+        if pods.is_some_and(backs_attempt) {
+            continue;
+        }
+        match leases_api.release(lease).await {
+            Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
+            Err(error) => return Err(TaskError::from(error).into()),
+        }
+    }
+    Ok(())
 }
 
 /// Sets the tasks-by-phase gauges from the cache (all watched features).
@@ -219,53 +523,99 @@ fn by_name<K: Resource>(objects: Vec<Arc<K>>) -> BTreeMap<String, Arc<K>> {
         .collect()
 }
 
-/// Applies the Task objects the Feature's templates describe (only those that differ from
-/// the cache) and deletes templated Tasks whose template is gone, unless they are running.
-async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<(), ReconcileError> {
+/// Annotation on a templated Task: a hash of what the controller last applied for it.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "ralph.dev/template-hash";
+
+/// What [`sync_tasks`] found.
+#[derive(Debug, Default)]
+struct TaskSync {
+    /// Templated Tasks the cache does not show as applied yet.
+    missing: Vec<String>,
+    /// A Task the API server refused.
+    rejected: Option<Problem>,
+}
+
+/// Applies the Task objects the Feature's templates describe (only those whose applied
+/// template differs from the cache: a restart re-applies nothing) and deletes templated
+/// Tasks whose template is gone, unless they are running.
+async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, ReconcileError> {
+    let mut sync = TaskSync::default();
     let Ok(desired) = desired_tasks(feature) else {
-        return Ok(());
+        return Ok(sync);
     };
     let namespace = feature.namespace().unwrap_or_default();
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let key = format!("{namespace}/{}", feature.name_any());
     let generation = feature.metadata.generation.unwrap_or(0);
-    let already_applied = ctx.applied_generation(&key) == Some(generation);
+    let applied_before = ctx.applied_generation(&key) == Some(generation);
     let mut wanted = std::collections::BTreeSet::new();
     let cached: BTreeMap<String, Arc<Task>> = by_name(
         ctx.tasks
             .state_filter(|t| t.namespace().as_deref() == Some(namespace.as_str())),
     );
-    for task in &desired {
+    let mut stale = Vec::new();
+    for (index, mut task) in desired.into_iter().enumerate() {
         let name = task.name_any();
         wanted.insert(name.clone());
-        let up_to_date = match cached.get(&name) {
-            Some(c) => {
-                c.spec == task.spec
-                    && task
-                        .labels()
-                        .iter()
-                        .all(|(k, v)| c.labels().get(k) == Some(v))
-                    && !c.owner_references().is_empty()
-            }
-            // Applied for this generation already; the cache has not caught up yet.
-            None => already_applied,
-        };
-        if up_to_date {
-            continue;
+        let hash = template_hash(&task);
+        let up_to_date = cached
+            .get(&name)
+            .is_some_and(|c| c.annotations().get(TEMPLATE_HASH_ANNOTATION) == Some(&hash));
+        if !up_to_date {
+            task.annotations_mut()
+                .insert(TEMPLATE_HASH_ANNOTATION.to_owned(), hash);
+            stale.push((index, name, task));
         }
-        let mut body = serde_json::to_value(task).unwrap_or_default();
+    }
+    // Applied for this generation already and not in the cache: the watch lags, unless a
+    // live read says the Task is gone (deleted by someone), then it is applied again.
+    if applied_before && let Some((_, first, _)) = stale.first() {
+        let live = bounded(
+            ctx.api_timeout,
+            format!("get Task {namespace}/{first}"),
+            api.get_opt(first),
+        )
+        .await?;
+        if live.is_some_and(|t| t.annotations().get(TEMPLATE_HASH_ANNOTATION).is_some()) {
+            sync.missing = stale.into_iter().map(|(_, name, _)| name).collect();
+            return Ok(sync);
+        }
+    }
+    for (index, name, task) in stale {
+        let mut body = serde_json::to_value(&task).unwrap_or_default();
         if let Some(object) = body.as_object_mut() {
             object.remove("status");
         }
-        bounded(
+        let applied = bounded(
             ctx.api_timeout,
             format!("apply Task {namespace}/{name}"),
             api.patch(&name, &params, &Patch::Apply(&body)),
         )
-        .await?;
+        .await;
+        match applied {
+            Ok(_) => sync.missing.push(name),
+            Err(error) if error.status_code() == Some(422) => {
+                let template = feature
+                    .spec
+                    .tasks
+                    .get(index)
+                    .map_or("", |t| t.name.as_str());
+                sync.rejected.get_or_insert(Problem {
+                    reason: conditions::REASON_TASK_REJECTED,
+                    message: format!(
+                        "the API server rejected Task {namespace}/{name} (spec.tasks[{index}], \
+                         {template:?}) of Feature {namespace}/{}: {error}; fix that template",
+                        feature.name_any()
+                    ),
+                });
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
-    ctx.set_applied_generation(&key, generation);
+    if sync.rejected.is_none() {
+        ctx.set_applied_generation(&key, generation);
+    }
     let uid = feature.metadata.uid.clone().unwrap_or_default();
     let orphans = cached.values().filter(|t| {
         !wanted.contains(&t.name_any())
@@ -285,7 +635,20 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<(), ReconcileErr
             _ => {}
         }
     }
-    Ok(())
+    Ok(sync)
+}
+
+/// A stable hash of what is applied for a templated Task (spec, labels, owner).
+fn template_hash(task: &Task) -> String {
+    use std::hash::Hasher;
+    let applied = serde_json::json!({
+        "spec": task.spec,
+        "labels": task.labels(),
+        "owners": task.owner_references(),
+    });
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(applied.to_string().as_bytes());
+    format!("{:016x}", hasher.finish())
 }
 
 /// The feature's spec and plan texts, read only when an attempt starts in this reconcile.

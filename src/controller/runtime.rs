@@ -184,6 +184,7 @@ pub async fn run(
         metrics: metrics.clone(),
         api_timeout: config.api_timeout,
         applied: Default::default(),
+        task_writes: Default::default(),
     });
     {
         let (health, tasks, pods, leases) = (health.clone(), task_store, pod_store, lease_store);

@@ -2,9 +2,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::decide::{FeaturePlan, STOPPED};
+use super::decide::{FeaturePlan, Problem, STOPPED};
 use crate::api::conditions::{
-    self, COMPLETE, FAILED, PROGRESSING, STATUS_FALSE, STATUS_TRUE, VALID,
+    self, COMPLETE, CONFIGURED, FAILED, PROGRESSING, STATUS_FALSE, STATUS_TRUE, VALID,
 };
 use crate::api::{
     AttemptOutcome, AttemptRecord, ClaimStatus, Feature, FeaturePhase, FeatureStatus, Task,
@@ -33,6 +33,17 @@ pub fn started(task: &Task, number: u32, pod: &str, claim: ClaimStatus, now_ms: 
     status.observed_generation = task.metadata.generation;
     status.message = Some(format!("attempt {number} running in Pod {pod}"));
     status.claim = Some(claim);
+    if conditions::find(&status.conditions, CONFIGURED).is_some() {
+        let c = conditions::condition(
+            CONFIGURED,
+            STATUS_TRUE,
+            "PodCreated",
+            format!("agent Pod {pod} was created"),
+            task.metadata.generation,
+            time(now_ms),
+        );
+        conditions::set_condition(&mut status.conditions, c);
+    }
     status.push_attempt(AttemptRecord {
         number,
         pod: Some(pod.to_owned()),
@@ -121,6 +132,56 @@ pub fn with_phase(task: &Task, phase: TaskPhase) -> TaskStatus {
     status
 }
 
+/// The status with `Configured=False` for `problem`; no attempt may start before
+/// `retry_after_ms` (when set). `None` when the status already says so.
+pub fn misconfigured(
+    task: &Task,
+    problem: &Problem,
+    retry_after_ms: Option<i64>,
+    now_ms: i64,
+) -> Option<TaskStatus> {
+    let mut status = current(task);
+    let c = conditions::condition(
+        CONFIGURED,
+        STATUS_FALSE,
+        problem.reason,
+        problem.message.clone(),
+        task.metadata.generation,
+        time(now_ms),
+    );
+    let changed = conditions::set_condition(&mut status.conditions, c);
+    let retry_after = retry_after_ms.map(time);
+    if !changed && (retry_after.is_none() || status.next_attempt_after == retry_after) {
+        return None;
+    }
+    if retry_after.is_some() {
+        status.next_attempt_after = retry_after;
+    }
+    Some(status)
+}
+
+/// The configuration problem the Feature's status records and that still holds: an agent
+/// that reported itself misconfigured for this generation of the spec, or a rejected Pod.
+pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
+    let status = feature.status.as_ref()?;
+    let c = conditions::find(&status.conditions, CONFIGURED)?;
+    if c.status != STATUS_FALSE {
+        return None;
+    }
+    let reason = [
+        conditions::REASON_AGENT_MISCONFIGURED,
+        conditions::REASON_POD_REJECTED,
+    ]
+    .into_iter()
+    .find(|r| *r == c.reason)?;
+    let halted_for_this_spec = reason != conditions::REASON_AGENT_MISCONFIGURED
+        || c.observed_generation == feature.metadata.generation;
+    halted_for_this_spec.then(|| Problem {
+        reason,
+        message: c.message.clone(),
+    })
+}
+
 /// What the next prompt says about the task's last attempt.
 pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
     let status = task.status.as_ref()?;
@@ -168,11 +229,39 @@ pub fn outcome(outcome: policy::AttemptOutcome) -> AttemptOutcome {
     }
 }
 
-/// Why the feature stopped, if an attempt of this reconcile said so.
+/// What the attempts of this reconcile said about the whole feature.
 #[derive(Clone, Debug, Default)]
 pub struct FeatureEvents {
     /// An agent promised FAILURE with this reason.
     pub stop_reason: Option<String>,
+    /// The runner reported the agent misconfigured (the feature halts until its spec changes).
+    pub halt_reason: Option<String>,
+    /// The API server refused an agent Pod for a reason the user must fix.
+    pub pod_rejected: Option<Problem>,
+    /// An agent Pod was created.
+    pub started: bool,
+    /// A ready task found every controller-wide attempt slot in use.
+    pub waiting_for_slot: bool,
+    /// The configuration problem the Feature's status must show (set by the reconcile from
+    /// the above, the spec and the recorded status).
+    pub misconfiguration: Option<Problem>,
+}
+
+impl FeatureEvents {
+    /// Keeps the first of each kind of report.
+    pub fn merge(&mut self, other: FeatureEvents) {
+        if self.stop_reason.is_none() {
+            self.stop_reason = other.stop_reason;
+        }
+        if self.halt_reason.is_none() {
+            self.halt_reason = other.halt_reason;
+        }
+        if self.pod_rejected.is_none() {
+            self.pod_rejected = other.pod_rejected;
+        }
+        self.started |= other.started;
+        self.waiting_for_slot |= other.waiting_for_slot;
+    }
 }
 
 /// The Feature's status after this reconcile.
@@ -199,16 +288,32 @@ pub fn feature_status(
     };
     if let Some(invalid) = &plan.invalid {
         status.phase = FeaturePhase::Invalid;
-        status.message = Some(invalid.clone());
-        set(&mut status, VALID, false, "InvalidPlan", invalid);
+        status.message = Some(invalid.message.clone());
+        set(&mut status, VALID, false, invalid.reason, &invalid.message);
         set(
             &mut status,
             PROGRESSING,
             false,
-            "InvalidPlan",
+            invalid.reason,
             "the plan is invalid",
         );
         return status;
+    }
+    match &events.misconfiguration {
+        Some(problem) => set(
+            &mut status,
+            CONFIGURED,
+            false,
+            problem.reason,
+            &problem.message,
+        ),
+        None => set(
+            &mut status,
+            CONFIGURED,
+            true,
+            "Configured",
+            "agent Pods can be created",
+        ),
     }
     set(
         &mut status,
@@ -255,6 +360,9 @@ pub fn feature_status(
     };
     status.message = match (&stop_reason, outcome) {
         (Some(reason), _) => Some(format!("an agent promised FAILURE: {reason}")),
+        (None, None) if events.misconfiguration.is_some() => {
+            events.misconfiguration.as_ref().map(|p| p.message.clone())
+        }
         (None, Some(outcome)) => Some(outcome_message(outcome, c)),
         (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
     };

@@ -204,7 +204,10 @@ fn complete_feature_has_complete_condition_and_counts() {
 #[test]
 fn invalid_plan_sets_valid_false_with_the_dag_message() {
     let p = FeaturePlan {
-        invalid: Some("task \"hello-a\" depends on unknown task \"x\"".to_owned()),
+        invalid: Some(Problem {
+            reason: "InvalidPlan",
+            message: "task \"hello-a\" depends on unknown task \"x\"".to_owned(),
+        }),
         ..plan(PhaseCounts::default(), None)
     };
     let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
@@ -223,6 +226,7 @@ fn promised_failure_fails_the_feature_and_stays_failed() {
     };
     let events = FeatureEvents {
         stop_reason: Some("cannot build without a database".to_owned()),
+        ..FeatureEvents::default()
     };
     let mut f = feature();
     let first = feature_status(&f, &plan(running, None), &[], &events, 0);
@@ -265,4 +269,78 @@ fn feature_with_running_tasks_is_running_and_progressing() {
         condition_status(&status, PROGRESSING).as_deref(),
         Some("True")
     );
+}
+
+fn missing_image() -> Problem {
+    Problem {
+        reason: conditions::REASON_MISSING_AGENT_IMAGE,
+        message: "Feature ns/hello: spec.agent.image is required".to_owned(),
+    }
+}
+
+#[test]
+fn a_configuration_problem_is_a_false_configured_condition_and_the_message() {
+    let events = FeatureEvents {
+        misconfiguration: Some(missing_image()),
+        ..FeatureEvents::default()
+    };
+    let status = feature_status(
+        &feature(),
+        &plan(PhaseCounts::default(), None),
+        &[],
+        &events,
+        0,
+    );
+    let configured = conditions::find(&status.conditions, CONFIGURED).expect("Configured");
+    assert_eq!(configured.status, "False");
+    assert_eq!(configured.reason, "MissingAgentImage");
+    assert_eq!(status.message, Some(missing_image().message));
+}
+
+#[test]
+fn without_a_problem_the_feature_is_configured() {
+    let p = plan(PhaseCounts::default(), None);
+    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    assert_eq!(
+        condition_status(&status, CONFIGURED).as_deref(),
+        Some("True")
+    );
+}
+
+#[test]
+fn a_misconfigured_task_waits_and_is_written_only_once() {
+    let first = misconfigured(&task(), &missing_image(), Some(5_000), 0).expect("changed");
+    let c = conditions::find(&first.conditions, CONFIGURED).expect("Configured");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "MissingAgentImage")
+    );
+    assert_eq!(first.next_attempt_after, Some(time(5_000)));
+    let mut again = task();
+    again.status = Some(first);
+    assert!(misconfigured(&again, &missing_image(), Some(5_000), 10).is_none());
+}
+
+fn halted_feature(halted_generation: i64, generation: i64) -> Feature {
+    let mut f = feature();
+    f.metadata.generation = Some(generation);
+    f.status = Some(FeatureStatus {
+        conditions: vec![conditions::condition(
+            CONFIGURED,
+            STATUS_FALSE,
+            conditions::REASON_AGENT_MISCONFIGURED,
+            "claude-agent-acp: command not found",
+            Some(halted_generation),
+            time(0),
+        )],
+        ..FeatureStatus::default()
+    });
+    f
+}
+
+#[test]
+fn an_agent_misconfiguration_holds_until_the_spec_changes() {
+    let held = recorded_misconfiguration(&halted_feature(3, 3)).expect("held");
+    assert_eq!(held.reason, "AgentMisconfigured");
+    assert_eq!(recorded_misconfiguration(&halted_feature(3, 4)), None);
 }

@@ -1,7 +1,7 @@
 //! Carrying out one task's lifecycle actions against the API: claim, start (prompt
 //! ConfigMap, Pod, status), ingest (status), release, cancel and delete.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::call::{CallError, bounded};
 use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
 use super::context::{Context, FIELD_MANAGER};
-use super::decide::TaskPlan;
+use super::decide::{Problem, TaskPlan};
 use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::prompt_config::prompt_config_map;
 use super::status::{self, FeatureEvents, Ingestion};
@@ -35,6 +35,16 @@ pub enum TaskError {
     /// The agent Pod cannot be built from the Feature.
     #[error(transparent)]
     Pod(#[from] PodError),
+    /// The API server refused the agent Pod (403: e.g. its ServiceAccount is missing; 422:
+    /// the Pod spec is invalid): the user must fix the configuration.
+    #[error("the API server refused agent Pod {pod}: {source}")]
+    PodRejected {
+        /// The Pod.
+        pod: String,
+        /// The refusal.
+        #[source]
+        source: CallError,
+    },
     /// The Task object lacks what the controller needs (name, namespace, uid).
     #[error("Task {task}: {problem}")]
     Malformed {
@@ -91,18 +101,16 @@ pub async fn apply(
     );
     let mut held: Option<Lease> = scope.leases.get(&name).map(|l| Lease::clone(l));
     let mut status_written = false;
-    if plan.view.phase == crate::engine::dag::TaskPhase::Running {
-        ctx.slots.hold(&key);
-    }
     for action in &plan.actions {
         match action {
             Action::Claim { attempt, replace } => {
-                if !ctx.slots.take(&key) {
+                let now = crate::controller::status::time(scope.now_ms).0;
+                if !ctx.slots.take(&key, &ctx.leases, &ctx.tasks, now) {
                     tracing::debug!(task = %name, "controller at --max-concurrent-attempts");
+                    effects.waiting_for_slot = true;
                     return Ok(());
                 }
                 let request = claim_request(scope.feature, task, *attempt)?;
-                let now = crate::controller::status::time(scope.now_ms).0;
                 let outcome = match (&held, *replace) {
                     (Some(existing), true) => leases.take_over(existing, &request, now).await,
                     _ => leases.create(&request, now).await,
@@ -110,18 +118,26 @@ pub async fn apply(
                 match outcome {
                     Ok(lease) => held = Some(lease),
                     Err(ClaimError::Held { .. } | ClaimError::Conflict { .. }) => {
-                        ctx.slots.give_back(&key);
+                        ctx.slots.forget(&key);
                         return Ok(());
                     }
                     Err(error) => {
-                        ctx.slots.give_back(&key);
+                        ctx.slots.forget(&key);
                         return Err(error.into());
                     }
                 }
             }
             Action::StartAttempt { attempt } => {
-                ctx.slots.hold(&key);
-                start(scope, plan, *attempt, held.as_ref()).await?;
+                match start(scope, plan, *attempt, held.as_ref()).await {
+                    Ok(()) => effects.started = true,
+                    Err(TaskError::PodRejected { pod, source }) => {
+                        let problem = pod_rejected(&namespace, &pod, &source, scope);
+                        reject_attempt(scope, plan, &leases, held.as_ref(), &problem).await?;
+                        effects.pod_rejected = Some(problem);
+                        return Ok(());
+                    }
+                    Err(error) => return Err(error),
+                }
                 status_written = true;
             }
             Action::Cancel => {
@@ -130,11 +146,11 @@ pub async fn apply(
                 }
             }
             Action::Ingest(end) => {
-                if cache_is_behind(&leases, plan, end, &namespace, ctx).await? {
-                    return Ok(());
-                }
-                ingest(scope, plan, end, effects).await?;
-                ctx.slots.give_back(&key);
+                let end = match confirm_end(&leases, plan, end, &namespace, ctx).await? {
+                    Confirmed::CacheBehind => return Ok(()),
+                    Confirmed::As(end) => end,
+                };
+                ingest(scope, plan, &end, effects).await?;
                 status_written = true;
             }
             Action::ReleaseClaim => {
@@ -153,49 +169,117 @@ pub async fn apply(
             Action::RequeueAt(_) => {}
         }
     }
-    if plan.view.phase != crate::engine::dag::TaskPhase::Running && !status_written {
-        ctx.slots.give_back(&key);
-    }
     if let (Some(phase), false) = (plan.derived_phase, status_written) {
         write_status(ctx, task, &status::with_phase(task, phase)).await?;
     }
     Ok(())
 }
 
+/// How long a task whose agent Pod was refused waits before it is tried again.
+const POD_REJECTED_RETRY_MS: i64 = 30_000;
+
+/// The problem a refused agent Pod shows the user.
+fn pod_rejected(namespace: &str, pod: &str, source: &CallError, scope: &TaskScope<'_>) -> Problem {
+    let account = &scope.ctx.pod_settings.service_account;
+    let fix = match source.status_code() {
+        Some(403) => format!(
+            "check that ServiceAccount {namespace}/{account} exists (the chart's agent RBAC \
+             creates it) and that no admission policy forbids the Pod"
+        ),
+        _ => format!(
+            "fix the Feature's spec.agent or spec.podTemplate of Feature {namespace}/{}",
+            scope.feature.name_any()
+        ),
+    };
+    Problem {
+        reason: crate::api::conditions::REASON_POD_REJECTED,
+        message: format!("the API server refused agent Pod {namespace}/{pod}: {source}; {fix}"),
+    }
+}
+
+/// After a refused Pod: gives the claim back (no claim is held while no Pod can exist) and
+/// records the problem on the Task, which waits before it is tried again. No retry is charged.
+async fn reject_attempt(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    leases: &Leases,
+    held: Option<&Lease>,
+    problem: &Problem,
+) -> Result<(), TaskError> {
+    if let Some(lease) = held {
+        match leases.release(lease).await {
+            Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let retry_after = scope.now_ms + POD_REJECTED_RETRY_MS;
+    if let Some(new) = status::misconfigured(&plan.task, problem, Some(retry_after), scope.now_ms) {
+        write_status(scope.ctx, &plan.task, &new).await?;
+    }
+    Ok(())
+}
+
+/// How an attempt end read from the caches stands after a live read.
+enum Confirmed {
+    /// The caches are behind: the claim is still held, or the Pod still exists.
+    CacheBehind,
+    /// Ingest this end (the cached one, or the result a live Pod reports).
+    As(AttemptEnd),
+}
+
 /// A lost claim or a vanished run is destructive to act on, and the caches of Tasks,
-/// Leases and Pods are filled by separate watches: confirm with a live read that the
-/// Lease (or Pod) is really gone or taken before ingesting such an end.
-async fn cache_is_behind(
+/// Leases and Pods are filled by separate watches: confirm with live reads before ingesting
+/// such an end. A claim is ruled lost only after reading the Pod: a Pod that finished with
+/// the runner's result while it held the claim (e.g. the Lease expired during an API outage
+/// that kept the sidecar from renewing) is ingested with that result.
+async fn confirm_end(
     leases: &Leases,
     plan: &TaskPlan,
     end: &AttemptEnd,
     namespace: &str,
     ctx: &Context,
-) -> Result<bool, TaskError> {
+) -> Result<Confirmed, TaskError> {
     let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) else {
-        return Ok(false);
+        return Ok(Confirmed::As(end.clone()));
     };
     let id = attempt_id(&plan.view.name, number);
+    let live_pod = || async {
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        bounded(
+            ctx.api_timeout,
+            format!("get Pod {namespace}/{id}"),
+            pods.get_opt(&id),
+        )
+        .await
+    };
     match end {
         AttemptEnd::ClaimLost { .. } => {
             let now = crate::controller::status::time(jiff::Timestamp::now().as_millisecond()).0;
             let live = leases.get(&plan.view.name).await?;
-            Ok(live.is_some_and(|lease| {
+            let still_held = live.is_some_and(|lease| {
                 super::claim::holder(&lease) == Some(id.as_str())
                     && !super::claim::is_expired(&lease, now)
-            }))
+            });
+            if still_held {
+                return Ok(Confirmed::CacheBehind);
+            }
+            let pod = live_pod().await?;
+            Ok(match super::run_view::run_view(pod.as_ref(), true) {
+                crate::engine::lifecycle::RunView::Ended {
+                    result: Some(result),
+                    ..
+                } => Confirmed::As(AttemptEnd::Reported(result)),
+                _ => Confirmed::As(end.clone()),
+            })
         }
         AttemptEnd::NoResult { .. } if plan.run == crate::engine::lifecycle::RunView::Missing => {
-            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-            let live = bounded(
-                ctx.api_timeout,
-                format!("get Pod {namespace}/{id}"),
-                pods.get_opt(&id),
-            )
-            .await?;
-            Ok(live.is_some())
+            Ok(if live_pod().await?.is_some() {
+                Confirmed::CacheBehind
+            } else {
+                Confirmed::As(end.clone())
+            })
         }
-        _ => Ok(false),
+        _ => Ok(Confirmed::As(end.clone())),
     }
 }
 
@@ -255,7 +339,15 @@ async fn start(
     };
     let pod = attempt_pod(&input, &ctx.pod_settings)?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod).await?;
+    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod)
+        .await
+        .map_err(|source| match source.status_code() {
+            Some(403 | 422) => TaskError::PodRejected {
+                pod: id.clone(),
+                source,
+            },
+            _ => source.into(),
+        })?;
     let mut config_map = prompt_config_map(&input, render_prompt(scope, plan));
     if let Some(pod_owner) = created
         .controller_owner_ref(&())
@@ -429,8 +521,10 @@ async fn ingest(
         },
     );
     write_status(ctx, task, &new_status).await?;
-    if let FeatureEffect::Stop { reason } | FeatureEffect::Halt { reason } = &decision.feature {
-        effects.stop_reason = Some(reason.clone());
+    match &decision.feature {
+        FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),
+        FeatureEffect::Halt { reason } => effects.halt_reason = Some(reason.clone()),
+        FeatureEffect::None => {}
     }
     ctx.metrics.attempt_ended(decision.outcome.as_str());
     ctx.events
@@ -439,8 +533,64 @@ async fn ingest(
     Ok(())
 }
 
-/// Writes a Task's status by server-side apply, with the cached resourceVersion as a
-/// precondition (a stale cache gets a conflict, not a lost update).
+/// The Tasks this process wrote whose newer version the Task cache does not show yet, so
+/// that the next reconcile decides from what was written (read-your-writes) instead of
+/// from a stale cache that only earns a 409 Conflict.
+#[derive(Clone, Debug, Default)]
+pub struct TaskWrites {
+    /// By `namespace/name`.
+    written: Arc<std::sync::Mutex<HashMap<String, Written>>>,
+}
+
+/// A Task as written, and the cached resourceVersion the write replaced.
+type Written = (Arc<Task>, Option<String>);
+
+impl TaskWrites {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records `written`, which replaced `from` (a cached object, or one recorded here).
+    fn record(&self, from: &Task, written: Task) {
+        let key = object_key(&written);
+        let mut map = self.lock();
+        let from_rv = from.resource_version();
+        let replaced = match map.get(&key) {
+            // Written from our own newer version: the cache still shows the older one.
+            Some((ours, cached_rv)) if ours.resource_version() == from_rv => cached_rv.clone(),
+            _ => from_rv,
+        };
+        map.insert(key, (Arc::new(written), replaced));
+    }
+
+    /// `cached`, or the newer version this process wrote while the cache shows the one the
+    /// write replaced. Entries the cache has moved past are dropped.
+    pub fn newest(&self, cached: Arc<Task>) -> Arc<Task> {
+        let key = object_key(&cached);
+        let mut map = self.lock();
+        match map.get(&key) {
+            Some((ours, replaced)) if *replaced == cached.resource_version() => Arc::clone(ours),
+            Some(_) => {
+                map.remove(&key);
+                cached
+            }
+            None => cached,
+        }
+    }
+}
+
+fn object_key(task: &Task) -> String {
+    format!(
+        "{}/{}",
+        task.namespace().unwrap_or_default(),
+        task.name_any()
+    )
+}
+
+/// Writes a Task's status by server-side apply, with the resourceVersion it was decided on
+/// as a precondition (a stale view gets a conflict, not a lost update).
 pub async fn write_status(
     ctx: &Context,
     task: &Task,
@@ -456,12 +606,13 @@ pub async fn write_status(
         "status": status,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    bounded(
+    let written = bounded(
         ctx.api_timeout,
         format!("write status of Task {namespace}/{name}"),
         api.patch_status(&name, &params, &Patch::Apply(&patch)),
     )
     .await?;
+    ctx.task_writes.record(task, written);
     Ok(())
 }
 
@@ -478,5 +629,61 @@ async fn delete_pod(ctx: &Context, namespace: &str, name: &str) -> Result<(), Ca
     match deleted {
         Err(error) if error.is_not_found() => Ok(()),
         other => other.map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{TaskFields, TaskSpec};
+
+    fn task(rv: &str) -> Task {
+        let spec = TaskSpec {
+            feature_ref: "f".to_owned(),
+            fields: TaskFields::default(),
+        };
+        let mut task = Task::new("t", spec);
+        task.metadata.namespace = Some("ns".to_owned());
+        task.metadata.resource_version = Some(rv.to_owned());
+        task
+    }
+
+    fn rv(task: &Task) -> Option<String> {
+        task.resource_version()
+    }
+
+    #[test]
+    fn a_cache_behind_our_write_yields_what_we_wrote() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
+            Some("2")
+        );
+    }
+
+    #[test]
+    fn a_cache_past_our_write_yields_the_cache() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("3")))).as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn writes_on_top_of_our_own_write_stay_ahead_of_the_same_stale_cache() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        writes.record(&task("2"), task("3"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
+            Some("3")
+        );
     }
 }

@@ -32,22 +32,33 @@ pub enum Target {
     Fake,
 }
 
-/// The cluster to use, or `None` (with the reason printed) when the suite must skip.
-/// Panics when `RALPH_E2E_REQUIRED=1` and no kubeconfig is given.
-pub fn target_or_skip(test: &str) -> Option<Target> {
+/// Env var holding a shell command that restarts the real cluster's API server (for the
+/// restart test), e.g. `docker restart kind-control-plane`.
+pub const RESTART_VAR: &str = "RALPH_E2E_RESTART_APISERVER";
+
+/// The cluster to use. The tests are `#[ignore]`d, so this runs only when they were asked
+/// for: without a cluster or the fake that is a failure naming the variables, never a pass.
+pub fn target(test: &str) -> Target {
     if let Some(path) = std::env::var_os(KUBECONFIG_VAR).filter(|v| !v.is_empty()) {
-        return Some(Target::Kubeconfig(PathBuf::from(path)));
+        return Target::Kubeconfig(PathBuf::from(path));
     }
-    if std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1") {
-        panic!("{REQUIRED_VAR}=1 but {KUBECONFIG_VAR} is not set: the e2e suite needs a cluster");
+    if std::env::var(FAKE_VAR).is_ok_and(|v| v == "1") && !required() {
+        return Target::Fake;
     }
-    if std::env::var(FAKE_VAR).is_ok_and(|v| v == "1") {
-        return Some(Target::Fake);
-    }
-    eprintln!(
-        "skipping e2e test {test}: {KUBECONFIG_VAR} is not set (set it to a kubeconfig to run against a real cluster, or {FAKE_VAR}=1 for the in-process fake API server)"
+    panic!(
+        "e2e test {test} cannot run: {KUBECONFIG_VAR} is not set{}. Set it to a kubeconfig \
+         (cluster-admin) to run against a real cluster, or {FAKE_VAR}=1 for the in-process \
+         fake API server",
+        if required() {
+            format!(" and {REQUIRED_VAR}=1 asks for a real cluster")
+        } else {
+            String::new()
+        }
     );
-    None
+}
+
+fn required() -> bool {
+    std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1")
 }
 
 /// A client for the kubeconfig at `path` (its current context).

@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -49,9 +50,9 @@ pub struct E2e {
 }
 
 impl E2e {
-    /// Sets up the world for `test`, or `None` when the suite is skipped.
-    pub async fn setup(test: &str) -> Option<Self> {
-        let target = cluster::target_or_skip(test)?;
+    /// Sets up the world for `test` (panics naming the variables when there is no cluster).
+    pub async fn setup(test: &str) -> Self {
+        let target = cluster::target(test);
         let logs = tempfile::Builder::new()
             .prefix(&format!("ralph-e2e-{test}-"))
             .tempdir()
@@ -115,7 +116,7 @@ impl E2e {
                 PodRunner::StandIn { .. } => "the kubelet stand-in",
             }
         );
-        Some(Self {
+        Self {
             controller,
             _standin: standin,
             _node: node,
@@ -126,7 +127,77 @@ impl E2e {
             namespace,
             runner,
             pods_seen,
-        })
+        }
+    }
+
+    /// Restarts the API server: the fake goes away for a few seconds (every request fails,
+    /// every watch is cut) and comes back with its state; a real cluster's is restarted by
+    /// the command in RALPH_E2E_RESTART_APISERVER.
+    pub async fn restart_api_server(&self) {
+        if let Some(fake) = &self._fake {
+            fake.start_outage();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            fake.end_outage();
+            return;
+        }
+        let command = std::env::var(cluster::RESTART_VAR).unwrap_or_else(|_| {
+            panic!(
+                "{} must name a shell command that restarts the cluster's API server \
+                 (e.g. `docker restart kind-control-plane`)",
+                cluster::RESTART_VAR
+            )
+        });
+        let status = tokio::process::Command::new("sh")
+            .args(["-c", &command])
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
+        assert!(status.success(), "{command:?} failed: {status}");
+    }
+
+    /// Every phase the Feature's status shows from now on, as a watch sees them.
+    pub fn record_phases(&self, name: &str) -> Arc<Mutex<Vec<FeaturePhase>>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let features = self.features();
+        let sink = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher(features, config).applied_objects());
+            while let Some(next) = stream.next().await {
+                if let Some(phase) = next.ok().and_then(|f| f.status).map(|s| s.phase) {
+                    sink.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(phase);
+                }
+            }
+        });
+        seen
+    }
+
+    /// Events in the namespace with this reason.
+    pub async fn events_with_reason(&self, reason: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing Events: {e}"))
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect()
+    }
+
+    /// Claim Leases in the namespace.
+    pub async fn lease_names(&self) -> Vec<String> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.namespace);
+        leases
+            .list(&ListParams::default().labels("ralph.dev/feature"))
+            .await
+            .unwrap_or_else(|e| panic!("listing Leases: {e}"))
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect()
     }
 
     /// The `spec.agent` running the scripted agent with `script` (a file of tests/e2e/scripts).

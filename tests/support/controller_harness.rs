@@ -5,7 +5,13 @@
 #![allow(dead_code)]
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -28,6 +34,7 @@ pub struct Harness {
     pub server: FakeApiServer,
     /// A client in [`NS`].
     pub client: Client,
+    max_concurrent_attempts: usize,
     stop: CancellationToken,
     controller: tokio::task::JoinHandle<()>,
 }
@@ -41,39 +48,112 @@ impl Harness {
     /// Same, with a controller-wide attempt limit.
     pub async fn start_with(max_concurrent_attempts: usize) -> Harness {
         let server = FakeApiServer::start().await.expect("fake API server");
+        Self::start_on(server, max_concurrent_attempts)
+    }
+
+    /// Starts the controller against `server` (faults may be injected before it starts).
+    pub fn start_on(server: FakeApiServer, max_concurrent_attempts: usize) -> Harness {
         let client = server.client_in(NS);
-        let stop = CancellationToken::new();
-        let config = ControllerConfig {
-            namespace: Some(NS.to_owned()),
-            ralph_image: "ralph:test".to_owned(),
-            agent_service_account: "ralph-agent".to_owned(),
-            native_sidecars: NativeSidecars::Auto,
-            max_concurrent_attempts,
-            api_timeout: Duration::from_secs(5),
-            leader_election: None,
-            metrics_addr: None,
-            instance: "test".to_owned(),
-        };
-        let token = stop.clone();
-        let controller_client = client.clone();
-        let controller = tokio::spawn(async move {
-            let shutdown = async move { token.cancelled().await };
-            if let Err(error) = ralph::controller::run(controller_client, config, shutdown).await {
-                panic!("controller failed: {error}");
-            }
-        });
+        let (stop, controller) = spawn_controller(client.clone(), max_concurrent_attempts);
         Harness {
             server,
             client,
+            max_concurrent_attempts,
             stop,
             controller,
         }
+    }
+
+    /// Stops the controller and starts a new one against the same server (a restart).
+    pub async fn restart_controller(&mut self) {
+        self.stop.cancel();
+        let old = std::mem::replace(&mut self.controller, tokio::spawn(async {}));
+        let _ = tokio::time::timeout(PATIENCE, old).await;
+        let (stop, controller) =
+            spawn_controller(self.client.clone(), self.max_concurrent_attempts);
+        self.stop = stop;
+        self.controller = controller;
     }
 
     /// Stops the controller and waits for it.
     pub async fn stop(self) {
         self.stop.cancel();
         let _ = tokio::time::timeout(PATIENCE, self.controller).await;
+    }
+
+    /// Events in [`NS`] with this reason.
+    pub async fn events_with_reason(&self, reason: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect()
+    }
+
+    /// Every phase the Feature's status shows from now on, as a watch sees them.
+    pub fn record_feature_phases(&self, name: &str) -> Arc<Mutex<Vec<String>>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let features = self.features();
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let sink = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher::watcher(features, config).applied_objects());
+            while let Some(Ok(feature)) = stream.next().await {
+                if let Some(phase) = feature
+                    .status
+                    .and_then(|s| serde_json::to_value(s.phase).ok())
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                {
+                    sink.lock().expect("phases").push(phase);
+                }
+            }
+        });
+        seen
+    }
+
+    /// The condition `type_` of the Feature's status, once it has that status and reason.
+    pub async fn wait_for_feature_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        reason: &str,
+    ) -> Condition {
+        self.eventually(
+            &format!("feature {name} condition {type_} {reason}"),
+            || async {
+                let feature = self.features().get(name).await.ok()?;
+                feature
+                    .status?
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == type_ && c.reason == reason)
+            },
+        )
+        .await
+    }
+
+    /// The condition `type_` of the Task's status, once it has that reason.
+    pub async fn wait_for_task_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        reason: &str,
+    ) -> Condition {
+        self.eventually(
+            &format!("task {name} condition {type_} {reason}"),
+            || async {
+                let task = self.tasks().get(name).await.ok()?;
+                task.status?
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == type_ && c.reason == reason)
+            },
+        )
+        .await
     }
 
     /// Creates a Feature from its JSON manifest.
@@ -268,4 +348,31 @@ pub fn feature_manifest(
         spec.extend(extra.clone());
     }
     manifest
+}
+
+/// Runs the controller (one namespace, no leader election) until the token is cancelled.
+fn spawn_controller(
+    client: Client,
+    max_concurrent_attempts: usize,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let config = ControllerConfig {
+        namespace: Some(NS.to_owned()),
+        ralph_image: "ralph:test".to_owned(),
+        agent_service_account: "ralph-agent".to_owned(),
+        native_sidecars: NativeSidecars::Auto,
+        max_concurrent_attempts,
+        api_timeout: Duration::from_secs(5),
+        leader_election: None,
+        metrics_addr: None,
+        instance: "test".to_owned(),
+    };
+    let token = stop.clone();
+    let controller = tokio::spawn(async move {
+        let shutdown = async move { token.cancelled().await };
+        if let Err(error) = ralph::controller::run(client, config, shutdown).await {
+            panic!("controller failed: {error}");
+        }
+    });
+    (stop, controller)
 }
