@@ -158,6 +158,16 @@ impl Handlers {
             Decision::Allow => (ALLOW, None),
             Decision::Deny(reason) => (REJECT, Some(reason.clone())),
         };
+        if let Some(reason) = &reason {
+            let call = tool
+                .command
+                .as_deref()
+                .or(tool.title.as_deref())
+                .unwrap_or_else(|| request.tool_call.tool_call_id.0.as_ref());
+            lock(&self.turn)
+                .reports
+                .record_refusal(format!("`{}`: {reason}", call.trim_matches('`')));
+        }
         self.events.emit(
             "permission",
             json!({

@@ -74,6 +74,7 @@ pub struct TurnReports {
     answered: bool,
     last_message: String,
     in_message: bool,
+    refusal: Option<String>,
 }
 
 impl TurnReports {
@@ -124,6 +125,31 @@ impl TurnReports {
     pub fn answered(&self) -> bool {
         self.answered
     }
+
+    /// Takes in a permission the runner refused in this turn (what and why).
+    pub fn record_refusal(&mut self, refusal: String) {
+        self.refusal = Some(refusal);
+    }
+
+    /// The last permission the runner refused in this turn.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+}
+
+/// What codex writes when the model API cut its answer short (the Responses API's
+/// `response.incomplete`); the reason (`incomplete_details.reason`) follows.
+const INCOMPLETE_RESPONSE: &str = "incomplete response returned, reason: ";
+
+/// The reason of an "Incomplete response returned, reason: REASON" error (e.g.
+/// `max_output_tokens`), when `error` is one.
+pub fn incomplete_response_reason(error: &str) -> Option<&str> {
+    let start = error.to_ascii_lowercase().find(INCOMPLETE_RESPONSE)? + INCOMPLETE_RESPONSE.len();
+    let rest = &error[start..];
+    let end = rest
+        .find(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|reason| !reason.is_empty())
 }
 
 fn error_text(status: &Value) -> Option<String> {
@@ -504,5 +530,20 @@ mod tests {
             model_of_session(Some(&options), None).as_deref(),
             Some("Haiku 4.5")
         );
+    }
+
+    #[test]
+    fn codexs_incomplete_response_names_its_reason() {
+        assert_eq!(
+            incomplete_response_reason("Incomplete response returned, reason: max_output_tokens"),
+            Some("max_output_tokens")
+        );
+        assert_eq!(
+            incomplete_response_reason(
+                "stream disconnected before completion: Incomplete response returned, reason: content_filter"
+            ),
+            Some("content_filter")
+        );
+        assert_eq!(incomplete_response_reason("HTTP 500"), None);
     }
 }
