@@ -14,14 +14,14 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(2);
+            return ralph::cli::exit::Exit::Error.into();
         }
     };
     match runtime.block_on(ralph::cli::dispatch(cli.command)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::from(2)
+            ralph::cli::exit::Exit::Error.into()
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod controller;
 pub mod crds;
+pub mod exit;
 pub mod install;
 pub mod run;
 pub mod runner;

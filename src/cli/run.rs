@@ -1,8 +1,6 @@
 //! `ralph run`: run a feature on this machine, without a cluster.
 //!
-//! Exit codes: 0 complete or limit reached, 1 failed (a task failed or an agent promised
-//! FAILURE), 2 blocked (also clap usage errors and runtime errors), 3 no plan (no tasks,
-//! or a missing or invalid manifest), 130 interrupted.
+//! Exit codes: see [`super::exit::Exit`] (`ralph run --help` shows the table).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use crate::engine::dag::FeatureOutcome;
+use super::exit::Exit;
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
@@ -21,19 +19,9 @@ use crate::local::store::Store;
 use crate::local::summary::Summary;
 use crate::local::{process, state_dir};
 
-/// Exit code: every task done, or the attempt limit reached.
-pub const EXIT_COMPLETE: u8 = 0;
-/// Exit code: tasks failed, or an agent promised FAILURE.
-pub const EXIT_FAILED: u8 = 1;
-/// Exit code: nothing can progress (also clap's usage errors).
-pub const EXIT_BLOCKED: u8 = 2;
-/// Exit code: no plan (no tasks, or a missing or invalid manifest).
-pub const EXIT_NO_PLAN: u8 = 3;
-/// Exit code: interrupted by Ctrl+C (or SIGTERM).
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = Exit::table())]
 pub struct Args {
     /// The Feature/Task manifest (YAML, one or more documents).
     #[arg(value_name = "FILE")]
@@ -83,16 +71,12 @@ pub struct Args {
     pub claim_duration: Duration,
 }
 
-/// The exit code for how a run ended.
-pub fn exit_code(outcome: &RunOutcome) -> u8 {
+/// The exit for how a run ended.
+pub fn exit(outcome: &RunOutcome) -> Exit {
     match outcome {
-        RunOutcome::Interrupted => EXIT_INTERRUPTED,
-        RunOutcome::Finished { outcome, .. } => match outcome {
-            FeatureOutcome::Complete | FeatureOutcome::LimitReached => EXIT_COMPLETE,
-            FeatureOutcome::Failed => EXIT_FAILED,
-            FeatureOutcome::Blocked | FeatureOutcome::Suspended => EXIT_BLOCKED,
-            FeatureOutcome::NoPlan => EXIT_NO_PLAN,
-        },
+        RunOutcome::Interrupted => Exit::Interrupted,
+        RunOutcome::Halted { .. } => Exit::AgentMisconfigured,
+        RunOutcome::Finished { outcome, .. } => Exit::of_outcome(*outcome),
     }
 }
 
@@ -169,7 +153,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "error: {} is not a valid plan:\n{errors}",
                 args.file.display()
             );
-            return Ok(ExitCode::from(EXIT_NO_PLAN));
+            return Ok(Exit::InvalidInput.into());
         }
     };
     let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
@@ -177,7 +161,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, [only]) => only,
         (None, []) => {
             eprintln!("error: {} holds no Feature", args.file.display());
-            return Ok(ExitCode::from(EXIT_NO_PLAN));
+            return Ok(Exit::InvalidInput.into());
         }
         (None, _) => bail!(
             "{} holds several features ({}); choose one with --feature",
@@ -262,6 +246,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             None,
             "interrupted: running attempts were cancelled; run again to resume".to_string(),
         ),
+        RunOutcome::Halted { reason } => (
+            None,
+            format!(
+                "stopped: the agent cannot run as configured: {reason}\n\
+                 No task was charged a retry; run again once it is fixed"
+            ),
+        ),
     };
     display.show(&RunEvent::Finished {
         outcome: finished_outcome,
@@ -275,12 +266,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
-    Ok(ExitCode::from(exit_code(&outcome)))
+    Ok(exit(&outcome).into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::dag::FeatureOutcome;
 
     const EXE: &str = "/bin/r";
 
@@ -327,15 +319,18 @@ mod tests {
         };
         let codes: Vec<u8> = [
             finished(FeatureOutcome::Complete),
-            finished(FeatureOutcome::LimitReached),
             finished(FeatureOutcome::Failed),
             finished(FeatureOutcome::Blocked),
+            finished(FeatureOutcome::LimitReached),
             finished(FeatureOutcome::NoPlan),
+            RunOutcome::Halted {
+                reason: String::new(),
+            },
             RunOutcome::Interrupted,
         ]
         .iter()
-        .map(exit_code)
+        .map(|o| exit(o).code())
         .collect();
-        assert_eq!(codes, [0, 0, 1, 2, 3, 130]);
+        assert_eq!(codes, [0, 1, 4, 5, 6, 7, 130]);
     }
 }

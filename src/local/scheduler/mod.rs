@@ -64,6 +64,11 @@ pub enum RunOutcome {
     },
     /// The user interrupted the run; running attempts were cancelled.
     Interrupted,
+    /// The agent cannot run as configured: the run stopped at once, no task was charged.
+    Halted {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
 }
 
 /// The current time, Unix ms.
