@@ -154,11 +154,7 @@ pub fn conclude(
     if let Some(rest) = &agent_rest {
         next_attempt_after_ms = next_attempt_after_ms.max(Some(rest.until_ms));
     }
-    let phase = match decision.phase {
-        PhaseChange::Unchanged | PhaseChange::Pending => TaskPhase::Pending,
-        PhaseChange::Done => TaskPhase::Done,
-        PhaseChange::Failed => TaskPhase::Failed,
-    };
+    let phase = phase_after(decision.phase);
     if phase != TaskPhase::Pending {
         next_attempt_after_ms = None;
     }
@@ -180,6 +176,16 @@ pub fn conclude(
         agent_rest,
         crash,
         decision,
+    }
+}
+
+/// The phase a decision puts the task in. A claimed task was Pending before it ran, so
+/// "unchanged" means Pending again.
+pub fn phase_after(change: PhaseChange) -> TaskPhase {
+    match change {
+        PhaseChange::Unchanged | PhaseChange::Pending => TaskPhase::Pending,
+        PhaseChange::Done => TaskPhase::Done,
+        PhaseChange::Failed => TaskPhase::Failed,
     }
 }
 
@@ -244,6 +250,14 @@ impl Gate {
         }
     }
 
+    /// The gate for a task that does not ask for a slot now (running, waiting, not ready).
+    pub fn standing(&self) -> FeatureGate {
+        match self.next(0) {
+            FeatureGate::AtCapacity => FeatureGate::Open,
+            gate => gate,
+        }
+    }
+
     /// The gate for the next task that would start, after `handed_out` slots were given
     /// to other tasks in the same pass.
     pub fn next(&self, handed_out: usize) -> FeatureGate {
@@ -257,6 +271,21 @@ impl Gate {
             FeatureGate::Open
         }
     }
+}
+
+/// Until when a feature's agent rests after exhausting its quota: the latest wait of a task
+/// whose last attempt ended exhausted, if still ahead. Every task using the agent waits
+/// for it. `tasks` gives each task's last attempt outcome and next-attempt time (Unix ms).
+pub fn agent_rest_until(
+    tasks: impl IntoIterator<Item = (Option<AttemptOutcome>, Option<i64>)>,
+    now_ms: i64,
+) -> Option<i64> {
+    tasks
+        .into_iter()
+        .filter(|(outcome, _)| *outcome == Some(AttemptOutcome::Exhausted))
+        .filter_map(|(_, after)| after)
+        .filter(|&after| after > now_ms)
+        .max()
 }
 
 /// The message that explains a feature's outcome.

@@ -514,7 +514,7 @@ fn stop_feature(task: &TaskContext, sigils: &Sigils) -> Decision {
 
 fn stopped_early(task: &TaskContext, stop: Option<&StopReason>) -> Decision {
     let stop = match stop {
-        Some(stop) => stop_reason_name(stop),
+        Some(stop) => stop.as_str(),
         None => "none",
     };
     let message = format!(
@@ -588,17 +588,6 @@ fn crash_summary(result: &AttemptResult) -> String {
         (_, Some(signal)) => format!("killed by signal {signal}"),
         (Some(code), None) => format!("exit code {code}"),
         (None, None) => "the agent ended without a result".to_owned(),
-    }
-}
-
-fn stop_reason_name(stop: &StopReason) -> &str {
-    match stop {
-        StopReason::EndTurn => "end_turn",
-        StopReason::MaxTokens => "max_tokens",
-        StopReason::MaxTurnRequests => "max_turn_requests",
-        StopReason::Refusal => "refusal",
-        StopReason::Cancelled => "cancelled",
-        StopReason::Other(other) => other,
     }
 }
 

@@ -3,19 +3,12 @@
 
 use super::conclude;
 use super::{Run, RunError};
-use crate::engine::attempt::{AttemptResult, StopReason};
+use crate::engine::attempt::AttemptResult;
 use crate::engine::dag::AutoTransition;
 use crate::engine::lifecycle::{self, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptClose, NewEvent, Transition};
-
-fn stop_reason_text(reason: &StopReason) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(text)) => text,
-        _ => format!("{reason:?}"),
-    }
-}
 
 impl Run<'_> {
     /// Records how the current attempt of `task` ended and applies the policy's decision.
@@ -74,7 +67,7 @@ impl Run<'_> {
             outcome: decision.outcome.as_str().to_string(),
             stop_reason: result
                 .and_then(|r| r.stop_reason.as_ref())
-                .map(stop_reason_text),
+                .map(|r| r.as_str().to_owned()),
             crash: crash.clone(),
             message: Some(next.message.clone()),
             usage,

@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::rows::NewEvent;
-use super::tasks::phase_name;
 use super::{Store, StoreError, claims, events, keys, tasks, write_meta};
 use crate::engine::dag::TaskPhase;
 use crate::local::feature::FeatureSpec;
@@ -46,7 +45,7 @@ impl Store {
                     tx.execute(
                         "INSERT INTO tasks (name, spec, ord, generation, phase)
                          VALUES (?1, ?2, ?3, 1, ?4)",
-                        params![spec.name, json, order, phase_name(TaskPhase::Pending)],
+                        params![spec.name, json, order, TaskPhase::Pending.as_str()],
                     )?;
                     report.added.push(spec.name.clone());
                 }
