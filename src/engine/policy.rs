@@ -28,7 +28,7 @@ pub struct TaskContext {
     pub verify: bool,
 }
 
-/// How one attempt is recorded in the task's attempt history.
+/// How one attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum AttemptOutcome {

@@ -3,7 +3,7 @@
 //! `parallel` at once; every per-task step comes from `engine::lifecycle::decide` and every
 //! attempt's conclusion from `engine::policy`.
 
-mod conclude;
+pub mod conclude;
 mod ingest;
 mod live;
 mod reactions;
