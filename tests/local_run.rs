@@ -155,20 +155,20 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
 }
 
 #[test]
-fn the_limit_stops_after_that_many_attempts_with_exit_0() {
+fn the_limit_stops_after_that_many_attempts_with_exit_5() {
     let project = Project::new(&diamond(), DONE);
     let output = project.run(&["--limit", "1"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(exit_code(&output), 5, "{}", describe(&output));
     assert_eq!(project.started_order(), ["design"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
 }
 
 #[test]
-fn a_feature_without_tasks_exits_3() {
+fn a_feature_without_tasks_exits_6() {
     let manifest = feature_yaml("empty", "", &[]).replace("  tasks:\n", "  tasks: []\n");
     let project = Project::new(&manifest, DONE);
     let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    assert_eq!(exit_code(&output), 6, "{}", describe(&output));
 }
 
 #[test]

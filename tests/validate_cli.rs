@@ -36,7 +36,7 @@ fn invalid(file: &str) -> String {
     let run = validate(&[file]);
     assert_eq!(
         run.code,
-        Some(1),
+        Some(3),
         "stdout:\n{}\nstderr:\n{}",
         run.stdout,
         run.stderr
@@ -221,7 +221,7 @@ fn problems_in_several_files_are_all_listed() {
         "config/samples/hello.yaml",
         "config/samples/invalid/duplicate-name.yaml",
     ]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(3));
     assert!(run.stderr.contains("cycle.yaml"));
     assert!(run.stderr.contains("duplicate-name.yaml"));
     assert!(run.stderr.contains("2 problems found"), "{}", run.stderr);

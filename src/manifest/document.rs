@@ -76,12 +76,23 @@ pub fn load_str(
         let yaml = match parsed {
             Ok(yaml) => yaml,
             Err(error) => {
-                let line = error
-                    .location()
-                    .map_or(chunk.first_line, |at| chunk.first_line + at.line() - 1);
+                let (line, message) = match chunk.tab_indented_line() {
+                    Some(index) => (
+                        chunk.first_line + index,
+                        "this line is indented with a tab; YAML indentation must use spaces \
+                         (replace the tab with spaces)"
+                            .to_owned(),
+                    ),
+                    None => (
+                        error
+                            .location()
+                            .map_or(chunk.first_line, |at| chunk.first_line + at.line() - 1),
+                        strip_position(&error.to_string()),
+                    ),
+                };
                 errors.push(ManifestError::Syntax {
                     location: location(line),
-                    message: strip_position(&error.to_string()),
+                    message,
                 });
                 continue;
             }
@@ -109,6 +120,15 @@ struct Chunk<'a> {
 }
 
 impl Chunk<'_> {
+    /// The index (from 0) of the first line whose indentation holds a tab.
+    fn tab_indented_line(&self) -> Option<usize> {
+        self.text.lines().position(|line| {
+            let content = line.trim_start_matches([' ', '\t']);
+            let indentation = &line[..line.len() - content.len()];
+            indentation.contains('\t') && !content.is_empty()
+        })
+    }
+
     /// The file line of the document's first content (not a comment, blank or marker).
     fn object_line(&self) -> usize {
         self.text
