@@ -253,3 +253,42 @@ fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
     let prompt = project.prompt("second-a1");
     assert!(prompt.contains("Created docs/api.md"), "{prompt}");
 }
+
+#[test]
+fn spec_agent_may_be_left_out_when_agent_is_given() {
+    let manifest = feature_yaml("no-agent", "", &[task("only", &[])])
+        .replace("  agent:\n    command: [\"unused-agent\"]\n", "");
+    let project = Project::new(&manifest, DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+}
+
+#[test]
+fn spec_verify_is_refused_locally_naming_the_field() {
+    let manifest = feature_yaml("verified", "  verify: true\n", &[task("only", &[])]);
+    let project = Project::new(&manifest, DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("spec.verify") && stderr.contains("not supported"),
+        "{stderr}"
+    );
+    assert!(!project.state().exists(), "no run state is created");
+}
+
+#[test]
+fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
+    let silent = "default:\n  - text: \"I looked at {task}.\"\n";
+    let manifest = feature_yaml("silent", "", &[task("quiet", &[])]);
+    let project = Project::new(&manifest, silent);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    assert_eq!(project.attempts().len(), 5);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("without a verdict"),
+        "{}",
+        describe(&output)
+    );
+}

@@ -146,7 +146,11 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
 
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let plan = match crate::manifest::load_plan(&[&args.file]) {
+    let options = crate::manifest::LoadOptions {
+        agent_from_command_line: args.agent.is_some(),
+        local: true,
+    };
+    let plan = match crate::manifest::load_plan_with(&[&args.file], &options) {
         Ok(plan) => plan,
         Err(errors) => {
             eprintln!(
@@ -220,14 +224,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         edited: report.edited,
         removed: [report.removed, report.removed_later].concat(),
     });
-    if feature.verify {
-        display.show(&RunEvent::Warning {
-            task: None,
-            message: "spec.verify is not supported in local mode: a task is done on the agent's \
-                      <task-done> alone"
-                .to_string(),
-        });
-    }
     let options = RunOptions {
         parallel: usize::try_from(args.parallel.unwrap_or(feature.parallelism).max(1)).unwrap_or(1),
         limit: args.limit,
