@@ -11,7 +11,7 @@ use ralph::engine::dag::TaskPhase;
 use ralph::engine::lifecycle::AttemptEnd;
 use ralph::engine::sigils::{Promise, Sigils};
 use ralph::engine::testing;
-use ralph::local::feature::{FeatureSpec, TaskSpec};
+use ralph::local::feature::{LocalFeature, LocalTask};
 use ralph::local::store::{AttemptRow, TaskRow};
 
 const NOW: i64 = 1_700_000_000_000;
@@ -41,7 +41,7 @@ fn fresh() -> Before {
 }
 
 fn local(before: &Before, end: &AttemptEnd) -> Concluded {
-    let feature = FeatureSpec {
+    let feature = LocalFeature {
         name: "hello".to_owned(),
         agent_command: vec!["agent".to_owned()],
         parallelism: 1,
@@ -56,7 +56,7 @@ fn local(before: &Before, end: &AttemptEnd) -> Concluded {
         tasks: Vec::new(),
     };
     let mut row = TaskRow {
-        spec: TaskSpec {
+        spec: LocalTask {
             name: "t".to_owned(),
             title: String::new(),
             description: String::new(),

@@ -145,11 +145,11 @@ fn cost(usd: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::feature::TaskSpec;
+    use crate::local::feature::LocalTask;
 
     fn task(name: &str, phase: TaskPhase) -> TaskRow {
         TaskRow {
-            spec: TaskSpec {
+            spec: LocalTask {
                 name: name.to_string(),
                 title: String::new(),
                 description: String::new(),

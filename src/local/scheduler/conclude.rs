@@ -6,13 +6,13 @@ use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::AttemptEnd;
 use crate::engine::policy::AttemptOutcome;
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 use crate::local::store::{AttemptRow, TaskRow};
 
 /// Concludes the attempt that ended with `end` and applies the next state to `row`.
 /// `history` is the task's attempts, oldest first (the one ending now not yet closed).
 pub fn conclude(
-    feature: &FeatureSpec,
+    feature: &LocalFeature,
     row: &mut TaskRow,
     history: &[AttemptRow],
     end: &AttemptEnd,
@@ -55,7 +55,7 @@ fn apply(row: &mut TaskRow, next: &NextState) {
 
 /// The conclusion policy for a task: the feature's retry settings, with the task's own
 /// retry limit if it has one.
-pub fn policy(feature: &FeatureSpec, row: &TaskRow) -> ConclusionPolicy {
+pub fn policy(feature: &LocalFeature, row: &TaskRow) -> ConclusionPolicy {
     ConclusionPolicy::with_retry(RetryPolicy {
         base: feature.backoff_base,
         cap: feature.backoff_max,

@@ -3,10 +3,10 @@ use std::time::Duration;
 use super::*;
 use crate::engine::attempt::Usage;
 use crate::engine::testing;
-use crate::local::feature::{FeatureSpec, TaskSpec};
+use crate::local::feature::{LocalFeature, LocalTask};
 
-fn feature() -> FeatureSpec {
-    FeatureSpec {
+fn feature() -> LocalFeature {
+    LocalFeature {
         name: "f".to_string(),
         agent_command: vec![],
         parallelism: 1,
@@ -24,7 +24,7 @@ fn feature() -> FeatureSpec {
 
 fn row(retry_count: u32) -> TaskRow {
     TaskRow {
-        spec: TaskSpec {
+        spec: LocalTask {
             name: "t".to_string(),
             title: String::new(),
             description: String::new(),

@@ -19,7 +19,7 @@ pub use run::Run;
 use crate::engine::dag::{DagErrors, FeatureOutcome, PhaseError};
 use crate::local::display::Display;
 use crate::local::executor::RunnerCommand;
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 use crate::local::store::{Store, StoreError};
 
 /// Errors of a local run (not attempt failures: those are task outcomes).
@@ -82,7 +82,7 @@ const MIN_WAIT: Duration = Duration::from_millis(5);
 /// Runs the feature in `store` until it reaches an outcome or is interrupted.
 pub async fn run(
     store: &mut Store,
-    feature: &FeatureSpec,
+    feature: &LocalFeature,
     options: &RunOptions,
     display: &mut Display,
 ) -> Result<RunOutcome, RunError> {

@@ -14,7 +14,7 @@ use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, TaskNode, TaskPhase
 use crate::engine::lifecycle::{self, Action, FeatureGate, RunView, TaskView};
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport};
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 use crate::local::prompt;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{NewEvent, Store, TaskRow, Transition, keys};
@@ -22,7 +22,7 @@ use crate::local::store::{NewEvent, Store, TaskRow, Transition, keys};
 /// One invocation of the run loop.
 pub struct Run<'a> {
     pub(super) store: &'a mut Store,
-    pub(super) feature: &'a FeatureSpec,
+    pub(super) feature: &'a LocalFeature,
     pub(super) options: &'a RunOptions,
     pub(super) display: &'a mut Display,
     pub(super) reports: UnboundedSender<AttemptReport>,
@@ -63,7 +63,7 @@ impl<'a> Run<'a> {
     /// Loads the tasks from the store, builds the DAG and persists the phases it derives.
     pub fn load(
         store: &'a mut Store,
-        feature: &'a FeatureSpec,
+        feature: &'a LocalFeature,
         options: &'a RunOptions,
         display: &'a mut Display,
         reports: UnboundedSender<AttemptReport>,

@@ -45,7 +45,7 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawTask> {
 }
 
 fn decode(raw: RawTask) -> Result<TaskRow, StoreError> {
-    let spec: crate::local::feature::TaskSpec =
+    let spec: crate::local::feature::LocalTask =
         serde_json::from_str(&raw.spec).map_err(|error| corrupt("task spec".to_string(), error))?;
     let what = |field: &str| format!("task {:?} field {field}", spec.name);
     let phase = TaskPhase::parse(&raw.phase).ok_or_else(|| corrupt(what("phase"), &raw.phase))?;

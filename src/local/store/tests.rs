@@ -1,10 +1,10 @@
 use std::time::Duration;
 
 use super::*;
-use crate::local::feature::{FeatureSpec, TaskSpec};
+use crate::local::feature::{LocalFeature, LocalTask};
 
-fn spec(name: &str, depends_on: &[&str]) -> TaskSpec {
-    TaskSpec {
+fn spec(name: &str, depends_on: &[&str]) -> LocalTask {
+    LocalTask {
         name: name.to_string(),
         title: format!("Title of {name}"),
         description: format!("Do {name}"),
@@ -15,8 +15,8 @@ fn spec(name: &str, depends_on: &[&str]) -> TaskSpec {
     }
 }
 
-fn feature(tasks: Vec<TaskSpec>) -> FeatureSpec {
-    FeatureSpec {
+fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
+    LocalFeature {
         name: "demo".to_string(),
         agent_command: vec!["agent".to_string()],
         parallelism: 1,
@@ -32,7 +32,7 @@ fn feature(tasks: Vec<TaskSpec>) -> FeatureSpec {
     }
 }
 
-fn store_with(tasks: Vec<TaskSpec>) -> (tempfile::TempDir, Store) {
+fn store_with(tasks: Vec<LocalTask>) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut store = Store::open(dir.path()).expect("open");
     store.sync(&feature(tasks), 0).expect("sync");
