@@ -18,7 +18,7 @@ use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::prompt_config::prompt_config_map;
 use super::status::{self, FeatureEvents, Ingestion};
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
-use crate::engine::backoff::RetryPolicy;
+use crate::engine::backoff::RetryBackoff;
 use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
 use crate::engine::lifecycle::{Action, AttemptEnd, attempt_id};
 use crate::engine::policy::FeatureEffect;
@@ -382,9 +382,9 @@ fn max_retries(feature: &Feature, task: &Task) -> u32 {
         .unwrap_or(feature.spec.retry.max_retries)
 }
 
-fn retry_policy(feature: &Feature, task: &Task) -> RetryPolicy {
+fn retry_policy(feature: &Feature, task: &Task) -> RetryBackoff {
     let retry = &feature.spec.retry;
-    RetryPolicy {
+    RetryBackoff {
         base: Duration::from_secs(retry.backoff_base_seconds),
         cap: Duration::from_secs(retry.backoff_max_seconds),
         max_retries: max_retries(feature, task),

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::attempt::{AttemptResult, Usage};
-use super::backoff::RetryPolicy;
+use super::backoff::RetryBackoff;
 use super::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use super::lifecycle::{AttemptEnd, FeatureGate};
 use super::policy::{
@@ -36,7 +36,7 @@ pub struct TaskState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConclusionPolicy {
     /// Retry limit and backoff (also the backoff of attempts without a verdict).
-    pub retry: RetryPolicy,
+    pub retry: RetryBackoff,
     /// Attempts in a row without a verdict before the task fails.
     pub max_without_verdict: u32,
     /// How long an exhausted agent rests when its reset time is unknown.
@@ -45,7 +45,7 @@ pub struct ConclusionPolicy {
 
 impl ConclusionPolicy {
     /// The given retry policy with the default no-verdict limit and exhaustion rest.
-    pub fn with_retry(retry: RetryPolicy) -> Self {
+    pub fn with_retry(retry: RetryBackoff) -> Self {
         Self {
             retry,
             max_without_verdict: DEFAULT_MAX_WITHOUT_VERDICT,

@@ -8,7 +8,7 @@ use crate::engine::testing;
 const NOW: i64 = 1_000_000;
 
 fn policy() -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryPolicy {
+    ConclusionPolicy::with_retry(RetryBackoff {
         base: Duration::from_secs(10),
         cap: Duration::from_secs(600),
         max_retries: 2,

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attempt::{AttemptResult, OutcomeClass, StopReason};
-use super::backoff::RetryPolicy;
+use super::backoff::RetryBackoff;
 use super::sigils::{Promise, Sigils, Verdict};
 
 /// Longest crash summary or failure reason carried into a decision (characters).
@@ -205,7 +205,7 @@ impl Decision {
     /// `None` when the task can be claimed again at once or will not run again.
     pub fn next_attempt_after(
         &self,
-        policy: &RetryPolicy,
+        policy: &RetryBackoff,
         now_ms: i64,
         jitter: f64,
     ) -> Option<i64> {

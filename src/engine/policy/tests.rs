@@ -350,7 +350,7 @@ fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
         },
         &ended(OutcomeClass::Crashed),
     );
-    let policy = RetryPolicy::default();
+    let policy = RetryBackoff::default();
     assert_eq!(
         decision.next_attempt_after(&policy, 1_000, 0.5),
         Some(1_000 + 25_000)
@@ -361,7 +361,7 @@ fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
 fn an_uncounted_release_may_run_again_at_once() {
     let decision = decide(&task(), &finished(StopReason::EndTurn, ""));
     assert_eq!(
-        decision.next_attempt_after(&RetryPolicy::default(), 1_000, 0.5),
+        decision.next_attempt_after(&RetryBackoff::default(), 1_000, 0.5),
         None
     );
 }

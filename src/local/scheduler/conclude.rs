@@ -1,7 +1,7 @@
 //! The local adapter of the engine's conclusion ([`crate::engine::conclusion`]): the task
 //! row and the feature's settings in, the next state applied to the row. Pure.
 
-use crate::engine::backoff::RetryPolicy;
+use crate::engine::backoff::RetryBackoff;
 use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::AttemptEnd;
@@ -56,7 +56,7 @@ fn apply(row: &mut TaskRow, next: &NextState) {
 /// The conclusion policy for a task: the feature's retry settings, with the task's own
 /// retry limit if it has one.
 pub fn policy(feature: &LocalFeature, row: &TaskRow) -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryPolicy {
+    ConclusionPolicy::with_retry(RetryBackoff {
         base: feature.backoff_base,
         cap: feature.backoff_max,
         max_retries: row.spec.max_retries.unwrap_or(feature.max_retries),
