@@ -67,8 +67,8 @@ pub fn load_str(
 ) {
     let mut document = 0;
     for chunk in split_documents(text) {
-        let parsed: Result<serde_yaml::Value, _> = serde_yaml::from_str(chunk.text);
-        if matches!(parsed, Ok(serde_yaml::Value::Null)) {
+        let parsed: Result<serde_yaml_ng::Value, _> = serde_yaml_ng::from_str(chunk.text);
+        if matches!(parsed, Ok(serde_yaml_ng::Value::Null)) {
             continue;
         }
         document += 1;
@@ -176,7 +176,7 @@ fn split_documents(text: &str) -> Vec<Chunk<'_>> {
     chunks
 }
 
-/// Removes serde_yaml's " at line L column C" (relative to the document, not the file).
+/// Removes the YAML parser's " at line L column C" (relative to the document, not the file).
 fn strip_position(message: &str) -> String {
     static POSITION: LazyLock<Option<Regex>> =
         LazyLock::new(|| Regex::new(r",? at line \d+ column \d+").ok());
@@ -226,7 +226,7 @@ impl Source<'_> {
 
 /// Reads one document into `manifests`, or returns its problems.
 fn read_object(
-    yaml: &serde_yaml::Value,
+    yaml: &serde_yaml_ng::Value,
     source: &Source<'_>,
     options: &LoadOptions,
     manifests: &mut Manifests,
