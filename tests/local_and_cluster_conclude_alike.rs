@@ -1,6 +1,8 @@
 //! One table of attempt ends, concluded by both modes' adapters: the local run's (task row,
 //! feature spec, attempt rows) and the controller's (Task and Feature objects). The same
 //! inputs must give the same phase, retry count, wait and message.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -1,4 +1,6 @@
 //! `ralph validate` on the samples in config/samples, run as the real binary.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
 
