@@ -4,17 +4,16 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use ralph::api::{AttemptOutcome, Feature, Task};
 use ralph::controller::status::{self, Ingestion};
-use ralph::engine::attempt::{AttemptResult, StopReason, Usage};
+use ralph::engine::attempt::{AttemptResult, StopReason};
 use ralph::engine::dag::TaskPhase;
 use ralph::engine::lifecycle::AttemptEnd;
 use ralph::engine::sigils::{Promise, Sigils};
 use ralph::engine::testing;
-use ralph::local::feature::{LocalFeature, LocalTask};
+use ralph::local::feature::LocalFeature;
 use ralph::local::store::{AttemptRow, TaskRow};
+use ralph::local::testing as local_testing;
 
 const NOW: i64 = 1_700_000_000_000;
 const JITTER: f64 = 0.25;
@@ -44,57 +43,19 @@ fn fresh() -> Before {
 
 fn local(before: &Before, end: &AttemptEnd) -> Concluded {
     let feature = LocalFeature {
-        name: "hello".to_owned(),
-        agent_command: vec!["agent".to_owned()],
-        parallelism: 1,
-        max_iterations: None,
         max_retries: MAX_RETRIES,
-        backoff_base: Duration::from_secs(10),
-        backoff_max: Duration::from_secs(600),
-        verify: false,
-        suspend: false,
-        spec_text: None,
-        plan_text: None,
-        tasks: Vec::new(),
+        ..local_testing::feature(Vec::new())
     };
     let mut row = TaskRow {
-        spec: LocalTask {
-            name: "t".to_owned(),
-            title: String::new(),
-            description: String::new(),
-            depends_on: Vec::new(),
-            parent: None,
-            priority: 0,
-            max_retries: None,
-        },
-        order: 0,
-        generation: 1,
-        phase: TaskPhase::Running,
         retry_count: before.retry_count,
         attempt_count: attempt_count(before),
-        next_attempt_after_ms: None,
-        previous_attempt: None,
-        usage: Usage::default(),
-        removed: false,
+        ..local_testing::row("t", TaskPhase::Running)
     };
     let history: Vec<AttemptRow> = before
         .history
         .iter()
         .zip(1..)
-        .map(|(outcome, number)| AttemptRow {
-            id: format!("t-a{number}"),
-            task: "t".to_owned(),
-            number,
-            generation: 1,
-            started_at_ms: 0,
-            ended_at_ms: Some(1),
-            outcome: Some(outcome.as_str().to_owned()),
-            stop_reason: None,
-            crash: None,
-            message: None,
-            usage: Usage::default(),
-            result: None,
-        })
+        .map(|(outcome, number)| local_testing::attempt("t", number, outcome.as_str()))
         .collect();
     let next =
         ralph::local::scheduler::conclude::conclude(&feature, &mut row, &history, end, NOW, JITTER);

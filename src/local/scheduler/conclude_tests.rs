@@ -1,47 +1,18 @@
-use std::time::Duration;
-
 use super::*;
 use crate::engine::attempt::Usage;
 use crate::engine::testing;
-use crate::local::feature::{LocalFeature, LocalTask};
+use crate::local::feature::LocalFeature;
+use crate::local::testing as local_testing;
 
 fn feature() -> LocalFeature {
-    LocalFeature {
-        name: "f".to_string(),
-        agent_command: vec![],
-        parallelism: 1,
-        max_iterations: None,
-        max_retries: 2,
-        backoff_base: Duration::from_secs(10),
-        backoff_max: Duration::from_secs(600),
-        verify: false,
-        suspend: false,
-        spec_text: None,
-        plan_text: None,
-        tasks: vec![],
-    }
+    local_testing::feature(Vec::new())
 }
 
 fn row(retry_count: u32) -> TaskRow {
     TaskRow {
-        spec: LocalTask {
-            name: "t".to_string(),
-            title: String::new(),
-            description: String::new(),
-            depends_on: vec![],
-            parent: None,
-            priority: 0,
-            max_retries: None,
-        },
-        order: 0,
-        generation: 1,
-        phase: TaskPhase::Running,
         retry_count,
         attempt_count: retry_count + 1,
-        next_attempt_after_ms: None,
-        previous_attempt: None,
-        usage: Usage::default(),
-        removed: false,
+        ..local_testing::row("t", TaskPhase::Running)
     }
 }
 
@@ -137,21 +108,9 @@ fn the_exhausted_task_waits_for_the_agents_reset_time() {
 #[test]
 fn attempts_without_a_verdict_in_the_history_count_towards_the_limit() {
     let mut row = row(0);
-    let released = |n: u32| AttemptRow {
-        id: format!("t-a{n}"),
-        task: "t".to_string(),
-        number: n,
-        generation: 1,
-        started_at_ms: 0,
-        ended_at_ms: Some(1),
-        outcome: Some("released".to_string()),
-        stop_reason: None,
-        crash: None,
-        message: None,
-        usage: Usage::default(),
-        result: None,
-    };
-    let history: Vec<AttemptRow> = (1..=4).map(released).collect();
+    let history: Vec<AttemptRow> = (1..=4)
+        .map(|n| local_testing::attempt("t", n, "released"))
+        .collect();
     super::conclude(
         &feature(),
         &mut row,

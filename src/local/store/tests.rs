@@ -1,34 +1,11 @@
-use std::time::Duration;
-
 use super::*;
 use crate::local::feature::{LocalFeature, LocalTask};
-
-fn spec(name: &str, depends_on: &[&str]) -> LocalTask {
-    LocalTask {
-        name: name.to_string(),
-        title: format!("Title of {name}"),
-        description: format!("Do {name}"),
-        depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
-        parent: None,
-        priority: 0,
-        max_retries: None,
-    }
-}
+use crate::local::testing::{self, task as spec};
 
 fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
     LocalFeature {
-        name: "demo".to_string(),
-        agent_command: vec!["agent".to_string()],
-        parallelism: 1,
-        max_iterations: None,
         max_retries: 3,
-        backoff_base: Duration::from_secs(10),
-        backoff_max: Duration::from_secs(600),
-        verify: false,
-        suspend: false,
-        spec_text: None,
-        plan_text: None,
-        tasks,
+        ..testing::feature(tasks)
     }
 }
 
