@@ -1,8 +1,9 @@
 //! The attempt-outcome table, one test per row.
 
 use super::*;
-use crate::engine::attempt::{Exhaustion, Misconfiguration, RESULT_SCHEMA_VERSION};
+use crate::engine::attempt::{Exhaustion, Misconfiguration};
 use crate::engine::sigils;
+use crate::engine::testing;
 
 fn task() -> TaskContext {
     TaskContext {
@@ -15,22 +16,10 @@ fn task() -> TaskContext {
 
 fn finished(stop: StopReason, text: &str) -> AttemptResult {
     AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: "build-api".into(),
-        attempt: Some("build-api-a1".into()),
-        outcome: OutcomeClass::Finished,
         stop_reason: Some(stop),
         exit_code: Some(0),
-        signal: None,
         sigils: sigils::parse(text),
-        crash: None,
-        misconfiguration: None,
-        exhaustion: None,
-        agent: None,
-        model: None,
-        usage: Default::default(),
-        timings: Default::default(),
-        truncated: Vec::new(),
+        ..testing::result("build-api")
     }
 }
 
