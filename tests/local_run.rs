@@ -292,3 +292,19 @@ fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
         describe(&output)
     );
 }
+
+#[test]
+fn a_retry_backoff_is_announced_while_nothing_runs() {
+    let script = "default:\n  - text: \"<task-done>{task}</task-done>\"\ntasks:\n  only:\n    \
+                  - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
+                  - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
+    let project = Project::new(&feature_yaml("wait", "", &[task("only", &[])]), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let waits: Vec<serde_json::Value> = local_run::json_events(&output)
+        .into_iter()
+        .filter(|e| e["event"] == "waiting")
+        .collect();
+    assert_eq!(waits.len(), 1, "{}", describe(&output));
+    assert!(waits[0]["waitMs"].as_i64().is_some_and(|ms| ms > 0));
+}

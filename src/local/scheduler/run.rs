@@ -36,6 +36,7 @@ pub struct Run<'a> {
     pub(super) halted: Option<String>,
     pub(super) agent_rest: Option<AgentRest>,
     pub(super) wake_at_ms: Option<i64>,
+    pub(super) announced_wait_ms: Option<i64>,
     pub(super) next_renewal_ms: i64,
 }
 
@@ -99,6 +100,7 @@ impl<'a> Run<'a> {
             halted: None,
             agent_rest,
             wake_at_ms: None,
+            announced_wait_ms: None,
             next_renewal_ms: now_ms + claim_ms / 3,
         };
         let loaded = run.dag.loaded_transitions().to_vec();
@@ -180,6 +182,7 @@ impl<'a> Run<'a> {
             if rest.until_ms > now_ms {
                 let until = rest.until_ms;
                 self.wake_at(until);
+                self.announce_wait(now_ms);
                 return Ok(());
             }
             self.agent_rest = None;
@@ -213,7 +216,22 @@ impl<'a> Run<'a> {
             let actions = lifecycle::decide(&view, claim.as_ref(), &RunView::NotStarted, now_ms);
             self.execute(&name, actions, now_ms)?;
         }
+        self.announce_wait(now_ms);
         Ok(())
+    }
+
+    /// Says once how long the run waits when nothing runs and the next attempt is later.
+    fn announce_wait(&mut self, now_ms: i64) {
+        let Some(until_ms) = self.wake_at_ms.filter(|&at| at > now_ms) else {
+            return;
+        };
+        if self.live.is_empty() && self.announced_wait_ms != Some(until_ms) {
+            self.announced_wait_ms = Some(until_ms);
+            self.display.show(&RunEvent::Waiting {
+                until_ms,
+                wait_ms: until_ms - now_ms,
+            });
+        }
     }
 
     /// A claim left in the store by an earlier run for a task that is not running.
