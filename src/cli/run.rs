@@ -167,23 +167,25 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("error: {} holds no Feature", args.file.display());
             return Ok(Exit::InvalidInput.into());
         }
-        (None, _) => bail!(
-            "{} holds several features ({}); choose one with --feature",
-            args.file.display(),
-            names.join(", ")
-        ),
-        (Some(name), features) => {
-            features
-                .iter()
-                .find(|f| f.name() == *name)
-                .with_context(|| {
-                    format!(
-                        "{} has no feature {name:?} (it has: {})",
-                        args.file.display(),
-                        names.join(", ")
-                    )
-                })?
+        (None, _) => {
+            eprintln!(
+                "error: {} holds several features ({}); choose one with --feature",
+                args.file.display(),
+                names.join(", ")
+            );
+            return Ok(Exit::Usage.into());
         }
+        (Some(name), features) => match features.iter().find(|f| f.name() == *name) {
+            Some(feature) => feature,
+            None => {
+                eprintln!(
+                    "error: {} has no feature {name:?} (it has: {})",
+                    args.file.display(),
+                    names.join(", ")
+                );
+                return Ok(Exit::Usage.into());
+            }
+        },
     };
     let exe = std::env::current_exe().context("cannot locate the running ralph binary")?;
     let mut feature = feature_spec(chosen)?;
