@@ -131,16 +131,18 @@ fn reported(result: AttemptResult) -> AttemptEnd {
     AttemptEnd::Reported(Box::new(result))
 }
 
-/// Every scenario: a name, the task before, the attempt's end, and the expected phase,
-/// retry count and wait (the message is compared between the modes).
-fn scenarios() -> Vec<(
+/// A scenario: a name, the task before, the attempt's end, and the expected phase, retry
+/// count and wait (the message is compared between the modes).
+type Scenario = (
     &'static str,
     Before,
     AttemptEnd,
     TaskPhase,
     u32,
     Option<i64>,
-)> {
+);
+
+fn scenarios() -> Vec<Scenario> {
     let in_a_row = |n: usize| Before {
         retry_count: 0,
         history: vec![AttemptOutcome::Released; n],
