@@ -89,13 +89,9 @@ impl Summary {
 
     /// The summary as a text table.
     pub fn render(&self) -> String {
-        let width = self
-            .tasks
-            .iter()
-            .map(|t| t.task.len())
-            .chain([4])
-            .max()
-            .unwrap_or(4);
+        let width = crate::local::status_view::task_column_width(
+            self.tasks.iter().map(|t| t.task.as_str()),
+        );
         let mut out = String::new();
         let outcome = self
             .outcome
