@@ -14,14 +14,14 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
-            return ralph::cli::exit::Exit::Error.into();
+            return ExitCode::from(2);
         }
     };
     match runtime.block_on(ralph::cli::dispatch(cli.command)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ralph::cli::exit::Exit::Error.into()
+            ExitCode::from(2)
         }
     }
 }
