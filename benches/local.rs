@@ -2,6 +2,8 @@
 //! depending on the one 16 before it) with an instant scripted agent, `--parallel 16`.
 //! Prints tasks per second and the peak resident memory (VmHWM) of the `ralph run`
 //! process, sampled from /proc while it runs. Run: `cargo bench --bench local`.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};

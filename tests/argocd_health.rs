@@ -139,7 +139,7 @@ fn task_message_names_attempts_and_last_failure() {
 fn argocd_cm_embeds_the_scripts_unchanged() {
     let text =
         std::fs::read_to_string(config("argocd-cm-health.yaml")).expect("argocd-cm-health.yaml");
-    let cm: Value = serde_yaml::from_str(&text).expect("valid YAML");
+    let cm: Value = serde_yaml_ng::from_str(&text).expect("valid YAML");
     let data = &cm["data"];
     assert_eq!(
         data["resource.customizations.health.ralph.dev_Feature"],

@@ -1,4 +1,6 @@
 //! `ralph run` interrupted: killed with SIGKILL and run again, or stopped with Ctrl+C.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/local_run.rs"]
 mod local_run;

@@ -155,20 +155,20 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
 }
 
 #[test]
-fn the_limit_stops_after_that_many_attempts_with_exit_0() {
+fn the_limit_stops_after_that_many_attempts_with_exit_5() {
     let project = Project::new(&diamond(), DONE);
     let output = project.run(&["--limit", "1"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(exit_code(&output), 5, "{}", describe(&output));
     assert_eq!(project.started_order(), ["design"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
 }
 
 #[test]
-fn a_feature_without_tasks_exits_3() {
+fn a_feature_without_tasks_exits_6() {
     let manifest = feature_yaml("empty", "", &[]).replace("  tasks:\n", "  tasks: []\n");
     let project = Project::new(&manifest, DONE);
     let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    assert_eq!(exit_code(&output), 6, "{}", describe(&output));
 }
 
 #[test]
@@ -252,4 +252,59 @@ fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));
     let prompt = project.prompt("second-a1");
     assert!(prompt.contains("Created docs/api.md"), "{prompt}");
+}
+
+#[test]
+fn spec_agent_may_be_left_out_when_agent_is_given() {
+    let manifest = feature_yaml("no-agent", "", &[task("only", &[])])
+        .replace("  agent:\n    command: [\"unused-agent\"]\n", "");
+    let project = Project::new(&manifest, DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+}
+
+#[test]
+fn spec_verify_is_refused_locally_naming_the_field() {
+    let manifest = feature_yaml("verified", "  verify: true\n", &[task("only", &[])]);
+    let project = Project::new(&manifest, DONE);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("spec.verify") && stderr.contains("not supported"),
+        "{stderr}"
+    );
+    assert!(!project.state().exists(), "no run state is created");
+}
+
+#[test]
+fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
+    let silent = "default:\n  - text: \"I looked at {task}.\"\n";
+    let manifest = feature_yaml("silent", "", &[task("quiet", &[])]);
+    let project = Project::new(&manifest, silent);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    assert_eq!(project.attempts().len(), 5);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("without a verdict"),
+        "{}",
+        describe(&output)
+    );
+}
+
+#[test]
+fn a_retry_backoff_is_announced_while_nothing_runs() {
+    let script = "default:\n  - text: \"<task-done>{task}</task-done>\"\ntasks:\n  only:\n    \
+                  - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
+                  - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
+    let project = Project::new(&feature_yaml("wait", "", &[task("only", &[])]), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let waits: Vec<serde_json::Value> = local_run::json_events(&output)
+        .into_iter()
+        .filter(|e| e["event"] == "waiting")
+        .collect();
+    assert_eq!(waits.len(), 1, "{}", describe(&output));
+    assert!(waits[0]["waitMs"].as_i64().is_some_and(|ms| ms > 0));
 }

@@ -1,4 +1,6 @@
 //! `ralph validate` on the samples in config/samples, run as the real binary.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
 
@@ -36,7 +38,7 @@ fn invalid(file: &str) -> String {
     let run = validate(&[file]);
     assert_eq!(
         run.code,
-        Some(1),
+        Some(3),
         "stdout:\n{}\nstderr:\n{}",
         run.stdout,
         run.stderr
@@ -221,7 +223,7 @@ fn problems_in_several_files_are_all_listed() {
         "config/samples/hello.yaml",
         "config/samples/invalid/duplicate-name.yaml",
     ]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(3));
     assert!(run.stderr.contains("cycle.yaml"));
     assert!(run.stderr.contains("duplicate-name.yaml"));
     assert!(run.stderr.contains("2 problems found"), "{}", run.stderr);
@@ -241,4 +243,97 @@ fn no_file_is_a_usage_error() {
     let run = validate(&[]);
     assert_eq!(run.code, Some(2));
     assert!(run.stderr.contains("<FILE>"), "{}", run.stderr);
+}
+
+fn invalid_text(yaml: &str) -> String {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("feature.yaml");
+    std::fs::write(&path, yaml).expect("write the manifest");
+    invalid(&path.display().to_string())
+}
+
+const FEATURE_HEAD: &str = "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: f\nspec:\n  agent:\n    command: [agent]\n";
+
+#[test]
+fn a_tab_in_the_indentation_is_named_with_its_line() {
+    let yaml = format!("{FEATURE_HEAD}  tasks:\n\t- name: a\n");
+    let stderr = invalid_text(&yaml);
+    assert!(
+        stderr.contains("feature.yaml:9") && stderr.contains("tab"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_cycle_is_reported_alongside_a_field_problem() {
+    let yaml = format!(
+        "{FEATURE_HEAD}  tasks:\n    - name: a\n      dependsOn: [b]\n      dependOn: [x]\n    - name: b\n      dependsOn: [a]\n"
+    );
+    let stderr = invalid_text(&yaml);
+    assert!(stderr.contains("dependOn"), "{stderr}");
+    assert!(stderr.contains("cycle"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_dependency_is_reported_alongside_a_field_problem() {
+    let yaml = format!(
+        "{FEATURE_HEAD}  parallelism: many\n  tasks:\n    - name: a\n      dependsOn: [ghost]\n"
+    );
+    let stderr = invalid_text(&yaml);
+    assert!(stderr.contains("parallelism"), "{stderr}");
+    assert!(stderr.contains("ghost"), "{stderr}");
+}
+
+#[test]
+fn crds_into_a_closed_pipe_prints_no_error() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("crds")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ralph crds");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("first line");
+    // The reader is gone now, as after `ralph crds | head -1`.
+    let output = child.wait_with_output().expect("ralph crds ends");
+    assert_eq!(
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        ),
+        (Some(0), String::new())
+    );
+    assert!(!first.is_empty());
+}
+
+#[test]
+fn validate_and_run_exit_alike_for_an_invalid_file() {
+    let run = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "config/samples/invalid/cycle.yaml", "--state"])
+        .arg(tempfile::tempdir().expect("temporary directory").path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run ralph run");
+    assert_eq!(
+        run.status.code(),
+        validate(&["config/samples/invalid/cycle.yaml"]).code
+    );
+}
+
+#[test]
+fn run_help_lists_the_exit_codes() {
+    let help = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run ralph run --help");
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("Exit codes:") && text.contains("130"),
+        "{text}"
+    );
 }

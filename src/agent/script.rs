@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 
 /// A script that cannot be used, with where the problem is.
 #[derive(Debug, thiserror::Error)]
@@ -149,9 +149,9 @@ impl Script {
             message,
         };
         let root: Value =
-            serde_yaml::from_str(text).map_err(|error| fail("document", error.to_string()))?;
+            serde_yaml_ng::from_str(text).map_err(|error| fail("document", error.to_string()))?;
         let root = match root {
-            Value::Null => serde_yaml::Mapping::new(),
+            Value::Null => serde_yaml_ng::Mapping::new(),
             Value::Mapping(root) => root,
             _ => {
                 return Err(fail(

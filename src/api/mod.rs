@@ -43,11 +43,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// [`crds`] as one multi-document YAML stream, each document starting with `---`.
 /// The output is deterministic (it is committed as `crds/ralph.dev_crds.yaml`).
-pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
+pub fn crds_yaml() -> Result<String, serde_yaml_ng::Error> {
     let mut out = String::new();
     for crd in crds() {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd)?);
+        out.push_str(&serde_yaml_ng::to_string(&crd)?);
     }
     Ok(out)
 }

@@ -100,33 +100,8 @@ pub struct ClaimStatus {
     pub fencing_token: i32,
 }
 
-/// How one attempt ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum AttemptOutcome {
-    /// The agent reported the task done.
-    Done,
-    /// The agent reported the task failed, or refused it.
-    Failed,
-    /// The attempt ended without a verdict on this task; the task went back to pending.
-    Released,
-    /// The agent stopped for a reason that is not a verdict (token or turn limit, unknown
-    /// stop reason).
-    Blocked,
-    /// The agent crashed or hung.
-    Crashed,
-    /// The agent ran out of quota; not the task's fault.
-    Exhausted,
-    /// The attempt was cancelled (feature suspended or task cancelled).
-    Interrupted,
-    /// The claim Lease was not renewed in time (node or Pod lost).
-    Lost,
-    /// The agent promised FAILURE for the whole feature, which stopped.
-    StoppedFeature,
-    /// The agent could not run as configured (missing, not ACP, authentication required,
-    /// workspace not writable); the feature halts until its configuration is fixed.
-    Misconfigured,
-}
+/// How one attempt ended: the engine's outcome, one definition for status, store and display.
+pub use crate::engine::policy::AttemptOutcome;
 
 /// One attempt of a task.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -13,9 +13,15 @@ pub struct Args {}
 pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
     let yaml = crate::api::crds_yaml().context("cannot render the CRDs as YAML")?;
     let mut stdout = std::io::stdout().lock();
-    stdout
+    let written = stdout
         .write_all(yaml.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("cannot write the CRDs to stdout")?;
-    Ok(ExitCode::SUCCESS)
+        .and_then(|()| stdout.flush());
+    match written {
+        // The reader stopped early (`ralph crds | head -1`): not an error.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        other => {
+            other.context("cannot write the CRDs to stdout")?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod controller;
 pub mod crds;
+pub mod exit;
 pub mod install;
 pub mod run;
 pub mod runner;
@@ -60,9 +61,9 @@ pub enum Command {
 /// Runs one parsed subcommand; the exit code is the subcommand's documented outcome.
 pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Validate(args) => validate::run(args).await,
+        Command::Validate(args) => with_error_exit(validate::run(args).await),
         Command::Crds(args) => crds::run(args).await,
-        Command::Run(args) => run::run(args).await,
+        Command::Run(args) => with_error_exit(run::run(args).await),
         Command::Status(args) => status::run(args).await,
         Command::Task(command) => task::run(command).await,
         Command::Runner(args) => runner::run(*args).await,
@@ -71,6 +72,15 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sidecar(args) => sidecar::run(args).await,
         Command::Install(args) => install::run(args).await,
     }
+}
+
+/// `ralph run` and `ralph validate` exit with their table's code for an unexpected error
+/// (other subcommands keep exit 2 for theirs).
+fn with_error_exit(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCode> {
+    Ok(result.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}");
+        exit::Exit::Error.into()
+    }))
 }
 
 /// Installs the tracing subscriber on stderr (stdout is reserved for command output

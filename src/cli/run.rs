@@ -1,8 +1,6 @@
 //! `ralph run`: run a feature on this machine, without a cluster.
 //!
-//! Exit codes: 0 complete or limit reached, 1 failed (a task failed or an agent promised
-//! FAILURE), 2 blocked (also clap usage errors and runtime errors), 3 no plan (no tasks,
-//! or a missing or invalid manifest), 130 interrupted.
+//! Exit codes: see [`super::exit::Exit`] (`ralph run --help` shows the table).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use crate::engine::dag::FeatureOutcome;
+use super::exit::Exit;
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
@@ -21,19 +19,9 @@ use crate::local::store::Store;
 use crate::local::summary::Summary;
 use crate::local::{process, state_dir};
 
-/// Exit code: every task done, or the attempt limit reached.
-pub const EXIT_COMPLETE: u8 = 0;
-/// Exit code: tasks failed, or an agent promised FAILURE.
-pub const EXIT_FAILED: u8 = 1;
-/// Exit code: nothing can progress (also clap's usage errors).
-pub const EXIT_BLOCKED: u8 = 2;
-/// Exit code: no plan (no tasks, or a missing or invalid manifest).
-pub const EXIT_NO_PLAN: u8 = 3;
-/// Exit code: interrupted by Ctrl+C (or SIGTERM).
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = Exit::table())]
 pub struct Args {
     /// The Feature/Task manifest (YAML, one or more documents).
     #[arg(value_name = "FILE")]
@@ -83,16 +71,12 @@ pub struct Args {
     pub claim_duration: Duration,
 }
 
-/// The exit code for how a run ended.
-pub fn exit_code(outcome: &RunOutcome) -> u8 {
+/// The exit for how a run ended.
+pub fn exit(outcome: &RunOutcome) -> Exit {
     match outcome {
-        RunOutcome::Interrupted => EXIT_INTERRUPTED,
-        RunOutcome::Finished { outcome, .. } => match outcome {
-            FeatureOutcome::Complete | FeatureOutcome::LimitReached => EXIT_COMPLETE,
-            FeatureOutcome::Failed => EXIT_FAILED,
-            FeatureOutcome::Blocked | FeatureOutcome::Suspended => EXIT_BLOCKED,
-            FeatureOutcome::NoPlan => EXIT_NO_PLAN,
-        },
+        RunOutcome::Interrupted => Exit::Interrupted,
+        RunOutcome::Halted { .. } => Exit::AgentMisconfigured,
+        RunOutcome::Finished { outcome, .. } => Exit::of_outcome(*outcome),
     }
 }
 
@@ -162,14 +146,18 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
 
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let plan = match crate::manifest::load_plan(&[&args.file]) {
+    let options = crate::manifest::LoadOptions {
+        agent_from_command_line: args.agent.is_some(),
+        local: true,
+    };
+    let plan = match crate::manifest::load_plan_with(&[&args.file], &options) {
         Ok(plan) => plan,
         Err(errors) => {
             eprintln!(
                 "error: {} is not a valid plan:\n{errors}",
                 args.file.display()
             );
-            return Ok(ExitCode::from(EXIT_NO_PLAN));
+            return Ok(Exit::InvalidInput.into());
         }
     };
     let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
@@ -177,25 +165,27 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, [only]) => only,
         (None, []) => {
             eprintln!("error: {} holds no Feature", args.file.display());
-            return Ok(ExitCode::from(EXIT_NO_PLAN));
+            return Ok(Exit::InvalidInput.into());
         }
-        (None, _) => bail!(
-            "{} holds several features ({}); choose one with --feature",
-            args.file.display(),
-            names.join(", ")
-        ),
-        (Some(name), features) => {
-            features
-                .iter()
-                .find(|f| f.name() == *name)
-                .with_context(|| {
-                    format!(
-                        "{} has no feature {name:?} (it has: {})",
-                        args.file.display(),
-                        names.join(", ")
-                    )
-                })?
+        (None, _) => {
+            eprintln!(
+                "error: {} holds several features ({}); choose one with --feature",
+                args.file.display(),
+                names.join(", ")
+            );
+            return Ok(Exit::Usage.into());
         }
+        (Some(name), features) => match features.iter().find(|f| f.name() == *name) {
+            Some(feature) => feature,
+            None => {
+                eprintln!(
+                    "error: {} has no feature {name:?} (it has: {})",
+                    args.file.display(),
+                    names.join(", ")
+                );
+                return Ok(Exit::Usage.into());
+            }
+        },
     };
     let exe = std::env::current_exe().context("cannot locate the running ralph binary")?;
     let mut feature = feature_spec(chosen)?;
@@ -236,14 +226,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         edited: report.edited,
         removed: [report.removed, report.removed_later].concat(),
     });
-    if feature.verify {
-        display.show(&RunEvent::Warning {
-            task: None,
-            message: "spec.verify is not supported in local mode: a task is done on the agent's \
-                      <task-done> alone"
-                .to_string(),
-        });
-    }
     let options = RunOptions {
         parallel: usize::try_from(args.parallel.unwrap_or(feature.parallelism).max(1)).unwrap_or(1),
         limit: args.limit,
@@ -266,6 +248,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             None,
             "interrupted: running attempts were cancelled; run again to resume".to_string(),
         ),
+        RunOutcome::Halted { reason } => (
+            None,
+            format!(
+                "stopped: the agent cannot run as configured: {reason}\n\
+                 No task was charged a retry; run again once it is fixed"
+            ),
+        ),
     };
     display.show(&RunEvent::Finished {
         outcome: finished_outcome,
@@ -279,12 +268,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
-    Ok(ExitCode::from(exit_code(&outcome)))
+    Ok(exit(&outcome).into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::dag::FeatureOutcome;
 
     const EXE: &str = "/bin/r";
 
@@ -331,15 +321,18 @@ mod tests {
         };
         let codes: Vec<u8> = [
             finished(FeatureOutcome::Complete),
-            finished(FeatureOutcome::LimitReached),
             finished(FeatureOutcome::Failed),
             finished(FeatureOutcome::Blocked),
+            finished(FeatureOutcome::LimitReached),
             finished(FeatureOutcome::NoPlan),
+            RunOutcome::Halted {
+                reason: String::new(),
+            },
             RunOutcome::Interrupted,
         ]
         .iter()
-        .map(exit_code)
+        .map(|o| exit(o).code())
         .collect();
-        assert_eq!(codes, [0, 0, 1, 2, 3, 130]);
+        assert_eq!(codes, [0, 1, 4, 5, 6, 7, 130]);
     }
 }

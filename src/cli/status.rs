@@ -38,10 +38,7 @@ pub struct Args {
     json: bool,
 }
 
-/// The current time, Unix ms.
-pub(crate) fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
+pub(crate) use crate::local::scheduler::now_ms;
 
 /// Runs `ralph status`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -5,18 +5,20 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::exit::Exit;
 use crate::manifest::{FeaturePlan, Plan, TaskOrigin, load_plan};
 
 /// Options of `ralph validate`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = Exit::table())]
 pub struct Args {
     /// Manifest files (YAML, one or more documents each) holding Features and Tasks.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
 
-/// Runs `ralph validate`: exit 0 and the plan on stdout when every file is valid; exit 1
-/// and every problem on stderr otherwise.
+/// Runs `ralph validate`: exit 0 and the plan on stdout when every file is valid; exit 3
+/// (invalid input, as `ralph run`) and every problem on stderr otherwise.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     match load_plan(&args.files) {
         Ok(plan) => {
@@ -32,7 +34,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "{count} problem{} found; nothing is valid until all are fixed",
                 if count == 1 { "" } else { "s" }
             );
-            Ok(ExitCode::from(1))
+            Ok(Exit::InvalidInput.into())
         }
     }
 }

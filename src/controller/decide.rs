@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use super::claim::claim_view;
 use super::run_view::run_view;
 use crate::api::{Feature, TASK_LABEL, Task, conditions};
+use crate::engine::conclusion::{self, Gate};
 use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, PhaseCounts, TaskNode, TaskPhase};
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
@@ -144,17 +145,30 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
     };
     let spec = &feature.spec;
     let max_iterations = spec.max_iterations.map(u64::from);
-    let limit_reached = max_iterations.is_some_and(|max| u64::from(iterations) >= max);
-    let stopped = is_stopped(feature) || limit_reached;
-    let running = dag.counts().running;
-    let mut free = usize::try_from(spec.parallelism)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(running);
-    if let Some(max) = max_iterations {
-        let left = max.saturating_sub(u64::from(iterations));
-        free = free.min(usize::try_from(left).unwrap_or(usize::MAX));
-    }
-    free = free.min(snapshot.start_limit);
+    let limits = Gate {
+        suspended: spec.suspend,
+        stopped: is_stopped(feature),
+        parallelism: usize::try_from(spec.parallelism).unwrap_or(usize::MAX),
+        running: dag.counts().running,
+        iterations_used: u64::from(iterations),
+        max_iterations,
+    };
+    let mut handed_out = 0;
+    // An exhausted agent rests: none of the feature's tasks starts before its reset time.
+    let agent_rest = conclusion::agent_rest_until(
+        snapshot.tasks.iter().map(|t| {
+            let status = t.status.as_ref();
+            (
+                status
+                    .and_then(|s| s.attempts.last())
+                    .and_then(|a| a.outcome),
+                status
+                    .and_then(|s| s.next_attempt_after.as_ref())
+                    .map(|at| at.0.as_millisecond()),
+            )
+        }),
+        snapshot.now_ms,
+    );
 
     let mut tasks = Vec::with_capacity(ordered.len());
     // Ready tasks first, in run order, so the free slots go to them.
@@ -182,21 +196,21 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
             .status
             .as_ref()
             .and_then(|s| s.next_attempt_after.as_ref())
-            .map(|t| t.0.as_millisecond());
+            .map(|t| t.0.as_millisecond())
+            .max(agent_rest.filter(|_| phase == TaskPhase::Pending));
         let waiting = next_attempt_after_ms.is_some_and(|at| snapshot.now_ms < at);
-        let gate = if spec.suspend {
-            FeatureGate::Suspended
-        } else if stopped {
-            FeatureGate::Stopped
-        } else if phase == TaskPhase::Pending && ready && !waiting {
-            if free > 0 {
-                free -= 1;
-                FeatureGate::Open
-            } else {
-                FeatureGate::AtCapacity
+        let gate = if phase == TaskPhase::Pending && ready && !waiting {
+            // The controller-wide limit on attempts (derived from live claims) caps this pass too.
+            let gate = match limits.next(handed_out) {
+                FeatureGate::Open if handed_out >= snapshot.start_limit => FeatureGate::AtCapacity,
+                gate => gate,
+            };
+            if gate == FeatureGate::Open {
+                handed_out += 1;
             }
+            gate
         } else {
-            FeatureGate::Open
+            limits.standing()
         };
         let view = TaskView {
             name: name.clone(),

@@ -10,9 +10,10 @@ use crate::api::{
     AttemptOutcome, AttemptRecord, ClaimStatus, Feature, FeaturePhase, FeatureStatus, Task,
     TaskCounts, TaskStatus,
 };
-use crate::engine::attempt::{AttemptResult, StopReason, Usage};
+use crate::engine::attempt::{AttemptResult, Usage};
+use crate::engine::conclusion;
 use crate::engine::dag::{FeatureOutcome, TaskPhase};
-use crate::engine::policy::{self, Decision, PhaseChange, PreviousAttempt};
+use crate::engine::policy::{Decision, PreviousAttempt};
 
 /// Unix ms as a Kubernetes time (the epoch when out of range).
 pub fn time(ms: i64) -> Time {
@@ -71,11 +72,7 @@ pub struct Ingestion<'a> {
 pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
     let decision = ingestion.decision;
     let mut status = current(task);
-    status.phase = match decision.phase {
-        PhaseChange::Done => TaskPhase::Done,
-        PhaseChange::Failed => TaskPhase::Failed,
-        PhaseChange::Pending | PhaseChange::Unchanged => TaskPhase::Pending,
-    };
+    status.phase = conclusion::phase_after(decision.phase);
     status.claim = None;
     status.observed_generation = task.metadata.generation;
     if let Some(retry) = decision.retry {
@@ -104,14 +101,14 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
         }
     };
     record.ended_at = Some(time(ingestion.now_ms));
-    record.outcome = Some(outcome(decision.outcome));
+    record.outcome = Some(decision.outcome);
     if let Some(PreviousAttempt::Crashed { summary }) = &decision.previous_attempt {
         record.crash = Some(summary.clone());
     }
     if let Some(result) = ingestion.result {
         record.agent = result.agent.clone();
         record.model = result.model.clone();
-        record.stop_reason = result.stop_reason.as_ref().map(stop_reason);
+        record.stop_reason = result.stop_reason.as_ref().map(|r| r.as_str().to_owned());
         record.exit_code = result.exit_code;
         record.sigils = result.sigils.clone();
         record.usage = result.usage.clone();
@@ -198,34 +195,6 @@ pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
         }),
         AttemptOutcome::Lost => Some(PreviousAttempt::Lost),
         _ => None,
-    }
-}
-
-fn stop_reason(reason: &StopReason) -> String {
-    match reason {
-        StopReason::EndTurn => "end_turn".to_owned(),
-        StopReason::MaxTokens => "max_tokens".to_owned(),
-        StopReason::MaxTurnRequests => "max_turn_requests".to_owned(),
-        StopReason::Refusal => "refusal".to_owned(),
-        StopReason::Cancelled => "cancelled".to_owned(),
-        StopReason::Other(other) => other.clone(),
-    }
-}
-
-/// The API's attempt outcome for the policy's.
-pub fn outcome(outcome: policy::AttemptOutcome) -> AttemptOutcome {
-    use policy::AttemptOutcome as P;
-    match outcome {
-        P::Done => AttemptOutcome::Done,
-        P::Failed => AttemptOutcome::Failed,
-        P::Released => AttemptOutcome::Released,
-        P::Blocked => AttemptOutcome::Blocked,
-        P::Crashed => AttemptOutcome::Crashed,
-        P::Exhausted => AttemptOutcome::Exhausted,
-        P::Interrupted => AttemptOutcome::Interrupted,
-        P::Lost => AttemptOutcome::Lost,
-        P::StoppedFeature => AttemptOutcome::StoppedFeature,
-        P::Misconfigured => AttemptOutcome::Misconfigured,
     }
 }
 
@@ -363,7 +332,7 @@ pub fn feature_status(
         (None, None) if events.misconfiguration.is_some() => {
             events.misconfiguration.as_ref().map(|p| p.message.clone())
         }
-        (None, Some(outcome)) => Some(outcome_message(outcome, c)),
+        (None, Some(outcome)) => Some(conclusion::outcome_message(outcome, c)),
         (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
     };
     let message = status.message.clone().unwrap_or_default();
@@ -400,20 +369,6 @@ pub fn feature_status(
         if failed { &message } else { "" },
     );
     status
-}
-
-fn outcome_message(outcome: FeatureOutcome, c: &crate::engine::dag::PhaseCounts) -> String {
-    match outcome {
-        FeatureOutcome::Complete => format!("all {} tasks done", c.total()),
-        FeatureOutcome::Failed => format!("{} of {} tasks failed", c.failed, c.total()),
-        FeatureOutcome::Blocked => format!(
-            "no task can run: {} pending, {} blocked, none ready or running",
-            c.pending, c.blocked
-        ),
-        FeatureOutcome::NoPlan => "the feature has no tasks".to_owned(),
-        FeatureOutcome::LimitReached => "the attempt budget (maxIterations) is used up".to_owned(),
-        FeatureOutcome::Suspended => "suspended (spec.suspend)".to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION};
+use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, StopReason};
 use crate::engine::dag::PhaseCounts;
-use crate::engine::policy::TaskContext;
+use crate::engine::policy::{self, TaskContext};
 use crate::engine::sigils::Sigils;
 
 fn task() -> Task {

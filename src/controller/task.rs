@@ -18,9 +18,10 @@ use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::prompt_config::prompt_config_map;
 use super::status::{self, FeatureEvents, Ingestion};
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
-use crate::engine::backoff::RetryPolicy;
+use crate::engine::backoff::RetryBackoff;
+use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
 use crate::engine::lifecycle::{Action, AttemptEnd, attempt_id};
-use crate::engine::policy::{FeatureEffect, TaskContext};
+use crate::engine::policy::FeatureEffect;
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 
 /// Why a task's actions could not be carried out.
@@ -473,13 +474,36 @@ fn max_retries(feature: &Feature, task: &Task) -> u32 {
         .unwrap_or(feature.spec.retry.max_retries)
 }
 
-fn retry_policy(feature: &Feature, task: &Task) -> RetryPolicy {
+fn retry_policy(feature: &Feature, task: &Task) -> RetryBackoff {
     let retry = &feature.spec.retry;
-    RetryPolicy {
+    RetryBackoff {
         base: Duration::from_secs(retry.backoff_base_seconds),
         cap: Duration::from_secs(retry.backoff_max_seconds),
         max_retries: max_retries(feature, task),
     }
+}
+
+/// The task's next state after `end`: the engine's one conclusion, with the Feature's retry
+/// settings and the Task's attempt history. Pure; `jitter` is uniform in `[0, 1)`.
+pub fn conclude(
+    feature: &Feature,
+    task: &Task,
+    task_id: &str,
+    end: &AttemptEnd,
+    now_ms: i64,
+    jitter: f64,
+) -> NextState {
+    let status = task.status.clone().unwrap_or_default();
+    let state = TaskState {
+        name: task_id.to_owned(),
+        retry_count: status.retry_count,
+        without_verdict: conclusion::without_verdict_streak(
+            status.attempts.iter().filter_map(|a| a.outcome),
+        ),
+        verify: false,
+    };
+    let policy = ConclusionPolicy::with_retry(retry_policy(feature, task));
+    conclusion::conclude(end, &state, &policy, now_ms, jitter)
 }
 
 /// Records how the attempt ended, as the outcome policy judges it.
@@ -491,22 +515,15 @@ async fn ingest(
 ) -> Result<(), TaskError> {
     let ctx = scope.ctx;
     let task = &plan.task;
-    let status = task.status.clone().unwrap_or_default();
-    let context = TaskContext {
-        name: plan.task_id.clone(),
-        retry_count: status.retry_count,
-        max_retries: max_retries(scope.feature, task),
-        verify: false,
-    };
-    let decision = end.conclude(&context);
-    let policy = retry_policy(scope.feature, task);
-    let backoff = decision.next_attempt_after(&policy, scope.now_ms, rand::random::<f64>());
-    let exhausted_until = decision
-        .agent_exhausted
-        .as_ref()
-        .and_then(|e| e.until)
-        .map(|s| s.saturating_mul(1000));
-    let next_attempt_after_ms = backoff.into_iter().chain(exhausted_until).max();
+    let next = conclude(
+        scope.feature,
+        task,
+        &plan.task_id,
+        end,
+        scope.now_ms,
+        rand::random::<f64>(),
+    );
+    let decision = &next.decision;
     let result = match end {
         AttemptEnd::Reported(result) => Some(result.as_ref()),
         _ => None,
@@ -514,9 +531,9 @@ async fn ingest(
     let new_status = status::ingested(
         task,
         &Ingestion {
-            decision: &decision,
+            decision,
             result,
-            next_attempt_after_ms,
+            next_attempt_after_ms: next.next_attempt_after_ms,
             now_ms: scope.now_ms,
         },
     );

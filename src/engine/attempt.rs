@@ -31,6 +31,40 @@ pub enum StopReason {
     Other(String),
 }
 
+impl StopReason {
+    /// The ACP name (`end_turn`, ...), or the unknown reason verbatim.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Other(other) => other,
+        }
+    }
+
+    /// The stop reason named `text` (unknown names are kept verbatim).
+    pub fn parse(text: &str) -> StopReason {
+        [
+            StopReason::EndTurn,
+            StopReason::MaxTokens,
+            StopReason::MaxTurnRequests,
+            StopReason::Refusal,
+            StopReason::Cancelled,
+        ]
+        .into_iter()
+        .find(|known| known.as_str() == text)
+        .unwrap_or_else(|| StopReason::Other(text.to_owned()))
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the agent process and its turn ended, as the runner classifies it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// How often and how patiently a failed or crashed task is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
+pub struct RetryBackoff {
     /// Delay before the first retry (also the jitter range).
     pub base: Duration,
     /// Longest delay, jitter included.
@@ -13,7 +13,7 @@ pub struct RetryPolicy {
     pub max_retries: u32,
 }
 
-impl Default for RetryPolicy {
+impl Default for RetryBackoff {
     /// 10 s base, 10 min cap, 3 retries.
     fn default() -> Self {
         Self {
@@ -24,7 +24,7 @@ impl Default for RetryPolicy {
     }
 }
 
-impl RetryPolicy {
+impl RetryBackoff {
     /// The wait before a retry: `min(cap, base * 2^retry + jitter * base)`.
     ///
     /// `retry` is the number of retries already used before this one (0 for the first retry);
@@ -45,7 +45,7 @@ impl RetryPolicy {
             .min(self.cap)
     }
 
-    /// When the retry may start, Unix milliseconds: `now_ms` plus [`RetryPolicy::delay`].
+    /// When the retry may start, Unix milliseconds: `now_ms` plus [`RetryBackoff::delay`].
     pub fn next_attempt_after(&self, now_ms: i64, retry: u32, jitter: f64) -> i64 {
         let delay_ms = i64::try_from(self.delay(retry, jitter).as_millis()).unwrap_or(i64::MAX);
         now_ms.saturating_add(delay_ms)
@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn defaults_are_ten_seconds_ten_minutes_three_retries() {
-        let policy = RetryPolicy::default();
+        let policy = RetryBackoff::default();
         assert_eq!(
             (policy.base, policy.cap, policy.max_retries),
             (secs(10), secs(600), 3)
@@ -71,40 +71,40 @@ mod tests {
 
     #[test]
     fn first_retry_without_jitter_waits_the_base() {
-        assert_eq!(RetryPolicy::default().delay(0, 0.0), secs(10));
+        assert_eq!(RetryBackoff::default().delay(0, 0.0), secs(10));
     }
 
     #[test]
     fn each_retry_doubles_the_delay() {
-        let policy = RetryPolicy::default();
+        let policy = RetryBackoff::default();
         let delays: Vec<_> = (0..4).map(|retry| policy.delay(retry, 0.0)).collect();
         assert_eq!(delays, [secs(10), secs(20), secs(40), secs(80)]);
     }
 
     #[test]
     fn jitter_adds_its_fraction_of_the_base() {
-        assert_eq!(RetryPolicy::default().delay(1, 0.5), secs(25));
+        assert_eq!(RetryBackoff::default().delay(1, 0.5), secs(25));
     }
 
     #[test]
     fn delay_is_capped_jitter_included() {
-        let policy = RetryPolicy {
+        let policy = RetryBackoff {
             cap: secs(325),
-            ..RetryPolicy::default()
+            ..RetryBackoff::default()
         };
         assert_eq!(policy.delay(5, 0.0), secs(320));
         assert_eq!(policy.delay(5, 0.9), secs(325));
-        assert_eq!(RetryPolicy::default().delay(6, 0.0), secs(600));
+        assert_eq!(RetryBackoff::default().delay(6, 0.0), secs(600));
     }
 
     #[test]
     fn huge_retry_numbers_stay_at_the_cap() {
-        assert_eq!(RetryPolicy::default().delay(u32::MAX, 0.999), secs(600));
+        assert_eq!(RetryBackoff::default().delay(u32::MAX, 0.999), secs(600));
     }
 
     #[test]
     fn huge_base_saturates_instead_of_overflowing() {
-        let policy = RetryPolicy {
+        let policy = RetryBackoff {
             base: Duration::MAX,
             cap: Duration::MAX,
             max_retries: 3,
@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn jitter_outside_the_unit_range_is_clamped() {
-        let policy = RetryPolicy::default();
+        let policy = RetryBackoff::default();
         assert_eq!(policy.delay(0, -3.0), secs(10));
         assert_eq!(policy.delay(0, 7.0), secs(20));
         assert_eq!(policy.delay(0, f64::NAN), secs(10));
@@ -123,14 +123,14 @@ mod tests {
     #[test]
     fn next_attempt_is_now_plus_the_delay_in_milliseconds() {
         assert_eq!(
-            RetryPolicy::default().next_attempt_after(1_000, 2, 0.25),
+            RetryBackoff::default().next_attempt_after(1_000, 2, 0.25),
             1_000 + 42_500
         );
     }
 
     #[test]
     fn next_attempt_saturates_at_the_end_of_time() {
-        let policy = RetryPolicy {
+        let policy = RetryBackoff {
             base: Duration::MAX,
             cap: Duration::MAX,
             max_retries: 1,

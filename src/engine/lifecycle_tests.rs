@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, StopReason, Timings};
+use crate::engine::attempt::{OutcomeClass, StopReason, Timings};
 
 const NOW: i64 = 1_000_000;
 const LEASE_MS: i64 = 60_000;
@@ -59,26 +59,14 @@ fn expired(holder: &str) -> ClaimView {
 
 fn result(attempt: Option<&str>, ended_at_ms: i64) -> AttemptResult {
     AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: "build".to_owned(),
         attempt: attempt.map(str::to_owned),
-        outcome: OutcomeClass::Finished,
-        stop_reason: Some(StopReason::EndTurn),
         exit_code: Some(0),
-        signal: None,
-        sigils: Default::default(),
-        crash: None,
-        misconfiguration: None,
-        exhaustion: None,
-        agent: None,
-        model: None,
-        usage: Default::default(),
         timings: Timings {
             started_at_ms: ended_at_ms - 10,
             ended_at_ms,
             initialize_ms: None,
         },
-        truncated: Vec::new(),
+        ..crate::engine::testing::result("build")
     }
 }
 

@@ -3,8 +3,11 @@
 
 pub mod attempt;
 pub mod backoff;
+pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;
 pub mod policy;
 pub mod prompt;
 pub mod sigils;
+#[doc(hidden)]
+pub mod testing;

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attempt::{AttemptResult, OutcomeClass, StopReason};
-use super::backoff::RetryPolicy;
+use super::backoff::RetryBackoff;
 use super::sigils::{Promise, Sigils, Verdict};
 
 /// Longest crash summary or failure reason carried into a decision (characters).
@@ -28,7 +28,7 @@ pub struct TaskContext {
     pub verify: bool,
 }
 
-/// How one attempt is recorded in the task's attempt history.
+/// How one attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum AttemptOutcome {
@@ -205,7 +205,7 @@ impl Decision {
     /// `None` when the task can be claimed again at once or will not run again.
     pub fn next_attempt_after(
         &self,
-        policy: &RetryPolicy,
+        policy: &RetryBackoff,
         now_ms: i64,
         jitter: f64,
     ) -> Option<i64> {
@@ -514,7 +514,7 @@ fn stop_feature(task: &TaskContext, sigils: &Sigils) -> Decision {
 
 fn stopped_early(task: &TaskContext, stop: Option<&StopReason>) -> Decision {
     let stop = match stop {
-        Some(stop) => stop_reason_name(stop),
+        Some(stop) => stop.as_str(),
         None => "none",
     };
     let message = format!(
@@ -588,17 +588,6 @@ fn crash_summary(result: &AttemptResult) -> String {
         (_, Some(signal)) => format!("killed by signal {signal}"),
         (Some(code), None) => format!("exit code {code}"),
         (None, None) => "the agent ended without a result".to_owned(),
-    }
-}
-
-fn stop_reason_name(stop: &StopReason) -> &str {
-    match stop {
-        StopReason::EndTurn => "end_turn",
-        StopReason::MaxTokens => "max_tokens",
-        StopReason::MaxTurnRequests => "max_turn_requests",
-        StopReason::Refusal => "refusal",
-        StopReason::Cancelled => "cancelled",
-        StopReason::Other(other) => other,
     }
 }
 

@@ -239,6 +239,10 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
             task: None,
             message,
         } => format!("warning: {message}"),
+        RunEvent::Waiting { wait_ms, .. } => format!(
+            "waiting {:.1}s for the next attempt (retry backoff or agent rest)",
+            *wait_ms as f64 / 1000.0
+        ),
         RunEvent::Interrupting {
             attempts,
             kill: false,

@@ -230,25 +230,23 @@ pub fn start(
     Ok(pid)
 }
 
+/// Copies the runner's stdout to the attempt's log line by line, each line flushed as it
+/// arrives (a `ralph run` killed with SIGKILL loses nothing already relayed), and reports
+/// what the agent does.
 async fn relay(stdout: tokio::process::ChildStdout, log: &Path, send: &impl Fn(Report)) {
-    let mut log = tokio::fs::File::create(log)
-        .await
-        .ok()
-        .map(tokio::io::BufWriter::new);
+    let mut log = tokio::fs::File::create(log).await.ok();
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        if let Some(file) = log.as_mut()
-            && (file.write_all(line.as_bytes()).await.is_err()
-                || file.write_all(b"\n").await.is_err())
-        {
-            log = None;
+        if let Some(file) = log.as_mut() {
+            let mut entry = line.clone().into_bytes();
+            entry.push(b'\n');
+            if file.write_all(&entry).await.is_err() || file.flush().await.is_err() {
+                log = None;
+            }
         }
         if let Some(text) = activity::describe(&line) {
             send(Report::Activity(text));
         }
-    }
-    if let Some(mut file) = log {
-        let _ = file.flush().await;
     }
 }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// One task as the manifest declares it. Changing any field bumps the task's generation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TaskSpec {
+pub struct LocalTask {
     /// Task ID (the template name).
     pub name: String,
     /// Short title.
@@ -28,7 +28,7 @@ pub struct TaskSpec {
 /// The feature-level settings local mode applies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FeatureSpec {
+pub struct LocalFeature {
     /// Feature name.
     pub name: String,
     /// The agent command (program and arguments).
@@ -52,5 +52,5 @@ pub struct FeatureSpec {
     /// The feature's plan text for the prompt.
     pub plan_text: Option<String>,
     /// The tasks, in manifest (creation) order.
-    pub tasks: Vec<TaskSpec>,
+    pub tasks: Vec<LocalTask>,
 }

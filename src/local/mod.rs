@@ -13,3 +13,5 @@ pub mod state_dir;
 pub mod status_view;
 pub mod store;
 pub mod summary;
+#[doc(hidden)]
+pub mod testing;

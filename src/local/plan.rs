@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::api::TextSource;
-use crate::local::feature::{FeatureSpec, TaskSpec};
+use crate::local::feature::{LocalFeature, LocalTask};
 use crate::manifest::FeaturePlan;
 
 /// A feature that cannot run locally.
@@ -44,12 +44,12 @@ fn text(
 }
 
 /// The local feature spec of a planned feature.
-pub fn feature_spec(plan: &FeaturePlan) -> Result<FeatureSpec, PlanError> {
+pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
     let name = plan.name();
     let spec = &plan.feature.spec;
     let mut agent_command = spec.agent.command.clone();
     agent_command.extend(spec.agent.args.iter().cloned());
-    Ok(FeatureSpec {
+    Ok(LocalFeature {
         agent_command,
         parallelism: spec.parallelism,
         max_iterations: spec.max_iterations,
@@ -63,7 +63,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<FeatureSpec, PlanError> {
         tasks: plan
             .tasks
             .iter()
-            .map(|task| TaskSpec {
+            .map(|task| LocalTask {
                 name: task.id.clone(),
                 title: task.title().to_string(),
                 description: task.fields.description.clone(),

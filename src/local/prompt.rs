@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::engine::policy::PreviousAttempt;
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 use crate::local::store::TaskRow;
 
 fn text(row: &TaskRow) -> TaskText {
@@ -18,7 +18,7 @@ fn text(row: &TaskRow) -> TaskText {
 /// The engine's prompt input for `row`'s next attempt; `summaries` says what done
 /// dependencies did (their journals), by task ID.
 pub fn input(
-    feature: &FeatureSpec,
+    feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
     summaries: &HashMap<String, String>,
@@ -58,7 +58,7 @@ pub fn input(
 
 /// The rendered prompt for `row`'s next attempt.
 pub fn render(
-    feature: &FeatureSpec,
+    feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
     summaries: &HashMap<String, String>,

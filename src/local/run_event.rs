@@ -87,6 +87,14 @@ pub enum RunEvent {
         /// What happened.
         message: String,
     },
+    /// Nothing runs: the next attempt waits (retry backoff, or an agent out of quota).
+    #[serde(rename_all = "camelCase")]
+    Waiting {
+        /// When the next attempt may start, Unix ms.
+        until_ms: i64,
+        /// How long that is from now, ms.
+        wait_ms: i64,
+    },
     /// Ctrl+C: running attempts are being cancelled.
     #[serde(rename_all = "camelCase")]
     Interrupting {

@@ -129,14 +129,19 @@ pub fn task_lines(tasks: &[TaskRow], claims: &[ClaimRow]) -> Vec<TaskLine> {
         .collect()
 }
 
-/// The task table as text; times relative to `now_ms`.
-pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
-    let width = lines
-        .iter()
-        .map(|l| l.task.len())
+/// The width of a table's task column: the longest name, at least the header's 4.
+pub fn task_column_width<'a>(names: impl IntoIterator<Item = &'a str>) -> usize {
+    names
+        .into_iter()
+        .map(str::len)
         .chain([4])
         .max()
-        .unwrap_or(4);
+        .unwrap_or(4)
+}
+
+/// The task table as text; times relative to `now_ms`.
+pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
+    let width = task_column_width(lines.iter().map(|l| l.task.as_str()));
     let mut out = String::new();
     let _ = writeln!(
         out,

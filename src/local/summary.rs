@@ -89,13 +89,9 @@ impl Summary {
 
     /// The summary as a text table.
     pub fn render(&self) -> String {
-        let width = self
-            .tasks
-            .iter()
-            .map(|t| t.task.len())
-            .chain([4])
-            .max()
-            .unwrap_or(4);
+        let width = crate::local::status_view::task_column_width(
+            self.tasks.iter().map(|t| t.task.as_str()),
+        );
         let mut out = String::new();
         let outcome = self
             .outcome
@@ -145,49 +141,30 @@ fn cost(usd: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::feature::TaskSpec;
+    use crate::local::feature::LocalTask;
+    use crate::local::testing;
 
     fn task(name: &str, phase: TaskPhase) -> TaskRow {
         TaskRow {
-            spec: TaskSpec {
-                name: name.to_string(),
+            spec: LocalTask {
                 title: String::new(),
                 description: String::new(),
-                depends_on: vec![],
-                parent: None,
-                priority: 0,
-                max_retries: None,
+                ..testing::task(name, &[])
             },
-            order: 0,
-            generation: 1,
-            phase,
-            retry_count: 0,
-            attempt_count: 0,
-            next_attempt_after_ms: None,
-            previous_attempt: None,
-            usage: Usage::default(),
-            removed: false,
+            ..testing::row(name, phase)
         }
     }
 
     fn attempt(task: &str, number: u32, ms: (i64, i64), outcome: &str, tokens: u64) -> AttemptRow {
         AttemptRow {
-            id: format!("{task}-a{number}"),
-            task: task.to_string(),
-            number,
-            generation: 1,
             started_at_ms: ms.0,
             ended_at_ms: Some(ms.1),
-            outcome: Some(outcome.to_string()),
-            stop_reason: None,
-            crash: None,
-            message: None,
             usage: Usage {
                 input_tokens: tokens,
                 cost_usd: Some(0.5),
                 ..Usage::default()
             },
-            result: None,
+            ..testing::attempt(task, number, outcome)
         }
     }
 

@@ -37,13 +37,16 @@ pub struct Manifests {
 }
 
 /// Reads every file, collecting every problem rather than stopping at the first.
-pub fn load_files<P: AsRef<Path>>(paths: &[P]) -> (Manifests, Vec<ManifestError>) {
+pub fn load_files<P: AsRef<Path>>(
+    paths: &[P],
+    options: &LoadOptions,
+) -> (Manifests, Vec<ManifestError>) {
     let mut manifests = Manifests::default();
     let mut errors = Vec::new();
     for path in paths {
         let path = path.as_ref();
         match std::fs::read_to_string(path) {
-            Ok(text) => load_str(path, &text, &mut manifests, &mut errors),
+            Ok(text) => load_str(path, &text, options, &mut manifests, &mut errors),
             Err(source) => errors.push(ManifestError::Read {
                 file: path.to_owned(),
                 source,
@@ -58,13 +61,14 @@ pub fn load_files<P: AsRef<Path>>(paths: &[P]) -> (Manifests, Vec<ManifestError>
 pub fn load_str(
     file: &Path,
     text: &str,
+    options: &LoadOptions,
     manifests: &mut Manifests,
     errors: &mut Vec<ManifestError>,
 ) {
     let mut document = 0;
     for chunk in split_documents(text) {
-        let parsed: Result<serde_yaml::Value, _> = serde_yaml::from_str(chunk.text);
-        if matches!(parsed, Ok(serde_yaml::Value::Null)) {
+        let parsed: Result<serde_yaml_ng::Value, _> = serde_yaml_ng::from_str(chunk.text);
+        if matches!(parsed, Ok(serde_yaml_ng::Value::Null)) {
             continue;
         }
         document += 1;
@@ -76,12 +80,23 @@ pub fn load_str(
         let yaml = match parsed {
             Ok(yaml) => yaml,
             Err(error) => {
-                let line = error
-                    .location()
-                    .map_or(chunk.first_line, |at| chunk.first_line + at.line() - 1);
+                let (line, message) = match chunk.tab_indented_line() {
+                    Some(index) => (
+                        chunk.first_line + index,
+                        "this line is indented with a tab; YAML indentation must use spaces \
+                         (replace the tab with spaces)"
+                            .to_owned(),
+                    ),
+                    None => (
+                        error
+                            .location()
+                            .map_or(chunk.first_line, |at| chunk.first_line + at.line() - 1),
+                        strip_position(&error.to_string()),
+                    ),
+                };
                 errors.push(ManifestError::Syntax {
                     location: location(line),
-                    message: strip_position(&error.to_string()),
+                    message,
                 });
                 continue;
             }
@@ -91,7 +106,7 @@ pub fn load_str(
             text: chunk.text,
             first_line: chunk.first_line,
         };
-        if let Err(mut problems) = read_object(&yaml, &source, manifests) {
+        if let Err(mut problems) = read_object(&yaml, &source, options, manifests) {
             errors.append(&mut problems);
         }
     }
@@ -109,6 +124,15 @@ struct Chunk<'a> {
 }
 
 impl Chunk<'_> {
+    /// The index (from 0) of the first line whose indentation holds a tab.
+    fn tab_indented_line(&self) -> Option<usize> {
+        self.text.lines().position(|line| {
+            let content = line.trim_start_matches([' ', '\t']);
+            let indentation = &line[..line.len() - content.len()];
+            indentation.contains('\t') && !content.is_empty()
+        })
+    }
+
     /// The file line of the document's first content (not a comment, blank or marker).
     fn object_line(&self) -> usize {
         self.text
@@ -152,7 +176,7 @@ fn split_documents(text: &str) -> Vec<Chunk<'_>> {
     chunks
 }
 
-/// Removes serde_yaml's " at line L column C" (relative to the document, not the file).
+/// Removes the YAML parser's " at line L column C" (relative to the document, not the file).
 fn strip_position(message: &str) -> String {
     static POSITION: LazyLock<Option<Regex>> =
         LazyLock::new(|| Regex::new(r",? at line \d+ column \d+").ok());
@@ -202,8 +226,9 @@ impl Source<'_> {
 
 /// Reads one document into `manifests`, or returns its problems.
 fn read_object(
-    yaml: &serde_yaml::Value,
+    yaml: &serde_yaml_ng::Value,
     source: &Source<'_>,
+    options: &LoadOptions,
     manifests: &mut Manifests,
 ) -> Result<(), Vec<ManifestError>> {
     let not_object = |message: String| {
@@ -212,7 +237,7 @@ fn read_object(
             message,
         }]
     };
-    let value = match serde_json::to_value(yaml) {
+    let mut value = match serde_json::to_value(yaml) {
         Ok(value @ Value::Object(_)) => value,
         Ok(_) => {
             return Err(not_object(
@@ -260,9 +285,12 @@ fn read_object(
         "Feature" => &*FEATURE_SCHEMA,
         _ => &*TASK_SCHEMA,
     };
+    if kind == "Feature" && options.agent_from_command_line {
+        stand_in_agent(&mut value);
+    }
     let violations = schema::check(&value, root_schema);
     if !violations.is_empty() {
-        return Err(violations
+        let mut problems: Vec<ManifestError> = violations
             .into_iter()
             .map(|violation| ManifestError::Field {
                 location: source.at_field(&violation.anchor),
@@ -270,7 +298,25 @@ fn read_object(
                 path: violation.path,
                 problem: violation.problem,
             })
-            .collect());
+            .collect();
+        if kind == "Feature" {
+            problems.extend(raw_dag_problems(&value, source, &name));
+        }
+        return Err(problems);
+    }
+    if kind == "Feature"
+        && options.local
+        && value.pointer("/spec/verify") == Some(&Value::Bool(true))
+    {
+        let path = FieldPath::root("spec").key("verify");
+        return Err(vec![ManifestError::Field {
+            location: source.at_field(&path),
+            object: object.clone(),
+            path,
+            problem: "verification is not supported by `ralph run` yet; remove spec.verify \
+                      (nothing would verify the work)"
+                .into(),
+        }]);
     }
     let field_errors = |found: Vec<rules::RuleViolation>| -> Vec<ManifestError> {
         found
@@ -310,6 +356,65 @@ fn read_object(
         Ok(())
     } else {
         Err(field_errors(broken))
+    }
+}
+
+/// How manifests are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The agent command comes from the command line (`ralph run --agent`): a Feature may
+    /// leave out `spec.agent`.
+    pub agent_from_command_line: bool,
+    /// The manifests are for a local run: settings it cannot honour are errors.
+    pub local: bool,
+}
+
+/// Puts a stand-in `spec.agent` into a Feature that has none (its agent comes from the
+/// command line).
+fn stand_in_agent(value: &mut Value) {
+    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.entry("agent")
+            .or_insert_with(|| json!({"command": ["--agent"]}));
+    }
+}
+
+/// The DAG problems of a Feature whose fields are broken, read leniently from its
+/// `spec.tasks` (name, dependsOn, parent), so they are reported together with the field
+/// problems.
+fn raw_dag_problems(value: &Value, source: &Source<'_>, feature: &str) -> Vec<ManifestError> {
+    let Some(tasks) = value.pointer("/spec/tasks").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    let nodes = tasks
+        .iter()
+        .enumerate()
+        .filter_map(|(order, task)| {
+            Some(crate::engine::dag::TaskNode {
+                name: text(task.get("name"))?,
+                depends_on: task
+                    .get("dependsOn")
+                    .and_then(Value::as_array)
+                    .map(|d| d.iter().filter_map(|v| text(Some(v))).collect())
+                    .unwrap_or_default(),
+                parent: text(task.get("parent")),
+                priority: 0,
+                order: order as u64,
+                phase: crate::engine::dag::TaskPhase::Pending,
+            })
+        })
+        .collect();
+    match crate::engine::dag::Dag::new(nodes) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors
+            .0
+            .into_iter()
+            .map(|error| ManifestError::Dag {
+                location: source.location.clone(),
+                feature: feature.to_owned(),
+                source: error,
+            })
+            .collect(),
     }
 }
 

@@ -16,7 +16,7 @@ mod schema;
 
 use std::path::Path;
 
-pub use document::{Manifests, Sourced, load_files, load_str};
+pub use document::{LoadOptions, Manifests, Sourced, load_files, load_str};
 pub use error::{Location, ManifestError, ManifestErrors, ObjectRef};
 pub use path::{FieldPath, Segment};
 pub use plan::{FeaturePlan, Plan, PlannedTask, TaskOrigin};
@@ -24,7 +24,15 @@ pub use plan::{FeaturePlan, Plan, PlannedTask, TaskOrigin};
 /// Reads the files and builds the plan of every feature in them; every problem found
 /// in any file is returned.
 pub fn load_plan<P: AsRef<Path>>(paths: &[P]) -> Result<Plan, ManifestErrors> {
-    let (manifests, mut errors) = load_files(paths);
+    load_plan_with(paths, &LoadOptions::default())
+}
+
+/// [`load_plan`] with options (a local run, an agent from the command line).
+pub fn load_plan_with<P: AsRef<Path>>(
+    paths: &[P],
+    options: &LoadOptions,
+) -> Result<Plan, ManifestErrors> {
+    let (manifests, mut errors) = load_files(paths, options);
     let unreadable_features = errors
         .iter()
         .filter_map(|error| match error {

@@ -78,7 +78,7 @@ pub async fn install_crds(client: &Client) {
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for document in serde_yaml::Deserializer::from_str(&text) {
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(document)
             .unwrap_or_else(|e| panic!("{} holds an invalid CRD: {e}", path.display()));
         let name = crd.name_any();

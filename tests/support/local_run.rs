@@ -1,6 +1,7 @@
 //! Helpers for `ralph run` tests: a project directory with a feature manifest and a script
 //! for the scripted agent, the real `ralph` binary, and the run's store.
-
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

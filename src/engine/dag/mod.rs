@@ -78,6 +78,39 @@ pub enum TaskPhase {
     Blocked,
 }
 
+impl TaskPhase {
+    /// Every phase, in lifecycle order.
+    pub const ALL: [TaskPhase; 5] = [
+        TaskPhase::Pending,
+        TaskPhase::Running,
+        TaskPhase::Done,
+        TaskPhase::Failed,
+        TaskPhase::Blocked,
+    ];
+
+    /// The phase's name, as status, the local store and the display write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TaskPhase::Pending => "Pending",
+            TaskPhase::Running => "Running",
+            TaskPhase::Done => "Done",
+            TaskPhase::Failed => "Failed",
+            TaskPhase::Blocked => "Blocked",
+        }
+    }
+
+    /// The phase named `name`, if any.
+    pub fn parse(name: &str) -> Option<TaskPhase> {
+        TaskPhase::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for TaskPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a feature ended, or why it is not progressing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum FeatureOutcome {

@@ -1,8 +1,9 @@
 //! The attempt-outcome table, one test per row.
 
 use super::*;
-use crate::engine::attempt::{Exhaustion, Misconfiguration, RESULT_SCHEMA_VERSION};
+use crate::engine::attempt::{Exhaustion, Misconfiguration};
 use crate::engine::sigils;
+use crate::engine::testing;
 
 fn task() -> TaskContext {
     TaskContext {
@@ -15,22 +16,10 @@ fn task() -> TaskContext {
 
 fn finished(stop: StopReason, text: &str) -> AttemptResult {
     AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: "build-api".into(),
-        attempt: Some("build-api-a1".into()),
-        outcome: OutcomeClass::Finished,
         stop_reason: Some(stop),
         exit_code: Some(0),
-        signal: None,
         sigils: sigils::parse(text),
-        crash: None,
-        misconfiguration: None,
-        exhaustion: None,
-        agent: None,
-        model: None,
-        usage: Default::default(),
-        timings: Default::default(),
-        truncated: Vec::new(),
+        ..testing::result("build-api")
     }
 }
 
@@ -350,7 +339,7 @@ fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
         },
         &ended(OutcomeClass::Crashed),
     );
-    let policy = RetryPolicy::default();
+    let policy = RetryBackoff::default();
     assert_eq!(
         decision.next_attempt_after(&policy, 1_000, 0.5),
         Some(1_000 + 25_000)
@@ -361,7 +350,7 @@ fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
 fn an_uncounted_release_may_run_again_at_once() {
     let decision = decide(&task(), &finished(StopReason::EndTurn, ""));
     assert_eq!(
-        decision.next_attempt_after(&RetryPolicy::default(), 1_000, 0.5),
+        decision.next_attempt_after(&RetryBackoff::default(), 1_000, 0.5),
         None
     );
 }

@@ -1,105 +1,50 @@
-use std::time::Duration;
-
 use super::*;
-use crate::engine::attempt::{StopReason, Usage};
-use crate::engine::policy::AttemptOutcome;
-use crate::engine::sigils::Sigils;
-use crate::local::feature::{FeatureSpec, TaskSpec};
+use crate::engine::attempt::Usage;
+use crate::engine::testing;
+use crate::local::feature::LocalFeature;
+use crate::local::testing as local_testing;
 
-fn feature() -> FeatureSpec {
-    FeatureSpec {
-        name: "f".to_string(),
-        agent_command: vec![],
-        parallelism: 1,
-        max_iterations: None,
-        max_retries: 2,
-        backoff_base: Duration::from_secs(10),
-        backoff_max: Duration::from_secs(600),
-        verify: false,
-        suspend: false,
-        spec_text: None,
-        plan_text: None,
-        tasks: vec![],
-    }
+fn feature() -> LocalFeature {
+    local_testing::feature(Vec::new())
 }
 
 fn row(retry_count: u32) -> TaskRow {
     TaskRow {
-        spec: TaskSpec {
-            name: "t".to_string(),
-            title: String::new(),
-            description: String::new(),
-            depends_on: vec![],
-            parent: None,
-            priority: 0,
-            max_retries: None,
-        },
-        order: 0,
-        generation: 1,
-        phase: TaskPhase::Running,
         retry_count,
         attempt_count: retry_count + 1,
-        next_attempt_after_ms: None,
-        previous_attempt: None,
-        usage: Usage::default(),
-        removed: false,
+        ..local_testing::row("t", TaskPhase::Running)
     }
 }
 
-fn result(outcome: OutcomeClass, sigils: Sigils, crash: Option<&str>) -> AttemptResult {
-    AttemptResult {
-        outcome,
-        crash: crash.map(str::to_string),
-        stop_reason: (outcome == OutcomeClass::Finished).then_some(StopReason::EndTurn),
-        sigils,
+fn conclude(row: &mut TaskRow, end: AttemptEnd) -> NextState {
+    super::conclude(&feature(), row, &[], &end, 1_000, 0.0)
+}
+
+fn reported(result: crate::engine::attempt::AttemptResult) -> AttemptEnd {
+    AttemptEnd::Reported(Box::new(crate::engine::attempt::AttemptResult {
         usage: Usage {
             input_tokens: 7,
             ..Usage::default()
         },
-        ..cancelled("t", "t-a1", 0)
-    }
-}
-
-fn conclude(row: &mut TaskRow, end: AttemptEnd) -> Decision {
-    let feature = feature();
-    let decision = judge(&context(&feature, row), "t-a1", &end, 1_000);
-    let usage = match &end {
-        AttemptEnd::Reported(result) => result.usage.clone(),
-        _ => Usage::default(),
-    };
-    apply(
-        row,
-        &decision,
-        &retry_policy(&feature, row),
-        &usage,
-        1_000,
-        0.0,
-    );
-    decision
+        ..result
+    }))
 }
 
 #[test]
 fn a_done_sigil_makes_the_task_done_and_adds_its_usage() {
     let mut row = row(0);
-    let sigils = Sigils {
-        task_done: Some("t".to_string()),
-        ..Sigils::default()
-    };
-    let end = AttemptEnd::Reported(Box::new(result(OutcomeClass::Finished, sigils, None)));
-    conclude(&mut row, end);
+    conclude(&mut row, reported(testing::done("t")));
     assert_eq!((row.phase, row.usage.input_tokens), (TaskPhase::Done, 7));
 }
 
 #[test]
 fn a_crash_is_retried_after_backoff_with_its_summary_kept_for_the_next_prompt() {
     let mut row = row(0);
-    let end = AttemptEnd::Reported(Box::new(result(
-        OutcomeClass::Crashed,
-        Sigils::default(),
-        Some("exit code 1: boom"),
-    )));
-    let decision = conclude(&mut row, end);
-    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
+    let next = conclude(
+        &mut row,
+        reported(testing::crashed("t", "exit code 1: boom")),
+    );
+    assert_eq!(next.outcome(), AttemptOutcome::Crashed);
     assert_eq!((row.phase, row.retry_count), (TaskPhase::Pending, 1));
     assert_eq!(row.next_attempt_after_ms, Some(1_000 + 10_000));
     let previous = row.previous_attempt.expect("previous attempt recorded");
@@ -122,8 +67,8 @@ fn an_interrupted_attempt_goes_back_to_pending_without_counting_a_retry() {
     let end = AttemptEnd::Interrupted {
         reason: "Ctrl+C".to_string(),
     };
-    let decision = conclude(&mut row, end);
-    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    let next = conclude(&mut row, end);
+    assert_eq!(next.outcome(), AttemptOutcome::Interrupted);
     assert_eq!((row.phase, row.retry_count), (TaskPhase::Pending, 0));
     assert_eq!(row.next_attempt_after_ms, None);
 }
@@ -134,8 +79,8 @@ fn a_lost_claim_is_retried() {
     let end = AttemptEnd::ClaimLost {
         reason: "claim not renewed".to_string(),
     };
-    let decision = conclude(&mut row, end);
-    assert_eq!(decision.outcome, AttemptOutcome::Lost);
+    let next = conclude(&mut row, end);
+    assert_eq!(next.outcome(), AttemptOutcome::Lost);
     assert_eq!((row.phase, row.retry_count), (TaskPhase::Pending, 1));
 }
 
@@ -143,13 +88,36 @@ fn a_lost_claim_is_retried() {
 fn done_clears_what_an_earlier_attempt_left_for_the_prompt() {
     let mut row = row(1);
     row.previous_attempt = Some("{}".to_string());
-    let sigils = Sigils {
-        task_done: Some("t".to_string()),
-        ..Sigils::default()
-    };
+    conclude(&mut row, reported(testing::done("t")));
+    assert_eq!(row.previous_attempt, None);
+}
+
+#[test]
+fn the_exhausted_task_waits_for_the_agents_reset_time() {
+    let mut row = row(0);
     conclude(
         &mut row,
-        AttemptEnd::Reported(Box::new(result(OutcomeClass::Finished, sigils, None))),
+        reported(testing::exhausted("t", "try again in 2 hours", Some(7_200))),
     );
-    assert_eq!(row.previous_attempt, None);
+    assert_eq!(
+        (row.phase, row.retry_count, row.next_attempt_after_ms),
+        (TaskPhase::Pending, 0, Some(7_200_000))
+    );
+}
+
+#[test]
+fn attempts_without_a_verdict_in_the_history_count_towards_the_limit() {
+    let mut row = row(0);
+    let history: Vec<AttemptRow> = (1..=4)
+        .map(|n| local_testing::attempt("t", n, "released"))
+        .collect();
+    super::conclude(
+        &feature(),
+        &mut row,
+        &history,
+        &reported(testing::result("t")),
+        1_000,
+        0.0,
+    );
+    assert_eq!(row.phase, TaskPhase::Failed);
 }

@@ -3,22 +3,12 @@
 
 use super::conclude;
 use super::{Run, RunError};
-use crate::engine::attempt::{AttemptResult, StopReason};
+use crate::engine::attempt::AttemptResult;
 use crate::engine::dag::AutoTransition;
 use crate::engine::lifecycle::{self, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptClose, NewEvent, Transition};
-
-/// How long an exhausted agent rests when it did not say when its quota resets.
-const EXHAUSTED_PAUSE_MS: i64 = 60_000;
-
-fn stop_reason_text(reason: &StopReason) -> String {
-    match serde_json::to_value(reason) {
-        Ok(serde_json::Value::String(text)) => text,
-        _ => format!("{reason:?}"),
-    }
-}
 
 impl Run<'_> {
     /// Records how the current attempt of `task` ended and applies the policy's decision.
@@ -36,44 +26,50 @@ impl Run<'_> {
             Some(live) => (live.attempt.clone(), live.started_at_ms),
             None => (lifecycle::attempt_id(task, row.attempt_count), now_ms),
         };
-        let context = conclude::context(self.feature, row);
-        let retry = conclude::retry_policy(self.feature, row);
-        let decision = conclude::judge(&context, &attempt, end, now_ms);
+        let history = self.store.attempts(Some(task))?;
+        let jitter = rand::random();
+        let Some(row) = self.tasks.get_mut(task) else {
+            return Ok(());
+        };
+        let next = conclude::conclude(self.feature, row, &history, end, now_ms, jitter);
+        let row = row.clone();
         let result: Option<&AttemptResult> = match end {
             AttemptEnd::Reported(result) => Some(result),
             _ => None,
         };
-        let usage = result.map(|r| r.usage.clone()).unwrap_or_default();
-        let Some(row) = self.tasks.get_mut(task) else {
-            return Ok(());
-        };
-        conclude::apply(row, &decision, &retry, &usage, now_ms, rand::random());
-        let row = row.clone();
-        if let FeatureEffect::Stop { reason } | FeatureEffect::Halt { reason } = &decision.feature {
-            self.stopped = Some(reason.clone());
-            transition.stop_feature = Some(reason.clone());
-        }
-        if let Some(exhausted) = &decision.agent_exhausted {
-            let until = exhausted
-                .until
-                .map_or(now_ms + EXHAUSTED_PAUSE_MS, |s| s.saturating_mul(1000));
-            self.agent_paused_until_ms = Some(until);
-        }
-        let crash = result.and_then(|r| r.crash.clone()).or_else(|| match end {
-            AttemptEnd::NoResult { reason } | AttemptEnd::ClaimLost { reason } => {
-                Some(reason.clone())
+        match next.feature() {
+            FeatureEffect::Stop { reason } => {
+                self.stopped = Some(reason.clone());
+                transition.stop_feature = Some(reason.clone());
             }
-            _ => None,
-        });
+            FeatureEffect::Halt { reason } => {
+                if self.halted.is_none() {
+                    self.halted = Some(reason.clone());
+                    // The other attempts use the same agent: stop them, uncharged.
+                    let others: Vec<String> =
+                        self.live.keys().filter(|t| *t != task).cloned().collect();
+                    for other in others {
+                        self.signal(&other, nix::sys::signal::Signal::SIGTERM);
+                    }
+                }
+            }
+            FeatureEffect::None => {}
+        }
+        if let Some(rest) = &next.agent_rest {
+            self.rest_agent(rest)?;
+        }
+        let crash = next.crash.clone();
+        let usage = next.usage.clone();
+        let decision = &next.decision;
         transition.close = Some(AttemptClose {
             id: attempt.clone(),
             ended_at_ms: now_ms,
             outcome: decision.outcome.as_str().to_string(),
             stop_reason: result
                 .and_then(|r| r.stop_reason.as_ref())
-                .map(stop_reason_text),
+                .map(|r| r.as_str().to_owned()),
             crash: crash.clone(),
-            message: Some(decision.event.message.clone()),
+            message: Some(next.message.clone()),
             usage,
             result: result.and_then(|r| serde_json::to_string(r).ok()),
         });
@@ -94,12 +90,10 @@ impl Run<'_> {
             phase: row.phase,
             duration_ms: now_ms - started_at_ms,
             retry_at_ms: row.next_attempt_after_ms,
+            // A misconfiguration is said once, when the run ends.
             message: crash.or_else(|| {
-                matches!(
-                    decision.event.kind,
-                    crate::engine::policy::EventKind::Warning
-                )
-                .then(|| decision.event.message.clone())
+                (next.is_warning() && !matches!(next.feature(), FeatureEffect::Halt { .. }))
+                    .then(|| next.message.clone())
             }),
         });
         if !row.removed {

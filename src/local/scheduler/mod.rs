@@ -3,7 +3,7 @@
 //! `parallel` at once; every per-task step comes from `engine::lifecycle::decide` and every
 //! attempt's conclusion from `engine::policy`.
 
-mod conclude;
+pub mod conclude;
 mod ingest;
 mod live;
 mod reactions;
@@ -19,7 +19,7 @@ pub use run::Run;
 use crate::engine::dag::{DagErrors, FeatureOutcome, PhaseError};
 use crate::local::display::Display;
 use crate::local::executor::RunnerCommand;
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 use crate::local::store::{Store, StoreError};
 
 /// Errors of a local run (not attempt failures: those are task outcomes).
@@ -64,6 +64,11 @@ pub enum RunOutcome {
     },
     /// The user interrupted the run; running attempts were cancelled.
     Interrupted,
+    /// The agent cannot run as configured: the run stopped at once, no task was charged.
+    Halted {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
 }
 
 /// The current time, Unix ms.
@@ -77,7 +82,7 @@ const MIN_WAIT: Duration = Duration::from_millis(5);
 /// Runs the feature in `store` until it reaches an outcome or is interrupted.
 pub async fn run(
     store: &mut Store,
-    feature: &FeatureSpec,
+    feature: &LocalFeature,
     options: &RunOptions,
     display: &mut Display,
 ) -> Result<RunOutcome, RunError> {

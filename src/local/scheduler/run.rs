@@ -9,11 +9,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::live::Live;
 use super::{RunError, RunOptions, RunOutcome};
 use crate::engine::attempt::AttemptResult;
+use crate::engine::conclusion::{AgentRest, Gate, outcome_message};
 use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, TaskNode, TaskPhase};
 use crate::engine::lifecycle::{self, Action, FeatureGate, RunView, TaskView};
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport};
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 use crate::local::prompt;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{NewEvent, Store, TaskRow, Transition, keys};
@@ -21,7 +22,7 @@ use crate::local::store::{NewEvent, Store, TaskRow, Transition, keys};
 /// One invocation of the run loop.
 pub struct Run<'a> {
     pub(super) store: &'a mut Store,
-    pub(super) feature: &'a FeatureSpec,
+    pub(super) feature: &'a LocalFeature,
     pub(super) options: &'a RunOptions,
     pub(super) display: &'a mut Display,
     pub(super) reports: UnboundedSender<AttemptReport>,
@@ -32,8 +33,10 @@ pub struct Run<'a> {
     pub(super) started: u32,
     pub(super) stopped: Option<String>,
     pub(super) interrupted_at: Option<Instant>,
-    pub(super) agent_paused_until_ms: Option<i64>,
+    pub(super) halted: Option<String>,
+    pub(super) agent_rest: Option<AgentRest>,
     pub(super) wake_at_ms: Option<i64>,
+    pub(super) announced_wait_ms: Option<i64>,
     pub(super) next_renewal_ms: i64,
 }
 
@@ -61,7 +64,7 @@ impl<'a> Run<'a> {
     /// Loads the tasks from the store, builds the DAG and persists the phases it derives.
     pub fn load(
         store: &'a mut Store,
-        feature: &'a FeatureSpec,
+        feature: &'a LocalFeature,
         options: &'a RunOptions,
         display: &'a mut Display,
         reports: UnboundedSender<AttemptReport>,
@@ -71,6 +74,14 @@ impl<'a> Run<'a> {
         let dag = Dag::new(rows.iter().filter(|r| !r.removed).map(node).collect())?;
         let iterations_at_start = store.iterations()?;
         let stopped = store.meta(keys::STOPPED)?;
+        let agent_rest = store
+            .meta(keys::AGENT_REST)?
+            .and_then(|json| serde_json::from_str::<StoredRest>(&json).ok())
+            .map(|rest| AgentRest {
+                until_ms: rest.until_ms,
+                message: rest.message,
+            })
+            .filter(|rest| rest.until_ms > now_ms);
         store.set_meta(keys::OUTCOME, None)?;
         let claim_ms = i64::try_from(options.claim_duration.as_millis()).unwrap_or(i64::MAX);
         let mut run = Run {
@@ -86,15 +97,35 @@ impl<'a> Run<'a> {
             started: 0,
             stopped,
             interrupted_at: None,
-            agent_paused_until_ms: None,
+            halted: None,
+            agent_rest,
             wake_at_ms: None,
+            announced_wait_ms: None,
             next_renewal_ms: now_ms + claim_ms / 3,
         };
         let loaded = run.dag.loaded_transitions().to_vec();
         let mut transition = Transition::default();
         run.record_transitions(&loaded, &mut transition);
         run.store.apply(&transition, now_ms)?;
+        if let Some(rest) = &run.agent_rest {
+            run.display.show(&RunEvent::Warning {
+                task: None,
+                message: rest_message(rest, now_ms),
+            });
+        }
         Ok(run)
+    }
+
+    /// The agent is out of quota: no task starts before the rest ends, also after a restart.
+    pub(super) fn rest_agent(&mut self, rest: &AgentRest) -> Result<(), RunError> {
+        let stored = StoredRest {
+            until_ms: rest.until_ms,
+            message: rest.message.clone(),
+        };
+        let json = serde_json::to_string(&stored).ok();
+        self.store.set_meta(keys::AGENT_REST, json.as_deref())?;
+        self.agent_rest = Some(rest.clone());
+        Ok(())
     }
 
     pub(super) fn claim_ms(&self) -> i64 {
@@ -105,27 +136,29 @@ impl<'a> Run<'a> {
         self.interrupted_at.is_some()
     }
 
-    fn limit_reached(&self) -> bool {
-        self.options
+    /// The most attempts in all: the feature's `maxIterations`, or this run's `--limit`.
+    fn max_iterations(&self) -> Option<u32> {
+        let limit = self
+            .options
             .limit
-            .is_some_and(|limit| self.started >= limit)
-            || self
-                .feature
-                .max_iterations
-                .is_some_and(|max| self.iterations_at_start + self.started >= max)
+            .map(|l| self.iterations_at_start.saturating_add(l));
+        match (self.feature.max_iterations, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// What the feature allows for tasks that are not running.
     fn gate(&self) -> FeatureGate {
-        if self.interrupting() || self.feature.suspend {
-            FeatureGate::Suspended
-        } else if self.stopped.is_some() || self.limit_reached() {
-            FeatureGate::Stopped
-        } else if self.live.len() >= self.options.parallel {
-            FeatureGate::AtCapacity
-        } else {
-            FeatureGate::Open
+        Gate {
+            suspended: self.interrupting() || self.feature.suspend || self.halted.is_some(),
+            stopped: self.stopped.is_some(),
+            parallelism: self.options.parallel,
+            running: self.live.len(),
+            iterations_used: u64::from(self.iterations_at_start + self.started),
+            max_iterations: self.max_iterations().map(u64::from),
         }
+        .next(0)
     }
 
     pub(super) fn wake_at(&mut self, at_ms: i64) {
@@ -145,12 +178,15 @@ impl<'a> Run<'a> {
     /// Starts ready tasks, in the DAG's order, while the feature has capacity.
     pub fn schedule(&mut self, now_ms: i64) -> Result<(), RunError> {
         self.wake_at_ms = None;
-        if let Some(until) = self.agent_paused_until_ms {
-            if until > now_ms {
+        if let Some(rest) = &self.agent_rest {
+            if rest.until_ms > now_ms {
+                let until = rest.until_ms;
                 self.wake_at(until);
+                self.announce_wait(now_ms);
                 return Ok(());
             }
-            self.agent_paused_until_ms = None;
+            self.agent_rest = None;
+            self.store.set_meta(keys::AGENT_REST, None)?;
         }
         let ready: Vec<String> = self.dag.ready().map(str::to_string).collect();
         for name in ready {
@@ -180,7 +216,22 @@ impl<'a> Run<'a> {
             let actions = lifecycle::decide(&view, claim.as_ref(), &RunView::NotStarted, now_ms);
             self.execute(&name, actions, now_ms)?;
         }
+        self.announce_wait(now_ms);
         Ok(())
+    }
+
+    /// Says once how long the run waits when nothing runs and the next attempt is later.
+    fn announce_wait(&mut self, now_ms: i64) {
+        let Some(until_ms) = self.wake_at_ms.filter(|&at| at > now_ms) else {
+            return;
+        };
+        if self.live.is_empty() && self.announced_wait_ms != Some(until_ms) {
+            self.announced_wait_ms = Some(until_ms);
+            self.display.show(&RunEvent::Waiting {
+                until_ms,
+                wait_ms: until_ms - now_ms,
+            });
+        }
     }
 
     /// A claim left in the store by an earlier run for a task that is not running.
@@ -200,6 +251,12 @@ impl<'a> Run<'a> {
         if !self.live.is_empty() {
             return Ok(None);
         }
+        if let Some(reason) = &self.halted {
+            self.store.set_meta(keys::OUTCOME, Some("Halted"))?;
+            return Ok(Some(RunOutcome::Halted {
+                reason: reason.clone(),
+            }));
+        }
         if self.interrupting() {
             self.store.set_meta(keys::OUTCOME, Some("Interrupted"))?;
             return Ok(Some(RunOutcome::Interrupted));
@@ -210,11 +267,7 @@ impl<'a> Run<'a> {
                 format!("an agent promised FAILURE: {reason}"),
             )
         } else {
-            let limit = self.options.limit.map(|l| self.iterations_at_start + l);
-            let max = match (self.feature.max_iterations, limit) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let max = self.max_iterations();
             let inputs = OutcomeInputs {
                 suspended: self.feature.suspend,
                 iterations_used: u64::from(self.iterations_at_start + self.started),
@@ -224,7 +277,7 @@ impl<'a> Run<'a> {
             let Some(outcome) = self.dag.outcome(inputs) else {
                 return Ok(None);
             };
-            (outcome, self.outcome_message(outcome))
+            (outcome, outcome_message(outcome, &self.dag.counts()))
         };
         let mut transition = Transition::default();
         transition.events.push(NewEvent::feature(
@@ -235,29 +288,6 @@ impl<'a> Run<'a> {
         self.store
             .set_meta(keys::OUTCOME, Some(&format!("{outcome:?}")))?;
         Ok(Some(RunOutcome::Finished { outcome, message }))
-    }
-
-    fn outcome_message(&self, outcome: FeatureOutcome) -> String {
-        let counts = self.dag.counts();
-        match outcome {
-            FeatureOutcome::Complete => format!("all {} tasks done", counts.total()),
-            FeatureOutcome::Failed => format!(
-                "{} done, {} failed, {} blocked",
-                counts.done, counts.failed, counts.blocked
-            ),
-            FeatureOutcome::Blocked => format!(
-                "nothing can run: {} pending, {} blocked, {} failed",
-                counts.pending, counts.blocked, counts.failed
-            ),
-            FeatureOutcome::NoPlan => "the feature has no tasks".to_string(),
-            FeatureOutcome::LimitReached => format!(
-                "attempt limit reached ({} started in this run); {} of {} tasks done",
-                self.started,
-                counts.done,
-                counts.total()
-            ),
-            FeatureOutcome::Suspended => "the feature is suspended (spec.suspend)".to_string(),
-        }
     }
 
     /// Carries out the lifecycle's actions for one task.
@@ -413,7 +443,7 @@ impl<'a> Run<'a> {
             generation: row.generation,
             next_attempt_after_ms: row.next_attempt_after_ms,
             attempt: Some(live.attempt_view()),
-            gate: if self.interrupting() {
+            gate: if self.interrupting() || self.halted.is_some() {
                 FeatureGate::Suspended
             } else {
                 FeatureGate::Open
@@ -446,6 +476,24 @@ impl Run<'_> {
             crate::local::process::kill_runner(pid);
         }
     }
+}
+
+/// The agent's rest as the store keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredRest {
+    until_ms: i64,
+    message: String,
+}
+
+/// What the display says while the agent rests.
+fn rest_message(rest: &AgentRest, now_ms: i64) -> String {
+    let wait =
+        std::time::Duration::from_secs(u64::try_from((rest.until_ms - now_ms) / 1000).unwrap_or(0));
+    format!(
+        "the agent is out of quota ({}); waiting {} before the next attempt",
+        rest.message,
+        humantime::format_duration(wait)
+    )
 }
 
 fn send_signal(pid: u32, signal: Signal) {

@@ -2,13 +2,13 @@
 
 use crate::engine::attempt::Usage;
 use crate::engine::dag::TaskPhase;
-use crate::local::feature::TaskSpec;
+use crate::local::feature::LocalTask;
 
 /// One task's state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
     /// The task as the manifest last declared it.
-    pub spec: TaskSpec,
+    pub spec: LocalTask,
     /// Creation order (position in the manifest).
     pub order: u64,
     /// Bumped each time the manifest changes the task.

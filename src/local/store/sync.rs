@@ -6,10 +6,9 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::rows::NewEvent;
-use super::tasks::phase_name;
 use super::{Store, StoreError, claims, events, keys, tasks, write_meta};
 use crate::engine::dag::TaskPhase;
-use crate::local::feature::FeatureSpec;
+use crate::local::feature::LocalFeature;
 
 /// What a sync changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,7 +32,7 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreEr
 
 impl Store {
     /// Syncs the stored tasks with `feature` (one transaction) and records the feature spec.
-    pub fn sync(&mut self, feature: &FeatureSpec, now_ms: i64) -> Result<SyncReport, StoreError> {
+    pub fn sync(&mut self, feature: &LocalFeature, now_ms: i64) -> Result<SyncReport, StoreError> {
         let tx = self.conn.transaction()?;
         let mut report = SyncReport::default();
         let existing = tasks::load_all(&tx)?;
@@ -46,7 +45,7 @@ impl Store {
                     tx.execute(
                         "INSERT INTO tasks (name, spec, ord, generation, phase)
                          VALUES (?1, ?2, ?3, 1, ?4)",
-                        params![spec.name, json, order, phase_name(TaskPhase::Pending)],
+                        params![spec.name, json, order, TaskPhase::Pending.as_str()],
                     )?;
                     report.added.push(spec.name.clone());
                 }
@@ -101,7 +100,7 @@ impl Store {
     }
 
     /// The feature spec last synced, if any.
-    pub fn feature(&self) -> Result<Option<FeatureSpec>, StoreError> {
+    pub fn feature(&self) -> Result<Option<LocalFeature>, StoreError> {
         self.meta(keys::FEATURE)?
             .map(|json| {
                 serde_json::from_str(&json).map_err(|error| StoreError::Corrupt {

@@ -9,29 +9,6 @@ use crate::engine::dag::TaskPhase;
 const COLUMNS: &str = "spec, ord, generation, phase, retry_count, attempt_count, \
     next_attempt_after_ms, previous_attempt, usage, removed";
 
-/// The stored name of a phase.
-pub fn phase_name(phase: TaskPhase) -> &'static str {
-    match phase {
-        TaskPhase::Pending => "Pending",
-        TaskPhase::Running => "Running",
-        TaskPhase::Done => "Done",
-        TaskPhase::Failed => "Failed",
-        TaskPhase::Blocked => "Blocked",
-    }
-}
-
-fn parse_phase(name: &str) -> Option<TaskPhase> {
-    [
-        TaskPhase::Pending,
-        TaskPhase::Running,
-        TaskPhase::Done,
-        TaskPhase::Failed,
-        TaskPhase::Blocked,
-    ]
-    .into_iter()
-    .find(|phase| phase_name(*phase) == name)
-}
-
 fn corrupt(what: String, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt {
         what,
@@ -68,10 +45,10 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawTask> {
 }
 
 fn decode(raw: RawTask) -> Result<TaskRow, StoreError> {
-    let spec: crate::local::feature::TaskSpec =
+    let spec: crate::local::feature::LocalTask =
         serde_json::from_str(&raw.spec).map_err(|error| corrupt("task spec".to_string(), error))?;
     let what = |field: &str| format!("task {:?} field {field}", spec.name);
-    let phase = parse_phase(&raw.phase).ok_or_else(|| corrupt(what("phase"), &raw.phase))?;
+    let phase = TaskPhase::parse(&raw.phase).ok_or_else(|| corrupt(what("phase"), &raw.phase))?;
     let usage = serde_json::from_str(&raw.usage).map_err(|error| corrupt(what("usage"), error))?;
     let order = u64::try_from(raw.ord).map_err(|error| corrupt(what("ord"), error))?;
     Ok(TaskRow {
@@ -117,7 +94,7 @@ pub(super) fn save(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> 
          WHERE name = ?1",
         params![
             task.name(),
-            phase_name(task.phase),
+            task.phase.as_str(),
             task.retry_count,
             task.attempt_count,
             task.next_attempt_after_ms,

@@ -1,38 +1,15 @@
-use std::time::Duration;
-
 use super::*;
-use crate::local::feature::{FeatureSpec, TaskSpec};
+use crate::local::feature::{LocalFeature, LocalTask};
+use crate::local::testing::{self, task as spec};
 
-fn spec(name: &str, depends_on: &[&str]) -> TaskSpec {
-    TaskSpec {
-        name: name.to_string(),
-        title: format!("Title of {name}"),
-        description: format!("Do {name}"),
-        depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
-        parent: None,
-        priority: 0,
-        max_retries: None,
-    }
-}
-
-fn feature(tasks: Vec<TaskSpec>) -> FeatureSpec {
-    FeatureSpec {
-        name: "demo".to_string(),
-        agent_command: vec!["agent".to_string()],
-        parallelism: 1,
-        max_iterations: None,
+fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
+    LocalFeature {
         max_retries: 3,
-        backoff_base: Duration::from_secs(10),
-        backoff_max: Duration::from_secs(600),
-        verify: false,
-        suspend: false,
-        spec_text: None,
-        plan_text: None,
-        tasks,
+        ..testing::feature(tasks)
     }
 }
 
-fn store_with(tasks: Vec<TaskSpec>) -> (tempfile::TempDir, Store) {
+fn store_with(tasks: Vec<LocalTask>) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut store = Store::open(dir.path()).expect("open");
     store.sync(&feature(tasks), 0).expect("sync");

@@ -337,7 +337,7 @@ fn server_side_apply(
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
         )
     })?;
-    let applied: Value = serde_yaml::from_slice(body).map_err(|e| {
+    let applied: Value = serde_yaml_ng::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!("the apply patch is not valid YAML/JSON: {e}"))
     })?;
     for field in ["apiVersion", "kind"] {

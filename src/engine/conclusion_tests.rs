@@ -1,0 +1,208 @@
+use std::time::Duration;
+
+use super::*;
+use crate::engine::attempt::StopReason;
+use crate::engine::dag::PhaseCounts;
+use crate::engine::testing;
+
+const NOW: i64 = 1_000_000;
+
+fn policy() -> ConclusionPolicy {
+    ConclusionPolicy::with_retry(RetryBackoff {
+        base: Duration::from_secs(10),
+        cap: Duration::from_secs(600),
+        max_retries: 2,
+    })
+}
+
+fn task(retry_count: u32, without_verdict: u32) -> TaskState {
+    TaskState {
+        name: "t".to_owned(),
+        retry_count,
+        without_verdict,
+        verify: false,
+    }
+}
+
+fn reported(result: AttemptResult) -> AttemptEnd {
+    AttemptEnd::Reported(Box::new(result))
+}
+
+#[test]
+fn an_attempt_without_a_sigil_backs_off_like_a_retry_without_counting_one() {
+    let next = conclude(
+        &reported(testing::result("t")),
+        &task(0, 0),
+        &policy(),
+        NOW,
+        0.0,
+    );
+    assert_eq!(
+        (
+            next.phase,
+            next.retry_count,
+            next.without_verdict,
+            next.next_attempt_after_ms
+        ),
+        (TaskPhase::Pending, 0, 1, Some(NOW + 10_000))
+    );
+}
+
+#[test]
+fn each_attempt_without_a_verdict_in_a_row_doubles_the_wait() {
+    let end = reported(testing::stopped("t", StopReason::MaxTokens));
+    let next = conclude(&end, &task(0, 2), &policy(), NOW, 0.0);
+    assert_eq!(next.next_attempt_after_ms, Some(NOW + 40_000));
+}
+
+#[test]
+fn the_fifth_attempt_in_a_row_without_a_verdict_fails_the_task_and_says_why() {
+    let next = conclude(
+        &reported(testing::result("t")),
+        &task(0, 4),
+        &policy(),
+        NOW,
+        0.0,
+    );
+    assert_eq!(
+        (next.phase, next.next_attempt_after_ms),
+        (TaskPhase::Failed, None)
+    );
+    assert!(
+        next.message
+            .contains("5 attempts in a row ended without a verdict"),
+        "{}",
+        next.message
+    );
+}
+
+#[test]
+fn a_verdict_resets_the_streak_without_a_verdict() {
+    let next = conclude(
+        &reported(testing::failed("t", None)),
+        &task(0, 3),
+        &policy(),
+        NOW,
+        0.0,
+    );
+    assert_eq!(next.without_verdict, 0);
+}
+
+#[test]
+fn the_streak_counts_only_trailing_attempts_without_a_verdict() {
+    use AttemptOutcome::{Blocked, Crashed, Released};
+    assert_eq!(
+        without_verdict_streak([Released, Crashed, Blocked, Released].into_iter()),
+        2
+    );
+}
+
+#[test]
+fn exhaustion_with_a_known_reset_time_waits_until_then() {
+    let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
+    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(5_000_000));
+    assert_eq!(next.next_attempt_after_ms, Some(5_000_000));
+}
+
+#[test]
+fn exhaustion_with_an_unknown_reset_time_rests_the_default() {
+    let end = reported(testing::exhausted("t", "quota", None));
+    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    assert_eq!(next.next_attempt_after_ms, Some(NOW + 300_000));
+    assert_eq!(next.retry_count, 0);
+}
+
+#[test]
+fn a_lost_claim_keeps_its_reason_in_the_message() {
+    let end = AttemptEnd::ClaimLost {
+        reason: "claim taken over by x".to_owned(),
+    };
+    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    assert!(
+        next.message.contains("(claim taken over by x)"),
+        "{}",
+        next.message
+    );
+}
+
+#[test]
+fn a_superseded_attempt_is_not_reported_as_cancelled() {
+    let end = AttemptEnd::Superseded {
+        from_generation: 1,
+        to_generation: 2,
+    };
+    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    assert_eq!(next.decision.event.reason, "AttemptSuperseded");
+    assert!(!next.message.contains("cancelled"), "{}", next.message);
+}
+
+#[test]
+fn a_misconfigured_agent_halts_the_feature_without_charging_a_retry() {
+    let end = reported(testing::misconfigured("t", "no binary", "install it"));
+    let next = conclude(&end, &task(1, 0), &policy(), NOW, 0.0);
+    assert!(matches!(next.feature(), FeatureEffect::Halt { .. }));
+    assert_eq!(
+        (next.phase, next.retry_count, next.next_attempt_after_ms),
+        (TaskPhase::Pending, 1, None)
+    );
+}
+
+fn gate() -> Gate {
+    Gate {
+        suspended: false,
+        stopped: false,
+        parallelism: 2,
+        running: 1,
+        iterations_used: 3,
+        max_iterations: None,
+    }
+}
+
+#[test]
+fn the_gate_opens_while_slots_are_free() {
+    assert_eq!(gate().next(0), FeatureGate::Open);
+    assert_eq!(gate().next(1), FeatureGate::AtCapacity);
+}
+
+#[test]
+fn the_gate_stops_at_the_iteration_limit() {
+    let gate = Gate {
+        max_iterations: Some(3),
+        ..gate()
+    };
+    assert_eq!(gate.next(0), FeatureGate::Stopped);
+}
+
+#[test]
+fn the_iteration_limit_caps_the_free_slots() {
+    let gate = Gate {
+        parallelism: 5,
+        max_iterations: Some(5),
+        ..gate()
+    };
+    assert_eq!(gate.free_slots(), 2);
+}
+
+#[test]
+fn suspension_comes_before_every_other_gate() {
+    let gate = Gate {
+        suspended: true,
+        stopped: true,
+        ..gate()
+    };
+    assert_eq!(gate.next(0), FeatureGate::Suspended);
+}
+
+#[test]
+fn a_limit_reached_message_says_how_many_tasks_are_done() {
+    let counts = PhaseCounts {
+        done: 1,
+        pending: 2,
+        ..PhaseCounts::default()
+    };
+    assert_eq!(
+        outcome_message(FeatureOutcome::LimitReached, &counts),
+        "the attempt limit (maxIterations or --limit) is used up; 1 of 3 tasks done"
+    );
+}

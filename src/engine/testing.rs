@@ -1,0 +1,97 @@
+//! Fixtures for tests of the engine and its callers (unit and integration tests).
+#![allow(clippy::expect_used)]
+
+use super::attempt::{AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, StopReason};
+use super::sigils::Sigils;
+
+/// A result of attempt `<task>-a1` that finished its turn with `end_turn` and said nothing:
+/// change what a test is about with struct update syntax or the helpers below.
+pub fn result(task: &str) -> AttemptResult {
+    // Built from JSON so fields the runner adds later take their defaults here too.
+    serde_json::from_value(serde_json::json!({
+        "version": super::attempt::RESULT_SCHEMA_VERSION,
+        "task": task,
+        "attempt": format!("{task}-a1"),
+        "outcome": "finished",
+        "stopReason": "end_turn",
+    }))
+    .expect("the fixture is a valid result document")
+}
+
+/// A finished turn with `stop` and no sigils.
+pub fn stopped(task: &str, stop: StopReason) -> AttemptResult {
+    AttemptResult {
+        stop_reason: Some(stop),
+        ..result(task)
+    }
+}
+
+/// A finished turn with these sigils.
+pub fn with_sigils(task: &str, sigils: Sigils) -> AttemptResult {
+    AttemptResult {
+        sigils,
+        ..result(task)
+    }
+}
+
+/// `<task-done>task</task-done>`.
+pub fn done(task: &str) -> AttemptResult {
+    with_sigils(
+        task,
+        Sigils {
+            task_done: Some(task.to_owned()),
+            ..Sigils::default()
+        },
+    )
+}
+
+/// `<task-failed>task</task-failed>` with an optional reason.
+pub fn failed(task: &str, reason: Option<&str>) -> AttemptResult {
+    with_sigils(
+        task,
+        Sigils {
+            task_failed: Some(task.to_owned()),
+            task_failed_reason: reason.map(str::to_owned),
+            ..Sigils::default()
+        },
+    )
+}
+
+/// An attempt that ended as `outcome` without a stop reason.
+pub fn ended(task: &str, outcome: OutcomeClass) -> AttemptResult {
+    AttemptResult {
+        outcome,
+        stop_reason: None,
+        ..result(task)
+    }
+}
+
+/// A crash with this summary.
+pub fn crashed(task: &str, summary: &str) -> AttemptResult {
+    AttemptResult {
+        crash: Some(summary.to_owned()),
+        ..ended(task, OutcomeClass::Crashed)
+    }
+}
+
+/// Quota exhaustion, resetting at `reset_at` (Unix s) when known.
+pub fn exhausted(task: &str, message: &str, reset_at: Option<i64>) -> AttemptResult {
+    AttemptResult {
+        exhaustion: Some(Exhaustion {
+            message: message.to_owned(),
+            reset_at,
+        }),
+        ..ended(task, OutcomeClass::Exhausted)
+    }
+}
+
+/// An agent that cannot run as configured.
+pub fn misconfigured(task: &str, problem: &str, fix: &str) -> AttemptResult {
+    AttemptResult {
+        misconfiguration: Some(Misconfiguration {
+            problem: problem.to_owned(),
+            fix: fix.to_owned(),
+        }),
+        ..ended(task, OutcomeClass::Misconfigured)
+    }
+}
