@@ -26,6 +26,7 @@ const EXIT_FINISHED: i32 = 0;
 const EXIT_CRASHED: i32 = 3;
 const EXIT_EXHAUSTED: i32 = 4;
 const EXIT_CANCELLED: i32 = 5;
+const EXIT_MISCONFIGURED: i32 = 6;
 
 /// One attempt's files: workspace, throwaway home, prompt, result and logs.
 struct Attempt {
@@ -419,5 +420,33 @@ fn rate_limited_api_is_exhaustion() {
         exhaustion.message.contains("rate limit"),
         "exhaustion message: {:?}",
         exhaustion.message
+    );
+}
+
+#[test]
+fn a_rejected_api_key_is_misconfiguration_naming_authentication() {
+    let attempt = Attempt::new("locked-out");
+    let fake = FakeAnthropic::start(Script::new().task(
+        "locked-out",
+        [Turn::error(
+            401,
+            "authentication_error",
+            "invalid x-api-key",
+        )],
+    ))
+    .expect("start the fake Anthropic API");
+
+    let ended = attempt.run(&fake);
+
+    ended.assert_exit(EXIT_MISCONFIGURED);
+    ended.assert_outcome(OutcomeClass::Misconfigured);
+    let problem = ended
+        .result
+        .misconfiguration
+        .clone()
+        .unwrap_or_else(|| panic!("no misconfiguration in {:?}", ended.result));
+    assert!(
+        problem.problem.contains("needs authentication"),
+        "problem: {problem:?}"
     );
 }

@@ -101,7 +101,7 @@ fn a_script_error_names_the_file_and_step() {
 }
 
 #[test]
-fn an_agent_that_cannot_start_is_a_crash() {
+fn an_agent_command_that_does_not_exist_is_misconfigured_exit_6() {
     let scenario = Scenario::new("t", "default: []\n");
     let output = Command::new(ralph())
         .args(["runner", "--task", "t", "--prompt-file"])
@@ -113,16 +113,17 @@ fn an_agent_that_cannot_start_is_a_crash() {
         .args(["--", "/nonexistent/agent-cli"])
         .output()
         .expect("run");
-    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(output.status.code(), Some(6));
     let result = scenario.read_result().expect("result");
-    assert_eq!(result.outcome, OutcomeClass::Crashed);
+    assert_eq!(result.outcome, OutcomeClass::Misconfigured);
+    let problem = result.misconfiguration.expect("misconfiguration");
     assert!(
-        result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.starts_with("cannot start agent `/nonexistent/agent-cli`")),
-        "{result:?}"
+        problem
+            .problem
+            .starts_with("the agent command `/nonexistent/agent-cli` was not found"),
+        "{problem:?}"
     );
+    assert!(problem.fix.contains("install the agent"), "{problem:?}");
 }
 
 /// Runs the hello sample script for one task and attempt.

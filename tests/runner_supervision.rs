@@ -133,10 +133,12 @@ fn the_total_timeout_ends_a_busy_agent() {
 }
 
 #[test]
-fn claudes_usage_limit_message_is_exhaustion_with_its_reset_time() {
+fn claudes_usage_limit_error_is_exhaustion_with_its_reset_time() {
     let run = Scenario::new(
         "t",
-        &script(r#"[{text: "Claude AI usage limit reached|1760000000"}]"#),
+        &script(
+            r#"[{error: {message: "Claude AI usage limit reached|1760000000", error_kind: usage_limit}}]"#,
+        ),
     )
     .run();
     assert_eq!(
@@ -148,6 +150,22 @@ fn claudes_usage_limit_message_is_exhaustion_with_its_reset_time() {
     let exhaustion = run.result.exhaustion.expect("exhaustion");
     assert_eq!(exhaustion.reset_at, Some(1_760_000_000));
     assert_eq!(run.status.code(), Some(4));
+}
+
+#[test]
+fn a_usage_limit_in_the_agents_prose_is_not_exhaustion() {
+    let run = Scenario::new(
+        "t",
+        &script(r#"[{text: "The log said: Claude AI usage limit reached|1760000000 and insufficient_quota."}]"#),
+    )
+    .run();
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Finished,
+        "{}",
+        run.result_json
+    );
+    assert_eq!(run.result.exhaustion, None);
 }
 
 #[test]

@@ -4,5 +4,5 @@
 pub mod script;
 pub mod scripted;
 
-pub use script::{Script, ScriptError, Step, attempt_number};
+pub use script::{PermissionRequestStyle, Script, ScriptError, Step, attempt_number};
 pub use scripted::{AgentError, Performance, serve, serve_stdio};

@@ -61,6 +61,16 @@ pub enum Step {
     Split(String),
     /// Replay this text as history when the session is set up, before any prompt.
     History(String),
+    /// Report a model API failure inside the turn, as codex-acp does: the error as a
+    /// message chunk, then a `session_info_update` whose `_meta.codex.threadStatus` is
+    /// a `systemError`.
+    SystemError(String),
+    /// A `session_info_update` with `_meta.codex.threadStatus.type` set to this.
+    ThreadStatus(String),
+    /// Send an informational message chunk (`_meta.claudeCode.kind: "informational"`).
+    Informational(String),
+    /// Report token counts only in the prompt response's `_meta.quota`, as gemini-cli does.
+    QuotaTokens(UsageStep),
 }
 
 /// A permissioned file tool call.
@@ -74,6 +84,20 @@ pub struct ToolStep {
     pub ok_text: Option<String>,
     /// Text sent after the tool was denied or failed.
     pub fail_text: Option<String>,
+    /// How the permission request describes the call.
+    pub request: PermissionRequestStyle,
+}
+
+/// What a scripted permission request carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PermissionRequestStyle {
+    /// The `tool_call` update and the request both carry title, kind, input and location.
+    #[default]
+    Full,
+    /// The `tool_call` update carries everything; the request only the `toolCallId`.
+    IdOnly,
+    /// No `tool_call` update; the request only carries a `toolCallId`.
+    Unannounced,
 }
 
 /// A JSON-RPC error answer to the prompt.
@@ -255,7 +279,7 @@ fn parse_steps(items: &[Value], location: &str) -> Result<Vec<Step>, Failure> {
         .collect()
 }
 
-const STEP_KINDS: &str = "text, thought, delay, silence, hang, tool, stop, error, exit, kill, stderr, usage, big, split, history";
+const STEP_KINDS: &str = "text, thought, delay, silence, hang, tool, stop, error, exit, kill, stderr, usage, big, split, history, system_error, thread_status, informational, quota_tokens";
 
 fn parse_step(item: &Value) -> Result<Step, String> {
     let (kind, argument) = match item {
@@ -276,6 +300,10 @@ fn parse_step(item: &Value) -> Result<Step, String> {
         "thought" => Step::Thought(text()?),
         "stderr" => Step::Stderr(text()?),
         "split" => Step::Split(text()?),
+        "system_error" => Step::SystemError(text()?),
+        "thread_status" => Step::ThreadStatus(text()?),
+        "informational" => Step::Informational(text()?),
+        "quota_tokens" => Step::QuotaTokens(usage(argument)?),
         "stop" => Step::Stop(text()?),
         "delay" => Step::Delay(duration(argument, kind)?),
         "silence" => Step::Silence(duration(argument, kind)?),
@@ -384,8 +412,18 @@ fn tool(value: &Value) -> Result<ToolStep, String> {
     check_fields(
         value,
         "tool",
-        &["path", "write", "read", "ok_text", "fail_text"],
+        &["path", "write", "read", "ok_text", "fail_text", "request"],
     )?;
+    let request = match optional_string(value, "request", "tool")?.as_deref() {
+        None | Some("full") => PermissionRequestStyle::Full,
+        Some("id_only") => PermissionRequestStyle::IdOnly,
+        Some("unannounced") => PermissionRequestStyle::Unannounced,
+        Some(other) => {
+            return Err(format!(
+                "`tool.request`: unknown style `{other}` (expected full, id_only or unannounced)"
+            ));
+        }
+    };
     let path = optional_string(value, "path", "tool")?.ok_or("`tool` needs a `path`")?;
     let write = optional_string(value, "write", "tool")?;
     if write.is_some() == field(value, "read").is_some() {
@@ -396,6 +434,7 @@ fn tool(value: &Value) -> Result<ToolStep, String> {
         write,
         ok_text: optional_string(value, "ok_text", "tool")?,
         fail_text: optional_string(value, "fail_text", "tool")?,
+        request,
     })
 }
 
@@ -545,6 +584,19 @@ tasks:
                 error_kind: Some("max_output_tokens".into()),
             })]
         );
+    }
+
+    #[test]
+    fn a_tool_can_ask_permission_by_id_only() {
+        let script = Script::from_yaml(
+            "default: [{tool: {path: a, write: x, request: id_only}}]",
+            "s",
+        )
+        .unwrap();
+        assert!(matches!(
+            &script.steps_for("t", 1)[0],
+            Step::Tool(tool) if tool.request == PermissionRequestStyle::IdOnly
+        ));
     }
 
     #[test]

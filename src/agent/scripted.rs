@@ -22,8 +22,9 @@ use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 
-use super::script::{ErrorStep, Step, ToolStep, substitute};
-use crate::runner::protocol::{RawPrompt, RawPromptResponse, TurnUsage};
+use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, substitute};
+use crate::runner::protocol::{RawPrompt, RawPromptResponse, RawSessionUpdate, TurnUsage};
+use crate::runner::sync::lock;
 
 /// The one session the scripted agent serves.
 const SESSION_ID: &str = "script-session";
@@ -52,6 +53,8 @@ pub struct Performance {
 
 struct Shared {
     performance: Performance,
+    /// Whether the client offered `fs/read_text_file` and `fs/write_text_file`.
+    client_fs: Mutex<bool>,
     cwd: Mutex<PathBuf>,
     turn_cancel: Mutex<CancellationToken>,
 }
@@ -72,6 +75,7 @@ pub async fn serve(
 ) -> Result<(), AgentError> {
     let shared = Arc::new(Shared {
         performance,
+        client_fs: Mutex::new(false),
         cwd: Mutex::new(PathBuf::from(".")),
         turn_cancel: Mutex::new(CancellationToken::new()),
     });
@@ -79,15 +83,20 @@ pub async fn serve(
         .v1()
         .name("ralph-script")
         .on_receive_request(
-            async move |request: InitializeRequest, responder, _cx| {
-                responder.respond(
-                    InitializeResponse::new(request.protocol_version.min(ProtocolVersion::V1))
-                        .agent_capabilities(AgentCapabilities::new())
-                        .agent_info(Implementation::new(
-                            "ralph-script",
-                            env!("CARGO_PKG_VERSION"),
-                        )),
-                )
+            {
+                let shared = shared.clone();
+                async move |request: InitializeRequest, responder, _cx| {
+                    let fs = &request.client_capabilities.fs;
+                    *lock(&shared.client_fs) = fs.read_text_file && fs.write_text_file;
+                    responder.respond(
+                        InitializeResponse::new(request.protocol_version.min(ProtocolVersion::V1))
+                            .agent_capabilities(AgentCapabilities::new())
+                            .agent_info(Implementation::new(
+                                "ralph-script",
+                                env!("CARGO_PKG_VERSION"),
+                            )),
+                    )
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -165,6 +174,7 @@ impl Turn {
     async fn play(self, responder: Responder<RawPromptResponse>) -> Result<(), Error> {
         let performance = &self.shared.performance;
         let mut usage = None;
+        let mut meta = None;
         for (index, step) in performance.steps.iter().enumerate() {
             if self.cancel.is_cancelled() {
                 return respond(responder, "cancelled", usage);
@@ -221,9 +231,29 @@ impl Turn {
                     }
                 }
                 Step::History(_) => {}
+                Step::SystemError(message) => {
+                    self.message(format!("{}\n\n", text(message)))?;
+                    thread_status(&self.cx, "systemError")?;
+                }
+                Step::ThreadStatus(kind) => thread_status(&self.cx, kind)?,
+                Step::Informational(body) => send_raw(
+                    &self.cx,
+                    json!({
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": text(body)},
+                        "_meta": {"claudeCode": {"kind": "informational"}}
+                    }),
+                )?,
+                Step::QuotaTokens(step) => {
+                    meta = Some(json!({"quota": {
+                        "token_count": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens},
+                        "model_usage": [{"model": performance.model.clone().unwrap_or_else(|| "scripted".into()),
+                            "token_count": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}}]
+                    }}));
+                }
             }
         }
-        respond(responder, "end_turn", usage)
+        respond_with_meta(responder, "end_turn", usage, meta)
     }
 
     fn message(&self, text: String) -> Result<(), Error> {
@@ -242,22 +272,29 @@ impl Turn {
             None => (ToolKind::Read, format!("Read {}", tool.path.display())),
         };
         let location = vec![ToolCallLocation::new(path.clone())];
-        let raw_input = json!({"path": path});
-        send(
-            &self.cx,
-            SessionUpdate::ToolCall(
-                ToolCall::new(id.clone(), title.clone())
-                    .kind(kind)
-                    .status(ToolCallStatus::Pending)
-                    .locations(location.clone())
-                    .raw_input(raw_input.clone()),
-            ),
-        )?;
-        let fields = ToolCallUpdateFields::new()
-            .title(title)
-            .kind(kind)
-            .locations(location)
-            .raw_input(raw_input);
+        let raw_input = json!({"file_path": path});
+        if tool.request != PermissionRequestStyle::Unannounced {
+            send(
+                &self.cx,
+                SessionUpdate::ToolCall(
+                    ToolCall::new(id.clone(), title.clone())
+                        .kind(kind)
+                        .status(ToolCallStatus::Pending)
+                        .locations(location.clone())
+                        .raw_input(raw_input.clone()),
+                ),
+            )?;
+        }
+        let fields = match tool.request {
+            PermissionRequestStyle::Full => ToolCallUpdateFields::new()
+                .title(title)
+                .kind(kind)
+                .locations(location)
+                .raw_input(raw_input),
+            PermissionRequestStyle::IdOnly | PermissionRequestStyle::Unannounced => {
+                ToolCallUpdateFields::new()
+            }
+        };
         let answer = self
             .cx
             .send_request(RequestPermissionRequest::new(
@@ -274,23 +311,14 @@ impl Turn {
             &answer.outcome,
             RequestPermissionOutcome::Selected(selected) if selected.option_id.0.as_ref() == "allow"
         );
-        let result = if !allowed {
-            Err("permission denied".to_string())
-        } else if let Some(content) = &tool.write {
-            let content = substitute(content, &performance.task, performance.attempt);
-            self.cx
-                .send_request(WriteTextFileRequest::new(SESSION_ID, path, content))
-                .block_task()
-                .await
-                .map(drop)
-                .map_err(|error| error.message)
+        let result = if allowed {
+            let content = tool
+                .write
+                .as_ref()
+                .map(|content| substitute(content, &performance.task, performance.attempt));
+            self.file_access(path, content).await
         } else {
-            self.cx
-                .send_request(ReadTextFileRequest::new(SESSION_ID, path))
-                .block_task()
-                .await
-                .map(drop)
-                .map_err(|error| error.message)
+            Err("permission denied".to_string())
         };
         let (status, follow_up, note) = match &result {
             Ok(()) => (ToolCallStatus::Completed, &tool.ok_text, "done".to_string()),
@@ -310,6 +338,35 @@ impl Turn {
         }
         Ok(())
     }
+
+    /// Writes `content` to `path` (reads it when `None`): through the client when it
+    /// offered its file system, else directly, as real agents do.
+    async fn file_access(&self, path: PathBuf, content: Option<String>) -> Result<(), String> {
+        let client_fs = *lock(&self.shared.client_fs);
+        match (client_fs, content) {
+            (true, Some(content)) => self
+                .cx
+                .send_request(WriteTextFileRequest::new(SESSION_ID, path, content))
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|error| error.message),
+            (true, None) => self
+                .cx
+                .send_request(ReadTextFileRequest::new(SESSION_ID, path))
+                .block_task()
+                .await
+                .map(drop)
+                .map_err(|error| error.message),
+            (false, Some(content)) => tokio::fs::write(&path, content)
+                .await
+                .map_err(|error| format!("{}: {error}", path.display())),
+            (false, None) => tokio::fs::read_to_string(&path)
+                .await
+                .map(drop)
+                .map_err(|error| format!("{}: {error}", path.display())),
+        }
+    }
 }
 
 fn respond(
@@ -317,9 +374,19 @@ fn respond(
     stop_reason: &str,
     usage: Option<TurnUsage>,
 ) -> Result<(), Error> {
+    respond_with_meta(responder, stop_reason, usage, None)
+}
+
+fn respond_with_meta(
+    responder: Responder<RawPromptResponse>,
+    stop_reason: &str,
+    usage: Option<TurnUsage>,
+    meta: Option<serde_json::Value>,
+) -> Result<(), Error> {
     responder.respond(RawPromptResponse {
         stop_reason: stop_reason.to_string(),
         usage,
+        meta,
     })
 }
 
@@ -335,6 +402,25 @@ fn send(cx: &ConnectionTo<Client>, update: SessionUpdate) -> Result<(), Error> {
     cx.send_notification(SessionNotification::new(SESSION_ID, update))
 }
 
+/// A codex-acp style thread status report.
+fn thread_status(cx: &ConnectionTo<Client>, kind: &str) -> Result<(), Error> {
+    send_raw(
+        cx,
+        json!({
+            "sessionUpdate": "session_info_update",
+            "_meta": {"codex": {"threadStatus": {"type": kind}}}
+        }),
+    )
+}
+
+/// Sends an update the schema has no type for (agent-specific `_meta`).
+fn send_raw(cx: &ConnectionTo<Client>, update: serde_json::Value) -> Result<(), Error> {
+    cx.send_notification(RawSessionUpdate {
+        session_id: SESSION_ID.to_string(),
+        update,
+    })
+}
+
 fn absolute(cwd: &Path, path: &Path) -> PathBuf {
     if path.is_absolute() {
         path.to_path_buf()
@@ -347,13 +433,6 @@ fn absolute(cwd: &Path, path: &Path) -> PathBuf {
 fn filler(bytes: usize) -> String {
     const WORDS: &str = "lorem ipsum dolor sit amet ";
     WORDS.chars().cycle().take(bytes).collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,34 @@ pub struct AgentSpec {
     #[serde(default = "default_total_timeout_seconds")]
     #[schemars(range(min = 10, max = 604800))]
     pub total_timeout_seconds: u64,
+
+    /// Whether the runner offers the agent its file system over ACP (`fs/read_text_file`,
+    /// `fs/write_text_file`); without it the agent reads and writes files itself, still
+    /// asking permission for edits. `auto`: off for gemini-cli (it cannot create new files
+    /// through it), on for other agents.
+    #[serde(default, skip_serializing_if = "ClientFs::is_auto")]
+    pub client_fs: ClientFs,
+}
+
+/// Whether the runner advertises the ACP client `fs` capability to the agent.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientFs {
+    /// Off for agents known to mishandle it (gemini-cli), on for the others.
+    #[default]
+    Auto,
+    /// Always advertise it.
+    Always,
+    /// Never advertise it.
+    Never,
+}
+
+impl ClientFs {
+    fn is_auto(&self) -> bool {
+        *self == ClientFs::Auto
+    }
 }
 
 /// Overrides applied to every agent Pod of a Feature.

@@ -252,7 +252,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             program: exe,
             agent: feature.agent_command.clone(),
             workspace,
-            runner_args: runner_args(&args, agent_timeouts(chosen)),
+            runner_args: [
+                runner_args(&args, agent_timeouts(chosen)),
+                chosen.feature.spec.agent.client_fs.runner_args(),
+            ]
+            .concat(),
         },
     };
     let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;

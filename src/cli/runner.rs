@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt::OutcomeClass;
+use crate::runner::config::ClientFs;
 use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
 
 /// The kubelet's termination-message file, the default result file when it exists.
@@ -54,6 +55,10 @@ pub struct Args {
     /// Refuse permission for tool calls whose title, command or path matches this glob (repeatable).
     #[arg(long, value_name = "GLOB")]
     pub deny: Vec<String>,
+    /// Offer the agent the client's file system (fs/read_text_file, fs/write_text_file):
+    /// auto is off for gemini-cli (it cannot create files through it), on otherwise.
+    #[arg(long, value_enum, default_value_t = ClientFs::Auto)]
+    pub client_fs: ClientFs,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -91,6 +96,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         deny: args.deny,
         events: EventLog::stdout(),
         relay_stderr: true,
+        client_fs: args.client_fs,
     };
     let result = run_attempt(config, cancel).await?;
     let outcome = result.outcome;

@@ -226,8 +226,9 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         &format!("{}s", agent.idle_timeout_seconds),
         "--total-timeout",
         &format!("{}s", agent.total_timeout_seconds),
-        "--",
     ]);
+    command.extend(agent.client_fs.runner_args());
+    command.push("--".to_owned());
     command.extend(agent.command.iter().cloned());
     command.extend(agent.args.iter().cloned());
     let mut env = vec![env_var("HOME", HOME), env_var("TMPDIR", "/tmp")];

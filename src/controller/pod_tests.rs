@@ -1,6 +1,7 @@
 use k8s_openapi::api::core::v1::{EnvFromSource, SecretEnvSource, Toleration};
 
 use super::*;
+use crate::api::agent::ClientFs;
 
 fn agent() -> AgentSpec {
     AgentSpec {
@@ -18,6 +19,7 @@ fn agent() -> AgentSpec {
         resources: None,
         idle_timeout_seconds: 600,
         total_timeout_seconds: 3600,
+        client_fs: ClientFs::Auto,
     }
 }
 
@@ -403,5 +405,23 @@ fn feature_with_empty_agent_command_is_rejected() {
         Err(PodError::NoAgentCommand {
             feature: "hello".to_owned()
         })
+    );
+}
+
+#[test]
+fn a_client_fs_setting_reaches_the_runner_before_the_agent_command() {
+    let agent = AgentSpec {
+        client_fs: ClientFs::Never,
+        ..agent()
+    };
+    let pod = build_with(&agent, None, SidecarMode::Native).expect("pod");
+    let command = container(&pod, AGENT_CONTAINER)
+        .command
+        .clone()
+        .expect("command");
+    let separator = command.iter().position(|arg| arg == "--").expect("--");
+    assert_eq!(
+        command[separator - 2..separator],
+        ["--client-fs".to_owned(), "never".to_owned()]
     );
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::sync::lock;
+
 /// Shortest interval between two heartbeat writes.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -61,13 +63,6 @@ impl Activity {
         if let Err(error) = std::fs::write(&heartbeat.path, super::events::now_ms().to_string()) {
             tracing::warn!(path = %heartbeat.path.display(), %error, "cannot write the heartbeat file");
         }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

@@ -1,29 +1,36 @@
-//! Driving one attempt: spawn the agent, run the ACP conversation under supervision,
-//! shut the agent down, and classify what happened.
+//! Driving one attempt: check the workspace, spawn the agent, run the ACP conversation
+//! under supervision, shut the agent down, and classify what happened.
 
 use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::Activity;
 use super::client::{self, ClientContext};
 use super::config::RunnerConfig;
 use super::error::RunnerError;
-use super::events::now_ms;
-use super::outcome::{Observations, TurnEnd, classify, exhaustion_in_error};
+use super::events::{EventLog, now_ms};
+use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
-use super::process::{AgentProcess, exit_fields};
-use super::stderr::{self, FirstLine, StderrAlarm};
-use super::supervise::{Supervised, Supervision, supervise};
+use super::process::{AgentPipes, AgentProcess, exit_fields};
+use super::stderr::{self, SharedDigest, StderrAlarm};
+use super::supervise::{Supervised, Supervision, not_acp_yet, supervise};
+use super::sync::lock;
 use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
-use crate::engine::attempt::{AttemptResult, OutcomeClass, RESULT_SCHEMA_VERSION, Timings, Usage};
+use crate::engine::attempt::{
+    AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, RESULT_SCHEMA_VERSION, Timings,
+    Usage,
+};
 use crate::engine::sigils::Sigils;
 
 /// Longest wait for the stderr watcher after the agent's group is gone.
@@ -44,7 +51,53 @@ pub async fn run_attempt(
         path: config.workspace.clone(),
         source,
     })?;
-    let events = config.events.clone();
+    if let Err(error) = workspace.check_writable() {
+        let problem = unwritable_workspace(&workspace, &error);
+        config
+            .events
+            .emit("misconfigured", json!({"problem": problem.problem}));
+        return Ok(not_started(
+            &config,
+            started_at_ms,
+            Start::Misconfigured(problem),
+        ));
+    }
+    let (agent, pipes) = match spawn(&config, &workspace) {
+        Ok(spawned) => spawned,
+        Err(start) => return Ok(not_started(&config, started_at_ms, start)),
+    };
+    let AgentPipes {
+        stdin,
+        stdout,
+        stderr,
+    } = pipes;
+    let running = Running::start(&config, agent, stderr, &patterns);
+    let ended = running
+        .converse(
+            &config,
+            (stdin, stdout),
+            workspace,
+            policy,
+            started,
+            &cancel,
+        )
+        .await;
+    Ok(ended.report(config, &patterns, started_at_ms))
+}
+
+/// Why an attempt ended before its agent ran.
+enum Start {
+    /// The agent cannot run as configured.
+    Misconfigured(Misconfiguration),
+    /// The agent could not be started for another reason.
+    Crashed(String),
+}
+
+/// Starts the agent in the workspace with the attempt's environment.
+fn spawn(
+    config: &RunnerConfig,
+    workspace: &Workspace,
+) -> Result<(AgentProcess, AgentPipes), Start> {
     let workspace_env = workspace.root().display().to_string();
     let mut env = vec![
         ("RALPH_TASK", config.task.as_str()),
@@ -53,161 +106,303 @@ pub async fn run_attempt(
     if let Some(attempt) = &config.attempt {
         env.push(("RALPH_ATTEMPT", attempt.as_str()));
     }
-    let (mut agent, pipes) =
-        match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
-            Ok(spawned) => spawned,
-            // An agent that cannot start is the attempt's crash, not a runner usage error.
-            Err(error @ RunnerError::Spawn { .. }) => {
-                events.emit("spawn_failed", json!({"error": error.to_string()}));
-                return Ok(not_started(config, started_at_ms, error.to_string()));
-            }
-            Err(error) => return Err(error),
-        };
-    events.emit(
-        "spawned",
-        json!({"pid": agent.pid(), "command": config.agent_command, "task": config.task, "attempt": config.attempt}),
-    );
-
-    let activity = Arc::new(Activity::new(config.heartbeat_file.clone()));
-    let turn = Arc::new(Mutex::new(TurnState::default()));
-    let first_stderr_line = FirstLine::default();
-    let (alarm_tx, mut alarms) = mpsc::unbounded_channel();
-    let stderr_task = tokio::spawn(stderr::watch(
-        pipes.stderr,
-        patterns.clone(),
-        config.relay_stderr,
-        first_stderr_line.clone(),
-        alarm_tx,
-    ));
-    let (session_tx, session_rx) = oneshot::channel();
-    let mut conversation = Box::pin(client::drive(
-        ClientContext {
-            prompt: config.prompt.clone(),
-            workspace,
-            policy,
-            turn: turn.clone(),
-            events: events.clone(),
-            started,
-        },
-        agent_lines(pipes.stdin, pipes.stdout, activity.clone()),
-        session_tx,
-    ));
-    let supervision = Supervision {
-        agent: &mut agent,
-        activity: &activity,
-        turn: &turn,
-        events: &events,
-        alarms: &mut alarms,
-        idle_timeout: config.idle_timeout,
-        total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
-        total_timeout: config.total_timeout,
-        grace: config.grace,
-        cancel: &cancel,
-    };
-    let supervised = supervise(conversation.as_mut(), session_rx, supervision).await;
-    events.emit("stop", json!({"turn": turn_summary(&supervised.turn_end)}));
-
-    // Dropping the conversation closes the agent's stdin: the agent may now exit.
-    drop(conversation);
-    let exited_before = agent.has_exited();
-    let status = agent.shut_down(config.grace).await;
-    if !exited_before && let Some(status) = status {
-        events.emit("exited", exit_fields(status));
-    }
-    if tokio::time::timeout(STDERR_DRAIN, stderr_task)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the agent's stderr stayed open after its process group was killed");
-    }
-    let mut late_exhaustion = None;
-    while let Ok(alarm) = alarms.try_recv() {
-        if let StderrAlarm::Exhausted { found, .. } = alarm {
-            late_exhaustion.get_or_insert(found);
+    match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
+        Ok(spawned) => {
+            config.events.emit(
+                "spawned",
+                json!({"pid": spawned.0.pid(), "command": config.agent_command, "task": config.task, "attempt": config.attempt}),
+            );
+            Ok(spawned)
+        }
+        Err(error) => {
+            config
+                .events
+                .emit("spawn_failed", json!({"error": error.to_string()}));
+            Err(match &error {
+                RunnerError::Spawn { command, source } => match unstartable(command, source) {
+                    Some(problem) => Start::Misconfigured(problem),
+                    None => Start::Crashed(error.to_string()),
+                },
+                _ => Start::Crashed(error.to_string()),
+            })
         }
     }
+}
 
-    let Supervised {
-        turn_end,
-        interruption,
-        exhaustion,
-    } = supervised;
-    let mut turn = lock(&turn);
-    let now_unix = now_ms() / 1000;
-    let exhaustion = exhaustion
-        .or(late_exhaustion)
-        .or_else(|| match &turn_end {
-            TurnEnd::Failed { message, data, .. } => {
-                exhaustion_in_error(message, data.as_ref(), &patterns, now_unix)
-            }
-            _ => None,
-        })
-        .or_else(|| patterns.exhaustion_in_message(turn.text_head(), now_unix));
-    let observations = Observations {
-        turn: turn_end,
-        interruption,
-        exit_code: status.and_then(|status| status.code()),
-        signal: status.and_then(|status| status.signal()),
-        first_stderr_line: lock(&first_stderr_line).clone(),
-        exhaustion,
-        updates_in_turn: turn.updates_in_turn,
-        sigils: turn.take_sigils(),
+/// The configuration error behind a failed spawn, when it is one.
+fn unstartable(command: &str, error: &std::io::Error) -> Option<Misconfiguration> {
+    let (problem, fix) = match error.kind() {
+        std::io::ErrorKind::NotFound => (
+            format!("the agent command `{command}` was not found: {error}"),
+            "install the agent in the image (or on PATH) or correct the agent command",
+        ),
+        std::io::ErrorKind::PermissionDenied => (
+            format!("the agent command `{command}` is not executable: {error}"),
+            "make the agent program executable or correct the agent command",
+        ),
+        _ => return None,
     };
-    let verdict = classify(&observations);
-    Ok(AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: config.task,
-        attempt: config.attempt,
-        outcome: verdict.outcome,
-        stop_reason: verdict.stop_reason,
-        exit_code: observations.exit_code,
-        signal: observations.signal,
-        sigils: observations.sigils,
-        crash: verdict.crash,
-        misconfiguration: None,
-        exhaustion: observations.exhaustion,
-        agent: turn.agent.clone(),
-        model: turn.model.clone(),
-        usage: turn.usage.clone(),
-        timings: Timings {
-            started_at_ms,
-            ended_at_ms: now_ms(),
-            initialize_ms: turn.initialize_ms,
-        },
-        truncated: Vec::new(),
+    Some(Misconfiguration {
+        problem,
+        fix: fix.into(),
     })
 }
 
-/// The result of an attempt whose agent could not be started.
-fn not_started(config: RunnerConfig, started_at_ms: i64, crash: String) -> AttemptResult {
+fn unwritable_workspace(workspace: &Workspace, error: &std::io::Error) -> Misconfiguration {
+    Misconfiguration {
+        problem: format!(
+            "the workspace {} is not writable: {error}",
+            workspace.root().display()
+        ),
+        fix: "give the runner a writable workspace directory (--workspace, or the volume \
+              mounted at the workspace)"
+            .into(),
+    }
+}
+
+/// A spawned agent and the watchers around it.
+struct Running {
+    agent: AgentProcess,
+    activity: Arc<Activity>,
+    turn: Arc<Mutex<TurnState>>,
+    stderr: SharedDigest,
+    stderr_task: JoinHandle<()>,
+    alarms: mpsc::UnboundedReceiver<StderrAlarm>,
+    events: EventLog,
+}
+
+/// What the attempt left once the agent is gone.
+struct Ended {
+    supervised: Supervised,
+    status: Option<ExitStatus>,
+    late_exhaustion: Option<Exhaustion>,
+    turn: Arc<Mutex<TurnState>>,
+    stderr: SharedDigest,
+}
+
+impl Running {
+    /// Starts watching the agent's stderr.
+    fn start(
+        config: &RunnerConfig,
+        agent: AgentProcess,
+        stderr_pipe: ChildStderr,
+        patterns: &Patterns,
+    ) -> Self {
+        let stderr = SharedDigest::default();
+        let (alarm_tx, alarms) = mpsc::unbounded_channel();
+        let stderr_task = tokio::spawn(stderr::watch(
+            stderr_pipe,
+            patterns.clone(),
+            config.relay_stderr,
+            stderr.clone(),
+            alarm_tx,
+        ));
+        Self {
+            agent,
+            activity: Arc::new(Activity::new(config.heartbeat_file.clone())),
+            turn: Arc::new(Mutex::new(TurnState::default())),
+            stderr,
+            stderr_task,
+            alarms,
+            events: config.events.clone(),
+        }
+    }
+
+    /// Runs the conversation under supervision, then shuts the agent down.
+    async fn converse(
+        mut self,
+        config: &RunnerConfig,
+        (stdin, stdout): (ChildStdin, ChildStdout),
+        workspace: Workspace,
+        policy: PermissionPolicy,
+        started: Instant,
+        cancel: &CancellationToken,
+    ) -> Ended {
+        let (noise_tx, mut noise) = mpsc::unbounded_channel();
+        let (session_tx, session_rx) = oneshot::channel();
+        let advertise_fs = config.client_fs.advertise(&config.agent_command);
+        let transport = agent_lines(stdin, stdout, self.activity.clone(), noise_tx);
+        let mut conversation = Box::pin(client::drive(
+            ClientContext {
+                prompt: config.prompt.clone(),
+                workspace,
+                policy,
+                turn: self.turn.clone(),
+                events: self.events.clone(),
+                started,
+                advertise_fs,
+            },
+            transport,
+            session_tx,
+        ));
+        let supervision = Supervision {
+            agent: &mut self.agent,
+            activity: &self.activity,
+            turn: &self.turn,
+            events: &self.events,
+            alarms: &mut self.alarms,
+            noise: &mut noise,
+            idle_timeout: config.idle_timeout,
+            total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
+            total_timeout: config.total_timeout,
+            grace: config.grace,
+            cancel,
+        };
+        let mut supervised = supervise(conversation.as_mut(), session_rx, supervision).await;
+        self.events
+            .emit("stop", json!({"turn": turn_summary(&supervised.turn_end)}));
+        // Dropping the conversation closes the agent's stdin: the agent may now exit.
+        drop(conversation);
+        if supervised.interruption.is_none()
+            && not_acp_yet(&self.turn)
+            && let Ok(line) = noise.try_recv()
+        {
+            supervised.interruption = Some(Interruption::NotAcp { line });
+        }
+        self.shut_down(supervised, config.grace).await
+    }
+
+    /// Gives the agent the grace period to exit, kills what is left, drains stderr.
+    async fn shut_down(mut self, supervised: Supervised, grace: Duration) -> Ended {
+        let exited_before = self.agent.has_exited();
+        let status = self.agent.shut_down(grace).await;
+        if !exited_before && let Some(status) = status {
+            self.events.emit("exited", exit_fields(status));
+        }
+        if tokio::time::timeout(STDERR_DRAIN, self.stderr_task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the agent's stderr stayed open after its process group was killed");
+        }
+        let mut late_exhaustion = None;
+        while let Ok(alarm) = self.alarms.try_recv() {
+            if let StderrAlarm::Exhausted { found, .. } = alarm {
+                late_exhaustion.get_or_insert(found);
+            }
+        }
+        Ended {
+            supervised,
+            status,
+            late_exhaustion,
+            turn: self.turn,
+            stderr: self.stderr,
+        }
+    }
+}
+
+impl Ended {
+    /// Classifies the attempt and writes its result document.
+    fn report(
+        self,
+        config: RunnerConfig,
+        patterns: &Patterns,
+        started_at_ms: i64,
+    ) -> AttemptResult {
+        let Supervised {
+            turn_end,
+            interruption,
+            exhaustion,
+        } = self.supervised;
+        let mut turn = lock(&self.turn);
+        let exhaustion = exhaustion
+            .or(self.late_exhaustion)
+            .or_else(|| error_channel_exhaustion(&turn_end, &turn, patterns));
+        let observations = Observations {
+            turn: turn_end,
+            interruption,
+            exit_code: self.status.and_then(|status| status.code()),
+            signal: self.status.and_then(|status| status.signal()),
+            command: config.agent_command.join(" "),
+            stderr: lock(&self.stderr).clone(),
+            reported_error: turn.reports.unanswered_error(),
+            answered: turn.reports.answered(),
+            exhaustion,
+            updates_in_turn: turn.updates_in_turn,
+            sigils: turn.take_sigils(),
+        };
+        let verdict = classify(&observations);
+        AttemptResult {
+            outcome: verdict.outcome,
+            stop_reason: verdict.stop_reason,
+            exit_code: observations.exit_code,
+            signal: observations.signal,
+            sigils: observations.sigils,
+            crash: verdict.crash,
+            misconfiguration: verdict.misconfiguration,
+            exhaustion: observations.exhaustion,
+            agent: turn.agent.clone(),
+            model: turn.model.clone(),
+            usage: turn.usage.clone(),
+            timings: Timings {
+                started_at_ms,
+                ended_at_ms: now_ms(),
+                initialize_ms: turn.initialize_ms,
+            },
+            ..base_result(&config, verdict.outcome)
+        }
+    }
+}
+
+/// A usage-limit report in the error channels of the conversation: the prompt's
+/// JSON-RPC error, or an error the agent reported in a session update. The agent's
+/// prose never counts.
+fn error_channel_exhaustion(
+    turn_end: &TurnEnd,
+    turn: &TurnState,
+    patterns: &Patterns,
+) -> Option<Exhaustion> {
+    let now_unix = now_ms() / 1000;
+    let from_prompt_error = match turn_end {
+        TurnEnd::Failed { message, data, .. } => {
+            exhaustion_in_error(message, data.as_ref(), patterns, now_unix)
+        }
+        _ => None,
+    };
+    from_prompt_error.or_else(|| {
+        turn.reports
+            .unanswered_error()
+            .and_then(|error| patterns.exhaustion_in_diagnostic(&error, now_unix))
+    })
+}
+
+/// The result of an attempt whose agent never ran.
+fn not_started(config: &RunnerConfig, started_at_ms: i64, start: Start) -> AttemptResult {
+    let (outcome, crash, misconfiguration) = match start {
+        Start::Misconfigured(problem) => (OutcomeClass::Misconfigured, None, Some(problem)),
+        Start::Crashed(crash) => (OutcomeClass::Crashed, Some(crash), None),
+    };
     AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: config.task,
-        attempt: config.attempt,
-        outcome: OutcomeClass::Crashed,
-        stop_reason: None,
-        exit_code: None,
-        signal: None,
-        sigils: Sigils::default(),
-        crash: Some(crash),
-        misconfiguration: None,
-        exhaustion: None,
-        agent: None,
-        model: None,
-        usage: Usage::default(),
+        crash,
+        misconfiguration,
         timings: Timings {
             started_at_ms,
             ended_at_ms: now_ms(),
             initialize_ms: None,
         },
-        truncated: Vec::new(),
+        ..base_result(config, outcome)
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
+/// A result for `config`'s task and attempt with nothing observed yet.
+fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
+    AttemptResult {
+        version: RESULT_SCHEMA_VERSION,
+        task: config.task.clone(),
+        attempt: config.attempt.clone(),
+        outcome,
+        stop_reason: None,
+        exit_code: None,
+        signal: None,
+        sigils: Sigils::default(),
+        crash: None,
+        misconfiguration: None,
+        exhaustion: None,
+        agent: None,
+        model: None,
+        usage: Usage::default(),
+        timings: Timings::default(),
+        truncated: Vec::new(),
     }
 }
 
@@ -220,6 +415,13 @@ fn turn_summary(turn_end: &TurnEnd) -> serde_json::Value {
             data,
         } => {
             json!({"error": {"code": code, "message": message, "data": data}})
+        }
+        TurnEnd::SetupFailed {
+            phase,
+            code,
+            message,
+        } => {
+            json!({"setupError": {"request": phase.pending_request(), "code": code, "message": message}})
         }
         TurnEnd::Unanswered { phase, detail } => {
             json!({"unanswered": phase.describe(), "detail": detail})

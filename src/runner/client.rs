@@ -1,18 +1,16 @@
 //! The ACP client side of an attempt: initialize, create a session in the workspace,
 //! send the prompt, and answer the agent's permission and file requests meanwhile.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation, InitializeRequest,
-    NewSessionRequest, PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
-    SessionId, TextContent, ToolCallUpdate, WriteTextFileRequest, WriteTextFileResponse,
+    PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
+    TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{
     Agent, Client, ConnectTo, Error, ErrorCode, is_connection_terminated,
@@ -23,8 +21,13 @@ use tokio::sync::oneshot;
 
 use super::events::EventLog;
 use super::outcome::TurnEnd;
-use super::permission::{Decision, PermissionPolicy, ToolRequest};
-use super::protocol::{RawPrompt, RawSessionUpdate};
+use super::permission::{Decision, PermissionPolicy};
+use super::protocol::{
+    RawNewSession, RawNewSessionResponse, RawPrompt, RawPromptResponse, RawSessionUpdate,
+};
+use super::reports::model_in_options;
+use super::sync::lock;
+use super::tool_calls::ToolCalls;
 use super::turn::{Phase, TurnState};
 use super::workspace::{PathError, Workspace};
 
@@ -45,7 +48,21 @@ pub struct ClientContext {
     pub events: EventLog,
     /// When the runner started.
     pub started: Instant,
+    /// Advertise the client's `fs` capability (read and write text files).
+    pub advertise_fs: bool,
 }
+
+/// What the ACP handlers share.
+struct Handlers {
+    workspace: Workspace,
+    policy: PermissionPolicy,
+    turn: Arc<Mutex<TurnState>>,
+    tool_calls: Mutex<ToolCalls>,
+    events: EventLog,
+}
+
+/// The raw outcome of the conversation: the connection's error, or the prompt's answer.
+type Conversation = Result<Result<RawPromptResponse, Error>, Error>;
 
 /// Runs the conversation until the prompt turn ends; sends the session handle on
 /// `session_tx` as soon as the session exists.
@@ -61,22 +78,29 @@ pub async fn drive(
         turn,
         events,
         started,
+        advertise_fs,
     } = context;
-    let workspace = Arc::new(workspace);
+    let handlers = Arc::new(Handlers {
+        workspace,
+        policy,
+        turn: turn.clone(),
+        tool_calls: Mutex::new(ToolCalls::default()),
+        events,
+    });
+    let setup = Setup {
+        prompt,
+        started,
+        advertise_fs,
+        session_tx,
+    };
     let result = Client
         .v1()
         .name("ralph-runner")
         .on_receive_notification(
             {
-                let turn = turn.clone();
-                let events = events.clone();
+                let handlers = handlers.clone();
                 async move |notification: RawSessionUpdate, _cx| {
-                    lock(&turn).record_update(&notification.update);
-                    let kind = notification.update.get("sessionUpdate").cloned();
-                    events.emit(
-                        "update",
-                        json!({"kind": kind, "update": notification.update}),
-                    );
+                    handlers.session_update(&notification.update);
                     Ok(())
                 }
             },
@@ -84,129 +108,196 @@ pub async fn drive(
         )
         .on_receive_request(
             {
-                let workspace = workspace.clone();
-                let events = events.clone();
+                let handlers = handlers.clone();
                 async move |request: RequestPermissionRequest, responder, _cx| {
-                    let tool = tool_request(&request.tool_call);
-                    let decision = policy.decide(&tool, &workspace);
-                    let (outcome, reason) = match &decision {
-                        Decision::Allow => (
-                            pick_option(
-                                &request,
-                                &[
-                                    PermissionOptionKind::AllowOnce,
-                                    PermissionOptionKind::AllowAlways,
-                                ],
-                            ),
-                            None,
-                        ),
-                        Decision::Deny(reason) => (
-                            pick_option(
-                                &request,
-                                &[
-                                    PermissionOptionKind::RejectOnce,
-                                    PermissionOptionKind::RejectAlways,
-                                ],
-                            ),
-                            Some(reason.clone()),
-                        ),
-                    };
-                    events.emit(
-                        "permission",
-                        json!({
-                            "toolCallId": request.tool_call.tool_call_id.0.as_ref(),
-                            "title": tool.title,
-                            "allowed": decision == Decision::Allow,
-                            "reason": reason,
-                        }),
-                    );
-                    responder.respond(RequestPermissionResponse::new(outcome))
+                    responder.respond(handlers.permission(&request))
                 }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             {
-                let workspace = workspace.clone();
-                let events = events.clone();
+                let handlers = handlers.clone();
                 async move |request: ReadTextFileRequest, responder, _cx| {
-                    let result = read_file(&workspace, &request).await;
-                    log_fs(&events, "read", &request.path, result.as_ref().err());
-                    responder.respond_with_result(result.map(ReadTextFileResponse::new))
+                    responder.respond_with_result(handlers.read_text_file(&request).await)
                 }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             {
-                let workspace = workspace.clone();
-                let events = events.clone();
+                let handlers = handlers.clone();
                 async move |request: WriteTextFileRequest, responder, _cx| {
-                    let result = write_file(&workspace, &request).await;
-                    log_fs(&events, "write", &request.path, result.as_ref().err());
-                    responder.respond_with_result(result.map(|()| WriteTextFileResponse::new()))
+                    responder.respond_with_result(handlers.write_text_file(&request).await)
                 }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, {
-            let turn = turn.clone();
-            let events = events.clone();
-            let cwd = workspace.root().to_path_buf();
-            async move |cx: ConnectionTo<Agent>| {
-                let capabilities = ClientCapabilities::new().fs(FileSystemCapabilities::new()
-                    .read_text_file(true)
-                    .write_text_file(true));
-                let initialized = cx
-                    .send_request(
-                        InitializeRequest::new(ProtocolVersion::V1)
-                            .client_capabilities(capabilities)
-                            .client_info(Implementation::new(
-                                "ralph-runner",
-                                env!("CARGO_PKG_VERSION"),
-                            )),
-                    )
-                    .block_task()
-                    .await?;
-                let agent = initialized
-                    .agent_info
-                    .map(|info| format!("{} {}", info.name, info.version));
-                {
-                    let mut turn = lock(&turn);
-                    turn.phase = Phase::Initialized;
-                    turn.agent = agent.clone();
-                    turn.initialize_ms = u64::try_from(started.elapsed().as_millis()).ok();
-                }
-                events.emit("initialized", json!({"agent": agent}));
-                let session = cx
-                    .send_request(NewSessionRequest::new(cwd.clone()))
-                    .block_task()
-                    .await?;
-                {
-                    let mut turn = lock(&turn);
-                    turn.phase = Phase::SessionCreated;
-                    turn.model = current_model(session.config_options.as_deref());
-                }
-                events.emit(
-                    "session",
-                    json!({"sessionId": session.session_id.0.as_ref(), "cwd": cwd}),
-                );
-                // The supervisor may already be gone (it only listens while it can cancel).
-                let _ = session_tx.send((cx.clone(), session.session_id.clone()));
-                lock(&turn).phase = Phase::Prompted;
-                let request = RawPrompt {
-                    session_id: session.session_id.0.to_string(),
-                    prompt: vec![ContentBlock::Text(TextContent::new(prompt))],
-                };
-                events.emit("prompt_sent", json!({"bytes": request_bytes(&request)}));
-                Ok(cx.send_request(request).block_task().await)
-            }
+            let handlers = handlers.clone();
+            async move |cx: ConnectionTo<Agent>| setup.converse(&handlers, cx).await
         })
         .await;
+    turn_end(result, &turn)
+}
+
+impl Handlers {
+    /// `session/update`: tracked tool calls, turn state, event log.
+    fn session_update(&self, update: &Value) {
+        lock(&self.tool_calls).record_raw(update);
+        lock(&self.turn).record_update(update);
+        let kind = update.get("sessionUpdate").cloned();
+        self.events
+            .emit("update", json!({"kind": kind, "update": update}));
+    }
+
+    /// `session/request_permission`: decided on the tool call's merged state.
+    fn permission(&self, request: &RequestPermissionRequest) -> RequestPermissionResponse {
+        let known = lock(&self.tool_calls).merge_request(&request.tool_call);
+        let tool = known.request();
+        let decision = self.policy.decide(&tool, &self.workspace);
+        let (kinds, reason) = match &decision {
+            Decision::Allow => (ALLOW, None),
+            Decision::Deny(reason) => (REJECT, Some(reason.clone())),
+        };
+        self.events.emit(
+            "permission",
+            json!({
+                "toolCallId": request.tool_call.tool_call_id.0.as_ref(),
+                "title": tool.title,
+                "kind": tool.kind,
+                "paths": tool.paths,
+                "allowed": decision == Decision::Allow,
+                "reason": reason,
+            }),
+        );
+        RequestPermissionResponse::new(pick_option(request, kinds))
+    }
+
+    /// `fs/read_text_file`, confined to the workspace.
+    async fn read_text_file(
+        &self,
+        request: &ReadTextFileRequest,
+    ) -> Result<ReadTextFileResponse, Error> {
+        let result = read_file(&self.workspace, request).await;
+        log_fs(&self.events, "read", &request.path, result.as_ref().err());
+        result.map(ReadTextFileResponse::new)
+    }
+
+    /// `fs/write_text_file`, confined to the workspace.
+    async fn write_text_file(
+        &self,
+        request: &WriteTextFileRequest,
+    ) -> Result<WriteTextFileResponse, Error> {
+        let result = write_file(&self.workspace, request).await;
+        log_fs(&self.events, "write", &request.path, result.as_ref().err());
+        result.map(|()| WriteTextFileResponse::new())
+    }
+}
+
+const ALLOW: &[PermissionOptionKind] = &[
+    PermissionOptionKind::AllowOnce,
+    PermissionOptionKind::AllowAlways,
+];
+const REJECT: &[PermissionOptionKind] = &[
+    PermissionOptionKind::RejectOnce,
+    PermissionOptionKind::RejectAlways,
+];
+
+/// The client's side of the conversation: initialize, session, prompt.
+struct Setup {
+    prompt: String,
+    started: Instant,
+    advertise_fs: bool,
+    session_tx: oneshot::Sender<SessionHandle>,
+}
+
+impl Setup {
+    async fn converse(self, handlers: &Handlers, cx: ConnectionTo<Agent>) -> Conversation {
+        self.initialize(handlers, &cx).await?;
+        let session_id = new_session(handlers, &cx).await?;
+        // The supervisor may already be gone (it only listens while it can cancel).
+        let _ = self.session_tx.send((cx.clone(), session_id.clone()));
+        lock(&handlers.turn).phase = Phase::Prompted;
+        let request = RawPrompt {
+            session_id: session_id.0.to_string(),
+            prompt: vec![ContentBlock::Text(TextContent::new(self.prompt))],
+        };
+        handlers
+            .events
+            .emit("prompt_sent", json!({"bytes": request_bytes(&request)}));
+        Ok(cx.send_request(request).block_task().await)
+    }
+
+    async fn initialize(&self, handlers: &Handlers, cx: &ConnectionTo<Agent>) -> Result<(), Error> {
+        let mut capabilities = ClientCapabilities::new();
+        if self.advertise_fs {
+            capabilities = capabilities.fs(FileSystemCapabilities::new()
+                .read_text_file(true)
+                .write_text_file(true));
+        }
+        let initialized = cx
+            .send_request(
+                InitializeRequest::new(ProtocolVersion::V1)
+                    .client_capabilities(capabilities)
+                    .client_info(Implementation::new(
+                        "ralph-runner",
+                        env!("CARGO_PKG_VERSION"),
+                    )),
+            )
+            .block_task()
+            .await?;
+        let agent = initialized
+            .agent_info
+            .map(|info| format!("{} {}", info.name, info.version));
+        {
+            let mut turn = lock(&handlers.turn);
+            turn.phase = Phase::Initialized;
+            turn.agent = agent.clone();
+            turn.initialize_ms = u64::try_from(self.started.elapsed().as_millis()).ok();
+        }
+        handlers.events.emit(
+            "initialized",
+            json!({"agent": agent, "fs": self.advertise_fs}),
+        );
+        Ok(())
+    }
+}
+
+async fn new_session(handlers: &Handlers, cx: &ConnectionTo<Agent>) -> Result<SessionId, Error> {
+    let cwd = handlers.workspace.root().to_path_buf();
+    let session = cx
+        .send_request(RawNewSession {
+            cwd: cwd.clone(),
+            mcp_servers: Vec::new(),
+        })
+        .block_task()
+        .await?;
+    let model = session_model(&session);
+    {
+        let mut turn = lock(&handlers.turn);
+        turn.phase = Phase::SessionCreated;
+        if model.is_some() {
+            turn.model = model.clone();
+        }
+    }
+    handlers.events.emit(
+        "session",
+        json!({"sessionId": session.session_id, "cwd": cwd, "model": model}),
+    );
+    Ok(SessionId::new(session.session_id))
+}
+
+/// How the turn ended, from the conversation's raw outcome.
+fn turn_end(result: Conversation, turn: &Mutex<TurnState>) -> TurnEnd {
     match result {
         Ok(Ok(response)) => {
+            let mut turn = lock(turn);
             if let Some(usage) = &response.usage {
-                lock(&turn).record_turn_usage(usage);
+                turn.record_turn_usage(usage);
+            }
+            if let Some(meta) = &response.meta {
+                turn.record_response_meta(meta);
             }
             TurnEnd::Answered {
                 stop_reason: response.stop_reason,
@@ -225,23 +316,55 @@ pub async fn drive(
             message: error.message,
             data: error.data,
         },
-        Err(error) => TurnEnd::Unanswered {
-            phase: lock(&turn).phase,
-            detail: describe_error(&error),
+        Err(error) if is_incoming_transport_closed(&error) || is_connection_terminated(&error) => {
+            TurnEnd::Unanswered {
+                phase: lock(turn).phase,
+                detail: describe_error(&error),
+            }
+        }
+        Err(error) => TurnEnd::SetupFailed {
+            phase: lock(turn).phase,
+            code: error.code.value(),
+            message: describe_error(&error),
         },
     }
 }
 
-/// The current value of the session's model selector.
-fn current_model(options: Option<&[SessionConfigOption]>) -> Option<String> {
-    options?
+/// The model a `session/new` answer names: the unstable `models.currentModelId`, else
+/// the current value of the `model` selector among the configuration options.
+fn session_model(session: &RawNewSessionResponse) -> Option<String> {
+    let current = session
+        .models
+        .as_ref()
+        .and_then(|models| models.get("currentModelId"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| model_in_options(session.config_options.as_ref()?))?;
+    Some(
+        session
+            .models
+            .as_ref()
+            .and_then(|models| resolved_default(models, &current))
+            .unwrap_or(current),
+    )
+}
+
+/// The model behind claude-agent-acp's `default` entry, from its description
+/// ("Use the default model (currently Sonnet 4.5) · …").
+fn resolved_default(models: &Value, current: &str) -> Option<String> {
+    if !current.eq_ignore_ascii_case("default") {
+        return None;
+    }
+    let description = models
+        .get("availableModels")?
+        .as_array()?
         .iter()
-        .find_map(|option| match (&option.category, &option.kind) {
-            (Some(SessionConfigOptionCategory::Model), SessionConfigKind::Select(select)) => {
-                Some(select.current_value.0.to_string())
-            }
-            _ => None,
-        })
+        .find(|model| model.get("modelId").and_then(Value::as_str) == Some(current))?
+        .get("description")?
+        .as_str()?;
+    let (_, rest) = description.split_once("(currently ")?;
+    let (model, _) = rest.split_once(')')?;
+    Some(model.trim().to_string()).filter(|model| !model.is_empty())
 }
 
 fn request_bytes(request: &RawPrompt) -> usize {
@@ -259,45 +382,6 @@ fn describe_error(error: &Error) -> String {
     match &error.data {
         Some(data) => format!("{} ({data})", error.message),
         None => error.message.clone(),
-    }
-}
-
-/// The parts of a permission request the policy looks at.
-fn tool_request(tool_call: &ToolCallUpdate) -> ToolRequest {
-    let fields = &tool_call.fields;
-    let raw_input = fields.raw_input.as_ref();
-    let mut paths: Vec<PathBuf> = fields
-        .locations
-        .iter()
-        .flatten()
-        .map(|location| location.path.clone())
-        .collect();
-    for key in ["path", "file_path", "filePath", "notebook_path"] {
-        if let Some(path) = raw_input
-            .and_then(|input| input.get(key))
-            .and_then(Value::as_str)
-        {
-            paths.push(PathBuf::from(path));
-        }
-    }
-    let command =
-        raw_input
-            .and_then(|input| input.get("command"))
-            .and_then(|command| match command {
-                Value::String(command) => Some(command.clone()),
-                Value::Array(parts) => Some(
-                    parts
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                ),
-                _ => None,
-            });
-    ToolRequest {
-        title: fields.title.clone(),
-        command,
-        paths,
     }
 }
 
@@ -356,13 +440,20 @@ fn path_error(error: PathError) -> Error {
     Error::new(code, error.to_string())
 }
 
+/// An I/O failure as a JSON-RPC error; a missing file is ACP's resource-not-found
+/// error (`-32002`, "Resource not found: PATH", `data.uri`), as the ACP SDKs build it.
 fn io_error(path: &std::path::Path, error: &std::io::Error) -> Error {
-    let code = if error.kind() == std::io::ErrorKind::NotFound {
-        ErrorCode::RESOURCE_NOT_FOUND
-    } else {
-        ErrorCode::INTERNAL_ERROR
-    };
-    Error::new(code, format!("{}: {error}", path.display()))
+    if error.kind() == std::io::ErrorKind::NotFound {
+        return Error::new(
+            ErrorCode::RESOURCE_NOT_FOUND,
+            format!("Resource not found: {}", path.display()),
+        )
+        .data(json!({"uri": path}));
+    }
+    Error::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("{}: {error}", path.display()),
+    )
 }
 
 fn log_fs(events: &EventLog, operation: &str, path: &std::path::Path, error: Option<&Error>) {
@@ -372,34 +463,42 @@ fn log_fs(events: &EventLog, operation: &str, path: &std::path::Path, error: Opt
     );
 }
 
-fn lock(turn: &Mutex<TurnState>) -> MutexGuard<'_, TurnState> {
-    match turn.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_client_protocol::v1::schema::{ToolCallLocation, ToolCallUpdateFields};
 
     #[test]
-    fn a_tool_request_collects_locations_input_paths_and_the_command() {
-        let tool_call = ToolCallUpdate::new(
-            "t1",
-            ToolCallUpdateFields::new()
-                .title("Edit".to_string())
-                .locations(vec![ToolCallLocation::new("/ws/a.rs")])
-                .raw_input(json!({"file_path": "b.rs", "command": ["git", "push"]})),
-        );
-        let request = tool_request(&tool_call);
-        assert_eq!(request.title.as_deref(), Some("Edit"));
-        assert_eq!(
-            request.paths,
-            [PathBuf::from("/ws/a.rs"), PathBuf::from("b.rs")]
-        );
-        assert_eq!(request.command.as_deref(), Some("git push"));
+    fn the_session_model_is_the_current_model_id() {
+        let session = RawNewSessionResponse {
+            session_id: "s".into(),
+            models: Some(json!({"currentModelId": "gpt-5-codex", "availableModels": []})),
+            config_options: None,
+        };
+        assert_eq!(session_model(&session).as_deref(), Some("gpt-5-codex"));
+    }
+
+    #[test]
+    fn claudes_default_model_is_resolved_from_its_description() {
+        let session = RawNewSessionResponse {
+            session_id: "s".into(),
+            models: Some(json!({"currentModelId": "default", "availableModels": [
+                {"modelId": "default", "name": "Default (recommended)",
+                 "description": "Use the default model (currently Sonnet 4.5) · $3/$15 per Mtok"}
+            ]})),
+            config_options: None,
+        };
+        assert_eq!(session_model(&session).as_deref(), Some("Sonnet 4.5"));
+    }
+
+    #[test]
+    fn without_models_the_model_selector_names_the_model() {
+        let session = RawNewSessionResponse {
+            session_id: "s".into(),
+            models: None,
+            config_options: Some(json!([{"id": "model", "name": "Model", "category": "model",
+                "type": "select", "currentValue": "scripted-1", "options": []}])),
+        };
+        assert_eq!(session_model(&session).as_deref(), Some("scripted-1"));
     }
 
     #[tokio::test]

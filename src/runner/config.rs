@@ -43,6 +43,43 @@ pub struct RunnerConfig {
     pub events: EventLog,
     /// Copy the agent's stderr to the runner's stderr.
     pub relay_stderr: bool,
+    /// Whether to offer the agent the client's file system (`fs/*` requests).
+    pub client_fs: ClientFs,
+}
+
+pub use crate::api::agent::ClientFs;
+
+/// Agents whose use of the client file system is broken: gemini-cli's write tool reads
+/// the file first and does not recognise any not-found error, so new files fail.
+const AGENTS_WITHOUT_CLIENT_FS: &[&str] = &["gemini", "@google/gemini-cli"];
+
+impl ClientFs {
+    /// The `ralph runner` flags that select this setting (none for the default).
+    pub fn runner_args(self) -> Vec<String> {
+        let value = match self {
+            ClientFs::Auto => return Vec::new(),
+            ClientFs::Always => "always",
+            ClientFs::Never => "never",
+        };
+        vec!["--client-fs".to_string(), value.to_string()]
+    }
+
+    /// Whether to advertise the capability to the agent `agent_command` starts.
+    pub fn advertise(self, agent_command: &[String]) -> bool {
+        match self {
+            ClientFs::Always => true,
+            ClientFs::Never => false,
+            ClientFs::Auto => !agent_command.iter().any(|word| {
+                let name = std::path::Path::new(word)
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .unwrap_or(word);
+                AGENTS_WITHOUT_CLIENT_FS
+                    .iter()
+                    .any(|agent| name == *agent || word.contains(agent))
+            }),
+        }
+    }
 }
 
 impl RunnerConfig {
@@ -68,6 +105,34 @@ impl RunnerConfig {
             deny: Vec::new(),
             events: EventLog::discard(),
             relay_stderr: true,
+            client_fs: ClientFs::Auto,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(words: &[&str]) -> Vec<String> {
+        words.iter().map(|word| word.to_string()).collect()
+    }
+
+    #[test]
+    fn auto_leaves_the_client_fs_off_for_gemini() {
+        assert!(!ClientFs::Auto.advertise(&command(&["/usr/bin/gemini", "--acp"])));
+        assert!(!ClientFs::Auto.advertise(&command(&["npx", "@google/gemini-cli", "--acp"])));
+    }
+
+    #[test]
+    fn auto_offers_the_client_fs_to_other_agents() {
+        assert!(ClientFs::Auto.advertise(&command(&["claude-agent-acp"])));
+        assert!(ClientFs::Auto.advertise(&command(&["codex-acp"])));
+    }
+
+    #[test]
+    fn always_and_never_override_the_agent_default() {
+        assert!(ClientFs::Always.advertise(&command(&["gemini", "--acp"])));
+        assert!(!ClientFs::Never.advertise(&command(&["claude-agent-acp"])));
     }
 }

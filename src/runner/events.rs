@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use super::sync::lock;
+
 /// Strings longer than this many bytes are shortened in event lines.
 pub const MAX_LOGGED_STRING: usize = 2048;
 
@@ -50,10 +52,7 @@ impl EventLog {
     pub fn emit(&self, event: &str, fields: Value) {
         let Some(sink) = &self.sink else { return };
         let line = event_line(now_ms(), event, fields);
-        let mut writer = match sink.lock() {
-            Ok(writer) => writer,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut writer = lock(sink);
         // The event log is best effort: a closed stdout must not fail the attempt.
         let _ = writeln!(writer, "{line}");
         let _ = writer.flush();

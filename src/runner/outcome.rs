@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::patterns::Patterns;
+use super::patterns::{self, Patterns};
+use super::stderr::StderrDigest;
 use super::turn::Phase;
-use crate::engine::attempt::{Exhaustion, OutcomeClass, StopReason};
+use crate::engine::attempt::{Exhaustion, Misconfiguration, OutcomeClass, StopReason};
 use crate::engine::sigils::Sigils;
 
 /// `data.errorKind` values (claude-agent-acp) that mean the account ran out of quota.
@@ -36,8 +37,16 @@ pub enum TurnEnd {
         /// The error data (claude-agent-acp puts `errorKind` here).
         data: Option<Value>,
     },
-    /// The conversation ended without an answer (the agent died, closed its output or
-    /// answered a setup request with an error).
+    /// The agent answered `initialize` or `session/new` with a JSON-RPC error.
+    SetupFailed {
+        /// How far the conversation got (which request failed).
+        phase: Phase,
+        /// The error code.
+        code: i32,
+        /// The error message, with its data.
+        message: String,
+    },
+    /// The conversation ended without an answer (the agent died or closed its output).
     Unanswered {
         /// How far the conversation got.
         phase: Phase,
@@ -55,6 +64,12 @@ pub enum Interruption {
     IdleTimeout(Duration),
     /// The attempt ran this long.
     TotalTimeout(Duration),
+    /// The agent printed something other than JSON-RPC on stdout before answering
+    /// `initialize`; it was killed at once.
+    NotAcp {
+        /// The first such line.
+        line: String,
+    },
     /// A stderr line matched a crash pattern; the agent was killed at once.
     CrashPattern {
         /// The pattern.
@@ -75,8 +90,14 @@ pub struct Observations {
     pub exit_code: Option<i32>,
     /// The signal that ended the agent, when one did.
     pub signal: Option<i32>,
-    /// The first non-empty line the agent wrote to stderr.
-    pub first_stderr_line: Option<String>,
+    /// The agent command (for naming it in problems).
+    pub command: String,
+    /// What the agent's stderr said.
+    pub stderr: StderrDigest,
+    /// An error the agent reported in a session update that no answer followed.
+    pub reported_error: Option<String>,
+    /// Whether the turn carried answer text.
+    pub answered: bool,
     /// A usage-limit report seen anywhere in the attempt.
     pub exhaustion: Option<Exhaustion>,
     /// Session updates received after the prompt was sent.
@@ -94,6 +115,8 @@ pub struct Verdict {
     pub stop_reason: Option<StopReason>,
     /// The crash summary, for crashes.
     pub crash: Option<String>,
+    /// The problem and its fix, for configuration errors.
+    pub misconfiguration: Option<Misconfiguration>,
 }
 
 /// Classifies one attempt.
@@ -103,73 +126,233 @@ pub fn classify(observations: &Observations) -> Verdict {
         outcome,
         stop_reason: stop_reason.clone(),
         crash,
+        misconfiguration: None,
     };
-    let claims_task =
-        observations.sigils.task_done.is_some() || observations.sigils.task_failed.is_some();
-    match &observations.interruption {
-        Some(Interruption::Cancelled) => return verdict(OutcomeClass::Cancelled, None),
-        _ if observations.exhaustion.is_some() && !claims_task => {
-            return verdict(OutcomeClass::Exhausted, None);
-        }
-        Some(Interruption::CrashPattern { pattern, line }) => {
-            let summary = format!("crash pattern `{pattern}` on stderr: {}", line.trim());
-            return verdict(OutcomeClass::Crashed, Some(summary));
-        }
-        Some(Interruption::IdleTimeout(limit)) => {
-            let summary = format!(
-                "idle timeout: no ACP traffic for {}{}",
-                humantime::format_duration(*limit),
-                stop_note(&observations.turn)
-            );
-            return verdict(OutcomeClass::Crashed, Some(summary));
-        }
-        Some(Interruption::TotalTimeout(limit)) => {
-            let summary = format!(
-                "total timeout: the attempt ran for {}{}",
-                humantime::format_duration(*limit),
-                stop_note(&observations.turn)
-            );
-            return verdict(OutcomeClass::Crashed, Some(summary));
-        }
-        None => {}
+    if observations.interruption == Some(Interruption::Cancelled) {
+        return verdict(OutcomeClass::Cancelled, None);
+    }
+    if let Some(misconfiguration) = misconfiguration(observations) {
+        return Verdict {
+            misconfiguration: Some(misconfiguration),
+            ..verdict(OutcomeClass::Misconfigured, None)
+        };
+    }
+    if observations.exhaustion.is_some() && !claims_task(observations) {
+        return verdict(OutcomeClass::Exhausted, None);
+    }
+    if let Some(interruption) = &observations.interruption {
+        return verdict(
+            OutcomeClass::Crashed,
+            Some(interruption_summary(interruption, &observations.turn)),
+        );
     }
     match &observations.turn {
-        TurnEnd::Answered { .. } => {
-            if stop_reason == Some(StopReason::EndTurn) && observations.updates_in_turn == 0 {
-                let summary = "no output: the agent ended its turn without sending anything";
-                verdict(OutcomeClass::Crashed, Some(summary.into()))
-            } else {
-                verdict(OutcomeClass::Finished, None)
-            }
-        }
+        TurnEnd::Answered { .. } => match answered_crash(observations, stop_reason.as_ref()) {
+            Some(summary) => verdict(OutcomeClass::Crashed, Some(summary)),
+            None => verdict(OutcomeClass::Finished, None),
+        },
         TurnEnd::Failed {
             code,
             message,
             data,
-        } => {
-            let kind = error_kind(data.as_ref());
-            match kind.and_then(stop_reason_for_error_kind) {
-                Some(mapped) => Verdict {
-                    outcome: OutcomeClass::Finished,
-                    stop_reason: Some(mapped),
-                    crash: None,
-                },
-                None => {
-                    let kind_note = kind
-                        .map(|kind| format!(" (errorKind {kind})"))
-                        .unwrap_or_default();
-                    let summary = format!(
-                        "the agent answered the prompt with error {code}: {}{kind_note}",
-                        message.trim()
-                    );
-                    verdict(OutcomeClass::Crashed, Some(summary))
-                }
-            }
+        } => failed_prompt(*code, message, data.as_ref()),
+        // The agent is gone: the error is the connection's, the exit says more.
+        TurnEnd::SetupFailed { phase, message, .. }
+            if observations.exit_code.is_some() || observations.signal.is_some() =>
+        {
+            verdict(
+                OutcomeClass::Crashed,
+                Some(unanswered_summary(observations, *phase, message)),
+            )
         }
+        TurnEnd::SetupFailed {
+            phase,
+            code,
+            message,
+        } => verdict(
+            OutcomeClass::Crashed,
+            Some(format!(
+                "the agent answered {} with error {code}: {}",
+                phase.pending_request(),
+                message.trim()
+            )),
+        ),
         TurnEnd::Unanswered { phase, detail } => verdict(
             OutcomeClass::Crashed,
             Some(unanswered_summary(observations, *phase, detail)),
         ),
+    }
+}
+
+fn claims_task(observations: &Observations) -> bool {
+    observations.sigils.task_done.is_some() || observations.sigils.task_failed.is_some()
+}
+
+/// A configuration error the attempt revealed: not an ACP agent, a command that cannot
+/// run, or missing credentials (only when the attempt failed).
+fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
+    let command = &observations.command;
+    if let Some(Interruption::NotAcp { line }) = &observations.interruption {
+        return Some(not_acp(command, line));
+    }
+    let failed = match &observations.turn {
+        TurnEnd::Answered { .. } => observations.reported_error.is_some(),
+        _ => true,
+    };
+    if !failed || claims_task(observations) {
+        return None;
+    }
+    if let Some(detail) = authentication_problem(observations) {
+        return Some(Misconfiguration {
+            problem: format!("the agent `{command}` needs authentication: {detail}"),
+            fix: "give the agent its credentials: an API key in its environment (for a \
+                  Feature, spec.agent.env or a Secret in spec.agent.envFrom) or a login in its HOME"
+                .into(),
+        });
+    }
+    let unstarted = matches!(
+        &observations.turn,
+        TurnEnd::Unanswered {
+            phase: Phase::Starting,
+            ..
+        } | TurnEnd::SetupFailed {
+            phase: Phase::Starting,
+            ..
+        }
+    );
+    match observations.exit_code {
+        Some(127) if unstarted => Some(Misconfiguration {
+            problem: format!(
+                "the agent command `{command}` was not found (exit code 127{})",
+                stderr_note(&observations.stderr)
+            ),
+            fix: "install the agent in the image (or on PATH) or correct the agent command".into(),
+        }),
+        Some(126) if unstarted => Some(Misconfiguration {
+            problem: format!(
+                "the agent command `{command}` is not executable (exit code 126{})",
+                stderr_note(&observations.stderr)
+            ),
+            fix: "make the agent program executable or correct the agent command".into(),
+        }),
+        _ => None,
+    }
+}
+
+/// The misconfiguration of a program that does not speak ACP on stdout.
+pub fn not_acp(command: &str, line: &str) -> Misconfiguration {
+    Misconfiguration {
+        problem: format!(
+            "`{command}` is not an ACP agent: it printed `{}` on stdout instead of JSON-RPC",
+            super::events::char_prefix(line.trim(), 200)
+        ),
+        fix: "run the agent in its ACP mode (e.g. `claude-agent-acp`, `codex-acp`, \
+              `gemini --acp`) and make sure nothing else writes to its stdout"
+            .into(),
+    }
+}
+
+/// What says the agent lacks credentials: an `auth_required` error (-32000) or
+/// authentication wording in an error or on stderr.
+fn authentication_problem(observations: &Observations) -> Option<String> {
+    const AUTH_REQUIRED: i32 = -32000;
+    let error = match &observations.turn {
+        TurnEnd::Failed { code, message, .. } | TurnEnd::SetupFailed { code, message, .. }
+            if *code == AUTH_REQUIRED || patterns::needs_authentication(message) =>
+        {
+            Some(message.trim().to_string())
+        }
+        _ => None,
+    };
+    error
+        .or_else(|| {
+            observations
+                .reported_error
+                .clone()
+                .filter(|error| patterns::needs_authentication(error))
+        })
+        .or_else(|| observations.stderr.auth_line.clone())
+}
+
+fn stderr_note(stderr: &StderrDigest) -> String {
+    stderr
+        .summary_line()
+        .map(|line| format!(": {line}"))
+        .unwrap_or_default()
+}
+
+fn interruption_summary(interruption: &Interruption, turn: &TurnEnd) -> String {
+    match interruption {
+        Interruption::CrashPattern { pattern, line } => {
+            format!("crash pattern `{pattern}` on stderr: {}", line.trim())
+        }
+        Interruption::IdleTimeout(limit) => format!(
+            "idle timeout: no ACP traffic for {}{}",
+            humantime::format_duration(*limit),
+            stop_note(turn)
+        ),
+        Interruption::TotalTimeout(limit) => format!(
+            "total timeout: the attempt ran for {}{}",
+            humantime::format_duration(*limit),
+            stop_note(turn)
+        ),
+        // Classified earlier; kept total for the summary's sake.
+        Interruption::Cancelled => "cancelled".into(),
+        Interruption::NotAcp { line } => format!("not an ACP agent: {}", line.trim()),
+    }
+}
+
+/// Why an answered turn is still a crash: an error reported in the turn that no answer
+/// followed, no output at all, or an empty turn beside an error on stderr.
+fn answered_crash(observations: &Observations, stop_reason: Option<&StopReason>) -> Option<String> {
+    if claims_task(observations) {
+        return None;
+    }
+    if let Some(error) = &observations.reported_error {
+        return Some(format!(
+            "the agent reported an error and ended its turn without an answer: {error}"
+        ));
+    }
+    if stop_reason != Some(&StopReason::EndTurn) {
+        return None;
+    }
+    if observations.updates_in_turn == 0 {
+        return Some(format!(
+            "no output: the agent ended its turn without sending anything{}",
+            stderr_note(&observations.stderr)
+        ));
+    }
+    if !observations.answered
+        && let Some(line) = observations.stderr.error_lines.first()
+    {
+        return Some(format!(
+            "the agent ended its turn without an answer after an error on stderr: {line}"
+        ));
+    }
+    None
+}
+
+fn failed_prompt(code: i32, message: &str, data: Option<&Value>) -> Verdict {
+    let kind = error_kind(data);
+    if let Some(mapped) = kind.and_then(stop_reason_for_error_kind) {
+        return Verdict {
+            outcome: OutcomeClass::Finished,
+            stop_reason: Some(mapped),
+            crash: None,
+            misconfiguration: None,
+        };
+    }
+    let kind_note = kind
+        .map(|kind| format!(" (errorKind {kind})"))
+        .unwrap_or_default();
+    Verdict {
+        outcome: OutcomeClass::Crashed,
+        stop_reason: None,
+        crash: Some(format!(
+            "the agent answered the prompt with error {code}: {}{kind_note}",
+            message.trim()
+        )),
+        misconfiguration: None,
     }
 }
 
@@ -246,9 +429,9 @@ fn unanswered_summary(observations: &Observations, phase: Phase, detail: &str) -
     if observations.exit_code == Some(0) && observations.updates_in_turn == 0 {
         summary.push_str(" (no output)");
     }
-    if let Some(line) = &observations.first_stderr_line {
+    if let Some(line) = observations.stderr.summary_line() {
         summary.push_str(": ");
-        summary.push_str(line.trim());
+        summary.push_str(line);
     }
     summary
 }
@@ -270,7 +453,10 @@ mod tests {
             interruption: None,
             exit_code: None,
             signal: None,
-            first_stderr_line: None,
+            command: "agent".into(),
+            stderr: StderrDigest::default(),
+            reported_error: None,
+            answered: true,
             exhaustion: None,
             updates_in_turn: 3,
             sigils: Sigils::default(),
@@ -345,7 +531,7 @@ mod tests {
     fn a_non_zero_exit_names_the_code_and_first_stderr_line() {
         let mut died = observations(unanswered());
         died.exit_code = Some(1);
-        died.first_stderr_line = Some("fatal: out of cheese".into());
+        died.stderr.first_line = Some("fatal: out of cheese".into());
         let verdict = classify(&died);
         assert_eq!(
             verdict.crash.unwrap(),
@@ -421,5 +607,95 @@ mod tests {
         )
         .unwrap();
         assert_eq!(found.message, "API Error: 429 (errorKind rate_limit)");
+    }
+
+    #[test]
+    fn a_reported_error_without_an_answer_is_a_crash_naming_it() {
+        let mut failed = observations(answered("end_turn"));
+        failed.reported_error = Some("HTTP 500".into());
+        let verdict = classify(&failed);
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent reported an error and ended its turn without an answer: HTTP 500"
+        );
+    }
+
+    #[test]
+    fn a_task_sigil_outweighs_a_reported_error() {
+        let mut done = observations(answered("end_turn"));
+        done.reported_error = Some("HTTP 500".into());
+        done.sigils.task_done = Some("t".into());
+        assert_eq!(classify(&done).outcome, OutcomeClass::Finished);
+    }
+
+    #[test]
+    fn an_auth_required_prompt_error_is_misconfigured() {
+        let verdict = classify(&observations(TurnEnd::Failed {
+            code: -32000,
+            message: "Authentication required".into(),
+            data: None,
+        }));
+        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        assert!(
+            verdict
+                .misconfiguration
+                .unwrap()
+                .problem
+                .ends_with("needs authentication: Authentication required")
+        );
+    }
+
+    #[test]
+    fn authentication_wording_on_stderr_of_a_finished_turn_is_no_misconfiguration() {
+        let mut fine = observations(answered("end_turn"));
+        fine.stderr.auth_line = Some("Please log in again later".into());
+        assert_eq!(classify(&fine).outcome, OutcomeClass::Finished);
+    }
+
+    #[test]
+    fn an_exit_127_before_initialize_is_a_missing_command() {
+        let mut missing = observations(TurnEnd::Unanswered {
+            phase: Phase::Starting,
+            detail: "closed".into(),
+        });
+        missing.exit_code = Some(127);
+        let verdict = classify(&missing);
+        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        assert!(
+            verdict
+                .misconfiguration
+                .unwrap()
+                .problem
+                .contains("was not found")
+        );
+    }
+
+    #[test]
+    fn an_exit_127_after_initialize_is_a_crash() {
+        let mut died = observations(unanswered());
+        died.exit_code = Some(127);
+        assert_eq!(classify(&died).outcome, OutcomeClass::Crashed);
+    }
+
+    #[test]
+    fn cancellation_wins_over_misconfiguration() {
+        let mut cancelled = observations(unanswered());
+        cancelled.interruption = Some(Interruption::Cancelled);
+        cancelled.stderr.auth_line = Some("Authentication required".into());
+        assert_eq!(classify(&cancelled).outcome, OutcomeClass::Cancelled);
+    }
+
+    #[test]
+    fn a_setup_error_from_a_running_agent_names_the_request() {
+        let verdict = classify(&observations(TurnEnd::SetupFailed {
+            phase: Phase::Initialized,
+            code: -32603,
+            message: "Internal error: no model".into(),
+        }));
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent answered session/new with error -32603: Internal error: no model"
+        );
     }
 }

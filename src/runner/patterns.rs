@@ -21,7 +21,7 @@ const MAX_EXHAUSTION_MESSAGE: usize = 300;
 /// `insufficient_quota`. These are trusted even in the agent's message text.
 static DEFINITE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)usage limit reached|usage_limit_reached|you've hit your usage limit|insufficient_quota",
+        r"(?i)usage limit reached|usage_limit_reached|usagelimitexceeded|you've hit your usage limit|insufficient_quota",
     )
     .expect("built-in pattern")
 });
@@ -34,6 +34,46 @@ static GENERIC: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("built-in pattern")
 });
+
+/// Stderr lines that say nothing about a failure: warnings, deprecations, banners,
+/// debug and info logging, stack frames.
+static NOISE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^(\(node:\d+\)\s*)?(\[?(warn(ing)?|info|debug|trace|notice)\]?\b|\(use `node --trace|deprecat|\[dep\d+\]|experimentalwarning|at\s+\S+.*[:(]\d+|[-=*#~]{3,}$)|deprecationwarning",
+    )
+    .expect("built-in pattern")
+});
+
+/// Words that make a stderr line error-like.
+static ERROR_LIKE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)error|exception|\b(fail|fatal|panic|crash|refused|denied|unauthori[sz]ed|forbidden|cannot|can't|unable|not found|no such|invalid|missing|timed? ?out|abort)|\be[a-z]{4,}(refused|reset|notfound)\b",
+    )
+    .expect("built-in pattern")
+});
+
+/// Messages saying the agent needs credentials it does not have.
+static NEEDS_AUTHENTICATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)authentication (is )?required|auth_required|api[ _-]?key (is )?(missing|not (configured|set|found|provided))|(missing|no) api[ _-]?key|(invalid|incorrect) (x-)?api[ _-]?key|not (logged|signed) in|please (log ?in|sign in|login|authenticate)|run `?[a-z-]+ (auth )?login|login required|credentials (are )?(missing|not found)",
+    )
+    .expect("built-in pattern")
+});
+
+/// Whether a stderr line is noise for failure summaries.
+pub fn is_noise(line: &str) -> bool {
+    NOISE.is_match(line.trim())
+}
+
+/// Whether a line reads like an error report.
+pub fn is_error_like(line: &str) -> bool {
+    ERROR_LIKE.is_match(line)
+}
+
+/// Whether a message says the agent needs authentication it does not have.
+pub fn needs_authentication(text: &str) -> bool {
+    NEEDS_AUTHENTICATION.is_match(text)
+}
 
 /// Reset-time notations, each with how to turn its capture into Unix seconds.
 static RESET_EPOCH: LazyLock<Regex> = LazyLock::new(|| {
@@ -208,6 +248,32 @@ mod tests {
         let text = "429: rate limit exceeded";
         assert!(patterns().exhaustion_in_diagnostic(text, 0).is_some());
         assert!(patterns().exhaustion_in_message(text, 0).is_none());
+    }
+
+    #[test]
+    fn authentication_messages_of_known_agents_are_recognised() {
+        for text in [
+            "Authentication required",
+            "Gemini API key is missing or not configured.",
+            "Invalid API key · Please run /login",
+            "Not logged in. Please run `codex login`.",
+        ] {
+            assert!(needs_authentication(text), "{text}");
+        }
+        assert!(!needs_authentication(
+            "Using the API key from the environment"
+        ));
+    }
+
+    #[test]
+    fn warnings_and_stack_frames_are_noise_errors_are_not() {
+        assert!(is_noise("(node:7) Warning: something"));
+        assert!(is_noise("DeprecationWarning: punycode"));
+        assert!(is_noise("    at foo (/x.js:1:2)"));
+        assert!(!is_noise("Error: boom"));
+        assert!(is_error_like("Error: boom"));
+        assert!(is_error_like("request failed with status 500"));
+        assert!(!is_error_like("Loaded cached credentials."));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use agent_client_protocol::v1::schema::ToolKind;
 use regex::Regex;
 
 use super::error::RunnerError;
@@ -13,10 +14,14 @@ use super::workspace::Workspace;
 pub struct ToolRequest {
     /// The tool call's title (e.g. `Write src/main.rs`, `` `rm -rf build` ``).
     pub title: Option<String>,
+    /// The kind of tool, when the agent said.
+    pub kind: Option<ToolKind>,
     /// A shell command in the tool call's raw input, when there is one.
     pub command: Option<String>,
     /// The file paths the tool call names (its locations, and `path`-like raw input).
     pub paths: Vec<PathBuf>,
+    /// Nothing at all is known about the call (no title, kind, input or location).
+    pub unknown: bool,
 }
 
 /// The policy's answer.
@@ -46,8 +51,23 @@ impl PermissionPolicy {
         Ok(Self { deny })
     }
 
-    /// Decides one permission request.
+    /// Decides one permission request: refused when nothing is known about the call,
+    /// when a file-changing call names no path, when a path leads outside the workspace,
+    /// or when a deny glob matches.
     pub fn decide(&self, request: &ToolRequest, workspace: &Workspace) -> Decision {
+        if request.unknown {
+            return Decision::Deny(
+                "nothing is known about this tool call (no title, kind, input or location)".into(),
+            );
+        }
+        if request.paths.is_empty()
+            && let Some(kind @ (ToolKind::Edit | ToolKind::Delete | ToolKind::Move)) = request.kind
+        {
+            return Decision::Deny(format!(
+                "the {} tool call names no path, so it cannot be checked against the workspace",
+                kind_name(kind)
+            ));
+        }
         for path in &request.paths {
             let Ok(real) = workspace.resolve(path) else {
                 return Decision::Deny(format!(
@@ -80,6 +100,15 @@ impl PermissionPolicy {
                 .find(|(_, regex)| regex.is_match(text.trim()))
                 .map(|(glob, _)| glob.as_str())
         })
+    }
+}
+
+fn kind_name(kind: ToolKind) -> &'static str {
+    match kind {
+        ToolKind::Edit => "edit",
+        ToolKind::Delete => "delete",
+        ToolKind::Move => "move",
+        _ => "other",
     }
 }
 
@@ -118,8 +147,10 @@ mod tests {
     fn writing(path: &str) -> ToolRequest {
         ToolRequest {
             title: Some(format!("Write {path}")),
+            kind: Some(ToolKind::Edit),
             command: None,
             paths: vec![PathBuf::from(path)],
+            unknown: false,
         }
     }
 
@@ -158,7 +189,51 @@ mod tests {
         let request = ToolRequest {
             title: Some("Terminal".into()),
             command: Some("git push --force origin main".into()),
-            paths: vec![],
+            ..ToolRequest::default()
+        };
+        assert!(matches!(
+            policy.decide(&request, &workspace),
+            Decision::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn a_call_nothing_is_known_about_is_denied() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap();
+        let request = ToolRequest {
+            unknown: true,
+            ..ToolRequest::default()
+        };
+        assert!(matches!(
+            policy.decide(&request, &workspace),
+            Decision::Deny(reason) if reason.starts_with("nothing is known")
+        ));
+    }
+
+    #[test]
+    fn an_edit_naming_no_path_is_denied() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap();
+        let request = ToolRequest {
+            title: Some("Edit".into()),
+            kind: Some(ToolKind::Edit),
+            ..ToolRequest::default()
+        };
+        assert!(matches!(
+            policy.decide(&request, &workspace),
+            Decision::Deny(reason) if reason.contains("names no path")
+        ));
+    }
+
+    #[test]
+    fn a_deny_glob_matches_the_title() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&["WebFetch*".into()]).unwrap();
+        let request = ToolRequest {
+            title: Some("WebFetch https://example.com".into()),
+            kind: Some(ToolKind::Fetch),
+            ..ToolRequest::default()
         };
         assert!(matches!(
             policy.decide(&request, &workspace),

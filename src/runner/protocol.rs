@@ -30,6 +30,9 @@ pub struct RawPromptResponse {
     /// Token usage of the turn (ACP `unstable_end_turn_token_usage`), when the agent sends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TurnUsage>,
+    /// Agent-specific extras (gemini-cli reports tokens in `_meta.quota`).
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
 }
 
 /// Token usage of one prompt turn, as the prompt response carries it.
@@ -59,4 +62,30 @@ pub struct RawSessionUpdate {
     pub session_id: String,
     /// The update (`{"sessionUpdate": "agent_message_chunk", ...}`).
     pub update: serde_json::Value,
+}
+
+/// `session/new`, answered with the session's model information kept raw (the schema's
+/// `NewSessionResponse` drops the unstable `models` field).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonRpcRequest)]
+#[request(method = "session/new", response = RawNewSessionResponse)]
+#[serde(rename_all = "camelCase")]
+pub struct RawNewSession {
+    /// The session's working directory.
+    pub cwd: std::path::PathBuf,
+    /// MCP servers for the session (none).
+    pub mcp_servers: Vec<serde_json::Value>,
+}
+
+/// The answer to `session/new`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonRpcResponse)]
+#[serde(rename_all = "camelCase")]
+pub struct RawNewSessionResponse {
+    /// The new session.
+    pub session_id: String,
+    /// The unstable model state (`{"currentModelId": ..}`), when the agent sends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<serde_json::Value>,
+    /// The session's configuration options (a `model` selector among them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_options: Option<serde_json::Value>,
 }

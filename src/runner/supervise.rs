@@ -19,7 +19,8 @@ use super::events::EventLog;
 use super::outcome::{Interruption, TurnEnd};
 use super::process::{AgentProcess, exit_fields};
 use super::stderr::StderrAlarm;
-use super::turn::TurnState;
+use super::sync::lock;
+use super::turn::{Phase, TurnState};
 use crate::engine::attempt::Exhaustion;
 
 /// How long after killing the agent's process group the runner stops waiting for its
@@ -38,6 +39,8 @@ pub struct Supervision<'a> {
     pub events: &'a EventLog,
     /// Alarms from the stderr watcher.
     pub alarms: &'a mut mpsc::UnboundedReceiver<StderrAlarm>,
+    /// Lines on the agent's stdout that are not JSON-RPC.
+    pub noise: &'a mut mpsc::UnboundedReceiver<String>,
     /// No traffic for this long is a hang.
     pub idle_timeout: Duration,
     /// When the attempt must end.
@@ -90,6 +93,7 @@ pub async fn supervise(
         turn,
         events,
         alarms,
+        noise,
         ..
     } = supervision;
     let limits = Limits {
@@ -135,6 +139,14 @@ pub async fn supervise(
                     }
                 }
             },
+            Some(line) = noise.recv() => {
+                events.emit("stdout_noise", json!({"line": line}));
+                if !stopping && not_acp_yet(turn) {
+                    agent.kill_group();
+                    interruption = Some(Interruption::NotAcp { line });
+                    escalation = Some(abandon_later());
+                }
+            }
             status = agent.wait(), if !agent_exited => {
                 agent_exited = true;
                 if let Ok(status) = status {
@@ -162,12 +174,8 @@ pub async fn supervise(
                     escalation = Some(abandon_later());
                 }
                 Escalation::Abandon => {
-                    let phase = match turn.lock() {
-                        Ok(turn) => turn.phase,
-                        Err(poisoned) => poisoned.into_inner().phase,
-                    };
                     break TurnEnd::Unanswered {
-                        phase,
+                        phase: phase(turn),
                         detail: "the agent's output stayed open after its process group was killed".into(),
                     };
                 }
@@ -179,6 +187,16 @@ pub async fn supervise(
         interruption,
         exhaustion,
     }
+}
+
+fn phase(turn: &Mutex<TurnState>) -> Phase {
+    lock(turn).phase
+}
+
+/// Whether a line that is not JSON-RPC now means the agent does not speak ACP: it came
+/// before the agent answered `initialize`.
+pub fn not_acp_yet(turn: &Mutex<TurnState>) -> bool {
+    phase(turn) == Phase::Starting
 }
 
 fn abandon_later() -> (Instant, Escalation) {

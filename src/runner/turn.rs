@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::events::char_prefix;
 use super::protocol::TurnUsage;
+use super::reports;
 use crate::engine::attempt::Usage;
 use crate::engine::sigils::{SigilScanner, Sigils};
 
@@ -36,6 +37,15 @@ impl Phase {
             Phase::Prompted => "before answering the prompt",
         }
     }
+
+    /// The request the agent had yet to answer in this phase.
+    pub fn pending_request(self) -> &'static str {
+        match self {
+            Phase::Starting => "initialize",
+            Phase::Initialized => "session/new",
+            Phase::SessionCreated | Phase::Prompted => "session/prompt",
+        }
+    }
 }
 
 /// The state of the attempt's conversation, shared by the ACP handlers.
@@ -51,8 +61,10 @@ pub struct TurnState {
     pub agent: Option<String>,
     /// From runner start to the answer to `initialize`, milliseconds.
     pub initialize_ms: Option<u64>,
-    /// The model the session uses, from its model selector.
+    /// The model the session uses, as the agent last reported it.
     pub model: Option<String>,
+    /// Errors the agent reported in this turn's session updates.
+    pub reports: reports::TurnReports,
     scanner: SigilScanner,
     text_head: String,
 }
@@ -66,6 +78,7 @@ impl Default for TurnState {
             agent: None,
             initialize_ms: None,
             model: None,
+            reports: reports::TurnReports::default(),
             scanner: SigilScanner::new(),
             text_head: String::new(),
         }
@@ -78,9 +91,15 @@ impl TurnState {
         let counted = self.phase == Phase::Prompted;
         if counted {
             self.updates_in_turn += 1;
+            self.reports.record(update);
+        }
+        if let Some(model) = reports::model_in_update(update) {
+            self.model = Some(model);
         }
         match SessionUpdate::deserialize(update) {
-            Ok(SessionUpdate::AgentMessageChunk(chunk)) if counted => {
+            Ok(SessionUpdate::AgentMessageChunk(chunk))
+                if counted && !reports::is_informational(update) =>
+            {
                 if let ContentBlock::Text(text) = chunk.content {
                     self.push_text(&text.text);
                 }
@@ -93,6 +112,20 @@ impl TurnState {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Takes in the prompt response's `_meta`: tokens and model agents report there
+    /// (used when the response carries no standard usage).
+    pub fn record_response_meta(&mut self, meta: &serde_json::Value) {
+        if self.usage.total_tokens() == 0
+            && let Some((input, output)) = reports::tokens_in_response_meta(meta)
+        {
+            self.usage.input_tokens = input;
+            self.usage.output_tokens = output;
+        }
+        if let Some(model) = reports::model_in_response_meta(meta) {
+            self.model = Some(model);
         }
     }
 

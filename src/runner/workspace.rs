@@ -44,6 +44,18 @@ impl Workspace {
         Ok(Self { root })
     }
 
+    /// Checks that files can be created in the workspace (creates and removes a probe file).
+    pub fn check_writable(&self) -> io::Result<()> {
+        let probe = self
+            .root
+            .join(format!(".ralph-write-probe-{}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)?;
+        std::fs::remove_file(&probe)
+    }
+
     /// The canonical workspace root.
     pub fn root(&self) -> &Path {
         &self.root
@@ -136,6 +148,13 @@ mod tests {
         let (_dir, workspace) = workspace();
         let resolved = workspace.resolve(Path::new("src/new.rs")).unwrap();
         assert_eq!(resolved, workspace.root().join("src/new.rs"));
+    }
+
+    #[test]
+    fn a_writable_workspace_passes_the_check_and_keeps_no_probe() {
+        let (dir, workspace) = workspace();
+        workspace.check_writable().unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

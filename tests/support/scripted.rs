@@ -20,6 +20,10 @@ pub struct Scenario {
     pub task: String,
     pub attempt: String,
     pub args: Vec<String>,
+    /// The agent command; the scripted agent playing `script.yaml` when `None`.
+    pub agent: Option<Vec<String>>,
+    /// The workspace given to the runner, when not the scratch workspace.
+    pub workspace_override: Option<PathBuf>,
 }
 
 /// What one runner invocation produced.
@@ -47,7 +51,21 @@ impl Scenario {
             task: task.to_string(),
             attempt: format!("{task}-a1"),
             args: Vec::new(),
+            agent: None,
+            workspace_override: None,
         }
+    }
+
+    /// Runs this agent command instead of the scripted agent.
+    pub fn agent(mut self, command: &[&str]) -> Self {
+        self.agent = Some(command.iter().map(|word| word.to_string()).collect());
+        self
+    }
+
+    /// The workspace directory given to the runner.
+    pub fn workspace_dir(mut self, dir: &str) -> Self {
+        self.workspace_override = Some(PathBuf::from(dir));
+        self
     }
 
     /// Sets the attempt id.
@@ -81,15 +99,25 @@ impl Scenario {
         args.push("--prompt-file".into());
         args.push(self.path("prompt.md").into());
         args.push("--workspace".into());
-        args.push(self.workspace().into());
+        args.push(
+            self.workspace_override
+                .clone()
+                .unwrap_or_else(|| self.workspace())
+                .into(),
+        );
         args.push("--result-file".into());
         args.push(self.path("result.json").into());
         args.extend(self.args.iter().map(Into::into));
         args.push("--".into());
-        args.push(ralph().into());
-        args.push("agent".into());
-        args.push("script".into());
-        args.push(self.path("script.yaml").into());
+        match &self.agent {
+            Some(command) => args.extend(command.iter().map(Into::into)),
+            None => {
+                args.push(ralph().into());
+                args.push("agent".into());
+                args.push("script".into());
+                args.push(self.path("script.yaml").into());
+            }
+        }
         args
     }
 

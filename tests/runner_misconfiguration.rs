@@ -1,0 +1,120 @@
+//! `ralph runner` on agents that cannot run as configured: each is reported once as
+//! `misconfigured` (exit status 6) with the problem and its fix, never as a crash.
+
+#[path = "support/scripted.rs"]
+mod scripted;
+
+use ralph::engine::attempt::{Misconfiguration, OutcomeClass};
+use scripted::Scenario;
+
+fn misconfigured(run: &scripted::Run) -> Misconfiguration {
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Misconfigured,
+        "{}",
+        run.result_json
+    );
+    assert_eq!(run.status.code(), Some(6));
+    assert_eq!(run.result.crash, None);
+    run.result
+        .misconfiguration
+        .clone()
+        .expect("misconfiguration")
+}
+
+#[test]
+fn a_program_printing_plain_text_is_not_an_acp_agent_and_is_stopped_at_once() {
+    let run = Scenario::new("t", "")
+        .agent(&[
+            "sh",
+            "-c",
+            "echo 'Hello! How can I help you today?'; sleep 600",
+        ])
+        .args(&["--idle-timeout", "1h"])
+        .run();
+    let problem = misconfigured(&run);
+    assert!(
+        problem.problem.contains("is not an ACP agent")
+            && problem.problem.contains("Hello! How can I help you today?"),
+        "{problem:?}"
+    );
+    assert!(problem.fix.contains("ACP mode"), "{problem:?}");
+}
+
+#[test]
+fn a_program_that_prints_usage_and_exits_is_not_an_acp_agent() {
+    let run = Scenario::new("t", "")
+        .agent(&["sh", "-c", "echo 'usage: tool [options]'"])
+        .run();
+    assert!(
+        misconfigured(&run)
+            .problem
+            .contains("usage: tool [options]")
+    );
+}
+
+#[test]
+fn an_agent_that_exits_for_a_missing_api_key_needs_authentication() {
+    let run = Scenario::new("t", "")
+        .agent(&[
+            "sh",
+            "-c",
+            "echo 'Loaded settings.' >&2; echo 'Gemini API key is missing or not configured.' >&2",
+        ])
+        .run();
+    let problem = misconfigured(&run);
+    assert!(
+        problem.problem.contains("needs authentication")
+            && problem.problem.contains("Gemini API key is missing"),
+        "{problem:?}"
+    );
+    assert!(problem.fix.contains("credentials"), "{problem:?}");
+}
+
+#[test]
+fn an_auth_required_error_answering_the_prompt_needs_authentication() {
+    let run = Scenario::new(
+        "t",
+        "default: [{error: {code: -32000, message: \"Authentication required\"}}]\n",
+    )
+    .run();
+    assert!(
+        misconfigured(&run)
+            .problem
+            .contains("Authentication required")
+    );
+}
+
+#[test]
+fn a_wrapper_that_cannot_find_the_agent_is_misconfigured() {
+    let run = Scenario::new("t", "")
+        .agent(&["sh", "-c", "exec ralph-no-such-agent-cli --acp"])
+        .run();
+    let problem = misconfigured(&run);
+    assert!(
+        problem.problem.contains("was not found (exit code 127"),
+        "{problem:?}"
+    );
+}
+
+#[test]
+fn an_unwritable_workspace_is_refused_before_the_agent_starts() {
+    let run = Scenario::new("t", "default: [{text: hi}]\n")
+        .workspace_dir("/sys/kernel")
+        .run();
+    let problem = misconfigured(&run);
+    assert!(
+        problem
+            .problem
+            .starts_with("the workspace /sys/kernel is not writable"),
+        "{problem:?}"
+    );
+    assert!(!run.stdout.contains("\"spawned\""), "the agent was started");
+}
+
+#[test]
+fn a_crash_is_not_misconfiguration() {
+    let run = Scenario::new("t", "default: [{stderr: \"Error: boom\"}, {exit: 1}]\n").run();
+    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    assert_eq!(run.result.misconfiguration, None);
+}

@@ -1,0 +1,99 @@
+//! `ralph runner` answering `session/request_permission` on the tool call's merged state:
+//! agents that ask with only a `toolCallId` are judged on what their `tool_call` update
+//! said. The client file system is off in these scenarios, so the scripted agent writes
+//! files itself and the permission answer is the only guard.
+
+#[path = "support/scripted.rs"]
+mod scripted;
+
+use scripted::Scenario;
+
+fn writing(path: &str, request: &str) -> Scenario {
+    Scenario::new(
+        "t",
+        &format!(
+            "default: [{{tool: {{path: {path}, write: \"x\", request: {request}}}}}, {{text: \"finished\"}}]\n"
+        ),
+    )
+    .args(&["--client-fs", "never"])
+}
+
+/// The `permission` event lines the runner logged.
+fn permissions(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "permission")
+        .collect()
+}
+
+#[test]
+fn an_id_only_request_to_write_outside_the_workspace_is_refused() {
+    let scenario = writing("../escaped.txt", "id_only");
+    let run = scenario.run();
+    assert!(
+        !scenario.path("escaped.txt").exists(),
+        "the write went through"
+    );
+    let events = permissions(&run.stdout);
+    assert_eq!(events.len(), 1, "{}", run.stdout);
+    assert_eq!(events[0]["allowed"], false);
+    assert!(
+        events[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("outside the workspace")),
+        "{}",
+        events[0]
+    );
+}
+
+#[test]
+fn an_id_only_request_to_write_inside_the_workspace_is_allowed() {
+    let scenario = writing("notes.txt", "id_only");
+    let run = scenario.run();
+    assert_eq!(permissions(&run.stdout)[0]["allowed"], true);
+    assert_eq!(
+        std::fs::read_to_string(scenario.workspace().join("notes.txt")).expect("written"),
+        "x"
+    );
+}
+
+#[test]
+fn a_request_for_a_tool_call_never_described_is_refused() {
+    let scenario = writing("notes.txt", "unannounced");
+    let run = scenario.run();
+    assert!(!scenario.workspace().join("notes.txt").exists());
+    let events = permissions(&run.stdout);
+    assert_eq!(events[0]["allowed"], false);
+    assert!(
+        events[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.starts_with("nothing is known")),
+        "{}",
+        events[0]
+    );
+}
+
+#[test]
+fn a_deny_pattern_applies_to_an_id_only_request() {
+    let scenario = writing("secrets.env", "id_only").args(&["--deny", "secrets.*"]);
+    let run = scenario.run();
+    assert!(!scenario.workspace().join("secrets.env").exists());
+    let events = permissions(&run.stdout);
+    assert_eq!(events[0]["allowed"], false);
+    assert!(
+        events[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("`secrets.*`")),
+        "{}",
+        events[0]
+    );
+}
+
+#[test]
+fn a_fully_described_request_to_write_outside_the_workspace_is_refused() {
+    let scenario = writing("../escaped.txt", "full");
+    let run = scenario.run();
+    assert!(!scenario.path("escaped.txt").exists());
+    assert_eq!(permissions(&run.stdout)[0]["allowed"], false);
+}
