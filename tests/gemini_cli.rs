@@ -8,12 +8,16 @@
 mod fake_gemini;
 #[path = "support/fake_model.rs"]
 mod fake_model;
+#[path = "support/local_run.rs"]
+mod local_run;
 #[path = "support/real_agent.rs"]
 mod real_agent;
 
 use fake_gemini::{FakeGemini, GEMINI_MODEL};
 use fake_model::{Script, Turn};
+use local_run::{Project, describe, exit_code, feature_yaml, task};
 use ralph::engine::attempt::{OutcomeClass, StopReason};
+use ralph::engine::dag::TaskPhase;
 use real_agent::{
     AgentLaunch, Attempt, EXIT_CRASHED, EXIT_EXHAUSTED, EXIT_FINISHED, HANG_DEADLINE, kill_agent_of,
 };
@@ -329,4 +333,79 @@ fn a_new_file_gemini_writes_lands_in_the_workspace() {
     let written = std::fs::read_to_string(&notes)
         .unwrap_or_else(|error| panic!("notes.md: {error}\n{}", ended.explain(&fake.traffic())));
     assert_eq!(written, "# Notes\n");
+}
+
+#[test]
+fn ralph_run_completes_a_three_task_feature_in_dependency_order() {
+    let manifest = feature_yaml(
+        "greeting",
+        "",
+        &[
+            task("write-greeting", &[]),
+            task("translate-greeting", &["write-greeting"]),
+            task("review-greeting", &["translate-greeting"]),
+        ],
+    );
+    let project = Project::new(&manifest, "");
+    let greeting = project.path("greeting.txt");
+    let fake = FakeGemini::start(
+        Script::new()
+            .task(
+                "write-greeting",
+                [
+                    FakeGemini::write_file(&greeting, "Hello, world!\n"),
+                    Turn::text("Wrote greeting.txt.\n<task-done>write-greeting</task-done>"),
+                ],
+            )
+            .task(
+                "translate-greeting",
+                [Turn::text(
+                    "Bonjour is in the file now.\n<task-done>translate-greeting</task-done>",
+                )],
+            )
+            .task(
+                "review-greeting",
+                [Turn::text(
+                    "The greeting is fine.\n<task-done>review-greeting</task-done>",
+                )],
+            ),
+    )
+    .expect("start the fake Gemini API");
+    let home = project.path("home");
+    std::fs::create_dir(&home).expect("create the agent's home");
+    let launch = fake
+        .gemini_cli(&home)
+        .unwrap_or_else(|error| panic!("configure gemini-cli: {error}"));
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"));
+    command
+        .arg("run")
+        .arg(project.path("feature.yaml"))
+        .arg("--agent")
+        .arg(launch.command_line())
+        .args(["--json", "--idle-timeout", "60s", "--total-timeout", "180s"])
+        .stdin(std::process::Stdio::null());
+    launch.configure(&mut command);
+
+    let output = command.output().expect("start `ralph run`");
+
+    assert_eq!(
+        exit_code(&output),
+        0,
+        "{}\n{}",
+        describe(&output),
+        fake.traffic()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&greeting).expect("the agent wrote greeting.txt"),
+        "Hello, world!\n"
+    );
+    let tasks = project.store().tasks().expect("read the run's tasks");
+    assert!(
+        tasks.iter().all(|task| task.phase == TaskPhase::Done),
+        "{tasks:?}"
+    );
+    assert_eq!(
+        project.started_order(),
+        ["write-greeting", "translate-greeting", "review-greeting"]
+    );
 }

@@ -40,7 +40,8 @@ pub struct AgentLaunch {
 }
 
 impl AgentLaunch {
-    fn configure(&self, command: &mut Command) {
+    /// Sets the agent's environment on `command` (which passes it on to the agent).
+    pub fn configure(&self, command: &mut Command) {
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             if self
@@ -52,6 +53,16 @@ impl AgentLaunch {
             }
         }
         command.envs(self.env.iter().map(|(name, value)| (name, value)));
+    }
+}
+
+impl AgentLaunch {
+    /// The agent command as one string for `ralph run --agent` (split like a shell would).
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.program.to_string_lossy().into_owned())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
