@@ -150,11 +150,16 @@ fn kill_9_of_the_agent_is_a_crash_with_the_signal() {
 
 #[test]
 fn a_model_that_hangs_past_the_idle_timeout_is_a_crash() {
-    let attempt = Attempt::new("stuck").with_idle_timeout("3s", "2s");
-    let (_fake, launch) = claude(&attempt, vec![Turn::hang("Let me think about this")]);
+    let attempt = Attempt::new("stuck").with_idle_timeout("6s", "2s");
+    let (fake, launch) = claude(&attempt, vec![Turn::hang("Let me think about this")]);
 
     let ended = attempt.run(&launch);
 
+    assert!(
+        fake.wait_until_hanging(std::time::Duration::ZERO),
+        "the model request never started\n{}",
+        ended.explain("")
+    );
     ended.assert_outcome(OutcomeClass::Crashed);
     ended.assert_exit(EXIT_CRASHED);
     let crash = ended.result.crash.clone().unwrap_or_default();

@@ -8,14 +8,19 @@
 mod fake_model;
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
+#[path = "support/local_run.rs"]
+mod local_run;
 #[path = "support/real_agent.rs"]
 mod real_agent;
 
 use fake_model::{Script, Turn};
 use fake_openai::{CODEX_MODEL, CodexApproval, FakeOpenAi};
+use local_run::{Project, describe, exit_code, feature_yaml, task};
 use ralph::engine::attempt::{OutcomeClass, StopReason};
+use ralph::engine::dag::TaskPhase;
 use real_agent::{
-    AgentLaunch, Attempt, EXIT_CRASHED, EXIT_EXHAUSTED, EXIT_FINISHED, HANG_DEADLINE, kill_agent_of,
+    AgentLaunch, Attempt, EXIT_CRASHED, EXIT_EXHAUSTED, EXIT_FINISHED, HANG_DEADLINE,
+    kill_agent_of, ralph_run,
 };
 
 /// The fake API scripted with `turns` for `task`, and codex-acp configured against it.
@@ -255,8 +260,8 @@ fn kill_9_of_the_agent_is_a_crash_with_the_signal() {
 
 #[test]
 fn a_model_that_hangs_past_the_idle_timeout_is_a_crash() {
-    let attempt = Attempt::new("stuck").with_idle_timeout("3s", "2s");
-    let (_fake, launch) = codex(
+    let attempt = Attempt::new("stuck").with_idle_timeout("6s", "2s");
+    let (fake, launch) = codex(
         &attempt,
         CodexApproval::Never,
         vec![Turn::hang("Let me think about this")],
@@ -264,6 +269,11 @@ fn a_model_that_hangs_past_the_idle_timeout_is_a_crash() {
 
     let ended = attempt.run(&launch);
 
+    assert!(
+        fake.wait_until_hanging(std::time::Duration::ZERO),
+        "the model request never started\n{}",
+        ended.explain("")
+    );
     ended.assert_outcome(OutcomeClass::Crashed);
     ended.assert_exit(EXIT_CRASHED);
     let crash = ended.result.crash.clone().unwrap_or_default();
@@ -332,5 +342,71 @@ fn a_command_denied_by_a_pattern_does_not_run_and_ends_the_turn() {
         1,
         "no model call after the refusal\n{}",
         ended.explain(&fake.traffic())
+    );
+}
+
+#[test]
+fn ralph_run_completes_a_three_task_feature_in_dependency_order() {
+    let manifest = feature_yaml(
+        "greeting",
+        "",
+        &[
+            task("write-greeting", &[]),
+            task("translate-greeting", &["write-greeting"]),
+            task("review-greeting", &["translate-greeting"]),
+        ],
+    );
+    let project = Project::new(&manifest, "");
+    let fake = FakeOpenAi::start(
+        Script::new()
+            .task(
+                "write-greeting",
+                [
+                    FakeOpenAi::shell("echo 'Hello, world!' > greeting.txt"),
+                    Turn::text("Wrote greeting.txt.\n<task-done>write-greeting</task-done>"),
+                ],
+            )
+            .task(
+                "translate-greeting",
+                [Turn::text(
+                    "Bonjour is in the file now.\n<task-done>translate-greeting</task-done>",
+                )],
+            )
+            .task(
+                "review-greeting",
+                [Turn::text(
+                    "The greeting is fine.\n<task-done>review-greeting</task-done>",
+                )],
+            ),
+    )
+    .expect("start the fake OpenAI API");
+    let home = project.path("home");
+    std::fs::create_dir(&home).expect("create the agent's home");
+    let launch = fake
+        .codex_acp(&home, CodexApproval::Never)
+        .unwrap_or_else(|error| panic!("configure codex-acp: {error}"));
+
+    let output = ralph_run(&project.path("feature.yaml"), &launch);
+
+    assert_eq!(
+        exit_code(&output),
+        0,
+        "{}\n{}",
+        describe(&output),
+        fake.traffic()
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path("greeting.txt"))
+            .expect("the agent wrote greeting.txt"),
+        "Hello, world!\n"
+    );
+    let tasks = project.store().tasks().expect("read the run's tasks");
+    assert!(
+        tasks.iter().all(|task| task.phase == TaskPhase::Done),
+        "{tasks:?}"
+    );
+    assert_eq!(
+        project.started_order(),
+        ["write-greeting", "translate-greeting", "review-greeting"]
     );
 }

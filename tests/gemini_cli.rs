@@ -19,7 +19,8 @@ use local_run::{Project, describe, exit_code, feature_yaml, task};
 use ralph::engine::attempt::{OutcomeClass, StopReason};
 use ralph::engine::dag::TaskPhase;
 use real_agent::{
-    AgentLaunch, Attempt, EXIT_CRASHED, EXIT_EXHAUSTED, EXIT_FINISHED, HANG_DEADLINE, kill_agent_of,
+    AgentLaunch, Attempt, EXIT_CRASHED, EXIT_EXHAUSTED, EXIT_FINISHED, HANG_DEADLINE,
+    kill_agent_of, ralph_run,
 };
 
 /// The fake API scripted with `turns` for the attempt's task, and gemini-cli configured for it.
@@ -249,11 +250,16 @@ fn kill_9_of_the_agent_is_a_crash_with_the_signal() {
 
 #[test]
 fn a_model_that_hangs_past_the_idle_timeout_is_a_crash() {
-    let attempt = Attempt::new("stuck").with_idle_timeout("3s", "2s");
-    let (_fake, launch) = gemini(&attempt, vec![Turn::hang("Let me think about this")]);
+    let attempt = Attempt::new("stuck").with_idle_timeout("6s", "2s");
+    let (fake, launch) = gemini(&attempt, vec![Turn::hang("Let me think about this")]);
 
     let ended = attempt.run(&launch);
 
+    assert!(
+        fake.wait_until_hanging(std::time::Duration::ZERO),
+        "the model request never started\n{}",
+        ended.explain("")
+    );
     ended.assert_outcome(OutcomeClass::Crashed);
     ended.assert_exit(EXIT_CRASHED);
     let crash = ended.result.crash.clone().unwrap_or_default();
@@ -376,17 +382,8 @@ fn ralph_run_completes_a_three_task_feature_in_dependency_order() {
     let launch = fake
         .gemini_cli(&home)
         .unwrap_or_else(|error| panic!("configure gemini-cli: {error}"));
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"));
-    command
-        .arg("run")
-        .arg(project.path("feature.yaml"))
-        .arg("--agent")
-        .arg(launch.command_line())
-        .args(["--json", "--idle-timeout", "60s", "--total-timeout", "180s"])
-        .stdin(std::process::Stdio::null());
-    launch.configure(&mut command);
 
-    let output = command.output().expect("start `ralph run`");
+    let output = ralph_run(&project.path("feature.yaml"), &launch);
 
     assert_eq!(
         exit_code(&output),

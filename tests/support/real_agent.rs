@@ -66,6 +66,20 @@ impl AgentLaunch {
     }
 }
 
+/// Runs `ralph run MANIFEST --agent AGENT --json` to its end (one-minute idle timeout).
+pub fn ralph_run(manifest: &Path, agent: &AgentLaunch) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ralph"));
+    command
+        .arg("run")
+        .arg(manifest)
+        .arg("--agent")
+        .arg(agent.command_line())
+        .args(["--json", "--idle-timeout", "60s", "--total-timeout", "180s"])
+        .stdin(Stdio::null());
+    agent.configure(&mut command);
+    command.output().expect("start `ralph run`")
+}
+
 /// The executable `name` under tests/agents/node_modules/.bin, or an error saying to run
 /// `scripts/install-agents`.
 pub fn installed_agent_bin(name: &str) -> Result<PathBuf, String> {
