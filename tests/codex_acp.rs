@@ -346,6 +346,65 @@ fn a_command_denied_by_a_pattern_does_not_run_and_ends_the_turn() {
 }
 
 #[test]
+fn a_patch_adding_a_file_in_the_workspace_is_allowed_and_applied() {
+    let attempt = Attempt::new("write-notes");
+    let notes = attempt.workspace().join("notes.md");
+    let (fake, launch) = codex(
+        &attempt,
+        CodexApproval::OnRequest,
+        vec![
+            FakeOpenAi::add_file_patch(&notes, "# Notes"),
+            Turn::text("Wrote notes.md.\n<task-done>write-notes</task-done>"),
+        ],
+    );
+
+    let ended = attempt.run(&launch);
+
+    ended.assert_exit(EXIT_FINISHED);
+    ended.assert_sigils(Some("write-notes"), None);
+    let written = std::fs::read_to_string(&notes)
+        .unwrap_or_else(|error| panic!("notes.md: {error}\n{}", ended.explain(&fake.traffic())));
+    assert_eq!(written, "# Notes\n");
+    assert!(
+        ended.permission_decisions().iter().all(|allowed| *allowed),
+        "{}",
+        ended.explain("")
+    );
+}
+
+/// codex-acp asks before a file change ("Edit files", kind `edit`, the path in `locations`);
+/// a path outside the workspace is refused and nothing is written.
+#[test]
+fn a_patch_adding_a_file_outside_the_workspace_is_refused() {
+    let attempt = Attempt::new("escape");
+    let outside = tempfile::tempdir().expect("create a directory outside the workspace");
+    let target = outside.path().join("escaped.txt");
+    let (fake, launch) = codex(
+        &attempt,
+        CodexApproval::OnRequest,
+        vec![
+            FakeOpenAi::add_file_patch(&target, "gotcha"),
+            Turn::text("Could not write it.\n<task-failed>escape</task-failed>"),
+        ],
+    );
+
+    let ended = attempt.run(&launch);
+
+    assert!(
+        !target.exists(),
+        "codex wrote outside the workspace\n{}",
+        ended.explain(&fake.traffic())
+    );
+    assert_eq!(
+        ended.permission_decisions(),
+        [false],
+        "the runner was asked and refused\n{}",
+        ended.explain("")
+    );
+    ended.assert_sigils(None, None);
+}
+
+#[test]
 fn ralph_run_completes_a_three_task_feature_in_dependency_order() {
     let manifest = feature_yaml(
         "greeting",

@@ -83,6 +83,19 @@ impl FakeOpenAi {
         )
     }
 
+    /// A call of Codex's freeform `apply_patch` tool adding `path` (absolute) with `content`
+    /// (lines). A string in place of JSON arguments makes the fake send a `custom_tool_call`.
+    pub fn add_file_patch(path: &Path, content: &str) -> Turn {
+        let lines: String = content.lines().map(|line| format!("+{line}\n")).collect();
+        Turn::tool_call(
+            "apply_patch",
+            Value::String(format!(
+                "*** Begin Patch\n*** Add File: {}\n{lines}*** End Patch\n",
+                path.display()
+            )),
+        )
+    }
+
     /// `500` as the API answers an internal error.
     pub fn server_error() -> Turn {
         Turn::error(
@@ -323,11 +336,18 @@ impl Reply {
                 ));
             }
             Turn::ToolCall { name, arguments } => {
-                let item = json!({
-                    "type": "function_call", "id": format!("fc_{}", self.call_id),
-                    "call_id": self.call_id, "name": name, "arguments": arguments.to_string(),
-                    "status": "completed",
-                });
+                let item = match arguments {
+                    Value::String(input) => json!({
+                        "type": "custom_tool_call", "id": format!("ctc_{}", self.call_id),
+                        "call_id": self.call_id, "name": name, "input": input,
+                        "status": "completed",
+                    }),
+                    arguments => json!({
+                        "type": "function_call", "id": format!("fc_{}", self.call_id),
+                        "call_id": self.call_id, "name": name, "arguments": arguments.to_string(),
+                        "status": "completed",
+                    }),
+                };
                 events.push(sse(
                     "response.output_item.added",
                     &json!({ "type": "response.output_item.added", "output_index": 0, "item": item }),
