@@ -1,6 +1,6 @@
 //! More cases of `ralph runner` driving the real claude-agent-acp offline (see
 //! tests/claude_agent_acp.rs for the first ones): the verdicts, a plain API 500, kill -9 of the
-//! agent, an idle hang, and a permission request under `permissions.defaultMode: "default"`.
+//! agent, an idle hang, and permission requests under `permissions.defaultMode: "default"`.
 //! See docs/testing-with-real-agents.md.
 
 #[path = "support/fake_anthropic.rs"]
@@ -194,5 +194,38 @@ fn a_command_claude_asks_permission_for_under_default_mode_runs_when_allowed() {
     assert!(
         results.iter().all(|result| !result.is_error),
         "tool results: {results:?}"
+    );
+}
+
+#[test]
+fn a_write_outside_the_workspace_is_refused() {
+    let attempt = Attempt::new("escape");
+    let outside = tempfile::tempdir().expect("create a directory outside the workspace");
+    let target = outside.path().join("escaped.txt");
+    let (fake, launch) = claude(
+        &attempt,
+        vec![
+            Turn::write_file(&target, "gotcha\n"),
+            Turn::text("Could not write it.\n<task-failed>escape</task-failed>"),
+        ],
+    );
+
+    let ended = attempt.run(&launch);
+
+    assert!(
+        !target.exists(),
+        "claude wrote outside the workspace\n{}",
+        ended.explain("")
+    );
+    assert_eq!(
+        ended.permission_decisions(),
+        [false],
+        "the runner was asked and refused\n{}",
+        ended.explain("")
+    );
+    let results = fake.main_requests("escape")[1].tool_results();
+    assert!(
+        results.iter().all(|result| result.is_error),
+        "the refusal reached the model as an error: {results:?}"
     );
 }
