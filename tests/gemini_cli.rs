@@ -406,3 +406,40 @@ fn ralph_run_completes_a_three_task_feature_in_dependency_order() {
         ["write-greeting", "translate-greeting", "review-greeting"]
     );
 }
+
+/// gemini-cli refuses a path outside its workspace directories itself, before asking.
+#[test]
+fn a_file_outside_the_workspace_is_not_written() {
+    let attempt = Attempt::new("escape");
+    let outside = tempfile::tempdir().expect("create a directory outside the workspace");
+    let target = outside.path().join("escaped.txt");
+    let (fake, launch) = gemini(
+        &attempt,
+        vec![
+            FakeGemini::write_file(&target, "gotcha\n"),
+            Turn::text("Could not write it.\n<task-failed>escape</task-failed>"),
+        ],
+    );
+
+    let ended = attempt.run(&launch);
+
+    assert!(
+        !target.exists(),
+        "gemini wrote outside the workspace\n{}",
+        ended.explain(&fake.traffic())
+    );
+    assert_eq!(
+        ended.permission_decisions(),
+        Vec::<bool>::new(),
+        "{}",
+        ended.explain("")
+    );
+    let main = fake.main_requests("escape");
+    assert_eq!(main.len(), 2, "{}", fake.traffic());
+    let responses = fake_gemini::tool_responses(main[1].body.as_ref().expect("a JSON body"));
+    assert!(
+        responses.len() == 1 && responses[0].to_string().contains("Path not in workspace"),
+        "the refusal reached the model: {responses:?}"
+    );
+    ended.assert_sigils(None, Some("escape"));
+}
