@@ -184,8 +184,10 @@ fn http_429_insufficient_quota_is_exhaustion() {
     );
 }
 
+/// A rate limit without a quota type is transient: a crash (retried with backoff), not
+/// exhaustion and never a clean turn.
 #[test]
-fn http_429_rate_limit_without_a_quota_type_is_not_a_clean_turn() {
+fn http_429_rate_limit_without_a_quota_type_is_a_crash() {
     let attempt = Attempt::new("rate-limited");
     let (fake, launch) = codex(
         &attempt,
@@ -195,15 +197,15 @@ fn http_429_rate_limit_without_a_quota_type_is_not_a_clean_turn() {
 
     let ended = attempt.run(&launch);
 
+    ended.assert_outcome(OutcomeClass::Crashed);
+    ended.assert_exit(EXIT_CRASHED);
+    ended.assert_sigils(None, None);
+    let crash = ended.result.crash.clone().unwrap_or_default();
     assert!(
-        matches!(
-            ended.result.outcome,
-            OutcomeClass::Exhausted | OutcomeClass::Crashed
-        ),
-        "a rate-limited turn is exhaustion or a crash, never a clean finish\n{}",
+        crash.contains("429"),
+        "crash summary names the status: {crash:?}\n{}",
         ended.explain(&fake.traffic())
     );
-    ended.assert_sigils(None, None);
 }
 
 /// codex-acp reports `response.incomplete` (`max_output_tokens`) as a `systemError` thread

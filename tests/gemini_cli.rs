@@ -183,22 +183,24 @@ fn http_429_with_a_daily_quota_is_exhaustion() {
     );
 }
 
+/// A rate limit without a quota type is transient: a crash (retried with backoff), not
+/// exhaustion and never a clean turn.
 #[test]
-fn http_429_without_quota_details_is_not_a_clean_turn() {
+fn http_429_without_quota_details_is_a_crash() {
     let attempt = Attempt::new("rate-limited");
     let (fake, launch) = gemini(&attempt, vec![FakeGemini::rate_limited()]);
 
     let ended = attempt.run(&launch);
 
+    ended.assert_outcome(OutcomeClass::Crashed);
+    ended.assert_exit(EXIT_CRASHED);
+    ended.assert_sigils(None, None);
+    let crash = ended.result.crash.clone().unwrap_or_default();
     assert!(
-        matches!(
-            ended.result.outcome,
-            OutcomeClass::Exhausted | OutcomeClass::Crashed
-        ),
-        "a rate-limited turn is exhaustion or a crash, never a clean finish\n{}",
+        crash.contains("429"),
+        "crash summary names the status: {crash:?}\n{}",
         ended.explain(&fake.traffic())
     );
-    ended.assert_sigils(None, None);
 }
 
 /// gemini-cli 0.61.0 answers a `MAX_TOKENS` finish with `stopReason: end_turn` (it sends
