@@ -317,6 +317,7 @@ impl Ended {
             stderr: lock(&self.stderr).clone(),
             reported_error: turn.reports.unanswered_error(),
             answered: turn.reports.answered(),
+            refused_permission: turn.reports.refusal().map(str::to_string),
             exhaustion,
             updates_in_turn: turn.updates_in_turn,
             sigils: turn.take_sigils(),

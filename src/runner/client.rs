@@ -22,10 +22,8 @@ use tokio::sync::oneshot;
 use super::events::EventLog;
 use super::outcome::TurnEnd;
 use super::permission::{Decision, PermissionPolicy};
-use super::protocol::{
-    RawNewSession, RawNewSessionResponse, RawPrompt, RawPromptResponse, RawSessionUpdate,
-};
-use super::reports::model_in_options;
+use super::protocol::{RawNewSession, RawPrompt, RawPromptResponse, RawSessionUpdate};
+use super::reports::model_of_session;
 use super::sync::lock;
 use super::tool_calls::ToolCalls;
 use super::turn::{Phase, TurnState};
@@ -160,6 +158,16 @@ impl Handlers {
             Decision::Allow => (ALLOW, None),
             Decision::Deny(reason) => (REJECT, Some(reason.clone())),
         };
+        if let Some(reason) = &reason {
+            let call = tool
+                .command
+                .as_deref()
+                .or(tool.title.as_deref())
+                .unwrap_or_else(|| request.tool_call.tool_call_id.0.as_ref());
+            lock(&self.turn)
+                .reports
+                .record_refusal(format!("`{}`: {reason}", call.trim_matches('`')));
+        }
         self.events.emit(
             "permission",
             json!({
@@ -273,7 +281,7 @@ async fn new_session(handlers: &Handlers, cx: &ConnectionTo<Agent>) -> Result<Se
         })
         .block_task()
         .await?;
-    let model = session_model(&session);
+    let model = model_of_session(session.config_options.as_ref(), session.models.as_ref());
     {
         let mut turn = lock(&handlers.turn);
         turn.phase = Phase::SessionCreated;
@@ -328,43 +336,6 @@ fn turn_end(result: Conversation, turn: &Mutex<TurnState>) -> TurnEnd {
             message: describe_error(&error),
         },
     }
-}
-
-/// The model a `session/new` answer names: the unstable `models.currentModelId`, else
-/// the current value of the `model` selector among the configuration options.
-fn session_model(session: &RawNewSessionResponse) -> Option<String> {
-    let current = session
-        .models
-        .as_ref()
-        .and_then(|models| models.get("currentModelId"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| model_in_options(session.config_options.as_ref()?))?;
-    Some(
-        session
-            .models
-            .as_ref()
-            .and_then(|models| resolved_default(models, &current))
-            .unwrap_or(current),
-    )
-}
-
-/// The model behind claude-agent-acp's `default` entry, from its description
-/// ("Use the default model (currently Sonnet 4.5) · …").
-fn resolved_default(models: &Value, current: &str) -> Option<String> {
-    if !current.eq_ignore_ascii_case("default") {
-        return None;
-    }
-    let description = models
-        .get("availableModels")?
-        .as_array()?
-        .iter()
-        .find(|model| model.get("modelId").and_then(Value::as_str) == Some(current))?
-        .get("description")?
-        .as_str()?;
-    let (_, rest) = description.split_once("(currently ")?;
-    let (model, _) = rest.split_once(')')?;
-    Some(model.trim().to_string()).filter(|model| !model.is_empty())
 }
 
 fn request_bytes(request: &RawPrompt) -> usize {
@@ -466,40 +437,6 @@ fn log_fs(events: &EventLog, operation: &str, path: &std::path::Path, error: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_session_model_is_the_current_model_id() {
-        let session = RawNewSessionResponse {
-            session_id: "s".into(),
-            models: Some(json!({"currentModelId": "gpt-5-codex", "availableModels": []})),
-            config_options: None,
-        };
-        assert_eq!(session_model(&session).as_deref(), Some("gpt-5-codex"));
-    }
-
-    #[test]
-    fn claudes_default_model_is_resolved_from_its_description() {
-        let session = RawNewSessionResponse {
-            session_id: "s".into(),
-            models: Some(json!({"currentModelId": "default", "availableModels": [
-                {"modelId": "default", "name": "Default (recommended)",
-                 "description": "Use the default model (currently Sonnet 4.5) · $3/$15 per Mtok"}
-            ]})),
-            config_options: None,
-        };
-        assert_eq!(session_model(&session).as_deref(), Some("Sonnet 4.5"));
-    }
-
-    #[test]
-    fn without_models_the_model_selector_names_the_model() {
-        let session = RawNewSessionResponse {
-            session_id: "s".into(),
-            models: None,
-            config_options: Some(json!([{"id": "model", "name": "Model", "category": "model",
-                "type": "select", "currentValue": "scripted-1", "options": []}])),
-        };
-        assert_eq!(session_model(&session).as_deref(), Some("scripted-1"));
-    }
 
     #[tokio::test]
     async fn reading_with_line_and_limit_returns_that_slice() {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::patterns::{self, Patterns};
+use super::reports;
 use super::stderr::StderrDigest;
 use super::turn::Phase;
 use crate::engine::attempt::{Exhaustion, Misconfiguration, OutcomeClass, StopReason};
@@ -98,6 +99,8 @@ pub struct Observations {
     pub reported_error: Option<String>,
     /// Whether the turn carried answer text.
     pub answered: bool,
+    /// The last permission the runner refused in the turn (what and why).
+    pub refused_permission: Option<String>,
     /// A usage-limit report seen anywhere in the attempt.
     pub exhaustion: Option<Exhaustion>,
     /// Session updates received after the prompt was sent.
@@ -147,10 +150,23 @@ pub fn classify(observations: &Observations) -> Verdict {
         );
     }
     match &observations.turn {
-        TurnEnd::Answered { .. } => match answered_crash(observations, stop_reason.as_ref()) {
-            Some(summary) => verdict(OutcomeClass::Crashed, Some(summary)),
-            None => verdict(OutcomeClass::Finished, None),
-        },
+        // Not cancelled by the runner (that is an interruption, classified above).
+        TurnEnd::Answered { .. } if stop_reason == Some(StopReason::Cancelled) => verdict(
+            OutcomeClass::Crashed,
+            Some(unrequested_cancel_summary(observations)),
+        ),
+        TurnEnd::Answered { .. } => {
+            if let Some(cut_off) = cut_off(observations) {
+                return Verdict {
+                    stop_reason: Some(cut_off),
+                    ..verdict(OutcomeClass::Finished, None)
+                };
+            }
+            match answered_crash(observations, stop_reason.as_ref()) {
+                Some(summary) => verdict(OutcomeClass::Crashed, Some(summary)),
+                None => verdict(OutcomeClass::Finished, None),
+            }
+        }
         TurnEnd::Failed {
             code,
             message,
@@ -196,7 +212,9 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
         return Some(not_acp(command, line));
     }
     let failed = match &observations.turn {
-        TurnEnd::Answered { .. } => observations.reported_error.is_some(),
+        TurnEnd::Answered { .. } => {
+            observations.reported_error.is_some() && cut_off(observations).is_none()
+        }
         _ => true,
     };
     if !failed || claims_task(observations) {
@@ -299,6 +317,26 @@ fn interruption_summary(interruption: &Interruption, turn: &TurnEnd) -> String {
         // Classified earlier; kept total for the summary's sake.
         Interruption::Cancelled => "cancelled".into(),
         Interruption::NotAcp { line } => format!("not an ACP agent: {}", line.trim()),
+    }
+}
+
+/// The stop reason behind an error reporting that the model's answer was cut short
+/// (codex-acp: "Incomplete response returned, reason: max_output_tokens" and `end_turn`).
+fn cut_off(observations: &Observations) -> Option<StopReason> {
+    let error = observations.reported_error.as_deref()?;
+    stop_reason_for_error_kind(reports::incomplete_response_reason(error)?)
+}
+
+/// Why a turn the agent ended as `cancelled` without a `session/cancel` is a crash:
+/// codex-acp does that when the runner refuses a permission with its `cancel` option.
+fn unrequested_cancel_summary(observations: &Observations) -> String {
+    match &observations.refused_permission {
+        Some(refusal) => format!(
+            "the agent cancelled its own turn after the runner refused permission for {refusal}"
+        ),
+        None => {
+            "the agent cancelled its own turn (the runner did not send session/cancel)".to_string()
+        }
     }
 }
 
@@ -457,6 +495,7 @@ mod tests {
             stderr: StderrDigest::default(),
             reported_error: None,
             answered: true,
+            refused_permission: None,
             exhaustion: None,
             updates_in_turn: 3,
             sigils: Sigils::default(),
@@ -696,6 +735,48 @@ mod tests {
         assert_eq!(
             verdict.crash.unwrap(),
             "the agent answered session/new with error -32603: Internal error: no model"
+        );
+    }
+
+    #[test]
+    fn codexs_max_output_tokens_error_then_end_turn_is_a_max_tokens_stop() {
+        let mut cut = observations(answered("end_turn"));
+        cut.reported_error = Some("Incomplete response returned, reason: max_output_tokens".into());
+        let verdict = classify(&cut);
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
+        assert_eq!(verdict.stop_reason, Some(StopReason::MaxTokens));
+        assert_eq!(verdict.crash, None);
+    }
+
+    #[test]
+    fn an_incomplete_response_for_an_unmapped_reason_is_a_crash() {
+        let mut cut = observations(answered("end_turn"));
+        cut.reported_error = Some("Incomplete response returned, reason: upstream_error".into());
+        assert_eq!(classify(&cut).outcome, OutcomeClass::Crashed);
+    }
+
+    #[test]
+    fn a_turn_the_agent_cancelled_after_a_refused_permission_is_a_crash_naming_it() {
+        let mut refused = observations(answered("cancelled"));
+        refused.refused_permission = Some("`rm -rf /srv`: /srv is outside the workspace".into());
+        let verdict = classify(&refused);
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(verdict.stop_reason, Some(StopReason::Cancelled));
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent cancelled its own turn after the runner refused permission for `rm -rf /srv`: /srv is outside the workspace"
+        );
+    }
+
+    #[test]
+    fn a_turn_the_agent_cancelled_unasked_is_no_user_cancellation() {
+        let mut sigil = observations(answered("cancelled"));
+        sigil.sigils.task_done = Some("t".into());
+        let verdict = classify(&sigil);
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(
+            verdict.crash.unwrap(),
+            "the agent cancelled its own turn (the runner did not send session/cancel)"
         );
     }
 }

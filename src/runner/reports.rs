@@ -74,6 +74,7 @@ pub struct TurnReports {
     answered: bool,
     last_message: String,
     in_message: bool,
+    refusal: Option<String>,
 }
 
 impl TurnReports {
@@ -124,6 +125,31 @@ impl TurnReports {
     pub fn answered(&self) -> bool {
         self.answered
     }
+
+    /// Takes in a permission the runner refused in this turn (what and why).
+    pub fn record_refusal(&mut self, refusal: String) {
+        self.refusal = Some(refusal);
+    }
+
+    /// The last permission the runner refused in this turn.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+}
+
+/// What codex writes when the model API cut its answer short (the Responses API's
+/// `response.incomplete`); the reason (`incomplete_details.reason`) follows.
+const INCOMPLETE_RESPONSE: &str = "incomplete response returned, reason: ";
+
+/// The reason of an "Incomplete response returned, reason: REASON" error (e.g.
+/// `max_output_tokens`), when `error` is one.
+pub fn incomplete_response_reason(error: &str) -> Option<&str> {
+    let start = error.to_ascii_lowercase().find(INCOMPLETE_RESPONSE)? + INCOMPLETE_RESPONSE.len();
+    let rest = &error[start..];
+    let end = rest
+        .find(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|reason| !reason.is_empty())
 }
 
 fn error_text(status: &Value) -> Option<String> {
@@ -168,6 +194,9 @@ pub fn is_answer_text(update: &Value) -> bool {
             .is_some_and(|text| !text.trim().is_empty())
 }
 
+/// Reasoning-effort levels codex-acp appends to its model ids (`gpt-5.5[medium]`).
+const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+
 /// The model a session update names: a `config_option_update` with a model selector, or
 /// a `current_model_update`.
 pub fn model_in_update(update: &Value) -> Option<String> {
@@ -176,20 +205,96 @@ pub fn model_in_update(update: &Value) -> Option<String> {
         "current_model_update" => ["currentModelId", "modelId"]
             .iter()
             .find_map(|key| update.get(*key)?.as_str())
-            .map(str::to_string),
+            .and_then(|model| real_model(model, None)),
         _ => None,
     }
 }
 
-/// The current value of the `model` selector among configuration options (raw JSON).
+/// The model a `session/new` answer names: the `model` selector among the configuration
+/// options, else the unstable `models` state (codex-acp's `currentModelId` there carries
+/// the reasoning effort, its selector does not).
+pub fn model_of_session(config_options: Option<&Value>, models: Option<&Value>) -> Option<String> {
+    config_options
+        .and_then(model_in_options)
+        .or_else(|| model_in_models(models?))
+}
+
+/// The model the `model` selector among configuration options (raw JSON) is set to.
 pub fn model_in_options(options: &Value) -> Option<String> {
-    options.as_array()?.iter().find_map(|option| {
-        let is_model = option.get("category").and_then(Value::as_str) == Some("model")
-            || option.get("id").and_then(Value::as_str) == Some("model");
-        is_model
-            .then(|| option.get("currentValue")?.as_str().map(str::to_string))
-            .flatten()
-    })
+    let selector = options.as_array()?.iter().find(|option| {
+        option.get("category").and_then(Value::as_str) == Some("model")
+            || option.get("id").and_then(Value::as_str) == Some("model")
+    })?;
+    let current = selector.get("currentValue")?.as_str()?;
+    let choices = selector.get("options").and_then(Value::as_array);
+    // Choices may be flat or in groups (`{group, name, options: [..]}`).
+    let description = choices
+        .into_iter()
+        .flatten()
+        .flat_map(
+            |choice| match choice.get("options").and_then(Value::as_array) {
+                Some(grouped) => grouped.iter().collect(),
+                None => vec![choice],
+            },
+        )
+        .find(|choice| choice.get("value").and_then(Value::as_str) == Some(current))
+        .and_then(|choice| choice.get("description")?.as_str());
+    real_model(current, description)
+}
+
+/// The model of the unstable `models` state (`currentModelId` among `availableModels`).
+fn model_in_models(models: &Value) -> Option<String> {
+    let current = models.get("currentModelId")?.as_str()?;
+    let description = models
+        .get("availableModels")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|model| model.get("modelId").and_then(Value::as_str) == Some(current))
+        .and_then(|model| model.get("description")?.as_str());
+    real_model(current, description)
+}
+
+/// The model a selector value stands for: claude-agent-acp's `default` is the model its
+/// description names ("Use the default model (currently Opus 4.8 (1M context)) · …"),
+/// or none when it names none; codex-acp's reasoning-effort suffix is dropped.
+fn real_model(value: &str, description: Option<&str>) -> Option<String> {
+    if value.eq_ignore_ascii_case("default") {
+        return description.and_then(model_in_description);
+    }
+    Some(without_effort(value).to_string())
+}
+
+/// The text inside "(currently …)", nested parentheses included.
+fn model_in_description(description: &str) -> Option<String> {
+    let (_, rest) = description.split_once("(currently ")?;
+    let mut depth = 0_usize;
+    for (index, character) in rest.char_indices() {
+        match character {
+            '(' => depth += 1,
+            ')' if depth == 0 => {
+                let model = rest[..index].trim();
+                return (!model.is_empty()).then(|| model.to_string());
+            }
+            ')' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `gpt-5.5[medium]` → `gpt-5.5`; other bracketed suffixes (claude's `opus[1m]`) stay.
+fn without_effort(model: &str) -> &str {
+    model
+        .strip_suffix(']')
+        .and_then(|head| head.rsplit_once('['))
+        .filter(|(base, effort)| {
+            !base.is_empty()
+                && REASONING_EFFORTS
+                    .iter()
+                    .any(|known| known.eq_ignore_ascii_case(effort))
+        })
+        .map_or(model, |(base, _)| base)
 }
 
 /// Tokens a prompt response's `_meta` reports (gemini-cli:
@@ -336,5 +441,109 @@ mod tests {
             {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": "gpt-5-codex", "options": []}
         ]});
         assert_eq!(model_in_update(&update).as_deref(), Some("gpt-5-codex"));
+    }
+
+    /// claude-agent-acp 0.49.0's model selector: `default`, its model in the description.
+    fn claude_options(current: &str) -> Value {
+        json!([{"id": "model", "name": "Model", "category": "model", "type": "select",
+        "currentValue": current, "options": [
+            {"value": "default", "name": "Default (recommended)",
+             "description": "Use the default model (currently Opus 4.8 (1M context)) · $5/$25 per Mtok"},
+            {"value": "opus[1m]", "name": "Opus (1M context)", "description": "Opus 4.8 with 1M context"}
+        ]}])
+    }
+
+    #[test]
+    fn claudes_default_model_is_the_one_its_option_description_names() {
+        assert_eq!(
+            model_of_session(Some(&claude_options("default")), None).as_deref(),
+            Some("Opus 4.8 (1M context)")
+        );
+    }
+
+    #[test]
+    fn claudes_default_model_is_resolved_from_the_unstable_models_too() {
+        let models = json!({"currentModelId": "default", "availableModels": [
+            {"modelId": "default", "name": "Default (recommended)",
+             "description": "Use the default model (currently Sonnet 4.5) · $3/$15 per Mtok"}
+        ]});
+        assert_eq!(
+            model_of_session(None, Some(&models)).as_deref(),
+            Some("Sonnet 4.5")
+        );
+    }
+
+    #[test]
+    fn a_default_model_no_description_names_is_not_recorded() {
+        let options = json!([{"id": "model", "category": "model", "currentValue": "default",
+            "options": [{"value": "default", "name": "Default"}]}]);
+        assert_eq!(model_of_session(Some(&options), None), None);
+    }
+
+    #[test]
+    fn a_config_update_back_to_default_still_names_the_real_model() {
+        let update = json!({"sessionUpdate": "config_option_update", "configOptions": claude_options("default")});
+        assert_eq!(
+            model_in_update(&update).as_deref(),
+            Some("Opus 4.8 (1M context)")
+        );
+    }
+
+    #[test]
+    fn a_claude_model_alias_with_a_context_suffix_is_kept() {
+        assert_eq!(
+            model_of_session(Some(&claude_options("opus[1m]")), None).as_deref(),
+            Some("opus[1m]")
+        );
+    }
+
+    #[test]
+    fn codexs_model_selector_wins_over_its_model_id_with_effort() {
+        let options =
+            json!([{"id": "model", "category": "model", "currentValue": "gpt-5.5", "options": []}]);
+        let models = json!({"currentModelId": "gpt-5.5[medium]", "availableModels": []});
+        assert_eq!(
+            model_of_session(Some(&options), Some(&models)).as_deref(),
+            Some("gpt-5.5")
+        );
+    }
+
+    #[test]
+    fn codexs_reasoning_effort_suffix_is_dropped_from_a_model_id() {
+        let models = json!({"currentModelId": "gpt-5.5[xhigh]", "availableModels": []});
+        assert_eq!(
+            model_of_session(None, Some(&models)).as_deref(),
+            Some("gpt-5.5")
+        );
+        let update =
+            json!({"sessionUpdate": "current_model_update", "currentModelId": "gpt-5.5[low]"});
+        assert_eq!(model_in_update(&update).as_deref(), Some("gpt-5.5"));
+    }
+
+    #[test]
+    fn a_model_in_a_grouped_selector_is_found() {
+        let options = json!([{"id": "model", "category": "model", "currentValue": "default",
+        "options": [{"group": "anthropic", "name": "Anthropic", "options": [
+            {"value": "default", "name": "Default", "description": "Use the default model (currently Haiku 4.5)"}
+        ]}]}]);
+        assert_eq!(
+            model_of_session(Some(&options), None).as_deref(),
+            Some("Haiku 4.5")
+        );
+    }
+
+    #[test]
+    fn codexs_incomplete_response_names_its_reason() {
+        assert_eq!(
+            incomplete_response_reason("Incomplete response returned, reason: max_output_tokens"),
+            Some("max_output_tokens")
+        );
+        assert_eq!(
+            incomplete_response_reason(
+                "stream disconnected before completion: Incomplete response returned, reason: content_filter"
+            ),
+            Some("content_filter")
+        );
+        assert_eq!(incomplete_response_reason("HTTP 500"), None);
     }
 }
