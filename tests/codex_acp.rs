@@ -262,7 +262,7 @@ fn kill_9_of_the_agent_is_a_crash_with_the_signal() {
 
 #[test]
 fn a_model_that_hangs_past_the_idle_timeout_is_a_crash() {
-    let attempt = Attempt::new("stuck").with_idle_timeout("6s", "2s");
+    let attempt = Attempt::new("stuck").with_idle_timeout("10s", "2s");
     let (fake, launch) = codex(
         &attempt,
         CodexApproval::Never,
@@ -310,9 +310,10 @@ fn a_command_codex_asks_permission_for_runs_when_the_runner_allows_it() {
 }
 
 /// Codex offers one way to refuse an escalated command, "No, and tell Codex what to do
-/// differently", which interrupts its turn: the attempt ends without a verdict.
+/// differently", which interrupts its turn (`stopReason: cancelled` though the runner never
+/// cancelled): a crash naming the refusal, not a user cancellation.
 #[test]
-fn a_command_denied_by_a_pattern_does_not_run_and_ends_the_turn() {
+fn a_command_denied_by_a_pattern_does_not_run_and_is_a_crash_naming_the_refusal() {
     let attempt = Attempt::new("forbidden").with_runner_args(&["--deny", "*forbidden.txt*"]);
     let (fake, launch) = codex(
         &attempt,
@@ -336,9 +337,15 @@ fn a_command_denied_by_a_pattern_does_not_run_and_ends_the_turn() {
         "the denied command ran\n{}",
         ended.explain(&fake.traffic())
     );
-    ended.assert_outcome(OutcomeClass::Finished);
+    ended.assert_outcome(OutcomeClass::Crashed);
+    ended.assert_exit(EXIT_CRASHED);
     ended.assert_stop_reason(Some(StopReason::Cancelled));
     ended.assert_sigils(None, None);
+    let crash = ended.result.crash.clone().unwrap_or_default();
+    assert!(
+        crash.contains("refused permission") && crash.contains("forbidden.txt"),
+        "crash summary names the refusal: {crash:?}"
+    );
     assert_eq!(
         fake.main_requests("forbidden").len(),
         1,
