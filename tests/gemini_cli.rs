@@ -252,7 +252,7 @@ fn kill_9_of_the_agent_is_a_crash_with_the_signal() {
 
 #[test]
 fn a_model_that_hangs_past_the_idle_timeout_is_a_crash() {
-    let attempt = Attempt::new("stuck").with_idle_timeout("10s", "2s");
+    let attempt = Attempt::new("stuck").with_idle_timeout(real_agent::SHORT_IDLE_TIMEOUT, "2s");
     let (fake, launch) = gemini(&attempt, vec![Turn::hang("Let me think about this")]);
 
     let ended = attempt.run(&launch);

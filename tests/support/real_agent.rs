@@ -23,6 +23,10 @@ pub const RUN_DEADLINE: Duration = Duration::from_secs(120);
 /// Longest a test waits for the model request to start hanging.
 pub const HANG_DEADLINE: Duration = Duration::from_secs(60);
 
+/// The idle timeout of the idle-hang tests. It counts from spawn, and with 7 builds on 2 cores
+/// (load average 18) gemini-cli took more than 10 s to answer `initialize`.
+pub const SHORT_IDLE_TIMEOUT: &str = "20s";
+
 /// `ralph runner` exit codes (docs/runner.md).
 pub const EXIT_FINISHED: i32 = 0;
 pub const EXIT_CRASHED: i32 = 3;
