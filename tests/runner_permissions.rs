@@ -97,3 +97,25 @@ fn a_fully_described_request_to_write_outside_the_workspace_is_refused() {
     assert!(!scenario.path("escaped.txt").exists());
     assert_eq!(permissions(&run.stdout)[0]["allowed"], false);
 }
+
+#[test]
+fn an_agent_that_cancels_its_turn_when_refused_is_a_crash_naming_the_refusal() {
+    let scenario = Scenario::new(
+        "t",
+        "default: [{tool: {path: ../escaped.txt, write: \"x\", on_reject: cancel}}, {text: \"unreached\"}]\n",
+    )
+    .args(&["--client-fs", "never"]);
+    let run = scenario.run();
+    assert_eq!(
+        run.result.outcome,
+        ralph::engine::attempt::OutcomeClass::Crashed,
+        "{}",
+        run.result_json
+    );
+    let crash = run.result.crash.unwrap_or_default();
+    assert!(
+        crash.starts_with("the agent cancelled its own turn after the runner refused permission for `Write ../escaped.txt`")
+            && crash.contains("outside the workspace"),
+        "{crash}"
+    );
+}

@@ -157,3 +157,21 @@ fn tokens_without_a_cost_leave_the_cost_unknown() {
     assert_eq!(run.result.usage.cost_usd, None, "{}", run.result_json);
     assert!(!run.result_json.contains("costUsd"), "{}", run.result_json);
 }
+
+#[test]
+fn codexs_incomplete_response_for_max_output_tokens_is_a_max_tokens_stop() {
+    let run = run(
+        r#"[{text: "Here is a long answer"}, {system_error: "Incomplete response returned, reason: max_output_tokens"}]"#,
+    );
+    assert_eq!(
+        run.result.outcome,
+        OutcomeClass::Finished,
+        "{}",
+        run.result_json
+    );
+    assert_eq!(
+        run.result.stop_reason,
+        Some(ralph::engine::attempt::StopReason::MaxTokens)
+    );
+    assert_eq!(run.result.crash, None);
+}

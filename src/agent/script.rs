@@ -86,6 +86,9 @@ pub struct ToolStep {
     pub fail_text: Option<String>,
     /// How the permission request describes the call.
     pub request: PermissionRequestStyle,
+    /// End the turn with `cancelled` when the permission is refused, as codex-acp does
+    /// when its `cancel` option is selected.
+    pub cancel_on_reject: bool,
 }
 
 /// What a scripted permission request carries.
@@ -412,8 +415,25 @@ fn tool(value: &Value) -> Result<ToolStep, String> {
     check_fields(
         value,
         "tool",
-        &["path", "write", "read", "ok_text", "fail_text", "request"],
+        &[
+            "path",
+            "write",
+            "read",
+            "ok_text",
+            "fail_text",
+            "request",
+            "on_reject",
+        ],
     )?;
+    let cancel_on_reject = match optional_string(value, "on_reject", "tool")?.as_deref() {
+        None | Some("continue") => false,
+        Some("cancel") => true,
+        Some(other) => {
+            return Err(format!(
+                "`tool.on_reject`: unknown choice `{other}` (expected continue or cancel)"
+            ));
+        }
+    };
     let request = match optional_string(value, "request", "tool")?.as_deref() {
         None | Some("full") => PermissionRequestStyle::Full,
         Some("id_only") => PermissionRequestStyle::IdOnly,
@@ -435,6 +455,7 @@ fn tool(value: &Value) -> Result<ToolStep, String> {
         ok_text: optional_string(value, "ok_text", "tool")?,
         fail_text: optional_string(value, "fail_text", "tool")?,
         request,
+        cancel_on_reject,
     })
 }
 
@@ -560,6 +581,29 @@ tasks:
         assert_eq!(
             script.steps_for("t", 1),
             &[Step::Big(10_000_000), Step::Big(2048), Step::Big(5)]
+        );
+    }
+
+    #[test]
+    fn a_tool_can_end_the_turn_cancelled_when_refused() {
+        let script = Script::from_yaml(
+            "default: [{tool: {path: a, read: true, on_reject: cancel}}]",
+            "s",
+        )
+        .unwrap();
+        assert!(matches!(
+            &script.steps_for("t", 1)[0],
+            Step::Tool(tool) if tool.cancel_on_reject
+        ));
+        let error = Script::from_yaml(
+            "default: [{tool: {path: a, read: true, on_reject: stop}}]",
+            "s",
+        )
+        .unwrap_err();
+        assert!(
+            error.message.contains("`tool.on_reject`"),
+            "{}",
+            error.message
         );
     }
 

@@ -193,7 +193,11 @@ impl Turn {
                     }
                 }
                 Step::Hang => std::future::pending::<()>().await,
-                Step::Tool(tool) => self.tool(index, tool).await?,
+                Step::Tool(tool) => {
+                    if self.tool(index, tool).await? == ToolEnd::CancelTurn {
+                        return respond(responder, "cancelled", usage);
+                    }
+                }
                 Step::Stop(reason) => return respond(responder, reason, usage),
                 Step::Error(error) => return responder.respond_with_error(prompt_error(error)),
                 Step::Exit(code) => {
@@ -263,7 +267,7 @@ impl Turn {
         )
     }
 
-    async fn tool(&self, index: usize, tool: &ToolStep) -> Result<(), Error> {
+    async fn tool(&self, index: usize, tool: &ToolStep) -> Result<ToolEnd, Error> {
         let performance = &self.shared.performance;
         let path = absolute(&lock(&self.shared.cwd), &tool.path);
         let id = format!("tool-{}", index + 1);
@@ -311,6 +315,9 @@ impl Turn {
             &answer.outcome,
             RequestPermissionOutcome::Selected(selected) if selected.option_id.0.as_ref() == "allow"
         );
+        if !allowed && tool.cancel_on_reject {
+            return Ok(ToolEnd::CancelTurn);
+        }
         let result = if allowed {
             let content = tool
                 .write
@@ -336,7 +343,7 @@ impl Turn {
         if let Some(text) = follow_up {
             self.message(substitute(text, &performance.task, performance.attempt))?;
         }
-        Ok(())
+        Ok(ToolEnd::GoOn)
     }
 
     /// Writes `content` to `path` (reads it when `None`): through the client when it
@@ -367,6 +374,15 @@ impl Turn {
                 .map_err(|error| format!("{}: {error}", path.display())),
         }
     }
+}
+
+/// What a tool call leaves the turn to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ToolEnd {
+    /// Play the next step.
+    GoOn,
+    /// End the turn with `cancelled` (the permission was refused).
+    CancelTurn,
 }
 
 fn respond(
