@@ -1,7 +1,7 @@
 //! What the runner learns from the agent while it drives one attempt: the phase of the
 //! conversation, the prompt turn's message text (sigils), output count and usage.
 
-use agent_client_protocol::v1::schema::{ContentBlock, SessionUpdate};
+use agent_client_protocol::v1::schema::{ContentBlock, ContentChunk, MessageId, SessionUpdate};
 use serde::Deserialize;
 
 use super::events::char_prefix;
@@ -11,6 +11,9 @@ use crate::engine::sigils::{SigilScanner, Sigils};
 
 /// How much of the turn's message text is kept for recognising a usage-limit report.
 const TEXT_KEPT_FOR_EXHAUSTION: usize = 64 * 1024;
+
+/// What the sigil scanner reads for an image, resource or other non-text content block.
+const NON_TEXT_CONTENT: &str = "\u{FFFC}";
 
 /// How far the conversation with the agent got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,6 +57,8 @@ pub struct TurnState {
     /// The model the session uses, from its model selector.
     pub model: Option<String>,
     scanner: SigilScanner,
+    /// The `messageId` of the agent message being read, when the agent sends one.
+    message_id: Option<MessageId>,
     text_head: String,
 }
 
@@ -67,6 +72,7 @@ impl Default for TurnState {
             initialize_ms: None,
             model: None,
             scanner: SigilScanner::new(),
+            message_id: None,
             text_head: String::new(),
         }
     }
@@ -80,11 +86,7 @@ impl TurnState {
             self.updates_in_turn += 1;
         }
         match SessionUpdate::deserialize(update) {
-            Ok(SessionUpdate::AgentMessageChunk(chunk)) if counted => {
-                if let ContentBlock::Text(text) = chunk.content {
-                    self.push_text(&text.text);
-                }
-            }
+            Ok(SessionUpdate::AgentMessageChunk(chunk)) if counted => self.message_chunk(chunk),
             Ok(SessionUpdate::UsageUpdate(usage)) => {
                 if let Some(cost) = usage.cost
                     && cost.currency.eq_ignore_ascii_case("USD")
@@ -92,8 +94,34 @@ impl TurnState {
                     self.usage.cost_usd = Some(cost.amount);
                 }
             }
+            Ok(
+                SessionUpdate::AvailableCommandsUpdate(_)
+                | SessionUpdate::CurrentModeUpdate(_)
+                | SessionUpdate::ConfigOptionUpdate(_)
+                | SessionUpdate::SessionInfoUpdate(_),
+            ) => {}
+            // any other kind (tool call, thought, plan, ...) ends the agent's message
+            _ if counted => self.end_message(),
             _ => {}
         }
+    }
+
+    /// Feeds one agent message chunk to the sigil scanner; a new `messageId` starts a new
+    /// message, and content that is not text ends any sigil block before it.
+    fn message_chunk(&mut self, chunk: ContentChunk) {
+        if chunk.message_id.is_some() && chunk.message_id != self.message_id {
+            self.end_message();
+            self.message_id = chunk.message_id;
+        }
+        match chunk.content {
+            ContentBlock::Text(text) => self.push_text(&text.text),
+            _ => self.scanner.push(NON_TEXT_CONTENT),
+        }
+    }
+
+    fn end_message(&mut self) {
+        self.scanner.end_message();
+        self.message_id = None;
     }
 
     /// Takes in the token usage of the prompt response.
@@ -109,7 +137,7 @@ impl TurnState {
         &self.text_head
     }
 
-    /// The sigils in the turn's message text.
+    /// The sigils of the turn's agent messages (verdicts from the last one).
     pub fn take_sigils(&mut self) -> Sigils {
         std::mem::replace(&mut self.scanner, SigilScanner::new()).finish()
     }
