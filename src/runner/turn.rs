@@ -183,6 +183,66 @@ mod tests {
         assert_eq!(turn.text_head(), "hello world");
     }
 
+    fn prompted() -> TurnState {
+        TurnState {
+            phase: Phase::Prompted,
+            ..Default::default()
+        }
+    }
+
+    fn chunk_in(message_id: &str, text: &str) -> serde_json::Value {
+        json!({"sessionUpdate": "agent_message_chunk", "messageId": message_id,
+               "content": {"type": "text", "text": text}})
+    }
+
+    fn tool_call() -> serde_json::Value {
+        json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Run tests"})
+    }
+
+    #[test]
+    fn a_tool_call_ends_the_message_so_a_sigil_before_it_is_not_the_final_answer() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
+        turn.record_update(&tool_call());
+        turn.record_update(&chunk("Tests fail; fixing."));
+        assert_eq!(turn.take_sigils().task_done, None);
+    }
+
+    #[test]
+    fn the_last_message_after_a_tool_call_gives_the_verdict() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("I will not write"));
+        turn.record_update(&tool_call());
+        turn.record_update(&chunk("Tests pass.\n<task-done>t</task-done>"));
+        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn a_new_message_id_starts_a_new_message() {
+        let mut turn = prompted();
+        turn.record_update(&chunk_in("m1", "Done.\n<task-done>t</task-done>"));
+        turn.record_update(&chunk_in("m2", "One more thing to check."));
+        assert_eq!(turn.take_sigils().task_done, None);
+    }
+
+    #[test]
+    fn a_usage_update_does_not_end_the_message() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("Done. <task-"));
+        turn.record_update(&json!({"sessionUpdate": "usage_update", "used": 1, "size": 9}));
+        turn.record_update(&chunk("done>t</task-done>"));
+        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn content_that_is_not_text_ends_a_sigil_block() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
+        turn.record_update(&json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "image", "data": "", "mimeType": "image/png"}}));
+        assert_eq!(turn.take_sigils().task_done, None);
+    }
+
     #[test]
     fn a_usage_update_in_dollars_sets_the_cost() {
         let mut turn = TurnState::default();
