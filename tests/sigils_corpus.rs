@@ -468,14 +468,11 @@ fn final_answers_give_their_verdict() {
 
 #[test]
 fn chunking_never_changes_the_result() {
-    let turns = adversarial()
-        .into_iter()
-        .map(|(name, messages)| (name, messages))
-        .chain(
-            final_answers()
-                .into_iter()
-                .map(|(name, messages, _)| (name, messages)),
-        );
+    let turns = adversarial().into_iter().chain(
+        final_answers()
+            .into_iter()
+            .map(|(name, messages, _)| (name, messages)),
+    );
     for (name, messages) in turns {
         let messages = refs(&messages);
         let expected = whole(&messages);
