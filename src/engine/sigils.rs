@@ -353,7 +353,9 @@ impl SigilScanner {
         // `text[..handed]` has been handed on.
         let (mut pos, mut handed) = (0, 0);
         while pos < bytes.len() {
-            if let Some((open, resume_at)) = self.open.take() {
+            if self.open.is_some()
+                && let Some((open, resume_at)) = self.open.take()
+            {
                 let body = &text[pos + open.len..];
                 match tag::find_close(open.name, body, resume_at) {
                     Close::Closed { body_end, end } => {
@@ -391,17 +393,26 @@ impl SigilScanner {
             };
             match bytes[pos] {
                 b'\n' => {
-                    self.mode = Mode::LineStart;
                     pos += 1;
+                    // a line starting with ordinary text stays in text (the common case)
+                    if bytes.get(pos).is_none_or(|b| markdown::may_open_line(*b)) {
+                        self.mode = Mode::LineStart;
+                    }
                 }
                 _ if escaped => pos += 1,
                 b'`' => {
                     self.on_text(&text[handed..pos], false);
                     handed = pos;
-                    self.mode = Mode::Run {
-                        marker: b'`',
-                        len: 0,
-                        at_line_start: false,
+                    let run = markdown::run_length(&bytes[pos..], b'`');
+                    self.mode = if pos + run < bytes.len() {
+                        pos += run;
+                        Mode::Code { len: run }
+                    } else {
+                        Mode::Run {
+                            marker: b'`',
+                            len: 0,
+                            at_line_start: false,
+                        }
                     };
                 }
                 _ => match tag::parse_open(&text[pos..]) {

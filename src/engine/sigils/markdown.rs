@@ -59,6 +59,17 @@ fn is_blank(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\r')
 }
 
+/// Whether a line starting with `byte` may be anything but ordinary text (indentation, a blank
+/// line, a fence or a quotation).
+pub(super) fn may_open_line(byte: u8) -> bool {
+    is_blank(byte) || matches!(byte, b'\n' | b'`' | b'~' | b'>')
+}
+
+/// How many times `marker` repeats at the start of `bytes`.
+pub(super) fn run_length(bytes: &[u8], marker: u8) -> usize {
+    bytes.iter().take_while(|b| **b == marker).count()
+}
+
 /// Reads on from `bytes[pos]` (`pos < bytes.len()`) in any mode but [`Mode::Text`]; returns the
 /// next mode and position. Either the position advances or the mode changes to one that will
 /// consume the byte at `pos`, so repeated calls always make progress.
@@ -189,7 +200,15 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
         },
         Mode::Code { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
-            Some(i) if bytes[pos + i] == b'`' => (Mode::CodeRun { len, run: 0 }, pos + i),
+            Some(i) if bytes[pos + i] == b'`' => {
+                let end = pos + i + run_length(&bytes[pos + i..], b'`');
+                let run = end - pos - i;
+                match bytes.get(end) {
+                    None => (Mode::CodeRun { len, run }, end),
+                    Some(_) if run == len => (Mode::Text, end),
+                    Some(_) => (mode, end),
+                }
+            }
             Some(i) => (Mode::CodeLineStart { len }, pos + i + 1),
         },
         Mode::CodeRun { len, run } => {
