@@ -9,7 +9,8 @@ use ralph::engine::sigils::{self, SigilScanner};
 
 const CHUNK: usize = 1024;
 
-/// Agent-like prose (Markdown, code with `<` and `>`), with a few sigils spread through it.
+/// Agent-like prose (Markdown, code with `<` and `>`), with notes spread through it and the
+/// final sigil block at the end.
 fn message(len: usize) -> String {
     const PARAGRAPH: &str = "I read `src/api/mod.rs` and changed `fn parse(input: &str) -> Result<Vec<u8>, Error>` \
         so that `a < b && c > d` holds; the tests in tests/api.rs now pass.\n\
@@ -18,7 +19,7 @@ fn message(len: usize) -> String {
     let mut tags = [
         "<journal>Parser rewritten; all tests pass.</journal>\n",
         "<knowledge tags=\"rust,parsing\" title=\"Chunked input\">Keep only the unfinished tail.</knowledge>\n",
-        "<task-done>build-api</task-done>\n",
+        "```rust\nlet done = \"<task-done>build-api</task-done>\";\n```\n",
     ]
     .into_iter();
     let mut next_tag_at = len / 4;
@@ -31,6 +32,7 @@ fn message(len: usize) -> String {
             next_tag_at += len / 4;
         }
     }
+    text.push_str("\n<task-done>build-api</task-done>\n");
     text
 }
 
@@ -99,6 +101,12 @@ fn adversarial_throughput(c: &mut Criterion) {
             "<journal> notes that never end ".repeat(len / 31),
         ),
         ("open-brackets", "<".repeat(len)),
+        ("backticks", "` ``".repeat(len / 4)),
+        ("fence-lines", "```\n~~~\n".repeat(len / 8)),
+        (
+            "quoted-sigils",
+            "> <task-done>x</task-done>\n".repeat(len / 27),
+        ),
         (
             "partial-tags",
             "<task-done>x <promise>FAIL <knowledge title='t' ".repeat(len / 47),

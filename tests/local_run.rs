@@ -101,8 +101,8 @@ fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
 #[test]
 fn a_failed_task_is_retried_while_retries_remain() {
     let manifest = feature_yaml("retrying", "", &[task("flaky", &[])]);
-    let script = "tasks:\n  flaky:\n    - [ {text: \"no <task-failed>{task}</task-failed>\"} ]\n    \
-                  - [ {text: \"yes <task-done>{task}</task-done>\"} ]\n";
+    let script = "tasks:\n  flaky:\n    - [ {text: \"No. <task-failed>{task}</task-failed>\"} ]\n    \
+                  - [ {text: \"Yes. <task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
     let output = project.run(&[]);
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));

@@ -46,7 +46,7 @@ fn task_failed_sigil_is_reported() {
 fn both_sigils_are_reported_for_the_policy_to_decide() {
     let run = finished(
         "greet",
-        r#"[{text: "<task-failed>{task}</task-failed> then <task-done>{task}</task-done>"}]"#,
+        r#"[{text: "<task-failed>{task}</task-failed>\n<task-done>{task}</task-done>"}]"#,
     );
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert_eq!(run.result.sigils.task_failed.as_deref(), Some("greet"));
@@ -89,7 +89,7 @@ fn promise_complete_is_reported() {
 
 #[test]
 fn a_sigil_split_across_chunks_is_found() {
-    let run = finished("greet", r#"[{split: "ok <task-done>{task}</task-done>"}]"#);
+    let run = finished("greet", r#"[{split: "ok. <task-done>{task}</task-done>"}]"#);
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
 }
 
@@ -106,7 +106,7 @@ fn history_replayed_on_load_does_not_complete_the_task() {
 fn a_ten_megabyte_message_is_collected_and_the_result_stays_small() {
     let run = finished(
         "greet",
-        r#"[{big: 10MB}, {text: "<task-done>{task}</task-done>"}]"#,
+        r#"[{big: 10MB}, {text: "\n<task-done>{task}</task-done>"}]"#,
     );
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert!(run.result_json.len() <= RESULT_MAX_BYTES);
@@ -161,7 +161,7 @@ fn usage_is_reported_from_the_update_and_the_prompt_response() {
 
 #[test]
 fn the_attempt_number_selects_the_scripted_attempt() {
-    let script = "tasks:\n  greet:\n    - [{text: first}]\n    - [{text: \"<task-done>{task}</task-done> on {attempt}\"}]\n";
+    let script = "tasks:\n  greet:\n    - [{text: first}]\n    - [{text: \"Attempt {attempt} worked. <task-done>{task}</task-done>\"}]\n";
     let run = Scenario::new("greet", script).attempt("greet-a2").run();
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
 }

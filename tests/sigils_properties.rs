@@ -1,8 +1,8 @@
-//! Properties of the sigil parser: it never panics, and the way text is chunked never changes
-//! what it finds.
+//! Properties of the sigil parser: it never panics, the way text is chunked never changes
+//! what it finds, and a verdict comes only from a sigil block that ends the last message.
 
 use proptest::prelude::*;
-use ralph::engine::sigils::{self, SigilScanner, Sigils};
+use ralph::engine::sigils::{self, Promise, SigilScanner, Sigils};
 
 /// Pieces of sigil markup, valid and broken, to build text that exercises the parser.
 const FRAGMENTS: &[&str] = &[
@@ -29,7 +29,16 @@ const FRAGMENTS: &[&str] = &[
     ">",
     "</",
     "\n\n",
+    "\n",
     " ",
+    "`",
+    "``",
+    "```",
+    "\n```\n",
+    "~~~",
+    "\n> ",
+    "\\",
+    "Done. ",
     "é",
     "日本",
     "text",
@@ -64,6 +73,37 @@ fn split_at_fractions<'a>(text: &'a str, fractions: &[f64]) -> Vec<&'a str> {
     }
     pieces.push(&text[start..]);
     pieces
+}
+
+/// A final sigil block (with the whitespace around it) and the task ID it names.
+fn final_block() -> impl Strategy<Value = (String, String)> {
+    let id = "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?";
+    (id, "[ \t\n]{0,3}", "[ \t]{0,3}", "[ \t\n]{0,3}").prop_map(|(id, before, inside, after)| {
+        let block = format!(
+            "{before}<journal>note</journal>\n<task-done>{inside}{id}{inside}</task-done>{after}"
+        );
+        (block, id)
+    })
+}
+
+/// The verdict sigils of a parse (notes left out).
+fn verdicts(sigils: &Sigils) -> (Option<&str>, Option<&str>, Option<Promise>) {
+    (
+        sigils.task_done.as_deref(),
+        sigils.task_failed.as_deref(),
+        sigils.promise,
+    )
+}
+
+fn parse_messages(messages: &[Vec<&str>]) -> Sigils {
+    let mut scanner = SigilScanner::new();
+    for chunks in messages {
+        for chunk in chunks {
+            scanner.push(chunk);
+        }
+        scanner.end_message();
+    }
+    scanner.finish()
 }
 
 fn parse_chunks(chunks: &[&str]) -> Sigils {
@@ -105,12 +145,39 @@ proptest! {
     }
 
     #[test]
-    fn a_valid_sigil_is_found_amid_arbitrary_prose(
-        before in "[^<]{0,64}",
-        after in "\\PC{0,64}",
-        id in "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?",
+    fn any_text_then_a_final_block_gives_exactly_its_verdict(
+        text in markup_text(),
+        (block, id) in final_block(),
     ) {
-        let text = format!("{before}<task-done> {id} </task-done>{after}");
-        prop_assert_eq!(sigils::parse(&text).task_done, Some(id));
+        // an unclosed fence would hide the block; fences are the one thing the text may not open
+        prop_assume!(!text.contains("```") && !text.contains("~~~"));
+        let sigils = sigils::parse(&format!("{text}\n\n{block}"));
+        prop_assert_eq!(verdicts(&sigils), (Some(id.as_str()), None, None));
+    }
+
+    #[test]
+    fn a_sigil_followed_by_prose_gives_no_verdict(
+        text in markup_text(),
+        (block, _) in final_block(),
+        prose in "[^<]{0,20}",
+    ) {
+        prop_assume!(prose.chars().any(|c| !c.is_ascii_whitespace()));
+        let sigils = sigils::parse(&format!("{text}\n\n{block}{prose}"));
+        prop_assert_eq!(verdicts(&sigils), (None, None, None));
+    }
+
+    #[test]
+    fn chunking_a_turn_of_several_messages_never_changes_the_result(
+        messages in proptest::collection::vec(
+            (markup_text(), proptest::collection::vec(0.0f64..=1.0, 0..6)),
+            1..4,
+        ),
+    ) {
+        let whole: Vec<Vec<&str>> = messages.iter().map(|(m, _)| vec![m.as_str()]).collect();
+        let chunked: Vec<Vec<&str>> = messages
+            .iter()
+            .map(|(m, fractions)| split_at_fractions(m, fractions))
+            .collect();
+        prop_assert_eq!(parse_messages(&chunked), parse_messages(&whole));
     }
 }

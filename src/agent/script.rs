@@ -7,7 +7,7 @@
 //! tasks:
 //!   write-test:            # a list of attempts, each a list of steps
 //!     - [ {text: "trying"}, {stop: max_tokens} ]
-//!     - [ {text: "ok <task-done>{task}</task-done>"} ]
+//!     - [ {text: "ok. <task-done>{task}</task-done>"} ]
 //! ```
 
 use std::collections::BTreeMap;

@@ -218,6 +218,8 @@ impl Decision {
 enum TaskSigil<'a> {
     Done,
     Failed,
+    /// Done and failed both, for this task: no verdict.
+    Conflicting,
     OtherTask(&'a str),
     None,
 }
@@ -226,14 +228,14 @@ impl<'a> TaskSigil<'a> {
     fn of(task: &str, sigils: &'a Sigils) -> Self {
         let done = sigils.task_done.as_deref();
         let failed = sigils.task_failed.as_deref();
-        if done == Some(task) {
-            Self::Done
-        } else if failed == Some(task) {
-            Self::Failed
-        } else if let Some(other) = done.or(failed) {
-            Self::OtherTask(other)
-        } else {
-            Self::None
+        match (done == Some(task), failed == Some(task)) {
+            (true, true) => Self::Conflicting,
+            (true, false) => Self::Done,
+            (false, true) => Self::Failed,
+            (false, false) => match done.or(failed) {
+                Some(other) => Self::OtherTask(other),
+                None => Self::None,
+            },
         }
     }
 }
@@ -267,10 +269,12 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
         (Finished, _, _, Some(Promise::Failure)) => stop_feature(task, sigils),
         // refusal: the task fails, no retry
         (Finished, Some(Refusal), ..) => refused(task),
-        // end_turn + task-done (done beats failed): done, or verify first
+        // end_turn + task-done: done, or verify first
         (Finished, Some(EndTurn), TaskSigil::Done, _) => done(task),
         // end_turn + task-failed: retried while retries remain, then failed
         (Finished, Some(EndTurn), TaskSigil::Failed, _) => failed(task, sigils),
+        // done and failed both: no verdict, released with a warning
+        (Finished, Some(EndTurn), TaskSigil::Conflicting, _) => conflicting(task),
         // a sigil for another task: warning, no transition, claim released
         (Finished, Some(EndTurn), TaskSigil::OtherTask(other), _) => other_task(task, other),
         // no sigil: back to pending, not a retry
@@ -489,6 +493,18 @@ fn no_sigil(task: &TaskContext) -> Decision {
         PhaseChange::Pending,
         normal("NoSigil", message),
     )
+}
+
+fn conflicting(task: &TaskContext) -> Decision {
+    let message = format!(
+        "task {}: the agent's final answer holds both task-done and task-failed; \
+         no verdict, claim released",
+        task.name
+    );
+    Decision {
+        event: warning("ConflictingSigils", message),
+        ..no_sigil(task)
+    }
 }
 
 fn stop_feature(task: &TaskContext, sigils: &Sigils) -> Decision {

@@ -1,8 +1,9 @@
 //! The prompt for one attempt: rules, sigils (with placeholders), the task and its context.
 //!
-//! The sigils are shown with `{PLACEHOLDERS}` and every piece of user text is passed through
-//! [`sigils::defuse`], so the rendered prompt never contains a sigil that parses: an agent
-//! that echoes its prompt back completes nothing.
+//! The rules tell the agent where a sigil must go (the block that ends its final message). The
+//! sigils are shown with `{PLACEHOLDERS}` and every piece of user text is passed through
+//! [`sigils::defuse`], so the rendered prompt never contains a valid sigil anywhere
+//! ([`sigils::contains_sigil`]): an agent that echoes its prompt back completes nothing.
 
 use std::fmt::Write;
 
@@ -177,24 +178,35 @@ const RULES: &str = "\
 - You are one run of an automated loop. Work only on the task above; other tasks are handled
   by other runs. Do not start, finish or report on any other task.
 - Work in the current directory. Leave the work in a state the next task can build on.
-- Finish within this turn, then report the result with the tags below, written once each in
-  your reply. Each tag below shows a placeholder in braces: write the tag with the braces
-  removed, `{TASK_ID}` replaced by your task ID and `{NOTE}`, `{TAGS}`, `{TITLE}`, `{BODY}`,
-  `{MODEL}` by your own text; `{FAILURE}` and `{COMPLETE}` are written as the bare word.
+- Finish within this turn, then report the result with the tags below. Each tag below shows a
+  placeholder in braces: write the tag with the braces removed, `{TASK_ID}` replaced by your
+  task ID and `{NOTE}`, `{TAGS}`, `{TITLE}`, `{BODY}`, `{MODEL}` by your own text;
+  `{FAILURE}` and `{COMPLETE}` are written as the bare word.
 
 ## How to report
 
-End your reply with exactly one of:
+Only the very end of your final message counts. End the last message of your turn with a
+block of tags, each tag on its own line, and nothing after the block: no more text, no code
+fence, no backticks or quotes around the tags. A tag anywhere else (in code, in a quotation,
+in a sentence, or followed by more text) is ignored.
+
+End your final message with exactly one of:
 
 - `<task-done>{TASK_ID}</task-done>`: the task is complete. Use your task ID stated above.
-- `<task-failed>{TASK_ID}</task-failed>`: you cannot complete the task. Say why in the same
-  paragraph as the tag.
+- `<task-failed>{TASK_ID}</task-failed>`: you cannot complete the task. Say why in the
+  paragraph just before the block.
 
-Only when the whole feature cannot succeed, whatever any task does (say why in the same
-paragraph): `<promise>{FAILURE}</promise>`. When you know the whole feature is complete:
-`<promise>{COMPLETE}</promise>`.
+Never both: a block with both gives no result. For example, a final message ends like this:
 
-Optional, any number of times:
+    The API serves GET /greeting and its tests pass.
+
+    <task-done>{TASK_ID}</task-done>
+
+Only when the whole feature cannot succeed, whatever any task does, add
+`<promise>{FAILURE}</promise>` to the block (say why in the paragraph before it). When you
+know the whole feature is complete, add `<promise>{COMPLETE}</promise>`.
+
+Optional notes, any number of times, in the block or anywhere outside code:
 
 - `<journal>{NOTE}</journal>`: a short note on what you did, for the next runs.
 - `<knowledge tags=\"{TAGS}\" title=\"{TITLE}\">{BODY}</knowledge>`: a lasting lesson about
@@ -207,8 +219,12 @@ const VERIFY_RULES: &str = "\
 
 - An agent reported the task above done. Check its work in the current directory against the
   task's description: read the changes, build, run the tests. Do not change the work.
-- Finish within this turn, then report your verdict once, with the braces removed and
-  `{TASK_ID}` replaced by the task ID stated above:
+- Finish within this turn, then report your verdict with the braces removed and `{TASK_ID}`
+  replaced by the task ID stated above. Only the very end of your final message counts: end
+  it with the verdict tag on its own line, with nothing after it and no code fence, backticks
+  or quotes around it. A tag anywhere else is ignored.
+
+End your final message with exactly one of:
 
 - `<verify-pass>{TASK_ID}</verify-pass>`: the task is done as described.
 - `<verify-fail>{TASK_ID}</verify-fail>`: it is not. Say first what is missing or wrong, in

@@ -1,19 +1,31 @@
 //! Completion sigils: the tags an agent writes to say what it did
 //! (`<task-done>ID</task-done>`, `<promise>COMPLETE</promise>`, ...).
 //!
-//! Grammar: whole tags only (`<task-done-x>` is not a sigil), whitespace inside tags
-//! trimmed, the first occurrence wins for single-valued sigils, malformed or unclosed tags
-//! are ignored and read as prose. IDs must be valid task names ([`is_valid_task_id`]), and a
-//! body that is a `{PLACEHOLDER}` never counts, so a prompt that shows the sigils with
-//! placeholders cannot complete anything when an agent echoes it.
+//! Where a sigil counts (docs/sigils.md states the rule for users):
+//! - Verdicts (`task-done`, `task-failed`, `promise`, `verify-pass`, `verify-fail`) come only
+//!   from the agent's final answer: the block of sigils that ends the last message of the turn,
+//!   with nothing but whitespace and other sigils after it. The block must start a line or
+//!   follow the end of a sentence (`.`, `!`, `?`), so a sigil inside a sentence
+//!   ("I will not write <task-done>a</task-done>") is not an answer.
+//! - Notes (`journal`, `knowledge`, `next-model`) count anywhere in the turn's messages.
+//! - Neither counts inside code (fences, inline code) or a quotation line (`>`), nor after a
+//!   backslash (`\<task-done>`); `&lt;task-done>` is not a tag at all.
+//!
+//! Grammar: whole tags only (`<task-done-x>` is not a sigil), whitespace inside tags trimmed,
+//! the first occurrence wins for single-valued sigils, malformed or unclosed tags are read as
+//! prose. IDs must be valid task names ([`is_valid_task_id`]), and a body that is a
+//! `{PLACEHOLDER}` never counts, so a prompt that shows the sigils with placeholders cannot
+//! complete anything when an agent echoes it.
 
+mod markdown;
 mod reason;
 mod tag;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use reason::{ProseWindow, ReasonCapture};
+use markdown::Mode;
+use reason::ProseWindow;
 use tag::{Close, Open, OpenTag, TagName};
 
 pub use reason::MAX_REASON_CHARS;
@@ -51,8 +63,8 @@ pub struct Knowledge {
     pub body: String,
 }
 
-/// Every sigil found in one prompt turn's message text (first occurrence wins for the
-/// single-valued ones).
+/// The sigils of one prompt turn: verdicts from its final answer, notes from all its messages
+/// (first occurrence wins for the single-valued ones).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Sigils {
@@ -62,13 +74,14 @@ pub struct Sigils {
     /// `<task-failed>ID</task-failed>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_failed: Option<String>,
-    /// The agent's reason given with `<task-failed>` (text next to the tag).
+    /// The agent's reason given with `<task-failed>` (the prose before the final block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_failed_reason: Option<String>,
     /// `<promise>COMPLETE|FAILURE</promise>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promise: Option<Promise>,
-    /// The agent's reason given with `<promise>FAILURE</promise>` (text next to the tag).
+    /// The agent's reason given with `<promise>FAILURE</promise>` (the prose before the final
+    /// block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promise_reason: Option<String>,
     /// `<next-model>NAME</next-model>`
@@ -95,7 +108,7 @@ impl Sigils {
 /// Longest `<next-model>` name.
 const MAX_MODEL_NAME: usize = 128;
 
-/// Parses all sigils in a complete text.
+/// Parses the sigils of a turn made of one complete message.
 pub fn parse(text: &str) -> Sigils {
     let mut scanner = SigilScanner::new();
     scanner.push(text);
@@ -152,20 +165,123 @@ fn is_valid_model_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@".contains(&b))
 }
 
-/// Incremental sigil parser for text that arrives in chunks (a tag may be split anywhere).
+/// One sigil with a valid body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Sigil {
+    TaskDone(String),
+    TaskFailed(String),
+    Promise(Promise),
+    Verify(Verdict),
+    NextModel(String),
+    Journal(String),
+    Knowledge(Knowledge),
+}
+
+impl Sigil {
+    /// Reads a complete tag; `None` when its body is not valid for it.
+    fn read(open: &OpenTag, body: &str) -> Option<Self> {
+        let body = body.trim();
+        let id = || is_valid_task_id(body).then(|| body.to_owned());
+        match open.name {
+            TagName::TaskDone => id().map(Self::TaskDone),
+            TagName::TaskFailed => id().map(Self::TaskFailed),
+            TagName::Promise => match body {
+                "COMPLETE" => Some(Self::Promise(Promise::Complete)),
+                "FAILURE" => Some(Self::Promise(Promise::Failure)),
+                _ => None,
+            },
+            TagName::VerifyPass => id().map(|id| Self::Verify(Verdict::Pass(id))),
+            TagName::VerifyFail => id().map(|id| Self::Verify(Verdict::Fail(id))),
+            TagName::NextModel => {
+                is_valid_model_name(body).then(|| Self::NextModel(body.to_owned()))
+            }
+            TagName::Journal => {
+                (!body.is_empty() && !is_placeholder(body)).then(|| Self::Journal(body.to_owned()))
+            }
+            TagName::Knowledge => knowledge(&open.attributes, body).map(Self::Knowledge),
+        }
+    }
+}
+
+/// The verdicts of one sigil block (the first of each kind).
+#[derive(Clone, Debug, Default)]
+struct Verdicts {
+    task_done: Option<String>,
+    task_failed: Option<String>,
+    promise: Option<Promise>,
+    verify: Option<Verdict>,
+}
+
+/// How the current line reads so far: whether a sigil here may start the final block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum LineEnd {
+    /// Nothing but whitespace and sigils since the line started.
+    #[default]
+    Blank,
+    /// The last prose on the line ends a sentence.
+    Sentence,
+    /// Anything else: a sigil here would be part of a sentence, code or a quotation.
+    Other,
+}
+
+impl LineEnd {
+    /// After prose that ends with a non-whitespace character (emphasis markers ignored).
+    fn after(prose: &str) -> Self {
+        match prose.trim_end_matches(['*', '_']).chars().next_back() {
+            Some('.' | '!' | '?' | '…' | '。' | '！' | '？') => Self::Sentence,
+            _ => Self::Other,
+        }
+    }
+
+    fn may_start_block(self) -> bool {
+        self != Self::Other
+    }
+}
+
+/// Incremental sigil reader for the agent messages of one prompt turn, which arrive in chunks
+/// split anywhere.
 ///
-/// Each byte is examined a bounded number of times: only an unfinished tag is kept between
-/// pushes, and the search for its closing tag resumes where it stopped.
-#[derive(Debug, Default)]
+/// Feed each message with [`push`](Self::push), call [`end_message`](Self::end_message) when
+/// the message ends (another kind of update arrived), and [`finish`](Self::finish) at the end
+/// of the turn. Each byte is examined a bounded number of times: only an unfinished tag is kept
+/// between pushes, and the search for its closing tag resumes where it stopped.
+#[derive(Debug)]
 pub struct SigilScanner {
     /// Unconsumed text; when not empty it starts with the `<` of an undecided tag.
     tail: String,
     /// The opening tag at the start of `tail`, once complete, and where its close search resumes.
     open: Option<(OpenTag, usize)>,
-    sigils: Sigils,
+    /// Where in the message's Markdown the reader is.
+    mode: Mode,
+    line_end: LineEnd,
+    /// The last byte read before `tail` (a backslash escapes a following `<` or backtick).
+    last_byte: u8,
+    /// Whether the current message holds anything but whitespace.
+    message_has_text: bool,
+    /// The verdicts of the sigil block at the current end of the message.
+    block: Verdicts,
+    /// The block that ended the last message with text: the turn's final answer so far.
+    final_block: Verdicts,
+    /// Notes (journal, knowledge, next model) from every message.
+    notes: Sigils,
     prose: ProseWindow,
-    failed_reason: Option<ReasonCapture>,
-    promise_reason: Option<ReasonCapture>,
+}
+
+impl Default for SigilScanner {
+    fn default() -> Self {
+        Self {
+            tail: String::new(),
+            open: None,
+            mode: Mode::LineStart,
+            line_end: LineEnd::Blank,
+            last_byte: b'\n',
+            message_has_text: false,
+            block: Verdicts::default(),
+            final_block: Verdicts::default(),
+            notes: Sigils::default(),
+            prose: ProseWindow::default(),
+        }
+    }
 }
 
 impl SigilScanner {
@@ -174,7 +290,7 @@ impl SigilScanner {
         Self::default()
     }
 
-    /// Feeds the next chunk of message text.
+    /// Feeds the next chunk of the current message's text.
     pub fn push(&mut self, chunk: &str) {
         if self.tail.is_empty() {
             if let Some(keep) = self.scan(chunk, false) {
@@ -190,32 +306,67 @@ impl SigilScanner {
         }
     }
 
-    /// The sigils found in all text pushed so far.
-    pub fn finish(mut self) -> Sigils {
+    /// Ends the current message: the next push starts a new one. A message with text replaces
+    /// the turn's final answer; an empty one changes nothing.
+    pub fn end_message(&mut self) {
         let tail = std::mem::take(&mut self.tail);
         self.scan(&tail, true);
-        self.sigils.task_failed_reason = self.failed_reason.and_then(|c| c.reason());
-        self.sigils.promise_reason = self.promise_reason.and_then(|c| c.reason());
-        self.sigils
+        if self.message_has_text {
+            self.final_block = std::mem::take(&mut self.block);
+            self.prose.push("\n\n");
+        }
+        self.block = Verdicts::default();
+        self.mode = Mode::LineStart;
+        self.line_end = LineEnd::Blank;
+        self.last_byte = b'\n';
+        self.message_has_text = false;
+    }
+
+    /// The sigils of the turn: verdicts from the block that ends its last message, notes from
+    /// all of them.
+    pub fn finish(mut self) -> Sigils {
+        self.end_message();
+        let Verdicts {
+            task_done,
+            task_failed,
+            promise,
+            verify,
+        } = self.final_block;
+        let reason = reason::reason_before(self.prose.recent());
+        Sigils {
+            task_failed_reason: task_failed.is_some().then(|| reason.clone()).flatten(),
+            promise_reason: (promise == Some(Promise::Failure))
+                .then_some(reason)
+                .flatten(),
+            task_done,
+            task_failed,
+            promise,
+            verdict: verify,
+            ..self.notes
+        }
     }
 
     /// Consumes `text`; returns where an undecided tag at its end starts, to be kept for the
-    /// next push (never when `at_end`). Prose is passed on in runs, not byte by byte.
+    /// next push (never when `at_end`). Text is handed on in runs, not byte by byte.
     fn scan(&mut self, text: &str, at_end: bool) -> Option<usize> {
-        let mut pos = 0;
-        let mut prose_from = 0;
-        while pos < text.len() {
-            let rest = &text[pos..];
-            if let Some((open, resume_at)) = self.open.take() {
-                match tag::find_close(open.name, &rest[open.len..], resume_at) {
+        let bytes = text.as_bytes();
+        // `text[..handed]` has been handed on.
+        let (mut pos, mut handed) = (0, 0);
+        while pos < bytes.len() {
+            if self.open.is_some()
+                && let Some((open, resume_at)) = self.open.take()
+            {
+                let body = &text[pos + open.len..];
+                match tag::find_close(open.name, body, resume_at) {
                     Close::Closed { body_end, end } => {
-                        self.on_prose(&text[prose_from..pos]);
-                        self.record(&open, &rest[open.len..open.len + body_end]);
-                        pos += open.len + end;
-                        prose_from = pos;
+                        let tag_end = pos + open.len + end;
+                        match Sigil::read(&open, &body[..body_end]) {
+                            Some(sigil) => self.on_sigil(sigil),
+                            None => self.on_text(&text[pos..tag_end], false),
+                        }
+                        (pos, handed) = (tag_end, tag_end);
                     }
                     Close::NeedMore { resume_at } if !at_end => {
-                        self.on_prose(&text[prose_from..pos]);
                         self.open = Some((open, resume_at));
                         return Some(pos);
                     }
@@ -223,84 +374,135 @@ impl SigilScanner {
                 }
                 continue;
             }
-            let Some(lt) = rest.find('<') else {
+            if self.mode != Mode::Text {
+                let (mode, next) = markdown::step(self.mode, bytes, pos);
+                if mode.hides() != self.mode.hides() {
+                    self.on_text(&text[handed..next], self.mode.hides());
+                    handed = next;
+                }
+                (self.mode, pos) = (mode, next);
+                continue;
+            }
+            let Some(offset) = memchr::memchr3(b'<', b'`', b'\n', &bytes[pos..]) else {
                 break;
             };
-            pos += lt;
-            match tag::parse_open(&text[pos..]) {
-                Open::Tag(open) => self.open = Some((open, 0)),
-                Open::NeedMore if !at_end => {
-                    self.on_prose(&text[prose_from..pos]);
-                    return Some(pos);
+            pos += offset;
+            let escaped = match pos.checked_sub(1) {
+                Some(before) => bytes[before] == b'\\',
+                None => self.last_byte == b'\\',
+            };
+            match bytes[pos] {
+                b'\n' => {
+                    pos += 1;
+                    // a line starting with ordinary text stays in text (the common case)
+                    if bytes.get(pos).is_none_or(|b| markdown::may_open_line(*b)) {
+                        self.mode = Mode::LineStart;
+                    }
                 }
-                Open::NotATag | Open::NeedMore => pos += 1,
+                _ if escaped => pos += 1,
+                b'`' => {
+                    self.on_text(&text[handed..pos], false);
+                    handed = pos;
+                    let run = markdown::run_length(&bytes[pos..], b'`');
+                    self.mode = if pos + run < bytes.len() {
+                        pos += run;
+                        Mode::Code { len: run }
+                    } else {
+                        Mode::Run {
+                            marker: b'`',
+                            len: 0,
+                            at_line_start: false,
+                        }
+                    };
+                }
+                _ => match tag::parse_open(&text[pos..]) {
+                    Open::Tag(open) => {
+                        self.on_text(&text[handed..pos], false);
+                        handed = pos;
+                        self.open = Some((open, 0));
+                    }
+                    Open::NeedMore if !at_end => {
+                        self.on_text(&text[handed..pos], false);
+                        return Some(pos);
+                    }
+                    Open::NotATag | Open::NeedMore => pos += 1,
+                },
             }
         }
-        self.on_prose(&text[prose_from..]);
+        self.on_text(&text[handed..], self.mode.hides());
         None
     }
 
-    fn on_prose(&mut self, prose: &str) {
-        if prose.is_empty() {
+    /// Takes in text that is not a sigil; `hidden` when it is code or a quotation.
+    fn on_text(&mut self, text: &str, hidden: bool) {
+        let bytes = text.as_bytes();
+        let Some(&last) = bytes.last() else {
             return;
-        }
-        if self.sigils.task_failed.is_none() || self.sigils.promise.is_none() {
-            self.prose.push(prose);
-        }
-        for capture in [&mut self.failed_reason, &mut self.promise_reason]
-            .into_iter()
-            .flatten()
-        {
-            capture.push_after(prose);
+        };
+        self.prose.push(text);
+        self.last_byte = last;
+        match bytes.iter().rposition(|b| !b.is_ascii_whitespace()) {
+            None => {
+                if memchr::memchr(b'\n', bytes).is_some() {
+                    self.line_end = LineEnd::Blank;
+                }
+            }
+            Some(end) => {
+                self.message_has_text = true;
+                self.block = Verdicts::default();
+                self.line_end = if memchr::memchr(b'\n', &bytes[end..]).is_some() {
+                    LineEnd::Blank
+                } else if hidden {
+                    LineEnd::Other
+                } else {
+                    LineEnd::after(&text[..=end])
+                };
+            }
         }
     }
 
-    /// Records a complete sigil if its body is valid; an invalid one is ignored.
-    fn record(&mut self, open: &OpenTag, body: &str) {
-        let body = body.trim();
-        let sigils = &mut self.sigils;
-        match open.name {
-            TagName::TaskDone if is_valid_task_id(body) => {
-                sigils.task_done.get_or_insert_with(|| body.to_owned());
+    /// Takes in a sigil read as ordinary text (not code or quotation).
+    fn on_sigil(&mut self, sigil: Sigil) {
+        self.message_has_text = true;
+        self.last_byte = b'>';
+        let may_start_block = self.line_end.may_start_block();
+        let (notes, block) = (&mut self.notes, &mut self.block);
+        match sigil {
+            Sigil::NextModel(model) => {
+                notes.next_model.get_or_insert(model);
             }
-            TagName::TaskFailed if is_valid_task_id(body) && sigils.task_failed.is_none() => {
-                sigils.task_failed = Some(body.to_owned());
-                self.failed_reason = Some(ReasonCapture::new(self.prose.recent()));
+            Sigil::Journal(note) => notes.journal.push(note),
+            Sigil::Knowledge(knowledge) => notes.knowledge.push(knowledge),
+            _ if !may_start_block => {}
+            Sigil::TaskDone(id) => {
+                block.task_done.get_or_insert(id);
             }
-            TagName::Promise if sigils.promise.is_none() => {
-                sigils.promise = match body {
-                    "COMPLETE" => Some(Promise::Complete),
-                    "FAILURE" => {
-                        self.promise_reason = Some(ReasonCapture::new(self.prose.recent()));
-                        Some(Promise::Failure)
-                    }
-                    _ => None,
-                };
+            Sigil::TaskFailed(id) => {
+                block.task_failed.get_or_insert(id);
             }
-            TagName::NextModel if is_valid_model_name(body) => {
-                sigils.next_model.get_or_insert_with(|| body.to_owned());
+            Sigil::Promise(promise) => {
+                block.promise.get_or_insert(promise);
             }
-            TagName::VerifyPass if is_valid_task_id(body) => {
-                sigils
-                    .verdict
-                    .get_or_insert_with(|| Verdict::Pass(body.to_owned()));
+            Sigil::Verify(verdict) => {
+                block.verify.get_or_insert(verdict);
             }
-            TagName::VerifyFail if is_valid_task_id(body) => {
-                sigils
-                    .verdict
-                    .get_or_insert_with(|| Verdict::Fail(body.to_owned()));
-            }
-            TagName::Journal if !body.is_empty() && !is_placeholder(body) => {
-                sigils.journal.push(body.to_owned());
-            }
-            TagName::Knowledge => {
-                if let Some(knowledge) = knowledge(&open.attributes, body) {
-                    sigils.knowledge.push(knowledge);
-                }
-            }
-            _ => {}
         }
     }
+}
+
+/// Whether `text` holds a valid sigil anywhere, whatever its place or the Markdown around it:
+/// the check for text shown to an agent, which must hold none.
+pub fn contains_sigil(text: &str) -> bool {
+    memchr::memchr_iter(b'<', text.as_bytes()).any(|lt| {
+        let Open::Tag(open) = tag::parse_open(&text[lt..]) else {
+            return false;
+        };
+        let body = &text[lt + open.len..];
+        match tag::find_close(open.name, body, 0) {
+            Close::Closed { body_end, .. } => Sigil::read(&open, &body[..body_end]).is_some(),
+            Close::Abandon | Close::NeedMore { .. } => false,
+        }
+    })
 }
 
 /// A `<knowledge>` entry from its attributes and body; `None` when empty or a placeholder.

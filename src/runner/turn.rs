@@ -1,7 +1,7 @@
 //! What the runner learns from the agent while it drives one attempt: the phase of the
 //! conversation, the prompt turn's message text (sigils), output count and usage.
 
-use agent_client_protocol::v1::schema::{ContentBlock, SessionUpdate};
+use agent_client_protocol::v1::schema::{ContentBlock, ContentChunk, MessageId, SessionUpdate};
 use serde::Deserialize;
 
 use super::events::char_prefix;
@@ -12,6 +12,9 @@ use crate::engine::sigils::{SigilScanner, Sigils};
 
 /// How much of the turn's message text is kept for recognising a usage-limit report.
 const TEXT_KEPT_FOR_EXHAUSTION: usize = 64 * 1024;
+
+/// What the sigil scanner reads for an image, resource or other non-text content block.
+const NON_TEXT_CONTENT: &str = "\u{FFFC}";
 
 /// How far the conversation with the agent got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,6 +69,8 @@ pub struct TurnState {
     /// Errors the agent reported in this turn's session updates.
     pub reports: reports::TurnReports,
     scanner: SigilScanner,
+    /// The `messageId` of the agent message being read, when the agent sends one.
+    message_id: Option<MessageId>,
     text_head: String,
 }
 
@@ -80,6 +85,7 @@ impl Default for TurnState {
             model: None,
             reports: reports::TurnReports::default(),
             scanner: SigilScanner::new(),
+            message_id: None,
             text_head: String::new(),
         }
     }
@@ -100,9 +106,7 @@ impl TurnState {
             Ok(SessionUpdate::AgentMessageChunk(chunk))
                 if counted && !reports::is_informational(update) =>
             {
-                if let ContentBlock::Text(text) = chunk.content {
-                    self.push_text(&text.text);
-                }
+                self.message_chunk(chunk)
             }
             Ok(SessionUpdate::UsageUpdate(usage)) => {
                 if let Some(cost) = usage.cost
@@ -111,6 +115,14 @@ impl TurnState {
                     self.usage.cost_usd = Some(cost.amount);
                 }
             }
+            Ok(
+                SessionUpdate::AvailableCommandsUpdate(_)
+                | SessionUpdate::CurrentModeUpdate(_)
+                | SessionUpdate::ConfigOptionUpdate(_)
+                | SessionUpdate::SessionInfoUpdate(_),
+            ) => {}
+            // any other kind (tool call, thought, plan, ...) ends the agent's message
+            _ if counted => self.end_message(),
             _ => {}
         }
     }
@@ -129,6 +141,24 @@ impl TurnState {
         }
     }
 
+    /// Feeds one agent message chunk to the sigil scanner; a new `messageId` starts a new
+    /// message, and content that is not text ends any sigil block before it.
+    fn message_chunk(&mut self, chunk: ContentChunk) {
+        if chunk.message_id.is_some() && chunk.message_id != self.message_id {
+            self.end_message();
+            self.message_id = chunk.message_id;
+        }
+        match chunk.content {
+            ContentBlock::Text(text) => self.push_text(&text.text),
+            _ => self.scanner.push(NON_TEXT_CONTENT),
+        }
+    }
+
+    fn end_message(&mut self) {
+        self.scanner.end_message();
+        self.message_id = None;
+    }
+
     /// Takes in the token usage of the prompt response.
     pub fn record_turn_usage(&mut self, usage: &TurnUsage) {
         self.usage.input_tokens = usage.input_tokens;
@@ -142,7 +172,7 @@ impl TurnState {
         &self.text_head
     }
 
-    /// The sigils in the turn's message text.
+    /// The sigils of the turn's agent messages (verdicts from the last one).
     pub fn take_sigils(&mut self) -> Sigils {
         std::mem::replace(&mut self.scanner, SigilScanner::new()).finish()
     }
@@ -186,6 +216,66 @@ mod tests {
         turn.record_update(&chunk("world"));
         assert_eq!(turn.updates_in_turn, 2);
         assert_eq!(turn.text_head(), "hello world");
+    }
+
+    fn prompted() -> TurnState {
+        TurnState {
+            phase: Phase::Prompted,
+            ..Default::default()
+        }
+    }
+
+    fn chunk_in(message_id: &str, text: &str) -> serde_json::Value {
+        json!({"sessionUpdate": "agent_message_chunk", "messageId": message_id,
+               "content": {"type": "text", "text": text}})
+    }
+
+    fn tool_call() -> serde_json::Value {
+        json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Run tests"})
+    }
+
+    #[test]
+    fn a_tool_call_ends_the_message_so_a_sigil_before_it_is_not_the_final_answer() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
+        turn.record_update(&tool_call());
+        turn.record_update(&chunk("Tests fail; fixing."));
+        assert_eq!(turn.take_sigils().task_done, None);
+    }
+
+    #[test]
+    fn the_last_message_after_a_tool_call_gives_the_verdict() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("I will not write"));
+        turn.record_update(&tool_call());
+        turn.record_update(&chunk("Tests pass.\n<task-done>t</task-done>"));
+        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn a_new_message_id_starts_a_new_message() {
+        let mut turn = prompted();
+        turn.record_update(&chunk_in("m1", "Done.\n<task-done>t</task-done>"));
+        turn.record_update(&chunk_in("m2", "One more thing to check."));
+        assert_eq!(turn.take_sigils().task_done, None);
+    }
+
+    #[test]
+    fn a_usage_update_does_not_end_the_message() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("Done. <task-"));
+        turn.record_update(&json!({"sessionUpdate": "usage_update", "used": 1, "size": 9}));
+        turn.record_update(&chunk("done>t</task-done>"));
+        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn content_that_is_not_text_ends_a_sigil_block() {
+        let mut turn = prompted();
+        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
+        turn.record_update(&json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "image", "data": "", "mimeType": "image/png"}}));
+        assert_eq!(turn.take_sigils().task_done, None);
     }
 
     #[test]

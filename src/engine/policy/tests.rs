@@ -101,11 +101,22 @@ fn end_turn_with_task_failed_fails_the_task_when_no_retries_remain() {
 }
 
 #[test]
-fn both_sigils_done_wins() {
-    let text = "<task-failed>build-api</task-failed><task-done>build-api</task-done>";
+fn done_and_failed_together_give_no_verdict_and_release_the_claim_with_a_warning() {
+    let text = "<task-failed>build-api</task-failed>\n<task-done>build-api</task-done>";
+    let decision = decide(&task(), &finished(StopReason::EndTurn, text));
+    assert_eq!(decision.outcome, AttemptOutcome::Released);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert!(decision.release_claim);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.event.kind, EventKind::Warning);
+    assert_eq!(decision.event.reason, "ConflictingSigils");
+}
+
+#[test]
+fn done_for_the_task_and_failed_for_another_is_done() {
+    let text = "<task-done>build-api</task-done>\n<task-failed>write-docs</task-failed>";
     let decision = decide(&task(), &finished(StopReason::EndTurn, text));
     assert_eq!(decision.outcome, AttemptOutcome::Done);
-    assert_eq!(decision.phase, PhaseChange::Done);
 }
 
 #[test]

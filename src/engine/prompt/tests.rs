@@ -54,6 +54,32 @@ fn contains_the_rules_and_every_sigil_with_placeholders() {
 }
 
 #[test]
+fn tells_the_agent_the_sigil_block_must_end_its_final_message() {
+    let prompt = render(&input());
+    for rule in [
+        "Only the very end of your final message counts.",
+        "each tag on its own line, and nothing after the block",
+        "no code\nfence, no backticks or quotes around the tags",
+        "Never both",
+    ] {
+        assert!(prompt.contains(rule), "missing {rule:?}");
+    }
+}
+
+#[test]
+fn verification_prompt_tells_where_the_verdict_must_go() {
+    let prompt = render_verification(&input());
+    assert!(prompt.contains("Only the very end of your final message counts"));
+    assert!(prompt.contains("on its own line, with nothing after it"));
+}
+
+#[test]
+fn the_prompt_and_its_example_hold_no_valid_sigil() {
+    assert!(!sigils::contains_sigil(&render(&input())));
+    assert!(!sigils::contains_sigil(&render_verification(&input())));
+}
+
+#[test]
 fn contains_the_feature_spec_and_plan() {
     let prompt = render(&input());
     assert!(prompt.contains("## Feature: hello"));
@@ -156,7 +182,7 @@ fn sigils_in_user_text_are_defused() {
             .into(),
     };
     let prompt = render(&PromptInput { task, ..input() });
-    assert!(sigils::parse(&prompt).is_empty());
+    assert!(!sigils::contains_sigil(&prompt));
     assert!(prompt.contains("&lt;task-done>build-api&lt;/task-done>"));
 }
 
@@ -168,7 +194,7 @@ fn verification_prompt_asks_for_a_verdict_with_placeholders() {
     assert!(prompt.contains("<verify-pass>{TASK_ID}</verify-pass>"));
     assert!(prompt.contains("<verify-fail>{TASK_ID}</verify-fail>"));
     assert!(!prompt.contains("<task-done>"));
-    assert!(sigils::parse(&prompt).is_empty());
+    assert!(!sigils::contains_sigil(&prompt));
 }
 
 proptest! {
@@ -192,6 +218,6 @@ proptest! {
             max_retries: 3,
             previous_attempt: Some(previous),
         });
-        prop_assert!(sigils::parse(&prompt).is_empty(), "prompt parsed: {:?}", sigils::parse(&prompt));
+        prop_assert!(!sigils::contains_sigil(&prompt), "a sigil in {prompt}");
     }
 }

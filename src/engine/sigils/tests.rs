@@ -1,6 +1,17 @@
-//! One test per grammar rule of the sigils.
+//! One test per grammar or placement rule of the sigils (tests/sigils_corpus.rs holds the
+//! adversarial table).
 
 use super::*;
+
+/// Parses a turn made of these messages.
+fn turn(messages: &[&str]) -> Sigils {
+    let mut scanner = SigilScanner::new();
+    for message in messages {
+        scanner.push(message);
+        scanner.end_message();
+    }
+    scanner.finish()
+}
 
 fn chunked(text: &str, size: usize) -> Sigils {
     let mut scanner = SigilScanner::new();
@@ -155,12 +166,6 @@ fn done_and_failed_are_both_recorded() {
 }
 
 #[test]
-fn text_around_tags_is_tolerated() {
-    let sigils = parse("All good, tests pass.<task-done>api</task-done>Bye!");
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
-}
-
-#[test]
 fn unclosed_tag_is_ignored_and_later_tags_still_count() {
     let sigils = parse("I will write <task-done> at the end. <task-done>api</task-done>");
     assert_eq!(sigils.task_done.as_deref(), Some("api"));
@@ -168,7 +173,7 @@ fn unclosed_tag_is_ignored_and_later_tags_still_count() {
 
 #[test]
 fn unclosed_journal_does_not_hide_later_sigils() {
-    let sigils = parse("<journal>notes without end <task-done>api</task-done>");
+    let sigils = parse("<journal>notes without end\n<task-done>api</task-done>");
     assert_eq!(sigils.task_done.as_deref(), Some("api"));
     assert!(sigils.journal.is_empty());
 }
@@ -190,7 +195,7 @@ fn invalid_task_id_is_not_a_sigil() {
 
 #[test]
 fn invalid_id_does_not_take_the_first_place() {
-    let sigils = parse("<task-done>{TASK_ID}</task-done> <task-done>api</task-done>");
+    let sigils = parse("<task-done>{TASK_ID}</task-done>\n<task-done>api</task-done>");
     assert_eq!(sigils.task_done.as_deref(), Some("api"));
 }
 
@@ -216,7 +221,7 @@ fn task_ids_are_dns_labels() {
 
 #[test]
 fn failure_promise_carries_the_agents_reason() {
-    let text = "Tried everything.\n\nThe build needs a GPU that this pod lacks.\n<promise>FAILURE</promise>\n\nSorry.";
+    let text = "Tried everything.\n\nThe build needs a GPU that this pod lacks.\n<promise>FAILURE</promise>\n";
     let sigils = parse(text);
     assert_eq!(
         sigils.promise_reason.as_deref(),
@@ -226,10 +231,19 @@ fn failure_promise_carries_the_agents_reason() {
 
 #[test]
 fn task_failed_carries_the_agents_reason() {
-    let sigils = parse("<task-failed>api</task-failed> The upstream schema is missing.");
+    let sigils = parse("The upstream schema is missing.\n\n<task-failed>api</task-failed>");
     assert_eq!(
         sigils.task_failed_reason.as_deref(),
         Some("The upstream schema is missing.")
+    );
+}
+
+#[test]
+fn the_reason_may_come_from_an_earlier_message() {
+    let sigils = turn(&["The schema is missing.", "<task-failed>api</task-failed>"]);
+    assert_eq!(
+        sigils.task_failed_reason.as_deref(),
+        Some("The schema is missing.")
     );
 }
 
@@ -249,10 +263,11 @@ fn reason_leaves_out_other_sigils() {
 
 #[test]
 fn tags_split_across_chunks_are_found() {
-    let text = "x <knowledge title=\"T\" tags=\"a\">body</knowledge> <task-done>api</task-done> \
-                <promise>FAILURE</promise> because é";
+    let text = "x <knowledge title=\"T\" tags=\"a\">body</knowledge> `code` é.\n\
+                <task-done>api</task-done> <promise>FAILURE</promise>\n";
     let whole = parse(text);
     assert_eq!(whole.task_done.as_deref(), Some("api"));
+    assert_eq!(whole.knowledge.len(), 1);
     for size in 1..12 {
         assert_eq!(chunked(text, size), whole, "chunk size {size}");
     }
@@ -272,4 +287,122 @@ fn defused_text_has_no_sigils_and_keeps_other_markup() {
         defused,
         "&lt;task-done>api&lt;/task-done> <b>bold</b> &lt;journal>x&lt;/journal>"
     );
+}
+
+#[test]
+fn the_final_block_on_its_own_line_is_the_verdict() {
+    let sigils = parse("Implemented and tested.\n\n<task-done>api</task-done>");
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn the_final_block_may_follow_a_finished_sentence() {
+    for text in [
+        "All tests pass. <task-done>api</task-done>",
+        "Done! <task-done>api</task-done>",
+        "**Done.** <task-done>api</task-done>",
+    ] {
+        assert_eq!(parse(text).task_done.as_deref(), Some("api"), "{text:?}");
+    }
+}
+
+#[test]
+fn whitespace_after_the_final_block_is_allowed() {
+    let sigils = parse("Done.\n<task-done>api</task-done>  \n\t\n");
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn the_final_block_may_hold_several_sigils_in_any_order() {
+    let sigils = parse(
+        "Done.\n<journal>rewrote the parser</journal>\n<task-done>api</task-done>\n\
+         <promise>COMPLETE</promise>\n<next-model>m1</next-model>",
+    );
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+    assert_eq!(sigils.promise, Some(Promise::Complete));
+    assert_eq!(sigils.journal, ["rewrote the parser"]);
+    assert_eq!(sigils.next_model.as_deref(), Some("m1"));
+}
+
+#[test]
+fn a_verdict_followed_by_prose_gives_none() {
+    let sigils = parse("<task-done>api</task-done>\nThen I will write the docs.");
+    assert_eq!(sigils.task_done, None);
+}
+
+#[test]
+fn a_verdict_inside_a_sentence_gives_none() {
+    assert_eq!(
+        parse("I will not write <task-done>api</task-done>").task_done,
+        None
+    );
+    assert_eq!(parse("Options: <task-done>api</task-done>").task_done, None);
+}
+
+#[test]
+fn a_verdict_in_code_or_a_quotation_gives_none() {
+    for text in [
+        "```\n<task-done>api</task-done>\n```\n",
+        "~~~\n<task-done>api</task-done>\n",
+        "`<task-done>api</task-done>`",
+        "> <task-done>api</task-done>",
+    ] {
+        assert_eq!(parse(text).task_done, None, "{text:?}");
+    }
+}
+
+#[test]
+fn a_verdict_after_closed_code_counts() {
+    let text = "Ran `cargo test`:\n```\nok\n```\n<task-done>api</task-done>";
+    assert_eq!(parse(text).task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn a_backslash_escapes_a_tag() {
+    assert_eq!(parse("Done.\n\\<task-done>api</task-done>").task_done, None);
+}
+
+#[test]
+fn notes_count_anywhere_outside_code() {
+    let sigils = parse(
+        "<journal>first</journal> then prose <next-model>m1</next-model> and more.\n\
+         `<journal>in code</journal>`\n> <journal>quoted</journal>\nBye.",
+    );
+    assert_eq!(sigils.journal, ["first"]);
+    assert_eq!(sigils.next_model.as_deref(), Some("m1"));
+}
+
+#[test]
+fn only_the_last_message_gives_the_verdict() {
+    let sigils = turn(&["<task-done>api</task-done>", "Now checking the docs."]);
+    assert_eq!(sigils.task_done, None);
+    let sigils = turn(&["Let me check.", "All good.\n<task-done>api</task-done>"]);
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn an_empty_message_leaves_the_final_answer_alone() {
+    let sigils = turn(&["Done.\n<task-done>api</task-done>", " \n"]);
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn notes_from_every_message_are_kept() {
+    let sigils = turn(&["<journal>a</journal>", "<journal>b</journal> Bye."]);
+    assert_eq!(sigils.journal, ["a", "b"]);
+}
+
+#[test]
+fn a_code_fence_left_open_ends_with_its_message() {
+    let sigils = turn(&["```\nunfinished", "<task-done>api</task-done>"]);
+    assert_eq!(sigils.task_done.as_deref(), Some("api"));
+}
+
+#[test]
+fn contains_sigil_finds_valid_sigils_anywhere() {
+    assert!(contains_sigil("`x <task-done>api</task-done> y`"));
+    assert!(contains_sigil("> <journal>n</journal>"));
+    assert!(!contains_sigil(
+        "<task-done>{TASK_ID}</task-done> &lt;task-done>api&lt;/task-done>"
+    ));
 }

@@ -1,0 +1,328 @@
+//! Where the Markdown of a message hides text from the sigil reader: fenced code (` ``` ` and
+//! `~~~`), inline code spans and quotation lines (`>`). A state machine over bytes, so a message
+//! may arrive in chunks split anywhere; ordinary text ([`Mode::Text`]) is left to the caller.
+//!
+//! Simplified CommonMark: a fence is three or more backticks or tildes at the start of a line
+//! (after any indentation) and ends at a line holding only a run of the same character at
+//! least as long; a backtick fence whose line holds another backtick is an inline code span
+//! instead. An inline code span ends at a run of as many backticks, or, when it has none, at
+//! a blank line (CommonMark would make the backticks literal; reading that stretch as code
+//! can only hide a sigil, never invent one). A quotation is a line starting with `>`.
+
+/// Where in a message's Markdown the reader is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Ordinary text, inside a line: read for sigils by the caller.
+    Text,
+    /// At the start of a line; indentation is being skipped.
+    LineStart,
+    /// A run of `marker` (backtick or tilde) being counted; `at_line_start` when it opened the line.
+    Run {
+        marker: u8,
+        len: usize,
+        at_line_start: bool,
+    },
+    /// The rest of a line that opened with `len` backticks: a fence, unless another backtick
+    /// follows on the line.
+    FenceInfo { len: usize },
+    /// Inside fenced code; `at_line_start` while a line's indentation is being skipped.
+    Fence {
+        marker: u8,
+        len: usize,
+        at_line_start: bool,
+    },
+    /// A run of the fence's marker at the start of a line inside fenced code.
+    FenceRun { marker: u8, len: usize, run: usize },
+    /// After a run long enough to close the fence: it does when only whitespace follows.
+    FenceClose { marker: u8, len: usize },
+    /// Inside an inline code span opened by `len` backticks.
+    Code { len: usize },
+    /// A run of backticks inside an inline code span.
+    CodeRun { len: usize, run: usize },
+    /// At the start of a line inside an inline code span (a blank line ends the span).
+    CodeLineStart { len: usize },
+    /// A quotation line.
+    Quote,
+}
+
+impl Mode {
+    /// Whether text read in this mode is code or quotation (never a sigil).
+    pub fn hides(self) -> bool {
+        !matches!(self, Mode::Text | Mode::LineStart)
+    }
+}
+
+/// Fences need at least this many markers.
+const MIN_FENCE: usize = 3;
+
+fn is_blank(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\r')
+}
+
+/// Whether a line starting with `byte` may be anything but ordinary text (indentation, a blank
+/// line, a fence or a quotation).
+pub(super) fn may_open_line(byte: u8) -> bool {
+    is_blank(byte) || matches!(byte, b'\n' | b'`' | b'~' | b'>')
+}
+
+/// How many times `marker` repeats at the start of `bytes`.
+pub(super) fn run_length(bytes: &[u8], marker: u8) -> usize {
+    bytes.iter().take_while(|b| **b == marker).count()
+}
+
+/// Reads on from `bytes[pos]` (`pos < bytes.len()`) in any mode but [`Mode::Text`]; returns the
+/// next mode and position. Either the position advances or the mode changes to one that will
+/// consume the byte at `pos`, so repeated calls always make progress.
+pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
+    let byte = bytes[pos];
+    match mode {
+        Mode::Text => (Mode::Text, pos),
+        Mode::LineStart => match byte {
+            b'\n' => (Mode::LineStart, pos + 1),
+            _ if is_blank(byte) => (Mode::LineStart, pos + 1),
+            b'`' | b'~' => (
+                Mode::Run {
+                    marker: byte,
+                    len: 0,
+                    at_line_start: true,
+                },
+                pos,
+            ),
+            b'>' => (Mode::Quote, pos),
+            _ => (Mode::Text, pos),
+        },
+        Mode::Run {
+            marker,
+            len,
+            at_line_start,
+        } => {
+            if byte == marker {
+                let run = Mode::Run {
+                    marker,
+                    len: len + 1,
+                    at_line_start,
+                };
+                return (run, pos + 1);
+            }
+            let fence = at_line_start && len >= MIN_FENCE;
+            let next = match marker {
+                b'`' if fence => Mode::FenceInfo { len },
+                b'`' => Mode::Code { len },
+                _ if fence => Mode::Fence {
+                    marker,
+                    len,
+                    at_line_start: false,
+                },
+                _ => Mode::Text,
+            };
+            (next, pos)
+        }
+        Mode::FenceInfo { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
+            None => (mode, bytes.len()),
+            Some(i) if bytes[pos + i] == b'`' => (Mode::CodeRun { len, run: 0 }, pos + i),
+            Some(i) => (
+                Mode::Fence {
+                    marker: b'`',
+                    len,
+                    at_line_start: true,
+                },
+                pos + i + 1,
+            ),
+        },
+        Mode::Fence {
+            marker,
+            len,
+            at_line_start: false,
+        } => match memchr::memchr(b'\n', &bytes[pos..]) {
+            None => (mode, bytes.len()),
+            Some(i) => (
+                Mode::Fence {
+                    marker,
+                    len,
+                    at_line_start: true,
+                },
+                pos + i + 1,
+            ),
+        },
+        Mode::Fence { marker, len, .. } => {
+            if byte == marker {
+                (
+                    Mode::FenceRun {
+                        marker,
+                        len,
+                        run: 0,
+                    },
+                    pos,
+                )
+            } else if byte == b'\n' || is_blank(byte) {
+                (mode, pos + 1)
+            } else {
+                let inside = Mode::Fence {
+                    marker,
+                    len,
+                    at_line_start: false,
+                };
+                (inside, pos)
+            }
+        }
+        Mode::FenceRun { marker, len, run } => {
+            if byte == marker {
+                (
+                    Mode::FenceRun {
+                        marker,
+                        len,
+                        run: run + 1,
+                    },
+                    pos + 1,
+                )
+            } else if run >= len {
+                (Mode::FenceClose { marker, len }, pos)
+            } else {
+                let inside = Mode::Fence {
+                    marker,
+                    len,
+                    at_line_start: false,
+                };
+                (inside, pos)
+            }
+        }
+        Mode::FenceClose { marker, len } => match byte {
+            b'\n' => (Mode::LineStart, pos + 1),
+            _ if is_blank(byte) => (mode, pos + 1),
+            _ => {
+                let inside = Mode::Fence {
+                    marker,
+                    len,
+                    at_line_start: false,
+                };
+                (inside, pos)
+            }
+        },
+        Mode::Code { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
+            None => (mode, bytes.len()),
+            Some(i) if bytes[pos + i] == b'`' => {
+                let end = pos + i + run_length(&bytes[pos + i..], b'`');
+                let run = end - pos - i;
+                match bytes.get(end) {
+                    None => (Mode::CodeRun { len, run }, end),
+                    Some(_) if run == len => (Mode::Text, end),
+                    Some(_) => (mode, end),
+                }
+            }
+            Some(i) => (Mode::CodeLineStart { len }, pos + i + 1),
+        },
+        Mode::CodeRun { len, run } => {
+            if byte == b'`' {
+                (Mode::CodeRun { len, run: run + 1 }, pos + 1)
+            } else if run == len {
+                (Mode::Text, pos)
+            } else {
+                (Mode::Code { len }, pos)
+            }
+        }
+        Mode::CodeLineStart { len } => match byte {
+            b'\n' => (Mode::LineStart, pos + 1),
+            _ if is_blank(byte) => (mode, pos + 1),
+            _ => (Mode::Code { len }, pos),
+        },
+        Mode::Quote => match memchr::memchr(b'\n', &bytes[pos..]) {
+            None => (mode, bytes.len()),
+            Some(i) => (Mode::LineStart, pos + i + 1),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `text` through the machine from a line start and returns, per byte, whether it was
+    /// hidden (`#`) or left to the caller as text (`.`). Text-mode bytes are skipped one by one,
+    /// with a newline returning to a line start, as the caller does.
+    fn hidden(text: &str) -> String {
+        let bytes = text.as_bytes();
+        let mut marks = vec![b'?'; bytes.len()];
+        let (mut mode, mut pos) = (Mode::LineStart, 0);
+        while pos < bytes.len() {
+            let (next, next_pos) = if mode == Mode::Text {
+                let next = if bytes[pos] == b'\n' {
+                    Mode::LineStart
+                } else if bytes[pos] == b'`' {
+                    Mode::Run {
+                        marker: b'`',
+                        len: 0,
+                        at_line_start: false,
+                    }
+                } else {
+                    Mode::Text
+                };
+                if next == Mode::Text || next == Mode::LineStart {
+                    (next, pos + 1)
+                } else {
+                    (next, pos)
+                }
+            } else {
+                step(mode, bytes, pos)
+            };
+            for mark in &mut marks[pos..next_pos] {
+                *mark = if mode.hides() { b'#' } else { b'.' };
+            }
+            (mode, pos) = (next, next_pos);
+        }
+        String::from_utf8(marks).unwrap_or_default()
+    }
+
+    #[test]
+    fn inline_code_is_hidden_up_to_its_matching_run() {
+        assert_eq!(hidden("a `b` c"), "..###..");
+        assert_eq!(hidden("a ``b`c`` d"), "..#######..");
+    }
+
+    #[test]
+    fn unmatched_backticks_hide_text_up_to_a_blank_line() {
+        assert_eq!(hidden("a `b\nc\n\nd"), "..######.");
+    }
+
+    #[test]
+    fn backtick_fence_hides_up_to_its_closing_line() {
+        assert_eq!(hidden("```rust\nx\n```\ny"), "##############.");
+    }
+
+    #[test]
+    fn closing_fence_needs_as_many_markers_and_nothing_else() {
+        assert_eq!(
+            hidden("````\n```\n```` x\n````\ny"),
+            "#####################."
+        );
+    }
+
+    #[test]
+    fn tilde_fence_may_hold_backticks() {
+        assert_eq!(hidden("~~~\n`\n~~~\ny"), "##########.");
+    }
+
+    #[test]
+    fn backticks_on_a_fence_line_make_it_inline_code() {
+        assert_eq!(hidden("```x``` y"), "#######..");
+    }
+
+    #[test]
+    fn indented_fences_count() {
+        assert_eq!(hidden("  ```\nx\n  ```\ny"), "..############.");
+    }
+
+    #[test]
+    fn quotation_lines_are_hidden() {
+        assert_eq!(hidden("a\n  > b\nc"), "....####.");
+    }
+
+    #[test]
+    fn a_greater_than_sign_inside_a_line_is_text() {
+        assert_eq!(hidden("a > b"), ".....");
+    }
+
+    #[test]
+    fn two_tildes_open_no_fence() {
+        assert_eq!(hidden("~~x\ny"), "##...");
+    }
+}
