@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod claim;
+pub mod client;
 pub mod context;
 pub mod decide;
 pub mod events;

@@ -114,6 +114,7 @@ impl FakeApiServerBuilder {
             bookmark_interval: self.bookmark_interval,
             server_version: self.server_version,
             shutdown: shutdown.clone(),
+            disconnect: tokio::sync::watch::channel(0).0,
         });
         let app = axum::Router::new()
             .fallback(handlers::handle)
@@ -240,9 +241,49 @@ impl FakeApiServer {
         });
     }
 
-    /// Removes every injected fault.
+    /// Removes every injected fault (and ends an outage).
     pub fn clear_faults(&self) {
         *lock(&self.shared.faults) = Faults::default();
+    }
+
+    /// Adds the per-request latency of a small real cluster (API server with a local etcd):
+    /// 2 ms for reads, 8 ms for writes (etcd commits), none for watches and discovery.
+    pub fn add_realistic_latency(&self) {
+        self.add_latency(
+            |r| matches!(r.verb, Verb::Get | Verb::List),
+            Duration::from_millis(2),
+        );
+        self.add_latency(|r| r.verb.is_write(), Duration::from_millis(8));
+    }
+
+    /// Starts an API server outage: every request is answered 503 until [`Self::end_outage`],
+    /// and every open watch is cut.
+    pub fn start_outage(&self) {
+        lock(&self.shared.faults).outage = Some(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the API server is unavailable (injected outage)",
+        ));
+        self.shared.disconnect_watches();
+    }
+
+    /// Ends an outage started by [`Self::start_outage`].
+    pub fn end_outage(&self) {
+        lock(&self.shared.faults).outage = None;
+    }
+
+    /// Cuts every open watch (as an API server restart or a load balancer timeout does);
+    /// clients must re-establish them.
+    pub fn disconnect_watches(&self) {
+        self.shared.disconnect_watches();
+    }
+
+    /// Delays delivery of every change of `plural` (e.g. "pods") to watches started from now
+    /// on by `lag`: a watch cache lagging behind the store.
+    pub fn lag_watches(&self, plural: &str, lag: Duration) {
+        lock(&self.shared.faults)
+            .watch_lag
+            .insert(plural.to_owned(), lag);
     }
 
     /// Forgets the change history (etcd compaction): watches resuming from an earlier

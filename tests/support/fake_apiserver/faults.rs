@@ -1,5 +1,6 @@
 //! The request log and fault injection (failing or delaying chosen requests).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,6 +98,12 @@ pub struct Faults {
     pub fail: Vec<FailRule>,
     /// Latency rules, all matches add up.
     pub latency: Vec<LatencyRule>,
+    /// While set, the server is down: every request gets this error (an API server whose
+    /// etcd is gone, or a load balancer with no healthy backend, answers 503).
+    pub outage: Option<ApiError>,
+    /// Delay before a watch delivers a change, by plural resource name (a watch cache
+    /// that lags behind etcd).
+    pub watch_lag: HashMap<String, Duration>,
 }
 
 impl Faults {
@@ -117,6 +124,6 @@ impl Faults {
                 rule.error.clone()
             });
         self.fail.retain(|rule| rule.remaining > 0);
-        (delay, failure)
+        (delay, self.outage.clone().or(failure))
     }
 }

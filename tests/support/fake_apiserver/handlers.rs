@@ -36,6 +36,27 @@ pub struct Shared {
     pub server_version: (u32, u32),
     /// Cancelled when the server shuts down (ends open watches).
     pub shutdown: CancellationToken,
+    /// Bumped to end every open watch (an injected disconnect or outage).
+    pub disconnect: tokio::sync::watch::Sender<u64>,
+}
+
+impl Shared {
+    /// The injected faults a new watch of `plural` runs under.
+    pub fn watch_faults(&self, plural: &str) -> watch::WatchFaults {
+        watch::WatchFaults {
+            disconnect: self.disconnect.subscribe(),
+            lag: lock(&self.faults)
+                .watch_lag
+                .get(plural)
+                .copied()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Ends every open watch; clients must re-establish them.
+    pub fn disconnect_watches(&self) {
+        self.disconnect.send_modify(|epoch| *epoch += 1);
+    }
 }
 
 /// Locks a mutex, recovering the data if a panicking holder poisoned it (a failed test
@@ -213,6 +234,7 @@ fn dispatch(
                     request,
                     shared.bookmark_interval,
                     shared.shutdown.clone(),
+                    shared.watch_faults(&rt.plural),
                 )?;
                 Ok((
                     StatusCode::OK,

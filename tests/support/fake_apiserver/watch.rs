@@ -82,15 +82,31 @@ fn line(event_type: &str, object: &Value) -> Bytes {
     Bytes::from(text)
 }
 
+/// Injected watch faults: a disconnect signal (every open watch ends when it changes) and
+/// a delivery lag for this watch's resource.
+#[derive(Debug, Clone)]
+pub struct WatchFaults {
+    /// Changes whenever the server drops its open watches.
+    pub disconnect: tokio::sync::watch::Receiver<u64>,
+    /// Delay before each change is delivered.
+    pub lag: Duration,
+}
+
 /// Starts a watch: the response body streams events until the timeout, the server's
-/// shutdown, the client going away, or the watch falling too far behind (the client then
-/// resumes from its last resourceVersion).
+/// shutdown, an injected disconnect, the client going away, or the watch falling too far
+/// behind (the client then resumes from its last resourceVersion).
 pub fn start(
     store: &Mutex<Store>,
     request: WatchRequest,
     bookmark_interval: Duration,
     shutdown: CancellationToken,
+    faults: WatchFaults,
 ) -> Result<Body, ApiError> {
+    let WatchFaults {
+        mut disconnect,
+        lag,
+    } = faults;
+    disconnect.mark_unchanged();
     let from_rv = match request.resource_version.as_deref() {
         None | Some("" | "0") => None,
         Some(_) if request.send_initial_events => None,
@@ -145,6 +161,7 @@ pub fn start(
         loop {
             let bytes = tokio::select! {
                 () = shutdown.cancelled() => return,
+                _ = disconnect.changed() => return,
                 () = tokio::time::sleep_until(deadline) => return,
                 _ = ticker.tick(), if request.bookmarks => {
                     line("BOOKMARK", &request.bookmark(progress_rv, false))
@@ -152,6 +169,9 @@ pub fn start(
                 received = changes.recv() => match received {
                     Ok(change) if change.rv <= progress_rv => continue,
                     Ok(change) => {
+                        if !lag.is_zero() {
+                            tokio::time::sleep(lag).await;
+                        }
                         progress_rv = change.rv;
                         match request.event_for(&change) {
                             Some((kind, object)) => line(kind, &object),
