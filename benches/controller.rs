@@ -51,6 +51,7 @@ fn start_controller(client: Client, max_concurrent_attempts: usize) -> Cancellat
         leader_election: None,
         metrics_addr: None,
         instance: "bench".to_owned(),
+        finished_pod_ttl: Duration::from_secs(3600),
     };
     tokio::spawn(async move {
         let shutdown = async move { token.cancelled().await };
@@ -139,10 +140,9 @@ async fn writes_per_task() {
             }
             let task = pod
                 .labels()
-                .get("ralph.dev/task")
-                .and_then(|t| t.strip_prefix("count-"))
-                .unwrap_or_default()
-                .to_owned();
+                .get(ralph::api::labels::TASK_LABEL)
+                .cloned()
+                .unwrap_or_default();
             let result = serde_json::json!({
                 "version": 1, "task": task, "attempt": name, "outcome": "finished",
                 "stopReason": "end_turn", "sigils": {"taskDone": task}

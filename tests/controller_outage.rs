@@ -57,6 +57,7 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
         leader_election: leader_election.map(|e| (NS.to_owned(), e)),
         metrics_addr: None,
         instance: "replica-a".to_owned(),
+        finished_pod_ttl: Duration::from_secs(3600),
     };
     let stop = CancellationToken::new();
     let token = stop.clone();

@@ -62,6 +62,9 @@ pub struct Args {
     /// Native sidecars for agent Pods: auto (Kubernetes ≥ 1.29), true or false.
     #[arg(long, default_value = "auto", value_parser = parse_native)]
     pub native_sidecars: NativeSidecars,
+    /// How long finished agent Pods are kept for `kubectl logs` before they are deleted.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    pub finished_pod_ttl: Duration,
     /// Limit of every Kubernetes API call.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub api_timeout: Duration,
@@ -115,6 +118,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         leader_election,
         metrics_addr: Some(args.metrics_addr),
         instance,
+        finished_pod_ttl: args.finished_pod_ttl,
     };
     crate::controller::run(client, config, crate::controller::shutdown::signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -10,7 +10,7 @@ pub mod feature;
 pub mod leader;
 pub mod metrics;
 pub mod pod;
-pub mod prompt_config;
+pub mod retention;
 pub mod run_view;
 pub mod runtime;
 pub mod server;

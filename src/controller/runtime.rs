@@ -29,6 +29,7 @@ use super::feature::{error_policy, reconcile};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
 use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
+use super::retention;
 use super::server::{self, Health, ServerError};
 use super::slots::Slots;
 use crate::api::{Feature, Task};
@@ -65,6 +66,8 @@ pub struct ControllerConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// This replica's name, for Events.
     pub instance: String,
+    /// How long finished agent Pods are kept (for `kubectl logs`) before they are deleted.
+    pub finished_pod_ttl: Duration,
 }
 
 /// Why the controller stopped with an error.
@@ -232,6 +235,13 @@ impl Term<'_> {
         let caches = Caches::start(self.client, self.config.namespace.as_deref());
         let ctx = Arc::new(self.context(&caches));
         let readiness = tokio::spawn(report_readiness(self.health.clone(), caches.stores()));
+        let retention = tokio::spawn(retention::sweep(
+            self.client.clone(),
+            caches.pods.clone(),
+            caches.tasks.clone(),
+            self.config.finished_pod_ttl,
+            self.config.api_timeout,
+        ));
         run_controller(
             self.client,
             self.config.namespace.as_deref(),
@@ -241,6 +251,7 @@ impl Term<'_> {
         )
         .await;
         readiness.abort();
+        retention.abort();
     }
 
     fn context(&self, caches: &Caches) -> Context {

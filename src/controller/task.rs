@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
@@ -15,11 +15,11 @@ use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
 use super::context::{Context, FIELD_MANAGER};
 use super::decide::TaskPlan;
 use super::pod::{AttemptPod, PodError, attempt_pod};
-use super::prompt_config::prompt_config_map;
 use super::status::{self, FeatureEvents, Ingestion};
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
 use crate::engine::backoff::RetryPolicy;
-use crate::engine::lifecycle::{Action, AttemptEnd, attempt_id};
+use crate::engine::dag::TaskPhase;
+use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
 use crate::engine::policy::{FeatureEffect, TaskContext};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 
@@ -91,6 +91,7 @@ pub async fn apply(
     );
     let mut held: Option<Lease> = scope.leases.get(&name).map(|l| Lease::clone(l));
     let mut status_written = false;
+    let mut phase = plan.view.phase;
     if plan.view.phase == crate::engine::dag::TaskPhase::Running {
         ctx.slots.hold(&key);
     }
@@ -103,8 +104,12 @@ pub async fn apply(
                 }
                 let request = claim_request(scope.feature, task, *attempt)?;
                 let now = crate::controller::status::time(scope.now_ms).0;
-                let outcome = match (&held, *replace) {
-                    (Some(existing), true) => leases.take_over(existing, &request, now).await,
+                // A released (or expired) Lease is taken over, not re-created: the
+                // fencing token (leaseTransitions) counts the attempts that held it.
+                let outcome = match &held {
+                    Some(existing) if *replace || super::claim::is_expired(existing, now) => {
+                        leases.take_over(existing, &request, now).await
+                    }
                     _ => leases.create(&request, now).await,
                 };
                 match outcome {
@@ -133,10 +138,14 @@ pub async fn apply(
                 if cache_is_behind(&leases, plan, end, &namespace, ctx).await? {
                     return Ok(());
                 }
-                ingest(scope, plan, end, effects).await?;
+                let fenced = fenced_off(plan, held.as_ref(), end);
+                phase = ingest(scope, plan, fenced.as_ref().unwrap_or(end), effects).await?;
                 ctx.slots.give_back(&key);
                 status_written = true;
             }
+            // A finished task never claims again: its Lease is left to expire (the sidecar
+            // stopped renewing it) and goes with the Task (owner reference). One write less.
+            Action::ReleaseClaim if is_final(phase) => {}
             Action::ReleaseClaim => {
                 if let Some(lease) = &held {
                     match leases.release(lease).await {
@@ -145,6 +154,8 @@ pub async fn apply(
                     }
                 }
             }
+            // A finished Pod stays for `kubectl logs`; the retention sweep deletes it.
+            Action::DeleteRun if matches!(plan.run, RunView::Ended { .. }) => {}
             Action::DeleteRun => {
                 if let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) {
                     delete_pod(ctx, &namespace, &attempt_id(&name, number)).await?;
@@ -199,6 +210,26 @@ async fn cache_is_behind(
     }
 }
 
+fn is_final(phase: TaskPhase) -> bool {
+    matches!(phase, TaskPhase::Done | TaskPhase::Failed)
+}
+
+/// The fence checked on ingest: a result counts only while the claim Lease is still in the
+/// term the attempt started in (same `leaseTransitions` as recorded at start). A result
+/// from a fenced-off attempt is ruled a lost claim.
+fn fenced_off(plan: &TaskPlan, lease: Option<&Lease>, end: &AttemptEnd) -> Option<AttemptEnd> {
+    let (AttemptEnd::Reported(_), Some(lease)) = (end, lease) else {
+        return None;
+    };
+    let recorded = plan.task.status.as_ref()?.claim.as_ref()?.fencing_token;
+    let current = lease_transitions(lease);
+    (i64::from(current) != i64::from(recorded)).then(|| AttemptEnd::ClaimLost {
+        reason: format!(
+            "fenced off: the attempt started with fencing token {recorded}, the claim Lease is at {current}"
+        ),
+    })
+}
+
 fn malformed(task: &str, problem: &'static str) -> TaskError {
     TaskError::Malformed {
         task: task.to_owned(),
@@ -219,7 +250,11 @@ fn claim_request(feature: &Feature, task: &Task, attempt: u32) -> Result<ClaimRe
         owner: Some(owner),
         labels: BTreeMap::from([
             (super::pod::FEATURE_LABEL.to_owned(), feature.name_any()),
-            (super::pod::TASK_LABEL.to_owned(), name),
+            (
+                super::pod::TASK_LABEL.to_owned(),
+                super::decide::task_id(task),
+            ),
+            (super::pod::TASK_OBJECT_LABEL.to_owned(), name),
         ]),
     })
 }
@@ -243,29 +278,21 @@ async fn start(
         .controller_owner_ref(&())
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
+    let prompt = render_prompt(scope, plan);
     let input = AttemptPod {
         namespace: &namespace,
         task: &name,
         task_id: &plan.task_id,
         feature: &feature_name,
         attempt_id: &id,
+        prompt: &prompt,
         owner,
         agent: &scope.feature.spec.agent,
         overrides: scope.feature.spec.pod_template.as_ref(),
     };
     let pod = attempt_pod(&input, &ctx.pod_settings)?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod).await?;
-    let mut config_map = prompt_config_map(&input, render_prompt(scope, plan));
-    if let Some(pod_owner) = created
-        .controller_owner_ref(&())
-        .filter(|o| !o.uid.is_empty())
-    {
-        // Owned by the Pod: it goes away with the Pod, no extra delete.
-        config_map.metadata.owner_references = Some(vec![pod_owner]);
-    }
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    create_idempotent(ctx.api_timeout, &config_maps, &id, &config_map).await?;
+    create_idempotent(ctx.api_timeout, &pods, &id, &pod).await?;
     let claim = ClaimStatus {
         lease: name.clone(),
         holder: id.clone(),
@@ -283,26 +310,8 @@ async fn start(
     )
     .await?;
     ctx.metrics.attempts_started.inc();
-    if let Some(acquired) = claim_acquired_ms(lease) {
-        let seconds = (scope.now_ms - acquired).max(0) as f64 / 1000.0;
-        ctx.metrics.claim_to_pod_seconds.observe(seconds);
-    }
-    ctx.events
-        .normal(
-            &task.object_ref(&()),
-            "AttemptStarted",
-            format!(
-                "task {name} claimed (fencing token {}); attempt {attempt} started in Pod {id}",
-                lease.map_or(0, lease_transitions)
-            ),
-        )
-        .await;
+    tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
     Ok(())
-}
-
-fn claim_acquired_ms(lease: Option<&Lease>) -> Option<i64> {
-    let time = lease?.spec.as_ref()?.acquire_time.as_ref()?;
-    Some(time.0.as_millisecond())
 }
 
 /// Creates `object`, or returns the existing one of that name (a repeated start).
@@ -396,10 +405,11 @@ async fn ingest(
     plan: &TaskPlan,
     end: &AttemptEnd,
     effects: &mut FeatureEvents,
-) -> Result<(), TaskError> {
+) -> Result<TaskPhase, TaskError> {
     let ctx = scope.ctx;
     let task = &plan.task;
     let status = task.status.clone().unwrap_or_default();
+    observe_claim_to_pod(ctx, task, &status);
     let context = TaskContext {
         name: plan.task_id.clone(),
         retry_count: status.retry_count,
@@ -436,7 +446,29 @@ async fn ingest(
     ctx.events
         .decision(&task.object_ref(&()), &decision.event)
         .await;
-    Ok(())
+    Ok(new_status.phase)
+}
+
+/// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
+/// claim to the agent container starting (or the kubelet acknowledging the Pod).
+fn observe_claim_to_pod(ctx: &Context, task: &Task, status: &TaskStatus) {
+    let Some(claim) = status.claim.as_ref() else {
+        return;
+    };
+    let Some(acquired) = claim.acquired_at.as_ref() else {
+        return;
+    };
+    let namespace = task.namespace().unwrap_or_default();
+    let pod = ctx
+        .pods
+        .get(&kube::runtime::reflector::ObjectRef::new(&claim.holder).within(&namespace));
+    let started = pod
+        .as_ref()
+        .and_then(|pod| super::run_view::started_at(pod));
+    if let Some(started) = started {
+        let seconds = started.duration_since(acquired.0).as_secs_f64().max(0.0);
+        ctx.metrics.claim_to_pod_seconds.observe(seconds);
+    }
 }
 
 /// Writes a Task's status by server-side apply, with the cached resourceVersion as a

@@ -53,6 +53,7 @@ impl Harness {
             leader_election: None,
             metrics_addr: None,
             instance: "test".to_owned(),
+            finished_pod_ttl: Duration::from_secs(3600),
         };
         let token = stop.clone();
         let controller_client = client.clone();
