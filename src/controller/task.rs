@@ -1,5 +1,5 @@
 //! Carrying out one task's lifecycle actions against the API: claim, start (prompt
-//! ConfigMap, Pod, status), ingest (status), release, cancel and delete.
+//! Pod carrying the prompt, status), ingest (status), release, cancel and delete.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -259,7 +259,7 @@ fn claim_request(feature: &Feature, task: &Task, attempt: u32) -> Result<ClaimRe
     })
 }
 
-/// Creates the attempt's Pod and prompt ConfigMap (both idempotent), then records it started.
+/// Creates the attempt's Pod (idempotent; the prompt is in it), then records it started.
 async fn start(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,
@@ -498,7 +498,6 @@ pub async fn write_status(
 }
 
 /// Deletes an agent Pod (gracefully: the runner gets SIGTERM and reports `cancelled`).
-/// Its prompt ConfigMap goes with it (owner reference).
 async fn delete_pod(ctx: &Context, namespace: &str, name: &str) -> Result<(), CallError> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let deleted = bounded(
