@@ -20,7 +20,7 @@ use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
 use crate::engine::backoff::RetryPolicy;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
-use crate::engine::policy::{FeatureEffect, TaskContext};
+use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect, TaskContext};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 
 /// Why a task's actions could not be carried out.
@@ -443,9 +443,13 @@ async fn ingest(
         effects.stop_reason = Some(reason.clone());
     }
     ctx.metrics.attempt_ended(decision.outcome.as_str());
-    ctx.events
-        .decision(&task.object_ref(&()), &decision.event)
-        .await;
+    // A done task is in its status and the Feature's counts; one Normal Event per finished
+    // task would be most of the operator's writes. Every other outcome gets its Event.
+    if !(decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal) {
+        ctx.events
+            .decision(&task.object_ref(&()), &decision.event)
+            .await;
+    }
     Ok(new_status.phase)
 }
 
