@@ -1,6 +1,7 @@
 //! The controller through API server outages, against the fake API server: with leader
 //! election it stops leading while it cannot renew, campaigns again and works again after
-//! the outage; it never exits. Watches reconnect after the server cuts them.
+//! the outage; it never exits. Watches reconnect after the server cuts them. Also how its
+//! client names itself.
 //!
 //! The outage is compressed: election timings are scaled down with it (lease 3 s, renew
 //! deadline 2 s, retry 0.5 s against an outage of 5 s), so the controller goes through the
@@ -198,4 +199,24 @@ async fn controller_reconnects_its_watches_after_the_server_cuts_them() {
     running.finish_done(&second).await;
     running.wait_for_complete("cut").await;
     running.stop().await.expect("a clean stop");
+}
+
+#[tokio::test]
+async fn the_controller_client_names_itself_in_the_user_agent() {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    let client = ralph::controller::client::build(server.config(NS), None).expect("client");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client, NS);
+    leases.get_opt("any").await.expect("get");
+    let agents: Vec<Option<String>> = server
+        .requests()
+        .into_iter()
+        .map(|r| r.user_agent)
+        .collect();
+    assert_eq!(
+        agents,
+        [Some(format!(
+            "ralph-operator/{}",
+            env!("CARGO_PKG_VERSION")
+        ))]
+    );
 }

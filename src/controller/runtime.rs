@@ -28,7 +28,7 @@ use super::events::Events;
 use super::feature::{error_policy, reconcile};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
-use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
+use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
 use super::retention;
 use super::server::{self, Health, ServerError};
 use super::slots::Slots;
@@ -296,15 +296,20 @@ struct Caches {
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
-        let (tasks, task_changes) =
-            cached(api::<Task>(client, namespace), watcher::Config::default());
+        let (tasks, task_changes) = cached(
+            api::<Task>(client, namespace),
+            watcher::Config::default(),
+            |_| {},
+        );
         let (pods, pod_changes) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
+            trim_pod,
         );
         let (leases, lease_changes) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
+            |_| {},
         );
         Self {
             tasks,
@@ -318,6 +323,16 @@ impl Caches {
 
     fn stores(&self) -> (Store<Task>, Store<Pod>, Store<Lease>) {
         (self.tasks.clone(), self.pods.clone(), self.leases.clone())
+    }
+}
+
+/// Agent Pods are cached for their metadata and status only (the lifecycle reads nothing
+/// else): their spec and prompt annotation would make up most of the cache, and finished
+/// Pods stay for their retention time.
+fn trim_pod(pod: &mut Pod) {
+    pod.spec = None;
+    if let Some(annotations) = pod.metadata.annotations.as_mut() {
+        annotations.remove(PROMPT_ANNOTATION);
     }
 }
 
@@ -384,8 +399,8 @@ async fn timed_reconcile(
 }
 
 /// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
-/// dropped to save memory), reconnecting with [`WatchBackoff`].
-fn cached<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, Touched<K>)
+/// dropped, and what `trim` drops, to save memory), reconnecting with [`WatchBackoff`].
+fn cached<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> (Store<K>, Touched<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -393,7 +408,10 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .modify(move |object: &mut K| {
+            object.meta_mut().managed_fields = None;
+            trim(object);
+        })
         .reflect(writer)
         .touched_objects()
         .boxed();

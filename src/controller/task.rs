@@ -139,6 +139,10 @@ pub async fn apply(
                     return Ok(());
                 }
                 let fenced = fenced_off(plan, held.as_ref(), end);
+                if fenced.is_some() {
+                    // The Lease belongs to a later term: not ours to release.
+                    held = None;
+                }
                 phase = ingest(scope, plan, fenced.as_ref().unwrap_or(end), effects).await?;
                 ctx.slots.give_back(&key);
                 status_written = true;
@@ -214,16 +218,17 @@ fn is_final(phase: TaskPhase) -> bool {
     matches!(phase, TaskPhase::Done | TaskPhase::Failed)
 }
 
-/// The fence checked on ingest: a result counts only while the claim Lease is still in the
-/// term the attempt started in (same `leaseTransitions` as recorded at start). A result
-/// from a fenced-off attempt is ruled a lost claim.
+/// The fence checked on ingest: a result counts only while the claim Lease has not been
+/// taken over since the attempt started (`leaseTransitions` not above the token recorded
+/// at start; below it only means the Lease cache is behind). A result from a fenced-off
+/// attempt is ruled a lost claim.
 fn fenced_off(plan: &TaskPlan, lease: Option<&Lease>, end: &AttemptEnd) -> Option<AttemptEnd> {
     let (AttemptEnd::Reported(_), Some(lease)) = (end, lease) else {
         return None;
     };
     let recorded = plan.task.status.as_ref()?.claim.as_ref()?.fencing_token;
     let current = lease_transitions(lease);
-    (i64::from(current) != i64::from(recorded)).then(|| AttemptEnd::ClaimLost {
+    (current > recorded).then(|| AttemptEnd::ClaimLost {
         reason: format!(
             "fenced off: the attempt started with fencing token {recorded}, the claim Lease is at {current}"
         ),
