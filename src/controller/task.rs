@@ -18,7 +18,6 @@ use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::status::{self, FeatureEvents, Ingestion};
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
 use crate::engine::backoff::RetryPolicy;
-use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
 use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect, TaskContext};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
@@ -91,7 +90,6 @@ pub async fn apply(
     );
     let mut held: Option<Lease> = scope.leases.get(&name).map(|l| Lease::clone(l));
     let mut status_written = false;
-    let mut phase = plan.view.phase;
     if plan.view.phase == crate::engine::dag::TaskPhase::Running {
         ctx.slots.hold(&key);
     }
@@ -143,13 +141,10 @@ pub async fn apply(
                     // The Lease belongs to a later term: not ours to release.
                     held = None;
                 }
-                phase = ingest(scope, plan, fenced.as_ref().unwrap_or(end), effects).await?;
+                ingest(scope, plan, fenced.as_ref().unwrap_or(end), effects).await?;
                 ctx.slots.give_back(&key);
                 status_written = true;
             }
-            // A finished task never claims again: its Lease is left to expire (the sidecar
-            // stopped renewing it) and goes with the Task (owner reference). One write less.
-            Action::ReleaseClaim if is_final(phase) => {}
             Action::ReleaseClaim => {
                 if let Some(lease) = &held {
                     match leases.release(lease).await {
@@ -212,10 +207,6 @@ async fn cache_is_behind(
         }
         _ => Ok(false),
     }
-}
-
-fn is_final(phase: TaskPhase) -> bool {
-    matches!(phase, TaskPhase::Done | TaskPhase::Failed)
 }
 
 /// The fence checked on ingest: a result counts only while the claim Lease has not been
@@ -410,7 +401,7 @@ async fn ingest(
     plan: &TaskPlan,
     end: &AttemptEnd,
     effects: &mut FeatureEvents,
-) -> Result<TaskPhase, TaskError> {
+) -> Result<(), TaskError> {
     let ctx = scope.ctx;
     let task = &plan.task;
     let status = task.status.clone().unwrap_or_default();
@@ -455,7 +446,7 @@ async fn ingest(
             .decision(&task.object_ref(&()), &decision.event)
             .await;
     }
-    Ok(new_status.phase)
+    Ok(())
 }
 
 /// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
