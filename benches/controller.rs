@@ -1,26 +1,35 @@
-//! Controller figures against the in-process fake API server (printed, not asserted):
-//! tasks claimed and started per second, API writes per completed task, and the
-//! controller's memory with 10,000 Tasks cached.
+//! Controller figures against the in-process fake API server with realistic per-request
+//! latency (2 ms reads, 8 ms writes), printed, not asserted. The controller runs as a
+//! separate `ralph controller` process, so its CPU time and RSS are its own.
 //!
-//! `cargo bench --bench controller`
+//! - attempts: for Features of 100, 1,000 and 10,000 independent tasks (parallelism 100),
+//!   a kubelet stand-in finishes every agent Pod with a task-done result as soon as it
+//!   appears; in steady state (from a tenth of the tasks, at most 100, done to 500 more, or
+//!   all): tasks/s, API writes per attempt (by kind, Events included), controller CPU per task.
+//! - applied: 50 Features of 200 tasks (10,000 Tasks) applied at once: seconds until every
+//!   Feature has a status counting all its tasks, and the controller's RSS then.
+//!
+//! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use fake_apiserver::{FakeApiServer, RequestRecord};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use ralph::api::Feature;
-use ralph::controller::{ControllerConfig, NativeSidecars};
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "bench";
+/// Completed tasks measured per Feature size.
+const WINDOW: usize = 500;
 
-fn feature(name: &str, tasks: usize, parallelism: usize, suspend: bool) -> Feature {
+fn feature(name: &str, tasks: usize, parallelism: usize) -> Feature {
     let tasks: Vec<_> = (0..tasks)
         .map(|i| serde_json::json!({"name": format!("t{i}")}))
         .collect();
@@ -31,83 +40,142 @@ fn feature(name: &str, tasks: usize, parallelism: usize, suspend: bool) -> Featu
         "spec": {
             "agent": {"image": "agent:bench", "command": ["agent"]},
             "parallelism": parallelism,
-            "suspend": suspend,
             "tasks": tasks
         }
     }))
     .unwrap_or_else(|error| panic!("bench feature: {error}"))
 }
 
-fn start_controller(client: Client, max_concurrent_attempts: usize) -> CancellationToken {
-    let stop = CancellationToken::new();
-    let token = stop.clone();
-    let config = ControllerConfig {
-        namespace: Some(NS.to_owned()),
-        ralph_image: "ralph:bench".to_owned(),
-        agent_service_account: "ralph-agent".to_owned(),
-        native_sidecars: NativeSidecars::Always,
-        max_concurrent_attempts,
-        api_timeout: Duration::from_secs(30),
-        leader_election: None,
-        metrics_addr: None,
-        instance: "bench".to_owned(),
-    };
+/// A `ralph controller` process against `server` (no leader election, no client-side
+/// rate limit), killed on drop.
+struct ControllerProcess {
+    child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl ControllerProcess {
+    fn start(server: &FakeApiServer) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml(NS)).expect("kubeconfig");
+        // RALPH_BENCH_UNTHROTTLED_FLAGS=0 measures a build without the QPS flag (unthrottled).
+        let unthrottle: &[&str] = match std::env::var("RALPH_BENCH_UNTHROTTLED_FLAGS").as_deref() {
+            Ok("0") => &[],
+            _ => &["--kube-api-qps", "0"],
+        };
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+            .args([
+                "controller",
+                "--namespace",
+                NS,
+                "--ralph-image",
+                "ralph:bench",
+                "--no-leader-election",
+                "--native-sidecars",
+                "true",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--max-concurrent-attempts",
+                "10000",
+                "--log",
+                &std::env::var("RALPH_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
+            ])
+            .args(unthrottle)
+            .env("KUBECONFIG", &kubeconfig)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn ralph controller");
+        Self { child, _dir: dir }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    /// User + system CPU seconds so far.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        let after_name = stat.rsplit(')').next().unwrap_or_default();
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // Fields 14 and 15 of /proc/PID/stat (utime, stime), counted after the name.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    fn rss_mib(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+            .unwrap_or(0.0)
+            / 1024.0
+    }
+}
+
+/// Kubelet stand-in: every new agent Pod ends at once with a task-done result.
+fn finish_every_pod(client: Client) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let shutdown = async move { token.cancelled().await };
-        if let Err(error) = ralph::controller::run(client, config, shutdown).await {
-            eprintln!("controller failed: {error}");
+        let pods: Api<Pod> = Api::namespaced(client, NS);
+        let mut finished = BTreeSet::new();
+        let mut stream = watcher(
+            pods.clone(),
+            watcher::Config::default().labels("ralph.dev/attempt"),
+        )
+        .applied_objects()
+        .boxed();
+        while let Some(Ok(pod)) = stream.next().await {
+            let name = pod.name_any();
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) || !finished.insert(name.clone()) {
+                continue;
+            }
+            let task = runner_arg(&pod, "--task").unwrap_or_default();
+            let pods = pods.clone();
+            tokio::spawn(async move {
+                let result = serde_json::json!({
+                    "version": 1, "task": task, "attempt": name, "outcome": "finished",
+                    "stopReason": "end_turn", "sigils": {"taskDone": task}
+                });
+                let now = jiff::Timestamp::now().to_string();
+                let status = serde_json::json!({"status": {
+                "phase": "Succeeded", "startTime": now,
+                "containerStatuses": [{
+                    "name": "agent", "image": "agent", "imageID": "", "ready": false,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                        "startedAt": now, "finishedAt": now,
+                        "message": result.to_string()}}
+                }]}});
+                let _ = pods
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await;
+            });
         }
-    });
-    stop
+    })
 }
 
-async fn agent_pods(pods: &Api<Pod>) -> Vec<Pod> {
-    pods.list(&ListParams::default().labels("ralph.dev/attempt"))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-}
-
-/// Tasks claimed and started per second: 500 independent tasks (created while the feature
-/// is suspended), then the suspend is lifted and the first 100 (parallelism) start.
-async fn claim_and_start_rate() {
-    let server = FakeApiServer::start().await.expect("fake API server");
-    let client = server.client_in(NS);
-    let stop = start_controller(client.clone(), 10_000);
-    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
-    let tasks: Api<ralph::api::Task> = Api::namespaced(client.clone(), NS);
-    let pods: Api<Pod> = Api::namespaced(client, NS);
-    let n = 500;
-    features
-        .create(&PostParams::default(), &feature("wide", n, 100, true))
-        .await
-        .expect("create feature");
-    while tasks
-        .list_metadata(&ListParams::default())
-        .await
-        .map(|l| l.items.len())
-        .unwrap_or(0)
-        < n
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let started = Instant::now();
-    let resume = serde_json::json!({"spec": {"suspend": false}});
-    features
-        .patch("wide", &PatchParams::default(), &Patch::Merge(&resume))
-        .await
-        .expect("resume");
-    while agent_pods(&pods).await.len() < 100 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let elapsed = started.elapsed();
-    println!(
-        "claim+start: 100 of 500 ready tasks claimed and started in {:.3} s = {:.0} tasks/s",
-        elapsed.as_secs_f64(),
-        100.0 / elapsed.as_secs_f64()
-    );
-    stop.cancel();
+/// The value after `flag` in the agent container's command.
+fn runner_arg(pod: &Pod, flag: &str) -> Option<String> {
+    let command = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "agent")?
+        .command
+        .clone()?;
+    let at = command.iter().position(|a| a == flag)?;
+    command.get(at + 1).cloned()
 }
 
 fn kind_of(record: &RequestRecord) -> String {
@@ -117,164 +185,146 @@ fn kind_of(record: &RequestRecord) -> String {
     }
 }
 
-/// API writes per completed task: 50 tasks, 10 at a time, each finished by the kubelet
-/// stand-in with a task-done result.
-async fn writes_per_task() {
-    let server = FakeApiServer::start().await.expect("fake API server");
-    let client = server.client_in(NS);
-    let stop = start_controller(client.clone(), 10_000);
-    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
-    let pods: Api<Pod> = Api::namespaced(client, NS);
-    let n = 50;
+/// Writes of the controller that belong to attempts: not the stand-in's Pod statuses, not
+/// the bench's Feature, not the Feature → Task sync, not Feature status.
+fn attempt_writes(server: &FakeApiServer) -> BTreeMap<String, usize> {
+    let mut by_kind = BTreeMap::new();
+    for record in server.requests() {
+        if !record.verb.is_write() || record.status >= 400 {
+            continue;
+        }
+        let kind = kind_of(&record);
+        let excluded = [
+            "PATCH pods/status",
+            "POST features",
+            "PATCH tasks",
+            "PATCH features/status",
+        ];
+        if !excluded.contains(&kind.as_str()) {
+            *by_kind.entry(kind).or_default() += 1;
+        }
+    }
+    by_kind
+}
+
+async fn done_count(features: &Api<Feature>, name: &str) -> usize {
     features
-        .create(&PostParams::default(), &feature("count", n, 10, false))
+        .get(name)
+        .await
+        .ok()
+        .and_then(|f| f.status)
+        .map_or(0, |s| s.counts.done as usize)
+}
+
+/// One Feature of `n` independent tasks, parallelism 100, every attempt finished at once.
+async fn attempts(n: usize) {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
+    let client = server.client_in(NS);
+    let controller = ControllerProcess::start(&server);
+    let _kubelet = finish_every_pod(client.clone());
+    let features: Api<Feature> = Api::namespaced(client, NS);
+    let name = format!("f{n}");
+    features
+        .create(&PostParams::default(), &feature(&name, n, 100))
         .await
         .expect("create feature");
-    let mut finished = std::collections::BTreeSet::new();
-    loop {
-        for pod in agent_pods(&pods).await {
-            let name = pod.name_any();
-            if !finished.insert(name.clone()) {
-                continue;
-            }
-            let task = pod
-                .labels()
-                .get("ralph.dev/task")
-                .and_then(|t| t.strip_prefix("count-"))
-                .unwrap_or_default()
-                .to_owned();
-            let result = serde_json::json!({
-                "version": 1, "task": task, "attempt": name, "outcome": "finished",
-                "stopReason": "end_turn", "sigils": {"taskDone": task}
-            });
-            let status = serde_json::json!({"status": {"phase": "Succeeded", "containerStatuses": [{
-                "name": "agent", "image": "agent", "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": result.to_string()}}
-            }]}});
-            let _ = pods
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                .await;
-        }
-        let done = features
-            .get("count")
-            .await
-            .ok()
-            .and_then(|f| f.status)
-            .is_some_and(|s| s.counts.done as usize == n);
-        if done {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    // Measure in steady state: from the first tenth (at most 100) of the tasks done to
+    // WINDOW more; a Feature of 100 tasks is measured whole (Task sync included).
+    let start_at = if n <= 100 { 0 } else { (n / 10).min(100) };
+    let target = start_at + (n - start_at).min(WINDOW);
+    while done_count(&features, &name).await < start_at {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Let the last releases and deletions land.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.cancel();
-    let controller_writes: Vec<RequestRecord> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.verb.is_write() && r.status < 400)
-        .filter(|r| !(r.resource == "pods" && r.subresource.as_deref() == Some("status")))
-        .filter(|r| !(r.resource == "features" && r.subresource.is_none() && r.method == "POST"))
-        .collect();
-    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
-    for record in &controller_writes {
-        *by_kind.entry(kind_of(record)).or_default() += 1;
+    let (started, cpu_before, done_before) = (
+        Instant::now(),
+        controller.cpu_seconds(),
+        done_count(&features, &name).await,
+    );
+    let writes_before = attempt_writes(&server);
+    let mut done = done_before;
+    let mut last_report = Instant::now();
+    while done < target {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        done = done_count(&features, &name).await;
+        if last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!("  ... {done} of {target} tasks done");
+            last_report = Instant::now();
+        }
     }
-    let events: usize = by_kind
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = controller.cpu_seconds() - cpu_before;
+    let measured = (done - done_before).max(1) as f64;
+    let mut writes = attempt_writes(&server);
+    for (kind, count) in writes_before {
+        if let Some(after) = writes.get_mut(&kind) {
+            *after -= count;
+        }
+    }
+    let total: usize = writes.values().sum();
+    let events: usize = writes
         .iter()
         .filter(|(k, _)| k.contains("events"))
         .map(|(_, v)| v)
         .sum();
-    let total = controller_writes.len();
     println!(
-        "writes per completed task ({n} tasks, parallelism 10): {:.2} all, {:.2} without Events",
-        total as f64 / n as f64,
-        (total - events) as f64 / n as f64
+        "Feature of {n:>5} tasks: {:.1} tasks/s, {:.2} writes per attempt ({:.2} without Events), {:.2} ms CPU per task ({} tasks measured)",
+        measured / elapsed,
+        total as f64 / measured,
+        (total - events) as f64 / measured,
+        cpu * 1000.0 / measured,
+        done - done_before,
     );
-    for (kind, count) in by_kind {
-        println!(
-            "  {kind:<40} {:>6}  ({:.2}/task)",
-            count,
-            count as f64 / n as f64
-        );
+    for (kind, count) in writes.iter().filter(|(_, c)| **c > 0) {
+        println!("    {kind:<28} {:.2}/attempt", *count as f64 / measured);
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// Controller memory with 10,000 Tasks: 100 suspended Features of 100 Tasks each exist;
-/// a `ralph controller` process starts, caches and reconciles them all; its RSS is read.
-async fn memory_with_10k_tasks() {
+/// 50 Features of 200 tasks applied at once: time until every Feature has a status that
+/// counts all its tasks, and the controller's RSS with the 10,000 Tasks cached.
+async fn applied_10k() {
     let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
     let client = server.client_in(NS);
-    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
-    let tasks: Api<ralph::api::Task> = Api::namespaced(client.clone(), NS);
-    for i in 0..100 {
-        let created = features
-            .create(
-                &PostParams::default(),
-                &feature(&format!("f{i}"), 100, 1, true),
-            )
-            .await
-            .expect("create feature");
-        for task in ralph::api::desired_tasks(&created).expect("desired tasks") {
-            tasks
-                .create(&PostParams::default(), &task)
-                .await
-                .expect("create task");
-        }
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml(NS)).expect("kubeconfig");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
-        .args([
-            "controller",
-            "--namespace",
-            NS,
-            "--ralph-image",
-            "ralph:bench",
-            "--no-leader-election",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--log",
-            "warn",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn ralph controller");
-    let pid = child.id().unwrap_or(0);
+    let controller = ControllerProcess::start(&server);
+    let features: Api<Feature> = Api::namespaced(client, NS);
+    let mut manifests: Vec<Feature> = (0..50)
+        .map(|i| {
+            let mut f = feature(&format!("g{i}"), 200, 1);
+            f.spec.suspend = true;
+            f
+        })
+        .collect();
     let started = Instant::now();
+    let creates = manifests.drain(..).map(|f| {
+        let features = features.clone();
+        async move { features.create(&PostParams::default(), &f).await }
+    });
+    for created in futures::future::join_all(creates).await {
+        created.expect("create feature");
+    }
     loop {
-        let reconciled = features
+        let complete = features
             .list(&ListParams::default())
             .await
-            .map(|l| l.items.iter().filter(|f| f.status.is_some()).count())
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|f| f.status.as_ref().is_some_and(|s| s.counts.total == 200))
+                    .count()
+            })
             .unwrap_or(0);
-        if reconciled == 100 {
+        if complete == 50 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let elapsed = started.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(2)).await;
     println!(
-        "memory: `ralph controller` with 10,000 Tasks in 100 Features cached and reconciled: RSS {:.1} MiB (all reconciled after {:.1} s)",
-        rss_kib(pid) as f64 / 1024.0,
-        elapsed.as_secs_f64()
+        "10,000 Tasks (50 Features of 200) applied: every Feature has status after {elapsed:.1} s; controller RSS {:.1} MiB",
+        controller.rss_mib()
     );
-    let _ = child.kill().await;
 }
 
 fn main() {
@@ -282,9 +332,20 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    // `cargo bench --bench controller -- 100 applied` runs only those parts.
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
     runtime.block_on(async {
-        claim_and_start_rate().await;
-        writes_per_task().await;
-        memory_with_10k_tasks().await;
+        for n in [100, 1_000, 10_000] {
+            if runs(&n.to_string()) {
+                attempts(n).await;
+            }
+        }
+        if runs("applied") {
+            applied_10k().await;
+        }
     });
 }

@@ -90,7 +90,7 @@ async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
 }
 
 #[tokio::test]
-async fn finished_attempts_leave_no_pod_claim_or_prompt_behind() {
+async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects() {
     let h = Harness::start().await;
     h.create_feature(feature_manifest(
         "tidy",
@@ -100,15 +100,12 @@ async fn finished_attempts_leave_no_pod_claim_or_prompt_behind() {
     .await;
     run_to_completion(&h, "tidy").await;
 
-    h.eventually("agent Pods to be deleted", || async {
-        h.agent_pods().await.is_empty().then_some(())
-    })
-    .await;
-    h.eventually("claim Leases to be released", || async {
-        let leases = h.leases().list(&Default::default()).await.ok()?;
-        leases.items.is_empty().then_some(())
-    })
-    .await;
+    let pods: Vec<String> = h.agent_pods().await.iter().map(|p| p.name_any()).collect();
+    assert_eq!(
+        pods,
+        ["tidy-a-a1", "tidy-b-a1", "tidy-c-a1", "tidy-d-a1"],
+        "finished Pods stay for `kubectl logs` until their retention ends"
+    );
     let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
     let prompts = config_maps
         .list(&kube::api::ListParams::default().labels("ralph.dev/attempt"))
@@ -128,12 +125,11 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
     ))
     .await;
     let pod = h.wait_for_pod("one-a-a1").await;
-    let config_map: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let prompt = config_map.get("one-a-a1").await.expect("prompt ConfigMap");
-    let text = prompt
-        .data
-        .and_then(|d| d.get("prompt.md").cloned())
-        .expect("prompt.md");
+    let text = pod
+        .annotations()
+        .get("ralph.dev/prompt")
+        .cloned()
+        .expect("prompt annotation");
     assert!(text.contains("Write hello.txt"), "{text}");
     let lease = h.leases().get("one-a").await.expect("claim Lease");
     assert_eq!(
@@ -161,11 +157,10 @@ async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
         .await;
 
     let second = h.wait_for_pod("crashy-a-a2").await;
-    let config_map: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let prompt = config_map.get("crashy-a-a2").await.expect("prompt");
-    let text = prompt
-        .data
-        .and_then(|d| d.get("prompt.md").cloned())
+    let text = second
+        .annotations()
+        .get("ralph.dev/prompt")
+        .cloned()
         .unwrap_or_default();
     assert!(text.contains("OOMKilled"), "{text}");
     let task = h.tasks().get("crashy-a").await.expect("task");

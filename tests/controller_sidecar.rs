@@ -232,3 +232,25 @@ async fn sidecar_stops_when_the_claim_is_released() {
         .expect("sidecar ran");
     assert_eq!(exit, SidecarExit::Released);
 }
+
+#[tokio::test]
+async fn a_released_claim_is_taken_over_with_the_next_fencing_token() {
+    let (_server, _api, leases) = setup().await;
+    let first = leases
+        .create(&request("feat-build-a1", 60), Timestamp::now())
+        .await
+        .expect("claim");
+    leases.release(&first).await.expect("release");
+    let free = leases
+        .get("feat-build")
+        .await
+        .expect("get")
+        .expect("a released Lease is kept");
+    assert!(claim::is_expired(&free, Timestamp::now()), "free to claim");
+    let second = leases
+        .take_over(&free, &request("feat-build-a2", 60), Timestamp::now())
+        .await
+        .expect("take over");
+    assert_eq!(claim::holder(&second), Some("feat-build-a2"));
+    assert_eq!(claim::lease_transitions(&second), 1);
+}

@@ -1122,3 +1122,96 @@ async fn binding_assigns_a_pod_to_a_node_once() {
     );
     assert_eq!(api_error(again).code, 409);
 }
+
+#[tokio::test]
+async fn during_an_outage_every_request_gets_503() {
+    let server = server().await;
+    let api = config_maps(&client_without_retries(&server));
+    server.start_outage();
+    let error = api.get("a").await.expect_err("the server is down");
+    let kube::Error::Api(status) = error else {
+        panic!("expected an API status, got {error:?}");
+    };
+    assert_eq!(status.code, 503);
+}
+
+#[tokio::test]
+async fn after_an_outage_the_server_answers_again() {
+    let server = server().await;
+    let api = config_maps(&client_without_retries(&server));
+    server.start_outage();
+    let _ = api.list(&ListParams::default()).await;
+    server.end_outage();
+    create_cms(&api, &[("a", json!({}))]).await;
+    assert!(api.get_opt("a").await.expect("get").is_some());
+}
+
+#[tokio::test]
+async fn an_outage_cuts_open_watches() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let from = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    server.start_outage();
+    let next = tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await;
+    assert!(
+        matches!(next, Ok(Ok(None) | Err(_))),
+        "the watch ends: {next:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_disconnect_ends_open_watches_but_not_the_server() {
+    let server = server().await;
+    let api = config_maps(&server.client());
+    let from = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    server.disconnect_watches();
+    let next = tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await;
+    assert!(matches!(next, Ok(Ok(None))), "the watch ends: {next:?}");
+    create_cms(&api, &[("a", json!({}))]).await;
+    let mut resumed = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch again")
+        .boxed();
+    let event = resumed.try_next().await.expect("event").expect("open");
+    assert!(matches!(event, WatchEvent::Added(_)), "got {event:?}");
+}
+
+#[tokio::test]
+async fn a_lagging_watch_still_delivers_every_change_in_order() {
+    let server = server().await;
+    server.lag_watches("configmaps", Duration::from_millis(50));
+    let api = config_maps(&server.client());
+    let from = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        if let Some(WatchEvent::Added(cm)) = stream.try_next().await.expect("event") {
+            seen.extend(cm.metadata.name);
+        }
+    }
+    assert_eq!(seen, ["a", "b"]);
+}
+
+/// A client that does not retry 503s itself (kube's default retry would wait out the
+/// outage inside one call).
+fn client_without_retries(server: &FakeApiServer) -> Client {
+    let mut config = server.config("default");
+    config.default_retry = false;
+    Client::try_from(config).expect("kube client")
+}

@@ -170,6 +170,31 @@ async fn manual_stand_in_confirms_graceful_deletion_of_a_bound_pod() {
 }
 
 #[tokio::test]
+async fn node_mounts_a_pod_annotation_through_the_downward_api() {
+    let server = FakeApiServer::start().await.expect("server");
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let _kubelet = node(&server);
+    let container = json!({
+        "name": "agent", "image": "agent:1",
+        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
+        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
+    });
+    let volumes = json!([{ "name": "prompt", "downwardAPI": { "items": [{
+        "path": "prompt.md",
+        "fieldRef": { "fieldPath": "metadata.annotations['ralph.dev/prompt']" }
+    }]}}]);
+    let mut annotated = pod("t-a1", container, volumes);
+    annotated.metadata.annotations =
+        Some([("ralph.dev/prompt".to_owned(), "do the thing".to_owned())].into());
+    create(&pods, &annotated).await;
+    let ended = wait_until_ended(&pods, "t-a1").await;
+    assert_eq!(
+        agent_termination(&ended).message.as_deref(),
+        Some("do the thing")
+    );
+}
+
+#[tokio::test]
 async fn node_reports_the_termination_log_written_by_the_container() {
     let server = FakeApiServer::start().await.expect("server");
     let client = server.client();

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod conditions;
 pub mod feature;
+pub mod labels;
 pub mod names;
 pub mod status;
 pub mod task;
@@ -28,10 +29,7 @@ pub const GROUP: &str = "ralph.dev";
 pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` of the ralph custom resources.
 pub const API_VERSION: &str = "ralph.dev/v1alpha1";
-/// Label on a Task created from a Feature template: the feature's name.
-pub const FEATURE_LABEL: &str = "ralph.dev/feature";
-/// Label on a Task created from a Feature template: the template's name.
-pub const TASK_LABEL: &str = "ralph.dev/task";
+pub use labels::{FEATURE_LABEL, TASK_LABEL};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use crate::controller::client::ThrottleLayer;
 use crate::controller::leader::ElectionConfig;
-use crate::controller::{ControllerConfig, NativeSidecars, RunError};
+use crate::controller::{ControllerConfig, NativeSidecars};
 
 /// Options of `ralph controller`.
 #[derive(Debug, clap::Args)]
@@ -36,6 +37,22 @@ pub struct Args {
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "ralph-controller-leader")]
     pub leader_lease: String,
+    /// How long leadership lasts without renewal (a standby takes over after this).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    pub leader_lease_duration: Duration,
+    /// How long the leader keeps failing to renew before it stops reconciling and
+    /// campaigns again (must be shorter than the lease duration).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub leader_renew_deadline: Duration,
+    /// Interval between leader-election attempts and renewals.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    pub leader_retry_period: Duration,
+    /// Most Kubernetes API requests per second on average (0: unlimited).
+    #[arg(long, default_value_t = 50.0)]
+    pub kube_api_qps: f64,
+    /// Most Kubernetes API requests in a burst above `--kube-api-qps`.
+    #[arg(long, default_value_t = 100)]
+    pub kube_api_burst: u32,
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -45,6 +62,9 @@ pub struct Args {
     /// Native sidecars for agent Pods: auto (Kubernetes ≥ 1.29), true or false.
     #[arg(long, default_value = "auto", value_parser = parse_native)]
     pub native_sidecars: NativeSidecars,
+    /// How long finished agent Pods are kept for `kubectl logs` before they are deleted.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    pub finished_pod_ttl: Duration,
     /// Limit of every Kubernetes API call.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub api_timeout: Duration,
@@ -61,9 +81,12 @@ fn parse_native(value: &str) -> Result<NativeSidecars, String> {
 
 /// Runs `ralph controller`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let client = kube::Client::try_default()
+    let kube_config = kube::Config::infer()
         .await
         .context("cannot configure the Kubernetes client (kubeconfig or in-cluster)")?;
+    let throttle = ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst);
+    let client = crate::controller::client::build(kube_config, throttle)
+        .context("cannot build the Kubernetes client")?;
     let instance = std::env::var("POD_NAME")
         .unwrap_or_else(|_| format!("ralph-controller-{}", std::process::id()));
     let leader_election = if args.no_leader_election {
@@ -73,14 +96,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "leader election needs --lease-namespace (or POD_NAMESPACE); \
              pass --no-leader-election to run a single replica without it",
         )?;
-        Some((
-            namespace,
-            ElectionConfig {
-                lease: args.leader_lease.clone(),
-                identity: instance.clone(),
-                duration_seconds: 15,
-            },
-        ))
+        let election = ElectionConfig {
+            lease: args.leader_lease.clone(),
+            identity: instance.clone(),
+            lease_duration: args.leader_lease_duration,
+            renew_deadline: args.leader_renew_deadline,
+            retry_period: args.leader_retry_period,
+        };
+        election
+            .validate()
+            .context("invalid leader-election timings")?;
+        Some((namespace, election))
     };
     let config = ControllerConfig {
         namespace: Some(args.namespace).filter(|ns| ns != "all"),
@@ -92,15 +118,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         leader_election,
         metrics_addr: Some(args.metrics_addr),
         instance,
+        finished_pod_ttl: args.finished_pod_ttl,
     };
-    match crate::controller::run(client, config, crate::controller::shutdown::signal()).await {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(RunError::LeadershipLost) => {
-            tracing::error!("leadership lost; exiting so a fresh replica can take over");
-            Ok(ExitCode::from(1))
-        }
-        Err(error) => Err(error.into()),
-    }
+    crate::controller::run(client, config, crate::controller::shutdown::signal()).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

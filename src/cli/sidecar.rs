@@ -51,9 +51,11 @@ fn parse_lease(value: &str) -> Result<(String, String), String> {
 
 /// Runs `ralph sidecar`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let client = kube::Client::try_default()
+    let kube_config = kube::Config::infer()
         .await
         .context("cannot configure the Kubernetes client (in-cluster service account token)")?;
+    let client = crate::controller::client::build(kube_config, None)
+        .context("cannot build the Kubernetes client")?;
     let (namespace, lease) = args.lease;
     let config = SidecarConfig {
         namespace,

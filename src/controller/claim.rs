@@ -1,7 +1,8 @@
 //! Claims as `coordination.k8s.io/v1` Leases: one per claimed task (and one for the
 //! controller's leader election). Create fails when a Lease exists (no double claim), an
-//! expired Lease is taken over by replace with a resourceVersion precondition, renewals
-//! check the holder first (fencing), release deletes with a precondition.
+//! expired or released Lease is taken over by replace with a resourceVersion precondition
+//! (raising `leaseTransitions`, the fencing token), renewals check the holder first,
+//! release clears the holder with a precondition.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::PostParams;
 
 use super::call::{CallError, bounded};
 use crate::engine::lifecycle::ClaimView;
@@ -106,6 +107,15 @@ pub fn renewed(existing: &Lease, now: Timestamp) -> Lease {
     let mut lease = existing.clone();
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     spec.renew_time = Some(MicroTime(now));
+    lease
+}
+
+/// `existing` with no holder: free for the next claim (resourceVersion kept for the
+/// precondition, transitions kept for the fence).
+pub fn released(existing: &Lease) -> Lease {
+    let mut lease = existing.clone();
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = None;
     lease
 }
 
@@ -264,19 +274,16 @@ impl Leases {
         .map_err(|error| self.classify(error, name))
     }
 
-    /// Deletes `lease` if it was not changed since it was read. A Lease already gone is
+    /// Frees `lease` (no holder; kept, so the next claim takes it over and raises the
+    /// fencing token) if it was not changed since it was read. A Lease already gone is
     /// released; one changed meanwhile is [`ClaimError::Conflict`].
     pub async fn release(&self, lease: &Lease) -> Result<(), ClaimError> {
         let name = lease.metadata.name.clone().unwrap_or_default();
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: lease.metadata.resource_version.clone(),
-                uid: None,
-            }),
-            ..DeleteParams::default()
-        };
         let op = format!("release Lease {name}");
-        match bounded(self.timeout, op, self.api.delete(&name, &params)).await {
+        let free = released(lease);
+        let params = PostParams::default();
+        let call = self.api.replace(&name, &params, &free);
+        match bounded(self.timeout, op, call).await {
             Ok(_) => Ok(()),
             Err(error) if error.is_not_found() => Ok(()),
             Err(error) => Err(self.classify(error, &name)),
@@ -357,6 +364,17 @@ mod tests {
         let lease = new_lease(&request("feat-build-a1"), at(0));
         assert!(!is_expired(&lease, at(59_999)));
         assert!(is_expired(&lease, at(60_000)));
+    }
+
+    #[test]
+    fn a_released_lease_is_free_and_keeps_its_fencing_token() {
+        let mut old = new_lease(&request("feat-build-a1"), at(0));
+        old.metadata.resource_version = Some("7".to_owned());
+        let taken = taken_over(&old, &request("feat-build-a2"), at(1_000));
+        let free = released(&taken);
+        assert_eq!(claim_view(&free), None);
+        assert_eq!(lease_transitions(&free), 1);
+        assert_eq!(free.metadata.resource_version.as_deref(), Some("7"));
     }
 
     #[test]

@@ -342,6 +342,7 @@ fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
         task_id: "probe",
         feature: &name,
         attempt_id: "probe-a1",
+        prompt: "",
         owner: OwnerReference::default(),
         agent: &feature.spec.agent,
         overrides: feature.spec.pod_template.as_ref(),

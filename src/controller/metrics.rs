@@ -42,22 +42,32 @@ pub struct Metrics {
     pub attempts_by_outcome: Family<OutcomeLabel, Counter>,
     /// Attempts started.
     pub attempts_started: Counter,
-    /// Seconds from taking a claim to creating the attempt's Pod.
+    /// Seconds from taking a claim to the attempt's Pod running.
     pub claim_to_pod_seconds: Histogram,
+    /// Seconds one Feature reconcile took.
+    pub reconcile_duration_seconds: Histogram,
 }
+
+/// Buckets of `claim_to_pod_seconds`: image pulls and scheduling take seconds to minutes.
+const CLAIM_TO_POD_BUCKETS: [f64; 12] = [
+    0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
+
+/// Buckets of `reconcile_duration_seconds` (controller-runtime's range).
+const RECONCILE_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
 
 impl Default for Metrics {
     fn default() -> Self {
-        let buckets = [
-            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ];
         Self {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             tasks_by_phase: Family::default(),
             attempts_by_outcome: Family::default(),
             attempts_started: Counter::default(),
-            claim_to_pod_seconds: Histogram::new(buckets),
+            claim_to_pod_seconds: Histogram::new(CLAIM_TO_POD_BUCKETS),
+            reconcile_duration_seconds: Histogram::new(RECONCILE_BUCKETS),
         }
     }
 }
@@ -89,8 +99,13 @@ impl Metrics {
         );
         r.register(
             "claim_to_pod_seconds",
-            "Seconds from taking a task's claim to creating its agent Pod",
+            "Seconds from taking a task's claim to its agent Pod running",
             self.claim_to_pod_seconds.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "Seconds one Feature reconcile took",
+            self.reconcile_duration_seconds.clone(),
         );
     }
 

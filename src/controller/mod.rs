@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod claim;
+pub mod client;
 pub mod context;
 pub mod decide;
 pub mod events;
@@ -9,7 +10,7 @@ pub mod feature;
 pub mod leader;
 pub mod metrics;
 pub mod pod;
-pub mod prompt_config;
+pub mod retention;
 pub mod run_view;
 pub mod runtime;
 pub mod server;

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapProjection, ConfigMapVolumeSource, Container, DownwardAPIProjection,
-    DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, KeyToPath, ObjectFieldSelector, Pod,
+    Capabilities, ConfigMapProjection, Container, DownwardAPIProjection, DownwardAPIVolumeFile,
+    DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvVar, KeyToPath, ObjectFieldSelector, Pod,
     PodSecurityContext, PodSpec, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
     SecurityContext, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
 };
@@ -19,18 +19,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::api::{AgentSpec, PodTemplateOverrides};
 
-/// Label on agent Pods and prompt ConfigMaps: the feature.
-pub const FEATURE_LABEL: &str = "ralph.dev/feature";
-/// Label on agent Pods and prompt ConfigMaps: the Task object.
-pub const TASK_LABEL: &str = "ralph.dev/task";
-/// Label on agent Pods and prompt ConfigMaps: the attempt id (`<task>-a<N>`).
-pub const ATTEMPT_LABEL: &str = "ralph.dev/attempt";
+pub use crate::api::labels::PROMPT_ANNOTATION;
+pub use crate::api::labels::{ATTEMPT_LABEL, FEATURE_LABEL, TASK_LABEL, TASK_OBJECT_LABEL};
+use crate::api::labels::{MANAGED_BY, MANAGED_BY_LABEL};
 /// Name of the agent container (its termination message is the attempt's result).
 pub const AGENT_CONTAINER: &str = "agent";
 /// Name of the claim-renewing sidecar container.
 pub const SIDECAR_CONTAINER: &str = "claim-keeper";
-/// Key of the prompt in the prompt ConfigMap.
-pub const PROMPT_KEY: &str = "prompt.md";
+/// File name of the prompt in the agent container's prompt directory.
+pub const PROMPT_FILE: &str = "prompt.md";
 
 const BIN_DIR: &str = "/ralph/bin";
 const RALPH: &str = "/ralph/bin/ralph";
@@ -85,8 +82,10 @@ pub struct AttemptPod<'a> {
     pub task_id: &'a str,
     /// The feature.
     pub feature: &'a str,
-    /// The attempt id, `<task>-a<N>`: the Pod's and prompt ConfigMap's name, the Lease holder.
+    /// The attempt id, `<task>-a<N>`: the Pod's name, the Lease holder.
     pub attempt_id: &'a str,
+    /// The attempt's prompt (an annotation of the Pod, mounted as a file).
+    pub prompt: &'a str,
     /// Owner reference to the Task.
     pub owner: OwnerReference,
     /// The Feature's agent.
@@ -112,16 +111,14 @@ pub enum PodError {
     },
 }
 
-/// The labels every object of an attempt carries.
+/// The labels every agent Pod carries.
 pub fn attempt_labels(input: &AttemptPod<'_>) -> BTreeMap<String, String> {
     BTreeMap::from([
         (FEATURE_LABEL.to_owned(), input.feature.to_owned()),
-        (TASK_LABEL.to_owned(), input.task.to_owned()),
+        (TASK_LABEL.to_owned(), input.task_id.to_owned()),
+        (TASK_OBJECT_LABEL.to_owned(), input.task.to_owned()),
         (ATTEMPT_LABEL.to_owned(), input.attempt_id.to_owned()),
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "ralph-operator".to_owned(),
-        ),
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
     ])
 }
 
@@ -143,6 +140,8 @@ pub fn attempt_pod(input: &AttemptPod<'_>, settings: &PodSettings) -> Result<Pod
     let overrides = input.overrides.cloned().unwrap_or_default();
     let mut labels = overrides.labels.clone();
     labels.extend(attempt_labels(input));
+    let mut annotations = overrides.annotations.clone();
+    annotations.insert(PROMPT_ANNOTATION.to_owned(), input.prompt.to_owned());
     let sidecar = sidecar_container(input, settings);
     let mut init_containers = vec![install_container(settings)];
     let mut containers = vec![agent_container(input, image)];
@@ -155,7 +154,7 @@ pub fn attempt_pod(input: &AttemptPod<'_>, settings: &PodSettings) -> Result<Pod
             name: Some(input.attempt_id.to_owned()),
             namespace: Some(input.namespace.to_owned()),
             labels: Some(labels),
-            annotations: Some(overrides.annotations.clone()).filter(|a| !a.is_empty()),
+            annotations: Some(annotations),
             owner_references: Some(vec![input.owner.clone()]),
             ..ObjectMeta::default()
         },
@@ -180,7 +179,7 @@ pub fn attempt_pod(input: &AttemptPod<'_>, settings: &PodSettings) -> Result<Pod
             termination_grace_period_seconds: Some(30),
             init_containers: Some(init_containers),
             containers,
-            volumes: Some(volumes(input.attempt_id)),
+            volumes: Some(volumes()),
             node_selector: Some(overrides.node_selector).filter(|m| !m.is_empty()),
             tolerations: Some(overrides.tolerations).filter(|t| !t.is_empty()),
             affinity: overrides.affinity,
@@ -215,7 +214,7 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         "--attempt",
         input.attempt_id,
         "--prompt-file",
-        &format!("{PROMPT_DIR}/{PROMPT_KEY}"),
+        &format!("{PROMPT_DIR}/{PROMPT_FILE}"),
         "--workspace",
         WORKSPACE,
         "--heartbeat-file",
@@ -292,7 +291,7 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
     }
 }
 
-fn volumes(config_map: &str) -> Vec<Volume> {
+fn volumes() -> Vec<Volume> {
     let empty = |name: &str| Volume {
         name: name.to_owned(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -302,14 +301,16 @@ fn volumes(config_map: &str) -> Vec<Volume> {
         empty("ralph-bin"),
         Volume {
             name: "prompt".to_owned(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: config_map.to_owned(),
-                items: Some(vec![KeyToPath {
-                    key: PROMPT_KEY.to_owned(),
-                    path: PROMPT_KEY.to_owned(),
-                    mode: None,
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![DownwardAPIVolumeFile {
+                    path: PROMPT_FILE.to_owned(),
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: format!("metadata.annotations['{PROMPT_ANNOTATION}']"),
+                        api_version: None,
+                    }),
+                    ..DownwardAPIVolumeFile::default()
                 }]),
-                ..ConfigMapVolumeSource::default()
+                ..DownwardAPIVolumeSource::default()
             }),
             ..Volume::default()
         },

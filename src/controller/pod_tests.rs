@@ -53,6 +53,7 @@ fn build_with(
         task_id: "build",
         feature: "hello",
         attempt_id: "hello-build-a2",
+        prompt: "Work on task build.",
         owner: owner(),
         agent,
         overrides,
@@ -103,8 +104,9 @@ fn pod_carries_feature_task_and_attempt_labels() {
         .labels
         .unwrap_or_default();
     assert_eq!(labels.get(FEATURE_LABEL).map(String::as_str), Some("hello"));
+    assert_eq!(labels.get(TASK_LABEL).map(String::as_str), Some("build"));
     assert_eq!(
-        labels.get(TASK_LABEL).map(String::as_str),
+        labels.get(TASK_OBJECT_LABEL).map(String::as_str),
         Some("hello-build")
     );
     assert_eq!(
@@ -206,16 +208,37 @@ fn agent_container_mounts_prompt_workspace_and_writable_scratch_dirs() {
 }
 
 #[test]
-fn prompt_volume_comes_from_the_attempts_config_map() {
+fn prompt_travels_in_a_pod_annotation() {
     let pod = build(SidecarMode::Native);
-    let prompt = spec(&pod)
+    let annotations = pod.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get(PROMPT_ANNOTATION).map(String::as_str),
+        Some("Work on task build.")
+    );
+}
+
+#[test]
+fn prompt_volume_mounts_the_prompt_annotation() {
+    let pod = build(SidecarMode::Native);
+    let files = spec(&pod)
         .volumes
         .iter()
         .flatten()
         .find(|v| v.name == "prompt")
-        .and_then(|v| v.config_map.as_ref())
-        .map(|c| c.name.as_str());
-    assert_eq!(prompt, Some("hello-build-a2"));
+        .and_then(|v| v.downward_api.as_ref())
+        .and_then(|d| d.items.clone())
+        .unwrap_or_default();
+    let paths: Vec<(String, String)> = files
+        .into_iter()
+        .filter_map(|f| Some((f.path, f.field_ref?.field_path)))
+        .collect();
+    assert_eq!(
+        paths,
+        [(
+            "prompt.md".to_owned(),
+            "metadata.annotations['ralph.dev/prompt']".to_owned()
+        )]
+    );
 }
 
 #[test]
@@ -354,10 +377,7 @@ fn pod_template_overrides_are_applied_but_cannot_replace_ralph_labels() {
     let pod = build_with(&agent(), Some(&overrides), SidecarMode::Native).expect("pod");
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels.get("team").map(String::as_str), Some("a"));
-    assert_eq!(
-        labels.get(TASK_LABEL).map(String::as_str),
-        Some("hello-build")
-    );
+    assert_eq!(labels.get(TASK_LABEL).map(String::as_str), Some("build"));
     assert_eq!(
         pod.metadata
             .annotations

@@ -34,6 +34,29 @@ pub fn run_view(pod: Option<&Pod>, attempt_recorded: bool) -> RunView {
     }
 }
 
+/// When the agent container started (running or since ended), else when the kubelet
+/// acknowledged the Pod.
+pub fn started_at(pod: &Pod) -> Option<jiff::Timestamp> {
+    let status = pod.status.as_ref()?;
+    let state = status
+        .container_statuses
+        .as_ref()
+        .and_then(|c| c.iter().find(|c| c.name == AGENT_CONTAINER))
+        .and_then(|c| c.state.as_ref());
+    let container = state.and_then(|s| {
+        s.running
+            .as_ref()
+            .and_then(|r| r.started_at.as_ref())
+            .or_else(|| s.terminated.as_ref().and_then(|t| t.started_at.as_ref()))
+    });
+    container.or(status.start_time.as_ref()).map(|t| t.0)
+}
+
+/// When the Pod finished: the agent container's end, else `None` (not finished or unknown).
+pub fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
+    agent_terminated(pod)?.finished_at.as_ref().map(|t| t.0)
+}
+
 fn agent_terminated(pod: &Pod) -> Option<&ContainerStateTerminated> {
     pod.status
         .as_ref()?

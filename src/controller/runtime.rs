@@ -1,16 +1,23 @@
-//! Running the controller: caches (one watch per kind, shared by the reconciler and its
-//! triggers), leader election, the metrics server, graceful shutdown.
+//! Running the controller: the metrics server, leader election (re-campaigning after a
+//! lost term), caches (one watch per kind, shared by the reconciler and its triggers, with
+//! a short reconnect backoff), readiness, and graceful shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+use std::pin::Pin;
+
 use futures::StreamExt;
+use futures::future::{FutureExt, Shared};
+use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -21,7 +28,8 @@ use super::events::Events;
 use super::feature::{error_policy, reconcile};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
-use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
+use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
+use super::retention;
 use super::server::{self, Health, ServerError};
 use super::slots::Slots;
 use crate::api::{Feature, Task};
@@ -58,6 +66,8 @@ pub struct ControllerConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// This replica's name, for Events.
     pub instance: String,
+    /// How long finished agent Pods are kept (for `kubectl logs`) before they are deleted.
+    pub finished_pod_ttl: Duration,
 }
 
 /// Why the controller stopped with an error.
@@ -69,9 +79,6 @@ pub enum RunError {
     /// The API server's version could not be read (for `--native-sidecars auto`).
     #[error("cannot read the API server version: {0}")]
     Version(#[source] kube::Error),
-    /// This replica lost its leadership; it stops so that only the leader reconciles.
-    #[error("lost leadership")]
-    LeadershipLost,
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -117,7 +124,9 @@ pub fn supports_native_sidecars(major: &str, minor: &str) -> bool {
     (number(major), number(minor)) >= (1, 29)
 }
 
-/// Runs the controller until `shutdown` completes (or leadership is lost).
+/// Runs the controller until `shutdown` completes. With leader election it reconciles
+/// only while it leads; losing leadership (e.g. during an API server outage) stops the
+/// reconciling and starts a new campaign: the process never exits for it.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -126,149 +135,326 @@ pub async fn run(
     let metrics = Metrics::default();
     let health = Health::default();
     if let Some(addr) = config.metrics_addr {
-        let registry = Arc::new(MetricsRegistry::new(&metrics));
-        let (bound, serve) = server::bind(addr, server::router(registry, health.clone())).await?;
-        tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(async move {
-            if let Err(error) = serve.await {
-                tracing::error!(%error, "metrics server stopped");
-            }
-        });
+        serve_endpoints(addr, &metrics, &health).await?;
     }
-    let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
-
-    let mut leadership = None;
-    if let Some((lease_namespace, election)) = &config.leader_election {
-        let leases = Leases::new(
-            Api::namespaced(client.clone(), lease_namespace),
-            config.api_timeout,
-        );
-        let mut receiver = leader::spawn(leases.clone(), election.clone());
-        tokio::select! {
-            _ = receiver.wait_for(|leading| *leading) => {}
-            () = shutdown.clone() => return Ok(()),
-        }
-        leadership = Some((receiver, leases, election.clone()));
-    }
-
-    let sidecar = sidecar_mode(&client, config.native_sidecars).await?;
-    let ns = config.namespace.as_deref();
-    let (task_store, task_stream) = cached(api::<Task>(&client, ns), watcher::Config::default());
-    let (pod_store, pod_stream) = cached(
-        api::<Pod>(&client, ns),
-        watcher::Config::default().labels(ATTEMPT_LABEL),
-    );
-    let (lease_store, lease_stream) = cached(
-        api::<Lease>(&client, ns),
-        watcher::Config::default().labels(FEATURE_LABEL),
-    );
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "ralph-controller".to_owned(),
-            instance: Some(config.instance.clone()),
-        },
-    );
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        tasks: task_store.clone(),
-        pods: pod_store.clone(),
-        leases: lease_store.clone(),
-        pod_settings: PodSettings {
-            ralph_image: config.ralph_image.clone(),
-            service_account: config.agent_service_account.clone(),
-            sidecar,
-        },
-        slots: Slots::new(config.max_concurrent_attempts),
-        events: Events::new(recorder, config.api_timeout),
-        metrics: metrics.clone(),
-        api_timeout: config.api_timeout,
-        applied: Default::default(),
-        task_writes: Default::default(),
-    });
-    {
-        let (health, tasks, pods, leases) = (health.clone(), task_store, pod_store, lease_store);
-        tokio::spawn(async move {
-            let ready = tasks.wait_until_ready().await.is_ok()
-                && pods.wait_until_ready().await.is_ok()
-                && leases.wait_until_ready().await.is_ok();
-            health.set_ready(ready);
-        });
-    }
-
-    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = {
-        let shutdown = shutdown.clone();
-        let lost = Arc::clone(&lost);
-        let receiver = leadership.as_ref().map(|(r, _, _)| r.clone());
-        async move {
-            match receiver {
-                Some(mut receiver) => tokio::select! {
-                    () = shutdown => {}
-                    _ = receiver.wait_for(|leading| !*leading) => {
-                        lost.store(true, std::sync::atomic::Ordering::Release);
-                    }
-                },
-                None => shutdown.await,
-            }
-        }
+    let shutdown: Shutdown =
+        (Box::pin(shutdown) as Pin<Box<dyn Future<Output = ()> + Send + Sync>>).shared();
+    let sidecar = tokio::select! {
+        mode = sidecar_mode(&client, config.native_sidecars) => mode?,
+        () = shutdown.clone() => return Ok(()),
     };
-
-    let features = api::<Feature>(&client, ns);
-    let by_feature_label = |labels: &std::collections::BTreeMap<String, String>,
-                            namespace: Option<String>| {
-        let name = labels.get(FEATURE_LABEL)?;
-        Some(ObjectRef::<Feature>::new(name).within(&namespace?))
+    let term = Term {
+        client: &client,
+        config: &config,
+        sidecar,
+        metrics: &metrics,
+        health: &health,
     };
-    Controller::new(features, watcher::Config::default())
-        .watches_stream(task_stream, |task: Task| {
-            task.namespace()
-                .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
-        })
-        .watches_stream(pod_stream, move |pod: Pod| {
-            by_feature_label(pod.labels(), pod.namespace())
-        })
-        .watches_stream(lease_stream, move |lease: Lease| {
-            by_feature_label(lease.labels(), lease.namespace())
-        })
-        .graceful_shutdown_on(stop)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "reconcile did not complete");
-            }
-        })
-        .await;
-
-    if let Some((_, leases, election)) = &leadership {
-        leader::resign(leases, election).await;
-    }
-    if lost.load(std::sync::atomic::Ordering::Acquire) {
-        return Err(RunError::LeadershipLost);
+    match &config.leader_election {
+        None => term.reconcile_until(shutdown).await,
+        Some((lease_namespace, election)) => {
+            let leases = Leases::new(
+                Api::namespaced(client.clone(), lease_namespace),
+                config.api_timeout,
+            );
+            lead_while_elected(&term, leases.clone(), election, shutdown).await;
+            leader::resign(&leases, election).await;
+        }
     }
     Ok(())
 }
 
+/// Completes when the controller is asked to stop (shared by every term).
+type Shutdown = Shared<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>;
+
+/// Serves `/metrics`, `/healthz` and `/readyz` in the background.
+async fn serve_endpoints(
+    addr: SocketAddr,
+    metrics: &Metrics,
+    health: &Health,
+) -> Result<(), ServerError> {
+    let registry = Arc::new(MetricsRegistry::new(metrics));
+    let (bound, serve) = server::bind(addr, server::router(registry, health.clone())).await?;
+    tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
+    tokio::spawn(async move {
+        if let Err(error) = serve.await {
+            tracing::error!(%error, "metrics server stopped");
+        }
+    });
+    Ok(())
+}
+
+/// Campaigns, reconciles for each term of leadership, and campaigns again after losing it,
+/// until `shutdown`. A standby replica is ready (it has no caches to fill).
+async fn lead_while_elected(
+    term: &Term<'_>,
+    leases: Leases,
+    election: &ElectionConfig,
+    shutdown: Shutdown,
+) {
+    let campaign = leader::spawn(leases, election.clone());
+    let mut leading = campaign.leading();
+    loop {
+        term.health.set_ready(true);
+        tokio::select! {
+            _ = leading.wait_for(|leading| *leading) => {}
+            () = shutdown.clone() => return,
+        }
+        let mut lost = campaign.leading();
+        let end_of_term = {
+            let shutdown = shutdown.clone();
+            async move {
+                tokio::select! {
+                    () = shutdown => {}
+                    _ = lost.wait_for(|leading| !*leading) => {}
+                }
+            }
+        };
+        term.reconcile_until(end_of_term).await;
+        if shutdown.peek().is_some() {
+            return;
+        }
+        tracing::warn!("not leading any more: reconciling stopped until this replica leads again");
+    }
+}
+
+/// What one run of the reconciler (one term of leadership) is built from.
+struct Term<'a> {
+    client: &'a Client,
+    config: &'a ControllerConfig,
+    sidecar: SidecarMode,
+    metrics: &'a Metrics,
+    health: &'a Health,
+}
+
+impl Term<'_> {
+    /// Fills fresh caches and reconciles Features until `stop` completes. `/readyz` is
+    /// ready once every cache has synced.
+    async fn reconcile_until(&self, stop: impl Future<Output = ()> + Send + Sync + 'static) {
+        self.health.set_ready(false);
+        let caches = Caches::start(self.client, self.config.namespace.as_deref());
+        let ctx = Arc::new(self.context(&caches));
+        let readiness = tokio::spawn(report_readiness(self.health.clone(), caches.stores()));
+        let retention = tokio::spawn(retention::sweep(
+            self.client.clone(),
+            caches.pods.clone(),
+            caches.tasks.clone(),
+            self.config.finished_pod_ttl,
+            self.config.api_timeout,
+        ));
+        run_controller(
+            self.client,
+            self.config.namespace.as_deref(),
+            caches,
+            ctx,
+            stop,
+        )
+        .await;
+        readiness.abort();
+        retention.abort();
+    }
+
+    fn context(&self, caches: &Caches) -> Context {
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: "ralph-controller".to_owned(),
+                instance: Some(self.config.instance.clone()),
+            },
+        );
+        Context {
+            client: self.client.clone(),
+            tasks: caches.tasks.clone(),
+            pods: caches.pods.clone(),
+            leases: caches.leases.clone(),
+            pod_settings: PodSettings {
+                ralph_image: self.config.ralph_image.clone(),
+                service_account: self.config.agent_service_account.clone(),
+                sidecar: self.sidecar,
+            },
+            slots: Slots::new(self.config.max_concurrent_attempts),
+            events: Events::new(recorder, self.config.api_timeout),
+            metrics: self.metrics.clone(),
+            api_timeout: self.config.api_timeout,
+            applied: Default::default(),
+            task_writes: Default::default(),
+        }
+    }
+}
+
+type Touched<K> = BoxStream<'static, Result<K, watcher::Error>>;
+
+/// The caches a reconcile reads (Tasks, agent Pods, claim Leases), each with the stream of
+/// changed objects that fills it and triggers reconciles.
+struct Caches {
+    tasks: Store<Task>,
+    pods: Store<Pod>,
+    leases: Store<Lease>,
+    task_changes: Touched<Task>,
+    pod_changes: Touched<Pod>,
+    lease_changes: Touched<Lease>,
+}
+
+impl Caches {
+    fn start(client: &Client, namespace: Option<&str>) -> Self {
+        let (tasks, task_changes) = cached(
+            api::<Task>(client, namespace),
+            watcher::Config::default(),
+            |_| {},
+        );
+        let (pods, pod_changes) = cached(
+            api::<Pod>(client, namespace),
+            watcher::Config::default().labels(ATTEMPT_LABEL),
+            trim_pod,
+        );
+        let (leases, lease_changes) = cached(
+            api::<Lease>(client, namespace),
+            watcher::Config::default().labels(FEATURE_LABEL),
+            |_| {},
+        );
+        Self {
+            tasks,
+            pods,
+            leases,
+            task_changes,
+            pod_changes,
+            lease_changes,
+        }
+    }
+
+    fn stores(&self) -> (Store<Task>, Store<Pod>, Store<Lease>) {
+        (self.tasks.clone(), self.pods.clone(), self.leases.clone())
+    }
+}
+
+/// Agent Pods are cached for their metadata and status only (the lifecycle reads nothing
+/// else): their spec and prompt annotation would make up most of the cache, and finished
+/// Pods stay for their retention time.
+fn trim_pod(pod: &mut Pod) {
+    pod.spec = None;
+    if let Some(annotations) = pod.metadata.annotations.as_mut() {
+        annotations.remove(PROMPT_ANNOTATION);
+    }
+}
+
+/// Marks the controller ready once every cache has synced.
+async fn report_readiness(
+    health: Health,
+    (tasks, pods, leases): (Store<Task>, Store<Pod>, Store<Lease>),
+) {
+    let synced = tasks.wait_until_ready().await.is_ok()
+        && pods.wait_until_ready().await.is_ok()
+        && leases.wait_until_ready().await.is_ok();
+    health.set_ready(synced);
+}
+
+/// The Feature reconciler, triggered by Features and by changes of their Tasks, Pods and
+/// Leases, until `stop` (in-flight reconciles finish first).
+async fn run_controller(
+    client: &Client,
+    namespace: Option<&str>,
+    caches: Caches,
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let by_feature_label = |labels: &BTreeMap<String, String>, namespace: Option<String>| {
+        let name = labels.get(FEATURE_LABEL)?;
+        Some(ObjectRef::<Feature>::new(name).within(&namespace?))
+    };
+    Controller::new(
+        api::<Feature>(client, namespace),
+        watcher::Config::default(),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .watches_stream(caches.task_changes, |task: Task| {
+        task.namespace()
+            .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
+    })
+    .watches_stream(caches.pod_changes, move |pod: Pod| {
+        by_feature_label(pod.labels(), pod.namespace())
+    })
+    .watches_stream(caches.lease_changes, move |lease: Lease| {
+        by_feature_label(lease.labels(), lease.namespace())
+    })
+    .graceful_shutdown_on(stop)
+    .run(timed_reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::debug!(%error, "reconcile did not complete");
+        }
+    })
+    .await;
+}
+
+/// [`reconcile`], its duration recorded in `ralph_reconcile_duration_seconds`.
+async fn timed_reconcile(
+    feature: Arc<Feature>,
+    ctx: Arc<Context>,
+) -> Result<kube::runtime::controller::Action, super::feature::ReconcileError> {
+    let started = std::time::Instant::now();
+    let result = reconcile(feature, Arc::clone(&ctx)).await;
+    ctx.metrics
+        .reconcile_duration_seconds
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
 /// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
-/// dropped to save memory).
-fn cached<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> (
-    reflector::Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
+/// dropped, and what `trim` drops, to save memory), reconnecting with [`WatchBackoff`].
+fn cached<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> (Store<K>, Touched<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .backoff(WatchBackoff::default())
+        .modify(move |object: &mut K| {
+            object.meta_mut().managed_fields = None;
+            trim(object);
+        })
         .reflect(writer)
-        .touched_objects();
+        .touched_objects()
+        .boxed();
     (reader, stream)
+}
+
+/// Watch reconnect backoff: exponential from 100 ms, capped at 2 s, with jitter, reset on
+/// success. kube-runtime's default grows to 30 s, which after an API server outage leaves
+/// the caches stale for minutes while the server is already back.
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    /// The first delay.
+    pub const MIN: Duration = Duration::from_millis(100);
+    /// The longest delay.
+    pub const MAX: Duration = Duration::from_secs(2);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::MIN }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        let jitter = delay.mul_f64(rand::random::<f64>() * 0.2);
+        Some(delay + jitter)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::MIN;
+    }
 }
 
 #[cfg(test)]

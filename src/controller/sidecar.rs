@@ -160,6 +160,10 @@ async fn tick(leases: &Leases, config: &SidecarConfig, started: SystemTime) -> O
             tracing::debug!(lease = %config.lease, "renewed");
             None
         }
+        // Released: the Lease is kept with no holder (or, from older controllers, deleted).
+        Err(ClaimError::NotHolder { holder, .. }) if holder.is_empty() => {
+            Some(SidecarExit::Released)
+        }
         Err(ClaimError::NotHolder { holder, .. }) => Some(SidecarExit::Fenced { holder }),
         Err(ClaimError::Gone { .. }) => Some(SidecarExit::Released),
         Err(error) => {

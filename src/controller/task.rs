@@ -1,12 +1,12 @@
 //! Carrying out one task's lifecycle actions against the API: claim, start (prompt
-//! ConfigMap, Pod, status), ingest (status), release, cancel and delete.
+//! Pod carrying the prompt, status), ingest (status), release, cancel and delete.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
@@ -15,13 +15,12 @@ use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
 use super::context::{Context, FIELD_MANAGER};
 use super::decide::{Problem, TaskPlan};
 use super::pod::{AttemptPod, PodError, attempt_pod};
-use super::prompt_config::prompt_config_map;
 use super::status::{self, FeatureEvents, Ingestion};
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
 use crate::engine::backoff::RetryBackoff;
 use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
-use crate::engine::lifecycle::{Action, AttemptEnd, attempt_id};
-use crate::engine::policy::FeatureEffect;
+use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
+use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 
 /// Why a task's actions could not be carried out.
@@ -112,8 +111,12 @@ pub async fn apply(
                     return Ok(());
                 }
                 let request = claim_request(scope.feature, task, *attempt)?;
-                let outcome = match (&held, *replace) {
-                    (Some(existing), true) => leases.take_over(existing, &request, now).await,
+                // A released (or expired) Lease is taken over, not re-created: the
+                // fencing token (leaseTransitions) counts the attempts that held it.
+                let outcome = match &held {
+                    Some(existing) if *replace || super::claim::is_expired(existing, now) => {
+                        leases.take_over(existing, &request, now).await
+                    }
                     _ => leases.create(&request, now).await,
                 };
                 match outcome {
@@ -151,7 +154,12 @@ pub async fn apply(
                     Confirmed::CacheBehind => return Ok(()),
                     Confirmed::As(end) => end,
                 };
-                ingest(scope, plan, &end, effects).await?;
+                let fenced = fenced_off(plan, held.as_ref(), &end);
+                if fenced.is_some() {
+                    // The Lease belongs to a later term: not ours to release.
+                    held = None;
+                }
+                ingest(scope, plan, fenced.as_ref().unwrap_or(&end), effects).await?;
                 status_written = true;
             }
             Action::ReleaseClaim => {
@@ -162,6 +170,8 @@ pub async fn apply(
                     }
                 }
             }
+            // A finished Pod stays for `kubectl logs`; the retention sweep deletes it.
+            Action::DeleteRun if matches!(plan.run, RunView::Ended { .. }) => {}
             Action::DeleteRun => {
                 if let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) {
                     delete_pod(ctx, &namespace, &attempt_id(&name, number)).await?;
@@ -284,6 +294,23 @@ async fn confirm_end(
     }
 }
 
+/// The fence checked on ingest: a result counts only while the claim Lease has not been
+/// taken over since the attempt started (`leaseTransitions` not above the token recorded
+/// at start; below it only means the Lease cache is behind). A result from a fenced-off
+/// attempt is ruled a lost claim.
+fn fenced_off(plan: &TaskPlan, lease: Option<&Lease>, end: &AttemptEnd) -> Option<AttemptEnd> {
+    let (AttemptEnd::Reported(_), Some(lease)) = (end, lease) else {
+        return None;
+    };
+    let recorded = plan.task.status.as_ref()?.claim.as_ref()?.fencing_token;
+    let current = lease_transitions(lease);
+    (current > recorded).then(|| AttemptEnd::ClaimLost {
+        reason: format!(
+            "fenced off: the attempt started with fencing token {recorded}, the claim Lease is at {current}"
+        ),
+    })
+}
+
 fn malformed(task: &str, problem: &'static str) -> TaskError {
     TaskError::Malformed {
         task: task.to_owned(),
@@ -304,12 +331,16 @@ fn claim_request(feature: &Feature, task: &Task, attempt: u32) -> Result<ClaimRe
         owner: Some(owner),
         labels: BTreeMap::from([
             (super::pod::FEATURE_LABEL.to_owned(), feature.name_any()),
-            (super::pod::TASK_LABEL.to_owned(), name),
+            (
+                super::pod::TASK_LABEL.to_owned(),
+                super::decide::task_id(task),
+            ),
+            (super::pod::TASK_OBJECT_LABEL.to_owned(), name),
         ]),
     })
 }
 
-/// Creates the attempt's Pod and prompt ConfigMap (both idempotent), then records it started.
+/// Creates the attempt's Pod (idempotent; the prompt is in it), then records it started.
 async fn start(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,
@@ -328,19 +359,21 @@ async fn start(
         .controller_owner_ref(&())
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
+    let prompt = render_prompt(scope, plan);
     let input = AttemptPod {
         namespace: &namespace,
         task: &name,
         task_id: &plan.task_id,
         feature: &feature_name,
         attempt_id: &id,
+        prompt: &prompt,
         owner,
         agent: &scope.feature.spec.agent,
         overrides: scope.feature.spec.pod_template.as_ref(),
     };
     let pod = attempt_pod(&input, &ctx.pod_settings)?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let created = create_idempotent(ctx.api_timeout, &pods, &id, &pod)
+    create_idempotent(ctx.api_timeout, &pods, &id, &pod)
         .await
         .map_err(|source| match source.status_code() {
             Some(403 | 422) => TaskError::PodRejected {
@@ -349,16 +382,6 @@ async fn start(
             },
             _ => source.into(),
         })?;
-    let mut config_map = prompt_config_map(&input, render_prompt(scope, plan));
-    if let Some(pod_owner) = created
-        .controller_owner_ref(&())
-        .filter(|o| !o.uid.is_empty())
-    {
-        // Owned by the Pod: it goes away with the Pod, no extra delete.
-        config_map.metadata.owner_references = Some(vec![pod_owner]);
-    }
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    create_idempotent(ctx.api_timeout, &config_maps, &id, &config_map).await?;
     let claim = ClaimStatus {
         lease: name.clone(),
         holder: id.clone(),
@@ -376,26 +399,8 @@ async fn start(
     )
     .await?;
     ctx.metrics.attempts_started.inc();
-    if let Some(acquired) = claim_acquired_ms(lease) {
-        let seconds = (scope.now_ms - acquired).max(0) as f64 / 1000.0;
-        ctx.metrics.claim_to_pod_seconds.observe(seconds);
-    }
-    ctx.events
-        .normal(
-            &task.object_ref(&()),
-            "AttemptStarted",
-            format!(
-                "task {name} claimed (fencing token {}); attempt {attempt} started in Pod {id}",
-                lease.map_or(0, lease_transitions)
-            ),
-        )
-        .await;
+    tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
     Ok(())
-}
-
-fn claim_acquired_ms(lease: Option<&Lease>) -> Option<i64> {
-    let time = lease?.spec.as_ref()?.acquire_time.as_ref()?;
-    Some(time.0.as_millisecond())
 }
 
 /// Creates `object`, or returns the existing one of that name (a repeated start).
@@ -515,6 +520,8 @@ async fn ingest(
 ) -> Result<(), TaskError> {
     let ctx = scope.ctx;
     let task = &plan.task;
+    let status = task.status.clone().unwrap_or_default();
+    observe_claim_to_pod(ctx, task, &status);
     let next = conclude(
         scope.feature,
         task,
@@ -544,10 +551,36 @@ async fn ingest(
         FeatureEffect::None => {}
     }
     ctx.metrics.attempt_ended(decision.outcome.as_str());
-    ctx.events
-        .decision(&task.object_ref(&()), &decision.event)
-        .await;
+    // A done task is in its status and the Feature's counts; one Normal Event per finished
+    // task would be most of the operator's writes. Every other outcome gets its Event.
+    if !(decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal) {
+        ctx.events
+            .decision(&task.object_ref(&()), &decision.event)
+            .await;
+    }
     Ok(())
+}
+
+/// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
+/// claim to the agent container starting (or the kubelet acknowledging the Pod).
+fn observe_claim_to_pod(ctx: &Context, task: &Task, status: &TaskStatus) {
+    let Some(claim) = status.claim.as_ref() else {
+        return;
+    };
+    let Some(acquired) = claim.acquired_at.as_ref() else {
+        return;
+    };
+    let namespace = task.namespace().unwrap_or_default();
+    let pod = ctx
+        .pods
+        .get(&kube::runtime::reflector::ObjectRef::new(&claim.holder).within(&namespace));
+    let started = pod
+        .as_ref()
+        .and_then(|pod| super::run_view::started_at(pod));
+    if let Some(started) = started {
+        let seconds = started.duration_since(acquired.0).as_secs_f64().max(0.0);
+        ctx.metrics.claim_to_pod_seconds.observe(seconds);
+    }
 }
 
 /// The Tasks this process wrote whose newer version the Task cache does not show yet, so
@@ -634,7 +667,6 @@ pub async fn write_status(
 }
 
 /// Deletes an agent Pod (gracefully: the runner gets SIGTERM and reports `cancelled`).
-/// Its prompt ConfigMap goes with it (owner reference).
 async fn delete_pod(ctx: &Context, namespace: &str, name: &str) -> Result<(), CallError> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let deleted = bounded(

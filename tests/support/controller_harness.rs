@@ -366,6 +366,7 @@ fn spawn_controller(
         leader_election: None,
         metrics_addr: None,
         instance: "test".to_owned(),
+        finished_pod_ttl: Duration::from_secs(3600),
     };
     let token = stop.clone();
     let controller = tokio::spawn(async move {

@@ -64,6 +64,8 @@ pub struct RequestRecord {
     pub field_manager: Option<String>,
     /// Request `Content-Type`.
     pub content_type: Option<String>,
+    /// Request `User-Agent`.
+    pub user_agent: Option<String>,
     /// HTTP status of the response (0 while the request is being handled).
     pub status: u16,
 }

@@ -165,16 +165,68 @@ pub async fn prepare_volumes(
                 source.items.iter().flatten().map(|i| (&i.key, &i.path)),
             )?;
         }
+        if let Some(source) = &volume.downward_api {
+            write_downward_files(&dir, pod, source.items.iter().flatten())?;
+        }
         if let Some(projected) = &volume.projected {
             for source in projected.sources.iter().flatten() {
                 if let Some(token) = &source.service_account_token {
                     std::fs::write(dir.join(&token.path), "kubelet-standin-token")?;
+                }
+                if let Some(downward) = &source.downward_api {
+                    write_downward_files(&dir, pod, downward.items.iter().flatten())?;
                 }
             }
         }
         dirs.insert(volume.name.clone(), dir);
     }
     Ok(dirs)
+}
+
+/// Writes downward API files: `metadata.name`, `.namespace`, `.uid`, and
+/// `metadata.labels['k']` / `metadata.annotations['k']`, as the kubelet does.
+fn write_downward_files<'a>(
+    dir: &Path,
+    pod: &Pod,
+    items: impl Iterator<Item = &'a k8s_openapi::api::core::v1::DownwardAPIVolumeFile>,
+) -> Result<(), PrepareError> {
+    for item in items {
+        let Some(field) = &item.field_ref else {
+            continue;
+        };
+        let value = downward_value(pod, &field.field_path)
+            .ok_or_else(|| PrepareError::Missing(format!("field {:?}", field.field_path)))?;
+        let target = dir.join(&item.path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(target, value)?;
+    }
+    Ok(())
+}
+
+fn downward_value(pod: &Pod, field_path: &str) -> Option<String> {
+    let meta = &pod.metadata;
+    let keyed = |prefix: &str| {
+        field_path
+            .strip_prefix(prefix)?
+            .strip_prefix("['")?
+            .strip_suffix("']")
+            .map(str::to_owned)
+    };
+    match field_path {
+        "metadata.name" => meta.name.clone(),
+        "metadata.namespace" => meta.namespace.clone(),
+        "metadata.uid" => meta.uid.clone(),
+        _ => {
+            if let Some(key) = keyed("metadata.annotations") {
+                Some(meta.annotations.as_ref()?.get(&key)?.clone())
+            } else {
+                let key = keyed("metadata.labels")?;
+                Some(meta.labels.as_ref()?.get(&key)?.clone())
+            }
+        }
+    }
 }
 
 fn volume_dir(layout: &NodeLayout, namespace: &str, pod_dir: &Path, volume: &Volume) -> PathBuf {

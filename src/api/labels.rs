@@ -1,0 +1,20 @@
+//! Every label and annotation key ralph puts on objects, defined once. Each key means one
+//! thing on every kind that carries it.
+
+/// Label on Tasks, agent Pods and claim Leases: the Feature's name.
+pub const FEATURE_LABEL: &str = "ralph.dev/feature";
+/// Label on Tasks, agent Pods and claim Leases: the task's name within its Feature (the
+/// template's name, the id agents report sigils for).
+pub const TASK_LABEL: &str = "ralph.dev/task";
+/// Label on agent Pods and claim Leases: the Task object's name (`<feature>-<task>`).
+pub const TASK_OBJECT_LABEL: &str = "ralph.dev/task-object";
+/// Label on agent Pods: the attempt id (`<task object>-a<N>`), also the Pod's name and the
+/// claim Lease's holder.
+pub const ATTEMPT_LABEL: &str = "ralph.dev/attempt";
+/// Annotation on agent Pods: the attempt's prompt, mounted into the agent container through
+/// the downward API (no separate object to write and delete).
+pub const PROMPT_ANNOTATION: &str = "ralph.dev/prompt";
+/// Label on every object the operator creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "ralph-operator";
