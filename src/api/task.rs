@@ -34,7 +34,7 @@ use crate::engine::dag::TaskNode;
     status = "TaskStatus",
     derive = "PartialEq",
     doc = "One task of a ralph Feature: a prompt for an agent, its place in the feature's DAG, and the record of its attempts.",
-    validation = Rule::new("!has(self.spec.dependsOn) || !self.spec.dependsOn.exists(d, d == self.metadata.name)").message("a task must not depend on itself"),
+    validation = Rule::new("!has(self.spec.dependsOn) || !(self.metadata.name in self.spec.dependsOn)").message("a task must not depend on itself"),
     validation = Rule::new("!has(self.spec.parent) || self.spec.parent != self.metadata.name").message("a task must not be its own parent"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase"),
     printcolumn(name = "Ready", type_ = "boolean", json_path = ".status.ready", description = "Can be claimed now"),
