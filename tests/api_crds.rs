@@ -1,6 +1,10 @@
 //! The generated CustomResourceDefinitions carry what the API promises: names, printer
 //! columns, status subresource and the CEL rules; and the committed YAML is current.
 
+#[path = "support/cel.rs"]
+mod cel;
+
+use cel::cost::{PER_CRD_LIMIT, PER_RULE_LIMIT, budget_violations, schema_rule_costs};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion,
 };
@@ -305,4 +309,106 @@ fn committed_crds_match_the_generated_ones() {
         generated.as_deref() == Some(committed),
         "crds/ralph.dev_crds.yaml is stale: run scripts/gen-crds"
     );
+}
+
+#[test]
+fn every_rule_fits_the_api_servers_per_rule_cost_budget() {
+    for crd in [Feature::crd(), Task::crd()] {
+        let costs = match schema_rule_costs(&schema(&crd)) {
+            Ok(costs) => costs,
+            Err(error) => panic!("{error}"),
+        };
+        for rule in &costs {
+            println!(
+                "{:?} {}: cost {} x {} = {} ({})",
+                crd.metadata.name,
+                rule.path,
+                rule.cost,
+                rule.cardinality,
+                rule.total(),
+                rule.rule
+            );
+            assert!(rule.total() <= PER_RULE_LIMIT, "{rule:?} is over budget");
+        }
+        let total: u64 = costs.iter().map(|rule| rule.total()).sum();
+        println!("{:?} total: {total}", crd.metadata.name);
+        assert!(
+            total <= PER_CRD_LIMIT,
+            "{:?} total {total}",
+            crd.metadata.name
+        );
+    }
+}
+
+#[test]
+fn every_rule_costs_at_most_a_hundredth_of_the_budget() {
+    for crd in [Feature::crd(), Task::crd()] {
+        for rule in schema_rule_costs(&schema(&crd)).unwrap_or_default() {
+            assert!(rule.total() <= PER_RULE_LIMIT / 100, "{rule:?}");
+        }
+    }
+}
+
+/// A `dependsOn` list schema with the given bound, holding the old uniqueness rule.
+fn depends_on_with_quadratic_rule(max_items: u64) -> Value {
+    serde_json::json!({
+        "type": "array",
+        "maxItems": max_items,
+        "items": {"type": "string", "maxLength": 253},
+        "x-kubernetes-validations": [{"rule": "self.all(d, self.exists_one(e, e == d))"}]
+    })
+}
+
+#[test]
+fn the_old_quadratic_uniqueness_rule_on_a_1000_item_list_is_over_budget() {
+    let violations = budget_violations(&serde_json::json!({
+        "type": "object",
+        "properties": {"dependsOn": depends_on_with_quadratic_rule(1000)}
+    }))
+    .unwrap_or_default();
+    assert_eq!(
+        violations[0].0,
+        "dependsOn.x-kubernetes-validations[0].rule"
+    );
+    assert!(
+        violations[0]
+            .1
+            .contains("estimated rule cost exceeds budget by factor of")
+    );
+}
+
+/// The real v1.28 server refused the old Feature CRD with this figure (issue 8).
+#[test]
+fn the_old_dependency_rule_inside_200_tasks_is_over_budget_by_the_real_servers_factor() {
+    let violations = budget_violations(&serde_json::json!({
+        "type": "object",
+        "properties": {"tasks": {
+            "type": "array",
+            "maxItems": 200,
+            "items": {"type": "object", "properties": {"dependsOn": depends_on_with_quadratic_rule(32)}}
+        }}
+    }))
+    .unwrap_or_default();
+    assert_eq!(
+        violations.first().map(|(path, _)| path.as_str()),
+        Some("tasks.items.dependsOn.x-kubernetes-validations[0].rule")
+    );
+    assert!(
+        violations[0].1.contains("by factor of 2.2x"),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn an_unbounded_string_makes_an_equality_rule_cost_the_request_size() {
+    let costs = schema_rule_costs(&serde_json::json!({
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "self.a == self.b"}]
+        }}}
+    }))
+    .unwrap_or_default();
+    assert!(costs[0].total() > PER_RULE_LIMIT, "{costs:?}");
 }
