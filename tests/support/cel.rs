@@ -6,5 +6,7 @@
 
 #[path = "cel/cost.rs"]
 pub mod cost;
+#[path = "cel/eval.rs"]
+pub mod eval;
 #[path = "cel/parse.rs"]
 pub mod parse;
