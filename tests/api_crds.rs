@@ -368,7 +368,7 @@ fn the_old_quadratic_uniqueness_rule_on_a_1000_item_list_is_over_budget() {
     .unwrap_or_default();
     assert_eq!(
         violations[0].0,
-        "dependsOn.x-kubernetes-validations[0].rule"
+        "properties[dependsOn].x-kubernetes-validations[0].rule"
     );
     assert!(
         violations[0]
@@ -391,7 +391,7 @@ fn the_old_dependency_rule_inside_200_tasks_is_over_budget_by_the_real_servers_f
     .unwrap_or_default();
     assert_eq!(
         violations.first().map(|(path, _)| path.as_str()),
-        Some("tasks.items.dependsOn.x-kubernetes-validations[0].rule")
+        Some("properties[tasks].items.properties[dependsOn].x-kubernetes-validations[0].rule")
     );
     assert!(
         violations[0].1.contains("by factor of 2.2x"),

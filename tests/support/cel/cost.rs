@@ -313,8 +313,8 @@ pub fn rule_cost(rule: &str, schema: &Value) -> Result<u64, String> {
 /// The estimate of one rule of a CRD.
 #[derive(Clone, Debug)]
 pub struct RuleCost {
-    /// Where the rule sits, as the API server names it
-    /// (`spec.tasks.items.dependsOn.x-kubernetes-validations[0].rule`).
+    /// Where the rule sits below `openAPIV3Schema`, as the API server names it
+    /// (`properties[spec].properties[tasks].items.x-kubernetes-validations[0].rule`).
     pub path: String,
     /// The rule's source.
     pub rule: String,
@@ -357,16 +357,21 @@ pub fn schema_rule_costs(root: &Value) -> Result<Vec<RuleCost>, String> {
                 });
             }
         }
-        let join = |name: &str| {
+        let join = |segment: &str| {
             if path.is_empty() {
-                name.to_owned()
+                segment.to_owned()
             } else {
-                format!("{path}.{name}")
+                format!("{path}.{segment}")
             }
         };
         if let Some(Value::Object(properties)) = node.get("properties") {
             for (name, child) in properties {
-                walk(child, &join(name), cardinality, out)?;
+                walk(
+                    child,
+                    &join(&format!("properties[{name}]")),
+                    cardinality,
+                    out,
+                )?;
             }
         }
         let own_size = Ty::of_schema(node).size();

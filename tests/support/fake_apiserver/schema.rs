@@ -25,6 +25,17 @@ struct Cause {
     message: String,
 }
 
+/// The `openAPIV3Schema` of each version of a CRD object.
+fn version_schemas(crd: &Value) -> Vec<(usize, &Value)> {
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    versions
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(index, v)| Some((index, v.pointer("/schema/openAPIV3Schema")?)))
+        .collect()
+}
+
 /// The `openAPIV3Schema` of the storage version of a CRD object.
 pub fn crd_schema(crd: &Value) -> Option<Value> {
     let versions = crd.pointer("/spec/versions")?.as_array()?;
@@ -79,9 +90,9 @@ pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
     let name = meta_str(object, "name").unwrap_or_default();
     let mut causes = Vec::new();
     if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
-        if let Some(schema) = crd_schema(object) {
-            let base = "spec.validation.openAPIV3Schema";
-            let violations = budget_violations(&schema).map_err(|error| {
+        for (index, schema) in version_schemas(object) {
+            let base = format!("spec.versions[{index}].schema.openAPIV3Schema");
+            let violations = budget_violations(schema).map_err(|error| {
                 ApiError::invalid(
                     &rt.group_resource(),
                     name,
@@ -90,15 +101,14 @@ pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
             })?;
             for (path, message) in violations {
                 let field = if path.is_empty() {
-                    base.to_owned()
+                    base.clone()
                 } else {
-                    format!("{base}.properties[{path}]")
+                    format!("{base}.{path}")
                 };
-                let (_, message) = message.split_once(": ").unwrap_or(("", &message));
                 causes.push(Cause {
                     reason: "FieldValueForbidden",
                     field,
-                    message: format!("Forbidden: {message}"),
+                    message,
                 });
             }
         }
