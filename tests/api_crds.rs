@@ -412,3 +412,63 @@ fn an_unbounded_string_makes_an_equality_rule_cost_the_request_size() {
     .unwrap_or_default();
     assert!(costs[0].total() > PER_RULE_LIMIT, "{costs:?}");
 }
+
+/// Every `description` in a schema, as (JSON pointer, text).
+fn descriptions(node: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match node {
+        Value::Object(map) => {
+            for (key, child) in map {
+                match child {
+                    Value::String(text) if key == "description" => {
+                        out.push((path.to_owned(), text.clone()));
+                    }
+                    _ => descriptions(child, &format!("{path}/{key}"), out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| descriptions(item, path, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn descriptions_name_no_rust_items() {
+    let rust_name = regex::Regex::new(r"\[`|`[a-z0-9]+_[a-z0-9_]+`|\w::\w|\(\)").ok();
+    for crd in ralph::api::crds() {
+        let mut found = Vec::new();
+        descriptions(&schema(&crd), "", &mut found);
+        for (path, text) in found {
+            let quantity_grammar = text.contains("```");
+            assert!(
+                quantity_grammar || !rust_name.as_ref().is_some_and(|re| re.is_match(&text)),
+                "{path}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn descriptions_break_lines_only_between_paragraphs_and_list_items() {
+    for crd in ralph::api::crds() {
+        let mut found = Vec::new();
+        descriptions(&schema(&crd), "", &mut found);
+        for (path, text) in found.into_iter().filter(|(_, t)| !t.contains("```")) {
+            let lines: Vec<&str> = text.split('\n').collect();
+            for pair in lines.windows(2) {
+                let paragraph_break = pair[0].is_empty() || pair[1].is_empty();
+                assert!(
+                    paragraph_break || pair[1].starts_with("- "),
+                    "{path}: line break inside a sentence: {text:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn reflow_joins_wrapped_lines_and_keeps_paragraphs_and_lists() {
+    assert_eq!(
+        ralph::api::reflow("A long\nsentence.\n\nItems:\n- one\n  wrapped\n- two"),
+        "A long sentence.\n\nItems:\n- one wrapped\n- two"
+    );
+}

@@ -14,15 +14,13 @@ use crate::engine::dag::TaskNode;
 
 /// One task of a feature's DAG, attempted by an agent until it is done.
 ///
-/// Naming rule:
-/// - A Task created by the controller from a Feature template is named
-///   `<feature>-<template>` (see `task_object_name`), labelled
-///   `ralph.dev/feature=<feature>` and `ralph.dev/task=<template>`, and owned by the
-///   Feature (controller owner reference). Its `dependsOn` and `parent` are rewritten to
-///   Task object names (see `desired_tasks`).
-/// - A standalone Task (applied by a user, with `featureRef`) keeps its own
-///   `metadata.name`, and its `dependsOn` and `parent` name Task objects of the same
-///   feature directly.
+/// Naming:
+/// - A Task the controller creates from a Feature's task list is named
+///   `<feature>-<task>`, labelled `ralph.dev/feature=<feature>` and `ralph.dev/task=<task>`,
+///   and owned by the Feature. Its `dependsOn` and `parent` name Task objects
+///   (`<feature>-<name>`), not the names in the Feature's list.
+/// - A standalone Task (applied by a user, with `featureRef`) keeps its own name, and its
+///   `dependsOn` and `parent` name Task objects of the same feature directly.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "ralph.dev",

@@ -63,7 +63,7 @@ pub struct TaskFields {
 }
 
 /// One task of a Feature's plan. The controller turns it into a Task object named
-/// `<feature>-<name>` (see `desired_tasks`).
+/// `<feature>-<name>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.dependsOn) || !(self.name in self.dependsOn)").message("a task must not depend on itself"))]
