@@ -129,7 +129,7 @@ fn an_agent_that_cannot_start_is_a_crash() {
 fn hello_sample(task: &str, attempt: &str) -> (Scenario, AttemptResult) {
     let sample = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/config/samples/hello.script.yaml"
+        "/config/agent-scripts/hello.script.yaml"
     );
     let script = std::fs::read_to_string(sample).expect("the hello sample script");
     let scenario = Scenario::new(task, &script).attempt(attempt);
