@@ -57,6 +57,8 @@ pub use errors::ApiError;
 pub use faults::{RequestRecord, Verb};
 #[allow(unused_imports)]
 pub use resources::ResourceType;
+#[allow(unused_imports)]
+pub use schema::validate as validate_against_schema;
 
 use faults::{FailRule, Faults, LatencyRule};
 use handlers::{Shared, lock};
