@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::cel::cost::budget_violations;
 use super::cel::eval::{EvalError, eval_rule};
-use super::cel::parse::parse;
+use super::cel::parse::{Expr, parse};
 use super::errors::ApiError;
 use super::objects::meta_str;
 use super::resources::ResourceType;
@@ -113,13 +113,13 @@ pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
             }
         }
     } else if let Some(schema) = &rt.schema {
-        let mut root = schema.as_ref().clone();
-        if let Some(properties) = root.get_mut("properties").and_then(Value::as_object_mut) {
-            properties.remove("metadata");
-            properties.remove("apiVersion");
-            properties.remove("kind");
+        let mut body = object.clone();
+        if let Some(map) = body.as_object_mut() {
+            for server_checked in ["metadata", "apiVersion", "kind"] {
+                map.remove(server_checked);
+            }
         }
-        check(&root, object, "", &mut causes);
+        check(schema, &body, "", &mut causes);
         check_rules(schema, object, "", &mut causes);
     }
     if causes.is_empty() {
@@ -348,7 +348,7 @@ fn check_rules(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause
         if text.contains("oldSelf") {
             continue;
         }
-        let Ok(expr) = parse(text) else { continue };
+        let Some(expr) = parsed(text) else { continue };
         let message = rule
             .get("message")
             .and_then(Value::as_str)
@@ -402,4 +402,16 @@ fn matches_pattern(pattern: &str, text: &str) -> bool {
         .or_insert_with(|| regex::Regex::new(pattern).ok())
         .as_ref()
         .is_none_or(|re| re.is_match(text))
+}
+
+/// A rule's parsed expression (parsed once per rule text); `None` when it does not parse.
+fn parsed(rule: &str) -> Option<Expr> {
+    static PARSED: LazyLock<Mutex<HashMap<String, Option<Expr>>>> = LazyLock::new(Mutex::default);
+    let mut parsed = PARSED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    parsed
+        .entry(rule.to_owned())
+        .or_insert_with(|| parse(rule).ok())
+        .clone()
 }
