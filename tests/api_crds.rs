@@ -1,6 +1,10 @@
 //! The generated CustomResourceDefinitions carry what the API promises: names, printer
 //! columns, status subresource and the CEL rules; and the committed YAML is current.
 
+#[path = "support/cel.rs"]
+mod cel;
+
+use cel::cost::{PER_CRD_LIMIT, PER_RULE_LIMIT, budget_violations, schema_rule_costs};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion,
 };
@@ -142,13 +146,8 @@ fn both_crds_enable_the_status_subresource() {
 }
 
 #[test]
-fn feature_crd_requires_unique_task_names() {
+fn feature_crd_keys_tasks_by_name_without_a_cel_rule() {
     let schema = schema(&Feature::crd());
-    assert!(has_rule(
-        &schema,
-        "/properties/spec/properties/tasks",
-        "self.all(t, self.exists_one(u, u.name == t.name))"
-    ));
     let tasks = &schema["properties"]["spec"]["properties"]["tasks"];
     assert_eq!(tasks["x-kubernetes-list-type"], "map");
     assert_eq!(
@@ -156,6 +155,32 @@ fn feature_crd_requires_unique_task_names() {
         serde_json::json!(["name"])
     );
     assert_eq!(tasks["maxItems"], 200);
+    assert!(tasks.get("x-kubernetes-validations").is_none());
+}
+
+#[test]
+fn task_list_map_key_is_required() {
+    let schema = schema(&Feature::crd());
+    let items = &schema["properties"]["spec"]["properties"]["tasks"]["items"];
+    assert!(
+        items["required"]
+            .as_array()
+            .is_some_and(|required| required.contains(&Value::from("name")))
+    );
+}
+
+#[test]
+fn depends_on_is_a_set_in_features_and_tasks() {
+    let feature = schema(&Feature::crd());
+    let task = schema(&Task::crd());
+    for depends_on in [
+        &feature["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]["dependsOn"],
+        &task["properties"]["spec"]["properties"]["dependsOn"],
+    ] {
+        assert_eq!(depends_on["x-kubernetes-list-type"], "set");
+        assert_eq!(depends_on["maxItems"], 32);
+        assert!(depends_on.get("x-kubernetes-validations").is_none());
+    }
 }
 
 #[test]
@@ -164,17 +189,7 @@ fn feature_crd_rejects_a_template_that_depends_on_itself() {
     assert!(has_rule(
         &schema,
         "/properties/spec/properties/tasks/items",
-        "!has(self.dependsOn) || !self.dependsOn.exists(d, d == self.name)"
-    ));
-}
-
-#[test]
-fn feature_crd_requires_a_parent_to_name_a_task() {
-    let schema = schema(&Feature::crd());
-    assert!(has_rule(
-        &schema,
-        "/properties/spec/properties/tasks",
-        "self.all(t, !has(t.parent) || self.exists(u, u.name == t.parent))"
+        "!has(self.dependsOn) || !(self.name in self.dependsOn)"
     ));
 }
 
@@ -200,7 +215,7 @@ fn task_crd_rejects_a_task_that_depends_on_itself() {
     assert!(has_rule(
         &schema,
         "",
-        "!has(self.spec.dependsOn) || !self.spec.dependsOn.exists(d, d == self.metadata.name)"
+        "!has(self.spec.dependsOn) || !(self.metadata.name in self.spec.dependsOn)"
     ));
 }
 
@@ -293,5 +308,167 @@ fn committed_crds_match_the_generated_ones() {
     assert!(
         generated.as_deref() == Some(committed),
         "crds/ralph.dev_crds.yaml is stale: run scripts/gen-crds"
+    );
+}
+
+#[test]
+fn every_rule_fits_the_api_servers_per_rule_cost_budget() {
+    for crd in [Feature::crd(), Task::crd()] {
+        let costs = match schema_rule_costs(&schema(&crd)) {
+            Ok(costs) => costs,
+            Err(error) => panic!("{error}"),
+        };
+        for rule in &costs {
+            println!(
+                "{:?} {}: cost {} x {} = {} ({})",
+                crd.metadata.name,
+                rule.path,
+                rule.cost,
+                rule.cardinality,
+                rule.total(),
+                rule.rule
+            );
+            assert!(rule.total() <= PER_RULE_LIMIT, "{rule:?} is over budget");
+        }
+        let total: u64 = costs.iter().map(|rule| rule.total()).sum();
+        println!("{:?} total: {total}", crd.metadata.name);
+        assert!(
+            total <= PER_CRD_LIMIT,
+            "{:?} total {total}",
+            crd.metadata.name
+        );
+    }
+}
+
+#[test]
+fn every_rule_costs_at_most_a_hundredth_of_the_budget() {
+    for crd in [Feature::crd(), Task::crd()] {
+        for rule in schema_rule_costs(&schema(&crd)).unwrap_or_default() {
+            assert!(rule.total() <= PER_RULE_LIMIT / 100, "{rule:?}");
+        }
+    }
+}
+
+/// A `dependsOn` list schema with the given bound, holding the old uniqueness rule.
+fn depends_on_with_quadratic_rule(max_items: u64) -> Value {
+    serde_json::json!({
+        "type": "array",
+        "maxItems": max_items,
+        "items": {"type": "string", "maxLength": 253},
+        "x-kubernetes-validations": [{"rule": "self.all(d, self.exists_one(e, e == d))"}]
+    })
+}
+
+#[test]
+fn the_old_quadratic_uniqueness_rule_on_a_1000_item_list_is_over_budget() {
+    let violations = budget_violations(&serde_json::json!({
+        "type": "object",
+        "properties": {"dependsOn": depends_on_with_quadratic_rule(1000)}
+    }))
+    .unwrap_or_default();
+    assert_eq!(
+        violations[0].0,
+        "properties[dependsOn].x-kubernetes-validations[0].rule"
+    );
+    assert!(
+        violations[0]
+            .1
+            .contains("estimated rule cost exceeds budget by factor of")
+    );
+}
+
+/// The real v1.28 server refused the old Feature CRD with this figure (issue 8).
+#[test]
+fn the_old_dependency_rule_inside_200_tasks_is_over_budget_by_the_real_servers_factor() {
+    let violations = budget_violations(&serde_json::json!({
+        "type": "object",
+        "properties": {"tasks": {
+            "type": "array",
+            "maxItems": 200,
+            "items": {"type": "object", "properties": {"dependsOn": depends_on_with_quadratic_rule(32)}}
+        }}
+    }))
+    .unwrap_or_default();
+    assert_eq!(
+        violations.first().map(|(path, _)| path.as_str()),
+        Some("properties[tasks].items.properties[dependsOn].x-kubernetes-validations[0].rule")
+    );
+    assert!(
+        violations[0].1.contains("by factor of 2.2x"),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn an_unbounded_string_makes_an_equality_rule_cost_the_request_size() {
+    let costs = schema_rule_costs(&serde_json::json!({
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "self.a == self.b"}]
+        }}}
+    }))
+    .unwrap_or_default();
+    assert!(costs[0].total() > PER_RULE_LIMIT, "{costs:?}");
+}
+
+/// Every `description` in a schema, as (JSON pointer, text).
+fn descriptions(node: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match node {
+        Value::Object(map) => {
+            for (key, child) in map {
+                match child {
+                    Value::String(text) if key == "description" => {
+                        out.push((path.to_owned(), text.clone()));
+                    }
+                    _ => descriptions(child, &format!("{path}/{key}"), out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| descriptions(item, path, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn descriptions_name_no_rust_items() {
+    let rust_name = regex::Regex::new(r"\[`|`[a-z0-9]+_[a-z0-9_]+`|\w::\w|\(\)").ok();
+    for crd in ralph::api::crds() {
+        let mut found = Vec::new();
+        descriptions(&schema(&crd), "", &mut found);
+        for (path, text) in found {
+            let quantity_grammar = text.contains("```");
+            assert!(
+                quantity_grammar || !rust_name.as_ref().is_some_and(|re| re.is_match(&text)),
+                "{path}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn descriptions_break_lines_only_between_paragraphs_and_list_items() {
+    for crd in ralph::api::crds() {
+        let mut found = Vec::new();
+        descriptions(&schema(&crd), "", &mut found);
+        for (path, text) in found.into_iter().filter(|(_, t)| !t.contains("```")) {
+            let lines: Vec<&str> = text.split('\n').collect();
+            for pair in lines.windows(2) {
+                let paragraph_break = pair[0].is_empty() || pair[1].is_empty();
+                assert!(
+                    paragraph_break || pair[1].starts_with("- "),
+                    "{path}: line break inside a sentence: {text:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn reflow_joins_wrapped_lines_and_keeps_paragraphs_and_lists() {
+    assert_eq!(
+        ralph::api::reflow("A long\nsentence.\n\nItems:\n- one\n  wrapped\n- two"),
+        "A long sentence.\n\nItems:\n- one wrapped\n- two"
     );
 }

@@ -42,7 +42,9 @@ fn tasks(client: &Client) -> Api<DynamicObject> {
     Api::default_namespaced_with(client.clone(), &resource)
 }
 
-fn task(name: &str, spec: Value) -> DynamicObject {
+/// A Task with `spec` plus the `featureRef` the schema requires.
+fn task(name: &str, mut spec: Value) -> DynamicObject {
+    spec["featureRef"] = json!("f");
     serde_json::from_value(json!({
         "apiVersion": "ralph.dev/v1alpha1",
         "kind": "Task",
@@ -459,7 +461,7 @@ async fn server_side_apply_removes_fields_the_same_manager_no_longer_applies() {
         .patch("t1", &params, &Patch::Apply(&task("t1", json!({ "a": 1 }))))
         .await
         .expect("second apply");
-    assert_eq!(applied.data["spec"], json!({ "a": 1 }));
+    assert_eq!(applied.data["spec"], json!({ "a": 1, "featureRef": "f" }));
 }
 
 #[tokio::test]
@@ -481,7 +483,10 @@ async fn server_side_apply_keeps_fields_of_other_managers() {
         )
         .await
         .expect("apply two");
-    assert_eq!(applied.data["spec"], json!({ "a": 1, "b": 2 }));
+    assert_eq!(
+        applied.data["spec"],
+        json!({ "a": 1, "b": 2, "featureRef": "f" })
+    );
 }
 
 #[tokio::test]

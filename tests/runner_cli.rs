@@ -130,7 +130,7 @@ fn an_agent_command_that_does_not_exist_is_misconfigured_exit_6() {
 fn hello_sample(task: &str, attempt: &str) -> (Scenario, AttemptResult) {
     let sample = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/config/samples/hello.script.yaml"
+        "/config/agent-scripts/hello.script.yaml"
     );
     let script = std::fs::read_to_string(sample).expect("the hello sample script");
     let scenario = Scenario::new(task, &script).attempt(attempt);

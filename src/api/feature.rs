@@ -9,7 +9,7 @@ use super::agent::{AgentSpec, PodTemplateOverrides};
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
 
-/// Most tasks in one Feature (bounds the cost of the CEL rules over `spec.tasks`).
+/// Most tasks in one Feature (bounds the size of a Feature and the cost of its rules).
 pub const MAX_TASKS: usize = 200;
 /// Default `parallelism`.
 pub const DEFAULT_PARALLELISM: u32 = 1;
@@ -69,8 +69,6 @@ pub struct FeatureSpec {
     #[serde(default)]
     #[schemars(length(max = MAX_TASKS))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    #[x_kube(validation = Rule::new("self.all(t, self.exists_one(u, u.name == t.name))").message("task names must be unique"))]
-    #[x_kube(validation = Rule::new("self.all(t, !has(t.parent) || self.exists(u, u.name == t.parent))").message("a task's parent must name a task of this feature"))]
     pub tasks: Vec<TaskTemplate>,
 
     /// Shared context every agent prompt includes: the feature's specification and plan.

@@ -34,9 +34,59 @@ pub use labels::{FEATURE_LABEL, TASK_LABEL};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-/// The CustomResourceDefinitions of the ralph resources: Feature, then Task.
+/// The CustomResourceDefinitions of the ralph resources: Feature, then Task, with their
+/// descriptions reflowed for `kubectl explain`.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Feature::crd(), Task::crd()]
+    vec![reflowed(Feature::crd()), reflowed(Task::crd())]
+}
+
+/// `crd` with every schema description reflowed into paragraphs (see [`reflow`]).
+fn reflowed(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn walk(node: &mut serde_json::Value) {
+        match node {
+            serde_json::Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    match child {
+                        serde_json::Value::String(text) if key == "description" => {
+                            *text = reflow(text);
+                        }
+                        _ => walk(child),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let Ok(mut value) = serde_json::to_value(&crd) else {
+        return crd;
+    };
+    if let Some(versions) = value.pointer_mut("/spec/versions") {
+        walk(versions);
+    }
+    serde_json::from_value(value).unwrap_or(crd)
+}
+
+/// Joins hard-wrapped lines into paragraphs: a single line break becomes a space; blank
+/// lines (paragraph breaks), line breaks before list items (`- `) and code blocks stay.
+pub fn reflow(text: &str) -> String {
+    if text.contains("```") {
+        return text.to_owned();
+    }
+    text.trim()
+        .split("\n\n")
+        .map(|paragraph| {
+            let mut out = String::new();
+            for line in paragraph.lines().map(str::trim) {
+                if !out.is_empty() {
+                    out.push(if line.starts_with("- ") { '\n' } else { ' ' });
+                }
+                out.push_str(line);
+            }
+            out
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// [`crds`] as one multi-document YAML stream, each document starting with `---`.

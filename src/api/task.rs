@@ -14,15 +14,13 @@ use crate::engine::dag::TaskNode;
 
 /// One task of a feature's DAG, attempted by an agent until it is done.
 ///
-/// Naming rule:
-/// - A Task created by the controller from a Feature template is named
-///   `<feature>-<template>` (see `task_object_name`), labelled
-///   `ralph.dev/feature=<feature>` and `ralph.dev/task=<template>`, and owned by the
-///   Feature (controller owner reference). Its `dependsOn` and `parent` are rewritten to
-///   Task object names (see `desired_tasks`).
-/// - A standalone Task (applied by a user, with `featureRef`) keeps its own
-///   `metadata.name`, and its `dependsOn` and `parent` name Task objects of the same
-///   feature directly.
+/// Naming:
+/// - A Task the controller creates from a Feature's task list is named
+///   `<feature>-<task>`, labelled `ralph.dev/feature=<feature>` and `ralph.dev/task=<task>`,
+///   and owned by the Feature. Its `dependsOn` and `parent` name Task objects
+///   (`<feature>-<name>`), not the names in the Feature's list.
+/// - A standalone Task (applied by a user, with `featureRef`) keeps its own name, and its
+///   `dependsOn` and `parent` name Task objects of the same feature directly.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "ralph.dev",
@@ -34,7 +32,7 @@ use crate::engine::dag::TaskNode;
     status = "TaskStatus",
     derive = "PartialEq",
     doc = "One task of a ralph Feature: a prompt for an agent, its place in the feature's DAG, and the record of its attempts.",
-    validation = Rule::new("!has(self.spec.dependsOn) || !self.spec.dependsOn.exists(d, d == self.metadata.name)").message("a task must not depend on itself"),
+    validation = Rule::new("!has(self.spec.dependsOn) || !(self.metadata.name in self.spec.dependsOn)").message("a task must not depend on itself"),
     validation = Rule::new("!has(self.spec.parent) || self.spec.parent != self.metadata.name").message("a task must not be its own parent"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase"),
     printcolumn(name = "Ready", type_ = "boolean", json_path = ".status.ready", description = "Can be claimed now"),

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN};
 
-/// Most entries in a task's `dependsOn` list (bounds the cost of CEL rules).
+/// Most entries in a task's `dependsOn` list (bounds the cost of validation rules).
 pub const MAX_DEPENDENCIES: usize = 32;
 /// Lowest task priority.
 pub const MIN_PRIORITY: i32 = -1000;
@@ -40,7 +40,7 @@ pub struct TaskFields {
         length(max = MAX_DEPENDENCIES),
         inner(pattern(DNS_SUBDOMAIN_PATTERN), length(min = 1, max = 253))
     )]
-    #[x_kube(validation = Rule::new("self.all(d, self.exists_one(e, e == d))").message("dependsOn must not name a task twice"))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub depends_on: Vec<String>,
 
     /// Name of the parent task. A parent is never run itself: it is done when all its
@@ -63,10 +63,10 @@ pub struct TaskFields {
 }
 
 /// One task of a Feature's plan. The controller turns it into a Task object named
-/// `<feature>-<name>` (see `desired_tasks`).
+/// `<feature>-<name>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.dependsOn) || !self.dependsOn.exists(d, d == self.name)").message("a task must not depend on itself"))]
+#[x_kube(validation = Rule::new("!has(self.dependsOn) || !(self.name in self.dependsOn)").message("a task must not depend on itself"))]
 #[x_kube(validation = Rule::new("!has(self.parent) || self.parent != self.name").message("a task must not be its own parent"))]
 pub struct TaskTemplate {
     /// Name of the task, unique within the feature: an RFC 1123 DNS label

@@ -15,6 +15,8 @@
 
 #[path = "fake_apiserver/apply.rs"]
 mod apply;
+#[path = "cel.rs"]
+mod cel;
 #[path = "fake_apiserver/discovery.rs"]
 mod discovery;
 #[path = "fake_apiserver/errors.rs"]
@@ -33,6 +35,8 @@ mod patch;
 mod resources;
 #[path = "fake_apiserver/route.rs"]
 mod route;
+#[path = "fake_apiserver/schema.rs"]
+mod schema;
 #[path = "fake_apiserver/selectors.rs"]
 mod selectors;
 #[path = "fake_apiserver/store.rs"]
@@ -53,6 +57,8 @@ pub use errors::ApiError;
 pub use faults::{RequestRecord, Verb};
 #[allow(unused_imports)]
 pub use resources::ResourceType;
+#[allow(unused_imports)]
+pub use schema::validate as validate_against_schema;
 
 use faults::{FailRule, Faults, LatencyRule};
 use handlers::{Shared, lock};

@@ -112,6 +112,7 @@ static LABEL_NAME: LazyLock<Regex> = LazyLock::new(|| {
 /// label keys and values are well formed, annotations are strings, ownerReferences are
 /// complete. The error names the field.
 pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    super::schema::validate(rt, object)?;
     let name = meta_str(object, "name").unwrap_or_default();
     let gr = rt.group_resource();
     let invalid = |field: &str, why: String| {

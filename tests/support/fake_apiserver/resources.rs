@@ -1,5 +1,7 @@
 //! The resource types the fake API server serves, keyed by API group and plural name.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// One served resource type (what a CRD or a built-in API registration describes).
@@ -21,6 +23,8 @@ pub struct ResourceType {
     pub tracks_generation: bool,
     /// A custom resource: strategic merge patch is refused, `.status` is dropped on create.
     pub custom: bool,
+    /// The CRD's `openAPIV3Schema`: every write is validated against it.
+    pub schema: Option<Arc<Value>>,
 }
 
 impl ResourceType {
@@ -34,6 +38,7 @@ impl ResourceType {
             status_subresource: false,
             tracks_generation: false,
             custom: false,
+            schema: None,
         }
     }
 
@@ -50,6 +55,9 @@ impl ResourceType {
     /// A custom resource with a status subresource (what `ralph crds` declares).
     pub fn custom(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
         Self {
+            schema: super::schema::ralph_schema(plural)
+                .filter(|_| group == "ralph.dev")
+                .map(Arc::new),
             status_subresource: true,
             tracks_generation: true,
             custom: true,
@@ -95,6 +103,7 @@ impl ResourceType {
             .is_some();
         Some(Self {
             status_subresource,
+            schema: super::schema::crd_schema(crd).map(Arc::new),
             ..Self::custom(group, version, plural, kind, namespaced)
         })
     }

@@ -1,0 +1,236 @@
+//! The fake API server refuses what a real one refuses: CRDs whose rules are over the cost
+//! budget, and custom objects (status writes included) that break their CRD's schema.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use fake_apiserver::FakeApiServer;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use ralph::api::{Feature, Task};
+use serde_json::{Value, json};
+
+async fn server() -> FakeApiServer {
+    FakeApiServer::start()
+        .await
+        .expect("fake API server starts")
+}
+
+fn refusal(result: Result<impl std::fmt::Debug, kube::Error>) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn causes(status: &kube::core::Status) -> Vec<(String, String, String)> {
+    status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+        .collect()
+}
+
+/// A CRD for `widgets.example.com` whose `spec.items` (of `max_items` strings) carries `rule`.
+fn widget_crd(max_items: u64, rule: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"items": {
+                        "type": "array",
+                        "maxItems": max_items,
+                        "items": {"type": "string", "maxLength": 253},
+                        "x-kubernetes-validations": [{"rule": rule}]
+                    }}}
+                }}}
+            }]
+        }
+    }))
+    .expect("valid CRD")
+}
+
+#[tokio::test]
+async fn a_crd_with_a_quadratic_rule_over_1000_items_is_refused_like_a_real_server() {
+    let server = server().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let crd = widget_crd(1000, "self.all(d, self.exists_one(e, e == d))");
+    let status = refusal(crds.create(&PostParams::default(), &crd).await);
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains(
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[items].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of"
+        ),
+        "{}",
+        status.message
+    );
+    assert_eq!(causes(&status)[0].0, "FieldValueForbidden");
+}
+
+#[tokio::test]
+async fn a_crd_with_a_linear_rule_is_accepted() {
+    let server = server().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let crd = widget_crd(1000, "self.all(d, d.size() > 0)");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("accepted");
+}
+
+#[tokio::test]
+async fn ralphs_crds_install() {
+    let server = server().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    for crd in ralph::api::crds() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD installs");
+    }
+}
+
+fn features(client: &Client) -> Api<Feature> {
+    Api::default_namespaced(client.clone())
+}
+
+fn tasks(client: &Client) -> Api<Task> {
+    Api::default_namespaced(client.clone())
+}
+
+fn feature(name: &str, tasks: Value) -> Feature {
+    serde_json::from_value(json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": name},
+        "spec": {"agent": {"command": ["claude-agent-acp"]}, "tasks": tasks}
+    }))
+    .expect("valid Feature")
+}
+
+fn task(name: &str, spec: Value) -> Task {
+    serde_json::from_value(json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": name},
+        "spec": spec
+    }))
+    .expect("valid Task")
+}
+
+#[tokio::test]
+async fn a_feature_with_two_tasks_of_one_name_is_refused_as_a_duplicate_map_key() {
+    let server = server().await;
+    let tasks = json!([{"name": "a"}, {"name": "a"}]);
+    let status = refusal(
+        features(&server.client())
+            .create(&PostParams::default(), &feature("f", tasks))
+            .await,
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        causes(&status),
+        [(
+            "FieldValueDuplicate".into(),
+            "spec.tasks[1]".into(),
+            r#"Duplicate value: {"name":"a"}"#.into()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_dependency_named_twice_is_refused_as_a_duplicate_set_entry() {
+    let server = server().await;
+    let spec = json!({"featureRef": "f", "dependsOn": ["b", "b"]});
+    let status = refusal(
+        tasks(&server.client())
+            .create(&PostParams::default(), &task("a", spec))
+            .await,
+    );
+    assert_eq!(
+        causes(&status),
+        [(
+            "FieldValueDuplicate".into(),
+            "spec.dependsOn[1]".into(),
+            r#"Duplicate value: "b""#.into()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_task_that_depends_on_itself_is_refused_by_its_rule() {
+    let server = server().await;
+    let spec = json!({"featureRef": "f", "dependsOn": ["a"]});
+    let status = refusal(
+        tasks(&server.client())
+            .create(&PostParams::default(), &task("a", spec))
+            .await,
+    );
+    assert!(
+        status.message.contains("a task must not depend on itself"),
+        "{}",
+        status.message
+    );
+}
+
+#[tokio::test]
+async fn a_field_over_its_bound_is_refused_with_every_cause() {
+    let server = server().await;
+    let mut bad = feature("f", json!([{"name": "a", "title": "t".repeat(300)}]));
+    bad.spec.parallelism = 0;
+    let status = refusal(
+        features(&server.client())
+            .create(&PostParams::default(), &bad)
+            .await,
+    );
+    let mut fields: Vec<String> = causes(&status).into_iter().map(|c| c.1).collect();
+    fields.sort();
+    assert_eq!(fields, ["spec.parallelism", "spec.tasks[0].title"]);
+    assert!(
+        status
+            .message
+            .starts_with("Feature.ralph.dev \"f\" is invalid: [")
+    );
+}
+
+#[tokio::test]
+async fn a_status_write_that_breaks_the_schema_is_refused() {
+    let server = server().await;
+    let api = features(&server.client());
+    api.create(
+        &PostParams::default(),
+        &feature("f", json!([{"name": "a"}])),
+    )
+    .await
+    .expect("created");
+    let patch = json!({"status": {"phase": "Bogus"}});
+    let status = refusal(
+        api.patch_status("f", &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    );
+    assert_eq!(causes(&status)[0].1, "status.phase");
+    assert_eq!(causes(&status)[0].0, "FieldValueNotSupported");
+}
+
+#[tokio::test]
+async fn a_valid_status_write_of_a_200_task_feature_is_accepted() {
+    let server = server().await;
+    let api = features(&server.client());
+    let templates: Vec<Value> = (0..200)
+        .map(|i| json!({"name": format!("t{i}"), "dependsOn": if i > 0 { vec![format!("t{}", i - 1)] } else { vec![] }}))
+        .collect();
+    api.create(&PostParams::default(), &feature("f", json!(templates)))
+        .await
+        .expect("created");
+    let patch = json!({"status": {"phase": "Running", "counts": {"total": 200}}});
+    api.patch_status("f", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("status written");
+}
