@@ -32,9 +32,9 @@ fn main() {
         .build()
         .expect("runtime");
     let server = GitServer::start();
-    clone_figures(&server, &runtime);
-    runtime.block_on(integration_latency(&server));
     runtime.block_on(parallel_throughput(&server));
+    runtime.block_on(integration_latency(&server));
+    clone_figures(&server, &runtime);
 }
 
 fn random_file(path: &Path, rng: &mut impl RngCore) {

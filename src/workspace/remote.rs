@@ -195,14 +195,25 @@ impl RemoteRepo {
         let fetch_spec = format!("+refs/heads/{branch}:{tracking}");
         let push_spec = format!("HEAD:refs/heads/{branch}");
         for attempt in 1..=self.options.max_push_attempts {
-            self.git
+            let fetched = self
+                .git
                 .ok(
                     &ws.dir,
                     &["fetch", "-q", "--no-tags", "--", url, &fetch_spec],
                     branch,
                     Net::Remote,
                 )
-                .await?;
+                .await;
+            match fetched {
+                // A server swamped by parallel integrations drops connections: try again.
+                Err(WorkspaceError::Unreachable { .. })
+                    if attempt < self.options.max_push_attempts =>
+                {
+                    push_backoff(attempt).await;
+                    continue;
+                }
+                other => other?,
+            };
             let head = self
                 .git
                 .ok(&ws.dir, &["rev-parse", &tracking], branch, Net::Local)
@@ -239,9 +250,13 @@ impl RemoteRepo {
                     });
                 }
                 PushFailure::NoStatus => {
-                    return Err(self
+                    let error = self
                         .git
-                        .failure(&["push"], branch, Net::Remote, &push.stderr));
+                        .failure(&["push"], branch, Net::Remote, &push.stderr);
+                    if !matches!(error, WorkspaceError::Unreachable { .. }) {
+                        return Err(error);
+                    }
+                    push_backoff(attempt).await;
                 }
             }
         }
