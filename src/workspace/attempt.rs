@@ -52,7 +52,7 @@ impl Default for GitOptions {
     fn default() -> Self {
         Self {
             command_timeout: Duration::from_secs(600),
-            max_push_attempts: 30,
+            max_push_attempts: 64,
             credentials_parent: None,
         }
     }
