@@ -10,3 +10,4 @@ pub mod engine;
 pub mod local;
 pub mod manifest;
 pub mod runner;
+pub mod workspace;

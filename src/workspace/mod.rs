@@ -1,0 +1,26 @@
+//! git: clone, branch, commit, integrate — used by the Pod's git steps and by local mode.
+//!
+//! - [`RemoteRepo`]: a Feature's repository on a git server. [`RemoteRepo::prepare`] clones
+//!   the feature branch shallowly into a fresh directory and makes the work branch;
+//!   [`RemoteRepo::commit`] and [`RemoteRepo::integrate`] run after a done verdict.
+//! - [`LocalRepo`]: a repository on disk (`ralph run`): one `git worktree` per attempt,
+//!   integrated by a compare-and-swap of the feature branch (and a push when a remote is set).
+//!
+//! Credentials reach only the git processes this module runs (see `docs/git.md`).
+
+mod attempt;
+mod error;
+mod git;
+mod local;
+mod remote;
+mod settings;
+
+pub use attempt::{AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome};
+pub use error::WorkspaceError;
+pub use git::CredentialFiles;
+pub use local::{LocalRepo, local_work_branch};
+pub use remote::{RemoteRepo, attempt_dir, clone_work_branch};
+pub use settings::{
+    CommitAuthor, Credentials, RepoSettings, SettingsError, Transport, default_feature_branch,
+    validate_branch_name, validate_url,
+};

@@ -1,0 +1,368 @@
+//! The clone variant (an attempt in a Pod): a shallow single-branch clone of the feature
+//! branch, integrated back with fetch, rebase and push.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::attempt::{
+    AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome, PushFailure,
+    commit_workspace, ensure_fresh_directory, push_backoff, read_push_failure, rebase_onto,
+};
+use super::error::WorkspaceError;
+use super::git::{CredentialFiles, Git, Net};
+use super::settings::RepoSettings;
+
+/// A Feature's repository on a git server.
+#[derive(Debug)]
+pub struct RemoteRepo {
+    git: Git,
+    settings: RepoSettings,
+    feature: String,
+    feature_branch: String,
+    options: GitOptions,
+}
+
+/// `ralph/<feature>/<task>`: the branch an attempt's work is committed on in its clone.
+/// It is never pushed; only the feature branch is.
+pub fn clone_work_branch(feature: &str, task: &str) -> String {
+    format!("ralph/{feature}/{task}")
+}
+
+impl RemoteRepo {
+    /// Validates the settings and writes the credentials (if any) to a private directory
+    /// that lives as long as this value.
+    pub fn new(
+        settings: RepoSettings,
+        feature: &str,
+        options: GitOptions,
+    ) -> Result<Self, WorkspaceError> {
+        settings.validate(feature)?;
+        super::settings::validate_branch_name("work branch", &clone_work_branch(feature, "task"))?;
+        let credentials = match &settings.credentials {
+            Some(credentials) => {
+                let parent = options
+                    .credentials_parent
+                    .clone()
+                    .unwrap_or_else(std::env::temp_dir);
+                Some(Arc::new(CredentialFiles::write(&parent, credentials)?))
+            }
+            None => None,
+        };
+        Ok(Self {
+            git: Git {
+                url: settings.url.clone(),
+                timeout: options.command_timeout,
+                author: settings.author.clone(),
+                credentials,
+            },
+            feature_branch: settings.feature_branch_for(feature),
+            feature: feature.to_owned(),
+            settings,
+            options,
+        })
+    }
+
+    pub fn feature_branch(&self) -> &str {
+        &self.feature_branch
+    }
+
+    /// The private directory holding the credentials, if any (for tests and audits).
+    pub fn credentials_dir(&self) -> Option<&Path> {
+        self.git.credentials.as_deref().map(CredentialFiles::dir)
+    }
+
+    /// The feature branch's head on the server, `None` before the first attempt made it.
+    pub async fn feature_head(&self) -> Result<Option<String>, WorkspaceError> {
+        let refs = self.remote_refs().await?;
+        Ok(refs.feature)
+    }
+
+    /// Clones the feature branch (creating it from baseRef and pushing it the first time)
+    /// into `dir`, which must be absent or empty, and makes the work branch
+    /// `ralph/<feature>/<task>`.
+    pub async fn prepare(
+        &self,
+        dir: &Path,
+        task: &str,
+        attempt: u32,
+    ) -> Result<AttemptWorkspace, WorkspaceError> {
+        let work_branch = clone_work_branch(&self.feature, task);
+        super::settings::validate_branch_name("work branch", &work_branch)?;
+        ensure_fresh_directory(dir)?;
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+        let dir_arg = dir.to_string_lossy().into_owned();
+        let url = self.settings.url.as_str();
+        let feature_branch = self.feature_branch.as_str();
+        let refs = self.remote_refs().await?;
+        let clone_branch = if refs.feature.is_some() {
+            feature_branch
+        } else if refs.base_exists {
+            self.settings.base_ref.as_str()
+        } else {
+            return Err(WorkspaceError::BaseRefMissing {
+                url: url.to_owned(),
+                base_ref: self.settings.base_ref.clone(),
+                feature_branch: feature_branch.to_owned(),
+            });
+        };
+        self.git
+            .ok(
+                parent,
+                &[
+                    "clone",
+                    "-q",
+                    "--depth",
+                    "1",
+                    "--single-branch",
+                    "--no-tags",
+                    "--branch",
+                    clone_branch,
+                    "--",
+                    url,
+                    &dir_arg,
+                ],
+                clone_branch,
+                Net::Remote,
+            )
+            .await?;
+        let tracking = format!("refs/remotes/origin/{feature_branch}");
+        let local = Net::Local;
+        self.git
+            .ok(
+                dir,
+                &["remote", "set-branches", "origin", feature_branch],
+                feature_branch,
+                local,
+            )
+            .await?;
+        if refs.feature.is_none() {
+            self.create_feature_branch(dir).await?;
+        }
+        self.git
+            .ok(dir, &["checkout", "-q", "--detach"], feature_branch, local)
+            .await?;
+        self.git
+            .ok(
+                dir,
+                &["branch", "-q", "-D", clone_branch],
+                feature_branch,
+                local,
+            )
+            .await?;
+        self.git
+            .ok(
+                dir,
+                &[
+                    "checkout",
+                    "-q",
+                    "--no-track",
+                    "-b",
+                    &work_branch,
+                    &tracking,
+                ],
+                feature_branch,
+                local,
+            )
+            .await?;
+        let start_commit = self
+            .git
+            .ok(dir, &["rev-parse", "HEAD"], feature_branch, local)
+            .await?;
+        Ok(AttemptWorkspace {
+            dir: dir.to_owned(),
+            attempt: AttemptRef::new(&self.feature, task, attempt),
+            work_branch,
+            feature_branch: feature_branch.to_owned(),
+            start_commit,
+        })
+    }
+
+    /// Commits everything in the workspace as one commit naming the task and attempt.
+    pub async fn commit(&self, ws: &AttemptWorkspace) -> Result<CommitOutcome, WorkspaceError> {
+        commit_workspace(&self.git, ws).await
+    }
+
+    /// Rebases the attempt's commit onto the feature branch's head and pushes it, fetching
+    /// and trying again while other tasks get there first.
+    pub async fn integrate(
+        &self,
+        ws: &AttemptWorkspace,
+    ) -> Result<IntegrationOutcome, WorkspaceError> {
+        let branch = ws.feature_branch.as_str();
+        let url = self.settings.url.as_str();
+        let tracking = format!("refs/remotes/origin/{branch}");
+        let fetch_spec = format!("+refs/heads/{branch}:{tracking}");
+        let push_spec = format!("HEAD:refs/heads/{branch}");
+        for attempt in 1..=self.options.max_push_attempts {
+            let fetched = self
+                .git
+                .ok(
+                    &ws.dir,
+                    &["fetch", "-q", "--no-tags", "--", url, &fetch_spec],
+                    branch,
+                    Net::Remote,
+                )
+                .await;
+            match fetched {
+                // A server swamped by parallel integrations drops connections: try again.
+                Err(WorkspaceError::Unreachable { .. })
+                    if attempt < self.options.max_push_attempts =>
+                {
+                    push_backoff(attempt).await;
+                    continue;
+                }
+                other => other?,
+            };
+            let head = self
+                .git
+                .ok(&ws.dir, &["rev-parse", &tracking], branch, Net::Local)
+                .await?;
+            if let Some(conflict) = rebase_onto(&self.git, ws, &head).await? {
+                return Ok(conflict);
+            }
+            let push = self
+                .git
+                .run(
+                    &ws.dir,
+                    &["push", "--porcelain", "--", url, &push_spec],
+                    branch,
+                    Net::Remote,
+                )
+                .await?;
+            if push.success {
+                let commit = self
+                    .git
+                    .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
+                    .await?;
+                return Ok(IntegrationOutcome::Integrated {
+                    commit,
+                    push_attempts: attempt,
+                });
+            }
+            match read_push_failure(&push.stdout) {
+                PushFailure::Raced => push_backoff(attempt).await,
+                PushFailure::Refused(reason) => {
+                    return Err(WorkspaceError::PushRejected {
+                        url: url.to_owned(),
+                        branch: branch.to_owned(),
+                        reason,
+                    });
+                }
+                PushFailure::NoStatus => {
+                    let error = self
+                        .git
+                        .failure(&["push"], branch, Net::Remote, &push.stderr);
+                    if !matches!(error, WorkspaceError::Unreachable { .. }) {
+                        return Err(error);
+                    }
+                    push_backoff(attempt).await;
+                }
+            }
+        }
+        Err(WorkspaceError::PushRetriesExhausted {
+            url: url.to_owned(),
+            branch: branch.to_owned(),
+            attempts: self.options.max_push_attempts,
+        })
+    }
+
+    /// Pushes the cloned baseRef as the new feature branch. Another attempt creating it at
+    /// the same moment is fine: its branch is used.
+    async fn create_feature_branch(&self, dir: &Path) -> Result<(), WorkspaceError> {
+        let url = self.settings.url.as_str();
+        let branch = self.feature_branch.as_str();
+        let push_spec = format!("HEAD:refs/heads/{branch}");
+        let push = self
+            .git
+            .run(
+                dir,
+                &["push", "--porcelain", "--", url, &push_spec],
+                branch,
+                Net::Remote,
+            )
+            .await?;
+        if !push.success {
+            match read_push_failure(&push.stdout) {
+                PushFailure::Raced => {}
+                PushFailure::Refused(reason) => {
+                    return Err(WorkspaceError::PushRejected {
+                        url: url.to_owned(),
+                        branch: branch.to_owned(),
+                        reason,
+                    });
+                }
+                PushFailure::NoStatus => {
+                    return Err(self
+                        .git
+                        .failure(&["push"], branch, Net::Remote, &push.stderr));
+                }
+            }
+        }
+        let fetch_spec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
+        self.git
+            .ok(
+                dir,
+                &[
+                    "fetch",
+                    "-q",
+                    "--depth",
+                    "1",
+                    "--no-tags",
+                    "--",
+                    url,
+                    &fetch_spec,
+                ],
+                branch,
+                Net::Remote,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn remote_refs(&self) -> Result<RemoteRefs, WorkspaceError> {
+        let feature_ref = format!("refs/heads/{}", self.feature_branch);
+        let base_ref = format!("refs/heads/{}", self.settings.base_ref);
+        let base_tag = format!("refs/tags/{}", self.settings.base_ref);
+        let cwd = std::env::temp_dir();
+        let listing = self
+            .git
+            .ok(
+                &cwd,
+                &[
+                    "ls-remote",
+                    "--",
+                    &self.settings.url,
+                    &feature_ref,
+                    &base_ref,
+                    &base_tag,
+                ],
+                &self.feature_branch,
+                Net::Remote,
+            )
+            .await?;
+        let mut refs = RemoteRefs::default();
+        for line in listing.lines() {
+            let Some((commit, name)) = line.split_once('\t') else {
+                continue;
+            };
+            if name == feature_ref {
+                refs.feature = Some(commit.to_owned());
+            } else if name == base_ref || name == base_tag {
+                refs.base_exists = true;
+            }
+        }
+        Ok(refs)
+    }
+}
+
+#[derive(Debug, Default)]
+struct RemoteRefs {
+    feature: Option<String>,
+    base_exists: bool,
+}
+
+/// Where an attempt's clone goes under `root`: `<root>/<task>-a<attempt>`.
+pub fn attempt_dir(root: &Path, task: &str, attempt: u32) -> PathBuf {
+    root.join(format!("{task}-a{attempt}"))
+}
