@@ -22,7 +22,7 @@ fn sample_files() -> Vec<PathBuf> {
 /// Every document of a sample file, as JSON.
 fn documents(path: &PathBuf) -> Vec<Value> {
     let text = std::fs::read_to_string(path).expect("sample is readable");
-    serde_yaml::Deserializer::from_str(&text)
+    serde_yaml_ng::Deserializer::from_str(&text)
         .map(|document| Value::deserialize(document).expect("sample is YAML"))
         .filter(|document| !document.is_null())
         .collect()
