@@ -470,13 +470,14 @@ async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_rele
         .wait_for_task_condition("refused-a", "Configured", "PodRejected")
         .await;
     assert_eq!(task.status, "False");
+    // A released claim is a Lease without a holder (kept for its fencing token) or none.
     h.eventually("the claim to be released", || async {
-        h.leases()
-            .get_opt("refused-a")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
+        let lease = h.leases().get_opt("refused-a").await.ok()?;
+        let holder = lease
+            .and_then(|l| l.spec)
+            .and_then(|spec| spec.holder_identity)
+            .filter(|holder| !holder.is_empty());
+        holder.is_none().then_some(())
     })
     .await;
     assert_eq!(h.events_with_reason("PodRejected").await.len(), 1);

@@ -35,6 +35,8 @@ use crate::engine::sigils::Sigils;
 
 /// Longest wait for the stderr watcher after the agent's group is gone.
 const STDERR_DRAIN: Duration = Duration::from_secs(1);
+/// How long to wait for the rest of an agent's stdout when it ended before answering `initialize`.
+const STDOUT_DRAIN: Duration = Duration::from_millis(500);
 
 /// Runs one attempt to its end and reports it. Cancelling `cancel` sends
 /// `session/cancel`, waits the grace period, then kills the agent; the attempt is then
@@ -221,7 +223,8 @@ impl Running {
         let (noise_tx, mut noise) = mpsc::unbounded_channel();
         let (session_tx, session_rx) = oneshot::channel();
         let advertise_fs = config.client_fs.advertise(&config.agent_command);
-        let transport = agent_lines(stdin, stdout, self.activity.clone(), noise_tx);
+        let (transport, mut stdout_reader) =
+            agent_lines(stdin, stdout, self.activity.clone(), noise_tx);
         let mut conversation = Box::pin(client::drive(
             ClientContext {
                 prompt: config.prompt.clone(),
@@ -253,12 +256,15 @@ impl Running {
             .emit("stop", json!({"turn": turn_summary(&supervised.turn_end)}));
         // Dropping the conversation closes the agent's stdin: the agent may now exit.
         drop(conversation);
-        if supervised.interruption.is_none()
-            && not_acp_yet(&self.turn)
-            && let Ok(line) = noise.try_recv()
-        {
-            supervised.interruption = Some(Interruption::NotAcp { line });
+        if supervised.interruption.is_none() && not_acp_yet(&self.turn) {
+            // The agent may have ended before the connection read what it printed: read its
+            // stdout to the end (briefly: a live agent keeps it open).
+            let _ = tokio::time::timeout(STDOUT_DRAIN, &mut stdout_reader).await;
+            if let Ok(line) = noise.try_recv() {
+                supervised.interruption = Some(Interruption::NotAcp { line });
+            }
         }
+        stdout_reader.abort();
         self.shut_down(supervised, config.grace).await
     }
 
