@@ -115,7 +115,7 @@ fn defaults_are_applied_to_missing_fields() {
     assert_eq!(spec.retry.max_retries, 3);
     assert_eq!(spec.retry.backoff_base_seconds, 10);
     assert_eq!(spec.retry.backoff_max_seconds, 600);
-    assert!(!spec.suspend && !spec.verify);
+    assert!(!spec.suspend && spec.verify.is_off());
 }
 
 #[test]

@@ -574,23 +574,24 @@ async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_chang
 }
 
 #[tokio::test]
-async fn verify_is_reported_not_supported_and_nothing_starts() {
+async fn a_verification_agent_without_a_git_workspace_is_a_condition_and_nothing_starts() {
     let h = Harness::start().await;
     h.create_feature(feature_manifest(
         "verified",
         serde_json::json!([{"name": "a"}]),
-        serde_json::json!({"verify": true}),
+        serde_json::json!({"verify": {"agent": true}}),
     ))
     .await;
     let condition = h
-        .wait_for_feature_condition("verified", "Configured", "VerifyNotSupported")
+        .wait_for_feature_condition("verified", "Configured", "VerifyNeedsWorkspace")
         .await;
     assert!(
-        condition.message.contains("spec.verify"),
+        condition.message.contains("spec.verify.agent")
+            && condition.message.contains("spec.workspace.git"),
         "{}",
         condition.message
     );
-    assert_eq!(h.events_with_reason("VerifyNotSupported").await.len(), 1);
+    assert_eq!(h.events_with_reason("VerifyNeedsWorkspace").await.len(), 1);
     assert_eq!(h.server.count_requests(is_lease_create), 0);
     h.stop().await;
 }

@@ -27,8 +27,12 @@ pub const REASON_POD_REJECTED: &str = "PodRejected";
 /// `Configured=False`: the runner reported the agent misconfigured (binary missing, not an
 /// ACP agent, authentication required).
 pub const REASON_AGENT_MISCONFIGURED: &str = "AgentMisconfigured";
-/// `Configured=False`: the Feature sets `spec.verify`, which this controller cannot honour yet.
-pub const REASON_VERIFY_NOT_SUPPORTED: &str = "VerifyNotSupported";
+/// `Configured=False`: the Feature sets `spec.verify.agent` without `spec.workspace.git`: a
+/// verification Pod would check an empty directory.
+pub const REASON_VERIFY_NEEDS_WORKSPACE: &str = "VerifyNeedsWorkspace";
+/// Task: the task's work was reported done and a verification attempt checks it (`True`
+/// while the verification is pending or running).
+pub const VERIFYING: &str = "Verifying";
 /// `Valid=False`: the API server rejected a Task the Feature's templates describe.
 pub const REASON_TASK_REJECTED: &str = "TaskRejected";
 /// `Valid=False`: the task DAG is invalid (unknown names, cycles, duplicates).

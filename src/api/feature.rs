@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::agent::{AgentSpec, PodTemplateOverrides};
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
+use super::verify::VerifySpec;
 
 /// Most tasks in one Feature (bounds the size of a Feature and the cost of its rules).
 pub const MAX_TASKS: usize = 200;
@@ -93,10 +94,11 @@ pub struct FeatureSpec {
     #[serde(default)]
     pub retry: RetryPolicy,
 
-    /// When true, a task an agent reports done is verified by a second agent attempt
-    /// before it counts as done.
-    #[serde(default)]
-    pub verify: bool,
+    /// How a task an agent reports done is verified before it counts as done: a command
+    /// run in the workspace, a read-only verification agent, or both. Unset: the agent's
+    /// word is enough.
+    #[serde(default, skip_serializing_if = "VerifySpec::is_off")]
+    pub verify: VerifySpec,
 
     /// When true, no new attempt starts and running attempts are cancelled.
     #[serde(default)]

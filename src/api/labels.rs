@@ -11,6 +11,9 @@ pub const TASK_OBJECT_LABEL: &str = "ralph.dev/task-object";
 /// Label on agent Pods: the attempt id (`<task object>-a<N>`), also the Pod's name and the
 /// claim Lease's holder.
 pub const ATTEMPT_LABEL: &str = "ralph.dev/attempt";
+/// Label on agent Pods: what the attempt does, `work` or `verify` (a read-only check of work
+/// reported done).
+pub const ATTEMPT_KIND_LABEL: &str = "ralph.dev/attempt-kind";
 /// Annotation on agent Pods: the attempt's prompt, mounted into the agent container through
 /// the downward API (no separate object to write and delete).
 pub const PROMPT_ANNOTATION: &str = "ralph.dev/prompt";

@@ -13,6 +13,7 @@ pub mod names;
 pub mod status;
 pub mod task;
 pub mod template;
+pub mod verify;
 
 pub use agent::{AgentSpec, PodTemplateOverrides};
 pub use feature::{Feature, FeatureContext, FeatureSpec, RetryPolicy, TextSource};
@@ -22,6 +23,7 @@ pub use status::{
 };
 pub use task::{DesiredTasksError, Task, TaskSpec, desired_tasks, task_object_name};
 pub use template::{TaskFields, TaskTemplate};
+pub use verify::VerifySpec;
 
 /// API group of the ralph custom resources.
 pub const GROUP: &str = "ralph.dev";

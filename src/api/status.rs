@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::attempt::Usage;
 use crate::engine::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use crate::engine::sigils::Sigils;
+use crate::engine::verification::{AttemptKind, CheckReport};
 
 /// How many attempt records a Task's status keeps (the most recent ones).
 pub const MAX_ATTEMPT_HISTORY: usize = 10;
@@ -110,6 +111,10 @@ pub struct AttemptRecord {
     /// Attempt number, from 1.
     pub number: u32,
 
+    /// What the attempt did: `work`, or `verify` (a read-only check of work reported done).
+    #[serde(default)]
+    pub kind: AttemptKind,
+
     /// Name of the agent Pod that ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
@@ -154,6 +159,15 @@ pub struct AttemptRecord {
     /// A short summary of a crash (exit code, stderr line, matched pattern, timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+
+    /// Why the attempt did not finish the task (the agent's reason, the verifier's, or the
+    /// failing `verify.command` with the end of its output); the next prompt says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// How `verify.command` ended, when the runner ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckReport>,
 
     /// Token and cost usage of this attempt.
     #[serde(default)]

@@ -24,6 +24,7 @@ use super::task::{self, TaskError, TaskScope};
 use crate::api::{Feature, Task, TextSource, conditions, desired_tasks};
 use crate::engine::dag::TaskPhase;
 use crate::engine::prompt::FeatureText;
+use crate::engine::verification::AttemptKind;
 
 /// How often a settled feature is looked at even without events.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -326,15 +327,8 @@ fn start_limit(
 fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
     let namespace = feature.namespace().unwrap_or_default();
     let name = feature.name_any();
-    if feature.spec.verify {
-        return Some(Problem {
-            reason: conditions::REASON_VERIFY_NOT_SUPPORTED,
-            message: format!(
-                "Feature {namespace}/{name} sets spec.verify, which this controller does not \
-                 support yet; no attempt starts while it is set: remove spec.verify (or set it \
-                 to false) to run the feature"
-            ),
-        });
+    if let Some(problem) = super::verify::verify_problem(feature) {
+        return Some(problem);
     }
     let probe = AttemptPod {
         namespace: &namespace,
@@ -346,6 +340,8 @@ fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
         owner: OwnerReference::default(),
         agent: &feature.spec.agent,
         overrides: feature.spec.pod_template.as_ref(),
+        kind: AttemptKind::Work,
+        verify: &feature.spec.verify,
     };
     let error = attempt_pod(&probe, &ctx.pod_settings).err()?;
     let (reason, fix) = match error {

@@ -19,5 +19,6 @@ pub mod sidecar;
 pub mod slots;
 pub mod status;
 pub mod task;
+pub mod verify;
 
 pub use runtime::{ControllerConfig, NativeSidecars, RunError, run};

@@ -17,10 +17,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::api::{AgentSpec, PodTemplateOverrides};
+use crate::api::{AgentSpec, PodTemplateOverrides, VerifySpec};
+use crate::engine::verification::AttemptKind;
 
 pub use crate::api::labels::PROMPT_ANNOTATION;
-pub use crate::api::labels::{ATTEMPT_LABEL, FEATURE_LABEL, TASK_LABEL, TASK_OBJECT_LABEL};
+pub use crate::api::labels::{
+    ATTEMPT_KIND_LABEL, ATTEMPT_LABEL, FEATURE_LABEL, TASK_LABEL, TASK_OBJECT_LABEL,
+};
 use crate::api::labels::{MANAGED_BY, MANAGED_BY_LABEL};
 /// Name of the agent container (its termination message is the attempt's result).
 pub const AGENT_CONTAINER: &str = "agent";
@@ -92,6 +95,12 @@ pub struct AttemptPod<'a> {
     pub agent: &'a AgentSpec,
     /// The Feature's Pod overrides.
     pub overrides: Option<&'a PodTemplateOverrides>,
+    /// What the attempt does: a work attempt runs `verify.command` after a done verdict; a
+    /// verification attempt runs read-only. (Where a verification Pod gets the work from is
+    /// the workspace's business: with `spec.workspace.git`, the task's work branch.)
+    pub kind: AttemptKind,
+    /// The Feature's `spec.verify`.
+    pub verify: &'a VerifySpec,
 }
 
 /// Why an attempt's Pod cannot be built.
@@ -118,6 +127,10 @@ pub fn attempt_labels(input: &AttemptPod<'_>) -> BTreeMap<String, String> {
         (TASK_LABEL.to_owned(), input.task_id.to_owned()),
         (TASK_OBJECT_LABEL.to_owned(), input.task.to_owned()),
         (ATTEMPT_LABEL.to_owned(), input.attempt_id.to_owned()),
+        (
+            ATTEMPT_KIND_LABEL.to_owned(),
+            input.kind.as_str().to_owned(),
+        ),
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
     ])
 }
@@ -227,6 +240,10 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         &format!("{}s", agent.total_timeout_seconds),
     ]);
     command.extend(agent.client_fs.runner_args());
+    match input.kind {
+        AttemptKind::Work => command.extend(input.verify.runner_args()),
+        AttemptKind::Verify => command.push("--read-only".to_owned()),
+    }
     command.push("--".to_owned());
     command.extend(agent.command.iter().cloned());
     command.extend(agent.args.iter().cloned());

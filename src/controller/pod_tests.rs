@@ -57,6 +57,8 @@ fn build_with(
         owner: owner(),
         agent,
         overrides,
+        kind: AttemptKind::Work,
+        verify: &VerifySpec::default(),
     };
     attempt_pod(&input, &settings(mode))
 }

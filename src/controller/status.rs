@@ -102,8 +102,10 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
     };
     record.ended_at = Some(time(ingestion.now_ms));
     record.outcome = Some(decision.outcome);
-    if let Some(PreviousAttempt::Crashed { summary }) = &decision.previous_attempt {
-        record.crash = Some(summary.clone());
+    match &decision.previous_attempt {
+        Some(PreviousAttempt::Crashed { summary }) => record.crash = Some(summary.clone()),
+        Some(PreviousAttempt::Failed { reason }) => record.reason = reason.clone(),
+        _ => {}
     }
     if let Some(result) = ingestion.result {
         record.agent = result.agent.clone();
@@ -111,6 +113,7 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
         record.stop_reason = result.stop_reason.as_ref().map(|r| r.as_str().to_owned());
         record.exit_code = result.exit_code;
         record.sigils = result.sigils.clone();
+        record.check = result.check.clone();
         record.usage = result.usage.clone();
         if record.crash.is_none() {
             record.crash = result.crash.clone();
@@ -191,7 +194,10 @@ pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
                 .unwrap_or_else(|| "no details".to_owned()),
         }),
         AttemptOutcome::Failed => Some(PreviousAttempt::Failed {
-            reason: last.sigils.task_failed_reason.clone(),
+            reason: last
+                .reason
+                .clone()
+                .or_else(|| last.sigils.task_failed_reason.clone()),
         }),
         AttemptOutcome::Lost => Some(PreviousAttempt::Lost),
         _ => None,

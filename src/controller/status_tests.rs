@@ -53,6 +53,7 @@ fn result(done: bool) -> AttemptResult {
         crash: None,
         misconfiguration: None,
         exhaustion: None,
+        check: None,
         agent: Some("scripted 1.0".to_owned()),
         model: None,
         usage: Usage {

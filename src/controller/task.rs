@@ -22,6 +22,7 @@ use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
 use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
 use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
+use crate::engine::verification::AttemptKind;
 
 /// Why a task's actions could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -359,7 +360,8 @@ async fn start(
         .controller_owner_ref(&())
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
-    let prompt = render_prompt(scope, plan);
+    let kind = super::verify::next_attempt_kind(scope.feature, task);
+    let prompt = render_prompt(scope, plan, kind);
     let input = AttemptPod {
         namespace: &namespace,
         task: &name,
@@ -370,6 +372,8 @@ async fn start(
         owner,
         agent: &scope.feature.spec.agent,
         overrides: scope.feature.spec.pod_template.as_ref(),
+        kind,
+        verify: &scope.feature.spec.verify,
     };
     let pod = attempt_pod(&input, &ctx.pod_settings)?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -392,12 +396,9 @@ async fn start(
             .map(|t| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.0)),
         fencing_token: lease.map_or(0, lease_transitions),
     };
-    write_status(
-        ctx,
-        task,
-        &status::started(task, attempt, &id, claim, scope.now_ms),
-    )
-    .await?;
+    let mut started = status::started(task, attempt, &id, claim, scope.now_ms);
+    super::verify::record_start(&mut started, kind, task.metadata.generation, scope.now_ms);
+    write_status(ctx, task, &started).await?;
     ctx.metrics.attempts_started.inc();
     tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
     Ok(())
@@ -429,7 +430,7 @@ where
     }
 }
 
-fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
+fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan, kind: AttemptKind) -> String {
     let task = &plan.task;
     let text = |t: &Task, id: String| TaskText {
         id,
@@ -461,7 +462,7 @@ fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
         })
         .collect();
     let status = task.status.clone().unwrap_or_default();
-    prompt::render(&PromptInput {
+    let input = PromptInput {
         task: text(task, plan.task_id.clone()),
         parent,
         completed_blockers,
@@ -469,7 +470,12 @@ fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
         retry_count: status.retry_count,
         max_retries: max_retries(scope.feature, task),
         previous_attempt: status::previous_attempt(task),
-    })
+        reported: super::verify::reported_work(task),
+    };
+    match kind {
+        AttemptKind::Work => prompt::render(&input),
+        AttemptKind::Verify => prompt::render_verification(&input),
+    }
 }
 
 fn max_retries(feature: &Feature, task: &Task) -> u32 {
@@ -505,7 +511,8 @@ pub fn conclude(
         without_verdict: conclusion::without_verdict_streak(
             status.attempts.iter().filter_map(|a| a.outcome),
         ),
-        verify: false,
+        verify: feature.spec.verify.verification(),
+        kind: super::verify::attempt_kind(task, status.attempt_count),
     };
     let policy = ConclusionPolicy::with_retry(retry_policy(feature, task));
     conclusion::conclude(end, &state, &policy, now_ms, jitter)
@@ -535,7 +542,7 @@ async fn ingest(
         AttemptEnd::Reported(result) => Some(result.as_ref()),
         _ => None,
     };
-    let new_status = status::ingested(
+    let mut new_status = status::ingested(
         task,
         &Ingestion {
             decision,
@@ -543,6 +550,13 @@ async fn ingest(
             next_attempt_after_ms: next.next_attempt_after_ms,
             now_ms: scope.now_ms,
         },
+    );
+    super::verify::record_end(
+        &mut new_status,
+        scope.feature,
+        decision,
+        task.metadata.generation,
+        scope.now_ms,
     );
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::sigils::Sigils;
+use super::verification::CheckReport;
 
 /// Version of the [`AttemptResult`] document; bumped on an incompatible change.
 pub const RESULT_SCHEMA_VERSION: u32 = 1;
@@ -202,6 +203,9 @@ pub struct AttemptResult {
     /// Start, end and latency figures.
     #[serde(default)]
     pub timings: Timings,
+    /// How `verify.command` ended, when the runner ran it (after a done verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckReport>,
     /// Names of fields shortened to keep the document under [`RESULT_MAX_BYTES`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated: Vec<String>,

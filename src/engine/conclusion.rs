@@ -12,6 +12,7 @@ use super::lifecycle::{AttemptEnd, FeatureGate};
 use super::policy::{
     AttemptOutcome, Decision, EventKind, FeatureEffect, PhaseChange, PreviousAttempt, TaskContext,
 };
+use super::verification::{self, AttemptKind, Verification};
 
 /// How long an exhausted agent rests when it did not say when its quota resets.
 pub const DEFAULT_EXHAUSTION_REST: Duration = Duration::from_secs(300);
@@ -28,8 +29,10 @@ pub struct TaskState {
     pub retry_count: u32,
     /// Attempts that ended without a verdict, in a row, before this one.
     pub without_verdict: u32,
-    /// Whether a verifier must confirm `task-done`.
-    pub verify: bool,
+    /// The verification the feature asks for after a done verdict.
+    pub verify: Verification,
+    /// What the attempt that ended did: the work, or a verification of it.
+    pub kind: AttemptKind,
 }
 
 /// The rules a task's attempts are concluded by.
@@ -118,9 +121,9 @@ pub fn conclude(
         name: task.name.clone(),
         retry_count: task.retry_count,
         max_retries: policy.retry.max_retries,
-        verify: task.verify,
+        verify: task.verify.agent,
     };
-    let mut decision = end.conclude(&context);
+    let mut decision = verification::conclude_attempt(end, &context, task.kind, task.verify);
     let result: Option<&AttemptResult> = match end {
         AttemptEnd::Reported(result) => Some(result),
         _ => None,

@@ -20,7 +20,8 @@ fn task(retry_count: u32, without_verdict: u32) -> TaskState {
         name: "t".to_owned(),
         retry_count,
         without_verdict,
-        verify: false,
+        verify: Verification::default(),
+        kind: AttemptKind::Work,
     }
 }
 

@@ -24,7 +24,7 @@ pub struct TaskContext {
     pub retry_count: u32,
     /// Retries allowed before the task fails for good.
     pub max_retries: u32,
-    /// Whether a verifier must confirm `task-done` before the task is done.
+    /// Whether a verification attempt must confirm `task-done` before the task is done.
     pub verify: bool,
 }
 
@@ -86,7 +86,7 @@ pub enum PhaseChange {
     Unchanged,
     /// Back to Pending to be claimed again; after backoff when [`Decision::retry`] is set.
     Pending,
-    /// Done (after verification when [`Decision::verify_first`] is set).
+    /// Done.
     Done,
     /// Failed for good.
     Failed,
@@ -180,8 +180,8 @@ pub struct Decision {
     pub outcome: AttemptOutcome,
     /// The task's new phase.
     pub phase: PhaseChange,
-    /// Verification is on: the task becomes Done only when a verifier attempt passes
-    /// ([`decide_verification`]). The claim is kept for that attempt.
+    /// Verification is on: the task went back to Pending and becomes Done only when a
+    /// verification attempt passes ([`decide_verification`]).
     pub verify_first: bool,
     /// `Some(n)`: the attempt counts as a retry and the task's retry count becomes `n`; the
     /// next attempt waits for the backoff (see [`Decision::next_attempt_after`]).
@@ -286,37 +286,66 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
     decision
 }
 
-/// Applies a verifier attempt's verdict on a task whose agent reported it done: pass makes
-/// it Done, fail counts as a failed attempt (retried while retries remain). Anything else
-/// (no verdict, a crash, exhaustion, ...) is decided like a work attempt whose task sigils
-/// are ignored, so the task runs again.
+/// Applies a verification attempt's verdict on a task whose agent reported it done: pass
+/// makes it Done; a fail, a crash or no verdict at all (none, one for another task, a turn
+/// that stopped early, a refusal) is a failed verification, retried while retries remain.
+/// Exhaustion, cancellation and misconfiguration are decided as for a work attempt: they
+/// say nothing about the work, so the verification runs again.
 pub fn decide_verification(task: &TaskContext, result: &AttemptResult) -> Decision {
-    let finished =
-        result.outcome == OutcomeClass::Finished && result.stop_reason == Some(StopReason::EndTurn);
-    match &result.sigils.verdict {
-        Some(Verdict::Pass(id)) if finished && *id == task.name => verified(task),
-        Some(Verdict::Fail(id)) if finished && *id == task.name => {
-            rejected(task, result.sigils.journal.first())
+    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished, Misconfigured};
+    let sigils = &result.sigils;
+    let stop = result.stop_reason.as_ref();
+    match (result.outcome, stop, &sigils.verdict) {
+        (Misconfigured, ..) => misconfigured(task, result),
+        (Exhausted, ..) => exhausted(task, result),
+        (Cancelled, ..) | (Finished, Some(StopReason::Cancelled), _) => interrupted(task),
+        (Crashed, ..) => verification_failed(
+            task,
+            format!("the verifier crashed: {}", crash_summary(result)),
+        ),
+        (Finished, Some(StopReason::EndTurn), Some(Verdict::Pass(id))) if *id == task.name => {
+            verified(task)
         }
-        _ => {
-            let sigils = Sigils {
-                task_done: None,
-                task_failed: None,
-                ..result.sigils.clone()
+        (Finished, Some(StopReason::EndTurn), Some(Verdict::Fail(id))) if *id == task.name => {
+            let note = sigils
+                .verify_fail_reason
+                .as_ref()
+                .or(sigils.journal.first());
+            let reason = match note {
+                Some(note) => format!("the verifier rejected the work: {}", bounded(note)),
+                None => "the verifier rejected the work".to_owned(),
             };
-            let task = TaskContext {
-                verify: false,
-                ..task.clone()
+            verification_failed(task, reason)
+        }
+        (_, stop, verdict) => {
+            let why = match (stop, verdict) {
+                (Some(StopReason::EndTurn), Some(Verdict::Pass(id) | Verdict::Fail(id))) => {
+                    format!("its verdict names task {id}")
+                }
+                (Some(StopReason::EndTurn), None) => "its final answer holds no verdict".into(),
+                (Some(stop), _) => format!("its turn stopped early (stop reason {stop})"),
+                (None, _) => "its turn ended without a stop reason".into(),
             };
-            decide(
-                &task,
-                &AttemptResult {
-                    sigils,
-                    ..result.clone()
-                },
-            )
+            verification_failed(task, format!("the verifier gave no verdict: {why}"))
         }
     }
+}
+
+/// A failed verification (the command failed, the verifier rejected the work, crashed or
+/// gave no verdict): a failed attempt, retried while retries remain, with `reason` in the
+/// next prompt. The event shows the reason's first line.
+pub fn verification_failed(task: &TaskContext, reason: String) -> Decision {
+    let first_line = reason.lines().next().unwrap_or_default();
+    let message = format!("task {}: verification failed: {first_line}", task.name);
+    retry_or_fail(
+        task,
+        AttemptOutcome::Failed,
+        "VerificationFailed",
+        message,
+        PreviousAttempt::Failed {
+            reason: Some(reason),
+        },
+    )
 }
 
 /// The claim Lease was not renewed in time: the attempt is lost and the task retried.
@@ -375,12 +404,14 @@ fn done(task: &TaskContext) -> Decision {
     if task.verify {
         let event = normal(
             "TaskVerifying",
-            format!("task {} reported done; verifying", task.name),
+            format!(
+                "task {} reported done; a verification attempt checks the work",
+                task.name
+            ),
         );
         Decision {
             verify_first: true,
-            release_claim: false,
-            ..base(AttemptOutcome::Done, PhaseChange::Done, event)
+            ..base(AttemptOutcome::Done, PhaseChange::Pending, event)
         }
     } else {
         let event = normal("TaskDone", format!("task {} done", task.name));
@@ -394,24 +425,6 @@ fn verified(task: &TaskContext) -> Decision {
         format!("task {} verified and done", task.name),
     );
     base(AttemptOutcome::Done, PhaseChange::Done, event)
-}
-
-fn rejected(task: &TaskContext, note: Option<&String>) -> Decision {
-    let reason = match note {
-        Some(note) => format!("the verifier rejected the work: {}", bounded(note)),
-        None => "the verifier rejected the work".to_owned(),
-    };
-    let message = format!("task {}: {reason}", task.name);
-    let previous = PreviousAttempt::Failed {
-        reason: Some(reason),
-    };
-    retry_or_fail(
-        task,
-        AttemptOutcome::Failed,
-        "VerificationFailed",
-        message,
-        previous,
-    )
 }
 
 fn failed(task: &TaskContext, sigils: &Sigils) -> Decision {

@@ -60,6 +60,9 @@ pub struct PromptInput {
     pub max_retries: u32,
     /// Why the previous attempt did not finish, when it did not.
     pub previous_attempt: Option<PreviousAttempt>,
+    /// For a verification prompt: what the agent that reported the task done said about
+    /// its work (its journal notes).
+    pub reported: Option<String>,
 }
 
 /// Renders the prompt for one attempt (Markdown).
@@ -77,6 +80,7 @@ pub fn render_verification(input: &PromptInput) -> String {
     let mut out = String::new();
     task_section(&mut out, "Verify", &input.task);
     context_sections(&mut out, input);
+    reported_section(&mut out, input.reported.as_deref());
     out.push_str(VERIFY_RULES);
     out
 }
@@ -140,6 +144,13 @@ fn feature_section(out: &mut String, feature: &FeatureText) {
             push_line!(out, "### {heading}\n");
             block(out, text);
         }
+    }
+}
+
+fn reported_section(out: &mut String, reported: Option<&str>) {
+    if let Some(reported) = reported.filter(|r| !r.trim().is_empty()) {
+        push_line!(out, "## What the agent that did the work said\n");
+        block(out, reported);
     }
 }
 
@@ -218,7 +229,8 @@ const VERIFY_RULES: &str = "\
 ## Rules of this verification
 
 - An agent reported the task above done. Check its work in the current directory against the
-  task's description: read the changes, build, run the tests. Do not change the work.
+  task's description: read the changes, build, run the tests. Do not change the work: this
+  session is read-only, and edits, writes and deletes are refused.
 - Finish within this turn, then report your verdict with the braces removed and `{TASK_ID}`
   replaced by the task ID stated above. Only the very end of your final message counts: end
   it with the verdict tag on its own line, with nothing after it and no code fence, backticks
@@ -227,8 +239,8 @@ const VERIFY_RULES: &str = "\
 End your final message with exactly one of:
 
 - `<verify-pass>{TASK_ID}</verify-pass>`: the task is done as described.
-- `<verify-fail>{TASK_ID}</verify-fail>`: it is not. Say first what is missing or wrong, in
-  `<journal>{NOTE}</journal>`; the next attempt at the task will be told.
+- `<verify-fail>{TASK_ID}</verify-fail>`: it is not. Say what is missing or wrong in the
+  paragraph just before the tag; the next attempt at the task will be told.
 ";
 
 #[cfg(test)]

@@ -90,6 +90,9 @@ pub struct Sigils {
     /// `<verify-pass>ID</verify-pass>` or `<verify-fail>ID</verify-fail>`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// The verifier's reason given with `<verify-fail>` (the prose before the final block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_fail_reason: Option<String>,
     /// `<journal>text</journal>` entries, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub journal: Vec<String>,
@@ -335,6 +338,9 @@ impl SigilScanner {
         let reason = reason::reason_before(self.prose.recent());
         Sigils {
             task_failed_reason: task_failed.is_some().then(|| reason.clone()).flatten(),
+            verify_fail_reason: matches!(verify, Some(Verdict::Fail(_)))
+                .then(|| reason.clone())
+                .flatten(),
             promise_reason: (promise == Some(Promise::Failure))
                 .then_some(reason)
                 .flatten(),

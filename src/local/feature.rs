@@ -43,8 +43,8 @@ pub struct LocalFeature {
     pub backoff_base: Duration,
     /// Cap of the retry backoff.
     pub backoff_max: Duration,
-    /// Verify tasks before marking them done.
-    pub verify: bool,
+    /// How tasks reported done are verified (`spec.verify`).
+    pub verify: crate::api::VerifySpec,
     /// The feature is paused: nothing starts.
     pub suspend: bool,
     /// The feature's spec text for the prompt.

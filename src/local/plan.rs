@@ -56,7 +56,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
         max_retries: spec.retry.max_retries,
         backoff_base: Duration::from_secs(spec.retry.backoff_base_seconds),
         backoff_max: Duration::from_secs(spec.retry.backoff_max_seconds),
-        verify: spec.verify,
+        verify: spec.verify.clone(),
         suspend: spec.suspend,
         spec_text: text(&name, "spec", spec.context.spec.as_ref())?,
         plan_text: text(&name, "plan", spec.context.plan.as_ref())?,

@@ -31,7 +31,7 @@ pub fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
         max_retries: 2,
         backoff_base: Duration::from_secs(10),
         backoff_max: Duration::from_secs(600),
-        verify: false,
+        verify: crate::api::VerifySpec::default(),
         suspend: false,
         spec_text: None,
         plan_text: None,
@@ -58,6 +58,7 @@ pub fn row(name: &str, phase: TaskPhase) -> TaskRow {
 /// Attempt `number` of `task`, ended with `outcome` (its stored name), from 0 to 1 ms.
 pub fn attempt(task: &str, number: u32, outcome: &str) -> AttemptRow {
     AttemptRow {
+        kind: Default::default(),
         id: format!("{task}-a{number}"),
         task: task.to_owned(),
         number,

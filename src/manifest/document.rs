@@ -304,20 +304,6 @@ fn read_object(
         }
         return Err(problems);
     }
-    if kind == "Feature"
-        && options.local
-        && value.pointer("/spec/verify") == Some(&Value::Bool(true))
-    {
-        let path = FieldPath::root("spec").key("verify");
-        return Err(vec![ManifestError::Field {
-            location: source.at_field(&path),
-            object: object.clone(),
-            path,
-            problem: "verification is not supported by `ralph run` yet; remove spec.verify \
-                      (nothing would verify the work)"
-                .into(),
-        }]);
-    }
     let field_errors = |found: Vec<rules::RuleViolation>| -> Vec<ManifestError> {
         found
             .into_iter()

@@ -409,6 +409,7 @@ fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
         model: None,
         usage: Usage::default(),
         timings: Timings::default(),
+        check: None,
         truncated: Vec::new(),
     }
 }

@@ -19,6 +19,13 @@ const SHRINKS: &[Shrink] = &[
     ("sigils.taskFailedReason", |r, max| {
         shorten_opt(&mut r.sigils.task_failed_reason, max)
     }),
+    ("sigils.verifyFailReason", |r, max| {
+        shorten_opt(&mut r.sigils.verify_fail_reason, max)
+    }),
+    ("check.outputTail", |r, max| match &mut r.check {
+        Some(check) => keep_end(&mut check.output_tail, max),
+        None => false,
+    }),
     ("sigils.journal", |r, max| {
         r.sigils
             .journal
@@ -113,6 +120,19 @@ fn shorten(text: &mut String, max: usize) -> bool {
     true
 }
 
+/// Shortens `text` to its last `max` bytes or fewer (a command's output matters at its end).
+fn keep_end(text: &mut String, max: usize) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut cut = text.len() - max;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    *text = format!("…{}", &text[cut..]);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +156,7 @@ mod tests {
             model: None,
             usage: Usage::default(),
             timings: Timings::default(),
+            check: None,
             truncated: vec![],
         }
     }

@@ -55,12 +55,14 @@ fn end_turn_with_task_done_verifies_first_when_verification_is_on() {
         &task,
         &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
     );
-    assert_eq!(decision.phase, PhaseChange::Done);
+    assert_eq!(decision.outcome, AttemptOutcome::Done);
+    assert_eq!(decision.phase, PhaseChange::Pending);
     assert!(decision.verify_first);
     assert!(
-        !decision.release_claim,
-        "the claim is kept for the verifier"
+        decision.release_claim,
+        "the verification attempt claims the task anew"
     );
+    assert_eq!(decision.retry, None);
 }
 
 #[test]
@@ -414,7 +416,7 @@ fn verification_fail_is_a_failed_attempt_with_the_verifiers_note() {
 }
 
 #[test]
-fn verification_without_a_verdict_ignores_task_sigils_and_runs_the_task_again() {
+fn verification_without_a_verdict_ignores_task_sigils_and_is_a_failed_verification() {
     let task = TaskContext {
         verify: true,
         ..task()
@@ -423,8 +425,10 @@ fn verification_without_a_verdict_ignores_task_sigils_and_runs_the_task_again() 
         &task,
         &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Released);
+    assert_eq!(decision.outcome, AttemptOutcome::Failed);
     assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, Some(1));
+    assert_eq!(decision.event.reason, "VerificationFailed");
 }
 
 #[test]

@@ -21,6 +21,7 @@ fn input() -> PromptInput {
         retry_count: 0,
         max_retries: 3,
         previous_attempt: None,
+        reported: None,
     }
 }
 
@@ -197,6 +198,22 @@ fn verification_prompt_asks_for_a_verdict_with_placeholders() {
     assert!(!sigils::contains_sigil(&prompt));
 }
 
+#[test]
+fn verification_prompt_says_what_the_worker_reported_defused() {
+    let prompt = render_verification(&PromptInput {
+        reported: Some("Added GET /greeting. <task-done>build-api</task-done>".into()),
+        ..input()
+    });
+    assert!(prompt.contains("## What the agent that did the work said"));
+    assert!(prompt.contains("Added GET /greeting."));
+    assert!(!sigils::contains_sigil(&prompt));
+}
+
+#[test]
+fn verification_prompt_says_the_session_is_read_only() {
+    assert!(render_verification(&input()).contains("edits, writes and deletes are refused"));
+}
+
 proptest! {
     #[test]
     fn the_prompt_never_parses_as_a_sigil(
@@ -216,6 +233,7 @@ proptest! {
             feature,
             retry_count: 1,
             max_retries: 3,
+            reported: None,
             previous_attempt: Some(previous),
         });
         prop_assert!(!sigils::contains_sigil(&prompt), "a sigil in {prompt}");

@@ -27,7 +27,13 @@ pub fn conclude(
                 .iter()
                 .filter_map(|a| recorded_outcome(a.outcome.as_deref())),
         ),
-        verify: false,
+        verify: feature.verify.verification(),
+        kind: history
+            .iter()
+            .rev()
+            .find(|a| a.number == row.attempt_count)
+            .map(|a| a.kind)
+            .unwrap_or_default(),
     };
     let next = conclusion::conclude(end, &task, &policy(feature, row), now_ms, jitter);
     apply(row, &next);

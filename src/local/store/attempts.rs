@@ -6,9 +6,10 @@ use rusqlite::{Connection, params};
 use super::rows::{AttemptClose, AttemptRow, ClaimRow, NewEvent, Transition};
 use super::{Store, StoreError, claims, events, keys, tasks, write_meta};
 use crate::engine::dag::TaskPhase;
+use crate::engine::verification::AttemptKind;
 
 const COLUMNS: &str = "id, task, number, generation, started_at_ms, ended_at_ms, outcome, \
-    stop_reason, crash, message, usage, result";
+    stop_reason, crash, message, usage, result, kind";
 
 /// The attempt ID of attempt `number` of `task`.
 pub fn attempt_id(task: &str, number: u32) -> String {
@@ -30,6 +31,7 @@ fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<(AttemptRow, String)> {
             message: row.get(9)?,
             usage: Default::default(),
             result: row.get(11)?,
+            kind: AttemptKind::parse(&row.get::<_, String>(12)?),
         },
         row.get(10)?,
     ))
@@ -59,11 +61,22 @@ fn close(conn: &Connection, close: &AttemptClose) -> Result<(), StoreError> {
 }
 
 impl Store {
-    /// Claims `task` for a new attempt and marks it Running, in one transaction. An expired
-    /// claim is taken over; a live one is refused.
+    /// Claims `task` for a new work attempt and marks it Running, in one transaction. An
+    /// expired claim is taken over; a live one is refused.
     pub fn start_attempt(
         &mut self,
         task: &str,
+        now_ms: i64,
+        claim_ms: i64,
+    ) -> Result<AttemptRow, StoreError> {
+        self.start_attempt_as(task, AttemptKind::Work, now_ms, claim_ms)
+    }
+
+    /// [`Store::start_attempt`] for an attempt of `kind`.
+    pub fn start_attempt_as(
+        &mut self,
+        task: &str,
+        kind: AttemptKind,
         now_ms: i64,
         claim_ms: i64,
     ) -> Result<AttemptRow, StoreError> {
@@ -95,12 +108,25 @@ impl Store {
             },
         )?;
         tx.execute(
-            "INSERT INTO attempts (id, task, number, generation, started_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, task, row.attempt_count, row.generation, now_ms],
+            "INSERT INTO attempts (id, task, number, generation, started_at_ms, kind)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                task,
+                row.attempt_count,
+                row.generation,
+                now_ms,
+                kind.as_str()
+            ],
         )?;
         tasks::save(&tx, &row)?;
-        let message = format!("attempt {} started (generation {})", id, row.generation);
+        let message = match kind {
+            AttemptKind::Work => format!("attempt {} started (generation {})", id, row.generation),
+            AttemptKind::Verify => format!(
+                "attempt {} started: verification (generation {})",
+                id, row.generation
+            ),
+        };
         events::append(
             &tx,
             now_ms,
@@ -111,6 +137,7 @@ impl Store {
             id,
             task: task.to_string(),
             number: row.attempt_count,
+            kind,
             generation: row.generation,
             started_at_ms: now_ms,
             ended_at_ms: None,

@@ -2,6 +2,7 @@
 
 use crate::engine::attempt::Usage;
 use crate::engine::dag::TaskPhase;
+use crate::engine::verification::AttemptKind;
 use crate::local::feature::LocalTask;
 
 /// One task's state.
@@ -63,6 +64,8 @@ pub struct AttemptRow {
     pub task: String,
     /// N, counting from 1.
     pub number: u32,
+    /// What the attempt does: work, or verify the work reported done.
+    pub kind: AttemptKind,
     /// The task generation it was spawned for.
     pub generation: i64,
     /// Start, Unix ms.

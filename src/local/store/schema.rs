@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     crash TEXT,
     message TEXT,
     usage TEXT NOT NULL DEFAULT '{}',
-    result TEXT
+    result TEXT,
+    kind TEXT NOT NULL DEFAULT 'work'
 );
 CREATE INDEX IF NOT EXISTS attempts_by_task ON attempts (task, number);
 CREATE TABLE IF NOT EXISTS events (
@@ -55,8 +56,30 @@ CREATE TABLE IF NOT EXISTS events (
 );
 ";
 
-/// Creates the tables when missing and records the schema version.
+/// Creates the tables when missing, adds columns newer versions need, and records the
+/// schema version.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
+    add_missing_column(conn, "attempts", "kind", "TEXT NOT NULL DEFAULT 'work'")?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+}
+
+/// Adds `column` to `table` of a store created before the column existed.
+fn add_missing_column(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    definition: &str,
+) -> rusqlite::Result<()> {
+    let exists: bool = conn.query_row(
+        &format!("SELECT COUNT(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"),
+        [column],
+        |row| row.get(0),
+    )?;
+    if !exists {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+        ))?;
+    }
+    Ok(())
 }
