@@ -489,6 +489,49 @@ fn backoff_base_above_max_breaks_the_crd_rule() {
     assert!(message.ends_with("Feature hello: spec.retry: backoffBaseSeconds (700) must not exceed backoffMaxSeconds (600)"), "{message}");
 }
 
+fn with_verify(verify: &str) -> String {
+    feature("hello", "    - name: a\n").replace("  tasks:", &format!("  verify:\n{verify}  tasks:"))
+}
+
+#[test]
+fn verify_takes_an_agent_and_a_command_with_its_limits() {
+    let text = with_verify(
+        "    agent: true\n    command: cargo test\n    commandTimeoutSeconds: 120\n    outputTailBytes: 512\n",
+    );
+    let plan = Files::new().with("f.yaml", &text).plan();
+    let verify = &plan.features[0].feature.spec.verify;
+    assert!(verify.agent);
+    assert_eq!(verify.command.as_deref(), Some("cargo test"));
+    assert_eq!(
+        (verify.command_timeout_seconds(), verify.output_tail_bytes()),
+        (120, 512)
+    );
+}
+
+#[test]
+fn a_command_timeout_without_a_command_breaks_the_crd_rule() {
+    let text = with_verify("    agent: true\n    commandTimeoutSeconds: 120\n");
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(
+        message.ends_with("Feature hello: spec.verify: commandTimeoutSeconds and outputTailBytes apply to verify.command: set command, or remove them"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_blank_verify_command_is_reported() {
+    let text = with_verify("    command: \"  \"\n");
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(message.contains("spec.verify.command"), "{message}");
+}
+
+#[test]
+fn an_output_tail_beyond_what_a_result_holds_is_reported() {
+    let text = with_verify("    command: make check\n    outputTailBytes: 4096\n");
+    let message = only(Files::new().with("f.yaml", &text).messages());
+    assert!(message.contains("spec.verify.outputTailBytes"), "{message}");
+}
+
 #[test]
 fn a_wrong_type_points_at_the_line_of_the_field() {
     let files = Files::new().with(

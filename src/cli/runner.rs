@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt::OutcomeClass;
+use crate::runner::check::CheckCommand;
 use crate::runner::config::ClientFs;
 use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
 
@@ -59,6 +60,20 @@ pub struct Args {
     /// auto is off for gemini-cli (it cannot create files through it), on otherwise.
     #[arg(long, value_enum, default_value_t = ClientFs::Auto)]
     pub client_fs: ClientFs,
+    /// A verification attempt: refuse every edit, write, delete and move (tool calls and
+    /// fs/write_text_file), so the agent can only read and run commands.
+    #[arg(long)]
+    pub read_only: bool,
+    /// After a done verdict, run this shell command in the workspace (`sh -c`); its exit
+    /// code and the end of its output go into the result (`check`).
+    #[arg(long, value_name = "COMMAND", conflicts_with = "read_only")]
+    pub verify_command: Option<String>,
+    /// Time limit of --verify-command.
+    #[arg(long, default_value = "600s", value_parser = humantime::parse_duration, requires = "verify_command")]
+    pub verify_command_timeout: Duration,
+    /// Bytes of the end of --verify-command's output kept in the result (at most 2048).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=2048), requires = "verify_command")]
+    pub verify_output_tail_bytes: u32,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -97,6 +112,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         events: EventLog::stdout(),
         relay_stderr: true,
         client_fs: args.client_fs,
+        read_only: args.read_only,
+        check: args.verify_command.map(|command| CheckCommand {
+            command,
+            timeout: args.verify_command_timeout,
+            tail_bytes: usize::try_from(args.verify_output_tail_bytes).unwrap_or(2048),
+        }),
     };
     let result = run_attempt(config, cancel).await?;
     let outcome = result.outcome;

@@ -33,6 +33,17 @@ pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
             ),
         ));
     }
+    let verify = &spec.verify;
+    if verify.command.is_none()
+        && (verify.command_timeout_seconds.is_some() || verify.output_tail_bytes.is_some())
+    {
+        out.push((
+            FieldPath::root("spec").key("verify"),
+            "commandTimeoutSeconds and outputTailBytes apply to verify.command: set command, \
+             or remove them"
+                .to_owned(),
+        ));
+    }
     for (field, source) in [("spec", &spec.context.spec), ("plan", &spec.context.plan)] {
         if let Some(source) = source {
             let path = FieldPath::root("spec").key("context").key(field);

@@ -45,6 +45,11 @@ pub struct RunnerConfig {
     pub relay_stderr: bool,
     /// Whether to offer the agent the client's file system (`fs/*` requests).
     pub client_fs: ClientFs,
+    /// A verification attempt: edits, writes and deletes are refused (tool calls and
+    /// `fs/write_text_file`).
+    pub read_only: bool,
+    /// `verify.command`, run in the workspace after a done verdict.
+    pub check: Option<super::check::CheckCommand>,
 }
 
 pub use crate::api::agent::ClientFs;
@@ -106,6 +111,8 @@ impl RunnerConfig {
             events: EventLog::discard(),
             relay_stderr: true,
             client_fs: ClientFs::Auto,
+            read_only: false,
+            check: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 mod activity;
 mod attempt;
+pub mod check;
 mod client;
 pub mod config;
 pub mod error;

@@ -33,10 +33,11 @@ pub enum Decision {
     Deny(String),
 }
 
-/// Deny globs plus the workspace rule.
+/// Deny globs plus the workspace rule, and for a verification attempt the read-only rule.
 #[derive(Clone, Debug, Default)]
 pub struct PermissionPolicy {
     deny: Vec<(String, Regex)>,
+    read_only: bool,
 }
 
 impl PermissionPolicy {
@@ -48,7 +49,21 @@ impl PermissionPolicy {
             .iter()
             .map(|glob| Ok((glob.clone(), glob_regex(glob)?)))
             .collect::<Result<_, RunnerError>>()?;
-        Ok(Self { deny })
+        Ok(Self {
+            deny,
+            read_only: false,
+        })
+    }
+
+    /// The same policy, refusing every edit, write, delete and move when `read_only` (a
+    /// verification attempt checks the work; it must not change it).
+    pub fn read_only(self, read_only: bool) -> Self {
+        Self { read_only, ..self }
+    }
+
+    /// Whether the agent may write files through the client (`fs/write_text_file`).
+    pub fn allows_writes(&self) -> bool {
+        !self.read_only
     }
 
     /// Decides one permission request: refused when nothing is known about the call,
@@ -59,6 +74,15 @@ impl PermissionPolicy {
             return Decision::Deny(
                 "nothing is known about this tool call (no title, kind, input or location)".into(),
             );
+        }
+        if self.read_only
+            && let Some(kind @ (ToolKind::Edit | ToolKind::Delete | ToolKind::Move)) = request.kind
+        {
+            return Decision::Deny(format!(
+                "this is a read-only verification session: {} tool calls are refused; report \
+                 what is wrong in your verdict instead of changing the work",
+                kind_name(kind)
+            ));
         }
         if request.paths.is_empty()
             && let Some(kind @ (ToolKind::Edit | ToolKind::Delete | ToolKind::Move)) = request.kind
@@ -239,6 +263,51 @@ mod tests {
             policy.decide(&request, &workspace),
             Decision::Deny(_)
         ));
+    }
+
+    #[test]
+    fn a_read_only_policy_refuses_an_edit_inside_the_workspace() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap().read_only(true);
+        assert!(matches!(
+            policy.decide(&writing("src/lib.rs"), &workspace),
+            Decision::Deny(reason) if reason.contains("read-only verification session")
+        ));
+    }
+
+    #[test]
+    fn a_read_only_policy_refuses_deletes_and_moves() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap().read_only(true);
+        for kind in [ToolKind::Delete, ToolKind::Move] {
+            let request = ToolRequest {
+                kind: Some(kind),
+                ..writing("src/lib.rs")
+            };
+            assert!(matches!(
+                policy.decide(&request, &workspace),
+                Decision::Deny(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn a_read_only_policy_lets_reads_and_commands_run() {
+        let (_dir, workspace) = setup();
+        let policy = PermissionPolicy::new(&[]).unwrap().read_only(true);
+        let read = ToolRequest {
+            kind: Some(ToolKind::Read),
+            ..writing("src/lib.rs")
+        };
+        let test = ToolRequest {
+            title: Some("cargo test".into()),
+            kind: Some(ToolKind::Execute),
+            command: Some("cargo test".into()),
+            ..ToolRequest::default()
+        };
+        assert_eq!(policy.decide(&read, &workspace), Decision::Allow);
+        assert_eq!(policy.decide(&test, &workspace), Decision::Allow);
+        assert!(!policy.allows_writes());
     }
 
     #[test]
