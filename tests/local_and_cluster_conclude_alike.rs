@@ -11,6 +11,7 @@ use ralph::engine::dag::TaskPhase;
 use ralph::engine::lifecycle::AttemptEnd;
 use ralph::engine::sigils::{Promise, Sigils};
 use ralph::engine::testing;
+use ralph::engine::verification::{AttemptKind, CheckReport};
 use ralph::local::feature::LocalFeature;
 use ralph::local::store::{AttemptRow, TaskRow};
 use ralph::local::testing as local_testing;
@@ -28,22 +29,43 @@ struct Concluded {
     message: String,
 }
 
-/// A task before the attempt ends: retries used and the outcomes of earlier attempts.
+/// A task before the attempt ends: retries used, the outcomes of earlier (work) attempts,
+/// what the ending attempt does, and the feature's `spec.verify`.
 struct Before {
     retry_count: u32,
     history: Vec<AttemptOutcome>,
+    kind: AttemptKind,
+    verify: serde_json::Value,
 }
 
 fn fresh() -> Before {
     Before {
         retry_count: 0,
         history: Vec::new(),
+        kind: AttemptKind::Work,
+        verify: serde_json::json!({}),
+    }
+}
+
+/// A work attempt under `spec.verify` = `verify`.
+fn verified_by(verify: serde_json::Value) -> Before {
+    Before { verify, ..fresh() }
+}
+
+/// The verification attempt after a work attempt reported done, with `retry_count` used.
+fn verifying(retry_count: u32) -> Before {
+    Before {
+        retry_count,
+        history: vec![AttemptOutcome::Done],
+        kind: AttemptKind::Verify,
+        verify: serde_json::json!({"agent": true}),
     }
 }
 
 fn local(before: &Before, end: &AttemptEnd) -> Concluded {
     let feature = LocalFeature {
         max_retries: MAX_RETRIES,
+        verify: serde_json::from_value(before.verify.clone()).unwrap(),
         ..local_testing::feature(Vec::new())
     };
     let mut row = TaskRow {
@@ -51,12 +73,18 @@ fn local(before: &Before, end: &AttemptEnd) -> Concluded {
         attempt_count: attempt_count(before),
         ..local_testing::row("t", TaskPhase::Running)
     };
-    let history: Vec<AttemptRow> = before
+    let mut history: Vec<AttemptRow> = before
         .history
         .iter()
         .zip(1..)
         .map(|(outcome, number)| local_testing::attempt("t", number, outcome.as_str()))
         .collect();
+    history.push(AttemptRow {
+        outcome: None,
+        ended_at_ms: None,
+        kind: before.kind,
+        ..local_testing::attempt("t", attempt_count(before), "")
+    });
     let next =
         ralph::local::scheduler::conclude::conclude(&feature, &mut row, &history, end, NOW, JITTER);
     Concluded {
@@ -79,6 +107,7 @@ fn cluster(before: &Before, end: &AttemptEnd) -> Concluded {
         "spec": {
             "agent": {"image": "agent:1", "command": ["agent"]},
             "retry": {"maxRetries": MAX_RETRIES, "backoffBaseSeconds": 10, "backoffMaxSeconds": 600},
+            "verify": before.verify,
             "tasks": [{"name": "t"}]
         }
     }))
@@ -89,7 +118,7 @@ fn cluster(before: &Before, end: &AttemptEnd) -> Concluded {
         .zip(1..)
         .map(|(outcome, number)| serde_json::json!({"number": number, "outcome": outcome}))
         .collect();
-    attempts.push(serde_json::json!({"number": attempt_count(before)}));
+    attempts.push(serde_json::json!({"number": attempt_count(before), "kind": before.kind}));
     let task: Task = serde_json::from_value(serde_json::json!({
         "apiVersion": "ralph.dev/v1alpha1",
         "kind": "Task",
@@ -131,6 +160,25 @@ fn reported(result: AttemptResult) -> AttemptEnd {
     AttemptEnd::Reported(Box::new(result))
 }
 
+fn verifier_said(text: &str) -> AttemptEnd {
+    reported(testing::with_sigils(
+        "t",
+        ralph::engine::sigils::parse(text),
+    ))
+}
+
+fn done_and_checked(exit_code: i32) -> AttemptEnd {
+    reported(AttemptResult {
+        check: Some(CheckReport {
+            command: "cargo test".to_owned(),
+            exit_code: Some(exit_code),
+            output_tail: "test greeting ... FAILED".to_owned(),
+            ..CheckReport::default()
+        }),
+        ..testing::done("t")
+    })
+}
+
 /// A scenario: a name, the task before, the attempt's end, and the expected phase, retry
 /// count and wait (the message is compared between the modes).
 type Scenario = (
@@ -144,8 +192,8 @@ type Scenario = (
 
 fn scenarios() -> Vec<Scenario> {
     let in_a_row = |n: usize| Before {
-        retry_count: 0,
         history: vec![AttemptOutcome::Released; n],
+        ..fresh()
     };
     let promise_failure = testing::with_sigils(
         "t",
@@ -177,6 +225,7 @@ fn scenarios() -> Vec<Scenario> {
             Before {
                 retry_count: MAX_RETRIES,
                 history: vec![AttemptOutcome::Failed; 2],
+                ..fresh()
             },
             reported(testing::failed("t", None)),
             TaskPhase::Failed,
@@ -308,6 +357,80 @@ fn scenarios() -> Vec<Scenario> {
             0,
             None,
         ),
+        (
+            "done, verification due",
+            verified_by(serde_json::json!({"agent": true})),
+            reported(testing::done("t")),
+            TaskPhase::Pending,
+            0,
+            None,
+        ),
+        (
+            "verifier passes",
+            verifying(0),
+            verifier_said("All tests pass.\n\n<verify-pass>t</verify-pass>"),
+            TaskPhase::Done,
+            0,
+            None,
+        ),
+        (
+            "verifier rejects",
+            verifying(0),
+            verifier_said("GET /greeting answers 500.\n\n<verify-fail>t</verify-fail>"),
+            TaskPhase::Pending,
+            1,
+            Some(12_500),
+        ),
+        (
+            "verifier rejects, no retries left",
+            verifying(MAX_RETRIES),
+            verifier_said("Still broken.\n\n<verify-fail>t</verify-fail>"),
+            TaskPhase::Failed,
+            MAX_RETRIES,
+            None,
+        ),
+        (
+            "verifier crashes",
+            verifying(0),
+            reported(testing::crashed("t", "exit code 1: boom")),
+            TaskPhase::Pending,
+            1,
+            Some(12_500),
+        ),
+        (
+            "verifier without a verdict",
+            verifying(0),
+            reported(testing::result("t")),
+            TaskPhase::Pending,
+            1,
+            Some(12_500),
+        ),
+        (
+            "verifier ends without a result",
+            verifying(0),
+            AttemptEnd::NoResult {
+                reason: "OOMKilled".to_owned(),
+            },
+            TaskPhase::Pending,
+            1,
+            Some(12_500),
+        ),
+        (
+            "verify.command fails",
+            verified_by(serde_json::json!({"command": "cargo test"})),
+            done_and_checked(101),
+            TaskPhase::Pending,
+            1,
+            Some(12_500),
+        ),
+        (
+            "verify.command passes",
+            verified_by(serde_json::json!({"command": "cargo test"})),
+            done_and_checked(0),
+            TaskPhase::Done,
+            0,
+            None,
+        ),
     ]
 }
 
@@ -349,6 +472,20 @@ fn a_superseded_attempt_is_not_called_cancelled_in_either_mode() {
     for concluded in [local(&fresh(), &end), cluster(&fresh(), &end)] {
         assert!(
             concluded.message.contains("spec changed"),
+            "{}",
+            concluded.message
+        );
+    }
+}
+
+#[test]
+fn a_failed_verification_says_why_in_both_modes() {
+    let end = verifier_said("GET /greeting answers 500.\n\n<verify-fail>t</verify-fail>");
+    for concluded in [local(&verifying(0), &end), cluster(&verifying(0), &end)] {
+        assert!(
+            concluded
+                .message
+                .contains("verification failed: the verifier rejected the work"),
             "{}",
             concluded.message
         );

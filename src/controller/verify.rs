@@ -158,3 +158,7 @@ pub fn record_end(
     };
     conditions::set_condition(&mut status.conditions, c);
 }
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;
