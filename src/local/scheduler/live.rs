@@ -3,6 +3,7 @@
 use super::planner::Liveness;
 use crate::engine::lifecycle::{AttemptView, ClaimView, RunView};
 use crate::local::executor::Ended;
+use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
 
 /// An attempt whose task is Running.
 #[derive(Debug)]
@@ -51,6 +52,31 @@ impl Live {
             claimed: true,
             started_at_ms: now_ms,
             renewed_at_ms: now_ms,
+            claim_ms,
+            ended: None,
+        }
+    }
+
+    /// The attempt `holder` of the Running task `row`, left by an earlier run: its claim and
+    /// its record, if the store has them (`claim_ms`: how long a claim lasts).
+    pub fn left_over(
+        holder: String,
+        row: &TaskRow,
+        claim: Option<&ClaimRow>,
+        attempt: Option<&AttemptRow>,
+        now_ms: i64,
+        claim_ms: i64,
+    ) -> Self {
+        Live {
+            attempt: holder,
+            number: attempt.map_or(row.attempt_count, |a| a.number),
+            generation: attempt.map_or(row.generation, |a| a.generation),
+            pid: claim.and_then(|c| c.pid),
+            pid_start: claim.and_then(|c| c.pid_start),
+            child: false,
+            claimed: claim.is_some(),
+            started_at_ms: attempt.map_or(now_ms, |a| a.started_at_ms),
+            renewed_at_ms: claim.map_or(now_ms, |c| c.expires_at_ms - claim_ms),
             claim_ms,
             ended: None,
         }

@@ -15,7 +15,7 @@ impl Run<'_> {
         let claims = self.store.claims()?;
         let claim_ms = self.plan.claim_ms();
         for task in self.plan.running() {
-            let Some(row) = self.plan.task(&task) else {
+            let Some(row) = self.plan.task(&task).cloned() else {
                 continue;
             };
             let claim = claims.iter().find(|c| c.task == task);
@@ -23,25 +23,19 @@ impl Run<'_> {
                 || attempt_id(&task, row.attempt_count),
                 |c| c.holder.clone(),
             );
-            let (row_attempts, row_generation) = (row.attempt_count, row.generation);
             let attempt = self
                 .store
                 .attempts(Some(&task))?
                 .into_iter()
                 .find(|a| a.id == holder);
-            let mut live = Live {
-                attempt: holder.clone(),
-                number: attempt.as_ref().map_or(row_attempts, |a| a.number),
-                generation: attempt.as_ref().map_or(row_generation, |a| a.generation),
-                pid: claim.and_then(|c| c.pid),
-                pid_start: claim.and_then(|c| c.pid_start),
-                child: false,
-                claimed: claim.is_some(),
-                started_at_ms: attempt.as_ref().map_or(now_ms, |a| a.started_at_ms),
-                renewed_at_ms: claim.map_or(now_ms, |c| c.expires_at_ms - claim_ms),
+            let mut live = Live::left_over(
+                holder.clone(),
+                &row,
+                claim,
+                attempt.as_ref(),
+                now_ms,
                 claim_ms,
-                ended: None,
-            };
+            );
             match live.pid {
                 Some(pid) if process::is_alive(pid, live.pid_start) => {
                     let message = format!(

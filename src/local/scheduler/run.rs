@@ -269,7 +269,6 @@ impl<'a> Run<'a> {
             attempt: attempt.clone(),
             generation,
         });
-        let files = AttemptFiles::in_dir(self.store.attempt_dir(&attempt));
         let text = match self.plan.task(task) {
             Some(row) => {
                 let summaries = self.blocker_summaries(row)?;
@@ -277,19 +276,26 @@ impl<'a> Run<'a> {
             }
             None => String::new(),
         };
-        let mut live = Live::started(
-            attempt.clone(),
-            number,
-            generation,
-            now_ms,
-            self.plan.claim_ms(),
-        );
+        let live = Live::started(attempt, number, generation, now_ms, self.plan.claim_ms());
+        self.spawn_runner(task, live, &text, now_ms)
+    }
+
+    /// Starts the runner of the attempt `live` with the prompt `text`; a runner that cannot
+    /// start ends the attempt at once.
+    fn spawn_runner(
+        &mut self,
+        task: &str,
+        mut live: Live,
+        text: &str,
+        now_ms: i64,
+    ) -> Result<(), RunError> {
+        let files = AttemptFiles::in_dir(self.store.attempt_dir(&live.attempt));
         let spawned = executor::start(
             &self.options.runner,
             task,
-            &attempt,
+            &live.attempt,
             files,
-            &text,
+            text,
             self.reports.clone(),
         );
         match spawned {
@@ -348,69 +354,44 @@ impl<'a> Run<'a> {
         else {
             return Ok(());
         };
-        let Concluded {
-            attempt,
-            started_at_ms,
-            next,
-            row,
-            cancel,
-            transitions,
-        } = concluded;
-        if let FeatureEffect::Stop { reason } = next.feature() {
+        if let FeatureEffect::Stop { reason } = concluded.next.feature() {
             transition.stop_feature = Some(reason.clone());
         }
-        for other in cancel {
-            self.signal(&other, Signal::SIGTERM);
+        for other in &concluded.cancel {
+            self.signal(other, Signal::SIGTERM);
         }
-        if let Some(rest) = &next.agent_rest {
-            let stored = StoredRest {
-                until_ms: rest.until_ms,
-                message: rest.message.clone(),
-            };
-            let json = serde_json::to_string(&stored).ok();
-            self.store.set_meta(keys::AGENT_REST, json.as_deref())?;
+        if let Some(rest) = &concluded.next.agent_rest {
+            self.store_rest(rest)?;
         }
-        let result: Option<&AttemptResult> = match end {
-            AttemptEnd::Reported(result) => Some(result),
+        let result = match end {
+            AttemptEnd::Reported(result) => Some(result.as_ref()),
             _ => None,
         };
-        let decision = &next.decision;
-        transition.close = Some(AttemptClose {
-            id: attempt.clone(),
-            ended_at_ms: now_ms,
-            outcome: decision.outcome.as_str().to_string(),
-            stop_reason: result
-                .and_then(|r| r.stop_reason.as_ref())
-                .map(|r| r.as_str().to_owned()),
-            crash: next.crash.clone(),
-            message: Some(next.message.clone()),
-            usage: next.usage.clone(),
-            result: result.and_then(|r| serde_json::to_string(r).ok()),
-        });
-        transition.tasks.push(row.clone());
+        let decision = &concluded.next.decision;
+        transition.close = Some(attempt_close(&concluded, result, now_ms));
+        transition.tasks.push(concluded.row.clone());
         if decision.release_claim {
             release(transition, task);
         }
         transition.events.push(NewEvent::attempt(
             task,
-            &attempt,
+            &concluded.attempt,
             decision.outcome.as_str(),
             format!("[{}] {}", decision.event.reason, decision.event.message),
         ));
-        self.display.show(&RunEvent::Ended {
-            task: task.to_string(),
-            attempt,
-            outcome: decision.outcome.as_str().to_string(),
-            phase: row.phase,
-            duration_ms: now_ms - started_at_ms,
-            retry_at_ms: row.next_attempt_after_ms,
-            // A misconfiguration is said once, when the run ends.
-            message: next.crash.clone().or_else(|| {
-                (next.is_warning() && !matches!(next.feature(), FeatureEffect::Halt { .. }))
-                    .then(|| next.message.clone())
-            }),
-        });
-        self.record_transitions(&transitions, transition);
+        self.display.show(&ended_event(task, &concluded, now_ms));
+        self.record_transitions(&concluded.transitions, transition);
+        Ok(())
+    }
+
+    /// Keeps the agent's rest, so that a later run waits for it too.
+    fn store_rest(&mut self, rest: &AgentRest) -> Result<(), RunError> {
+        let stored = StoredRest {
+            until_ms: rest.until_ms,
+            message: rest.message.clone(),
+        };
+        let json = serde_json::to_string(&stored).ok();
+        self.store.set_meta(keys::AGENT_REST, json.as_deref())?;
         Ok(())
     }
 
@@ -462,6 +443,46 @@ impl<'a> Run<'a> {
             task: Some(task.to_string()),
             message,
         });
+    }
+}
+
+/// The attempt's record once it ended: the outcome, the stop reason, what the engine said,
+/// its usage and the result document (`result`, when the runner reported one).
+fn attempt_close(
+    concluded: &Concluded,
+    result: Option<&AttemptResult>,
+    now_ms: i64,
+) -> AttemptClose {
+    let next = &concluded.next;
+    AttemptClose {
+        id: concluded.attempt.clone(),
+        ended_at_ms: now_ms,
+        outcome: next.decision.outcome.as_str().to_string(),
+        stop_reason: result
+            .and_then(|r| r.stop_reason.as_ref())
+            .map(|r| r.as_str().to_owned()),
+        crash: next.crash.clone(),
+        message: Some(next.message.clone()),
+        usage: next.usage.clone(),
+        result: result.and_then(|r| serde_json::to_string(r).ok()),
+    }
+}
+
+/// What the display says when an attempt ended.
+fn ended_event(task: &str, concluded: &Concluded, now_ms: i64) -> RunEvent {
+    let next = &concluded.next;
+    RunEvent::Ended {
+        task: task.to_string(),
+        attempt: concluded.attempt.clone(),
+        outcome: next.decision.outcome.as_str().to_string(),
+        phase: concluded.row.phase,
+        duration_ms: now_ms - concluded.started_at_ms,
+        retry_at_ms: concluded.row.next_attempt_after_ms,
+        // A misconfiguration is said once, when the run ends.
+        message: next.crash.clone().or_else(|| {
+            (next.is_warning() && !matches!(next.feature(), FeatureEffect::Halt { .. }))
+                .then(|| next.message.clone())
+        }),
     }
 }
 
