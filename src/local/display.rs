@@ -2,6 +2,7 @@
 //! running task with its elapsed time and last activity, and an overall bar), plain log lines
 //! otherwise, or one JSON event per line with `--json`.
 
+use crate::engine::verification::AttemptKind;
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -201,7 +202,14 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
             task,
             attempt,
             generation,
+            kind: AttemptKind::Work,
         } => format!("{task}: started {attempt} (generation {generation})"),
+        RunEvent::Started {
+            task,
+            attempt,
+            generation,
+            kind: AttemptKind::Verify,
+        } => format!("{task}: started {attempt}: verification (generation {generation})"),
         RunEvent::Activity { .. } => return None,
         RunEvent::Ended {
             task,
@@ -325,6 +333,7 @@ mod tests {
             task: "t".to_string(),
             attempt: "t-a1".to_string(),
             generation: 1,
+            kind: AttemptKind::Work,
         };
         let json = serde_json::to_value(&event).expect("serializes");
         assert_eq!(

@@ -15,3 +15,4 @@ pub mod store;
 pub mod summary;
 #[doc(hidden)]
 pub mod testing;
+pub mod verify;

@@ -1,6 +1,7 @@
 //! What happens during a local run, as data: the display renders these as progress, plain
 //! log lines or JSON lines.
 
+use crate::engine::verification::AttemptKind;
 use serde::Serialize;
 
 use crate::engine::dag::{FeatureOutcome, TaskPhase};
@@ -35,6 +36,9 @@ pub enum RunEvent {
         attempt: String,
         /// Task generation the attempt runs for.
         generation: i64,
+        /// What the attempt does (`verify`: a read-only check of work reported done).
+        #[serde(default, skip_serializing_if = "is_work")]
+        kind: AttemptKind,
     },
     /// The agent did something.
     #[serde(rename_all = "camelCase")]
@@ -114,4 +118,8 @@ pub enum RunEvent {
     },
     /// Per-task outcome, attempts, duration, tokens and cost.
     Summary(Summary),
+}
+
+fn is_work(kind: &AttemptKind) -> bool {
+    *kind == AttemptKind::Work
 }

@@ -48,7 +48,7 @@ pub async fn run_attempt(
     let started = Instant::now();
     let started_at_ms = now_ms();
     let patterns = Patterns::new(&config.crash_patterns, &config.exhaustion_patterns)?;
-    let policy = PermissionPolicy::new(&config.deny)?;
+    let policy = PermissionPolicy::new(&config.deny)?.read_only(config.read_only);
     let workspace = Workspace::new(&config.workspace).map_err(|source| RunnerError::Workspace {
         path: config.workspace.clone(),
         source,
@@ -74,7 +74,9 @@ pub async fn run_attempt(
             &cancel,
         )
         .await;
-    Ok(ended.report(config, &patterns, started_at_ms))
+    let mut result = ended.report(config.clone(), &patterns, started_at_ms);
+    super::check::after_done_verdict(&config, &mut result).await;
+    Ok(result)
 }
 
 /// A line that is not ACP, printed by an agent that ended before the connection read it:

@@ -12,7 +12,14 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
+use serde_json::json;
+
+use super::config::RunnerConfig;
+use crate::engine::attempt::{AttemptResult, OutcomeClass, StopReason};
 use crate::engine::verification::CheckReport;
+
+/// How often the heartbeat file is written while the check runs.
+const CHECK_HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// The command to run and its limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +30,49 @@ pub struct CheckCommand {
     pub timeout: Duration,
     /// Bytes of the end of its output kept in the report.
     pub tail_bytes: usize,
+}
+
+/// Runs the configured check when the agent's turn ended with a done verdict for its task,
+/// and records it in `result` (`check`) and the event log.
+pub async fn after_done_verdict(config: &RunnerConfig, result: &mut AttemptResult) {
+    let Some(check) = &config.check else {
+        return;
+    };
+    let task = Some(config.task.as_str());
+    let done = result.outcome == OutcomeClass::Finished
+        && result.stop_reason == Some(StopReason::EndTurn)
+        && result.sigils.task_done.as_deref() == task
+        && result.sigils.task_failed.as_deref() != task;
+    if !done {
+        return;
+    }
+    config
+        .events
+        .emit("check_started", json!({"command": check.command}));
+    let workspace = config.workspace.display().to_string();
+    let mut env = vec![
+        ("RALPH_TASK", config.task.as_str()),
+        ("RALPH_WORKSPACE", workspace.as_str()),
+    ];
+    if let Some(attempt) = &config.attempt {
+        env.push(("RALPH_ATTEMPT", attempt.as_str()));
+    }
+    // The claim sidecar renews while the heartbeat is fresh: the check keeps it beating.
+    let activity = super::activity::Activity::new(config.heartbeat_file.clone());
+    let checking = run_check(check, &config.workspace, &env);
+    tokio::pin!(checking);
+    let mut beat = tokio::time::interval(CHECK_HEARTBEAT);
+    let report = loop {
+        tokio::select! {
+            report = &mut checking => break report,
+            _ = beat.tick() => activity.touch(),
+        }
+    };
+    config.events.emit(
+        "check",
+        json!({"command": report.command, "exitCode": report.exit_code, "timedOut": report.timed_out, "error": report.error, "passed": report.passed()}),
+    );
+    result.check = Some(report);
 }
 
 /// Runs `check` in `workspace` with `env` added, and reports how it ended.

@@ -206,12 +206,19 @@ impl Handlers {
         result.map(ReadTextFileResponse::new)
     }
 
-    /// `fs/write_text_file`, confined to the workspace.
+    /// `fs/write_text_file`, confined to the workspace; refused in a read-only session.
     async fn write_text_file(
         &self,
         request: &WriteTextFileRequest,
     ) -> Result<WriteTextFileResponse, Error> {
-        let result = write_file(&self.workspace, request).await;
+        let result = if self.policy.allows_writes() {
+            write_file(&self.workspace, request).await
+        } else {
+            Err(Error::new(
+                ErrorCode::INVALID_PARAMS,
+                "this is a read-only verification session: writing files is refused",
+            ))
+        };
         log_fs(&self.events, "write", &request.path, result.as_ref().err());
         result.map(|()| WriteTextFileResponse::new())
     }

@@ -476,6 +476,23 @@ impl<'a> Planner<'a> {
         Ok(transitions)
     }
 
+    /// The feature this run plans.
+    pub fn feature(&self) -> &'a LocalFeature {
+        self.feature
+    }
+
+    /// The verification prompt of `task`, with what its worker `reported`.
+    pub fn verification_prompt(
+        &self,
+        task: &str,
+        summaries: &HashMap<String, String>,
+        reported: Option<String>,
+    ) -> String {
+        self.tasks.get(task).map_or_else(String::new, |row| {
+            crate::local::verify::prompt(self.feature, &self.tasks, row, summaries, reported)
+        })
+    }
+
     /// The prompt of `task`'s next attempt, with what its done dependencies did.
     pub fn prompt(&self, task: &str, summaries: &HashMap<String, String>) -> String {
         self.tasks.get(task).map_or_else(String::new, |row| {

@@ -15,12 +15,14 @@ use crate::engine::conclusion::AgentRest;
 use crate::engine::dag::AutoTransition;
 use crate::engine::lifecycle::{Action, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
+use crate::engine::verification::AttemptKind;
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
 use crate::local::feature::LocalFeature;
 use crate::local::process;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptClose, NewEvent, Store, TaskRow, Transition, keys};
+use crate::local::verify;
 
 #[path = "resume.rs"]
 mod resume;
@@ -247,37 +249,49 @@ impl<'a> Run<'a> {
     /// Starts attempt `number` of `task`: a new attempt (claim + Running in one
     /// transaction), or the already recorded one whose runner never started.
     fn start(&mut self, task: &str, number: u32, now_ms: i64) -> Result<(), RunError> {
-        let (attempt, generation) = match self.plan.launch(task, number) {
+        let history = self.store.attempts(Some(task))?;
+        let (attempt, generation, kind) = match self.plan.launch(task, number) {
             None => return Ok(()),
             Some(Launch::Restart {
                 attempt,
                 generation,
-            }) => (attempt, generation),
+            }) => (attempt, generation, verify::attempt_kind(&history, number)),
             Some(Launch::New) => {
-                let attempt = self
-                    .store
-                    .start_attempt(task, now_ms, self.plan.claim_ms())?;
+                let generation = self.plan.task(task).map_or(0, |row| row.generation);
+                let kind =
+                    verify::next_attempt_kind(&self.plan.feature().verify, generation, &history);
+                let attempt =
+                    self.store
+                        .start_attempt_as(task, kind, now_ms, self.plan.claim_ms())?;
                 let transitions = self.plan.attempt_started(self.store.task(task)?)?;
                 let mut transition = Transition::default();
                 self.record_transitions(&transitions, &mut transition);
                 self.flush(&mut transition, now_ms)?;
-                (attempt.id, attempt.generation)
+                (attempt.id, attempt.generation, kind)
             }
         };
         self.display.show(&RunEvent::Started {
             task: task.to_string(),
             attempt: attempt.clone(),
             generation,
+            kind,
         });
         let text = match self.plan.task(task) {
             Some(row) => {
                 let summaries = self.blocker_summaries(row)?;
-                self.plan.prompt(task, &summaries)
+                match kind {
+                    AttemptKind::Work => self.plan.prompt(task, &summaries),
+                    AttemptKind::Verify => self.plan.verification_prompt(
+                        task,
+                        &summaries,
+                        verify::reported_work(&history),
+                    ),
+                }
             }
             None => String::new(),
         };
         let live = Live::started(attempt, number, generation, now_ms, self.plan.claim_ms());
-        self.spawn_runner(task, live, &text, now_ms)
+        self.spawn_runner(task, live, &text, kind, now_ms)
     }
 
     /// Starts the runner of the attempt `live` with the prompt `text`; a runner that cannot
@@ -287,11 +301,14 @@ impl<'a> Run<'a> {
         task: &str,
         mut live: Live,
         text: &str,
+        kind: AttemptKind,
         now_ms: i64,
     ) -> Result<(), RunError> {
         let files = AttemptFiles::in_dir(self.store.attempt_dir(&live.attempt));
+        let command =
+            verify::runner_command(&self.options.runner, &self.plan.feature().verify, kind);
         let spawned = executor::start(
-            &self.options.runner,
+            &command,
             task,
             &live.attempt,
             files,

@@ -1,0 +1,177 @@
+//! Verification in `ralph run` with the scripted agent: a verification attempt is its own
+//! read-only runner process in the same workspace; `verify.command` runs after a done
+//! verdict. Attempt N of a task is step list N of its script, verification attempts included.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/local_run.rs"]
+mod local_run;
+
+use local_run::{Project, describe, exit_code, feature_yaml, task};
+use ralph::engine::verification::AttemptKind;
+
+fn verified(verify: &str) -> String {
+    feature_yaml(
+        "verified",
+        &format!("  verify:\n{verify}"),
+        &[task("api", &[])],
+    )
+}
+
+fn agent_verified() -> String {
+    verified("    agent: true\n")
+}
+
+/// The attempts as (kind, outcome).
+fn history(project: &Project) -> Vec<(AttemptKind, String)> {
+    project
+        .attempts()
+        .into_iter()
+        .map(|a| (a.kind, a.outcome.unwrap_or_default()))
+        .collect()
+}
+
+const WORK: AttemptKind = AttemptKind::Work;
+const VERIFY: AttemptKind = AttemptKind::Verify;
+
+fn pair(kind: AttemptKind, outcome: &str) -> (AttemptKind, String) {
+    (kind, outcome.to_owned())
+}
+
+#[test]
+fn a_passing_verifier_makes_the_task_done() {
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Built it. <journal>Added GET /greeting.</journal>\\n\\n<task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Tests pass.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
+    let project = Project::new(&agent_verified(), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(
+        history(&project),
+        [pair(WORK, "done"), pair(VERIFY, "done")]
+    );
+    let prompt = project.prompt("api-a2");
+    assert!(prompt.starts_with("# Verify: Title of api"), "{prompt}");
+    assert!(prompt.contains("Added GET /greeting."), "{prompt}");
+}
+
+#[test]
+fn a_rejecting_verifier_sends_the_task_back_with_its_reason_then_a_pass_completes_it() {
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"GET /greeting answers 500.\\n\\n<verify-fail>{task}</verify-fail>\"} ]\n    \
+        - [ {text: \"Fixed. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Now it works.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
+    let project = Project::new(&agent_verified(), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(
+        history(&project),
+        [
+            pair(WORK, "done"),
+            pair(VERIFY, "failed"),
+            pair(WORK, "done"),
+            pair(VERIFY, "done")
+        ]
+    );
+    let retry = project.prompt("api-a3");
+    assert!(retry.starts_with("# Task:"), "{retry}");
+    assert!(
+        retry.contains(
+            "Previous attempt failed: the verifier rejected the work: GET /greeting answers 500."
+        ),
+        "{retry}"
+    );
+}
+
+#[test]
+fn a_crashing_verifier_counts_as_a_failed_verification() {
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {stderr: \"Error: socket hang up\"}, {exit: 1} ]\n    \
+        - [ {text: \"Done again. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Fine.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
+    let project = Project::new(&agent_verified(), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(
+        history(&project),
+        [
+            pair(WORK, "done"),
+            pair(VERIFY, "failed"),
+            pair(WORK, "done"),
+            pair(VERIFY, "done")
+        ]
+    );
+    assert!(
+        project.prompt("api-a3").contains("the verifier crashed"),
+        "{}",
+        project.prompt("api-a3")
+    );
+}
+
+#[test]
+fn a_verifier_that_never_passes_fails_the_task_once_retries_are_spent() {
+    let manifest = feature_yaml(
+        "verified",
+        "  verify:\n    agent: true\n",
+        &[local_run::TaskDef {
+            extra: "      maxRetries: 1\n",
+            ..task("api", &[])
+        }],
+    );
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Broken.\\n\\n<verify-fail>{task}</verify-fail>\"} ]\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Still broken.\\n\\n<verify-fail>{task}</verify-fail>\"} ]\n";
+    let project = Project::new(&manifest, script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    assert_eq!(history(&project).len(), 4);
+}
+
+#[test]
+fn the_verifiers_edit_is_refused_and_nothing_is_written() {
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {tool: {path: fixed.txt, write: \"patched\", ok_text: \"I edited it.\", fail_text: \"I may not edit.\"}}, \
+             {text: \"Looks right.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
+    let project = Project::new(&agent_verified(), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert!(
+        !project.path("fixed.txt").exists(),
+        "the verifier wrote a file"
+    );
+    let log = std::fs::read_to_string(
+        project
+            .state()
+            .join("attempts")
+            .join("api-a2")
+            .join("runner.jsonl"),
+    )
+    .unwrap_or_default();
+    assert!(log.contains("read-only verification session"), "{log}");
+}
+
+#[test]
+fn a_failing_verify_command_retries_with_its_output_then_a_passing_one_completes() {
+    let manifest = verified("    command: \"echo checking; test -f built.txt\"\n");
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {tool: {path: built.txt, write: \"ok\", ok_text: \"Built. <task-done>{task}</task-done>\"}} ]\n";
+    let project = Project::new(&manifest, script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(
+        history(&project),
+        [pair(WORK, "failed"), pair(WORK, "done")]
+    );
+    let retry = project.prompt("api-a2");
+    assert!(
+        retry.contains("verify.command `echo checking; test -f built.txt` exited with code 1")
+            && retry.contains("checking"),
+        "{retry}"
+    );
+}
