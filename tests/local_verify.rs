@@ -175,3 +175,17 @@ fn a_failing_verify_command_retries_with_its_output_then_a_passing_one_completes
         "{retry}"
     );
 }
+
+#[test]
+fn task_show_names_the_verification_attempts() {
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Fine.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
+    let project = Project::new(&agent_verified(), script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let shown = project.ralph(&["task", "show", "api"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("api-a1 (gen 1): done"), "{text}");
+    assert!(text.contains("api-a2 (gen 1): verification done"), "{text}");
+}

@@ -1,5 +1,6 @@
 //! What `ralph status` and `ralph task list|show` print about a local run's state.
 
+use crate::engine::verification::AttemptKind;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -232,9 +233,13 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
         let duration = attempt.ended_at_ms.map_or("running".to_string(), |end| {
             format!("{:.1}s", (end - attempt.started_at_ms) as f64 / 1000.0)
         });
+        let kind = match attempt.kind {
+            AttemptKind::Work => "",
+            AttemptKind::Verify => "verification ",
+        };
         let _ = writeln!(
             out,
-            "  {} (gen {}): {} {} {}",
+            "  {} (gen {}): {kind}{} {} {}",
             attempt.id,
             attempt.generation,
             attempt.outcome.as_deref().unwrap_or("-"),

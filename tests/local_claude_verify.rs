@@ -1,0 +1,88 @@
+//! `ralph run` with the real claude-agent-acp doing the work and then verifying it, offline
+//! against the scripted fake Anthropic API: the verification is a fresh session whose edits
+//! are refused (read-only), and its `<verify-pass>` makes the task done. The agent is
+//! installed by `scripts/install-agents`; this test fails, not skips, without it.
+
+#[path = "support/fake_anthropic.rs"]
+mod fake_anthropic;
+#[path = "support/local_run.rs"]
+mod local_run;
+
+use std::process::{Command, Stdio};
+
+use fake_anthropic::{FakeAnthropic, Script, Turn, claude_agent_acp_bin};
+use local_run::{Project, describe, exit_code, feature_yaml, task};
+use ralph::engine::dag::TaskPhase;
+use ralph::engine::verification::AttemptKind;
+
+#[test]
+fn claude_agent_acp_does_the_work_and_a_read_only_claude_session_verifies_it() {
+    let agent = claude_agent_acp_bin().unwrap_or_else(|message| panic!("{message}"));
+    let manifest = feature_yaml(
+        "greeting",
+        "  verify:\n    agent: true\n    command: \"grep -q Hello greeting.txt\"\n",
+        &[task("write-greeting", &[])],
+    );
+    let project = Project::new(&manifest, "");
+    let greeting = project.path("greeting.txt");
+    let fake = FakeAnthropic::start(Script::new().task(
+        "write-greeting",
+        [
+            // the work attempt
+            Turn::write_file(&greeting, "Hello, world!\n"),
+            Turn::text("Wrote greeting.txt.\n\n<task-done>write-greeting</task-done>"),
+            // the verification attempt: its edit is refused, then it reads and passes
+            Turn::write_file(&greeting, "Tampered\n"),
+            Turn::bash("cat greeting.txt"),
+            Turn::text(
+                "greeting.txt says Hello, world!\n\n<verify-pass>write-greeting</verify-pass>",
+            ),
+        ],
+    ))
+    .expect("fake Anthropic API starts");
+    let home = project.path("home");
+    std::fs::create_dir(&home).expect("home");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ralph"));
+    command
+        .arg("run")
+        .arg(project.path("feature.yaml"))
+        .arg("--agent")
+        .arg(agent)
+        .args(["--json", "--idle-timeout", "60s", "--total-timeout", "180s"])
+        .stdin(Stdio::null());
+    fake.configure_agent(&mut command, &home);
+    let output = command.output().expect("ralph run starts");
+
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(
+        std::fs::read_to_string(&greeting).expect("the agent wrote the file"),
+        "Hello, world!\n",
+        "the verifier's edit must be refused"
+    );
+    let attempts: Vec<_> = project
+        .attempts()
+        .into_iter()
+        .map(|a| (a.kind, a.outcome.unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (AttemptKind::Work, "done".to_owned()),
+            (AttemptKind::Verify, "done".to_owned())
+        ]
+    );
+    let tasks = project.store().tasks().expect("tasks");
+    assert!(
+        tasks.iter().all(|t| t.phase == TaskPhase::Done),
+        "{tasks:?}"
+    );
+    let refused = fake
+        .main_requests("write-greeting")
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .any(|result| result.is_error);
+    assert!(
+        refused,
+        "the verifier's write was refused with an error result"
+    );
+}
