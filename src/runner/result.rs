@@ -244,4 +244,26 @@ mod tests {
             proptest::prop_assert_eq!(serde_json::to_string(&fitted).unwrap(), json);
         }
     }
+
+    #[test]
+    fn a_long_check_output_keeps_its_end_and_the_result_fits() {
+        let result = AttemptResult {
+            check: Some(crate::engine::verification::CheckReport {
+                command: "cargo test".into(),
+                exit_code: Some(101),
+                output_tail: format!("{}the last line", "x".repeat(2_000)),
+                ..Default::default()
+            }),
+            sigils: Sigils {
+                journal: vec!["j".repeat(2_000)],
+                ..Sigils::default()
+            },
+            ..result()
+        };
+        let (fitted, json) = fit_result(result).unwrap();
+        assert!(json.len() <= RESULT_MAX_BYTES);
+        let tail = &fitted.check.as_ref().unwrap().output_tail;
+        assert!(tail.ends_with("the last line"), "{tail}");
+        assert!(fitted.truncated.contains(&"check.outputTail".to_string()));
+    }
 }
