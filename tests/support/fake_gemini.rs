@@ -1,8 +1,7 @@
 //! A scripted fake of the Gemini API (`POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`
 //! and the calls gemini-cli makes beside it), for driving `gemini --acp` offline.
 //!
-//! Needs `#[path = "support/fake_model.rs"] mod fake_model;` and
-//! `#[path = "support/real_agent.rs"] mod real_agent;` in the same test crate.
+//! A part of tests/support/real_agents.rs (it uses its siblings `fake_model` and `real_agent`).
 //!
 //! ```ignore
 //! let fake = FakeGemini::start(Script::new().task("t-1", [Turn::text("<task-done>t-1</task-done>")]))?;
@@ -20,11 +19,11 @@ use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::fake_model::{
+use super::fake_model::{
     ModelServer, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, estimate_tokens,
-    event_stream, json_error, split_chars,
+    event_stream, json_error, offers_tools, split_chars,
 };
-use crate::real_agent::{AgentLaunch, installed_agent_bin};
+use super::real_agent::{AgentLaunch, installed_agent_bin};
 
 /// The model gemini-cli is started with (`-m`).
 pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
@@ -215,15 +214,11 @@ async fn dispatch(
             &json!({ "error": { "code": 400, "status": "INVALID_ARGUMENT", "message": "body is not JSON" } }),
         );
     };
-    let offers_tools = request
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| !tools.is_empty());
     let reply = Reply {
         model,
         input_tokens: estimate_tokens(body.len()),
     };
-    if !offers_tools {
+    if !offers_tools(&request) {
         shared.record(&method, &uri, RequestKind::Side, &body);
         return reply.side(&request, streamed);
     }

@@ -1,4 +1,4 @@
-//! What the fake model servers (`fake_openai.rs`, `fake_gemini.rs`) share: the agent-neutral
+//! What the fake model servers (`fake_anthropic.rs`, `fake_openai.rs`, `fake_gemini.rs`) share: the agent-neutral
 //! [`Turn`]s a test scripts, the [`Script`] that picks them by task, and the [`ModelServer`]
 //! that records every request and runs an axum router on `127.0.0.1:0` on a thread of its own.
 //!
@@ -140,6 +140,8 @@ pub enum RequestKind {
     Main { key: Option<String> },
     /// A model call outside the main conversation (titles, checks), answered with a canned text.
     Side,
+    /// A token-count request, answered with an estimate.
+    CountTokens,
     /// Anything else (probes, unknown paths).
     Other,
 }
@@ -343,6 +345,20 @@ pub fn split_chars(text: &str, chars: usize) -> Vec<String> {
     all.chunks(chars.max(1))
         .map(|piece| piece.iter().collect())
         .collect()
+}
+
+/// Whether a model request offers the agent tools (the main conversation does; titles and
+/// checks do not).
+pub fn offers_tools(request: &Value) -> bool {
+    request
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| !tools.is_empty())
+}
+
+/// One server-sent event named `event` carrying `data`.
+pub fn sse(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }
 
 /// A `text/event-stream` response of `events`; when `hang`, the stream then never ends.

@@ -1,7 +1,7 @@
 //! A scripted fake of the OpenAI Responses API (`POST /v1/responses`, streamed as server-sent
 //! events the way Codex reads them), for driving codex-acp offline.
 //!
-//! Needs `#[path = "support/fake_model.rs"] mod fake_model;` in the same test crate.
+//! A part of tests/support/real_agents.rs (it uses its siblings `fake_model` and `real_agent`).
 //!
 //! ```ignore
 //! let fake = FakeOpenAi::start(Script::new().task("t-1", [FakeOpenAi::shell("echo hi > a"), Turn::text("<task-done>t-1</task-done>")]))?;
@@ -20,11 +20,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use crate::fake_model::{
+use super::fake_model::{
     ModelServer, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, estimate_tokens,
-    event_stream, json_error, split_chars,
+    event_stream, json_error, offers_tools, split_chars, sse,
 };
-use crate::real_agent::{AgentLaunch, installed_agent_bin};
+use super::real_agent::{AgentLaunch, installed_agent_bin};
 
 /// The model named in Codex's configuration; the fake echoes whatever the request names.
 pub const CODEX_MODEL: &str = "gpt-5.5";
@@ -229,11 +229,7 @@ async fn responses(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> 
             &json!({ "error": { "message": "body is not JSON", "type": "invalid_request_error" } }),
         );
     };
-    let offers_tools = request
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| !tools.is_empty());
-    if !offers_tools {
+    if !offers_tools(&request) {
         let id = shared.record(&Method::POST, &uri, RequestKind::Side, &body);
         let model = request
             .get("model")
@@ -408,8 +404,4 @@ impl Reply {
         }
         events
     }
-}
-
-fn sse(event: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }

@@ -32,6 +32,7 @@ pub const EXIT_FINISHED: i32 = 0;
 pub const EXIT_CRASHED: i32 = 3;
 pub const EXIT_EXHAUSTED: i32 = 4;
 pub const EXIT_CANCELLED: i32 = 5;
+pub const EXIT_MISCONFIGURED: i32 = 6;
 
 /// How to start one agent: program, arguments and environment (on top of the test's, minus
 /// variables with the removed prefixes, so a developer's real credentials never reach it).
