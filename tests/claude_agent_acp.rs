@@ -7,25 +7,13 @@
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
-use std::path::Path;
-
 use ralph::engine::attempt::{OutcomeClass, StopReason};
-use real_agents::fake_anthropic::{self, FakeAnthropic};
-use real_agents::fake_model::{Script, Turn};
+use real_agents::fake_anthropic::{self, FakeAnthropic, claude};
+use real_agents::fake_model::Turn;
 use real_agents::real_agent::{
-    AgentLaunch, Attempt, EXIT_CANCELLED, EXIT_FINISHED, EXIT_MISCONFIGURED, HANG_DEADLINE,
+    Attempt, EXIT_CANCELLED, EXIT_FINISHED, EXIT_MISCONFIGURED, HANG_DEADLINE,
 };
 use real_agents::scenario::{self, scenario_tests};
-
-/// The fake Anthropic API scripted with `script`, and claude-agent-acp configured against it
-/// (its default permission mode: it runs tools without asking).
-fn claude(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
-    let fake = FakeAnthropic::start(script).expect("start the fake Anthropic API");
-    let launch = fake
-        .claude_agent_acp(home)
-        .unwrap_or_else(|error| panic!("configure claude-agent-acp: {error}"));
-    (fake, launch)
-}
 
 scenario_tests! {
     claude;
@@ -43,34 +31,21 @@ scenario_tests! {
 
 #[test]
 fn task_done_sigil_in_the_models_answer_finishes_the_attempt() {
-    let attempt = Attempt::new("write-greeting");
-    let (_fake, launch) = scenario::start(
+    let (ended, _fake) = scenario::the_task_done_sigil_in_the_answer_finishes_the_attempt(
         claude,
-        &attempt,
-        vec![Turn::text(
-            "The greeting is written. <task-done>write-greeting</task-done>",
-        )],
+        "The greeting is written. <task-done>write-greeting</task-done>",
     );
 
-    let ended = attempt.run(&launch);
-
-    ended.assert_exit(EXIT_FINISHED);
-    ended.assert_outcome(OutcomeClass::Finished);
-    ended.assert_stop_reason(Some(StopReason::EndTurn));
-    ended.assert_sigils(Some("write-greeting"), None);
     assert_eq!(ended.result.task, "write-greeting");
 }
 
 #[test]
 fn the_agent_reports_its_name_and_usage() {
-    let attempt = Attempt::new("report-usage");
-    let (_fake, launch) = scenario::start(
+    let (ended, _fake) = scenario::run_task(
         claude,
-        &attempt,
+        "report-usage",
         vec![Turn::text("Done. <task-done>report-usage</task-done>")],
     );
-
-    let ended = attempt.run(&launch);
 
     ended.assert_outcome(OutcomeClass::Finished);
     let agent = ended.result.agent.clone().unwrap_or_default();
@@ -85,7 +60,7 @@ fn the_agent_reports_its_name_and_usage() {
 #[test]
 fn bash_tool_call_is_permitted_and_runs_in_the_workspace() {
     let attempt = Attempt::new("write-proof");
-    let (fake, launch) = scenario::start(
+    let (ended, fake) = scenario::run(
         claude,
         &attempt,
         vec![
@@ -93,8 +68,6 @@ fn bash_tool_call_is_permitted_and_runs_in_the_workspace() {
             Turn::text("Wrote proof.txt. <task-done>write-proof</task-done>"),
         ],
     );
-
-    let ended = attempt.run(&launch);
 
     ended.assert_exit(EXIT_FINISHED);
     ended.assert_sigils(Some("write-proof"), None);
@@ -108,7 +81,7 @@ fn bash_tool_call_is_permitted_and_runs_in_the_workspace() {
 #[test]
 fn bash_tool_call_denied_by_a_pattern_does_not_run() {
     let attempt = Attempt::new("forbidden").with_runner_args(&["--deny", "*forbidden.txt*"]);
-    let (fake, launch) = scenario::start(
+    let (ended, fake) = scenario::run(
         claude,
         &attempt,
         vec![
@@ -116,8 +89,6 @@ fn bash_tool_call_denied_by_a_pattern_does_not_run() {
             Turn::text("I was not allowed to. <task-failed>forbidden</task-failed>"),
         ],
     );
-
-    let ended = attempt.run(&launch);
 
     ended.assert_outcome(OutcomeClass::Finished);
     assert!(
@@ -184,18 +155,15 @@ fn sigterm_while_the_model_hangs_cancels_the_attempt() {
 
 #[test]
 fn a_rejected_api_key_is_misconfiguration_naming_authentication() {
-    let attempt = Attempt::new("locked-out");
-    let (_fake, launch) = scenario::start(
+    let (ended, _fake) = scenario::run_task(
         claude,
-        &attempt,
+        "locked-out",
         vec![FakeAnthropic::error(
             401,
             "authentication_error",
             "invalid x-api-key",
         )],
     );
-
-    let ended = attempt.run(&launch);
 
     ended.assert_exit(EXIT_MISCONFIGURED);
     ended.assert_outcome(OutcomeClass::Misconfigured);

@@ -6,34 +6,10 @@
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
-use std::path::Path;
-
 use ralph::engine::attempt::OutcomeClass;
-use real_agents::fake_anthropic::FakeAnthropic;
-use real_agents::fake_model::{Script, Turn};
-use real_agents::real_agent::{AgentLaunch, Attempt};
+use real_agents::fake_anthropic::{FakeAnthropic, claude_asking};
+use real_agents::fake_model::Turn;
 use real_agents::scenario::{self, scenario_tests};
-
-/// The fake Anthropic API scripted with `script`, and claude-agent-acp configured against it,
-/// with `permissions.defaultMode: "default"` in its settings (it asks the client before
-/// running tools).
-fn claude_asking(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
-    let fake = FakeAnthropic::start(script).expect("start the fake Anthropic API");
-    write_settings(&home.join(".claude"));
-    let launch = fake
-        .claude_agent_acp(home)
-        .unwrap_or_else(|error| panic!("configure claude-agent-acp: {error}"));
-    (fake, launch)
-}
-
-fn write_settings(config_dir: &Path) {
-    std::fs::create_dir_all(config_dir).expect("create the Claude config directory");
-    std::fs::write(
-        config_dir.join("settings.json"),
-        r#"{"permissions":{"defaultMode":"default"}}"#,
-    )
-    .expect("write Claude settings");
-}
 
 scenario_tests! {
     claude_asking;
@@ -51,14 +27,11 @@ scenario_tests! {
 
 #[test]
 fn the_model_claude_reports_and_its_tokens_are_recorded() {
-    let attempt = Attempt::new("report-usage");
-    let (fake, launch) = scenario::start(
+    let (ended, fake) = scenario::run_task(
         claude_asking,
-        &attempt,
+        "report-usage",
         vec![Turn::text("Done.\n<task-done>report-usage</task-done>")],
     );
-
-    let ended = attempt.run(&launch);
 
     ended.assert_outcome(OutcomeClass::Finished);
     ended.assert_usage_reported();

@@ -7,32 +7,9 @@
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
-use std::path::Path;
-
-use ralph::engine::attempt::{OutcomeClass, StopReason};
-use real_agents::fake_model::Script;
-use real_agents::fake_openai::{self, CODEX_MODEL, CodexApproval, FakeOpenAi};
-use real_agents::real_agent::{AgentLaunch, EXIT_CRASHED};
+use ralph::engine::attempt::StopReason;
+use real_agents::fake_openai::{self, CODEX_MODEL, FakeOpenAi, codex, codex_asking};
 use real_agents::scenario::{self, scenario_tests};
-
-/// The fake API scripted with `script`, and codex-acp configured against it with `approval`.
-fn codex_with(approval: CodexApproval, script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
-    let fake = FakeOpenAi::start(script).expect("start the fake OpenAI API");
-    let launch = fake
-        .codex_acp(home, approval)
-        .unwrap_or_else(|error| panic!("configure codex-acp: {error}"));
-    (fake, launch)
-}
-
-/// codex-acp running commands without asking ([`CodexApproval::Never`]).
-fn codex(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
-    codex_with(CodexApproval::Never, script, home)
-}
-
-/// codex-acp asking the client before escalated commands ([`CodexApproval::OnRequest`]).
-fn codex_asking(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
-    codex_with(CodexApproval::OnRequest, script, home)
-}
 
 scenario_tests! {
     codex;
@@ -105,8 +82,7 @@ fn a_command_denied_by_a_pattern_does_not_run_and_is_a_crash_naming_the_refusal(
         FakeOpenAi::escalated_shell,
     );
 
-    ended.assert_outcome(OutcomeClass::Crashed);
-    ended.assert_exit(EXIT_CRASHED);
+    ended.assert_crashed();
     ended.assert_stop_reason(Some(StopReason::Cancelled));
     ended.assert_sigils(None, None);
     let crash = ended.result.crash.clone().unwrap_or_default();

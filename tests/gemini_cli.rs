@@ -7,22 +7,10 @@
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
-use std::path::Path;
-
 use ralph::engine::attempt::{OutcomeClass, StopReason};
-use real_agents::fake_gemini::{self, FakeGemini, GEMINI_MODEL};
-use real_agents::fake_model::{Script, Turn};
-use real_agents::real_agent::{AgentLaunch, Attempt};
+use real_agents::fake_gemini::{self, FakeGemini, GEMINI_MODEL, gemini};
+use real_agents::fake_model::Turn;
 use real_agents::scenario::{self, scenario_tests};
-
-/// The fake API scripted with `script`, and gemini-cli configured for it.
-fn gemini(script: Script, home: &Path) -> (FakeGemini, AgentLaunch) {
-    let fake = FakeGemini::start(script).expect("start the fake Gemini API");
-    let launch = fake
-        .gemini_cli(home)
-        .unwrap_or_else(|error| panic!("configure gemini-cli: {error}"));
-    (fake, launch)
-}
 
 scenario_tests! {
     gemini;
@@ -71,14 +59,11 @@ fn task_done_sigil_ending_the_final_answer_finishes_the_attempt() {
 /// its model in `session/new` (`models.currentModelId`) and `_meta.quota.model_usage`.
 #[test]
 fn the_tokens_and_model_gemini_reports_are_recorded() {
-    let attempt = Attempt::new("report-usage");
-    let (_fake, launch) = scenario::start(
+    let (ended, _fake) = scenario::run_task(
         gemini,
-        &attempt,
+        "report-usage",
         vec![Turn::text("Done.\n<task-done>report-usage</task-done>")],
     );
-
-    let ended = attempt.run(&launch);
 
     ended.assert_outcome(OutcomeClass::Finished);
     ended.assert_usage_reported();

@@ -5,21 +5,8 @@
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
-use std::path::Path;
-
-use real_agents::fake_anthropic::FakeAnthropic;
-use real_agents::fake_model::Script;
-use real_agents::real_agent::AgentLaunch;
+use real_agents::fake_anthropic::{FakeAnthropic, claude};
 use real_agents::scenario::scenario_tests;
-
-/// The fake Anthropic API scripted with `script`, and claude-agent-acp configured against it.
-fn claude(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
-    let fake = FakeAnthropic::start(script).expect("fake Anthropic API starts");
-    let launch = fake
-        .claude_agent_acp(home)
-        .unwrap_or_else(|error| panic!("configure claude-agent-acp: {error}"));
-    (fake, launch)
-}
 
 scenario_tests! {
     claude;

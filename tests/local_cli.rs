@@ -123,8 +123,7 @@ fn task_retry_sets_a_failed_task_pending_and_the_next_run_completes() {
         project.store().task("base").expect("base").phase,
         TaskPhase::Pending
     );
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let store = project.store();
     assert_eq!(store.task("on-top").expect("on-top").phase, TaskPhase::Done);
 }

@@ -30,8 +30,7 @@ fn diamond() -> String {
 #[test]
 fn a_diamond_runs_in_dependency_then_priority_order() {
     let project = Project::new(&diamond(), DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     assert_eq!(
         project.started_order(),
         ["design", "backend", "frontend", "integrate"]
@@ -41,18 +40,13 @@ fn a_diamond_runs_in_dependency_then_priority_order() {
 #[test]
 fn every_task_of_a_complete_run_is_done_once() {
     let project = Project::new(&diamond(), DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let tasks = project.store().tasks().expect("tasks");
     assert!(
         tasks.iter().all(|t| t.phase == TaskPhase::Done),
         "{tasks:?}"
     );
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["done"; 4]);
 }
 
@@ -64,8 +58,7 @@ fn no_more_attempts_run_at_once_than_parallel_allows() {
         .collect();
     let script = "default:\n  - delay: 300ms\n  - text: \"<task-done>{task}</task-done>\"\n";
     let project = Project::new(&feature_yaml("wide", "", &tasks), script);
-    let output = project.run(&["--parallel", "2"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&["--parallel", "2"]);
     assert_eq!(max_concurrent(&project.attempts()), 2);
 }
 
@@ -104,13 +97,8 @@ fn a_failed_task_is_retried_while_retries_remain() {
     let script = "tasks:\n  flaky:\n    - [ {text: \"No. <task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"Yes. <task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    project.run_to_success(&[]);
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["failed", "done"]);
 }
 
@@ -120,13 +108,8 @@ fn a_crash_is_retried_and_the_next_prompt_says_why() {
     let script = "tasks:\n  fragile:\n    - [ {stderr: \"Error: socket hang up\"}, {exit: 1} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    project.run_to_success(&[]);
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["crashed", "done"]);
     let prompt = project.prompt("fragile-a2");
     assert!(prompt.contains("Previous attempt crashed"), "{prompt}");
@@ -188,8 +171,7 @@ fn an_invalid_manifest_exits_3_naming_the_problem() {
 fn a_second_run_starts_nothing_that_is_done() {
     let project = Project::new(&diamond(), DONE);
     assert_eq!(exit_code(&project.run(&[])), 0);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     assert_eq!(project.attempts().len(), 4);
 }
 
@@ -203,8 +185,7 @@ fn manifest_changes_add_new_tasks_drop_removed_ones_and_bump_edited_generations(
     let edited = feature_yaml("evolving", "", &[task("keep", &[]), task("new", &["keep"])])
         .replace("Do keep.", "Do keep, differently.");
     project.write_manifest(&edited);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let store = project.store();
     let names: Vec<_> = store
         .tasks()
@@ -248,8 +229,7 @@ fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
          <task-done>{{task}}</task-done>\"\n"
     );
     let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let prompt = project.prompt("second-a1");
     assert!(prompt.contains("Created docs/api.md"), "{prompt}");
 }
@@ -259,8 +239,7 @@ fn spec_agent_may_be_left_out_when_agent_is_given() {
     let manifest = feature_yaml("no-agent", "", &[task("only", &[])])
         .replace("  agent:\n    command: [\"unused-agent\"]\n", "");
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
 }
 
 #[test]
@@ -299,8 +278,7 @@ fn a_retry_backoff_is_announced_while_nothing_runs() {
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&feature_yaml("wait", "", &[task("only", &[])]), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let output = project.run_to_success(&[]);
     let waits: Vec<serde_json::Value> = local_run::json_events(&output)
         .into_iter()
         .filter(|e| e["event"] == "waiting")

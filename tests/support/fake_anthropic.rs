@@ -33,7 +33,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 
 use super::fake_model::{
-    ModelServer, RecordedRequest, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn,
+    FakeApi, RecordedRequest, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire,
     estimate_tokens, event_stream, offers_tools, split_chars, sse,
 };
 use super::real_agent::{AgentLaunch, installed_agent_bin};
@@ -44,31 +44,24 @@ pub const FAKE_API_KEY: &str = "sk-ant-fake-key-for-tests";
 /// Text the server answers side requests (titles, summaries) with.
 pub const SIDE_ANSWER: &str = "{\"title\": \"Ralph task\"}";
 
-/// A running fake Anthropic API; stops when dropped.
-pub struct FakeAnthropic {
-    server: ModelServer,
-}
+/// The Anthropic Messages API.
+pub struct Anthropic;
 
-impl std::ops::Deref for FakeAnthropic {
-    type Target = ModelServer;
+impl Wire for Anthropic {
+    const NAME: &'static str = "fake-anthropic";
 
-    fn deref(&self) -> &ModelServer {
-        &self.server
+    fn routes() -> Router<Arc<Shared>> {
+        Router::new()
+            .route("/v1/messages", post(messages))
+            .route("/v1/messages/count_tokens", post(count_tokens))
+            .fallback(other)
     }
 }
+
+/// A running fake Anthropic Messages API; stops when dropped.
+pub type FakeAnthropic = FakeApi<Anthropic>;
 
 impl FakeAnthropic {
-    /// Starts the server on `127.0.0.1:0`, on a thread of its own.
-    pub fn start(script: Script) -> std::io::Result<Self> {
-        let server = ModelServer::start(script, "fake-anthropic", || {
-            Router::new()
-                .route("/v1/messages", post(messages))
-                .route("/v1/messages/count_tokens", post(count_tokens))
-                .fallback(other)
-        })?;
-        Ok(Self { server })
-    }
-
     /// A call of Claude Code's `Bash` tool.
     pub fn bash(command: &str) -> Turn {
         Turn::tool_call(
@@ -135,6 +128,26 @@ impl FakeAnthropic {
             env_removed_prefixes: vec!["ANTHROPIC_".to_owned(), "CLAUDE_".to_owned()],
         })
     }
+}
+
+/// claude-agent-acp in its default permission mode (it runs tools without asking), against
+/// a fake scripted with `script`, in the home `home`.
+pub fn claude(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
+    FakeAnthropic::start_for(script, |fake| fake.claude_agent_acp(home))
+}
+
+/// claude-agent-acp with `permissions.defaultMode: "default"` in its settings: it asks the
+/// client before running tools.
+pub fn claude_asking(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
+    FakeAnthropic::start_for(script, |fake| {
+        let config_dir = home.join(".claude");
+        std::fs::create_dir_all(&config_dir)?;
+        std::fs::write(
+            config_dir.join("settings.json"),
+            r#"{"permissions":{"defaultMode":"default"}}"#,
+        )?;
+        fake.claude_agent_acp(home)
+    })
 }
 
 /// The Messages API's view of a recorded request.

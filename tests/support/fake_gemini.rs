@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::fake_model::{
-    ModelServer, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, estimate_tokens,
+    FakeApi, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire, estimate_tokens,
     event_stream, json_error, offers_tools, split_chars,
 };
 use super::real_agent::{AgentLaunch, installed_agent_bin};
@@ -28,27 +28,21 @@ use super::real_agent::{AgentLaunch, installed_agent_bin};
 /// The model gemini-cli is started with (`-m`).
 pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
 
-/// A running fake Gemini API; stops when dropped.
-pub struct FakeGemini {
-    server: ModelServer,
-}
+/// The Gemini API.
+pub struct Gemini;
 
-impl std::ops::Deref for FakeGemini {
-    type Target = ModelServer;
+impl Wire for Gemini {
+    const NAME: &'static str = "fake-gemini";
 
-    fn deref(&self) -> &ModelServer {
-        &self.server
+    fn routes() -> Router<Arc<Shared>> {
+        Router::new().fallback(dispatch)
     }
 }
+
+/// A running fake Gemini API; stops when dropped.
+pub type FakeGemini = FakeApi<Gemini>;
 
 impl FakeGemini {
-    /// Starts the server on `127.0.0.1:0`.
-    pub fn start(script: Script) -> std::io::Result<Self> {
-        let server =
-            ModelServer::start(script, "fake-gemini", || Router::new().fallback(dispatch))?;
-        Ok(Self { server })
-    }
-
     /// A call of gemini-cli's `run_shell_command` tool.
     pub fn shell(command: &str) -> Turn {
         Turn::tool_call(
@@ -144,6 +138,11 @@ impl FakeGemini {
             ],
         })
     }
+}
+
+/// gemini-cli against a fake scripted with `script`, in the home `home`.
+pub fn gemini(script: Script, home: &Path) -> (FakeGemini, AgentLaunch) {
+    FakeGemini::start_for(script, |fake| fake.gemini_cli(home))
 }
 
 /// The text parts of every user turn in a Gemini request's `contents`, joined.

@@ -21,7 +21,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 
 use super::fake_model::{
-    ModelServer, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, estimate_tokens,
+    FakeApi, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire, estimate_tokens,
     event_stream, json_error, offers_tools, split_chars, sse,
 };
 use super::real_agent::{AgentLaunch, installed_agent_bin};
@@ -40,30 +40,23 @@ pub enum CodexApproval {
     OnRequest,
 }
 
-/// A running fake Responses API; stops when dropped.
-pub struct FakeOpenAi {
-    server: ModelServer,
-}
+/// The OpenAI Responses API.
+pub struct OpenAi;
 
-impl std::ops::Deref for FakeOpenAi {
-    type Target = ModelServer;
+impl Wire for OpenAi {
+    const NAME: &'static str = "fake-openai";
 
-    fn deref(&self) -> &ModelServer {
-        &self.server
+    fn routes() -> Router<Arc<Shared>> {
+        Router::new()
+            .route("/v1/responses", post(responses))
+            .fallback(other)
     }
 }
+
+/// A running fake OpenAI Responses API; stops when dropped.
+pub type FakeOpenAi = FakeApi<OpenAi>;
 
 impl FakeOpenAi {
-    /// Starts the server on `127.0.0.1:0`.
-    pub fn start(script: Script) -> std::io::Result<Self> {
-        let server = ModelServer::start(script, "fake-openai", || {
-            Router::new()
-                .route("/v1/responses", post(responses))
-                .fallback(other)
-        })?;
-        Ok(Self { server })
-    }
-
     /// A call of Codex's `exec_command` tool running `command` in the session's directory.
     pub fn shell(command: &str) -> Turn {
         Turn::tool_call(
@@ -175,6 +168,19 @@ stream_max_retries = 0
             ],
         })
     }
+}
+
+/// codex-acp running commands without asking ([`CodexApproval::Never`]), against a fake
+/// scripted with `script`, in the home `home`.
+pub fn codex(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
+    FakeOpenAi::start_for(script, |fake| fake.codex_acp(home, CodexApproval::Never))
+}
+
+/// codex-acp asking the client before escalated commands ([`CodexApproval::OnRequest`]).
+pub fn codex_asking(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
+    FakeOpenAi::start_for(script, |fake| {
+        fake.codex_acp(home, CodexApproval::OnRequest)
+    })
 }
 
 /// The text of every user message in a Responses request's `input`, joined.

@@ -97,6 +97,13 @@ impl Project {
         self.command(args).output().expect("ralph run starts")
     }
 
+    /// Runs `ralph run` to the end and asserts that it succeeded; returns its output.
+    pub fn run_to_success(&self, args: &[&str]) -> Output {
+        let output = self.run(args);
+        assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+        output
+    }
+
     /// Runs another `ralph` subcommand on this project's state.
     pub fn ralph(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_ralph"))
@@ -129,6 +136,14 @@ impl Project {
     /// Every attempt.
     pub fn attempts(&self) -> Vec<AttemptRow> {
         self.store().attempts(None).expect("attempts")
+    }
+
+    /// The outcome of every attempt, in order ("" for one not concluded).
+    pub fn attempt_outcomes(&self) -> Vec<String> {
+        self.attempts()
+            .into_iter()
+            .map(|a| a.outcome.unwrap_or_default())
+            .collect()
     }
 
     /// The prompt file of an attempt.

@@ -333,6 +333,26 @@ impl Ended {
         );
     }
 
+    /// Asserts a finished attempt (exit status and outcome) that stopped for `stop_reason`
+    /// with the sigils `done` and `failed`.
+    pub fn assert_finished(
+        &self,
+        stop_reason: StopReason,
+        done: Option<&str>,
+        failed: Option<&str>,
+    ) {
+        self.assert_exit(EXIT_FINISHED);
+        self.assert_outcome(OutcomeClass::Finished);
+        self.assert_stop_reason(Some(stop_reason));
+        self.assert_sigils(done, failed);
+    }
+
+    /// Asserts a crashed attempt: outcome and exit status.
+    pub fn assert_crashed(&self) {
+        self.assert_outcome(OutcomeClass::Crashed);
+        self.assert_exit(EXIT_CRASHED);
+    }
+
     /// Asserts the sigils: the task-done and task-failed IDs found.
     pub fn assert_sigils(&self, done: Option<&str>, failed: Option<&str>) {
         assert_eq!(

@@ -24,8 +24,8 @@ use serde_json::Value;
 use super::fake_model::{ModelServer, Script, Turn};
 use super::local_run::{Project, describe, exit_code, feature_yaml, task};
 use super::real_agent::{
-    AgentLaunch, Attempt, EXIT_CRASHED, EXIT_EXHAUSTED, EXIT_FINISHED, Ended, HANG_DEADLINE,
-    SHORT_IDLE_TIMEOUT, kill_agent_of, ralph_run,
+    AgentLaunch, Attempt, EXIT_EXHAUSTED, EXIT_FINISHED, Ended, HANG_DEADLINE, SHORT_IDLE_TIMEOUT,
+    kill_agent_of, ralph_run,
 };
 
 /// Starts an agent's fake model API with a script and says how to start the agent against
@@ -43,10 +43,15 @@ pub fn start<F>(
     agent(Script::new().task(attempt.task(), turns), &attempt.home())
 }
 
-/// Runs `turns` for a fresh attempt of `task` to its end.
-fn run<F>(agent: impl StartAgent<F>, attempt: &Attempt, turns: Vec<Turn>) -> (Ended, F) {
+/// Runs `attempt` to its end, the model answering with `turns`.
+pub fn run<F>(agent: impl StartAgent<F>, attempt: &Attempt, turns: Vec<Turn>) -> (Ended, F) {
     let (fake, launch) = start(agent, attempt, turns);
     (attempt.run(&launch), fake)
+}
+
+/// Runs a fresh attempt of `task` to its end, the model answering with `turns`.
+pub fn run_task<F>(agent: impl StartAgent<F>, task: &str, turns: Vec<Turn>) -> (Ended, F) {
+    run(agent, &Attempt::new(task), turns)
 }
 
 /// A final answer ending with the task-done sigil finishes the attempt with the sigil found;
@@ -54,19 +59,21 @@ fn run<F>(agent: impl StartAgent<F>, attempt: &Attempt, turns: Vec<Turn>) -> (En
 pub fn task_done_sigil_ending_the_final_answer_finishes_the_attempt<F>(
     agent: impl StartAgent<F>,
 ) -> (Ended, F) {
-    let attempt = Attempt::new("write-greeting");
-    let (ended, fake) = run(
+    the_task_done_sigil_in_the_answer_finishes_the_attempt(
         agent,
-        &attempt,
-        vec![Turn::text(
-            "The greeting is written.\n<task-done>write-greeting</task-done>",
-        )],
-    );
+        "The greeting is written.\n<task-done>write-greeting</task-done>",
+    )
+}
 
-    ended.assert_exit(EXIT_FINISHED);
-    ended.assert_outcome(OutcomeClass::Finished);
-    ended.assert_stop_reason(Some(StopReason::EndTurn));
-    ended.assert_sigils(Some("write-greeting"), None);
+/// `answer`, which holds the task-done sigil of task `write-greeting`, finishes the attempt
+/// with the sigil found; returns the end and the fake.
+pub fn the_task_done_sigil_in_the_answer_finishes_the_attempt<F>(
+    agent: impl StartAgent<F>,
+    answer: &str,
+) -> (Ended, F) {
+    let (ended, fake) = run_task(agent, "write-greeting", vec![Turn::text(answer)]);
+
+    ended.assert_finished(StopReason::EndTurn, Some("write-greeting"), None);
     (ended, fake)
 }
 
@@ -95,27 +102,22 @@ pub fn the_prompt_file_reaches_the_model_as_the_user_message<F: Deref<Target = M
 
 /// An answer without a sigil finishes the attempt with no verdict.
 pub fn an_answer_without_a_sigil_finishes_with_no_verdict<F>(agent: impl StartAgent<F>) {
-    let attempt = Attempt::new("chatty");
-    let (ended, _fake) = run(
+    let (ended, _fake) = run_task(
         agent,
-        &attempt,
+        "chatty",
         vec![Turn::text("I looked around and will continue later.")],
     );
 
-    ended.assert_exit(EXIT_FINISHED);
-    ended.assert_outcome(OutcomeClass::Finished);
-    ended.assert_stop_reason(Some(StopReason::EndTurn));
-    ended.assert_sigils(None, None);
+    ended.assert_finished(StopReason::EndTurn, None, None);
 }
 
 /// A final answer ending with the task-failed sigil is reported with the agent's reason.
 pub fn task_failed_sigil_ending_the_final_answer_is_reported_with_its_reason<F>(
     agent: impl StartAgent<F>,
 ) {
-    let attempt = Attempt::new("impossible");
-    let (ended, _fake) = run(
+    let (ended, _fake) = run_task(
         agent,
-        &attempt,
+        "impossible",
         vec![Turn::text(
             "The API the task needs does not exist.\n<task-failed>impossible</task-failed>",
         )],
@@ -144,11 +146,9 @@ pub fn an_api_error_is_a_crash_naming<F: Deref<Target = ModelServer>>(
     error: Turn,
     named: &[&str],
 ) {
-    let attempt = Attempt::new("unlucky");
-    let (ended, fake) = run(agent, &attempt, vec![error]);
+    let (ended, fake) = run_task(agent, "unlucky", vec![error]);
 
-    ended.assert_outcome(OutcomeClass::Crashed);
-    ended.assert_exit(EXIT_CRASHED);
+    ended.assert_crashed();
     ended.assert_sigils(None, None);
     let crash = ended.result.crash.clone().unwrap_or_default();
     assert!(
@@ -166,8 +166,7 @@ pub fn an_api_error_is_exhaustion_naming<F: Deref<Target = ModelServer>>(
     error: Turn,
     named: &str,
 ) {
-    let attempt = Attempt::new("over-quota");
-    let (ended, fake) = run(agent, &attempt, vec![error]);
+    let (ended, fake) = run_task(agent, "over-quota", vec![error]);
 
     ended.assert_outcome(OutcomeClass::Exhausted);
     ended.assert_exit(EXIT_EXHAUSTED);
@@ -189,19 +188,15 @@ pub fn a_cut_off_answer_finishes_with_stop_reason<F>(
     agent: impl StartAgent<F>,
     stop_reason: StopReason,
 ) -> (Ended, F) {
-    let attempt = Attempt::new("long-answer");
-    let (ended, fake) = run(
+    let (ended, fake) = run_task(
         agent,
-        &attempt,
+        "long-answer",
         vec![Turn::max_tokens(
             "Here is a very long answer that never ends",
         )],
     );
 
-    ended.assert_exit(EXIT_FINISHED);
-    ended.assert_outcome(OutcomeClass::Finished);
-    ended.assert_stop_reason(Some(stop_reason));
-    ended.assert_sigils(None, None);
+    ended.assert_finished(stop_reason, None, None);
     (ended, fake)
 }
 
@@ -233,8 +228,7 @@ pub fn kill_9_of_the_agent_is_a_crash_with_the_signal<F: Deref<Target = ModelSer
         ended.explain("")
     );
     assert_eq!(killed, 1, "the runner has one agent process");
-    ended.assert_outcome(OutcomeClass::Crashed);
-    ended.assert_exit(EXIT_CRASHED);
+    ended.assert_crashed();
     assert_eq!(ended.result.signal, Some(9), "{}", ended.explain(""));
 }
 
@@ -250,8 +244,7 @@ pub fn a_model_that_hangs_past_the_idle_timeout_is_a_crash<F: Deref<Target = Mod
         "the model request never started\n{}",
         ended.explain("")
     );
-    ended.assert_outcome(OutcomeClass::Crashed);
-    ended.assert_exit(EXIT_CRASHED);
+    ended.assert_crashed();
     let crash = ended.result.crash.clone().unwrap_or_default();
     assert!(crash.contains("idle timeout"), "crash summary: {crash:?}");
 }
