@@ -17,15 +17,6 @@ fn run_steps(steps: &str, args: &[&str]) -> Run {
     Scenario::new("t", &script(steps)).args(args).run()
 }
 
-/// The crash summary of `run` ("" when there is none).
-fn crash(run: &Run) -> &str {
-    run.result.crash.as_deref().unwrap_or_default()
-}
-
-fn assert_outcome(run: &Run, outcome: OutcomeClass) {
-    assert_eq!(run.result.outcome, outcome, "{}", run.result_json);
-}
-
 /// A scenario whose agent makes the tool call `call` (YAML fields), ending with the task-done
 /// sigil when it succeeds and the task-failed sigil when it fails.
 fn tool_call(call: &str) -> Scenario {
@@ -50,28 +41,25 @@ fn assert_sigils(run: &Run, done: Option<&str>, failed: Option<&str>) {
 #[test]
 fn exit_1_is_a_crash_naming_the_code_and_first_stderr_line() {
     let run = run_steps(r#"[{stderr: "fatal: disk full"}, {exit: 1}]"#, &[]);
-    assert_outcome(&run, OutcomeClass::Crashed);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.exit_code, Some(1));
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some("agent exited with code 1 before answering the prompt: fatal: disk full")
-    );
+    run.assert_crash("agent exited with code 1 before answering the prompt: fatal: disk full");
     assert_eq!(run.status.code(), Some(3));
 }
 
 #[test]
 fn sigkill_mid_prompt_is_a_crash_naming_the_signal() {
     let run = run_steps(r#"[{text: "working"}, kill]"#, &[]);
-    assert_outcome(&run, OutcomeClass::Crashed);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.signal, Some(9));
-    assert!(crash(&run).contains("SIGKILL"), "{}", run.result_json);
+    assert!(run.crash().contains("SIGKILL"), "{}", run.result_json);
 }
 
 #[test]
 fn a_turn_with_no_output_at_all_is_a_crash() {
     let run = run_steps("[]", &[]);
-    assert_outcome(&run, OutcomeClass::Crashed);
-    assert!(crash(&run).starts_with("no output"), "{}", run.result_json);
+    run.assert_outcome(OutcomeClass::Crashed);
+    assert!(run.crash().starts_with("no output"), "{}", run.result_json);
 }
 
 #[test]
@@ -80,11 +68,8 @@ fn a_crash_pattern_then_a_hang_is_killed_at_once() {
         r#"[{stderr: "Error: No messages returned"}, hang]"#,
         &["--idle-timeout", "1h", "--grace", "1h"],
     );
-    assert_outcome(&run, OutcomeClass::Crashed);
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some("crash pattern `No messages returned` on stderr: Error: No messages returned")
-    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash("crash pattern `No messages returned` on stderr: Error: No messages returned");
     assert_eq!(run.result.signal, Some(9));
 }
 
@@ -100,7 +85,7 @@ fn a_configured_crash_pattern_is_watched() {
         ],
     );
     assert!(
-        crash(&run).contains("widget (exploded|melted)"),
+        run.crash().contains("widget (exploded|melted)"),
         "{}",
         run.result_json
     );
@@ -112,10 +97,10 @@ fn going_silent_past_the_idle_timeout_is_cancelled_and_a_crash() {
         r#"[{text: "thinking"}, {silence: 1h}]"#,
         &["--idle-timeout", "300ms", "--grace", "1h"],
     );
-    assert_outcome(&run, OutcomeClass::Crashed);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
     assert!(
-        crash(&run).starts_with("idle timeout"),
+        run.crash().starts_with("idle timeout"),
         "{}",
         run.result_json
     );
@@ -127,9 +112,9 @@ fn a_hang_that_ignores_cancel_is_killed_after_the_grace_period() {
         r#"[{text: "thinking"}, hang]"#,
         &["--idle-timeout", "300ms", "--grace", "200ms"],
     );
-    assert_outcome(&run, OutcomeClass::Crashed);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.signal, Some(9));
-    assert!(crash(&run).contains("was killed"), "{}", run.result_json);
+    assert!(run.crash().contains("was killed"), "{}", run.result_json);
 }
 
 #[test]
@@ -138,9 +123,9 @@ fn the_total_timeout_ends_a_busy_agent() {
         r#"[{text: "a"}, {delay: 1h}]"#,
         &["--total-timeout", "500ms", "--grace", "1h"],
     );
-    assert_outcome(&run, OutcomeClass::Crashed);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert!(
-        crash(&run).starts_with("total timeout"),
+        run.crash().starts_with("total timeout"),
         "{}",
         run.result_json
     );
@@ -152,7 +137,7 @@ fn claudes_usage_limit_error_is_exhaustion_with_its_reset_time() {
         r#"[{error: {message: "Claude AI usage limit reached|1760000000", error_kind: usage_limit}}]"#,
         &[],
     );
-    assert_outcome(&run, OutcomeClass::Exhausted);
+    run.assert_outcome(OutcomeClass::Exhausted);
     let exhaustion = run.result.exhaustion.expect("exhaustion");
     assert_eq!(exhaustion.reset_at, Some(1_760_000_000));
     assert_eq!(run.status.code(), Some(4));
@@ -164,7 +149,7 @@ fn a_usage_limit_in_the_agents_prose_is_not_exhaustion() {
         r#"[{text: "The log said: Claude AI usage limit reached|1760000000 and insufficient_quota."}]"#,
         &[],
     );
-    assert_outcome(&run, OutcomeClass::Finished);
+    run.assert_outcome(OutcomeClass::Finished);
     assert_eq!(run.result.exhaustion, None);
 }
 
@@ -174,7 +159,7 @@ fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
         r#"[{stderr: "{\"type\":\"usage_limit_reached\",\"resets_at\":1760003600}"}, {exit: 1}]"#,
         &[],
     );
-    assert_outcome(&run, OutcomeClass::Exhausted);
+    run.assert_outcome(OutcomeClass::Exhausted);
     assert_eq!(
         run.result.exhaustion.and_then(|e| e.reset_at),
         Some(1_760_003_600)
@@ -187,7 +172,7 @@ fn a_rate_limit_prompt_error_is_exhaustion() {
         r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#,
         &[],
     );
-    assert_outcome(&run, OutcomeClass::Exhausted);
+    run.assert_outcome(OutcomeClass::Exhausted);
 }
 
 #[test]
@@ -196,11 +181,8 @@ fn any_other_prompt_error_is_a_crash() {
         r#"[{error: {code: -32603, message: "API Error: 500"}}]"#,
         &[],
     );
-    assert_outcome(&run, OutcomeClass::Crashed);
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some("the agent answered the prompt with error -32603: API Error: 500")
-    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash("the agent answered the prompt with error -32603: API Error: 500");
 }
 
 #[test]
@@ -211,7 +193,7 @@ fn sigterm_to_the_runner_cancels_the_attempt() {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the runner");
     let run = scenario.wait(child, stdout);
-    assert_outcome(&run, OutcomeClass::Cancelled);
+    run.assert_outcome(OutcomeClass::Cancelled);
     assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
     assert_eq!(run.status.code(), Some(5));
 }
@@ -318,6 +300,6 @@ fn a_usage_limit_on_stderr_stops_a_hanging_agent_at_once() {
         r#"[{stderr: "Claude AI usage limit reached|1760000000"}, hang]"#,
         &["--idle-timeout", "1h", "--grace", "1h"],
     );
-    assert_outcome(&run, OutcomeClass::Exhausted);
+    run.assert_outcome(OutcomeClass::Exhausted);
     assert_eq!(run.result.signal, Some(9));
 }
