@@ -125,6 +125,27 @@ fn agent_termination(pod: &Pod) -> ContainerStateTerminated {
         .expect("agent container terminated")
 }
 
+/// The agent container's termination message.
+fn termination_message(pod: &Pod) -> Option<String> {
+    agent_termination(pod).message
+}
+
+/// A container that copies `prompt.md` of its volume `prompt` to its termination log.
+fn prompt_copying_container() -> Value {
+    json!({
+        "name": "agent", "image": "agent:1",
+        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
+        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
+    })
+}
+
+/// Asserts that the Pod `ended` succeeded running the ralph binary (its log says so).
+fn assert_ran_ralph(ended: &Pod, kubelet: &KubeletStandIn) {
+    assert_eq!(phase(ended), "Succeeded");
+    let log = kubelet.log("default", "t-a1").unwrap_or_default();
+    assert!(log.contains("ralph"), "{log}");
+}
+
 fn phase(pod: &Pod) -> String {
     pod.status
         .as_ref()
@@ -217,11 +238,7 @@ async fn manual_stand_in_confirms_graceful_deletion_of_a_bound_pod() {
 async fn node_mounts_a_pod_annotation_through_the_downward_api() {
     let cluster = Cluster::start().await;
     let _kubelet = cluster.node();
-    let container = json!({
-        "name": "agent", "image": "agent:1",
-        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
-        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
-    });
+    let container = prompt_copying_container();
     let volumes = json!([{ "name": "prompt", "downwardAPI": { "items": [{
         "path": "prompt.md",
         "fieldRef": { "fieldPath": "metadata.annotations['ralph.dev/prompt']" }
@@ -230,10 +247,7 @@ async fn node_mounts_a_pod_annotation_through_the_downward_api() {
     annotated.metadata.annotations =
         Some([("ralph.dev/prompt".to_owned(), "do the thing".to_owned())].into());
     let ended = cluster.run_to_end(&annotated).await;
-    assert_eq!(
-        agent_termination(&ended).message.as_deref(),
-        Some("do the thing")
-    );
+    assert_eq!(termination_message(&ended).as_deref(), Some("do the thing"));
 }
 
 #[tokio::test]
@@ -243,18 +257,11 @@ async fn node_reports_the_termination_log_written_by_the_container() {
         .create_config_map("t-a1-prompt", json!({ "prompt.md": "do the thing" }))
         .await;
     let _kubelet = cluster.node();
-    let container = json!({
-        "name": "agent", "image": "agent:1",
-        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
-        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
-    });
+    let container = prompt_copying_container();
     let volumes = json!([{ "name": "prompt", "configMap": { "name": "t-a1-prompt" } }]);
     let ended = cluster.run_to_end(&pod("t-a1", container, volumes)).await;
     assert_eq!(phase(&ended), "Succeeded");
-    assert_eq!(
-        agent_termination(&ended).message.as_deref(),
-        Some("do the thing")
-    );
+    assert_eq!(termination_message(&ended).as_deref(), Some("do the thing"));
 }
 
 #[tokio::test]
@@ -279,7 +286,7 @@ async fn node_falls_back_to_logs_for_a_failure_without_message() {
     });
     let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
     assert_eq!(
-        agent_termination(&ended).message.as_deref().map(str::trim),
+        termination_message(&ended).as_deref().map(str::trim),
         Some("boom")
     );
 }
@@ -291,13 +298,7 @@ async fn node_runs_the_in_pod_ralph_binary_as_the_local_one() {
     let ended = cluster
         .run_to_end(&simple_pod("t-a1", &["/ralph/bin/ralph", "--version"]))
         .await;
-    assert_eq!(phase(&ended), "Succeeded");
-    assert!(
-        kubelet
-            .log("default", "t-a1")
-            .unwrap_or_default()
-            .contains("ralph")
-    );
+    assert_ran_ralph(&ended, &kubelet);
 }
 
 #[tokio::test]
@@ -317,10 +318,7 @@ async fn node_resolves_environment_from_config_maps_fields_and_mounts() {
         ],
     });
     let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
-    assert_eq!(
-        agent_termination(&ended).message.as_deref(),
-        Some("hi-t-a1")
-    );
+    assert_eq!(termination_message(&ended).as_deref(), Some("hi-t-a1"));
 }
 
 #[tokio::test]
@@ -352,11 +350,5 @@ async fn node_runs_a_container_without_command_as_the_ralph_entrypoint() {
     let kubelet = cluster.node();
     let container = json!({ "name": "agent", "image": "ralph:1", "args": ["--version"] });
     let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
-    assert_eq!(phase(&ended), "Succeeded");
-    assert!(
-        kubelet
-            .log("default", "t-a1")
-            .unwrap_or_default()
-            .contains("ralph")
-    );
+    assert_ran_ralph(&ended, &kubelet);
 }
