@@ -51,6 +51,14 @@ impl Harness {
         Self::start_on(server, max_concurrent_attempts)
     }
 
+    /// Starts the server, lets `faults` prepare it (lagging watches, failing requests), then
+    /// starts the controller.
+    pub async fn start_after(faults: impl FnOnce(&FakeApiServer)) -> Harness {
+        let server = FakeApiServer::start().await.expect("fake API server");
+        faults(&server);
+        Self::start_on(server, 100)
+    }
+
     /// Starts the controller against `server` (faults may be injected before it starts).
     pub fn start_on(server: FakeApiServer, max_concurrent_attempts: usize) -> Harness {
         let client = server.client_in(NS);
@@ -143,6 +151,18 @@ impl Harness {
             condition_with(conditions, type_, reason)
         })
         .await
+    }
+
+    /// Creates the Feature `name` of one task `a` (defaults otherwise) and waits for the Pod
+    /// of its first attempt.
+    pub async fn start_one_task_feature(&self, name: &str) -> Pod {
+        self.create_feature(feature_manifest(
+            name,
+            serde_json::json!([{"name": "a"}]),
+            serde_json::json!({}),
+        ))
+        .await;
+        self.wait_for_pod(&format!("{name}-a-a1")).await
     }
 
     /// Creates a Feature from its JSON manifest.
