@@ -16,12 +16,15 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// A JSON object's fields.
+type Fields = Map<String, Value>;
+
 /// The maps a merge of `patch` into `target` works on (a `target` that is not an object
 /// becomes an empty one); `None` when `patch` is not an object, after it replaced `target`.
 fn object_maps<'t, 'p>(
     target: &'t mut Value,
     patch: &'p Value,
-) -> Option<(&'t mut Map<String, Value>, &'p Map<String, Value>)> {
+) -> Option<(&'t mut Fields, &'p Fields)> {
     let Value::Object(patch_map) = patch else {
         *target = patch.clone();
         return None;
