@@ -6,9 +6,7 @@
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
-use ralph::engine::attempt::OutcomeClass;
 use real_agents::fake_anthropic::{FakeAnthropic, claude_asking};
-use real_agents::fake_model::Turn;
 use real_agents::scenario::{self, scenario_tests};
 
 scenario_tests! {
@@ -27,14 +25,8 @@ scenario_tests! {
 
 #[test]
 fn the_model_claude_reports_and_its_tokens_are_recorded() {
-    let (ended, fake) = scenario::run_task(
-        claude_asking,
-        "report-usage",
-        vec![Turn::text("Done.\n<task-done>report-usage</task-done>")],
-    );
+    let (ended, fake) = scenario::the_agent_reports_its_usage(claude_asking);
 
-    ended.assert_outcome(OutcomeClass::Finished);
-    ended.assert_usage_reported();
     let asked = fake.main_requests("report-usage")[0]
         .model()
         .unwrap_or_default()
@@ -54,11 +46,7 @@ fn a_command_claude_asks_permission_for_under_default_mode_runs_when_allowed() {
         FakeAnthropic::bash,
     );
 
-    let results = fake.main_requests("write-proof")[1].tool_results();
-    assert!(
-        results.iter().all(|result| !result.is_error),
-        "tool results: {results:?}"
-    );
+    fake.assert_tool_results("write-proof", false);
 }
 
 #[test]
@@ -74,9 +62,5 @@ fn a_write_outside_the_workspace_is_refused() {
         "the runner was asked and refused\n{}",
         ended.explain("")
     );
-    let results = fake.main_requests("escape")[1].tool_results();
-    assert!(
-        results.iter().all(|result| result.is_error),
-        "the refusal reached the model as an error: {results:?}"
-    );
+    fake.assert_tool_results("escape", true);
 }

@@ -26,6 +26,12 @@ scenario_tests! {
     /// exhaustion and never a clean turn.
     http_429_rate_limit_without_a_quota_type_is_a_crash =
         an_api_error_is_a_crash_naming(FakeOpenAi::rate_limited(), &["429"]);
+    /// codex-acp reports `response.incomplete` (`max_output_tokens`) as a `systemError`
+    /// thread status and the message "Incomplete response returned, reason:
+    /// max_output_tokens", then `end_turn`; the runner should call that what it is, a
+    /// `max_tokens` stop, as for claude.
+    max_output_tokens_stop_is_reported_as_max_tokens =
+        a_cut_off_answer_is_not_continued(StopReason::MaxTokens);
     kill_9_of_the_agent_is_a_crash_with_the_signal;
     a_model_that_hangs_past_the_idle_timeout_is_a_crash;
     ralph_run_completes_a_three_task_feature_in_dependency_order =
@@ -59,17 +65,6 @@ fn task_done_sigil_ending_the_final_answer_finishes_the_attempt() {
     );
     let agent = ended.result.agent.clone().unwrap_or_default();
     assert!(agent.contains("codex-acp"), "agent was {agent:?}");
-}
-
-/// codex-acp reports `response.incomplete` (`max_output_tokens`) as a `systemError` thread
-/// status and the message "Incomplete response returned, reason: max_output_tokens", then
-/// `end_turn`; the runner should call that what it is, a `max_tokens` stop, as for claude.
-#[test]
-fn max_output_tokens_stop_is_reported_as_max_tokens() {
-    let (_ended, fake) =
-        scenario::a_cut_off_answer_finishes_with_stop_reason(codex, StopReason::MaxTokens);
-
-    scenario::assert_one_model_call(&fake, "long-answer");
 }
 
 /// Codex offers one way to refuse an escalated command, "No, and tell Codex what to do

@@ -9,7 +9,6 @@ mod real_agents;
 
 use ralph::engine::attempt::{OutcomeClass, StopReason};
 use real_agents::fake_gemini::{self, FakeGemini, GEMINI_MODEL, gemini};
-use real_agents::fake_model::Turn;
 use real_agents::scenario::{self, scenario_tests};
 
 scenario_tests! {
@@ -25,6 +24,11 @@ scenario_tests! {
     /// exhaustion and never a clean turn.
     http_429_without_quota_details_is_a_crash =
         an_api_error_is_a_crash_naming(FakeGemini::rate_limited(), &["429"]);
+    /// gemini-cli 0.61.0 answers a `MAX_TOKENS` finish with `stopReason: end_turn` (it sends
+    /// `max_tokens` only when the context window would overflow): the runner cannot tell,
+    /// and the cut-off answer, which has no sigil, is released without a verdict.
+    max_tokens_finish_reaches_the_runner_as_an_ordinary_end_turn =
+        a_cut_off_answer_is_not_continued(StopReason::EndTurn);
     kill_9_of_the_agent_is_a_crash_with_the_signal;
     a_model_that_hangs_past_the_idle_timeout_is_a_crash;
     a_shell_command_gemini_asks_permission_for_runs_when_the_runner_allows_it =
@@ -59,31 +63,14 @@ fn task_done_sigil_ending_the_final_answer_finishes_the_attempt() {
 /// its model in `session/new` (`models.currentModelId`) and `_meta.quota.model_usage`.
 #[test]
 fn the_tokens_and_model_gemini_reports_are_recorded() {
-    let (ended, _fake) = scenario::run_task(
-        gemini,
-        "report-usage",
-        vec![Turn::text("Done.\n<task-done>report-usage</task-done>")],
-    );
+    let (ended, _fake) = scenario::the_agent_reports_its_usage(gemini);
 
-    ended.assert_outcome(OutcomeClass::Finished);
-    ended.assert_usage_reported();
     assert_eq!(
         ended.result.model.as_deref(),
         Some(GEMINI_MODEL),
         "{}",
         ended.explain("")
     );
-}
-
-/// gemini-cli 0.61.0 answers a `MAX_TOKENS` finish with `stopReason: end_turn` (it sends
-/// `max_tokens` only when the context window would overflow): the runner cannot tell, and the
-/// cut-off answer, which has no sigil, is released without a verdict.
-#[test]
-fn max_tokens_finish_reaches_the_runner_as_an_ordinary_end_turn() {
-    let (_ended, fake) =
-        scenario::a_cut_off_answer_finishes_with_stop_reason(gemini, StopReason::EndTurn);
-
-    scenario::assert_one_model_call(&fake, "long-answer");
 }
 
 #[test]

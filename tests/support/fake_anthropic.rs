@@ -117,6 +117,16 @@ impl FakeAnthropic {
         .collect()
     }
 
+    /// Asserts that every tool result the agent sent back in its second model call for
+    /// `task` is an error (`failed`) or none is.
+    pub fn assert_tool_results(&self, task: &str, failed: bool) {
+        let results = self.main_requests(task)[1].tool_results();
+        assert!(
+            results.iter().all(|result| result.is_error == failed),
+            "tool results (all failed: {failed}): {results:?}"
+        );
+    }
+
     /// How to start claude-agent-acp against this server with the home `home`; inherited
     /// `ANTHROPIC_*` / `CLAUDE_*` variables are removed, so a developer's real credentials
     /// never reach the agent.

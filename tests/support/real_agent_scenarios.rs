@@ -200,6 +200,31 @@ pub fn a_cut_off_answer_finishes_with_stop_reason<F>(
     (ended, fake)
 }
 
+/// A cut-off answer finishes as [`a_cut_off_answer_finishes_with_stop_reason`] says, and the
+/// agent does not ask the model to go on.
+pub fn a_cut_off_answer_is_not_continued<F: Deref<Target = ModelServer>>(
+    agent: impl StartAgent<F>,
+    stop_reason: StopReason,
+) {
+    let (_ended, fake) = a_cut_off_answer_finishes_with_stop_reason(agent, stop_reason);
+
+    assert_one_model_call(&fake, "long-answer");
+}
+
+/// A finished attempt records the tokens the agent reports; returns the end and the fake
+/// for the rest of what it reports.
+pub fn the_agent_reports_its_usage<F>(agent: impl StartAgent<F>) -> (Ended, F) {
+    let (ended, fake) = run_task(
+        agent,
+        "report-usage",
+        vec![Turn::text("Done.\n<task-done>report-usage</task-done>")],
+    );
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    ended.assert_usage_reported();
+    (ended, fake)
+}
+
 /// Asserts that the model was called once for `task`: the agent did not ask it to go on.
 pub fn assert_one_model_call(fake: &ModelServer, task: &str) {
     assert_eq!(
