@@ -86,11 +86,15 @@ async fn finish(repo: &RemoteRepo, ws: &AttemptWorkspace) -> IntegrationOutcome 
     }
 }
 
+/// Asserts that `value` matches `pattern`, showing the value when it does not.
+macro_rules! assert_matches {
+    ($value:expr, $pattern:pat) => {
+        assert!(matches!($value, $pattern), "{:?}", $value)
+    };
+}
+
 fn assert_integrated(outcome: &IntegrationOutcome) {
-    assert!(
-        matches!(outcome, IntegrationOutcome::Integrated { .. }),
-        "{outcome:?}"
-    );
+    assert_matches!(outcome, IntegrationOutcome::Integrated { .. });
 }
 
 #[tokio::test]
@@ -212,10 +216,7 @@ async fn an_attempt_never_reuses_a_dirty_directory() {
 
     let error = app.repo.prepare(&crashed.dir, "t-1", 2).await.unwrap_err();
 
-    assert!(
-        matches!(error, WorkspaceError::DirectoryNotEmpty { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::DirectoryNotEmpty { .. });
 }
 
 #[tokio::test]
@@ -260,10 +261,7 @@ async fn a_push_rejected_by_a_protected_branch_hook_is_an_error_naming_the_branc
 
     let error = app.repo.integrate(&ws).await.unwrap_err();
 
-    assert!(
-        matches!(error, WorkspaceError::PushRejected { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::PushRejected { .. });
     let message = error.to_string();
     assert!(
         message.contains(FEATURE_BRANCH) && message.contains("pre-receive hook declined"),
@@ -279,10 +277,7 @@ async fn a_missing_base_ref_is_a_clear_error() {
 
     let error = prepare_error(&repo).await;
 
-    assert!(
-        matches!(error, WorkspaceError::BaseRefMissing { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::BaseRefMissing { .. });
     assert!(
         error
             .to_string()
@@ -298,10 +293,7 @@ async fn an_unreachable_remote_is_a_clear_error() {
 
     let error = prepare_error(&repo).await;
 
-    assert!(
-        matches!(error, WorkspaceError::Unreachable { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::Unreachable { .. });
 }
 
 #[tokio::test]
@@ -311,10 +303,7 @@ async fn a_repository_that_does_not_exist_is_named() {
 
     let error = prepare_error(&repo).await;
 
-    assert!(
-        matches!(error, WorkspaceError::RepositoryNotFound { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::RepositoryNotFound { .. });
 }
 
 #[tokio::test]
@@ -325,10 +314,7 @@ async fn wrong_credentials_are_an_error_naming_the_credentials() {
 
     let error = prepare_error(&repo).await;
 
-    assert!(
-        matches!(error, WorkspaceError::AuthenticationFailed { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::AuthenticationFailed { .. });
     let message = error.to_string();
     assert!(
         message.contains(&format!("HTTPS token of user `{HTTP_USER}`")),
@@ -345,10 +331,7 @@ async fn no_credentials_for_a_server_that_needs_them_is_an_authentication_error(
 
     let error = prepare_error(&repo).await;
 
-    assert!(
-        matches!(error, WorkspaceError::AuthenticationFailed { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::AuthenticationFailed { .. });
 }
 
 /// Every file under `dir` (the `.git` directory included) as text.
@@ -434,7 +417,7 @@ async fn a_clone_that_outlasts_the_time_limit_is_a_timeout_error() {
 
     let error = prepare_error(&repo).await;
 
-    assert!(matches!(error, WorkspaceError::Timeout { .. }), "{error}");
+    assert_matches!(error, WorkspaceError::Timeout { .. });
 }
 
 // The local variant: worktrees of a repository on disk.
@@ -540,10 +523,7 @@ async fn local_missing_base_ref_is_a_clear_error() {
 
     let error = local.try_prepare("one").await.unwrap_err();
 
-    assert!(
-        matches!(error, WorkspaceError::BaseRefMissing { .. }),
-        "{error}"
-    );
+    assert_matches!(error, WorkspaceError::BaseRefMissing { .. });
 }
 
 #[tokio::test]
