@@ -67,6 +67,14 @@ async fn prepare(repo: &RemoteRepo, root: &TempDir, task: &str, attempt: u32) ->
     repo.prepare(&dir, task, attempt).await.expect("prepare")
 }
 
+/// The error preparing a first attempt ends in, with the handle `repo` makes on a server that
+/// holds the repository `app`.
+async fn first_prepare_error(repo: impl FnOnce(&GitServer) -> RemoteRepo) -> WorkspaceError {
+    let server = GitServer::start();
+    server.create_repo("app");
+    prepare_error(&repo(&server)).await
+}
+
 /// The error preparing a first attempt with `repo` ends in.
 async fn prepare_error(repo: &RemoteRepo) -> WorkspaceError {
     let root = TempDir::new().unwrap();
@@ -271,11 +279,10 @@ async fn a_push_rejected_by_a_protected_branch_hook_is_an_error_naming_the_branc
 
 #[tokio::test]
 async fn a_missing_base_ref_is_a_clear_error() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let repo = remote_repo(server.daemon_url("app"), "develop", GitOptions::default());
-
-    let error = prepare_error(&repo).await;
+    let error = first_prepare_error(|server| {
+        remote_repo(server.daemon_url("app"), "develop", GitOptions::default())
+    })
+    .await;
 
     assert_matches!(error, WorkspaceError::BaseRefMissing { .. });
     assert!(
@@ -288,31 +295,24 @@ async fn a_missing_base_ref_is_a_clear_error() {
 
 #[tokio::test]
 async fn an_unreachable_remote_is_a_clear_error() {
-    let server = GitServer::start();
-    let repo = remote_repo(server.unreachable_url(), "main", GitOptions::default());
-
-    let error = prepare_error(&repo).await;
+    let error = first_prepare_error(|server| {
+        remote_repo(server.unreachable_url(), "main", GitOptions::default())
+    })
+    .await;
 
     assert_matches!(error, WorkspaceError::Unreachable { .. });
 }
 
 #[tokio::test]
 async fn a_repository_that_does_not_exist_is_named() {
-    let server = GitServer::start();
-    let repo = daemon_repo(&server, "missing");
-
-    let error = prepare_error(&repo).await;
+    let error = first_prepare_error(|server| daemon_repo(server, "missing")).await;
 
     assert_matches!(error, WorkspaceError::RepositoryNotFound { .. });
 }
 
 #[tokio::test]
 async fn wrong_credentials_are_an_error_naming_the_credentials() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let repo = http_repo(&server, "app", "wrong-token");
-
-    let error = prepare_error(&repo).await;
+    let error = first_prepare_error(|server| http_repo(server, "app", "wrong-token")).await;
 
     assert_matches!(error, WorkspaceError::AuthenticationFailed { .. });
     let message = error.to_string();
@@ -325,11 +325,10 @@ async fn wrong_credentials_are_an_error_naming_the_credentials() {
 
 #[tokio::test]
 async fn no_credentials_for_a_server_that_needs_them_is_an_authentication_error() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let repo = remote_repo(server.http_url("app"), "main", GitOptions::default());
-
-    let error = prepare_error(&repo).await;
+    let error = first_prepare_error(|server| {
+        remote_repo(server.http_url("app"), "main", GitOptions::default())
+    })
+    .await;
 
     assert_matches!(error, WorkspaceError::AuthenticationFailed { .. });
 }
@@ -404,18 +403,17 @@ async fn the_private_credentials_directory_is_deleted_with_the_repo_handle() {
 
 #[tokio::test]
 async fn a_clone_that_outlasts_the_time_limit_is_a_timeout_error() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let repo = remote_repo(
-        server.daemon_url("app"),
-        "main",
-        GitOptions {
-            command_timeout: Duration::from_millis(1),
-            ..GitOptions::default()
-        },
-    );
-
-    let error = prepare_error(&repo).await;
+    let error = first_prepare_error(|server| {
+        remote_repo(
+            server.daemon_url("app"),
+            "main",
+            GitOptions {
+                command_timeout: Duration::from_millis(1),
+                ..GitOptions::default()
+            },
+        )
+    })
+    .await;
 
     assert_matches!(error, WorkspaceError::Timeout { .. });
 }
