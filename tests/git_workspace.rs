@@ -20,8 +20,13 @@ fn remote_repo(url: String, base_ref: &str, options: GitOptions) -> RemoteRepo {
     RemoteRepo::new(RepoSettings::new(url, base_ref), FEATURE, options).expect("valid settings")
 }
 
+/// A handle on `url`, integrating onto `base_ref`, with default options.
+fn repo_at(url: String, base_ref: &str) -> RemoteRepo {
+    remote_repo(url, base_ref, GitOptions::default())
+}
+
 fn daemon_repo(server: &GitServer, name: &str) -> RemoteRepo {
-    remote_repo(server.daemon_url(name), "main", GitOptions::default())
+    repo_at(server.daemon_url(name), "main")
 }
 
 fn http_repo(server: &GitServer, name: &str, token: &str) -> RemoteRepo {
@@ -279,10 +284,7 @@ async fn a_push_rejected_by_a_protected_branch_hook_is_an_error_naming_the_branc
 
 #[tokio::test]
 async fn a_missing_base_ref_is_a_clear_error() {
-    let error = first_prepare_error(|server| {
-        remote_repo(server.daemon_url("app"), "develop", GitOptions::default())
-    })
-    .await;
+    let error = first_prepare_error(|server| repo_at(server.daemon_url("app"), "develop")).await;
 
     assert_matches!(error, WorkspaceError::BaseRefMissing { .. });
     assert!(
@@ -295,10 +297,7 @@ async fn a_missing_base_ref_is_a_clear_error() {
 
 #[tokio::test]
 async fn an_unreachable_remote_is_a_clear_error() {
-    let error = first_prepare_error(|server| {
-        remote_repo(server.unreachable_url(), "main", GitOptions::default())
-    })
-    .await;
+    let error = first_prepare_error(|server| repo_at(server.unreachable_url(), "main")).await;
 
     assert_matches!(error, WorkspaceError::Unreachable { .. });
 }
@@ -325,10 +324,7 @@ async fn wrong_credentials_are_an_error_naming_the_credentials() {
 
 #[tokio::test]
 async fn no_credentials_for_a_server_that_needs_them_is_an_authentication_error() {
-    let error = first_prepare_error(|server| {
-        remote_repo(server.http_url("app"), "main", GitOptions::default())
-    })
-    .await;
+    let error = first_prepare_error(|server| repo_at(server.http_url("app"), "main")).await;
 
     assert_matches!(error, WorkspaceError::AuthenticationFailed { .. });
 }
