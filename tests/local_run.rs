@@ -14,14 +14,8 @@ fn diamond() -> String {
         "  parallelism: 1\n",
         &[
             task("design", &[]),
-            TaskDef {
-                extra: "      priority: 5\n",
-                ..task("frontend", &["design"])
-            },
-            TaskDef {
-                extra: "      priority: 1\n",
-                ..task("backend", &["design"])
-            },
+            task("frontend", &["design"]).with_extra("      priority: 5\n"),
+            task("backend", &["design"]).with_extra("      priority: 1\n"),
             task("integrate", &["frontend", "backend"]),
         ],
     )
@@ -68,10 +62,7 @@ fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
         "failing",
         "",
         &[
-            TaskDef {
-                extra: "      maxRetries: 0\n",
-                ..task("base", &[])
-            },
+            task("base", &[]).with_extra("      maxRetries: 0\n"),
             task("on-top", &["base"]),
             task("independent", &[]),
         ],

@@ -31,6 +31,13 @@ pub fn task<'a>(name: &'a str, depends_on: &'a [&'a str]) -> TaskDef<'a> {
 }
 
 /// A Feature manifest named `name` with `spec_extra` (YAML lines indented 2 spaces under
+impl<'a> TaskDef<'a> {
+    /// The task with extra YAML fields (indented 6 spaces).
+    pub fn with_extra(self, extra: &'a str) -> Self {
+        Self { extra, ..self }
+    }
+}
+
 /// `spec:`) and the tasks. Retries back off for one second at most.
 pub fn feature_yaml(name: &str, spec_extra: &str, tasks: &[TaskDef<'_>]) -> String {
     let mut yaml = format!(
@@ -112,6 +119,20 @@ impl Project {
             .arg(self.state())
             .output()
             .expect("ralph starts")
+    }
+
+    /// Runs another `ralph` subcommand and asserts that it succeeded; returns its output.
+    pub fn ralph_ok(&self, args: &[&str]) -> Output {
+        let output = self.ralph(args);
+        assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+        output
+    }
+
+    /// Runs another `ralph` subcommand and asserts that it failed; returns its stderr.
+    pub fn ralph_failing(&self, args: &[&str]) -> String {
+        let output = self.ralph(args);
+        assert_ne!(exit_code(&output), 0, "{}", describe(&output));
+        String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
     /// The run's store.
