@@ -21,8 +21,7 @@ fn failed_run() -> Project {
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     project
 }
 

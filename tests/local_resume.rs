@@ -83,6 +83,17 @@ fn start_until_activity(
     (child, lines)
 }
 
+/// Four tasks run two at a time, killed with SIGKILL while `a` and `b` work on their first
+/// attempt, then run again to the end.
+fn killed_while_a_and_b_work_then_resumed() -> Project {
+    let project = Project::new(&four_tasks(), SLOW_FIRST);
+    let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    project.run_to_success(&["--parallel", "2"]);
+    project
+}
+
 fn signal(child: &Child, signal: Signal) {
     let pid = i32::try_from(child.id()).expect("pid fits");
     kill(Pid::from_raw(pid), signal).expect("signal sent");
@@ -90,12 +101,8 @@ fn signal(child: &Child, signal: Signal) {
 
 #[test]
 fn a_run_killed_with_sigkill_resumes_and_does_every_task_exactly_once() {
-    let project = Project::new(&four_tasks(), SLOW_FIRST);
-    let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reaped");
+    let project = killed_while_a_and_b_work_then_resumed();
 
-    project.run_to_success(&["--parallel", "2"]);
     let attempts = project.attempts();
     for name in ["a", "b", "c", "d"] {
         let done = attempts
@@ -109,12 +116,8 @@ fn a_run_killed_with_sigkill_resumes_and_does_every_task_exactly_once() {
 
 #[test]
 fn attempts_cut_off_by_sigkill_are_not_counted_as_done() {
-    let project = Project::new(&four_tasks(), SLOW_FIRST);
-    let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reaped");
+    let project = killed_while_a_and_b_work_then_resumed();
 
-    project.run_to_success(&["--parallel", "2"]);
     let first_two: Vec<_> = project
         .attempts()
         .into_iter()

@@ -71,8 +71,7 @@ fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
         "{DONE}tasks:\n  base:\n    - text: \"Cannot do it. <task-failed>{{task}}</task-failed>\"\n"
     );
     let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     let store = project.store();
     let phase = |name: &str| store.task(name).expect("task").phase;
     assert_eq!(
@@ -116,8 +115,7 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
     );
     let script = "tasks:\n  first:\n    - text: \"The repo is gone. <promise>FAILURE</promise>\"\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     assert_eq!(project.started_order(), ["first"]);
     let status = project.ralph(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
@@ -131,8 +129,7 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
 #[test]
 fn the_limit_stops_after_that_many_attempts_with_exit_5() {
     let project = Project::new(&diamond(), DONE);
-    let output = project.run(&["--limit", "1"]);
-    assert_eq!(exit_code(&output), 5, "{}", describe(&output));
+    let output = project.run_exiting(&["--limit", "1"], 5);
     assert_eq!(project.started_order(), ["design"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
 }
@@ -141,16 +138,14 @@ fn the_limit_stops_after_that_many_attempts_with_exit_5() {
 fn a_feature_without_tasks_exits_6() {
     let manifest = feature_yaml("empty", "", &[]).replace("  tasks:\n", "  tasks: []\n");
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 6, "{}", describe(&output));
+    project.run_exiting(&[], 6);
 }
 
 #[test]
 fn an_invalid_manifest_exits_3_naming_the_problem() {
     let manifest = feature_yaml("cyclic", "", &[task("a", &["b"]), task("b", &["a"])]);
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("feature.yaml") && stderr.contains("cycle"),
@@ -237,8 +232,7 @@ fn spec_agent_may_be_left_out_when_agent_is_given() {
 fn spec_verify_is_refused_locally_naming_the_field() {
     let manifest = feature_yaml("verified", "  verify: true\n", &[task("only", &[])]);
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("spec.verify") && stderr.contains("not supported"),
@@ -252,8 +246,7 @@ fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
     let silent = "default:\n  - text: \"I looked at {task}.\"\n";
     let manifest = feature_yaml("silent", "", &[task("quiet", &[])]);
     let project = Project::new(&manifest, silent);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    let output = project.run_exiting(&[], 1);
     assert_eq!(project.attempts().len(), 5);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(

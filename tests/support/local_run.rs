@@ -106,8 +106,13 @@ impl Project {
 
     /// Runs `ralph run` to the end and asserts that it succeeded; returns its output.
     pub fn run_to_success(&self, args: &[&str]) -> Output {
+        self.run_exiting(args, 0)
+    }
+
+    /// Runs `ralph run` to the end and asserts its exit code; returns its output.
+    pub fn run_exiting(&self, args: &[&str], code: i32) -> Output {
         let output = self.run(args);
-        assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+        assert_eq!(exit_code(&output), code, "{}", describe(&output));
         output
     }
 
