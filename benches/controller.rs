@@ -11,12 +11,15 @@
 //!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 
+#[path = "../tests/support/controller_harness.rs"]
+mod controller_harness;
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use controller_harness::runner_arg;
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -162,20 +165,6 @@ fn finish_every_pod(client: Client) -> tokio::task::JoinHandle<()> {
             });
         }
     })
-}
-
-/// The value after `flag` in the agent container's command.
-fn runner_arg(pod: &Pod, flag: &str) -> Option<String> {
-    let command = pod
-        .spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == "agent")?
-        .command
-        .clone()?;
-    let at = command.iter().position(|a| a == flag)?;
-    command.get(at + 1).cloned()
 }
 
 fn kind_of(record: &RequestRecord) -> String {

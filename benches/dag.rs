@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Bencher, BenchmarkId, Criterion, criterion_group, criterion_main};
 use ralph::engine::dag::{Dag, TaskNode, TaskPhase, validate};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -48,38 +48,40 @@ fn half_done(n: usize) -> Dag {
     dag
 }
 
-fn build_and_ready(c: &mut Criterion) {
-    let mut group = c.benchmark_group("build_and_ready");
+/// Benches `routine` on the features of every size, in the group `name` (10 samples each).
+fn on_every_size(
+    c: &mut Criterion,
+    name: &str,
+    routine: impl Fn(&mut Bencher<'_>, &Vec<TaskNode>),
+) {
+    let mut group = c.benchmark_group(name);
     group.sample_size(10);
     for n in SIZES {
-        let nodes = feature(n);
-        group.bench_with_input(BenchmarkId::from_parameter(n), &nodes, |b, nodes| {
-            b.iter_batched(
-                || nodes.clone(),
-                |nodes| {
-                    let dag = Dag::new(nodes).ok();
-                    let ready = dag
-                        .as_ref()
-                        .map(|dag| dag.ready().map(str::len).sum::<usize>());
-                    (dag, ready)
-                },
-                BatchSize::LargeInput,
-            );
-        });
+        group.bench_with_input(BenchmarkId::from_parameter(n), &feature(n), &routine);
     }
     group.finish();
 }
 
+fn build_and_ready(c: &mut Criterion) {
+    on_every_size(c, "build_and_ready", |b, nodes| {
+        b.iter_batched(
+            || nodes.clone(),
+            |nodes| {
+                let dag = Dag::new(nodes).ok();
+                let ready = dag
+                    .as_ref()
+                    .map(|dag| dag.ready().map(str::len).sum::<usize>());
+                (dag, ready)
+            },
+            BatchSize::LargeInput,
+        );
+    });
+}
+
 fn validate_only(c: &mut Criterion) {
-    let mut group = c.benchmark_group("validate");
-    group.sample_size(10);
-    for n in SIZES {
-        let nodes = feature(n);
-        group.bench_with_input(BenchmarkId::from_parameter(n), &nodes, |b, nodes| {
-            b.iter(|| validate(black_box(nodes)).is_ok());
-        });
-    }
-    group.finish();
+    on_every_size(c, "validate", |b, nodes| {
+        b.iter(|| validate(black_box(nodes)).is_ok());
+    });
 }
 
 /// Marks the first ready task Done and reads the next one, on a DAG halfway through its run;

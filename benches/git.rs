@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use git_server::{GitServer, HTTP_TOKEN, HTTP_USER, git};
 use ralph::workspace::{
-    CommitOutcome, Credentials, GitOptions, IntegrationOutcome, RemoteRepo, RepoSettings,
+    AttemptWorkspace, CommitOutcome, Credentials, GitOptions, IntegrationOutcome, RemoteRepo,
+    RepoSettings,
 };
 use rand::RngCore;
 
@@ -127,29 +128,39 @@ fn clone_figures(server: &GitServer, runtime: &tokio::runtime::Runtime) {
     );
 }
 
-async fn integration_latency(server: &GitServer) {
-    server.create_repo("seq");
-    let repo = RemoteRepo::new(
-        RepoSettings::new(server.daemon_url("seq"), "main"),
-        "seq",
-        GitOptions::default(),
+/// A new repository `name` on `server`, over git://, for the feature `name`.
+fn daemon_repo(server: &GitServer, name: &str, options: GitOptions) -> RemoteRepo {
+    server.create_repo(name);
+    RemoteRepo::new(
+        RepoSettings::new(server.daemon_url(name), "main"),
+        name,
+        options,
     )
-    .expect("settings");
+    .expect("settings")
+}
+
+/// Prepares task `t{task}`'s first attempt under `root`.
+async fn prepare_task(repo: &RemoteRepo, root: &Path, task: u32) -> AttemptWorkspace {
+    repo.prepare(&root.join(format!("t{task}")), &format!("t{task}"), 1)
+        .await
+        .expect("prepare")
+}
+
+/// Writes task `t{task}`'s file `t{task}.txt` in `ws`.
+fn write_task_file(ws: &AttemptWorkspace, task: u32) {
+    std::fs::write(ws.dir.join(format!("t{task}.txt")), "done\n").expect("write");
+}
+
+async fn integration_latency(server: &GitServer) {
+    let repo = daemon_repo(server, "seq", GitOptions::default());
     let root = tempfile::tempdir().expect("root");
     let mut prepare_times = Vec::new();
     let mut integrate_times = Vec::new();
     for task in 0..SEQUENTIAL_TASKS {
         let started = Instant::now();
-        let ws = repo
-            .prepare(
-                &root.path().join(format!("t{task}")),
-                &format!("t{task}"),
-                1,
-            )
-            .await
-            .expect("prepare");
+        let ws = prepare_task(&repo, root.path(), task).await;
         prepare_times.push(started.elapsed());
-        std::fs::write(ws.dir.join(format!("t{task}.txt")), "done\n").expect("write");
+        write_task_file(&ws, task);
         let started = Instant::now();
         let committed = repo.commit(&ws).await.expect("commit");
         assert!(matches!(committed, CommitOutcome::Committed { .. }));
@@ -165,28 +176,19 @@ async fn integration_latency(server: &GitServer) {
 }
 
 async fn parallel_throughput(server: &GitServer) {
-    server.create_repo("par");
-    let repo = RemoteRepo::new(
-        RepoSettings::new(server.daemon_url("par"), "main"),
+    let repo = daemon_repo(
+        server,
         "par",
         GitOptions {
             max_push_attempts: 200,
             ..GitOptions::default()
         },
-    )
-    .expect("settings");
+    );
     let root = tempfile::tempdir().expect("root");
     let mut workspaces = Vec::new();
     for task in 0..PARALLEL_TASKS {
-        let ws = repo
-            .prepare(
-                &root.path().join(format!("t{task}")),
-                &format!("t{task}"),
-                1,
-            )
-            .await
-            .expect("prepare");
-        std::fs::write(ws.dir.join(format!("t{task}.txt")), "done\n").expect("write");
+        let ws = prepare_task(&repo, root.path(), task).await;
+        write_task_file(&ws, task);
         repo.commit(&ws).await.expect("commit");
         workspaces.push(ws);
     }

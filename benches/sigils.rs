@@ -4,7 +4,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use ralph::engine::sigils::{self, SigilScanner};
 
 const CHUNK: usize = 1024;
@@ -66,24 +69,7 @@ fn scan_throughput(c: &mut Criterion) {
             sigils::parse(&text).task_done.is_some(),
             "the bench text must hold its sigils"
         );
-        let pieces = chunks(&text, CHUNK);
-        group.throughput(Throughput::Bytes(text.len() as u64));
-        group.bench_with_input(BenchmarkId::new("whole", label), &text, |b, text| {
-            b.iter(|| sigils::parse(black_box(text)))
-        });
-        group.bench_with_input(
-            BenchmarkId::new("chunks-1KiB", label),
-            &pieces,
-            |b, pieces| {
-                b.iter(|| {
-                    let mut scanner = SigilScanner::new();
-                    for piece in pieces {
-                        scanner.push(black_box(piece));
-                    }
-                    scanner.finish()
-                })
-            },
-        );
+        bench_parsers(&mut group, label, &text);
     }
     group.finish();
 }
@@ -113,26 +99,31 @@ fn adversarial_throughput(c: &mut Criterion) {
         ),
     ];
     for (label, text) in cases {
-        let pieces = chunks(&text, CHUNK);
-        group.throughput(Throughput::Bytes(text.len() as u64));
-        group.bench_with_input(BenchmarkId::new("whole", label), &text, |b, text| {
-            b.iter(|| sigils::parse(black_box(text)))
-        });
-        group.bench_with_input(
-            BenchmarkId::new("chunks-1KiB", label),
-            &pieces,
-            |b, pieces| {
-                b.iter(|| {
-                    let mut scanner = SigilScanner::new();
-                    for piece in pieces {
-                        scanner.push(black_box(piece));
-                    }
-                    scanner.finish()
-                })
-            },
-        );
+        bench_parsers(&mut group, label, &text);
     }
     group.finish();
+}
+
+/// Benches parsing `text` whole and scanning it in 1 KiB chunks, as `label`.
+fn bench_parsers(group: &mut BenchmarkGroup<'_, WallTime>, label: &str, text: &str) {
+    let pieces = chunks(text, CHUNK);
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_with_input(BenchmarkId::new("whole", label), text, |b, text| {
+        b.iter(|| sigils::parse(black_box(text)))
+    });
+    group.bench_with_input(
+        BenchmarkId::new("chunks-1KiB", label),
+        &pieces,
+        |b, pieces| {
+            b.iter(|| {
+                let mut scanner = SigilScanner::new();
+                for piece in pieces {
+                    scanner.push(black_box(piece));
+                }
+                scanner.finish()
+            })
+        },
+    );
 }
 
 criterion_group!(benches, scan_throughput, adversarial_throughput);

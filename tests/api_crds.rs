@@ -72,6 +72,16 @@ fn has_rule(schema: &Value, pointer: &str, rule: &str) -> bool {
         .any(|(path, text)| path == pointer && text == rule)
 }
 
+/// Asserts that the schema of `crd` holds the CEL `rule` on the node at `pointer`.
+fn assert_rule(crd: &CustomResourceDefinition, pointer: &str, rule: &str) {
+    let schema = schema(crd);
+    assert!(
+        has_rule(&schema, pointer, rule),
+        "no rule {rule:?} at {pointer:?}; the rules: {:#?}",
+        rules(&schema)
+    );
+}
+
 #[test]
 fn feature_crd_names_group_kind_and_short_name() {
     let crd = Feature::crd();
@@ -185,48 +195,43 @@ fn depends_on_is_a_set_in_features_and_tasks() {
 
 #[test]
 fn feature_crd_rejects_a_template_that_depends_on_itself() {
-    let schema = schema(&Feature::crd());
-    assert!(has_rule(
-        &schema,
+    assert_rule(
+        &Feature::crd(),
         "/properties/spec/properties/tasks/items",
-        "!has(self.dependsOn) || !(self.name in self.dependsOn)"
-    ));
+        "!has(self.dependsOn) || !(self.name in self.dependsOn)",
+    );
 }
 
 #[test]
 fn feature_crd_orders_backoff_base_below_backoff_max() {
-    let schema = schema(&Feature::crd());
-    assert!(has_rule(
-        &schema,
+    assert_rule(
+        &Feature::crd(),
         "/properties/spec/properties/retry",
-        "self.backoffBaseSeconds <= self.backoffMaxSeconds"
-    ));
+        "self.backoffBaseSeconds <= self.backoffMaxSeconds",
+    );
 }
 
 #[test]
 fn feature_crd_limits_the_feature_name_to_a_label_value() {
-    let schema = schema(&Feature::crd());
-    assert!(has_rule(&schema, "", "self.metadata.name.size() <= 63"));
+    assert_rule(&Feature::crd(), "", "self.metadata.name.size() <= 63");
 }
 
 #[test]
 fn task_crd_rejects_a_task_that_depends_on_itself() {
-    let schema = schema(&Task::crd());
-    assert!(has_rule(
-        &schema,
+    assert_rule(
+        &Task::crd(),
         "",
-        "!has(self.spec.dependsOn) || !(self.metadata.name in self.spec.dependsOn)"
-    ));
+        "!has(self.spec.dependsOn) || !(self.metadata.name in self.spec.dependsOn)",
+    );
 }
 
 #[test]
 fn task_crd_makes_feature_ref_immutable() {
-    let schema = schema(&Task::crd());
-    assert!(has_rule(
-        &schema,
+    assert_rule(
+        &Task::crd(),
         "/properties/spec/properties/featureRef",
-        "self == oldSelf"
-    ));
+        "self == oldSelf",
+    );
 }
 
 #[test]

@@ -50,8 +50,18 @@ impl Files {
         }
     }
 
+    /// One file, `f.yaml`, holding `text`.
+    fn manifest(text: &str) -> Self {
+        Self::new().with("f.yaml", text)
+    }
+
     fn messages(&self) -> Vec<String> {
         self.errors().iter().map(ToString::to_string).collect()
+    }
+
+    /// The one problem reported (asserting there is exactly one).
+    fn only_message(&self) -> String {
+        only(self.messages())
     }
 
     fn file(&self, name: &str) -> String {
@@ -72,13 +82,10 @@ fn only(messages: Vec<String>) -> String {
 
 #[test]
 fn a_valid_feature_becomes_a_plan_with_template_names_as_task_ids() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature(
-            "hello",
-            "    - name: a\n    - name: b\n      dependsOn: [a]\n",
-        ),
-    );
+    let files = Files::manifest(&feature(
+        "hello",
+        "    - name: a\n    - name: b\n      dependsOn: [a]\n",
+    ));
     let plan = files.plan();
     assert_eq!(plan.features.len(), 1);
     let ids: Vec<&str> = plan.features[0]
@@ -92,13 +99,10 @@ fn a_valid_feature_becomes_a_plan_with_template_names_as_task_ids() {
 
 #[test]
 fn the_plan_dag_lists_what_is_ready_now() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature(
-            "hello",
-            "    - name: a\n      priority: 2\n    - name: b\n      priority: 1\n    - name: c\n      dependsOn: [a]\n",
-        ),
-    );
+    let files = Files::manifest(&feature(
+        "hello",
+        "    - name: a\n      priority: 2\n    - name: b\n      priority: 1\n    - name: c\n      dependsOn: [a]\n",
+    ));
     let plan = files.plan();
     let ready: Vec<&str> = plan.features[0].dag.ready().collect();
     assert_eq!(ready, ["b", "a"]);
@@ -139,13 +143,10 @@ fn documents_of_one_file_and_many_files_are_all_read() {
 
 #[test]
 fn empty_documents_and_comments_are_skipped() {
-    let files = Files::new().with(
-        "f.yaml",
-        &format!(
-            "# header\n---\n---\n{}---\n# trailing\n",
-            feature("f1", "    - name: a\n")
-        ),
-    );
+    let files = Files::manifest(&format!(
+        "# header\n---\n---\n{}---\n# trailing\n",
+        feature("f1", "    - name: a\n")
+    ));
     assert_eq!(files.plan().features.len(), 1);
 }
 
@@ -154,20 +155,17 @@ fn a_feature_without_tasks_is_valid() {
     let text = format!(
         "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: empty\nspec:\n{AGENT}"
     );
-    let plan = Files::new().with("f.yaml", &text).plan();
+    let plan = Files::manifest(&text).plan();
     assert!(plan.features[0].tasks.is_empty());
 }
 
 #[test]
 fn a_typo_in_a_task_field_names_the_field_the_task_and_the_line() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature(
-            "hello",
-            "    - name: a\n    - name: b\n      dependOn: [a]\n",
-        ),
-    );
-    let message = only(files.messages());
+    let files = Files::manifest(&feature(
+        "hello",
+        "    - name: a\n    - name: b\n      dependOn: [a]\n",
+    ));
+    let message = files.only_message();
     assert_eq!(
         message,
         format!(
@@ -180,7 +178,7 @@ fn a_typo_in_a_task_field_names_the_field_the_task_and_the_line() {
 #[test]
 fn an_unknown_field_outside_the_tasks_is_reported() {
     let text = feature("hello", "    - name: a\n").replace("  tasks:", "  paralelism: 2\n  tasks:");
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(
         message.contains(
             "spec.paralelism: unknown field \"paralelism\" (did you mean \"parallelism\"?)"
@@ -195,7 +193,7 @@ fn an_unknown_field_in_a_kubernetes_type_is_reported() {
         "    command: [claude-agent-acp]\n",
         "    command: [x]\n    env:\n      - name: A\n        valu: b\n",
     );
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(
         message.contains("spec.agent.env[A].valu: unknown field"),
         "{message}"
@@ -204,11 +202,8 @@ fn an_unknown_field_in_a_kubernetes_type_is_reported() {
 
 #[test]
 fn a_field_of_the_wrong_type_names_expected_and_found() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature("hello", "    - name: a\n      priority: high\n"),
-    );
-    let message = only(files.messages());
+    let files = Files::manifest(&feature("hello", "    - name: a\n      priority: high\n"));
+    let message = files.only_message();
     assert!(
         message.ends_with(
             "Feature hello: spec.tasks[a].priority: expected an integer, found a string (\"high\")"
@@ -223,7 +218,7 @@ fn out_of_range_values_are_reported() {
         "  tasks:",
         "  parallelism: 0\n  leaseDurationSeconds: 5\n  tasks:",
     );
-    let messages = Files::new().with("f.yaml", &text).messages();
+    let messages = Files::manifest(&text).messages();
     let joined = messages.join("\n");
     assert_eq!(messages.len(), 3, "{joined}");
     assert!(
@@ -256,8 +251,8 @@ fn an_unknown_kind_is_reported_with_file_and_document() {
         "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
         feature("hello", "    - name: a\n")
     );
-    let files = Files::new().with("f.yaml", &text);
-    let message = only(files.messages());
+    let files = Files::manifest(&text);
+    let message = files.only_message();
     assert_eq!(
         message,
         format!(
@@ -270,7 +265,7 @@ fn an_unknown_kind_is_reported_with_file_and_document() {
 #[test]
 fn an_unsupported_api_version_is_reported() {
     let text = feature("hello", "    - name: a\n").replace("ralph.dev/v1alpha1", "ralph.dev/v1");
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(
         message.ends_with(
             "Feature: unsupported apiVersion \"ralph.dev/v1\", expected \"ralph.dev/v1alpha1\""
@@ -282,7 +277,7 @@ fn an_unsupported_api_version_is_reported() {
 #[test]
 fn a_missing_name_is_reported() {
     let text = feature("hello", "    - name: a\n").replace("  name: hello\n", "  labels: {}\n");
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(
         message.ends_with("Feature has no metadata.name"),
         "{message}"
@@ -295,8 +290,8 @@ fn invalid_yaml_is_reported_at_its_file_line() {
         "{}---\napiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: x\n   bad: indent\nspec: {{}}\n",
         feature("hello", "    - name: a\n")
     );
-    let files = Files::new().with("f.yaml", &text);
-    let message = only(files.messages());
+    let files = Files::manifest(&text);
+    let message = files.only_message();
     assert!(
         message.starts_with(&format!(
             "{}:15 (document 2): invalid YAML: ",
@@ -310,7 +305,7 @@ fn invalid_yaml_is_reported_at_its_file_line() {
 fn a_file_without_documents_is_reported() {
     let files = Files::new().with("empty.yaml", "# nothing here\n");
     assert_eq!(
-        only(files.messages()),
+        files.only_message(),
         format!(
             "{}: the file holds no Feature or Task",
             files.file("empty.yaml")
@@ -348,14 +343,11 @@ fn problems_in_every_file_are_all_reported() {
 
 #[test]
 fn a_dependency_cycle_is_reported_with_its_path() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature(
-            "c",
-            "    - name: a\n      dependsOn: [b]\n    - name: b\n      dependsOn: [a]\n",
-        ),
-    );
-    let message = only(files.messages());
+    let files = Files::manifest(&feature(
+        "c",
+        "    - name: a\n      dependsOn: [b]\n    - name: b\n      dependsOn: [a]\n",
+    ));
+    let message = files.only_message();
     assert!(
         message.ends_with("Feature c: dependency cycle: a -> b -> a"),
         "{message}"
@@ -364,11 +356,12 @@ fn a_dependency_cycle_is_reported_with_its_path() {
 
 #[test]
 fn a_self_dependency_is_reported_naming_the_task() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature("c", "    - name: a\n      dependsOn: [a]\n"),
+    let files = Files::manifest(&feature("c", "    - name: a\n      dependsOn: [a]\n"));
+    assert!(
+        files
+            .only_message()
+            .ends_with("task \"a\" depends on itself")
     );
-    assert!(only(files.messages()).ends_with("task \"a\" depends on itself"));
 }
 
 #[test]
@@ -376,7 +369,7 @@ fn a_feature_defined_twice_is_reported_with_both_places() {
     let files = Files::new()
         .with("a.yaml", &feature("same", "    - name: x\n"))
         .with("b.yaml", &feature("same", "    - name: x\n"));
-    let message = only(files.messages());
+    let message = files.only_message();
     assert_eq!(
         message,
         format!(
@@ -400,7 +393,7 @@ fn a_standalone_task_joins_its_feature_after_the_templates() {
         feature("calc", "    - name: code\n"),
         standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
     );
-    let plan = Files::new().with("f.yaml", &text).plan();
+    let plan = Files::manifest(&text).plan();
     let tasks = &plan.features[0].tasks;
     assert_eq!(tasks.len(), 2);
     assert_eq!(tasks[1].id, "calc-bench");
@@ -414,7 +407,7 @@ fn a_standalone_task_dependency_on_a_template_object_maps_to_the_template_id() {
         feature("calc", "    - name: code\n"),
         standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
     );
-    let plan = Files::new().with("f.yaml", &text).plan();
+    let plan = Files::manifest(&text).plan();
     assert_eq!(plan.features[0].tasks[1].fields.depends_on, ["code"]);
     let ready: Vec<&str> = plan.features[0].dag.ready().collect();
     assert_eq!(ready, ["code"]);
@@ -428,14 +421,14 @@ fn a_standalone_task_may_depend_on_another_standalone_task() {
         standalone("extra-one", "calc", ""),
         standalone("extra-two", "calc", "  dependsOn: [extra-one]\n")
     );
-    let plan = Files::new().with("f.yaml", &text).plan();
+    let plan = Files::manifest(&text).plan();
     assert_eq!(plan.features[0].tasks[2].fields.depends_on, ["extra-one"]);
 }
 
 #[test]
 fn a_task_naming_no_feature_is_reported() {
     let files = Files::new().with("t.yaml", &standalone("lonely", "nowhere", ""));
-    let message = only(files.messages());
+    let message = files.only_message();
     assert!(
         message.ends_with(
             "Task lonely: spec.featureRef: no Feature named \"nowhere\" in the given files"
@@ -459,7 +452,7 @@ fn a_standalone_task_named_like_a_template_task_is_reported() {
         feature("calc", "    - name: code\n"),
         standalone("calc-code", "calc", "")
     );
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(
         message.ends_with(
             "Task calc-code: clashes with the Task created for template \"code\" of Feature calc"
@@ -475,7 +468,7 @@ fn a_task_of_a_broken_feature_is_not_reported_as_orphaned() {
         feature("calc", "    - name: code\n      priority: x\n"),
         standalone("calc-docs", "calc", "")
     );
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(message.contains("spec.tasks[code].priority"), "{message}");
 }
 
@@ -485,7 +478,7 @@ fn backoff_base_above_max_breaks_the_crd_rule() {
         "  tasks:",
         "  retry:\n    backoffBaseSeconds: 700\n  tasks:",
     );
-    let message = only(Files::new().with("f.yaml", &text).messages());
+    let message = Files::manifest(&text).only_message();
     assert!(message.ends_with("Feature hello: spec.retry: backoffBaseSeconds (700) must not exceed backoffMaxSeconds (600)"), "{message}");
 }
 
@@ -534,14 +527,11 @@ fn an_output_tail_beyond_what_a_result_holds_is_reported() {
 
 #[test]
 fn a_wrong_type_points_at_the_line_of_the_field() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature(
-            "hello",
-            "    - name: a\n    - name: b\n      priority: high\n",
-        ),
-    );
-    let message = only(files.messages());
+    let files = Files::manifest(&feature(
+        "hello",
+        "    - name: a\n    - name: b\n      priority: high\n",
+    ));
+    let message = files.only_message();
     assert!(
         message.starts_with(&format!("{}:11 (document 1): ", files.file("f.yaml"))),
         "{message}"
@@ -552,8 +542,8 @@ fn a_wrong_type_points_at_the_line_of_the_field() {
 fn a_missing_field_points_at_the_line_of_its_parent() {
     let text = feature("hello", "    - name: a\n")
         .replace("    command: [claude-agent-acp]\n", "    image: x\n");
-    let files = Files::new().with("f.yaml", &text);
-    let message = only(files.messages());
+    let files = Files::manifest(&text);
+    let message = files.only_message();
     assert_eq!(
         message,
         format!(
@@ -565,14 +555,11 @@ fn a_missing_field_points_at_the_line_of_its_parent() {
 
 #[test]
 fn a_dag_problem_points_at_the_line_of_the_task() {
-    let files = Files::new().with(
-        "f.yaml",
-        &feature(
-            "hello",
-            "    - name: a\n    - name: b\n      dependsOn: [zz]\n",
-        ),
-    );
-    let message = only(files.messages());
+    let files = Files::manifest(&feature(
+        "hello",
+        "    - name: a\n    - name: b\n      dependsOn: [zz]\n",
+    ));
+    let message = files.only_message();
     assert_eq!(
         message,
         format!(
@@ -589,8 +576,8 @@ fn a_dag_problem_of_a_standalone_task_points_at_its_document() {
         feature("calc", "    - name: code\n"),
         standalone("calc-bench", "calc", "  dependsOn: [nothing]\n")
     );
-    let files = Files::new().with("f.yaml", &text);
-    let message = only(files.messages());
+    let files = Files::manifest(&text);
+    let message = files.only_message();
     assert_eq!(
         message,
         format!(

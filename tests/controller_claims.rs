@@ -7,19 +7,13 @@ mod fake_apiserver;
 #[path = "support/controller_harness.rs"]
 mod harness;
 
-use harness::{Harness, feature_manifest};
+use harness::Harness;
 use ralph::controller::claim;
 
 #[tokio::test]
 async fn a_retry_takes_the_claim_over_with_the_next_fencing_token() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "fenced",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
-    h.wait_for_pod("fenced-a-a1").await;
+    h.start_one_task_feature("fenced").await;
     h.terminate_agent("fenced-a-a1", 137, "OOMKilled", None)
         .await;
     h.wait_for_pod("fenced-a-a2").await;

@@ -146,13 +146,7 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
 #[tokio::test]
 async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "crashy",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
-    h.wait_for_pod("crashy-a-a1").await;
+    h.start_one_task_feature("crashy").await;
     h.terminate_agent("crashy-a-a1", 137, "OOMKilled", None)
         .await;
 
@@ -198,13 +192,7 @@ async fn failed_task_blocks_its_dependents_and_fails_the_feature() {
 #[tokio::test]
 async fn expired_claim_makes_the_attempt_lost_deletes_its_pod_and_retries() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "lossy",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
-    h.wait_for_pod("lossy-a-a1").await;
+    h.start_one_task_feature("lossy").await;
     h.set_running("lossy-a-a1").await;
     // The sidecar stopped renewing long ago (node lost).
     let stale = serde_json::json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
@@ -316,13 +304,9 @@ fn dependents_first() -> serde_json::Value {
     ])
 }
 
-/// A server whose Task watch delivers every event late, one after another.
-async fn lagging_task_watch() -> fake_apiserver::FakeApiServer {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.lag_watches("tasks", Duration::from_millis(40));
-    server
+/// A harness whose Task watch delivers every event late, one after another.
+async fn with_lagging_task_watch() -> Harness {
+    Harness::start_after(|server| server.lag_watches("tasks", Duration::from_millis(40))).await
 }
 
 fn is_lease_create(r: &fake_apiserver::RequestRecord) -> bool {
@@ -331,7 +315,7 @@ fn is_lease_create(r: &fake_apiserver::RequestRecord) -> bool {
 
 #[tokio::test]
 async fn a_lagging_task_watch_never_shows_a_valid_feature_invalid_or_without_plan() {
-    let h = Harness::start_on(lagging_task_watch().await, 100);
+    let h = with_lagging_task_watch().await;
     let phases = h.record_feature_phases("ordered");
     h.create_feature(feature_manifest(
         "ordered",
@@ -351,7 +335,7 @@ async fn a_lagging_task_watch_never_shows_a_valid_feature_invalid_or_without_pla
 
 #[tokio::test]
 async fn a_lagging_task_watch_claims_nothing_for_an_invalid_feature() {
-    let h = Harness::start_on(lagging_task_watch().await, 100);
+    let h = with_lagging_task_watch().await;
     // The first Task alone looks like a valid plan.
     let tasks = serde_json::json!([
         {"name": "c"},
@@ -438,20 +422,19 @@ async fn missing_agent_image_is_a_condition_on_feature_and_task_with_one_warning
 
 #[tokio::test]
 async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_released() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.fail_next(
-        1,
-        |r| r.resource == "pods" && r.verb == fake_apiserver::Verb::Create,
-        fake_apiserver::ApiError::new(
-            403,
-            "Forbidden",
-            "pods \"refused-a-a1\" is forbidden: error looking up service account \
-             team/ralph-agent: serviceaccount \"ralph-agent\" not found",
-        ),
-    );
-    let h = Harness::start_on(server, 100);
+    let h = Harness::start_after(|server| {
+        server.fail_next(
+            1,
+            |r| r.resource == "pods" && r.verb == fake_apiserver::Verb::Create,
+            fake_apiserver::ApiError::new(
+                403,
+                "Forbidden",
+                "pods \"refused-a-a1\" is forbidden: error looking up service account \
+                 team/ralph-agent: serviceaccount \"ralph-agent\" not found",
+            ),
+        );
+    })
+    .await;
     h.create_feature(feature_manifest(
         "refused",
         serde_json::json!([{"name": "a"}]),
@@ -488,23 +471,22 @@ async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_rele
 
 #[tokio::test]
 async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_template() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.fail_next(
-        100,
-        |r| {
-            r.resource == "tasks"
-                && r.verb == fake_apiserver::Verb::Patch
-                && r.name.as_deref() == Some("rejecting-b")
-        },
-        fake_apiserver::ApiError::invalid(
-            "tasks.ralph.dev",
-            "rejecting-b",
-            "Task.ralph.dev \"rejecting-b\" is invalid: spec.title: Too long",
-        ),
-    );
-    let h = Harness::start_on(server, 100);
+    let h = Harness::start_after(|server| {
+        server.fail_next(
+            100,
+            |r| {
+                r.resource == "tasks"
+                    && r.verb == fake_apiserver::Verb::Patch
+                    && r.name.as_deref() == Some("rejecting-b")
+            },
+            fake_apiserver::ApiError::invalid(
+                "tasks.ralph.dev",
+                "rejecting-b",
+                "Task.ralph.dev \"rejecting-b\" is invalid: spec.title: Too long",
+            ),
+        );
+    })
+    .await;
     h.create_feature(feature_manifest(
         "rejecting",
         serde_json::json!([{"name": "a"}, {"name": "b"}]),
@@ -523,13 +505,7 @@ async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_templa
 #[tokio::test]
 async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_changes() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "halting",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
-    let pod = h.wait_for_pod("halting-a-a1").await;
+    let pod = h.start_one_task_feature("halting").await;
     let result = serde_json::json!({
         "version": 1,
         "task": "a",
@@ -598,19 +574,12 @@ async fn a_verification_agent_without_a_git_workspace_is_a_condition_and_nothing
 
 #[tokio::test]
 async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    // The controller sees Pod changes late: the claim's expiry reaches it first.
-    server.lag_watches("pods", Duration::from_millis(1500));
-    let h = Harness::start_on(server, 100);
-    h.create_feature(feature_manifest(
-        "late",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
+    let h = Harness::start_after(|server| {
+        // The controller sees Pod changes late: the claim's expiry reaches it first.
+        server.lag_watches("pods", Duration::from_millis(1500));
+    })
     .await;
-    let pod = h.wait_for_pod("late-a-a1").await;
+    let pod = h.start_one_task_feature("late").await;
     h.eventually("the attempt to be recorded", || async {
         let t = h.tasks().get("late-a").await.ok()?;
         (t.status?.phase == TaskPhase::Running).then_some(())
@@ -638,13 +607,7 @@ async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost()
 #[tokio::test]
 async fn a_feature_deleted_while_running_gives_its_attempt_slot_back() {
     let h = Harness::start_with(1).await;
-    h.create_feature(feature_manifest(
-        "first",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
-    h.wait_for_pod("first-a-a1").await;
+    h.start_one_task_feature("first").await;
     h.create_feature(feature_manifest(
         "second",
         serde_json::json!([{"name": "a"}]),
@@ -661,19 +624,12 @@ async fn a_feature_deleted_while_running_gives_its_attempt_slot_back() {
 
 #[tokio::test]
 async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its_own_writes() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    // The Task cache stays seconds behind the controller's own status writes.
-    server.lag_watches("tasks", Duration::from_millis(2000));
-    let h = Harness::start_on(server, 100);
-    h.create_feature(feature_manifest(
-        "stale",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
+    let h = Harness::start_after(|server| {
+        // The Task cache stays seconds behind the controller's own status writes.
+        server.lag_watches("tasks", Duration::from_millis(2000));
+    })
     .await;
-    let pod = h.wait_for_pod("stale-a-a1").await;
+    let pod = h.start_one_task_feature("stale").await;
     h.finish_done(&pod).await;
     h.wait_for_feature_phase("stale", "Complete").await;
     let conflicts = h.server.count_requests(|r| {
@@ -685,11 +641,10 @@ async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its
 
 #[tokio::test]
 async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_plan() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.lag_watches("tasks", Duration::from_millis(300));
-    let h = Harness::start_on(server, 100);
+    let h = Harness::start_after(|server| {
+        server.lag_watches("tasks", Duration::from_millis(300));
+    })
+    .await;
     // The controller's caches are filled: the Task below reaches it only by the watch.
     h.create_feature(feature_manifest(
         "warmup",

@@ -15,7 +15,7 @@ mod harness;
 use std::time::Duration;
 
 use fake_apiserver::FakeApiServer;
-use harness::{NS, PATIENCE, feature_manifest, runner_arg};
+use harness::{NS, PATIENCE, feature_manifest, poll_until, runner_arg};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -80,25 +80,17 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
 }
 
 impl Running {
-    async fn eventually<T, Fut>(&self, what: &str, mut check: impl FnMut() -> Fut) -> T
+    async fn eventually<T, Fut>(&self, what: &str, check: impl FnMut() -> Fut) -> T
     where
         Fut: Future<Output = Option<T>>,
     {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Some(value) = check().await {
-                return value;
-            }
+        poll_until(what, check, || {
             assert!(
                 !self.controller.is_finished(),
                 "the controller exited while waiting for {what}"
             );
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "gave up waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        })
+        .await
     }
 
     async fn pod(&self, name: &str) -> Pod {

@@ -35,6 +35,19 @@ async fn setup() -> (FakeApiServer, Api<Lease>, Leases) {
     (server, api, leases)
 }
 
+/// The first attempt's claim, created now for `duration_seconds`.
+async fn first_claim(leases: &Leases, duration_seconds: i32) -> Lease {
+    first_claim_at(leases, duration_seconds, Timestamp::now()).await
+}
+
+/// The first attempt's claim, created at `now` for `duration_seconds`.
+async fn first_claim_at(leases: &Leases, duration_seconds: i32, now: Timestamp) -> Lease {
+    leases
+        .create(&request("feat-build-a1", duration_seconds), now)
+        .await
+        .expect("first claim")
+}
+
 fn config(heartbeat: &std::path::Path, exit_when_stale: bool) -> SidecarConfig {
     SidecarConfig {
         namespace: NS.to_owned(),
@@ -59,10 +72,7 @@ fn renew_ms(lease: &Lease) -> i64 {
 #[tokio::test]
 async fn second_claim_on_a_held_lease_is_refused_naming_the_holder() {
     let (_server, _api, leases) = setup().await;
-    leases
-        .create(&request("feat-build-a1", 60), Timestamp::now())
-        .await
-        .expect("first claim");
+    first_claim(&leases, 60).await;
     let second = leases
         .create(&request("feat-build-a2", 60), Timestamp::now())
         .await;
@@ -76,10 +86,7 @@ async fn second_claim_on_a_held_lease_is_refused_naming_the_holder() {
 async fn expired_lease_is_taken_over_with_a_higher_fencing_token() {
     let (_server, _api, leases) = setup().await;
     let long_ago = Timestamp::from_second(1_000).expect("time");
-    leases
-        .create(&request("feat-build-a1", 15), long_ago)
-        .await
-        .expect("first claim");
+    first_claim_at(&leases, 15, long_ago).await;
     let taken = leases
         .acquire(&request("feat-build-a2", 15), Timestamp::now())
         .await
@@ -91,10 +98,7 @@ async fn expired_lease_is_taken_over_with_a_higher_fencing_token() {
 #[tokio::test]
 async fn fresh_lease_of_another_holder_is_not_taken_over() {
     let (_server, _api, leases) = setup().await;
-    leases
-        .create(&request("feat-build-a1", 60), Timestamp::now())
-        .await
-        .expect("first claim");
+    first_claim(&leases, 60).await;
     let result = leases
         .acquire(&request("feat-build-a2", 60), Timestamp::now())
         .await;
@@ -104,10 +108,7 @@ async fn fresh_lease_of_another_holder_is_not_taken_over() {
 #[tokio::test]
 async fn release_of_a_lease_changed_since_it_was_read_is_a_conflict() {
     let (_server, _api, leases) = setup().await;
-    let lease = leases
-        .create(&request("feat-build-a1", 60), Timestamp::now())
-        .await
-        .expect("claim");
+    let lease = first_claim(&leases, 60).await;
     leases
         .renew("feat-build", "feat-build-a1", Timestamp::now())
         .await
@@ -125,10 +126,7 @@ async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
     let dir = tempfile::tempdir().expect("tempdir");
     let heartbeat = dir.path().join("heartbeat");
     std::fs::write(&heartbeat, b"").expect("heartbeat");
-    let created = leases
-        .create(&request("feat-build-a1", 3), Timestamp::now())
-        .await
-        .expect("claim");
+    let created = first_claim(&leases, 3).await;
     let first_renewal = renew_ms(&created);
     let run = tokio::spawn(sidecar::run(
         server.client_in(NS),
@@ -179,10 +177,7 @@ async fn sidecar_with_stale_heartbeat_does_not_renew_and_exits_when_asked_to() {
         .open(&heartbeat)
         .and_then(|f| f.set_modified(old))
         .expect("age the heartbeat");
-    let created = leases
-        .create(&request("feat-build-a1", 3), Timestamp::now())
-        .await
-        .expect("claim");
+    let created = first_claim(&leases, 3).await;
     let exit = tokio::time::timeout(
         PATIENCE,
         sidecar::run(
@@ -205,10 +200,7 @@ async fn sidecar_stops_when_the_claim_is_released() {
     let dir = tempfile::tempdir().expect("tempdir");
     let heartbeat = dir.path().join("heartbeat");
     std::fs::write(&heartbeat, b"").expect("heartbeat");
-    let lease = leases
-        .create(&request("feat-build-a1", 3), Timestamp::now())
-        .await
-        .expect("claim");
+    let lease = first_claim(&leases, 3).await;
     let run = tokio::spawn(sidecar::run(
         server.client_in(NS),
         config(&heartbeat, false),
@@ -236,10 +228,7 @@ async fn sidecar_stops_when_the_claim_is_released() {
 #[tokio::test]
 async fn a_released_claim_is_taken_over_with_the_next_fencing_token() {
     let (_server, _api, leases) = setup().await;
-    let first = leases
-        .create(&request("feat-build-a1", 60), Timestamp::now())
-        .await
-        .expect("claim");
+    let first = first_claim(&leases, 60).await;
     leases.release(&first).await.expect("release");
     let free = leases
         .get("feat-build")

@@ -319,6 +319,19 @@ fn any_feature(max: usize, with_parents: bool) -> impl Strategy<Value = Feature>
     })
 }
 
+/// The `changes` of leaf tasks (picked among the feature's leaves) a test can set directly:
+/// every phase but Blocked, which only derivation sets.
+fn leaf_changes(
+    feature: &Feature,
+    changes: Vec<(Index, TaskPhase)>,
+) -> impl Iterator<Item = (String, TaskPhase)> {
+    let leaves = feature.leaves();
+    changes
+        .into_iter()
+        .filter(|(_, phase)| *phase != TaskPhase::Blocked)
+        .map(move |(pick, phase)| (name(leaves[pick.index(leaves.len())]), phase))
+}
+
 fn leaf_phase() -> impl Strategy<Value = TaskPhase> {
     prop::sample::select(vec![
         TaskPhase::Pending,
@@ -424,12 +437,7 @@ proptest! {
         changes in prop::collection::vec((any::<Index>(), leaf_phase()), 0..60),
     ) {
         let mut dag = Dag::new(feature.pending_nodes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let leaves = feature.leaves();
-        for (pick, phase) in changes {
-            if phase == TaskPhase::Blocked {
-                continue;
-            }
-            let task = name(leaves[pick.index(leaves.len())]);
+        for (task, phase) in leaf_changes(&feature, changes) {
             dag.set_phase(&task, phase).map_err(|e| TestCaseError::fail(e.to_string()))?;
             check_against_rules(&feature, &dag)?;
         }
@@ -441,12 +449,7 @@ proptest! {
         changes in prop::collection::vec((any::<Index>(), leaf_phase()), 0..40),
     ) {
         let mut dag = Dag::new(feature.pending_nodes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let leaves = feature.leaves();
-        for (pick, phase) in changes {
-            if phase == TaskPhase::Blocked {
-                continue;
-            }
-            let task = name(leaves[pick.index(leaves.len())]);
+        for (task, phase) in leaf_changes(&feature, changes) {
             let mut before = phases_of(&dag, &feature);
             let transitions = dag.set_phase(&task, phase).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let t: usize = task[1..].parse().map_err(|_| TestCaseError::fail("bad name"))?;

@@ -1,14 +1,15 @@
 //! The fake Anthropic Messages API (tests/support/fake_anthropic.rs) speaks the wire format
 //! the real API does, so agents driven against it behave as they would in production.
 
-#[path = "support/fake_anthropic.rs"]
-mod fake_anthropic;
+#[path = "support/real_agents.rs"]
+mod real_agents;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use fake_anthropic::{FakeAnthropic, RequestKind, SIDE_ANSWER, Script, Turn};
+use real_agents::fake_anthropic::{FakeAnthropic, SIDE_ANSWER};
+use real_agents::fake_model::{RequestKind, Script, Turn};
 use serde_json::{Value, json};
 
 /// A response read off the wire.
@@ -191,7 +192,7 @@ fn message_start_echoes_the_model_and_reports_usage() {
 
 #[test]
 fn tool_use_turn_streams_its_input_as_json_deltas() {
-    let fake = start(Script::new().task("t-1", [Turn::bash("echo hi > proof.txt")]));
+    let fake = start(Script::new().task("t-1", [FakeAnthropic::bash("echo hi > proof.txt")]));
 
     let response = post_main(&fake, "Your task ID is: t-1");
 
@@ -326,7 +327,7 @@ fn side_requests_get_a_canned_answer_and_consume_no_turn() {
 
 #[test]
 fn error_turn_answers_with_its_status_and_the_apis_error_body() {
-    let fake = start(Script::new().task("t-1", [Turn::overloaded()]));
+    let fake = start(Script::new().task("t-1", [FakeAnthropic::overloaded()]));
 
     let response = post_main(&fake, "Your task ID is: t-1");
 

@@ -67,6 +67,24 @@ fn names(list: &[ConfigMap]) -> Vec<String> {
         .collect()
 }
 
+/// `a` labelled `app: x`, `b` labelled `app: y`, and `c` without labels.
+fn app_x_y_and_unlabelled() -> [(&'static str, Value); 3] {
+    [
+        ("a", json!({ "app": "x" })),
+        ("b", json!({ "app": "y" })),
+        ("c", json!({})),
+    ]
+}
+
+/// The names of the ConfigMaps `selector` selects.
+async fn selected(api: &Api<ConfigMap>, selector: &str) -> Vec<String> {
+    let list = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("list");
+    names(&list.items)
+}
+
 async fn create_cms(api: &Api<ConfigMap>, specs: &[(&str, Value)]) {
     for (name, labels) in specs {
         api.create(&PostParams::default(), &config_map(name, labels.clone()))
@@ -75,10 +93,88 @@ async fn create_cms(api: &Api<ConfigMap>, specs: &[(&str, Value)]) {
     }
 }
 
-#[tokio::test]
-async fn created_object_can_be_read_back() {
+/// A fake API server and the ConfigMaps of its `default` namespace.
+async fn config_map_server() -> (FakeApiServer, Api<ConfigMap>) {
     let server = server().await;
     let api = config_maps(&server.client());
+    (server, api)
+}
+
+/// A fake API server and the Tasks of its `default` namespace.
+async fn task_server() -> (FakeApiServer, Api<DynamicObject>) {
+    let server = server().await;
+    let api = tasks(&server.client());
+    (server, api)
+}
+
+/// A fake API server and the Pods of its `default` namespace.
+async fn pod_server() -> (FakeApiServer, Api<Pod>) {
+    let server = server().await;
+    let api = Api::default_namespaced(server.client());
+    (server, api)
+}
+
+/// Creates the Pod `p` with `spec`.
+async fn create_pod(api: &Api<Pod>, spec: Value) -> Pod {
+    let pod: Pod =
+        serde_json::from_value(json!({ "metadata": { "name": "p" }, "spec": spec })).expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create")
+}
+
+/// Creates the Task `name` with `spec`.
+async fn create_task(api: &Api<DynamicObject>, name: &str, spec: Value) -> DynamicObject {
+    api.create(&PostParams::default(), &task(name, spec))
+        .await
+        .expect("create")
+}
+
+/// Server-side applies the Task `t1` with `spec`, as `params` say.
+async fn apply(
+    api: &Api<DynamicObject>,
+    params: &PatchParams,
+    spec: Value,
+) -> kube::Result<DynamicObject> {
+    api.patch("t1", params, &Patch::Apply(&task("t1", spec)))
+        .await
+}
+
+/// Merge-patches the object `name` with `patch`.
+async fn merge_patch<K>(api: &Api<K>, name: &str, patch: &Value) -> kube::Result<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+}
+
+/// A watch of `api` (selected by `params`) from resource version `from`.
+async fn watch_from<K>(
+    api: &Api<K>,
+    params: &WatchParams,
+    from: &str,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    api.watch(params, from).await.expect("watch").boxed()
+}
+
+/// The next event of a kube-runtime watcher stream.
+async fn next_event<K>(
+    events: &mut futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+) -> watcher::Event<K> {
+    events
+        .try_next()
+        .await
+        .expect("watch event")
+        .expect("stream open")
+}
+
+#[tokio::test]
+async fn created_object_can_be_read_back() {
+    let (_server, api) = config_map_server().await;
     api.create(&PostParams::default(), &config_map("a", json!({})))
         .await
         .expect("create");
@@ -91,8 +187,7 @@ async fn created_object_can_be_read_back() {
 
 #[tokio::test]
 async fn created_object_gets_uid_timestamp_and_resource_version() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     let created = api
         .create(&PostParams::default(), &config_map("a", json!({})))
         .await
@@ -107,8 +202,7 @@ async fn created_object_gets_uid_timestamp_and_resource_version() {
 
 #[tokio::test]
 async fn creating_an_existing_name_is_already_exists() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     api.create(&PostParams::default(), &config_map("a", json!({})))
         .await
         .expect("first create");
@@ -125,8 +219,7 @@ async fn creating_an_existing_name_is_already_exists() {
 
 #[tokio::test]
 async fn generate_name_gets_a_random_suffix() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     let mut cm = config_map("", json!({}));
     cm.metadata.name = None;
     cm.metadata.generate_name = Some("run-".into());
@@ -143,8 +236,7 @@ async fn generate_name_gets_a_random_suffix() {
 
 #[tokio::test]
 async fn getting_a_missing_object_is_not_found() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     assert!(api.get_opt("nope").await.expect("get_opt").is_none());
     let status = api_error(api.get("nope").await.expect_err("get fails"));
     assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
@@ -152,8 +244,7 @@ async fn getting_a_missing_object_is_not_found() {
 
 #[tokio::test]
 async fn invalid_label_value_is_rejected_naming_the_label() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     let error = api
         .create(
             &PostParams::default(),
@@ -172,68 +263,31 @@ async fn invalid_label_value_is_rejected_naming_the_label() {
 
 #[tokio::test]
 async fn list_filters_by_label_equality_and_inequality() {
-    let server = server().await;
-    let api = config_maps(&server.client());
-    create_cms(
-        &api,
-        &[
-            ("a", json!({ "app": "x" })),
-            ("b", json!({ "app": "y" })),
-            ("c", json!({})),
-        ],
-    )
-    .await;
-    let equal = api
-        .list(&ListParams::default().labels("app=x"))
-        .await
-        .expect("list");
-    let not_equal = api
-        .list(&ListParams::default().labels("app!=x"))
-        .await
-        .expect("list");
-    assert_eq!(names(&equal.items), ["a"]);
-    assert_eq!(names(&not_equal.items), ["b", "c"]);
+    let (_server, api) = config_map_server().await;
+    create_cms(&api, &app_x_y_and_unlabelled()).await;
+    let equal = selected(&api, "app=x").await;
+    let not_equal = selected(&api, "app!=x").await;
+    assert_eq!(equal, ["a"]);
+    assert_eq!(not_equal, ["b", "c"]);
 }
 
 #[tokio::test]
 async fn list_filters_by_set_based_label_selectors() {
-    let server = server().await;
-    let api = config_maps(&server.client());
-    create_cms(
-        &api,
-        &[
-            ("a", json!({ "app": "x" })),
-            ("b", json!({ "app": "y" })),
-            ("c", json!({})),
-        ],
-    )
-    .await;
-    let within = api
-        .list(&ListParams::default().labels("app in (x, z)"))
-        .await
-        .expect("list");
-    let outside = api
-        .list(&ListParams::default().labels("app notin (x)"))
-        .await
-        .expect("list");
-    let exists = api
-        .list(&ListParams::default().labels("app"))
-        .await
-        .expect("list");
-    let absent = api
-        .list(&ListParams::default().labels("!app"))
-        .await
-        .expect("list");
-    assert_eq!(names(&within.items), ["a"]);
-    assert_eq!(names(&outside.items), ["b", "c"]);
-    assert_eq!(names(&exists.items), ["a", "b"]);
-    assert_eq!(names(&absent.items), ["c"]);
+    let (_server, api) = config_map_server().await;
+    create_cms(&api, &app_x_y_and_unlabelled()).await;
+    let within = selected(&api, "app in (x, z)").await;
+    let outside = selected(&api, "app notin (x)").await;
+    let exists = selected(&api, "app").await;
+    let absent = selected(&api, "!app").await;
+    assert_eq!(within, ["a"]);
+    assert_eq!(outside, ["b", "c"]);
+    assert_eq!(exists, ["a", "b"]);
+    assert_eq!(absent, ["c"]);
 }
 
 #[tokio::test]
 async fn list_filters_by_field_selector_on_name() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
     let list = api
         .list(&ListParams::default().fields("metadata.name=b"))
@@ -244,8 +298,7 @@ async fn list_filters_by_field_selector_on_name() {
 
 #[tokio::test]
 async fn list_carries_the_current_resource_version() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let list = api.list(&ListParams::default()).await.expect("list");
     assert_eq!(
@@ -256,8 +309,7 @@ async fn list_carries_the_current_resource_version() {
 
 #[tokio::test]
 async fn list_pages_with_limit_and_continue() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(
         &api,
         &[("a", json!({})), ("b", json!({})), ("c", json!({}))],
@@ -296,8 +348,7 @@ async fn list_across_namespaces_sees_every_namespace() {
 
 #[tokio::test]
 async fn replace_with_a_stale_resource_version_conflicts() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     let stale = api
         .create(&PostParams::default(), &config_map("a", json!({})))
         .await
@@ -317,14 +368,10 @@ async fn replace_with_a_stale_resource_version_conflicts() {
 
 #[tokio::test]
 async fn merge_patch_changes_only_the_given_fields() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({ "keep": "me" }))]).await;
     let patch = json!({ "data": { "n": "1" } });
-    let patched = api
-        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("patch");
+    let patched = merge_patch(&api, "a", &patch).await.expect("patch");
     let data = patched.data.unwrap_or_default();
     assert_eq!(
         (
@@ -346,12 +393,11 @@ async fn merge_patch_changes_only_the_given_fields() {
 
 #[tokio::test]
 async fn merge_patch_with_a_stale_resource_version_conflicts() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let patch = json!({ "metadata": { "resourceVersion": "1" }, "data": { "n": "1" } });
     let status = api_error(
-        api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        merge_patch(&api, "a", &patch)
             .await
             .expect_err("stale patch"),
     );
@@ -387,46 +433,38 @@ async fn json_patch_applies_its_operations_in_order() {
 
 #[tokio::test]
 async fn no_op_patch_keeps_the_resource_version() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let before = server.resource_version();
     let patch = json!({ "data": { "k": "v" } });
-    let patched = api
-        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("patch");
+    let patched = merge_patch(&api, "a", &patch).await.expect("patch");
     assert_eq!(patched.metadata.resource_version, Some(before.to_string()));
 }
 
 #[tokio::test]
 async fn server_side_apply_creates_a_missing_object() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    let applied = api
-        .patch(
-            "t1",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&task("t1", json!({ "prompt": "p" }))),
-        )
-        .await
-        .expect("apply");
+    let (_server, api) = task_server().await;
+    let applied = apply(
+        &api,
+        &PatchParams::apply("test").force(),
+        json!({ "prompt": "p" }),
+    )
+    .await
+    .expect("apply");
     assert_eq!(applied.data["spec"]["prompt"], "p");
     assert_eq!(applied.metadata.generation, Some(1));
 }
 
 #[tokio::test]
 async fn server_side_apply_records_the_field_manager() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    let applied = api
-        .patch(
-            "t1",
-            &PatchParams::apply("ralph-controller"),
-            &Patch::Apply(&task("t1", json!({ "a": 1 }))),
-        )
-        .await
-        .expect("apply");
+    let (_server, api) = task_server().await;
+    let applied = apply(
+        &api,
+        &PatchParams::apply("ralph-controller"),
+        json!({ "a": 1 }),
+    )
+    .await
+    .expect("apply");
     let managers: Vec<_> = applied
         .metadata
         .managed_fields
@@ -447,18 +485,12 @@ async fn server_side_apply_records_the_field_manager() {
 
 #[tokio::test]
 async fn server_side_apply_removes_fields_the_same_manager_no_longer_applies() {
-    let server = server().await;
-    let api = tasks(&server.client());
+    let (_server, api) = task_server().await;
     let params = PatchParams::apply("m");
-    api.patch(
-        "t1",
-        &params,
-        &Patch::Apply(&task("t1", json!({ "a": 1, "b": 2 }))),
-    )
-    .await
-    .expect("first apply");
-    let applied = api
-        .patch("t1", &params, &Patch::Apply(&task("t1", json!({ "a": 1 }))))
+    apply(&api, &params, json!({ "a": 1, "b": 2 }))
+        .await
+        .expect("first apply");
+    let applied = apply(&api, &params, json!({ "a": 1 }))
         .await
         .expect("second apply");
     assert_eq!(applied.data["spec"], json!({ "a": 1, "featureRef": "f" }));
@@ -466,21 +498,11 @@ async fn server_side_apply_removes_fields_the_same_manager_no_longer_applies() {
 
 #[tokio::test]
 async fn server_side_apply_keeps_fields_of_other_managers() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    api.patch(
-        "t1",
-        &PatchParams::apply("one"),
-        &Patch::Apply(&task("t1", json!({ "a": 1 }))),
-    )
-    .await
-    .expect("apply one");
-    let applied = api
-        .patch(
-            "t1",
-            &PatchParams::apply("two"),
-            &Patch::Apply(&task("t1", json!({ "b": 2 }))),
-        )
+    let (_server, api) = task_server().await;
+    apply(&api, &PatchParams::apply("one"), json!({ "a": 1 }))
+        .await
+        .expect("apply one");
+    let applied = apply(&api, &PatchParams::apply("two"), json!({ "b": 2 }))
         .await
         .expect("apply two");
     assert_eq!(
@@ -491,15 +513,10 @@ async fn server_side_apply_keeps_fields_of_other_managers() {
 
 #[tokio::test]
 async fn server_side_apply_conflicts_on_another_managers_field_unless_forced() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    api.patch(
-        "t1",
-        &PatchParams::apply("one"),
-        &Patch::Apply(&task("t1", json!({ "a": 1 }))),
-    )
-    .await
-    .expect("apply one");
+    let (_server, api) = task_server().await;
+    apply(&api, &PatchParams::apply("one"), json!({ "a": 1 }))
+        .await
+        .expect("apply one");
     let change = task("t1", json!({ "a": 2 }));
     let status = api_error(
         api.patch("t1", &PatchParams::apply("two"), &Patch::Apply(&change))
@@ -545,11 +562,8 @@ async fn apply_without_field_manager_is_rejected() {
 
 #[tokio::test]
 async fn status_write_changes_only_the_status() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    api.create(&PostParams::default(), &task("t1", json!({ "a": 1 })))
-        .await
-        .expect("create");
+    let (_server, api) = task_server().await;
+    create_task(&api, "t1", json!({ "a": 1 })).await;
     let patch = json!({ "spec": { "a": 99 }, "status": { "phase": "Running" } });
     let patched = api
         .patch_status("t1", &PatchParams::default(), &Patch::Merge(&patch))
@@ -561,24 +575,17 @@ async fn status_write_changes_only_the_status() {
 
 #[tokio::test]
 async fn main_resource_write_ignores_the_status() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    api.create(&PostParams::default(), &task("t1", json!({ "a": 1 })))
-        .await
-        .expect("create");
+    let (_server, api) = task_server().await;
+    create_task(&api, "t1", json!({ "a": 1 })).await;
     let patch = json!({ "spec": { "a": 2 }, "status": { "phase": "Running" } });
-    let patched = api
-        .patch("t1", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("patch");
+    let patched = merge_patch(&api, "t1", &patch).await.expect("patch");
     assert_eq!(patched.data["spec"]["a"], 2);
     assert!(patched.data.get("status").is_none());
 }
 
 #[tokio::test]
 async fn status_applied_on_create_of_a_custom_resource_is_dropped() {
-    let server = server().await;
-    let api = tasks(&server.client());
+    let (_server, api) = task_server().await;
     let mut with_status = task("t1", json!({}));
     with_status.data["status"] = json!({ "phase": "Done" });
     let created = api
@@ -590,32 +597,23 @@ async fn status_applied_on_create_of_a_custom_resource_is_dropped() {
 
 #[tokio::test]
 async fn generation_increments_on_spec_changes_only() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    api.create(&PostParams::default(), &task("t1", json!({ "a": 1 })))
-        .await
-        .expect("create");
+    let (_server, api) = task_server().await;
+    create_task(&api, "t1", json!({ "a": 1 })).await;
     let status = json!({ "status": { "phase": "Running" } });
     let after_status = api
         .patch_status("t1", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("status");
     let spec = json!({ "spec": { "a": 2 } });
-    let after_spec = api
-        .patch("t1", &PatchParams::default(), &Patch::Merge(&spec))
-        .await
-        .expect("spec");
+    let after_spec = merge_patch(&api, "t1", &spec).await.expect("spec");
     assert_eq!(after_status.metadata.generation, Some(1));
     assert_eq!(after_spec.metadata.generation, Some(2));
 }
 
 #[tokio::test]
 async fn strategic_merge_patch_on_a_custom_resource_is_unsupported() {
-    let server = server().await;
-    let api = tasks(&server.client());
-    api.create(&PostParams::default(), &task("t1", json!({})))
-        .await
-        .expect("create");
+    let (_server, api) = task_server().await;
+    create_task(&api, "t1", json!({})).await;
     let patch = json!({ "spec": { "a": 1 } });
     let status = api_error(
         api.patch("t1", &PatchParams::default(), &Patch::Strategic(&patch))
@@ -627,16 +625,12 @@ async fn strategic_merge_patch_on_a_custom_resource_is_unsupported() {
 
 #[tokio::test]
 async fn strategic_merge_patch_merges_containers_by_name() {
-    let server = server().await;
-    let api: Api<Pod> = Api::default_namespaced(server.client());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "p" },
-        "spec": { "containers": [{ "name": "a", "image": "x" }, { "name": "b", "image": "y" }] },
-    }))
-    .expect("pod");
-    api.create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
+    let (_server, api) = pod_server().await;
+    create_pod(
+        &api,
+        json!({ "containers": [{ "name": "a", "image": "x" }, { "name": "b", "image": "y" }] }),
+    )
+    .await;
     let patch = json!({ "spec": { "containers": [{ "name": "b", "image": "z" }] } });
     let patched = api
         .patch("p", &PatchParams::default(), &Patch::Strategic(&patch))
@@ -654,8 +648,7 @@ async fn strategic_merge_patch_merges_containers_by_name() {
 
 #[tokio::test]
 async fn delete_with_a_stale_resource_version_precondition_conflicts() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let params = DeleteParams {
         preconditions: Some(Preconditions {
@@ -671,8 +664,7 @@ async fn delete_with_a_stale_resource_version_precondition_conflicts() {
 
 #[tokio::test]
 async fn delete_removes_the_object() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let outcome = api
         .delete("a", &DeleteParams::default())
@@ -759,8 +751,7 @@ async fn deleting_a_namespace_deletes_its_objects() {
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     let mut cm = config_map("a", json!({}));
     cm.metadata.finalizers = Some(vec!["ralph.dev/test".into()]);
     api.create(&PostParams::default(), &cm)
@@ -772,7 +763,7 @@ async fn finalizers_hold_deletion_until_removed() {
         .expect("delete");
     let marked = api.get("a").await.expect("still there");
     let clear = json!({ "metadata": { "finalizers": null } });
-    api.patch("a", &PatchParams::default(), &Patch::Merge(&clear))
+    merge_patch(&api, "a", &clear)
         .await
         .expect("remove finalizer");
     assert!(pending.is_left());
@@ -782,16 +773,12 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn bound_pod_deletion_waits_for_a_zero_grace_delete() {
-    let server = server().await;
-    let api: Api<Pod> = Api::default_namespaced(server.client());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "p" },
-        "spec": { "nodeName": "node-1", "containers": [{ "name": "a", "image": "x" }] },
-    }))
-    .expect("pod");
-    api.create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
+    let (_server, api) = pod_server().await;
+    create_pod(
+        &api,
+        json!({ "nodeName": "node-1", "containers": [{ "name": "a", "image": "x" }] }),
+    )
+    .await;
     api.delete("p", &DeleteParams::default())
         .await
         .expect("graceful delete");
@@ -805,17 +792,12 @@ async fn bound_pod_deletion_waits_for_a_zero_grace_delete() {
 
 #[tokio::test]
 async fn unbound_pod_is_deleted_at_once() {
-    let server = server().await;
-    let api: Api<Pod> = Api::default_namespaced(server.client());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "p" },
-        "spec": { "containers": [{ "name": "a", "image": "x" }] },
-    }))
-    .expect("pod");
-    let created = api
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
+    let (_server, api) = pod_server().await;
+    let created = create_pod(
+        &api,
+        json!({ "containers": [{ "name": "a", "image": "x" }] }),
+    )
+    .await;
     api.delete("p", &DeleteParams::default())
         .await
         .expect("delete");
@@ -828,33 +810,18 @@ async fn unbound_pod_is_deleted_at_once() {
 
 #[tokio::test]
 async fn watcher_sees_creation_change_and_deletion() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
-    while !matches!(
-        events
-            .try_next()
-            .await
-            .expect("watch event")
-            .expect("stream open"),
-        watcher::Event::InitDone
-    ) {}
+    while !matches!(next_event(&mut events).await, watcher::Event::InitDone) {}
     let mut seen = Vec::new();
     create_cms(&api, &[("a", json!({}))]).await;
     let patch = json!({ "data": { "k": "w" } });
-    api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("patch");
+    merge_patch(&api, "a", &patch).await.expect("patch");
     api.delete("a", &DeleteParams::default())
         .await
         .expect("delete");
     while seen.len() < 3 {
-        match events
-            .try_next()
-            .await
-            .expect("watch event")
-            .expect("stream open")
-        {
+        match next_event(&mut events).await {
             watcher::Event::Apply(cm) => {
                 seen.push(format!("apply {}", cm.data.unwrap_or_default()["k"]))
             }
@@ -867,18 +834,12 @@ async fn watcher_sees_creation_change_and_deletion() {
 
 #[tokio::test]
 async fn streaming_list_watcher_sees_existing_objects() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
     let mut events = watcher(api, watcher::Config::default().streaming_lists()).boxed();
     let mut initial = Vec::new();
     loop {
-        match events
-            .try_next()
-            .await
-            .expect("watch event")
-            .expect("stream open")
-        {
+        match next_event(&mut events).await {
             watcher::Event::InitApply(cm) => initial.push(cm.metadata.name.unwrap_or_default()),
             watcher::Event::InitDone => break,
             _ => {}
@@ -889,16 +850,11 @@ async fn streaming_list_watcher_sees_existing_objects() {
 
 #[tokio::test]
 async fn watch_from_a_resource_version_replays_later_changes() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let from = server.resource_version().to_string();
     create_cms(&api, &[("b", json!({}))]).await;
-    let mut stream = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
     let first = stream.try_next().await.expect("event").expect("open");
     let WatchEvent::Added(cm) = first else {
         panic!("expected ADDED, got {first:?}");
@@ -908,17 +864,12 @@ async fn watch_from_a_resource_version_replays_later_changes() {
 
 #[tokio::test]
 async fn watch_from_a_compacted_resource_version_gets_410_gone() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let old = server.resource_version().to_string();
     create_cms(&api, &[("b", json!({}))]).await;
     server.compact();
-    let mut stream = api
-        .watch(&WatchParams::default(), &old)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default(), &old).await;
     let event = stream.try_next().await.expect("event").expect("open");
     let WatchEvent::Error(status) = event else {
         panic!("expected an ERROR event, got {event:?}");
@@ -928,19 +879,12 @@ async fn watch_from_a_compacted_resource_version_gets_410_gone() {
 
 #[tokio::test]
 async fn label_selected_watch_reports_an_object_leaving_the_selection_as_deleted() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({ "app": "x" }))]).await;
     let from = server.resource_version().to_string();
-    let mut stream = api
-        .watch(&WatchParams::default().labels("app=x"), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default().labels("app=x"), &from).await;
     let relabel = json!({ "metadata": { "labels": { "app": "y" } } });
-    api.patch("a", &PatchParams::default(), &Patch::Merge(&relabel))
-        .await
-        .expect("relabel");
+    merge_patch(&api, "a", &relabel).await.expect("relabel");
     let event = stream.try_next().await.expect("event").expect("open");
     assert!(matches!(event, WatchEvent::Deleted(_)), "{event:?}");
 }
@@ -954,11 +898,7 @@ async fn watch_with_bookmarks_receives_bookmarks() {
         .expect("server");
     let api = config_maps(&server.client());
     let from = server.resource_version().to_string();
-    let mut stream = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
     let event = stream.try_next().await.expect("event").expect("open");
     let WatchEvent::Bookmark(bookmark) = event else {
         panic!("expected a BOOKMARK, got {event:?}");
@@ -968,8 +908,7 @@ async fn watch_with_bookmarks_receives_bookmarks() {
 
 #[tokio::test]
 async fn injected_fault_fails_the_next_matching_requests_only() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     server.fail_next(
         1,
         |r| r.verb == Verb::Create,
@@ -1088,16 +1027,12 @@ fn tasks_resource() -> ApiResource {
 
 #[tokio::test]
 async fn binding_assigns_a_pod_to_a_node_once() {
-    let server = server().await;
-    let api: Api<Pod> = Api::default_namespaced(server.client());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "p" },
-        "spec": { "containers": [{ "name": "a", "image": "x" }] },
-    }))
-    .expect("pod");
-    api.create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
+    let (_server, api) = pod_server().await;
+    create_pod(
+        &api,
+        json!({ "containers": [{ "name": "a", "image": "x" }] }),
+    )
+    .await;
     let binding = json!({
         "apiVersion": "v1", "kind": "Binding",
         "metadata": { "name": "p" },
@@ -1153,14 +1088,9 @@ async fn after_an_outage_the_server_answers_again() {
 
 #[tokio::test]
 async fn an_outage_cuts_open_watches() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     let from = server.resource_version().to_string();
-    let mut stream = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
     server.start_outage();
     let next = tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await;
     assert!(
@@ -1171,14 +1101,9 @@ async fn an_outage_cuts_open_watches() {
 
 #[tokio::test]
 async fn a_disconnect_ends_open_watches_but_not_the_server() {
-    let server = server().await;
-    let api = config_maps(&server.client());
+    let (server, api) = config_map_server().await;
     let from = server.resource_version().to_string();
-    let mut stream = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
     server.disconnect_watches();
     let next = tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await;
     assert!(matches!(next, Ok(Ok(None))), "the watch ends: {next:?}");
@@ -1198,11 +1123,7 @@ async fn a_lagging_watch_still_delivers_every_change_in_order() {
     server.lag_watches("configmaps", Duration::from_millis(50));
     let api = config_maps(&server.client());
     let from = server.resource_version().to_string();
-    let mut stream = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
     create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
     let mut seen = Vec::new();
     while seen.len() < 2 {

@@ -34,10 +34,62 @@ fn simple_pod(name: &str, command: &[&str]) -> Pod {
     )
 }
 
-async fn create(pods: &Api<Pod>, pod: &Pod) {
-    pods.create(&PostParams::default(), pod)
-        .await
-        .expect("create pod");
+/// A fake API server and the Pods of its default namespace.
+struct Cluster {
+    server: FakeApiServer,
+    pods: Api<Pod>,
+}
+
+impl Cluster {
+    async fn start() -> Self {
+        let server = FakeApiServer::start().await.expect("server");
+        let pods = Api::default_namespaced(server.client());
+        Self { server, pods }
+    }
+
+    /// A stand-in node running the Pods' containers as local processes.
+    fn node(&self) -> KubeletStandIn {
+        KubeletStandIn::node(
+            self.server.client(),
+            NodeOptions::new(env!("CARGO_BIN_EXE_ralph")),
+        )
+        .expect("stand-in starts")
+    }
+
+    async fn create(&self, pod: &Pod) {
+        self.pods
+            .create(&PostParams::default(), pod)
+            .await
+            .expect("create pod");
+    }
+
+    /// Creates `pod` and waits until it has ended.
+    async fn run_to_end(&self, pod: &Pod) -> Pod {
+        self.create(pod).await;
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        wait_until_ended(&self.pods, name).await
+    }
+
+    async fn create_config_map(&self, name: &str, data: Value) {
+        let config_map: ConfigMap =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "data": data }))
+                .expect("valid ConfigMap");
+        Api::default_namespaced(self.server.client())
+            .create(&PostParams::default(), &config_map)
+            .await
+            .expect("create ConfigMap");
+    }
+
+    /// Deletes Pod `name` (of UID `uid`) and waits until it is gone.
+    async fn delete_and_wait_until_gone(&self, name: &str, uid: &str) {
+        self.pods
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        await_condition(self.pods.clone(), name, conditions::is_deleted(uid))
+            .await
+            .expect("watch");
+    }
 }
 
 async fn wait_until_ended(pods: &Api<Pod>, name: &str) -> Pod {
@@ -73,6 +125,27 @@ fn agent_termination(pod: &Pod) -> ContainerStateTerminated {
         .expect("agent container terminated")
 }
 
+/// The agent container's termination message.
+fn termination_message(pod: &Pod) -> Option<String> {
+    agent_termination(pod).message
+}
+
+/// A container that copies `prompt.md` of its volume `prompt` to its termination log.
+fn prompt_copying_container() -> Value {
+    json!({
+        "name": "agent", "image": "agent:1",
+        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
+        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
+    })
+}
+
+/// Asserts that the Pod `ended` succeeded running the ralph binary (its log says so).
+fn assert_ran_ralph(ended: &Pod, kubelet: &KubeletStandIn) {
+    assert_eq!(phase(ended), "Succeeded");
+    let log = kubelet.log("default", "t-a1").unwrap_or_default();
+    assert!(log.contains("ralph"), "{log}");
+}
+
 fn phase(pod: &Pod) -> String {
     pod.status
         .as_ref()
@@ -80,20 +153,11 @@ fn phase(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
-fn node(server: &FakeApiServer) -> KubeletStandIn {
-    KubeletStandIn::node(
-        server.client(),
-        NodeOptions::new(env!("CARGO_BIN_EXE_ralph")),
-    )
-    .expect("stand-in starts")
-}
-
 #[tokio::test]
 async fn manual_success_reports_the_result_as_termination_message() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    create(&pods, &simple_pod("t-a1", &["true"])).await;
-    let ended = manual::succeed_with(&pods, "t-a1", "{\"version\":1}")
+    let cluster = Cluster::start().await;
+    cluster.create(&simple_pod("t-a1", &["true"])).await;
+    let ended = manual::succeed_with(&cluster.pods, "t-a1", "{\"version\":1}")
         .await
         .expect("succeed");
     let terminated = agent_termination(&ended);
@@ -106,10 +170,11 @@ async fn manual_success_reports_the_result_as_termination_message() {
 
 #[tokio::test]
 async fn manual_running_binds_the_pod_and_marks_containers_running() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    create(&pods, &simple_pod("t-a1", &["true"])).await;
-    let running = manual::set_running(&pods, "t-a1").await.expect("running");
+    let cluster = Cluster::start().await;
+    cluster.create(&simple_pod("t-a1", &["true"])).await;
+    let running = manual::set_running(&cluster.pods, "t-a1")
+        .await
+        .expect("running");
     let state = running
         .status
         .as_ref()
@@ -123,10 +188,9 @@ async fn manual_running_binds_the_pod_and_marks_containers_running() {
 
 #[tokio::test]
 async fn manual_oom_kill_reports_reason_without_message() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    create(&pods, &simple_pod("t-a1", &["true"])).await;
-    let ended = manual::oom_kill(&pods, "t-a1").await.expect("oom");
+    let cluster = Cluster::start().await;
+    cluster.create(&simple_pod("t-a1", &["true"])).await;
+    let ended = manual::oom_kill(&cluster.pods, "t-a1").await.expect("oom");
     let terminated = agent_termination(&ended);
     assert_eq!(phase(&ended), "Failed");
     assert_eq!(
@@ -138,13 +202,18 @@ async fn manual_oom_kill_reports_reason_without_message() {
 
 #[tokio::test]
 async fn manual_eviction_fails_the_pod_with_reason_evicted() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    create(&pods, &simple_pod("t-a1", &["true"])).await;
-    manual::set_running(&pods, "t-a1").await.expect("running");
-    let evicted = manual::evict(&pods, "t-a1", "The node was low on resource: memory.")
+    let cluster = Cluster::start().await;
+    cluster.create(&simple_pod("t-a1", &["true"])).await;
+    manual::set_running(&cluster.pods, "t-a1")
         .await
-        .expect("evict");
+        .expect("running");
+    let evicted = manual::evict(
+        &cluster.pods,
+        "t-a1",
+        "The node was low on resource: memory.",
+    )
+    .await
+    .expect("evict");
     let status = evicted.status.clone().unwrap_or_default();
     assert_eq!(
         (status.phase.as_deref(), status.reason.as_deref()),
@@ -154,31 +223,22 @@ async fn manual_eviction_fails_the_pod_with_reason_evicted() {
 
 #[tokio::test]
 async fn manual_stand_in_confirms_graceful_deletion_of_a_bound_pod() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let _kubelet = KubeletStandIn::manual(server.client(), Some("default"));
-    create(&pods, &simple_pod("t-a1", &["true"])).await;
-    let running = manual::set_running(&pods, "t-a1").await.expect("running");
-    pods.delete("t-a1", &DeleteParams::default())
+    let cluster = Cluster::start().await;
+    let _kubelet = KubeletStandIn::manual(cluster.server.client(), Some("default"));
+    cluster.create(&simple_pod("t-a1", &["true"])).await;
+    let running = manual::set_running(&cluster.pods, "t-a1")
         .await
-        .expect("delete");
+        .expect("running");
     let uid = running.metadata.uid.unwrap_or_default();
-    await_condition(pods.clone(), "t-a1", conditions::is_deleted(&uid))
-        .await
-        .expect("watch");
-    assert!(pods.get_opt("t-a1").await.expect("get").is_none());
+    cluster.delete_and_wait_until_gone("t-a1", &uid).await;
+    assert!(cluster.pods.get_opt("t-a1").await.expect("get").is_none());
 }
 
 #[tokio::test]
 async fn node_mounts_a_pod_annotation_through_the_downward_api() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let _kubelet = node(&server);
-    let container = json!({
-        "name": "agent", "image": "agent:1",
-        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
-        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
-    });
+    let cluster = Cluster::start().await;
+    let _kubelet = cluster.node();
+    let container = prompt_copying_container();
     let volumes = json!([{ "name": "prompt", "downwardAPI": { "items": [{
         "path": "prompt.md",
         "fieldRef": { "fieldPath": "metadata.annotations['ralph.dev/prompt']" }
@@ -186,108 +246,68 @@ async fn node_mounts_a_pod_annotation_through_the_downward_api() {
     let mut annotated = pod("t-a1", container, volumes);
     annotated.metadata.annotations =
         Some([("ralph.dev/prompt".to_owned(), "do the thing".to_owned())].into());
-    create(&pods, &annotated).await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
-    assert_eq!(
-        agent_termination(&ended).message.as_deref(),
-        Some("do the thing")
-    );
+    let ended = cluster.run_to_end(&annotated).await;
+    assert_eq!(termination_message(&ended).as_deref(), Some("do the thing"));
 }
 
 #[tokio::test]
 async fn node_reports_the_termination_log_written_by_the_container() {
-    let server = FakeApiServer::start().await.expect("server");
-    let client = server.client();
-    let prompts: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let prompt = serde_json::from_value(
-        json!({ "metadata": { "name": "t-a1-prompt" }, "data": { "prompt.md": "do the thing" } }),
-    )
-    .expect("cm");
-    prompts
-        .create(&PostParams::default(), &prompt)
-        .await
-        .expect("prompt");
-    let pods: Api<Pod> = Api::default_namespaced(client);
-    let _kubelet = node(&server);
-    let container = json!({
-        "name": "agent", "image": "agent:1",
-        "command": ["/bin/cp", "/ralph/prompt/prompt.md", "/dev/termination-log"],
-        "volumeMounts": [{ "name": "prompt", "mountPath": "/ralph/prompt" }],
-    });
+    let cluster = Cluster::start().await;
+    cluster
+        .create_config_map("t-a1-prompt", json!({ "prompt.md": "do the thing" }))
+        .await;
+    let _kubelet = cluster.node();
+    let container = prompt_copying_container();
     let volumes = json!([{ "name": "prompt", "configMap": { "name": "t-a1-prompt" } }]);
-    create(&pods, &pod("t-a1", container, volumes)).await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
+    let ended = cluster.run_to_end(&pod("t-a1", container, volumes)).await;
     assert_eq!(phase(&ended), "Succeeded");
-    assert_eq!(
-        agent_termination(&ended).message.as_deref(),
-        Some("do the thing")
-    );
+    assert_eq!(termination_message(&ended).as_deref(), Some("do the thing"));
 }
 
 #[tokio::test]
 async fn node_reports_a_failing_exit_code() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let _kubelet = node(&server);
-    create(&pods, &simple_pod("t-a1", &["/bin/sh", "-c", "exit 3"])).await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
+    let cluster = Cluster::start().await;
+    let _kubelet = cluster.node();
+    let ended = cluster
+        .run_to_end(&simple_pod("t-a1", &["/bin/sh", "-c", "exit 3"]))
+        .await;
     assert_eq!(phase(&ended), "Failed");
     assert_eq!(agent_termination(&ended).exit_code, 3);
 }
 
 #[tokio::test]
 async fn node_falls_back_to_logs_for_a_failure_without_message() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let _kubelet = node(&server);
+    let cluster = Cluster::start().await;
+    let _kubelet = cluster.node();
     let container = json!({
         "name": "agent", "image": "agent:1",
         "command": ["/bin/sh", "-c", "echo boom >&2; exit 1"],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     });
-    create(&pods, &pod("t-a1", container, json!([]))).await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
+    let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
     assert_eq!(
-        agent_termination(&ended).message.as_deref().map(str::trim),
+        termination_message(&ended).as_deref().map(str::trim),
         Some("boom")
     );
 }
 
 #[tokio::test]
 async fn node_runs_the_in_pod_ralph_binary_as_the_local_one() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let kubelet = node(&server);
-    create(
-        &pods,
-        &simple_pod("t-a1", &["/ralph/bin/ralph", "--version"]),
-    )
-    .await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
-    assert_eq!(phase(&ended), "Succeeded");
-    assert!(
-        kubelet
-            .log("default", "t-a1")
-            .unwrap_or_default()
-            .contains("ralph")
-    );
+    let cluster = Cluster::start().await;
+    let kubelet = cluster.node();
+    let ended = cluster
+        .run_to_end(&simple_pod("t-a1", &["/ralph/bin/ralph", "--version"]))
+        .await;
+    assert_ran_ralph(&ended, &kubelet);
 }
 
 #[tokio::test]
 async fn node_resolves_environment_from_config_maps_fields_and_mounts() {
-    let server = FakeApiServer::start().await.expect("server");
-    let client = server.client();
-    let settings: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let cm = serde_json::from_value(
-        json!({ "metadata": { "name": "settings" }, "data": { "greeting": "hi" } }),
-    )
-    .expect("cm");
-    settings
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("cm");
-    let pods: Api<Pod> = Api::default_namespaced(client);
-    let _kubelet = node(&server);
+    let cluster = Cluster::start().await;
+    cluster
+        .create_config_map("settings", json!({ "greeting": "hi" }))
+        .await;
+    let _kubelet = cluster.node();
     let container = json!({
         "name": "agent", "image": "agent:1",
         "command": ["/bin/sh", "-c", "printf '%s-%s' \"$GREETING\" \"$POD\" > \"$OUT\""],
@@ -297,34 +317,27 @@ async fn node_resolves_environment_from_config_maps_fields_and_mounts() {
             { "name": "OUT", "value": "/dev/termination-log" },
         ],
     });
-    create(&pods, &pod("t-a1", container, json!([]))).await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
-    assert_eq!(
-        agent_termination(&ended).message.as_deref(),
-        Some("hi-t-a1")
-    );
+    let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
+    assert_eq!(termination_message(&ended).as_deref(), Some("hi-t-a1"));
 }
 
 #[tokio::test]
 async fn node_stops_the_process_on_graceful_deletion_and_confirms_it() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let kubelet = node(&server);
-    create(&pods, &simple_pod("t-a1", &["/bin/sleep", "600"])).await;
-    wait_until_running(&pods, "t-a1").await;
-    let uid = pods
+    let cluster = Cluster::start().await;
+    let kubelet = cluster.node();
+    cluster
+        .create(&simple_pod("t-a1", &["/bin/sleep", "600"]))
+        .await;
+    wait_until_running(&cluster.pods, "t-a1").await;
+    let uid = cluster
+        .pods
         .get("t-a1")
         .await
         .expect("get")
         .metadata
         .uid
         .unwrap_or_default();
-    pods.delete("t-a1", &DeleteParams::default())
-        .await
-        .expect("delete");
-    await_condition(pods.clone(), "t-a1", conditions::is_deleted(&uid))
-        .await
-        .expect("watch");
+    cluster.delete_and_wait_until_gone("t-a1", &uid).await;
     let exit = kubelet
         .run_info("default", "t-a1")
         .and_then(|r| r.exit_code);
@@ -333,17 +346,9 @@ async fn node_stops_the_process_on_graceful_deletion_and_confirms_it() {
 
 #[tokio::test]
 async fn node_runs_a_container_without_command_as_the_ralph_entrypoint() {
-    let server = FakeApiServer::start().await.expect("server");
-    let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let kubelet = node(&server);
+    let cluster = Cluster::start().await;
+    let kubelet = cluster.node();
     let container = json!({ "name": "agent", "image": "ralph:1", "args": ["--version"] });
-    create(&pods, &pod("t-a1", container, json!([]))).await;
-    let ended = wait_until_ended(&pods, "t-a1").await;
-    assert_eq!(phase(&ended), "Succeeded");
-    assert!(
-        kubelet
-            .log("default", "t-a1")
-            .unwrap_or_default()
-            .contains("ralph")
-    );
+    let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
+    assert_ran_ralph(&ended, &kubelet);
 }

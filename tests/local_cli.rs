@@ -3,7 +3,7 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, TaskDef, describe, exit_code, feature_yaml, task};
+use local_run::{Project, describe, exit_code, feature_yaml, task};
 use ralph::engine::dag::TaskPhase;
 
 /// A run where `base` fails (no retries), `on-top` is blocked and `side` is done.
@@ -12,10 +12,7 @@ fn failed_run() -> Project {
         "cli",
         "",
         &[
-            TaskDef {
-                extra: "      maxRetries: 0\n",
-                ..task("base", &[])
-            },
+            task("base", &[]).with_extra("      maxRetries: 0\n"),
             task("on-top", &["base"]),
             task("side", &[]),
         ],
@@ -24,8 +21,7 @@ fn failed_run() -> Project {
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     project
 }
 
@@ -36,8 +32,7 @@ fn stdout(output: &std::process::Output) -> String {
 #[test]
 fn status_shows_the_outcome_and_counts_per_phase() {
     let project = failed_run();
-    let output = project.ralph(&["status"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let output = project.ralph_ok(&["status"]);
     let text = stdout(&output);
     assert!(text.contains("feature cli: Failed"), "{text}");
     assert!(
@@ -109,22 +104,19 @@ fn task_show_lists_every_attempt_with_its_outcome() {
 #[test]
 fn task_show_of_an_unknown_task_names_it() {
     let project = failed_run();
-    let output = project.ralph(&["task", "show", "nope"]);
-    assert_ne!(exit_code(&output), 0);
-    assert!(String::from_utf8_lossy(&output.stderr).contains("\"nope\""));
+    let stderr = project.ralph_failing(&["task", "show", "nope"]);
+    assert!(stderr.contains("\"nope\""), "{stderr}");
 }
 
 #[test]
 fn task_retry_sets_a_failed_task_pending_and_the_next_run_completes() {
     let project = failed_run();
-    let output = project.ralph(&["task", "retry", "base"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.ralph_ok(&["task", "retry", "base"]);
     assert_eq!(
         project.store().task("base").expect("base").phase,
         TaskPhase::Pending
     );
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let store = project.store();
     assert_eq!(store.task("on-top").expect("on-top").phase, TaskPhase::Done);
 }
@@ -132,16 +124,14 @@ fn task_retry_sets_a_failed_task_pending_and_the_next_run_completes() {
 #[test]
 fn task_retry_refuses_a_done_task() {
     let project = failed_run();
-    let output = project.ralph(&["task", "retry", "side"]);
-    assert_ne!(exit_code(&output), 0);
-    assert!(String::from_utf8_lossy(&output.stderr).contains("is Done"));
+    let stderr = project.ralph_failing(&["task", "retry", "side"]);
+    assert!(stderr.contains("is Done"), "{stderr}");
 }
 
 #[test]
 fn task_reset_clears_the_retry_count_and_sets_pending() {
     let project = failed_run();
-    let output = project.ralph(&["task", "reset", "side"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.ralph_ok(&["task", "reset", "side"]);
     let task = project.store().task("side").expect("side");
     assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
 }

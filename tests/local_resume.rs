@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 
-use local_run::{Project, describe, exit_code, feature_yaml, task};
+use local_run::{Project, describe, feature_yaml, task};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use ralph::engine::dag::TaskPhase;
@@ -83,6 +83,17 @@ fn start_until_activity(
     (child, lines)
 }
 
+/// Four tasks run two at a time, killed with SIGKILL while `a` and `b` work on their first
+/// attempt, then run again to the end.
+fn killed_while_a_and_b_work_then_resumed() -> Project {
+    let project = Project::new(&four_tasks(), SLOW_FIRST);
+    let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    project.run_to_success(&["--parallel", "2"]);
+    project
+}
+
 fn signal(child: &Child, signal: Signal) {
     let pid = i32::try_from(child.id()).expect("pid fits");
     kill(Pid::from_raw(pid), signal).expect("signal sent");
@@ -90,13 +101,8 @@ fn signal(child: &Child, signal: Signal) {
 
 #[test]
 fn a_run_killed_with_sigkill_resumes_and_does_every_task_exactly_once() {
-    let project = Project::new(&four_tasks(), SLOW_FIRST);
-    let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reaped");
+    let project = killed_while_a_and_b_work_then_resumed();
 
-    let output = project.run(&["--parallel", "2"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
     let attempts = project.attempts();
     for name in ["a", "b", "c", "d"] {
         let done = attempts
@@ -110,13 +116,8 @@ fn a_run_killed_with_sigkill_resumes_and_does_every_task_exactly_once() {
 
 #[test]
 fn attempts_cut_off_by_sigkill_are_not_counted_as_done() {
-    let project = Project::new(&four_tasks(), SLOW_FIRST);
-    let (mut child, _lines) = start_until_running(&project, &["--parallel", "2"], 2);
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reaped");
+    let project = killed_while_a_and_b_work_then_resumed();
 
-    let output = project.run(&["--parallel", "2"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
     let first_two: Vec<_> = project
         .attempts()
         .into_iter()
@@ -137,11 +138,7 @@ fn ctrl_c_cancels_running_attempts_records_them_interrupted_and_exits_130() {
     signal(&child, Signal::SIGINT);
     let status = child.wait().expect("ralph run exits");
     assert_eq!(status.code(), Some(130));
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["interrupted", "interrupted"]);
     let store = project.store();
     assert!(store.claims().expect("claims").is_empty());
@@ -163,11 +160,7 @@ fn a_second_ctrl_c_kills_attempts_that_ignore_the_cancel() {
     signal(&child, Signal::SIGINT);
     let status = child.wait().expect("ralph run exits");
     assert_eq!(status.code(), Some(130));
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["interrupted"]);
 }
 
@@ -188,8 +181,7 @@ fn a_runner_outliving_its_killed_run_is_waited_for_not_started_twice() {
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
 
-    let output = project.run(&["--grace", "6s"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let output = project.run_to_success(&["--grace", "6s"]);
     let waited = project
         .events()
         .into_iter()

@@ -14,14 +14,8 @@ fn diamond() -> String {
         "  parallelism: 1\n",
         &[
             task("design", &[]),
-            TaskDef {
-                extra: "      priority: 5\n",
-                ..task("frontend", &["design"])
-            },
-            TaskDef {
-                extra: "      priority: 1\n",
-                ..task("backend", &["design"])
-            },
+            task("frontend", &["design"]).with_extra("      priority: 5\n"),
+            task("backend", &["design"]).with_extra("      priority: 1\n"),
             task("integrate", &["frontend", "backend"]),
         ],
     )
@@ -30,8 +24,7 @@ fn diamond() -> String {
 #[test]
 fn a_diamond_runs_in_dependency_then_priority_order() {
     let project = Project::new(&diamond(), DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     assert_eq!(
         project.started_order(),
         ["design", "backend", "frontend", "integrate"]
@@ -41,18 +34,13 @@ fn a_diamond_runs_in_dependency_then_priority_order() {
 #[test]
 fn every_task_of_a_complete_run_is_done_once() {
     let project = Project::new(&diamond(), DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let tasks = project.store().tasks().expect("tasks");
     assert!(
         tasks.iter().all(|t| t.phase == TaskPhase::Done),
         "{tasks:?}"
     );
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["done"; 4]);
 }
 
@@ -64,8 +52,7 @@ fn no_more_attempts_run_at_once_than_parallel_allows() {
         .collect();
     let script = "default:\n  - delay: 300ms\n  - text: \"<task-done>{task}</task-done>\"\n";
     let project = Project::new(&feature_yaml("wide", "", &tasks), script);
-    let output = project.run(&["--parallel", "2"]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&["--parallel", "2"]);
     assert_eq!(max_concurrent(&project.attempts()), 2);
 }
 
@@ -75,10 +62,7 @@ fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
         "failing",
         "",
         &[
-            TaskDef {
-                extra: "      maxRetries: 0\n",
-                ..task("base", &[])
-            },
+            task("base", &[]).with_extra("      maxRetries: 0\n"),
             task("on-top", &["base"]),
             task("independent", &[]),
         ],
@@ -87,8 +71,7 @@ fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
         "{DONE}tasks:\n  base:\n    - text: \"Cannot do it. <task-failed>{{task}}</task-failed>\"\n"
     );
     let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     let store = project.store();
     let phase = |name: &str| store.task(name).expect("task").phase;
     assert_eq!(
@@ -104,13 +87,8 @@ fn a_failed_task_is_retried_while_retries_remain() {
     let script = "tasks:\n  flaky:\n    - [ {text: \"No. <task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"Yes. <task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    project.run_to_success(&[]);
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["failed", "done"]);
 }
 
@@ -120,13 +98,8 @@ fn a_crash_is_retried_and_the_next_prompt_says_why() {
     let script = "tasks:\n  fragile:\n    - [ {stderr: \"Error: socket hang up\"}, {exit: 1} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    let outcomes: Vec<_> = project
-        .attempts()
-        .into_iter()
-        .map(|a| a.outcome.unwrap_or_default())
-        .collect();
+    project.run_to_success(&[]);
+    let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["crashed", "done"]);
     let prompt = project.prompt("fragile-a2");
     assert!(prompt.contains("Previous attempt crashed"), "{prompt}");
@@ -142,8 +115,7 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
     );
     let script = "tasks:\n  first:\n    - text: \"The repo is gone. <promise>FAILURE</promise>\"\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     assert_eq!(project.started_order(), ["first"]);
     let status = project.ralph(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
@@ -157,8 +129,7 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
 #[test]
 fn the_limit_stops_after_that_many_attempts_with_exit_5() {
     let project = Project::new(&diamond(), DONE);
-    let output = project.run(&["--limit", "1"]);
-    assert_eq!(exit_code(&output), 5, "{}", describe(&output));
+    let output = project.run_exiting(&["--limit", "1"], 5);
     assert_eq!(project.started_order(), ["design"]);
     assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
 }
@@ -167,16 +138,14 @@ fn the_limit_stops_after_that_many_attempts_with_exit_5() {
 fn a_feature_without_tasks_exits_6() {
     let manifest = feature_yaml("empty", "", &[]).replace("  tasks:\n", "  tasks: []\n");
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 6, "{}", describe(&output));
+    project.run_exiting(&[], 6);
 }
 
 #[test]
 fn an_invalid_manifest_exits_3_naming_the_problem() {
     let manifest = feature_yaml("cyclic", "", &[task("a", &["b"]), task("b", &["a"])]);
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("feature.yaml") && stderr.contains("cycle"),
@@ -188,8 +157,7 @@ fn an_invalid_manifest_exits_3_naming_the_problem() {
 fn a_second_run_starts_nothing_that_is_done() {
     let project = Project::new(&diamond(), DONE);
     assert_eq!(exit_code(&project.run(&[])), 0);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     assert_eq!(project.attempts().len(), 4);
 }
 
@@ -203,8 +171,7 @@ fn manifest_changes_add_new_tasks_drop_removed_ones_and_bump_edited_generations(
     let edited = feature_yaml("evolving", "", &[task("keep", &[]), task("new", &["keep"])])
         .replace("Do keep.", "Do keep, differently.");
     project.write_manifest(&edited);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let store = project.store();
     let names: Vec<_> = store
         .tasks()
@@ -248,8 +215,7 @@ fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
          <task-done>{{task}}</task-done>\"\n"
     );
     let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
     let prompt = project.prompt("second-a1");
     assert!(prompt.contains("Created docs/api.md"), "{prompt}");
 }
@@ -259,16 +225,14 @@ fn spec_agent_may_be_left_out_when_agent_is_given() {
     let manifest = feature_yaml("no-agent", "", &[task("only", &[])])
         .replace("  agent:\n    command: [\"unused-agent\"]\n", "");
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    project.run_to_success(&[]);
 }
 
 #[test]
 fn spec_verify_as_a_bool_is_refused_naming_the_field() {
     let manifest = feature_yaml("verified", "  verify: true\n", &[task("only", &[])]);
     let project = Project::new(&manifest, DONE);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("spec.verify"), "{stderr}");
     assert!(!project.state().exists(), "no run state is created");
@@ -279,8 +243,7 @@ fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
     let silent = "default:\n  - text: \"I looked at {task}.\"\n";
     let manifest = feature_yaml("silent", "", &[task("quiet", &[])]);
     let project = Project::new(&manifest, silent);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    let output = project.run_exiting(&[], 1);
     assert_eq!(project.attempts().len(), 5);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -296,8 +259,7 @@ fn a_retry_backoff_is_announced_while_nothing_runs() {
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
     let project = Project::new(&feature_yaml("wait", "", &[task("only", &[])]), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let output = project.run_to_success(&[]);
     let waits: Vec<serde_json::Value> = local_run::json_events(&output)
         .into_iter()
         .filter(|e| e["event"] == "waiting")

@@ -9,10 +9,18 @@ use std::process::Command;
 use ralph::engine::attempt::{AttemptResult, OutcomeClass};
 use scripted::{Scenario, ralph};
 
+/// Runs `command` and asserts that it exits with `code`; returns its stderr.
+fn stderr_of_exit(command: &mut Command, code: i32) -> String {
+    let output = command.output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
+    stderr
+}
+
 #[test]
 fn an_unreadable_prompt_file_exits_2_naming_it() {
-    let output = Command::new(ralph())
-        .args([
+    let stderr = stderr_of_exit(
+        Command::new(ralph()).args([
             "runner",
             "--task",
             "t",
@@ -20,11 +28,9 @@ fn an_unreadable_prompt_file_exits_2_naming_it() {
             "/nonexistent/prompt.md",
             "--",
             "true",
-        ])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        ]),
+        2,
+    );
     assert!(
         stderr.contains("cannot read the prompt file /nonexistent/prompt.md"),
         "{stderr}"
@@ -33,33 +39,35 @@ fn an_unreadable_prompt_file_exits_2_naming_it() {
 
 #[test]
 fn a_missing_agent_command_is_a_usage_error() {
-    let output = Command::new(ralph())
-        .args(["runner", "--task", "t", "--prompt-file", "p.md"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
+    stderr_of_exit(
+        Command::new(ralph()).args(["runner", "--task", "t", "--prompt-file", "p.md"]),
+        2,
+    );
 }
 
 #[test]
 fn an_invalid_crash_pattern_exits_2_naming_it() {
     let scenario = Scenario::new("t", "default: [{text: hi}]\n");
-    let output = Command::new(ralph())
-        .args([
-            "runner",
-            "--task",
-            "t",
-            "--crash-pattern",
-            "(unclosed",
-            "--prompt-file",
-        ])
-        .arg(scenario.path("prompt.md"))
-        .arg("--workspace")
-        .arg(scenario.workspace())
-        .args(["--", "true"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid crash pattern `(unclosed`"));
+    let stderr = stderr_of_exit(
+        Command::new(ralph())
+            .args([
+                "runner",
+                "--task",
+                "t",
+                "--crash-pattern",
+                "(unclosed",
+                "--prompt-file",
+            ])
+            .arg(scenario.path("prompt.md"))
+            .arg("--workspace")
+            .arg(scenario.workspace())
+            .args(["--", "true"]),
+        2,
+    );
+    assert!(
+        stderr.contains("invalid crash pattern `(unclosed`"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -86,14 +94,13 @@ fn without_a_result_file_the_result_is_the_last_stdout_line() {
 #[test]
 fn a_script_error_names_the_file_and_step() {
     let scenario = Scenario::new("t", "default: [{txt: hi}]\n");
-    let output = Command::new(ralph())
-        .args(["agent", "script"])
-        .arg(scenario.path("script.yaml"))
-        .env("RALPH_TASK", "t")
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = stderr_of_exit(
+        Command::new(ralph())
+            .args(["agent", "script"])
+            .arg(scenario.path("script.yaml"))
+            .env("RALPH_TASK", "t"),
+        2,
+    );
     assert!(
         stderr.contains("script.yaml: default step 1: unknown step `txt`"),
         "{stderr}"

@@ -8,12 +8,7 @@ use ralph::engine::attempt::{Misconfiguration, OutcomeClass};
 use scripted::Scenario;
 
 fn misconfigured(run: &scripted::Run) -> Misconfiguration {
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Misconfigured,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Misconfigured);
     assert_eq!(run.status.code(), Some(6));
     assert_eq!(run.result.crash, None);
     run.result
@@ -115,6 +110,6 @@ fn an_unwritable_workspace_is_refused_before_the_agent_starts() {
 #[test]
 fn a_crash_is_not_misconfiguration() {
     let run = Scenario::new("t", "default: [{stderr: \"Error: boom\"}, {exit: 1}]\n").run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.misconfiguration, None);
 }

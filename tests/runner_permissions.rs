@@ -27,6 +27,12 @@ fn permissions(stdout: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Asserts that the permission `event` refused the request for a reason `explains` accepts.
+fn assert_refused_because(event: &serde_json::Value, explains: impl Fn(&str) -> bool) {
+    assert_eq!(event["allowed"], false, "{event}");
+    assert!(event["reason"].as_str().is_some_and(explains), "{event}");
+}
+
 #[test]
 fn an_id_only_request_to_write_outside_the_workspace_is_refused() {
     let scenario = writing("../escaped.txt", "id_only");
@@ -37,14 +43,9 @@ fn an_id_only_request_to_write_outside_the_workspace_is_refused() {
     );
     let events = permissions(&run.stdout);
     assert_eq!(events.len(), 1, "{}", run.stdout);
-    assert_eq!(events[0]["allowed"], false);
-    assert!(
-        events[0]["reason"]
-            .as_str()
-            .is_some_and(|reason| reason.contains("outside the workspace")),
-        "{}",
-        events[0]
-    );
+    assert_refused_because(&events[0], |reason| {
+        reason.contains("outside the workspace")
+    });
 }
 
 #[test]
@@ -64,14 +65,7 @@ fn a_request_for_a_tool_call_never_described_is_refused() {
     let run = scenario.run();
     assert!(!scenario.workspace().join("notes.txt").exists());
     let events = permissions(&run.stdout);
-    assert_eq!(events[0]["allowed"], false);
-    assert!(
-        events[0]["reason"]
-            .as_str()
-            .is_some_and(|reason| reason.starts_with("nothing is known")),
-        "{}",
-        events[0]
-    );
+    assert_refused_because(&events[0], |reason| reason.starts_with("nothing is known"));
 }
 
 #[test]
@@ -80,14 +74,7 @@ fn a_deny_pattern_applies_to_an_id_only_request() {
     let run = scenario.run();
     assert!(!scenario.workspace().join("secrets.env").exists());
     let events = permissions(&run.stdout);
-    assert_eq!(events[0]["allowed"], false);
-    assert!(
-        events[0]["reason"]
-            .as_str()
-            .is_some_and(|reason| reason.contains("`secrets.*`")),
-        "{}",
-        events[0]
-    );
+    assert_refused_because(&events[0], |reason| reason.contains("`secrets.*`"));
 }
 
 #[test]

@@ -17,18 +17,8 @@ fn a_system_error_then_end_turn_without_an_answer_is_a_crash_naming_the_error() 
     let run = run(
         r#"[{thought: "calling the model"}, {system_error: "stream error: unexpected status 500 Internal Server Error"}]"#,
     );
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Crashed,
-        "{}",
-        run.result_json
-    );
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some(
-            "the agent reported an error and ended its turn without an answer: stream error: unexpected status 500 Internal Server Error"
-        )
-    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash("the agent reported an error and ended its turn without an answer: stream error: unexpected status 500 Internal Server Error");
     assert_eq!(run.status.code(), Some(3));
 }
 
@@ -36,24 +26,14 @@ fn a_system_error_then_end_turn_without_an_answer_is_a_crash_naming_the_error() 
 fn a_system_error_after_partial_text_is_still_a_crash() {
     let run =
         run(r#"[{text: "Let me look at the code."}, {system_error: "HTTP 502 Bad Gateway"}]"#);
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Crashed,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Crashed);
 }
 
 #[test]
 fn a_429_without_a_quota_type_is_a_crash_not_exhaustion() {
     let run =
         run(r#"[{system_error: "exceeded retry limit, last status: 429 Too Many Requests"}]"#);
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Crashed,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.exhaustion, None);
 }
 
@@ -61,12 +41,7 @@ fn a_429_without_a_quota_type_is_a_crash_not_exhaustion() {
 fn a_system_error_naming_a_usage_limit_type_is_exhaustion_with_its_reset() {
     let run =
         run(r#"[{system_error: "{\"type\":\"usage_limit_reached\",\"resets_in_seconds\":3600}"}]"#);
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Exhausted,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Exhausted);
     assert!(run.result.exhaustion.and_then(|e| e.reset_at).is_some());
     assert_eq!(run.status.code(), Some(4));
 }
@@ -76,12 +51,7 @@ fn a_turn_that_recovers_after_a_system_error_finishes() {
     let run = run(
         r#"[{system_error: "HTTP 500"}, {thread_status: active}, {text: "Retried and finished the work."}]"#,
     );
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Finished,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Finished);
 }
 
 #[test]
@@ -89,18 +59,8 @@ fn an_error_on_stderr_and_a_turn_without_an_answer_is_a_crash_quoting_it() {
     let run = run(
         r#"[{stderr: "(node:9) DeprecationWarning: punycode is deprecated"}, {stderr: "Error: request failed with status 503"}, {thought: "retrying"}]"#,
     );
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Crashed,
-        "{}",
-        run.result_json
-    );
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some(
-            "the agent ended its turn without an answer after an error on stderr: Error: request failed with status 503"
-        )
-    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash("the agent ended its turn without an answer after an error on stderr: Error: request failed with status 503");
 }
 
 #[test]
@@ -108,11 +68,8 @@ fn a_crash_summary_quotes_the_error_line_not_the_first_stderr_line() {
     let run = run(
         r#"[{stderr: "Loaded cached credentials."}, {stderr: "Warning: telemetry disabled"}, {stderr: "FatalError: model API returned 500"}, {exit: 1}]"#,
     );
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some(
-            "agent exited with code 1 before answering the prompt: FatalError: model API returned 500"
-        )
+    run.assert_crash(
+        "agent exited with code 1 before answering the prompt: FatalError: model API returned 500",
     );
 }
 
@@ -163,12 +120,7 @@ fn codexs_incomplete_response_for_max_output_tokens_is_a_max_tokens_stop() {
     let run = run(
         r#"[{text: "Here is a long answer"}, {system_error: "Incomplete response returned, reason: max_output_tokens"}]"#,
     );
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Finished,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Finished);
     assert_eq!(
         run.result.stop_reason,
         Some(ralph::engine::attempt::StopReason::MaxTokens)

@@ -6,147 +6,138 @@
 mod scripted;
 
 use ralph::engine::attempt::{OutcomeClass, StopReason};
-use scripted::Scenario;
+use scripted::{Run, Scenario};
 
 fn script(steps: &str) -> String {
     format!("default: {steps}\n")
 }
 
+/// Runs the runner with `args` on the scripted agent playing `steps`.
+fn run_steps(steps: &str, args: &[&str]) -> Run {
+    Scenario::new("t", &script(steps)).args(args).run()
+}
+
+/// A scenario whose agent makes the tool call `call` (YAML fields), ending with the task-done
+/// sigil when it succeeds and the task-failed sigil when it fails.
+fn tool_call(call: &str) -> Scenario {
+    Scenario::new(
+        "t",
+        &script(&format!(
+            r#"[{{tool: {{{call}, ok_text: "<task-done>{{task}}</task-done>", fail_text: "<task-failed>{{task}}</task-failed>"}}}}]"#
+        )),
+    )
+}
+
+fn assert_sigils(run: &Run, done: Option<&str>, failed: Option<&str>) {
+    let sigils = &run.result.sigils;
+    assert_eq!(
+        (sigils.task_done.as_deref(), sigils.task_failed.as_deref()),
+        (done, failed),
+        "{}",
+        run.result_json
+    );
+}
+
 #[test]
 fn exit_1_is_a_crash_naming_the_code_and_first_stderr_line() {
-    let run = Scenario::new("t", &script(r#"[{stderr: "fatal: disk full"}, {exit: 1}]"#)).run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    let run = run_steps(r#"[{stderr: "fatal: disk full"}, {exit: 1}]"#, &[]);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.exit_code, Some(1));
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some("agent exited with code 1 before answering the prompt: fatal: disk full")
-    );
+    run.assert_crash("agent exited with code 1 before answering the prompt: fatal: disk full");
     assert_eq!(run.status.code(), Some(3));
 }
 
 #[test]
 fn sigkill_mid_prompt_is_a_crash_naming_the_signal() {
-    let run = Scenario::new("t", &script(r#"[{text: "working"}, kill]"#)).run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    let run = run_steps(r#"[{text: "working"}, kill]"#, &[]);
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.signal, Some(9));
-    assert!(
-        run.result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.contains("SIGKILL"))
-    );
+    assert!(run.crash().contains("SIGKILL"), "{}", run.result_json);
 }
 
 #[test]
 fn a_turn_with_no_output_at_all_is_a_crash() {
-    let run = Scenario::new("t", &script("[]")).run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
-    assert!(
-        run.result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.starts_with("no output"))
-    );
+    let run = run_steps("[]", &[]);
+    run.assert_outcome(OutcomeClass::Crashed);
+    assert!(run.crash().starts_with("no output"), "{}", run.result_json);
 }
 
 #[test]
 fn a_crash_pattern_then_a_hang_is_killed_at_once() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{stderr: "Error: No messages returned"}, hang]"#),
-    )
-    .args(&["--idle-timeout", "1h", "--grace", "1h"])
-    .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some("crash pattern `No messages returned` on stderr: Error: No messages returned")
+    let run = run_steps(
+        r#"[{stderr: "Error: No messages returned"}, hang]"#,
+        &["--idle-timeout", "1h", "--grace", "1h"],
     );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash("crash pattern `No messages returned` on stderr: Error: No messages returned");
     assert_eq!(run.result.signal, Some(9));
 }
 
 #[test]
 fn a_configured_crash_pattern_is_watched() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{stderr: "panic: widget exploded"}, hang]"#),
-    )
-    .args(&[
-        "--crash-pattern",
-        "widget (exploded|melted)",
-        "--idle-timeout",
-        "1h",
-    ])
-    .run();
+    let run = run_steps(
+        r#"[{stderr: "panic: widget exploded"}, hang]"#,
+        &[
+            "--crash-pattern",
+            "widget (exploded|melted)",
+            "--idle-timeout",
+            "1h",
+        ],
+    );
     assert!(
-        run.result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.contains("widget (exploded|melted)"))
+        run.crash().contains("widget (exploded|melted)"),
+        "{}",
+        run.result_json
     );
 }
 
 #[test]
 fn going_silent_past_the_idle_timeout_is_cancelled_and_a_crash() {
-    let run = Scenario::new("t", &script(r#"[{text: "thinking"}, {silence: 1h}]"#))
-        .args(&["--idle-timeout", "300ms", "--grace", "1h"])
-        .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    let run = run_steps(
+        r#"[{text: "thinking"}, {silence: 1h}]"#,
+        &["--idle-timeout", "300ms", "--grace", "1h"],
+    );
+    run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
     assert!(
-        run.result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.starts_with("idle timeout"))
+        run.crash().starts_with("idle timeout"),
+        "{}",
+        run.result_json
     );
 }
 
 #[test]
 fn a_hang_that_ignores_cancel_is_killed_after_the_grace_period() {
-    let run = Scenario::new("t", &script(r#"[{text: "thinking"}, hang]"#))
-        .args(&["--idle-timeout", "300ms", "--grace", "200ms"])
-        .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
-    assert_eq!(run.result.signal, Some(9));
-    assert!(
-        run.result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.contains("was killed")),
-        "{}",
-        run.result_json
+    let run = run_steps(
+        r#"[{text: "thinking"}, hang]"#,
+        &["--idle-timeout", "300ms", "--grace", "200ms"],
     );
+    run.assert_outcome(OutcomeClass::Crashed);
+    assert_eq!(run.result.signal, Some(9));
+    assert!(run.crash().contains("was killed"), "{}", run.result_json);
 }
 
 #[test]
 fn the_total_timeout_ends_a_busy_agent() {
-    let run = Scenario::new("t", &script(r#"[{text: "a"}, {delay: 1h}]"#))
-        .args(&["--total-timeout", "500ms", "--grace", "1h"])
-        .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
+    let run = run_steps(
+        r#"[{text: "a"}, {delay: 1h}]"#,
+        &["--total-timeout", "500ms", "--grace", "1h"],
+    );
+    run.assert_outcome(OutcomeClass::Crashed);
     assert!(
-        run.result
-            .crash
-            .as_deref()
-            .is_some_and(|crash| crash.starts_with("total timeout"))
+        run.crash().starts_with("total timeout"),
+        "{}",
+        run.result_json
     );
 }
 
 #[test]
 fn claudes_usage_limit_error_is_exhaustion_with_its_reset_time() {
-    let run = Scenario::new(
-        "t",
-        &script(
-            r#"[{error: {message: "Claude AI usage limit reached|1760000000", error_kind: usage_limit}}]"#,
-        ),
-    )
-    .run();
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Exhausted,
-        "{}",
-        run.result_json
+    let run = run_steps(
+        r#"[{error: {message: "Claude AI usage limit reached|1760000000", error_kind: usage_limit}}]"#,
+        &[],
     );
+    run.assert_outcome(OutcomeClass::Exhausted);
     let exhaustion = run.result.exhaustion.expect("exhaustion");
     assert_eq!(exhaustion.reset_at, Some(1_760_000_000));
     assert_eq!(run.status.code(), Some(4));
@@ -154,33 +145,21 @@ fn claudes_usage_limit_error_is_exhaustion_with_its_reset_time() {
 
 #[test]
 fn a_usage_limit_in_the_agents_prose_is_not_exhaustion() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{text: "The log said: Claude AI usage limit reached|1760000000 and insufficient_quota."}]"#),
-    )
-    .run();
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Finished,
-        "{}",
-        run.result_json
+    let run = run_steps(
+        r#"[{text: "The log said: Claude AI usage limit reached|1760000000 and insufficient_quota."}]"#,
+        &[],
     );
+    run.assert_outcome(OutcomeClass::Finished);
     assert_eq!(run.result.exhaustion, None);
 }
 
 #[test]
 fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{stderr: "{\"type\":\"usage_limit_reached\",\"resets_at\":1760003600}"}, {exit: 1}]"#),
-    )
-    .run();
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Exhausted,
-        "{}",
-        run.result_json
+    let run = run_steps(
+        r#"[{stderr: "{\"type\":\"usage_limit_reached\",\"resets_at\":1760003600}"}, {exit: 1}]"#,
+        &[],
     );
+    run.assert_outcome(OutcomeClass::Exhausted);
     assert_eq!(
         run.result.exhaustion.and_then(|e| e.reset_at),
         Some(1_760_003_600)
@@ -189,31 +168,21 @@ fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
 
 #[test]
 fn a_rate_limit_prompt_error_is_exhaustion() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#),
-    )
-    .run();
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Exhausted,
-        "{}",
-        run.result_json
+    let run = run_steps(
+        r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#,
+        &[],
     );
+    run.assert_outcome(OutcomeClass::Exhausted);
 }
 
 #[test]
 fn any_other_prompt_error_is_a_crash() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{error: {code: -32603, message: "API Error: 500"}}]"#),
-    )
-    .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Crashed);
-    assert_eq!(
-        run.result.crash.as_deref(),
-        Some("the agent answered the prompt with error -32603: API Error: 500")
+    let run = run_steps(
+        r#"[{error: {code: -32603, message: "API Error: 500"}}]"#,
+        &[],
     );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash("the agent answered the prompt with error -32603: API Error: 500");
 }
 
 #[test]
@@ -224,21 +193,16 @@ fn sigterm_to_the_runner_cancels_the_attempt() {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal the runner");
     let run = scenario.wait(child, stdout);
-    assert_eq!(run.result.outcome, OutcomeClass::Cancelled);
+    run.assert_outcome(OutcomeClass::Cancelled);
     assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
     assert_eq!(run.status.code(), Some(5));
 }
 
 #[test]
 fn a_permissioned_write_inside_the_workspace_is_allowed() {
-    let scenario = Scenario::new(
-        "t",
-        &script(
-            r#"[{tool: {path: notes/out.txt, write: "hello", ok_text: "<task-done>{task}</task-done>"}}]"#,
-        ),
-    );
+    let scenario = tool_call(r#"path: notes/out.txt, write: "hello""#);
     let run = scenario.run();
-    assert_eq!(run.result.sigils.task_done.as_deref(), Some("t"));
+    assert_sigils(&run, Some("t"), None);
     let written =
         std::fs::read_to_string(scenario.workspace().join("notes/out.txt")).expect("file");
     assert_eq!(written, "hello");
@@ -246,77 +210,38 @@ fn a_permissioned_write_inside_the_workspace_is_allowed() {
 
 #[test]
 fn a_write_matching_a_deny_pattern_is_refused() {
-    let scenario = Scenario::new(
-        "t",
-        &script(r#"[{tool: {path: secrets.env, write: "x", ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#),
-    )
-    .args(&["--deny", "secrets.*"]);
+    let scenario = tool_call(r#"path: secrets.env, write: "x""#).args(&["--deny", "secrets.*"]);
     let run = scenario.run();
-    assert_eq!(
-        run.result.sigils.task_failed.as_deref(),
-        Some("t"),
-        "{}",
-        run.result_json
-    );
+    assert_sigils(&run, None, Some("t"));
     assert!(!scenario.workspace().join("secrets.env").exists());
     assert!(run.stdout.contains(r#""allowed":false"#));
 }
 
 #[test]
 fn a_write_outside_the_workspace_is_refused() {
-    let scenario = Scenario::new(
-        "t",
-        &script(
-            r#"[{tool: {path: ../escaped.txt, write: "x", ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#,
-        ),
-    );
+    let scenario = tool_call(r#"path: ../escaped.txt, write: "x""#);
     let run = scenario.run();
-    assert_eq!(
-        run.result.sigils.task_failed.as_deref(),
-        Some("t"),
-        "{}",
-        run.result_json
-    );
+    assert_sigils(&run, None, Some("t"));
     assert!(!scenario.path("escaped.txt").exists());
 }
 
 #[test]
 fn a_write_through_a_symlink_out_of_the_workspace_is_refused() {
-    let scenario = Scenario::new(
-        "t",
-        &script(
-            r#"[{tool: {path: link/escaped.txt, write: "x", ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#,
-        ),
-    );
+    let scenario = tool_call(r#"path: link/escaped.txt, write: "x""#);
     std::fs::create_dir(scenario.path("outside")).expect("outside dir");
     std::os::unix::fs::symlink(scenario.path("outside"), scenario.workspace().join("link"))
         .expect("symlink");
     let run = scenario.run();
-    assert_eq!(
-        run.result.sigils.task_failed.as_deref(),
-        Some("t"),
-        "{}",
-        run.result_json
-    );
+    assert_sigils(&run, None, Some("t"));
     assert!(!scenario.path("outside/escaped.txt").exists());
 }
 
 #[test]
 fn a_file_inside_the_workspace_can_be_read() {
-    let scenario = Scenario::new(
-        "t",
-        &script(
-            r#"[{tool: {path: input.txt, read: true, ok_text: "<task-done>{task}</task-done>", fail_text: "<task-failed>{task}</task-failed>"}}]"#,
-        ),
-    );
+    let scenario = tool_call("path: input.txt, read: true");
     std::fs::write(scenario.workspace().join("input.txt"), "data").expect("input");
     let run = scenario.run();
-    assert_eq!(
-        run.result.sigils.task_done.as_deref(),
-        Some("t"),
-        "{}",
-        run.result_json
-    );
+    assert_sigils(&run, Some("t"), None);
 }
 
 #[test]
@@ -371,17 +296,10 @@ fn wait_for(mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_usage_limit_on_stderr_stops_a_hanging_agent_at_once() {
-    let run = Scenario::new(
-        "t",
-        &script(r#"[{stderr: "Claude AI usage limit reached|1760000000"}, hang]"#),
-    )
-    .args(&["--idle-timeout", "1h", "--grace", "1h"])
-    .run();
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Exhausted,
-        "{}",
-        run.result_json
+    let run = run_steps(
+        r#"[{stderr: "Claude AI usage limit reached|1760000000"}, hang]"#,
+        &["--idle-timeout", "1h", "--grace", "1h"],
     );
+    run.assert_outcome(OutcomeClass::Exhausted);
     assert_eq!(run.result.signal, Some(9));
 }

@@ -10,12 +10,7 @@ use scripted::Scenario;
 
 fn finished(task: &str, steps: &str) -> scripted::Run {
     let run = Scenario::new(task, &format!("default: {steps}\n")).run();
-    assert_eq!(
-        run.result.outcome,
-        OutcomeClass::Finished,
-        "{}",
-        run.result_json
-    );
+    run.assert_outcome(OutcomeClass::Finished);
     assert_eq!(run.status.code(), Some(0));
     run
 }

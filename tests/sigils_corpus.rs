@@ -3,8 +3,12 @@
 //! may give a verdict, and a final answer must give exactly its own; however the text is cut
 //! into chunks, the result is the same.
 
+#[path = "support/sigil_scan.rs"]
+mod sigil_scan;
+
 use ralph::engine::prompt::{self, FeatureText, PromptInput, TaskText};
-use ralph::engine::sigils::{Promise, SigilScanner, Sigils, Verdict};
+use ralph::engine::sigils::{Promise, Sigils, Verdict};
+use sigil_scan::scan;
 
 const TASK: &str = "build-api";
 
@@ -47,18 +51,6 @@ impl Verdicts {
             ..Self::default()
         }
     }
-}
-
-/// A turn whose messages are each pushed as the given chunks.
-fn scan(messages: &[Vec<&str>]) -> Sigils {
-    let mut scanner = SigilScanner::new();
-    for chunks in messages {
-        for chunk in chunks {
-            scanner.push(chunk);
-        }
-        scanner.end_message();
-    }
-    scanner.finish()
 }
 
 fn whole(messages: &[&str]) -> Sigils {

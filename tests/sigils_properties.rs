@@ -1,8 +1,12 @@
 //! Properties of the sigil parser: it never panics, the way text is chunked never changes
 //! what it finds, and a verdict comes only from a sigil block that ends the last message.
 
+#[path = "support/sigil_scan.rs"]
+mod sigil_scan;
+
 use proptest::prelude::*;
 use ralph::engine::sigils::{self, Promise, SigilScanner, Sigils};
+use sigil_scan::scan;
 
 /// Pieces of sigil markup, valid and broken, to build text that exercises the parser.
 const FRAGMENTS: &[&str] = &[
@@ -95,17 +99,6 @@ fn verdicts(sigils: &Sigils) -> (Option<&str>, Option<&str>, Option<Promise>) {
     )
 }
 
-fn parse_messages(messages: &[Vec<&str>]) -> Sigils {
-    let mut scanner = SigilScanner::new();
-    for chunks in messages {
-        for chunk in chunks {
-            scanner.push(chunk);
-        }
-        scanner.end_message();
-    }
-    scanner.finish()
-}
-
 fn parse_chunks(chunks: &[&str]) -> Sigils {
     let mut scanner = SigilScanner::new();
     for chunk in chunks {
@@ -178,6 +171,6 @@ proptest! {
             .iter()
             .map(|(m, fractions)| split_at_fractions(m, fractions))
             .collect();
-        prop_assert_eq!(parse_messages(&chunked), parse_messages(&whole));
+        prop_assert_eq!(scan(&chunked), scan(&whole));
     }
 }

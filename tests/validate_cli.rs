@@ -51,6 +51,22 @@ fn invalid(file: &str) -> String {
     run.stderr
 }
 
+/// Asserts that validating `file` fails, reporting each of `problems` on stderr.
+fn assert_reports(file: &str, problems: &[&str]) {
+    let stderr = invalid(file);
+    for problem in problems {
+        assert!(stderr.contains(problem), "{problem:?} in:\n{stderr}");
+    }
+}
+
+/// Asserts that validating the manifest `yaml` fails, reporting each of `problems`.
+fn assert_text_reports(yaml: &str, problems: &[&str]) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("feature.yaml");
+    std::fs::write(&path, yaml).expect("write the manifest");
+    assert_reports(&path.display().to_string(), problems);
+}
+
 /// The task names of the tree lines (after the header), with their indentation.
 fn tree(lines: &[String]) -> Vec<String> {
     lines
@@ -167,53 +183,52 @@ fn several_files_print_every_feature_in_order() {
 
 #[test]
 fn a_cycle_is_reported_with_its_path_and_file() {
-    let stderr = invalid("config/samples/invalid/cycle.yaml");
-    assert!(
-        stderr.contains(
-            "error: config/samples/invalid/cycle.yaml:10 (document 1): Feature cycle: dependency cycle: plan -> test -> build -> plan"
-        ),
-        "{stderr}"
+    assert_reports(
+        "config/samples/invalid/cycle.yaml",
+        &[
+            "error: config/samples/invalid/cycle.yaml:10 (document 1): Feature cycle: dependency cycle: plan -> test -> build -> plan",
+        ],
     );
 }
 
 #[test]
 fn an_unknown_dependency_names_the_task_and_the_missing_name() {
-    let stderr = invalid("config/samples/invalid/unknown-dependency.yaml");
-    assert!(
-        stderr.contains("unknown-dependency.yaml:11 (document 1): Feature unknown-dependency: task \"deploy\" depends on unknown task \"package\""),
-        "{stderr}"
+    assert_reports(
+        "config/samples/invalid/unknown-dependency.yaml",
+        &[
+            "unknown-dependency.yaml:11 (document 1): Feature unknown-dependency: task \"deploy\" depends on unknown task \"package\"",
+        ],
     );
 }
 
 #[test]
 fn a_duplicate_name_is_reported() {
-    let stderr = invalid("config/samples/invalid/duplicate-name.yaml");
-    assert!(
-        stderr.contains("Feature duplicate-name: duplicate task name \"build\""),
-        "{stderr}"
+    assert_reports(
+        "config/samples/invalid/duplicate-name.yaml",
+        &["Feature duplicate-name: duplicate task name \"build\""],
     );
 }
 
 #[test]
 fn a_typo_field_names_the_field_the_task_and_its_line() {
-    let stderr = invalid("config/samples/invalid/typo-field.yaml");
-    assert!(
-        stderr.contains(
-            "error: config/samples/invalid/typo-field.yaml:12 (document 1): Feature typo-field: spec.tasks[test].dependOn: unknown field \"dependOn\" (did you mean \"dependsOn\"?)"
-        ),
-        "{stderr}"
+    assert_reports(
+        "config/samples/invalid/typo-field.yaml",
+        &[
+            "error: config/samples/invalid/typo-field.yaml:12 (document 1): Feature typo-field: spec.tasks[test].dependOn: unknown field \"dependOn\" (did you mean \"dependsOn\"?)",
+        ],
     );
 }
 
 #[test]
 fn a_bad_task_name_is_reported_for_the_task_and_its_dependent() {
-    let stderr = invalid("config/samples/invalid/bad-name.yaml");
-    assert!(
-        stderr.contains("spec.tasks[Write_Code].name: \"Write_Code\" is not a valid name"),
-        "{stderr}"
+    assert_reports(
+        "config/samples/invalid/bad-name.yaml",
+        &[
+            "spec.tasks[Write_Code].name: \"Write_Code\" is not a valid name",
+            "spec.tasks[test].dependsOn[0]",
+            "2 problems found",
+        ],
     );
-    assert!(stderr.contains("spec.tasks[test].dependsOn[0]"), "{stderr}");
-    assert!(stderr.contains("2 problems found"), "{stderr}");
 }
 
 #[test]
@@ -231,10 +246,9 @@ fn problems_in_several_files_are_all_listed() {
 
 #[test]
 fn a_missing_file_is_a_problem_not_a_usage_error() {
-    let stderr = invalid("config/samples/does-not-exist.yaml");
-    assert!(
-        stderr.contains("config/samples/does-not-exist.yaml: cannot read the file"),
-        "{stderr}"
+    assert_reports(
+        "config/samples/does-not-exist.yaml",
+        &["config/samples/does-not-exist.yaml: cannot read the file"],
     );
 }
 
@@ -245,23 +259,12 @@ fn no_file_is_a_usage_error() {
     assert!(run.stderr.contains("<FILE>"), "{}", run.stderr);
 }
 
-fn invalid_text(yaml: &str) -> String {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("feature.yaml");
-    std::fs::write(&path, yaml).expect("write the manifest");
-    invalid(&path.display().to_string())
-}
-
 const FEATURE_HEAD: &str = "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: f\nspec:\n  agent:\n    command: [agent]\n";
 
 #[test]
 fn a_tab_in_the_indentation_is_named_with_its_line() {
     let yaml = format!("{FEATURE_HEAD}  tasks:\n\t- name: a\n");
-    let stderr = invalid_text(&yaml);
-    assert!(
-        stderr.contains("feature.yaml:9") && stderr.contains("tab"),
-        "{stderr}"
-    );
+    assert_text_reports(&yaml, &["feature.yaml:9", "tab"]);
 }
 
 #[test]
@@ -269,9 +272,7 @@ fn a_cycle_is_reported_alongside_a_field_problem() {
     let yaml = format!(
         "{FEATURE_HEAD}  tasks:\n    - name: a\n      dependsOn: [b]\n      dependOn: [x]\n    - name: b\n      dependsOn: [a]\n"
     );
-    let stderr = invalid_text(&yaml);
-    assert!(stderr.contains("dependOn"), "{stderr}");
-    assert!(stderr.contains("cycle"), "{stderr}");
+    assert_text_reports(&yaml, &["dependOn", "cycle"]);
 }
 
 #[test]
@@ -279,9 +280,7 @@ fn an_unknown_dependency_is_reported_alongside_a_field_problem() {
     let yaml = format!(
         "{FEATURE_HEAD}  parallelism: many\n  tasks:\n    - name: a\n      dependsOn: [ghost]\n"
     );
-    let stderr = invalid_text(&yaml);
-    assert!(stderr.contains("parallelism"), "{stderr}");
-    assert!(stderr.contains("ghost"), "{stderr}");
+    assert_text_reports(&yaml, &["parallelism", "ghost"]);
 }
 
 #[test]

@@ -51,6 +51,14 @@ impl Harness {
         Self::start_on(server, max_concurrent_attempts)
     }
 
+    /// Starts the server, lets `faults` prepare it (lagging watches, failing requests), then
+    /// starts the controller.
+    pub async fn start_after(faults: impl FnOnce(&FakeApiServer)) -> Harness {
+        let server = FakeApiServer::start().await.expect("fake API server");
+        faults(&server);
+        Self::start_on(server, 100)
+    }
+
     /// Starts the controller against `server` (faults may be injected before it starts).
     pub fn start_on(server: FakeApiServer, max_concurrent_attempts: usize) -> Harness {
         let client = server.client_in(NS);
@@ -122,17 +130,11 @@ impl Harness {
         type_: &str,
         reason: &str,
     ) -> Condition {
-        self.eventually(
-            &format!("feature {name} condition {type_} {reason}"),
-            || async {
-                let feature = self.features().get(name).await.ok()?;
-                feature
-                    .status?
-                    .conditions
-                    .into_iter()
-                    .find(|c| c.type_ == type_ && c.reason == reason)
-            },
-        )
+        let what = format!("feature {name} condition {type_} {reason}");
+        self.eventually(&what, || async {
+            let conditions = self.features().get(name).await.ok()?.status?.conditions;
+            condition_with(conditions, type_, reason)
+        })
         .await
     }
 
@@ -143,17 +145,24 @@ impl Harness {
         type_: &str,
         reason: &str,
     ) -> Condition {
-        self.eventually(
-            &format!("task {name} condition {type_} {reason}"),
-            || async {
-                let task = self.tasks().get(name).await.ok()?;
-                task.status?
-                    .conditions
-                    .into_iter()
-                    .find(|c| c.type_ == type_ && c.reason == reason)
-            },
-        )
+        let what = format!("task {name} condition {type_} {reason}");
+        self.eventually(&what, || async {
+            let conditions = self.tasks().get(name).await.ok()?.status?.conditions;
+            condition_with(conditions, type_, reason)
+        })
         .await
+    }
+
+    /// Creates the Feature `name` of one task `a` (defaults otherwise) and waits for the Pod
+    /// of its first attempt.
+    pub async fn start_one_task_feature(&self, name: &str) -> Pod {
+        self.create_feature(feature_manifest(
+            name,
+            serde_json::json!([{"name": "a"}]),
+            serde_json::json!({}),
+        ))
+        .await;
+        self.wait_for_pod(&format!("{name}-a-a1")).await
     }
 
     /// Creates a Feature from its JSON manifest.
@@ -195,22 +204,12 @@ impl Harness {
     }
 
     /// Waits until `check` returns `Some`, polling; panics after [`PATIENCE`] naming `what`.
-    pub async fn eventually<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    pub async fn eventually<T, F, Fut>(&self, what: &str, check: F) -> T
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Option<T>>,
     {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Some(value) = check().await {
-                return value;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "gave up waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        poll_until(what, check, || {}).await
     }
 
     /// Waits for the Feature's status phase to be `phase` (as printed, e.g. "Complete").
@@ -311,6 +310,37 @@ impl Harness {
             .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .unwrap_or_else(|error| panic!("patch status of Pod {pod}: {error}"));
+    }
+}
+
+/// The condition of type `type_` among `conditions`, if it has `reason`.
+fn condition_with(conditions: Vec<Condition>, type_: &str, reason: &str) -> Option<Condition> {
+    conditions
+        .into_iter()
+        .find(|c| c.type_ == type_ && c.reason == reason)
+}
+
+/// Polls `check` until it returns `Some`, calling `still_healthy` (which may panic with what
+/// went wrong) before each wait; panics after [`PATIENCE`] naming `what`.
+pub async fn poll_until<T, Fut>(
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+    mut still_healthy: impl FnMut(),
+) -> T
+where
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        still_healthy();
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

@@ -1,8 +1,7 @@
 //! A scripted fake of the Gemini API (`POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`
 //! and the calls gemini-cli makes beside it), for driving `gemini --acp` offline.
 //!
-//! Needs `#[path = "support/fake_model.rs"] mod fake_model;` and
-//! `#[path = "support/real_agent.rs"] mod real_agent;` in the same test crate.
+//! A part of tests/support/real_agents.rs (it uses its siblings `fake_model` and `real_agent`).
 //!
 //! ```ignore
 //! let fake = FakeGemini::start(Script::new().task("t-1", [Turn::text("<task-done>t-1</task-done>")]))?;
@@ -20,36 +19,30 @@ use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::fake_model::{
-    ModelServer, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, estimate_tokens,
-    event_stream, json_error, split_chars,
+use super::fake_model::{
+    FakeApi, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire, estimate_tokens,
+    event_stream, json_error, offers_tools, split_chars,
 };
-use crate::real_agent::{AgentLaunch, installed_agent_bin};
+use super::real_agent::{AgentLaunch, installed_agent_bin};
 
 /// The model gemini-cli is started with (`-m`).
 pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
 
-/// A running fake Gemini API; stops when dropped.
-pub struct FakeGemini {
-    server: ModelServer,
-}
+/// The Gemini API.
+pub struct Gemini;
 
-impl std::ops::Deref for FakeGemini {
-    type Target = ModelServer;
+impl Wire for Gemini {
+    const NAME: &'static str = "fake-gemini";
 
-    fn deref(&self) -> &ModelServer {
-        &self.server
+    fn routes() -> Router<Arc<Shared>> {
+        Router::new().fallback(dispatch)
     }
 }
+
+/// A running fake Gemini API; stops when dropped.
+pub type FakeGemini = FakeApi<Gemini>;
 
 impl FakeGemini {
-    /// Starts the server on `127.0.0.1:0`.
-    pub fn start(script: Script) -> std::io::Result<Self> {
-        let server =
-            ModelServer::start(script, "fake-gemini", || Router::new().fallback(dispatch))?;
-        Ok(Self { server })
-    }
-
     /// A call of gemini-cli's `run_shell_command` tool.
     pub fn shell(command: &str) -> Turn {
         Turn::tool_call(
@@ -147,6 +140,11 @@ impl FakeGemini {
     }
 }
 
+/// gemini-cli against a fake scripted with `script`, in the home `home`.
+pub fn gemini(script: Script, home: &Path) -> (FakeGemini, AgentLaunch) {
+    FakeGemini::start_for(script, |fake| fake.gemini_cli(home))
+}
+
 /// The text parts of every user turn in a Gemini request's `contents`, joined.
 pub fn user_text(body: &Value) -> String {
     body.get("contents")
@@ -215,15 +213,11 @@ async fn dispatch(
             &json!({ "error": { "code": 400, "status": "INVALID_ARGUMENT", "message": "body is not JSON" } }),
         );
     };
-    let offers_tools = request
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| !tools.is_empty());
     let reply = Reply {
         model,
         input_tokens: estimate_tokens(body.len()),
     };
-    if !offers_tools {
+    if !offers_tools(&request) {
         shared.record(&method, &uri, RequestKind::Side, &body);
         return reply.side(&request, streamed);
     }

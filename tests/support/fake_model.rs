@@ -1,4 +1,4 @@
-//! What the fake model servers (`fake_openai.rs`, `fake_gemini.rs`) share: the agent-neutral
+//! What the fake model servers (`fake_anthropic.rs`, `fake_openai.rs`, `fake_gemini.rs`) share: the agent-neutral
 //! [`Turn`]s a test scripts, the [`Script`] that picks them by task, and the [`ModelServer`]
 //! that records every request and runs an axum router on `127.0.0.1:0` on a thread of its own.
 //!
@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -140,6 +141,8 @@ pub enum RequestKind {
     Main { key: Option<String> },
     /// A model call outside the main conversation (titles, checks), answered with a canned text.
     Side,
+    /// A token-count request, answered with an estimate.
+    CountTokens,
     /// Anything else (probes, unknown paths).
     Other,
 }
@@ -215,6 +218,52 @@ impl Shared {
         });
         self.changed.notify_all();
         recorded.requests.len() as u64
+    }
+}
+
+/// A wire format a fake model API speaks: the name of its server thread and its routes.
+pub trait Wire {
+    /// The server thread's name.
+    const NAME: &'static str;
+
+    /// The routes, on the shared script and record.
+    fn routes() -> Router<Arc<Shared>>;
+}
+
+/// A running fake model API speaking `W` (e.g. `FakeOpenAi`); stops when dropped.
+pub struct FakeApi<W> {
+    server: ModelServer,
+    wire: PhantomData<W>,
+}
+
+impl<W> std::ops::Deref for FakeApi<W> {
+    type Target = ModelServer;
+
+    fn deref(&self) -> &ModelServer {
+        &self.server
+    }
+}
+
+impl<W: Wire> FakeApi<W> {
+    /// Starts the server on `127.0.0.1:0`, on a thread of its own.
+    pub fn start(script: Script) -> std::io::Result<Self> {
+        Ok(Self {
+            server: ModelServer::start(script, W::NAME, W::routes)?,
+            wire: PhantomData,
+        })
+    }
+
+    /// Starts the server and configures an agent against it with `configure`; panics with
+    /// the reason when either fails (a test cannot go on without them).
+    pub fn start_for<A>(
+        script: Script,
+        configure: impl FnOnce(&Self) -> std::io::Result<A>,
+    ) -> (Self, A) {
+        let fake = Self::start(script)
+            .unwrap_or_else(|error| panic!("start the {} server: {error}", W::NAME));
+        let agent = configure(&fake)
+            .unwrap_or_else(|error| panic!("configure the agent for {}: {error}", W::NAME));
+        (fake, agent)
     }
 }
 
@@ -343,6 +392,20 @@ pub fn split_chars(text: &str, chars: usize) -> Vec<String> {
     all.chunks(chars.max(1))
         .map(|piece| piece.iter().collect())
         .collect()
+}
+
+/// Whether a model request offers the agent tools (the main conversation does; titles and
+/// checks do not).
+pub fn offers_tools(request: &Value) -> bool {
+    request
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| !tools.is_empty())
+}
+
+/// One server-sent event named `event` carrying `data`.
+pub fn sse(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }
 
 /// A `text/event-stream` response of `events`; when `hang`, the stream then never ends.

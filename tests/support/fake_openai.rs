@@ -1,7 +1,7 @@
 //! A scripted fake of the OpenAI Responses API (`POST /v1/responses`, streamed as server-sent
 //! events the way Codex reads them), for driving codex-acp offline.
 //!
-//! Needs `#[path = "support/fake_model.rs"] mod fake_model;` in the same test crate.
+//! A part of tests/support/real_agents.rs (it uses its siblings `fake_model` and `real_agent`).
 //!
 //! ```ignore
 //! let fake = FakeOpenAi::start(Script::new().task("t-1", [FakeOpenAi::shell("echo hi > a"), Turn::text("<task-done>t-1</task-done>")]))?;
@@ -20,11 +20,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use crate::fake_model::{
-    ModelServer, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, estimate_tokens,
-    event_stream, json_error, split_chars,
+use super::fake_model::{
+    FakeApi, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire, estimate_tokens,
+    event_stream, json_error, offers_tools, split_chars, sse,
 };
-use crate::real_agent::{AgentLaunch, installed_agent_bin};
+use super::real_agent::{AgentLaunch, installed_agent_bin};
 
 /// The model named in Codex's configuration; the fake echoes whatever the request names.
 pub const CODEX_MODEL: &str = "gpt-5.5";
@@ -40,30 +40,23 @@ pub enum CodexApproval {
     OnRequest,
 }
 
-/// A running fake Responses API; stops when dropped.
-pub struct FakeOpenAi {
-    server: ModelServer,
-}
+/// The OpenAI Responses API.
+pub struct OpenAi;
 
-impl std::ops::Deref for FakeOpenAi {
-    type Target = ModelServer;
+impl Wire for OpenAi {
+    const NAME: &'static str = "fake-openai";
 
-    fn deref(&self) -> &ModelServer {
-        &self.server
+    fn routes() -> Router<Arc<Shared>> {
+        Router::new()
+            .route("/v1/responses", post(responses))
+            .fallback(other)
     }
 }
+
+/// A running fake OpenAI Responses API; stops when dropped.
+pub type FakeOpenAi = FakeApi<OpenAi>;
 
 impl FakeOpenAi {
-    /// Starts the server on `127.0.0.1:0`.
-    pub fn start(script: Script) -> std::io::Result<Self> {
-        let server = ModelServer::start(script, "fake-openai", || {
-            Router::new()
-                .route("/v1/responses", post(responses))
-                .fallback(other)
-        })?;
-        Ok(Self { server })
-    }
-
     /// A call of Codex's `exec_command` tool running `command` in the session's directory.
     pub fn shell(command: &str) -> Turn {
         Turn::tool_call(
@@ -177,6 +170,19 @@ stream_max_retries = 0
     }
 }
 
+/// codex-acp running commands without asking ([`CodexApproval::Never`]), against a fake
+/// scripted with `script`, in the home `home`.
+pub fn codex(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
+    FakeOpenAi::start_for(script, |fake| fake.codex_acp(home, CodexApproval::Never))
+}
+
+/// codex-acp asking the client before escalated commands ([`CodexApproval::OnRequest`]).
+pub fn codex_asking(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
+    FakeOpenAi::start_for(script, |fake| {
+        fake.codex_acp(home, CodexApproval::OnRequest)
+    })
+}
+
 /// The text of every user message in a Responses request's `input`, joined.
 pub fn user_text(body: &Value) -> String {
     let Some(input) = body.get("input") else {
@@ -229,11 +235,7 @@ async fn responses(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> 
             &json!({ "error": { "message": "body is not JSON", "type": "invalid_request_error" } }),
         );
     };
-    let offers_tools = request
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| !tools.is_empty());
-    if !offers_tools {
+    if !offers_tools(&request) {
         let id = shared.record(&Method::POST, &uri, RequestKind::Side, &body);
         let model = request
             .get("model")
@@ -408,8 +410,4 @@ impl Reply {
         }
         events
     }
-}
-
-fn sse(event: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }

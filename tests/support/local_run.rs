@@ -31,6 +31,13 @@ pub fn task<'a>(name: &'a str, depends_on: &'a [&'a str]) -> TaskDef<'a> {
 }
 
 /// A Feature manifest named `name` with `spec_extra` (YAML lines indented 2 spaces under
+impl<'a> TaskDef<'a> {
+    /// The task with extra YAML fields (indented 6 spaces).
+    pub fn with_extra(self, extra: &'a str) -> Self {
+        Self { extra, ..self }
+    }
+}
+
 /// `spec:`) and the tasks. Retries back off for one second at most.
 pub fn feature_yaml(name: &str, spec_extra: &str, tasks: &[TaskDef<'_>]) -> String {
     let mut yaml = format!(
@@ -97,6 +104,18 @@ impl Project {
         self.command(args).output().expect("ralph run starts")
     }
 
+    /// Runs `ralph run` to the end and asserts that it succeeded; returns its output.
+    pub fn run_to_success(&self, args: &[&str]) -> Output {
+        self.run_exiting(args, 0)
+    }
+
+    /// Runs `ralph run` to the end and asserts its exit code; returns its output.
+    pub fn run_exiting(&self, args: &[&str], code: i32) -> Output {
+        let output = self.run(args);
+        assert_eq!(exit_code(&output), code, "{}", describe(&output));
+        output
+    }
+
     /// Runs another `ralph` subcommand on this project's state.
     pub fn ralph(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_ralph"))
@@ -105,6 +124,20 @@ impl Project {
             .arg(self.state())
             .output()
             .expect("ralph starts")
+    }
+
+    /// Runs another `ralph` subcommand and asserts that it succeeded; returns its output.
+    pub fn ralph_ok(&self, args: &[&str]) -> Output {
+        let output = self.ralph(args);
+        assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+        output
+    }
+
+    /// Runs another `ralph` subcommand and asserts that it failed; returns its stderr.
+    pub fn ralph_failing(&self, args: &[&str]) -> String {
+        let output = self.ralph(args);
+        assert_ne!(exit_code(&output), 0, "{}", describe(&output));
+        String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
     /// The run's store.
@@ -129,6 +162,14 @@ impl Project {
     /// Every attempt.
     pub fn attempts(&self) -> Vec<AttemptRow> {
         self.store().attempts(None).expect("attempts")
+    }
+
+    /// The outcome of every attempt, in order ("" for one not concluded).
+    pub fn attempt_outcomes(&self) -> Vec<String> {
+        self.attempts()
+            .into_iter()
+            .map(|a| a.outcome.unwrap_or_default())
+            .collect()
     }
 
     /// The prompt file of an attempt.

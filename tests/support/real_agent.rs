@@ -32,6 +32,7 @@ pub const EXIT_FINISHED: i32 = 0;
 pub const EXIT_CRASHED: i32 = 3;
 pub const EXIT_EXHAUSTED: i32 = 4;
 pub const EXIT_CANCELLED: i32 = 5;
+pub const EXIT_MISCONFIGURED: i32 = 6;
 
 /// How to start one agent: program, arguments and environment (on top of the test's, minus
 /// variables with the removed prefixes, so a developer's real credentials never reach it).
@@ -330,6 +331,26 @@ impl Ended {
             "stop reason; result: {}\n{}",
             self.document, self.logs
         );
+    }
+
+    /// Asserts a finished attempt (exit status and outcome) that stopped for `stop_reason`
+    /// with the sigils `done` and `failed`.
+    pub fn assert_finished(
+        &self,
+        stop_reason: StopReason,
+        done: Option<&str>,
+        failed: Option<&str>,
+    ) {
+        self.assert_exit(EXIT_FINISHED);
+        self.assert_outcome(OutcomeClass::Finished);
+        self.assert_stop_reason(Some(stop_reason));
+        self.assert_sigils(done, failed);
+    }
+
+    /// Asserts a crashed attempt: outcome and exit status.
+    pub fn assert_crashed(&self) {
+        self.assert_outcome(OutcomeClass::Crashed);
+        self.assert_exit(EXIT_CRASHED);
     }
 
     /// Asserts the sigils: the task-done and task-failed IDs found.

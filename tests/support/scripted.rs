@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-use ralph::engine::attempt::AttemptResult;
+use ralph::engine::attempt::{AttemptResult, OutcomeClass};
 
 /// The `ralph` binary under test.
 pub fn ralph() -> &'static str {
@@ -33,6 +33,28 @@ pub struct Run {
     pub result_json: String,
     pub stdout: String,
     pub stderr: String,
+}
+
+impl Run {
+    /// Asserts the attempt's outcome (the failure shows the result document).
+    pub fn assert_outcome(&self, outcome: OutcomeClass) {
+        assert_eq!(self.result.outcome, outcome, "{}", self.result_json);
+    }
+
+    /// Asserts the whole crash summary (the failure shows the result document).
+    pub fn assert_crash(&self, crash: &str) {
+        assert_eq!(
+            self.result.crash.as_deref(),
+            Some(crash),
+            "{}",
+            self.result_json
+        );
+    }
+
+    /// The crash summary ("" when there is none).
+    pub fn crash(&self) -> &str {
+        self.result.crash.as_deref().unwrap_or_default()
+    }
 }
 
 impl Scenario {

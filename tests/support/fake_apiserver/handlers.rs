@@ -92,7 +92,8 @@ pub async fn handle(
     let response = match failure {
         Some(error) => error_response(&error),
         None => match target {
-            Some(target) => serve_resource(&shared, &method, &headers, &params, &target, &body),
+            Some(target) => dispatch(&shared, &method, &headers, &params, &target, &body)
+                .unwrap_or_else(|error| error_response(&error)),
             None => discovery::serve(&shared, uri.path()),
         },
     };
@@ -160,20 +161,6 @@ pub fn json_response(status: StatusCode, value: &Value) -> Response {
 /// A `Status` error response.
 pub fn error_response(error: &ApiError) -> Response {
     json_response(error.http_status(), &error.to_status())
-}
-
-fn serve_resource(
-    shared: &Shared,
-    method: &Method,
-    headers: &HeaderMap,
-    params: &Params,
-    target: &Target,
-    body: &Bytes,
-) -> Response {
-    match dispatch(shared, method, headers, params, target, body) {
-        Ok(response) => response,
-        Err(error) => error_response(&error),
-    }
 }
 
 fn dispatch(

@@ -4,14 +4,7 @@ use serde_json::{Map, Value};
 
 /// Applies an RFC 7386 JSON merge patch: objects merge, `null` deletes, anything else replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(target_map) = target else {
+    let Some((target_map, patch_map)) = object_maps(target, patch) else {
         return;
     };
     for (key, value) in patch_map {
@@ -21,6 +14,28 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
             merge_patch(target_map.entry(key.clone()).or_insert(Value::Null), value);
         }
     }
+}
+
+/// A JSON object's fields.
+type Fields = Map<String, Value>;
+
+/// The maps a merge of `patch` into `target` works on (a `target` that is not an object
+/// becomes an empty one); `None` when `patch` is not an object, after it replaced `target`.
+fn object_maps<'t, 'p>(
+    target: &'t mut Value,
+    patch: &'p Value,
+) -> Option<(&'t mut Fields, &'p Fields)> {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return None;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(target_map) = target else {
+        return None;
+    };
+    Some((target_map, patch_map))
 }
 
 /// The merge key of well-known lists of objects in built-in types (strategic merge patch).
@@ -46,14 +61,7 @@ fn merge_key(field: &str) -> Option<&'static str> {
 /// of built-in types merge element-wise by their merge key, and `$patch: delete` on such an
 /// element removes it.
 pub fn strategic_merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(target_map) = target else {
+    let Some((target_map, patch_map)) = object_maps(target, patch) else {
         return;
     };
     for (key, value) in patch_map {
