@@ -3,21 +3,19 @@
 //! are refused (read-only), and its `<verify-pass>` makes the task done. The agent is
 //! installed by `scripts/install-agents`; this test fails, not skips, without it.
 
-#[path = "support/fake_anthropic.rs"]
-mod fake_anthropic;
-#[path = "support/local_run.rs"]
-mod local_run;
+#[path = "support/real_agents.rs"]
+mod real_agents;
 
 use std::process::{Command, Stdio};
 
-use fake_anthropic::{FakeAnthropic, Script, Turn, claude_agent_acp_bin};
-use local_run::{Project, describe, exit_code, feature_yaml, task};
 use ralph::engine::dag::TaskPhase;
 use ralph::engine::verification::AttemptKind;
+use real_agents::fake_anthropic::{FakeAnthropic, claude};
+use real_agents::fake_model::{Script, Turn};
+use real_agents::local_run::{Project, describe, exit_code, feature_yaml, task};
 
 #[test]
 fn claude_agent_acp_does_the_work_and_a_read_only_claude_session_verifies_it() {
-    let agent = claude_agent_acp_bin().unwrap_or_else(|message| panic!("{message}"));
     let manifest = feature_yaml(
         "greeting",
         "  verify:\n    agent: true\n    command: \"grep -q Hello greeting.txt\"\n",
@@ -25,32 +23,34 @@ fn claude_agent_acp_does_the_work_and_a_read_only_claude_session_verifies_it() {
     );
     let project = Project::new(&manifest, "");
     let greeting = project.path("greeting.txt");
-    let fake = FakeAnthropic::start(Script::new().task(
-        "write-greeting",
-        [
-            // the work attempt
-            Turn::write_file(&greeting, "Hello, world!\n"),
-            Turn::text("Wrote greeting.txt.\n\n<task-done>write-greeting</task-done>"),
-            // the verification attempt: its edit is refused, then it reads and passes
-            Turn::write_file(&greeting, "Tampered\n"),
-            Turn::bash("cat greeting.txt"),
-            Turn::text(
-                "greeting.txt says Hello, world!\n\n<verify-pass>write-greeting</verify-pass>",
-            ),
-        ],
-    ))
-    .expect("fake Anthropic API starts");
     let home = project.path("home");
     std::fs::create_dir(&home).expect("home");
+    let (fake, agent) = claude(
+        Script::new().task(
+            "write-greeting",
+            [
+                // the work attempt
+                FakeAnthropic::write_file(&greeting, "Hello, world!\n"),
+                Turn::text("Wrote greeting.txt.\n\n<task-done>write-greeting</task-done>"),
+                // the verification attempt: its edit is refused, then it reads and passes
+                FakeAnthropic::write_file(&greeting, "Tampered\n"),
+                FakeAnthropic::bash("cat greeting.txt"),
+                Turn::text(
+                    "greeting.txt says Hello, world!\n\n<verify-pass>write-greeting</verify-pass>",
+                ),
+            ],
+        ),
+        &home,
+    );
     let mut command = Command::new(env!("CARGO_BIN_EXE_ralph"));
     command
         .arg("run")
         .arg(project.path("feature.yaml"))
         .arg("--agent")
-        .arg(agent)
+        .arg(&agent.program)
         .args(["--json", "--idle-timeout", "60s", "--total-timeout", "180s"])
         .stdin(Stdio::null());
-    fake.configure_agent(&mut command, &home);
+    agent.configure(&mut command);
     let output = command.output().expect("ralph run starts");
 
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));
