@@ -16,22 +16,23 @@ use super::activity::Activity;
 use super::client::{self, ClientContext};
 use super::config::RunnerConfig;
 use super::error::RunnerError;
-use super::events::{EventLog, now_ms};
+use super::events::EventLog;
 use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
 use super::process::{AgentPipes, AgentProcess, exit_fields};
 use super::stderr::{self, SharedDigest, StderrAlarm};
 use super::supervise::{Supervised, Supervision, not_acp_yet, supervise};
-use super::sync::lock;
 use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
+use crate::clock::now_ms;
 use crate::engine::attempt::{
     AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, RESULT_SCHEMA_VERSION, Timings,
     Usage,
 };
 use crate::engine::sigils::Sigils;
+use crate::sync::lock;
 
 /// Longest wait for the stderr watcher after the agent's group is gone.
 const STDERR_DRAIN: Duration = Duration::from_secs(1);
