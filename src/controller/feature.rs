@@ -140,7 +140,7 @@ async fn judge(
         ctx.pods
             .state_filter(|p| in_feature(p.labels(), p.namespace())),
     );
-    let now_ms = crate::clock::now_ms();
+    let now_ms = jiff::Timestamp::now().as_millisecond();
     let precheck = configuration_problem(feature, ctx);
     let recorded = status::recorded_misconfiguration(feature);
     let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::engine::attempt::{OutcomeClass, StopReason};
+use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, StopReason};
 use crate::engine::dag::PhaseCounts;
 use crate::engine::policy::{self, TaskContext};
 use crate::engine::sigils::Sigils;
@@ -39,19 +39,29 @@ fn context() -> TaskContext {
 
 fn result(done: bool) -> AttemptResult {
     AttemptResult {
+        version: RESULT_SCHEMA_VERSION,
+        task: "a".to_owned(),
+        attempt: Some("hello-a-a1".to_owned()),
+        outcome: OutcomeClass::Finished,
         stop_reason: Some(StopReason::EndTurn),
         exit_code: Some(0),
+        signal: None,
         sigils: Sigils {
             task_done: done.then(|| "a".to_owned()),
             ..Sigils::default()
         },
+        crash: None,
+        misconfiguration: None,
+        exhaustion: None,
         agent: Some("scripted 1.0".to_owned()),
+        model: None,
         usage: Usage {
             input_tokens: 10,
             output_tokens: 5,
             ..Usage::default()
         },
-        ..AttemptResult::new("a", Some("hello-a-a1".to_owned()), OutcomeClass::Finished)
+        timings: Default::default(),
+        truncated: vec![],
     }
 }
 
