@@ -10,6 +10,7 @@
 //!   Feature has a status counting all its tasks, and the controller's RSS then.
 //!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/controller_harness.rs"]
 mod controller_harness;

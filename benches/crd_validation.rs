@@ -4,6 +4,7 @@
 //! - a status merge patch end to end through the real kube client.
 //!
 //! `cargo bench --bench crd_validation`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -6,6 +6,7 @@
 //! - throughput when 50 tasks finish at once and their pushes race.
 //!
 //! Run with `cargo bench --bench git`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/git_server.rs"]
 mod git_server;

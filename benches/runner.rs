@@ -3,6 +3,7 @@
 //! relayed per second.
 //!
 //! `cargo bench --bench runner` (release build of the `ralph` binary as the agent).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

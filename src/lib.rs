@@ -5,9 +5,12 @@
 pub mod agent;
 pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod controller;
 pub mod engine;
 pub mod local;
 pub mod manifest;
 pub mod runner;
+pub mod signals;
+pub mod sync;
 pub mod workspace;

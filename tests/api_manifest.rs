@@ -1,4 +1,5 @@
 //! Loading Feature/Task manifests: what is accepted, and how each problem is reported.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
 //! The Argo CD health checks (config/argocd/*.lua), run in a real Lua 5.4 interpreter
 //! the way Argo CD runs them: the resource as global `obj`, the chunk returns
 //! `{status, message}`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

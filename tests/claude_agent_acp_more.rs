@@ -2,6 +2,7 @@
 //! tests/claude_agent_acp.rs for the first ones): the verdicts, a plain API 500, kill -9 of the
 //! agent, an idle hang, and permission requests under `permissions.defaultMode: "default"`.
 //! See docs/testing-with-real-agents.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/real_agents.rs"]
 mod real_agents;

@@ -3,6 +3,7 @@
 //!
 //! The agent is installed by `scripts/install-agents` (pinned in tests/agents); these tests
 //! fail, not skip, when it is missing. See docs/testing-with-real-agents.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/real_agents.rs"]
 mod real_agents;

@@ -1,6 +1,7 @@
 //! Claim Leases across attempts, against the fake API server: a retry takes the released
 //! Lease over (the fencing token counts the attempts), and the token is recorded in the
 //! Task's status.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

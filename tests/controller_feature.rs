@@ -1,6 +1,7 @@
 //! The controller against the fake API server, the test standing in for the kubelet:
 //! a Feature runs to Complete in dependency order, a crash is retried, an expired claim
 //! makes the attempt lost and retried, and a suspend cancels the running attempt.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -6,6 +6,7 @@
 //! The outage is compressed: election timings are scaled down with it (lease 3 s, renew
 //! deadline 2 s, retry 0.5 s against an outage of 5 s), so the controller goes through the
 //! same states as with the defaults (15 s, 10 s, 2 s) and a 60 s outage.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -1,6 +1,7 @@
 //! `ralph sidecar`'s loop against the fake API server: it renews the claim while the
 //! heartbeat is fresh, stops when another attempt holds the Lease, and stops renewing a
 //! stale heartbeat. Also the Lease claim operations (create, double claim, take over, release).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -1,5 +1,6 @@
 //! The fake Anthropic Messages API (tests/support/fake_anthropic.rs) speaks the wire format
 //! the real API does, so agents driven against it behave as they would in production.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/real_agents.rs"]
 mod real_agents;

@@ -1,5 +1,6 @@
 //! The fake API server, exercised through the real `kube::Client` (and kube-runtime's
 //! watcher): one behaviour per test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -1,5 +1,6 @@
 //! The fake API server refuses what a real one refuses: CRDs whose rules are over the cost
 //! budget, and custom objects (status writes included) that break their CRD's schema.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

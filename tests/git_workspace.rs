@@ -1,4 +1,5 @@
 //! The git layer against a real git server (git daemon and git http-backend on 127.0.0.1).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/git_server.rs"]
 mod git_server;

@@ -1,5 +1,6 @@
 //! The kubelet stand-in against the fake API server: mode A helpers (the test writes Pod
 //! status) and mode B (the stand-in runs the agent container as a local process).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

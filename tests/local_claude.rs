@@ -1,6 +1,7 @@
 //! `ralph run` completing a small feature with the real claude-agent-acp (Claude Code over
 //! ACP), offline: the agent talks to the scripted fake Anthropic API on 127.0.0.1. The
 //! agent is installed by `scripts/install-agents`; this test fails, not skips, without it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/real_agents.rs"]
 mod real_agents;

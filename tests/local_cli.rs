@@ -1,4 +1,5 @@
 //! `ralph status` and `ralph task list|show|reset|retry` on the state of a local run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/local_run.rs"]
 mod local_run;

@@ -1,4 +1,5 @@
 //! `ralph run` end to end: the real binary, the real runner and the scripted ACP agent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/local_run.rs"]
 mod local_run;

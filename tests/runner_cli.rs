@@ -1,5 +1,6 @@
 //! `ralph runner` command-line contract: usage errors exit 2 with a clear message, and
 //! without a result file the result is the last stdout line.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

@@ -1,5 +1,6 @@
 //! `ralph runner` on agents that cannot run as configured: each is reported once as
 //! `misconfigured` (exit status 6) with the problem and its fix, never as a crash.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

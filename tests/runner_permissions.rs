@@ -2,6 +2,7 @@
 //! agents that ask with only a `toolCallId` are judged on what their `tool_call` update
 //! said. The client file system is off in these scenarios, so the scripted agent writes
 //! files itself and the permission answer is the only guard.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

@@ -1,6 +1,7 @@
 //! `ralph runner` on agents that report failures inside a normal-looking turn (codex-acp's
 //! `systemError` thread status, errors on stderr), on what counts as exhaustion, and on
 //! what agents report beside their answer (informational chunks, tokens, model).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

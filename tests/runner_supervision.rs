@@ -1,6 +1,7 @@
 //! `ralph runner` on a misbehaving scripted agent: crashes, hangs, timeouts, quota
 //! exhaustion, signals, and file access outside the workspace, each asserted on the
 //! result document and the exit status.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

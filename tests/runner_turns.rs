@@ -1,5 +1,6 @@
 //! `ralph runner` on the scripted agent: what the agent says in its prompt turn and how
 //! the turn ends, each asserted on the result document.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

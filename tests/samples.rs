@@ -1,5 +1,6 @@
 //! `kubectl apply -f config/samples/` works: every file there holds Kubernetes objects
 //! that `ralph validate` accepts, and every Feature names an image holding its agent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

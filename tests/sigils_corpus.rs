@@ -2,6 +2,7 @@
 //! code, restated options, escaped tags, placeholders, echoes of the prompt, ...). None of them
 //! may give a verdict, and a final answer must give exactly its own; however the text is cut
 //! into chunks, the result is the same.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/sigil_scan.rs"]
 mod sigil_scan;

@@ -1,5 +1,6 @@
 //! Properties of the sigil parser: it never panics, the way text is chunked never changes
 //! what it finds, and a verdict comes only from a sigil block that ends the last message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/sigil_scan.rs"]
 mod sigil_scan;

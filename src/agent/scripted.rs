@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, substitute};
 use crate::runner::protocol::{RawPrompt, RawPromptResponse, RawSessionUpdate, TurnUsage};
-use crate::runner::sync::lock;
+use crate::sync::lock;
 
 /// The one session the scripted agent serves.
 const SESSION_ID: &str = "script-session";

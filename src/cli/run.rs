@@ -9,11 +9,12 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use super::exit::Exit;
+use crate::clock::now_ms;
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
 use crate::local::run_event::RunEvent;
-use crate::local::scheduler::{self, RunOptions, RunOutcome, now_ms};
+use crate::local::scheduler::{self, RunOptions, RunOutcome};
 use crate::local::status_view::Counts;
 use crate::local::store::Store;
 use crate::local::summary::Summary;

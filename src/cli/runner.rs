@@ -154,15 +154,12 @@ fn result_destination(explicit: Option<PathBuf>) -> Option<PathBuf> {
 
 /// SIGTERM and SIGINT cancel the attempt (session/cancel, grace, kill).
 fn cancel_on_signals(cancel: &CancellationToken) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut signals =
+        crate::signals::StopSignals::listen().context("cannot listen for SIGTERM and SIGINT")?;
     let cancel = cancel.clone();
     tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => tracing::info!("SIGTERM: cancelling the attempt"),
-            _ = interrupt.recv() => tracing::info!("SIGINT: cancelling the attempt"),
-        }
+        let signal = signals.recv().await;
+        tracing::info!("{}: cancelling the attempt", signal.name());
         cancel.cancel();
     });
     Ok(())

@@ -38,7 +38,7 @@ pub struct Args {
     json: bool,
 }
 
-pub(crate) use crate::local::scheduler::now_ms;
+use crate::clock::now_ms;
 
 /// Runs `ralph status`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {

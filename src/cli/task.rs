@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use crate::cli::status::{StateArgs, now_ms};
+use crate::cli::status::StateArgs;
+use crate::clock::now_ms;
 use crate::local::status_view::{render_task, render_tasks, task_lines};
 
 /// Subcommands of `ralph task`.

@@ -4,12 +4,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
+
+use crate::sync::lock;
 
 /// The User-Agent every request carries.
 pub const USER_AGENT: &str = concat!("ralph-operator/", env!("CARGO_PKG_VERSION"));
@@ -53,7 +55,7 @@ impl TokenBucket {
 
     /// Takes one token; returns how long the caller must wait before using it.
     pub fn reserve(&self, now: Instant) -> Duration {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.state);
         let (tokens, last) = &mut *state;
         let refilled = now.saturating_duration_since(*last).as_secs_f64() * self.qps;
         *tokens = (*tokens + refilled).min(self.burst) - 1.0;

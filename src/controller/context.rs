@@ -1,7 +1,7 @@
 //! What every reconcile shares.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,6 +14,7 @@ use super::metrics::Metrics;
 use super::pod::PodSettings;
 use super::slots::Slots;
 use crate::api::Task;
+use crate::sync::lock;
 
 /// Field manager of every server-side apply the controller makes.
 pub const FIELD_MANAGER: &str = "ralph-controller";
@@ -48,13 +49,13 @@ pub struct Context {
 impl Context {
     /// The Feature generation whose Tasks this process last applied.
     pub fn applied_generation(&self, feature: &str) -> Option<i64> {
-        let applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        let applied = lock(&self.applied);
         applied.get(feature).copied()
     }
 
     /// Records that the Tasks of this Feature generation were applied.
     pub fn set_applied_generation(&self, feature: &str, generation: i64) {
-        let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut applied = lock(&self.applied);
         applied.insert(feature.to_owned(), generation);
     }
 }

@@ -16,7 +16,7 @@ use super::claim::claim_view;
 use super::run_view::run_view;
 use crate::api::{Feature, TASK_LABEL, Task, conditions};
 use crate::engine::conclusion::{self, Gate};
-use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, PhaseCounts, TaskNode, TaskPhase};
+use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, PhaseCounts, TaskPhase};
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
@@ -128,7 +128,12 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
     let feature = snapshot.feature;
     let iterations: u32 = snapshot.tasks.iter().map(|t| attempt_count(t)).sum();
     let ordered = in_plan_order(feature, snapshot.tasks);
-    let dag = match Dag::new(ordered.iter().map(|(order, t)| node(t, *order)).collect()) {
+    let dag = match Dag::new(
+        ordered
+            .iter()
+            .map(|(order, t)| t.task_node(*order))
+            .collect(),
+    ) {
         Ok(dag) => dag,
         Err(errors) => {
             return FeaturePlan {
@@ -281,18 +286,6 @@ fn in_plan_order<'t>(feature: &Feature, tasks: &'t [Arc<Task>]) -> Vec<(u64, &'t
         .enumerate()
         .map(|(i, (_, task))| (i as u64, task))
         .collect()
-}
-
-fn node(task: &Task, order: u64) -> TaskNode {
-    let fields = &task.spec.fields;
-    TaskNode {
-        name: task.name_any(),
-        depends_on: fields.depends_on.clone(),
-        parent: fields.parent.clone(),
-        priority: fields.priority,
-        order,
-        phase: task.status.as_ref().map(|s| s.phase).unwrap_or_default(),
-    }
 }
 
 fn last_attempt(task: &Task) -> Option<AttemptView> {

@@ -468,16 +468,7 @@ async fn release_claims(
 
 /// Sets the tasks-by-phase gauges from the cache (all watched features).
 fn count_tasks_by_phase(ctx: &Context) {
-    let mut counts: Vec<(TaskPhase, i64)> = [
-        TaskPhase::Pending,
-        TaskPhase::Running,
-        TaskPhase::Done,
-        TaskPhase::Failed,
-        TaskPhase::Blocked,
-    ]
-    .into_iter()
-    .map(|phase| (phase, 0))
-    .collect();
+    let mut counts: Vec<(TaskPhase, i64)> = TaskPhase::ALL.map(|phase| (phase, 0)).to_vec();
     for task in ctx.tasks.state() {
         let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
         if let Some((_, count)) = counts.iter_mut().find(|(p, _)| *p == phase) {

@@ -1,18 +1,16 @@
 //! Graceful shutdown on SIGTERM (what the kubelet sends) or Ctrl+C.
 
+use crate::signals::StopSignals;
+
 /// Completes when the process receives SIGTERM or SIGINT.
 pub async fn signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => term,
+    match StopSignals::listen() {
+        Ok(mut signals) => {
+            signals.recv().await;
+        }
         Err(error) => {
             tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl+C stops this process");
             let _ = tokio::signal::ctrl_c().await;
-            return;
         }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }

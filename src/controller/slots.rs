@@ -8,7 +8,7 @@
 //! involved.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -17,6 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::claim::is_expired;
 use crate::api::Task;
+use crate::sync::lock;
 
 /// How long a claim made by this process counts without its Lease in the cache, ms.
 const CACHE_LAG_MS: i64 = 10_000;
@@ -47,7 +48,7 @@ impl Slots {
         tasks: &Store<Task>,
         now: Timestamp,
     ) -> bool {
-        let mut unseen = self.unseen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut unseen = lock(&self.unseen);
         let mut used = live_claims(leases, now);
         let now_ms = now.as_millisecond();
         unseen.retain(|k, at| {
@@ -66,7 +67,7 @@ impl Slots {
 
     /// The claim for `key` was not made after all.
     pub fn forget(&self, key: &str) {
-        let mut unseen = self.unseen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut unseen = lock(&self.unseen);
         unseen.remove(key);
     }
 }

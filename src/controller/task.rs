@@ -266,7 +266,7 @@ async fn confirm_end(
     };
     match end {
         AttemptEnd::ClaimLost { .. } => {
-            let now = crate::controller::status::time(jiff::Timestamp::now().as_millisecond()).0;
+            let now = crate::controller::status::time(crate::clock::now_ms()).0;
             let live = leases.get(&plan.view.name).await?;
             let still_held = live.is_some_and(|lease| {
                 super::claim::holder(&lease) == Some(id.as_str())
@@ -611,9 +611,7 @@ type Written = (Arc<Task>, Option<String>);
 
 impl TaskWrites {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
-        self.written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.written)
     }
 
     /// Records `written`, which replaced `from` (a cached object, or one recorded here).

@@ -210,3 +210,28 @@ pub struct AttemptResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated: Vec<String>,
 }
+
+impl AttemptResult {
+    /// The result of `attempt` of `task` that ended with `outcome`, nothing else observed.
+    pub fn new(task: impl Into<String>, attempt: Option<String>, outcome: OutcomeClass) -> Self {
+        AttemptResult {
+            version: RESULT_SCHEMA_VERSION,
+            task: task.into(),
+            attempt,
+            outcome,
+            stop_reason: None,
+            exit_code: None,
+            signal: None,
+            sigils: Sigils::default(),
+            crash: None,
+            misconfiguration: None,
+            exhaustion: None,
+            agent: None,
+            model: None,
+            usage: Usage::default(),
+            timings: Timings::default(),
+            check: None,
+            truncated: Vec::new(),
+        }
+    }
+}

@@ -225,7 +225,7 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
                 *duration_ms as f64 / 1000.0
             );
             if let Some(at) = retry_at_ms {
-                let wait = (*at - jiff::Timestamp::now().as_millisecond()).max(0);
+                let wait = (*at - crate::clock::now_ms()).max(0);
                 line.push_str(&format!(" (retry in {:.1}s)", wait as f64 / 1000.0));
             }
             if let Some(message) = message {

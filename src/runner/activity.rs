@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::sync::lock;
+use crate::sync::lock;
 
 /// Shortest interval between two heartbeat writes.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
@@ -60,7 +60,7 @@ impl Activity {
         *last_write = Some(now);
         // The content is the Unix time in milliseconds; the file's mtime changes too.
         // A failed write only makes the sidecar see a stale heartbeat.
-        if let Err(error) = std::fs::write(&heartbeat.path, super::events::now_ms().to_string()) {
+        if let Err(error) = std::fs::write(&heartbeat.path, crate::clock::now_ms().to_string()) {
             tracing::warn!(path = %heartbeat.path.display(), %error, "cannot write the heartbeat file");
         }
     }

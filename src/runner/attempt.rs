@@ -16,22 +16,19 @@ use super::activity::Activity;
 use super::client::{self, ClientContext};
 use super::config::RunnerConfig;
 use super::error::RunnerError;
-use super::events::{EventLog, now_ms};
+use super::events::EventLog;
 use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
 use super::process::{AgentPipes, AgentProcess, exit_fields};
 use super::stderr::{self, SharedDigest, StderrAlarm};
 use super::supervise::{Supervised, Supervision, not_acp_yet, supervise};
-use super::sync::lock;
 use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
-use crate::engine::attempt::{
-    AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, RESULT_SCHEMA_VERSION, Timings,
-    Usage,
-};
-use crate::engine::sigils::Sigils;
+use crate::clock::now_ms;
+use crate::engine::attempt::{AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, Timings};
+use crate::sync::lock;
 
 /// Longest wait for the stderr watcher after the agent's group is gone.
 const STDERR_DRAIN: Duration = Duration::from_secs(1);
@@ -434,25 +431,7 @@ fn not_started(config: &RunnerConfig, started_at_ms: i64, start: Start) -> Attem
 
 /// A result for `config`'s task and attempt with nothing observed yet.
 fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
-    AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: config.task.clone(),
-        attempt: config.attempt.clone(),
-        outcome,
-        stop_reason: None,
-        exit_code: None,
-        signal: None,
-        sigils: Sigils::default(),
-        crash: None,
-        misconfiguration: None,
-        exhaustion: None,
-        agent: None,
-        model: None,
-        usage: Usage::default(),
-        timings: Timings::default(),
-        check: None,
-        truncated: Vec::new(),
-    }
+    AttemptResult::new(config.task.clone(), config.attempt.clone(), outcome)
 }
 
 fn turn_summary(turn_end: &TurnEnd) -> serde_json::Value {

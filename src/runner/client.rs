@@ -24,10 +24,10 @@ use super::outcome::TurnEnd;
 use super::permission::{Decision, PermissionPolicy, ToolRequest};
 use super::protocol::{RawNewSession, RawPrompt, RawPromptResponse, RawSessionUpdate};
 use super::reports::model_of_session;
-use super::sync::lock;
 use super::tool_calls::ToolCalls;
 use super::turn::{Phase, TurnState};
 use super::workspace::{PathError, Workspace};
+use crate::sync::lock;
 
 /// The live connection and session, for sending `session/cancel`.
 pub type SessionHandle = (ConnectionTo<Agent>, SessionId);

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use super::sync::lock;
+use crate::clock::now_ms;
+use crate::sync::lock;
 
 /// Strings longer than this many bytes are shortened in event lines.
 pub const MAX_LOGGED_STRING: usize = 2048;
@@ -106,11 +107,6 @@ pub fn char_prefix(text: &str, max_bytes: usize) -> &str {
         end -= 1;
     }
     &text[..end]
-}
-
-/// The current time as Unix milliseconds.
-pub fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
 }
 
 #[cfg(test)]

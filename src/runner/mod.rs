@@ -17,7 +17,6 @@ pub mod reports;
 pub mod result;
 mod stderr;
 mod supervise;
-pub mod sync;
 pub mod tool_calls;
 mod transport;
 pub mod turn;

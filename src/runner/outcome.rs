@@ -432,19 +432,7 @@ fn answered_stop_reason(turn: &TurnEnd) -> Option<StopReason> {
     let TurnEnd::Answered { stop_reason } = turn else {
         return None;
     };
-    Some(parse_stop_reason(stop_reason))
-}
-
-/// The stop reason named `text` (unknown names are kept verbatim).
-pub fn parse_stop_reason(text: &str) -> StopReason {
-    match text {
-        "end_turn" => StopReason::EndTurn,
-        "max_tokens" => StopReason::MaxTokens,
-        "max_turn_requests" => StopReason::MaxTurnRequests,
-        "refusal" => StopReason::Refusal,
-        "cancelled" => StopReason::Cancelled,
-        other => StopReason::Other(other.to_string()),
-    }
+    Some(StopReason::parse(stop_reason))
 }
 
 fn stop_note(turn: &TurnEnd) -> &'static str {

@@ -16,48 +16,53 @@ pub const DEFAULT_CRASH_PATTERNS: &[&str] = &["No messages returned", "ECONNRESE
 /// Longest exhaustion message kept in the result.
 const MAX_EXHAUSTION_MESSAGE: usize = 300;
 
+/// Compiles a pattern written in this file. The test `every_built_in_pattern_compiles`
+/// compiles them all, so a mistake in one fails the tests, never an attempt.
+#[allow(
+    clippy::expect_used,
+    reason = "built-in patterns are constants, each compiled by a test"
+)]
+fn built_in(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("a built-in pattern is a valid regex")
+}
+
 /// Definite usage-limit reports: Claude Code's `usage limit reached|<epoch>`, Codex's
 /// `usage_limit_reached`, and the providers' "you've hit your usage limit" and
 /// `insufficient_quota`. These are trusted even in the agent's message text.
 static DEFINITE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    built_in(
         r"(?i)usage limit reached|usage_limit_reached|usagelimitexceeded|you've hit your usage limit|insufficient_quota",
     )
-    .expect("built-in pattern")
 });
 
 /// Generic quota and rate-limit wording; trusted on stderr and in prompt errors only,
 /// since an agent may well write about rate limits in its normal output.
 static GENERIC: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    built_in(
         r"(?i)quota exceeded|exceeded your (current )?quota|rate limit (reached|exceeded)|rate_limit_exceeded|resource_exhausted|out of credits|credit balance is too low|usage limit",
     )
-    .expect("built-in pattern")
 });
 
 /// Stderr lines that say nothing about a failure: warnings, deprecations, banners,
 /// debug and info logging, stack frames.
 static NOISE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    built_in(
         r"(?i)^(\(node:\d+\)\s*)?(\[?(warn(ing)?|info|debug|trace|notice)\]?\b|\(use `node --trace|deprecat|\[dep\d+\]|experimentalwarning|at\s+\S+.*[:(]\d+|[-=*#~]{3,}$)|deprecationwarning",
     )
-    .expect("built-in pattern")
 });
 
 /// Words that make a stderr line error-like.
 static ERROR_LIKE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    built_in(
         r"(?i)error|exception|\b(fail|fatal|panic|crash|refused|denied|unauthori[sz]ed|forbidden|cannot|can't|unable|not found|no such|invalid|missing|timed? ?out|abort)|\be[a-z]{4,}(refused|reset|notfound)\b",
     )
-    .expect("built-in pattern")
 });
 
 /// Messages saying the agent needs credentials it does not have.
 static NEEDS_AUTHENTICATION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    built_in(
         r"(?i)authentication (is )?required|auth_required|api[ _-]?key (is )?(missing|not (configured|set|found|provided))|(missing|no) api[ _-]?key|(invalid|incorrect) (x-)?api[ _-]?key|not (logged|signed) in|please (log ?in|sign in|login|authenticate)|run `?[a-z-]+ (auth )?login|login required|credentials (are )?(missing|not found)",
     )
-    .expect("built-in pattern")
 });
 
 /// Whether a stderr line is noise for failure summaries.
@@ -76,19 +81,13 @@ pub fn needs_authentication(text: &str) -> bool {
 }
 
 /// Reset-time notations, each with how to turn its capture into Unix seconds.
-static RESET_EPOCH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?i)(?:limit reached\||resets?_?at"?\s*[:=]\s*"?)(\d{9,11})"#)
-        .expect("built-in pattern")
-});
+static RESET_EPOCH: LazyLock<Regex> =
+    LazyLock::new(|| built_in(r#"(?i)(?:limit reached\||resets?_?at"?\s*[:=]\s*"?)(\d{9,11})"#));
 static RESET_IN_SECONDS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?i)(?:resets?_in_seconds"?\s*[:=]\s*|retry[- ]after"?\s*[:=]?\s*)(\d+)"#)
-        .expect("built-in pattern")
+    built_in(r#"(?i)(?:resets?_in_seconds"?\s*[:=]\s*|retry[- ]after"?\s*[:=]?\s*)(\d+)"#)
 });
 static RESET_IN_UNITS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(?:try again|resets?) in (\d+)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|h)\b",
-    )
-    .expect("built-in pattern")
+    built_in(r"(?i)(?:try again|resets?) in (\d+)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|h)\b")
 });
 
 /// The crash and exhaustion recognisers of one attempt.
@@ -193,6 +192,22 @@ pub fn reset_time(text: &str, now_unix: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_built_in_pattern_compiles() {
+        for pattern in [
+            &DEFINITE,
+            &GENERIC,
+            &NOISE,
+            &ERROR_LIKE,
+            &NEEDS_AUTHENTICATION,
+            &RESET_EPOCH,
+            &RESET_IN_SECONDS,
+            &RESET_IN_UNITS,
+        ] {
+            LazyLock::force(pattern);
+        }
+    }
 
     fn patterns() -> Patterns {
         Patterns::new(&[], &[]).unwrap()

@@ -136,29 +136,11 @@ fn keep_end(text: &mut String, max: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, Timings, Usage};
+    use crate::engine::attempt::OutcomeClass;
     use crate::engine::sigils::{Knowledge, Sigils};
 
     fn result() -> AttemptResult {
-        AttemptResult {
-            version: RESULT_SCHEMA_VERSION,
-            task: "t".into(),
-            attempt: Some("t-a1".into()),
-            outcome: OutcomeClass::Finished,
-            stop_reason: None,
-            exit_code: None,
-            signal: None,
-            sigils: Sigils::default(),
-            crash: None,
-            misconfiguration: None,
-            exhaustion: None,
-            agent: None,
-            model: None,
-            usage: Usage::default(),
-            timings: Timings::default(),
-            check: None,
-            truncated: vec![],
-        }
+        AttemptResult::new("t", Some("t-a1".into()), OutcomeClass::Finished)
     }
 
     #[test]

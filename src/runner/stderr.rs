@@ -8,10 +8,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::mpsc;
 
-use super::events::now_ms;
 use super::patterns::{self, Patterns};
-use super::sync::lock;
+use crate::clock::now_ms;
 use crate::engine::attempt::Exhaustion;
+use crate::sync::lock;
 
 /// What the watcher reports to the supervisor.
 #[derive(Debug)]

@@ -19,9 +19,9 @@ use super::events::EventLog;
 use super::outcome::{Interruption, TurnEnd};
 use super::process::{AgentProcess, exit_fields};
 use super::stderr::StderrAlarm;
-use super::sync::lock;
 use super::turn::{Phase, TurnState};
 use crate::engine::attempt::Exhaustion;
+use crate::sync::lock;
 
 /// How long after killing the agent's process group the runner stops waiting for its
 /// output to close (a descendant that left the group may hold it open).

@@ -4,14 +4,10 @@
 use agent_client_protocol::v1::schema::{ContentBlock, ContentChunk, MessageId, SessionUpdate};
 use serde::Deserialize;
 
-use super::events::char_prefix;
 use super::protocol::TurnUsage;
 use super::reports;
 use crate::engine::attempt::Usage;
 use crate::engine::sigils::{SigilScanner, Sigils};
-
-/// How much of the turn's message text is kept for recognising a usage-limit report.
-const TEXT_KEPT_FOR_EXHAUSTION: usize = 64 * 1024;
 
 /// What the sigil scanner reads for an image, resource or other non-text content block.
 const NON_TEXT_CONTENT: &str = "\u{FFFC}";
@@ -71,7 +67,6 @@ pub struct TurnState {
     scanner: SigilScanner,
     /// The `messageId` of the agent message being read, when the agent sends one.
     message_id: Option<MessageId>,
-    text_head: String,
 }
 
 impl Default for TurnState {
@@ -86,7 +81,6 @@ impl Default for TurnState {
             reports: reports::TurnReports::default(),
             scanner: SigilScanner::new(),
             message_id: None,
-            text_head: String::new(),
         }
     }
 }
@@ -149,7 +143,7 @@ impl TurnState {
             self.message_id = chunk.message_id;
         }
         match chunk.content {
-            ContentBlock::Text(text) => self.push_text(&text.text),
+            ContentBlock::Text(text) => self.scanner.push(&text.text),
             _ => self.scanner.push(NON_TEXT_CONTENT),
         }
     }
@@ -167,22 +161,9 @@ impl TurnState {
         self.usage.cache_write_tokens = usage.cached_write_tokens.unwrap_or(0);
     }
 
-    /// The start of the turn's message text (for usage-limit reports).
-    pub fn text_head(&self) -> &str {
-        &self.text_head
-    }
-
     /// The sigils of the turn's agent messages (verdicts from the last one).
     pub fn take_sigils(&mut self) -> Sigils {
         std::mem::replace(&mut self.scanner, SigilScanner::new()).finish()
-    }
-
-    fn push_text(&mut self, text: &str) {
-        self.scanner.push(text);
-        let room = TEXT_KEPT_FOR_EXHAUSTION.saturating_sub(self.text_head.len());
-        if room > 0 {
-            self.text_head.push_str(char_prefix(text, room));
-        }
     }
 }
 
@@ -201,9 +182,9 @@ mod tests {
             phase: Phase::SessionCreated,
             ..Default::default()
         };
-        turn.record_update(&chunk("old history"));
+        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
         assert_eq!(turn.updates_in_turn, 0);
-        assert_eq!(turn.text_head(), "");
+        assert_eq!(turn.take_sigils().task_done, None);
     }
 
     #[test]
@@ -212,10 +193,10 @@ mod tests {
             phase: Phase::Prompted,
             ..Default::default()
         };
-        turn.record_update(&chunk("hello "));
-        turn.record_update(&chunk("world"));
+        turn.record_update(&chunk("Done.\n<task-"));
+        turn.record_update(&chunk("done>t</task-done>"));
         assert_eq!(turn.updates_in_turn, 2);
-        assert_eq!(turn.text_head(), "hello world");
+        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
     }
 
     fn prompted() -> TurnState {

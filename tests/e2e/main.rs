@@ -13,6 +13,7 @@
 //! without nodes) the kubelet stand-in runs them on this machine. `RALPH_E2E_FAKE=1`
 //! (without a kubeconfig) runs the suite against the in-process fake API server instead,
 //! with the stand-in. `RALPH_E2E_TIMEOUT_SECS` bounds each wait (default 300).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../support/fake_apiserver.rs"]
 mod fake_apiserver;

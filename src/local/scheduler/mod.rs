@@ -14,15 +14,15 @@ mod run;
 
 use std::time::Duration;
 
-use tokio::signal::unix::{SignalKind, signal};
-
 pub use run::Run;
 
+use crate::clock::now_ms;
 use crate::engine::dag::{DagErrors, FeatureOutcome, PhaseError};
 use crate::local::display::Display;
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
 use crate::local::store::{Store, StoreError};
+use crate::signals::StopSignals;
 
 /// Errors of a local run (not attempt failures: those are task outcomes).
 #[derive(Debug, thiserror::Error)]
@@ -73,11 +73,6 @@ pub enum RunOutcome {
     },
 }
 
-/// The current time, Unix ms.
-pub fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
-
 /// Shortest wait between loop turns, so a wake-up time in the past cannot spin.
 const MIN_WAIT: Duration = Duration::from_millis(5);
 
@@ -88,8 +83,7 @@ pub async fn run(
     options: &RunOptions,
     display: &mut Display,
 ) -> Result<RunOutcome, RunError> {
-    let mut interrupts = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
-    let mut terminations = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
+    let mut signals = StopSignals::listen().map_err(RunError::Signals)?;
     let (reports_tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
     let mut run = Run::load(store, feature, options, display, reports_tx, now_ms())?;
     run.resume(now_ms())?;
@@ -108,8 +102,7 @@ pub async fn run(
         tokio::select! {
             Some(report) = reports.recv() => run.on_report(report, now_ms())?,
             () = tokio::time::sleep(wait) => run.on_tick(now_ms())?,
-            _ = interrupts.recv() => run.on_interrupt(now_ms(), std::time::Instant::now())?,
-            _ = terminations.recv() => run.on_interrupt(now_ms(), std::time::Instant::now())?,
+            _ = signals.recv() => run.on_interrupt(now_ms(), std::time::Instant::now())?,
         }
     }
 }

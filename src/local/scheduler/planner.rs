@@ -186,7 +186,7 @@ impl<'a> Planner<'a> {
         Some(row.clone())
     }
 
-    /// The agent's rest, if it still rests at `now_ms`.
+    /// The agent's rest, while it lasts.
     pub fn agent_rest(&self) -> Option<&AgentRest> {
         self.agent_rest.as_ref()
     }

@@ -139,7 +139,7 @@ impl<'a> Run<'a> {
                     "finished",
                     format!("{outcome:?}: {message}"),
                 ));
-                self.store.apply(&transition, super::now_ms())?;
+                self.store.apply(&transition, crate::clock::now_ms())?;
                 format!("{outcome:?}")
             }
         };

@@ -1,5 +1,5 @@
 //! Locking shared state that a panicked holder may have poisoned: the data is still the
-//! best the runner has, so it is used as it is.
+//! best there is, so it is used as it is.
 
 use std::sync::{Mutex, MutexGuard};
 
