@@ -157,6 +157,7 @@ impl<'a> Run<'a> {
             running: self.live.len(),
             iterations_used: u64::from(self.iterations_at_start + self.started),
             max_iterations: self.max_iterations().map(u64::from),
+            budget_spent: false,
         }
         .next(0)
     }
