@@ -313,7 +313,8 @@ pub fn limit_message(
 /// What a feature that has not ended says while its budget is spent and attempts that
 /// started before still run.
 pub fn finishing_message(spent: &BudgetSpent, running: usize) -> String {
-    format!("{spent}; no new attempt starts; waiting for {running} running attempts to finish")
+    let attempts = if running == 1 { "attempt" } else { "attempts" };
+    format!("{spent}; no new attempt starts; waiting for {running} running {attempts} to finish")
 }
 
 /// The message that explains a feature's outcome.
