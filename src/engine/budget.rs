@@ -228,12 +228,63 @@ impl UsageTotals {
     }
 }
 
+impl UsageTotals {
+    /// The cost in a table column: `$1.25`, `$1.25+?` (some unknown), `?` (all unknown),
+    /// `-` (nothing spent).
+    pub fn cost_column(&self) -> String {
+        match (self.cost_usd, self.attempts_with_unknown_cost) {
+            (Some(cost), 0) => format!("${cost}"),
+            (Some(cost), _) => format!("${cost}+?"),
+            (None, 0) => "-".to_owned(),
+            (None, _) => "?".to_owned(),
+        }
+    }
+
+    /// Tokens by kind for people: `240 tokens (input 200, output 40, cache read 0, cache
+    /// write 0)`.
+    pub fn tokens_text(&self) -> String {
+        format!(
+            "{} tokens (input {}, output {}, cache read {}, cache write {})",
+            self.tokens(),
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens
+        )
+    }
+}
+
+impl fmt::Display for Budget {
+    /// `maxCostUSD $5.00, maxTokens 100000`, or `none`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(cost) = self.max_cost {
+            parts.push(format!("maxCostUSD ${cost}"));
+        }
+        if let Some(tokens) = self.max_tokens {
+            parts.push(format!("maxTokens {tokens}"));
+        }
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join(", "))
+        }
+    }
+}
+
 /// A feature's budget: once either limit is spent, no new attempt starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Budget {
     /// Most US dollars the attempts may report in all.
+    #[serde(
+        rename = "maxCostUSD",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_cost: Option<MicroUsd>,
     /// Most input plus output tokens the attempts may report in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
 }
 

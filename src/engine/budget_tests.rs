@@ -222,3 +222,26 @@ fn unknown_costs_without_a_cost_budget_give_no_warning() {
         None
     );
 }
+
+#[test]
+fn the_cost_column_marks_unknown_costs_with_a_question_mark() {
+    assert_eq!(
+        totals(&[Some(usage(1, 1, Some(0.5)))]).cost_column(),
+        "$0.50"
+    );
+    assert_eq!(
+        totals(&[Some(usage(1, 1, Some(0.5))), None]).cost_column(),
+        "$0.50+?"
+    );
+    assert_eq!(totals(&[None]).cost_column(), "?");
+    assert_eq!(UsageTotals::default().cost_column(), "-");
+}
+
+#[test]
+fn a_budget_prints_its_limits() {
+    assert_eq!(
+        budget(Some("5"), Some(100)).to_string(),
+        "maxCostUSD $5.00, maxTokens 100"
+    );
+    assert_eq!(Budget::default().to_string(), "none");
+}
