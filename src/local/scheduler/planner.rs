@@ -572,11 +572,15 @@ impl<'a> Planner<'a> {
             _ => None,
         });
         let spent = self.budget_spent().filter(|_| !was_spent).map(|spent| {
-            let running = self.live.keys().filter(|t| *t != task).count();
-            let attempts = if running == 1 { "attempt" } else { "attempts" };
-            format!(
-                "{spent}; no new attempt starts; {running} running {attempts} finish and are counted"
-            )
+            match self.live.keys().filter(|t| *t != task).count() {
+                0 => format!("{spent}; no new attempt starts"),
+                1 => format!(
+                    "{spent}; no new attempt starts; the 1 running attempt finishes and is counted"
+                ),
+                n => format!(
+                    "{spent}; no new attempt starts; the {n} running attempts finish and are counted"
+                ),
+            }
         });
         let unknown = budget
             .unknown_cost_warning(&self.spent)
