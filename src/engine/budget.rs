@@ -52,7 +52,7 @@ impl MicroUsd {
         let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
         let shaped = (1..=USD_INTEGER_DIGITS).contains(&whole.len())
             && fraction.len() <= USD_DECIMALS
-            && (fraction.is_empty() == !text.contains('.'))
+            && fraction.is_empty() != text.contains('.')
             && digits(whole)
             && digits(fraction);
         if !shaped {
