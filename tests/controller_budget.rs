@@ -261,3 +261,32 @@ async fn totals_survive_a_controller_restart_without_counting_twice() {
     assert_eq!(a.status.expect("status").usage.tokens(), 120);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn raising_a_spent_budget_lets_the_feature_go_on() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest(
+        "raise",
+        serde_json::json!([{"name": "a"}, {"name": "b"}]),
+        budget(1, serde_json::json!({"maxTokens": 100})),
+    ))
+    .await;
+    let script = done_after(100, 20, None);
+    run_until(&h, "raise", &script, FeaturePhase::LimitReached).await;
+
+    let patch = serde_json::json!({"spec": {"budget": {"maxTokens": 1000}}});
+    h.features()
+        .patch(
+            "raise",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("raise the budget");
+    let finished = run_until(&h, "raise", &script, FeaturePhase::Complete).await;
+
+    assert_eq!(finished, ["raise-a-a1", "raise-b-a1"]);
+    let usage = feature_now(&h, "raise").await.status.expect("status").usage;
+    assert_eq!(usage.tokens(), 240);
+    h.stop().await;
+}

@@ -186,3 +186,19 @@ fn an_unquoted_or_zero_cost_is_refused_naming_the_field() {
         assert!(text.contains("spec.budget"), "{budget}: {text}");
     }
 }
+
+#[test]
+fn a_raised_budget_lets_the_next_run_go_on() {
+    let project = Project::new(
+        &three_tasks("    maxTokens: 100\n", 1),
+        &spending(100, 20, None),
+    );
+    assert_eq!(exit_code(&project.run(&[])), 5);
+
+    project.write_manifest(&three_tasks("    maxTokens: 1000\n", 1));
+    let again = project.run(&[]);
+
+    assert_eq!(exit_code(&again), 0, "{}", describe(&again));
+    assert_eq!(project.started_order(), ["a", "b", "c"]);
+    assert_eq!(summary(&again)["usage"]["inputTokens"], 300);
+}
