@@ -451,11 +451,14 @@ fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spend
         };
         task.status = Some(status::ingested(&task, &ingestion));
     }
-    let totals = ralph::controller::budget::recorded(&[std::sync::Arc::new(task)]);
+    let tasks = [std::sync::Arc::new(task)];
+    let totals = ralph::controller::budget::recorded(&tasks);
+    let pods = std::collections::BTreeMap::new();
     Spending {
         tokens: totals.tokens(),
         cost: totals.cost_text(),
-        spent: ralph::controller::budget::budget_spent(&feature, &totals).map(|s| s.to_string()),
+        spent: ralph::controller::budget::budget_spent(&feature, &tasks, &pods)
+            .map(|s| s.to_string()),
     }
 }
 

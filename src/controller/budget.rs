@@ -78,9 +78,18 @@ pub fn spent(tasks: &[Arc<Task>], pods: &BTreeMap<String, Arc<Pod>>) -> UsageTot
     totals
 }
 
-/// The budget `spent` used up, if any.
-pub fn budget_spent(feature: &Feature, spent: &UsageTotals) -> Option<BudgetSpent> {
-    budget(feature).spent(spent)
+/// The budget the Feature's attempts used up, if any: what its Tasks recorded plus the
+/// attempts that ended and await ingestion ([`spent`]).
+pub fn budget_spent(
+    feature: &Feature,
+    tasks: &[Arc<Task>],
+    pods: &BTreeMap<String, Arc<Pod>>,
+) -> Option<BudgetSpent> {
+    let budget = budget(feature);
+    if budget.is_unlimited() {
+        return None;
+    }
+    budget.spent(&spent(tasks, pods))
 }
 
 /// Sets or clears the [`COST_REPORTED`] condition: present only while the Feature has a

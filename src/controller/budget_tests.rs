@@ -90,7 +90,7 @@ fn a_token_budget_is_spent_by_the_recorded_tokens() {
         "a",
         serde_json::json!({"phase": "Done", "usage": {"inputTokens": 80, "outputTokens": 20}}),
     )];
-    let spent = budget_spent(&f, &recorded(&tasks)).map(|s| s.to_string());
+    let spent = budget_spent(&f, &tasks, &BTreeMap::new()).map(|s| s.to_string());
     assert_eq!(
         spent.as_deref(),
         Some("the token budget is spent: 100 tokens reported of maxTokens 100")

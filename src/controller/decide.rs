@@ -149,10 +149,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
     };
     let spec = &feature.spec;
     let max_iterations = spec.max_iterations.map(u64::from);
-    let budget_spent = super::budget::budget_spent(
-        feature,
-        &super::budget::spent(snapshot.tasks, snapshot.pods),
-    );
+    let budget_spent = super::budget::budget_spent(feature, snapshot.tasks, snapshot.pods);
     let limits = Gate {
         suspended: spec.suspend,
         stopped: is_stopped(feature),
