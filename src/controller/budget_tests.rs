@@ -157,3 +157,119 @@ fn an_unreadable_budget_is_a_configuration_problem_naming_the_field() {
         "{message}"
     );
 }
+
+mod planning {
+    //! The budget in the Feature's pure plan: what is claimed, and the outcome.
+    use super::*;
+    use crate::api::desired_tasks;
+    use crate::controller::decide::{FeaturePlan, Snapshot, plan};
+    use crate::engine::dag::FeatureOutcome;
+    use crate::engine::lifecycle::Action;
+
+    /// Feature `hello` with independent tasks a, b, c, parallelism 3, and `budget`.
+    fn feature3(budget: serde_json::Value) -> Feature {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1",
+            "kind": "Feature",
+            "metadata": {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1},
+            "spec": {
+                "agent": {"image": "agent:1", "command": ["agent"]},
+                "parallelism": 3,
+                "budget": budget,
+                "tasks": [{"name": "a"}, {"name": "b"}, {"name": "c"}]
+            }
+        }))
+        .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// The Feature's Tasks; `a` with `status` when given.
+    fn tasks_of(feature: &Feature, a: Option<serde_json::Value>) -> Vec<Arc<Task>> {
+        let desired = desired_tasks(feature).unwrap_or_else(|error| panic!("{error}"));
+        desired
+            .into_iter()
+            .map(|mut task| {
+                task.metadata.generation = Some(1);
+                if task.name_any() == "hello-a"
+                    && let Some(status) = &a
+                {
+                    task.status = serde_json::from_value(status.clone()).ok();
+                }
+                Arc::new(task)
+            })
+            .collect()
+    }
+
+    fn planned(
+        feature: &Feature,
+        tasks: &[Arc<Task>],
+        pods: &BTreeMap<String, Arc<Pod>>,
+    ) -> FeaturePlan {
+        plan(&Snapshot {
+            feature,
+            tasks,
+            leases: &BTreeMap::new(),
+            pods,
+            now_ms: 1_000,
+            start_limit: usize::MAX,
+        })
+    }
+
+    fn claimed(plan: &FeaturePlan) -> Vec<String> {
+        plan.tasks
+            .iter()
+            .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
+            .map(|t| t.task_id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn below_the_budget_every_ready_task_is_claimed() {
+        let f = feature3(serde_json::json!({"maxTokens": 100}));
+        let ts = tasks_of(
+            &f,
+            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 99}})),
+        );
+        assert_eq!(claimed(&planned(&f, &ts, &BTreeMap::new())), ["b", "c"]);
+    }
+
+    #[test]
+    fn a_spent_budget_claims_nothing_and_reaches_the_limit() {
+        let f = feature3(serde_json::json!({"maxTokens": 100}));
+        let ts = tasks_of(
+            &f,
+            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 100}})),
+        );
+        let p = planned(&f, &ts, &BTreeMap::new());
+        assert!(claimed(&p).is_empty());
+        assert_eq!(p.outcome, Some(FeatureOutcome::LimitReached));
+        assert!(p.budget_spent.is_some());
+    }
+
+    #[test]
+    fn an_attempt_ingested_in_this_pass_that_spends_the_budget_lets_nothing_start_with_it() {
+        let f = feature3(serde_json::json!({"maxTokens": 100}));
+        let running = serde_json::json!({"phase": "Running", "attemptCount": 1,
+            "attempts": [{"number": 1, "generation": 1}]});
+        let ts = tasks_of(&f, Some(running));
+        let pods = BTreeMap::from([ended_pod(
+            "hello-a-a1",
+            serde_json::json!({"inputTokens": 150}),
+        )]);
+        let p = planned(&f, &ts, &pods);
+        assert!(claimed(&p).is_empty(), "{:?}", claimed(&p));
+        assert_eq!(
+            p.outcome, None,
+            "the ending attempt still runs until ingested"
+        );
+    }
+
+    #[test]
+    fn without_a_budget_an_expensive_attempt_stops_nothing() {
+        let f = feature3(serde_json::Value::Null);
+        let ts = tasks_of(
+            &f,
+            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 1000000}})),
+        );
+        assert_eq!(claimed(&planned(&f, &ts, &BTreeMap::new())), ["b", "c"]);
+    }
+}
