@@ -104,10 +104,10 @@ fn task_crd_names_group_kind_and_short_name() {
 }
 
 #[test]
-fn feature_crd_prints_phase_ready_done_total_and_age() {
+fn feature_crd_prints_phase_ready_done_total_cost_and_age() {
     assert_eq!(
         column_names(&Feature::crd()),
-        ["Phase", "Ready", "Done", "Total", "Age"]
+        ["Phase", "Ready", "Done", "Total", "Cost", "Age"]
     );
 }
 
@@ -210,6 +210,34 @@ fn feature_crd_orders_backoff_base_below_backoff_max() {
         "/properties/spec/properties/retry",
         "self.backoffBaseSeconds <= self.backoffMaxSeconds",
     );
+}
+
+#[test]
+fn feature_crd_checks_the_budgets_cost_is_a_positive_decimal_string() {
+    let schema = schema(&Feature::crd());
+    let cost = "/properties/spec/properties/budget/properties/maxCostUSD";
+    assert!(has_rule(
+        &schema,
+        cost,
+        "self.matches('^[0-9]{1,9}([.][0-9]{1,6})?$') && self.matches('[1-9]')"
+    ));
+    let field = schema.pointer(cost).cloned().unwrap_or_default();
+    assert_eq!(
+        (&field["type"], &field["maxLength"]),
+        (&"string".into(), &16.into())
+    );
+}
+
+#[test]
+fn feature_crd_requires_a_budget_to_set_a_limit() {
+    let schema = schema(&Feature::crd());
+    assert!(has_rule(
+        &schema,
+        "/properties/spec/properties/budget",
+        "has(self.maxCostUSD) || has(self.maxTokens)"
+    ));
+    let tokens = &schema["properties"]["spec"]["properties"]["budget"]["properties"]["maxTokens"];
+    assert_eq!(tokens["minimum"], 1.0);
 }
 
 #[test]

@@ -201,6 +201,78 @@ async fn a_field_over_its_bound_is_refused_with_every_cause() {
     );
 }
 
+fn with_budget(budget: Value) -> Feature {
+    let mut f = feature("f", json!([{"name": "a"}]));
+    f.spec.budget = serde_json::from_value(budget).expect("budget");
+    f
+}
+
+async fn budget_refusal(budget: Value) -> String {
+    let server = server().await;
+    let status = refusal(
+        features(&server.client())
+            .create(&PostParams::default(), &with_budget(budget))
+            .await,
+    );
+    assert_eq!(status.code, 422);
+    status.message
+}
+
+#[tokio::test]
+async fn a_zero_cost_budget_is_refused_with_the_rules_message() {
+    let message = budget_refusal(json!({"maxCostUSD": "0.00"})).await;
+    assert!(
+        message.contains(ralph::api::budget::MAX_COST_USD_RULE_MESSAGE),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_cost_with_more_than_six_decimals_is_refused() {
+    let message = budget_refusal(json!({"maxCostUSD": "1.0000001"})).await;
+    assert!(message.contains("spec.budget.maxCostUSD"), "{message}");
+}
+
+#[tokio::test]
+async fn an_empty_budget_is_refused() {
+    let message = budget_refusal(json!({})).await;
+    assert!(
+        message.contains(ralph::api::budget::EMPTY_BUDGET_MESSAGE),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_budget_with_a_decimal_cost_and_tokens_is_accepted() {
+    let server = server().await;
+    features(&server.client())
+        .create(
+            &PostParams::default(),
+            &with_budget(json!({"maxCostUSD": "12.50", "maxTokens": 100000})),
+        )
+        .await
+        .expect("accepted");
+}
+
+#[tokio::test]
+async fn a_status_with_a_decimal_cost_and_unknown_attempts_is_accepted() {
+    let server = server().await;
+    let api = features(&server.client());
+    api.create(
+        &PostParams::default(),
+        &with_budget(json!({"maxTokens": 10})),
+    )
+    .await
+    .expect("created");
+    let patch = json!({"status": {"usage": {"inputTokens": 5, "costUSD": "0.042", "attemptsWithUnknownCost": 2}}});
+    let written = api
+        .patch_status("f", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("accepted");
+    let usage = written.status.map(|s| s.usage).unwrap_or_default();
+    assert_eq!(usage.cost_text(), "$0.042 + unknown (2 attempts)");
+}
+
 #[tokio::test]
 async fn a_status_write_that_breaks_the_schema_is_refused() {
     let server = server().await;

@@ -491,3 +491,188 @@ fn a_failed_verification_says_why_in_both_modes() {
         );
     }
 }
+
+// Budgets: the same attempts add up to the same totals, with the same unknown costs, and
+// spend the same budget in both modes (local: derived from the stored attempt rows; cluster:
+// counted into the Task's status on ingest).
+
+/// What a mode says the attempts spent against a budget.
+#[derive(Debug, PartialEq)]
+struct Spending {
+    tokens: u64,
+    cost: String,
+    spent: Option<String>,
+}
+
+/// An attempt without a verdict that reported `input` tokens and `cost` dollars.
+fn spending(input: u64, cost: Option<f64>) -> AttemptEnd {
+    let mut result = testing::result("t");
+    result.usage.input_tokens = input;
+    result.usage.cost_usd = cost;
+    reported(result)
+}
+
+fn budget(json: serde_json::Value) -> ralph::api::BudgetSpec {
+    serde_json::from_value(json).expect("valid budget")
+}
+
+fn local_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spending {
+    let feature = LocalFeature {
+        budget: spec.budget().expect("usable budget"),
+        ..local_testing::feature(Vec::new())
+    };
+    let mut row = local_testing::row("t", TaskPhase::Running);
+    let mut history: Vec<AttemptRow> = Vec::new();
+    for (end, number) in ends.iter().zip(1..) {
+        row.phase = TaskPhase::Running;
+        row.attempt_count = number;
+        let next = ralph::local::scheduler::conclude::conclude(
+            &feature, &mut row, &history, end, NOW, JITTER,
+        );
+        // What the local executor stores: the usage, and the result when one was reported.
+        history.push(AttemptRow {
+            usage: next.usage.clone(),
+            result: matches!(end, AttemptEnd::Reported(_)).then(|| "{}".to_owned()),
+            ..local_testing::attempt("t", number, next.outcome().as_str())
+        });
+    }
+    let totals = ralph::local::budget::attempt_totals(&history);
+    Spending {
+        tokens: totals.tokens(),
+        cost: totals.cost_text(),
+        spent: feature.budget.spent(&totals).map(|s| s.to_string()),
+    }
+}
+
+fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spending {
+    let mut feature: Feature = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
+        "spec": {"agent": {"image": "agent:1", "command": ["agent"]}, "tasks": [{"name": "t"}]}
+    }))
+    .expect("valid feature");
+    feature.spec.budget = Some(spec.clone());
+    let mut task: Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
+        "spec": {"featureRef": "hello"}
+    }))
+    .expect("valid task");
+    for (end, number) in ends.iter().zip(1..) {
+        let claim = ralph::api::ClaimStatus {
+            lease: "hello-t".to_owned(),
+            holder: format!("hello-t-a{number}"),
+            attempt: number,
+            acquired_at: None,
+            fencing_token: 0,
+        };
+        task.status = Some(status::started(
+            &task,
+            number,
+            &claim.holder.clone(),
+            claim,
+            NOW,
+        ));
+        let next = ralph::controller::task::conclude(&feature, &task, "t", end, NOW, JITTER);
+        let result = match end {
+            AttemptEnd::Reported(result) => Some(result.as_ref()),
+            _ => None,
+        };
+        let ingestion = Ingestion {
+            decision: &next.decision,
+            result,
+            next_attempt_after_ms: next.next_attempt_after_ms,
+            now_ms: NOW,
+        };
+        task.status = Some(status::ingested(&task, &ingestion));
+    }
+    let tasks = [std::sync::Arc::new(task)];
+    let totals = ralph::controller::budget::recorded(&tasks);
+    let pods = std::collections::BTreeMap::new();
+    Spending {
+        tokens: totals.tokens(),
+        cost: totals.cost_text(),
+        spent: ralph::controller::budget::budget_spent(&feature, &tasks, &pods)
+            .map(|s| s.to_string()),
+    }
+}
+
+/// A budget scenario: a name, the budget, the attempts' ends, and what both modes must say.
+type BudgetScenario = (&'static str, serde_json::Value, Vec<AttemptEnd>, Spending);
+
+fn budget_scenarios() -> Vec<BudgetScenario> {
+    vec![
+        (
+            "reported costs reach maxCostUSD",
+            serde_json::json!({"maxCostUSD": "0.50"}),
+            vec![spending(100, Some(0.3)), spending(50, Some(0.25))],
+            Spending {
+                tokens: 150,
+                cost: "$0.55".to_owned(),
+                spent: Some(
+                    "the cost budget is spent: $0.55 reported of maxCostUSD $0.50".to_owned(),
+                ),
+            },
+        ),
+        (
+            "tokens reach maxTokens",
+            serde_json::json!({"maxTokens": 120}),
+            vec![spending(100, None), spending(20, None)],
+            Spending {
+                tokens: 120,
+                cost: "unknown (2 attempts)".to_owned(),
+                spent: Some(
+                    "the token budget is spent: 120 tokens reported of maxTokens 120".to_owned(),
+                ),
+            },
+        ),
+        (
+            "an unknown cost does not spend a cost budget",
+            serde_json::json!({"maxCostUSD": "0.01"}),
+            vec![spending(100_000, None)],
+            Spending {
+                tokens: 100_000,
+                cost: "unknown (1 attempt)".to_owned(),
+                spent: None,
+            },
+        ),
+        (
+            "an attempt without a result has an unknown cost",
+            serde_json::json!({"maxCostUSD": "1"}),
+            vec![
+                AttemptEnd::NoResult {
+                    reason: "OOMKilled".to_owned(),
+                },
+                spending(10, Some(0.2)),
+            ],
+            Spending {
+                tokens: 10,
+                cost: "$0.20 + unknown (1 attempt)".to_owned(),
+                spent: None,
+            },
+        ),
+        (
+            "below both limits",
+            serde_json::json!({"maxCostUSD": "1", "maxTokens": 1000}),
+            vec![spending(999, Some(0.999999))],
+            Spending {
+                tokens: 999,
+                cost: "$0.999999".to_owned(),
+                spent: None,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn both_modes_count_and_spend_budgets_alike() {
+    for (name, spec, ends, expected) in budget_scenarios() {
+        let spec = budget(spec);
+        let local = local_spending(&spec, &ends);
+        let cluster = cluster_spending(&spec, &ends);
+        assert_eq!(local, cluster, "scenario {name:?}: the modes disagree");
+        assert_eq!(local, expected, "scenario {name:?}");
+    }
+}

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentSpec, PodTemplateOverrides};
+use super::budget::BudgetSpec;
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
 use super::verify::VerifySpec;
@@ -61,6 +62,7 @@ fn default_backoff_max_seconds() -> u64 {
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.counts.ready", description = "Tasks ready to run"),
     printcolumn(name = "Done", type_ = "integer", json_path = ".status.counts.done", description = "Tasks done"),
     printcolumn(name = "Total", type_ = "integer", json_path = ".status.counts.total", description = "Tasks in the plan"),
+    printcolumn(name = "Cost", type_ = "string", json_path = ".status.usage.costUSD", description = "US dollars the agents reported (attempts without a reported cost are counted in usage.attemptsWithUnknownCost)"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +91,12 @@ pub struct FeatureSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100000))]
     pub max_iterations: Option<u32>,
+
+    /// Cost and token limits over all attempts: once one is reached, no new attempt
+    /// starts, running ones finish and are counted, and the feature ends with outcome
+    /// LimitReached. Unset means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetSpec>,
 
     /// How failed attempts are retried.
     #[serde(default)]

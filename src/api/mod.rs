@@ -6,6 +6,7 @@
 //! writes the status subresources ([`FeatureStatus`], [`TaskStatus`]).
 
 pub mod agent;
+pub mod budget;
 pub mod conditions;
 pub mod feature;
 pub mod labels;
@@ -16,6 +17,7 @@ pub mod template;
 pub mod verify;
 
 pub use agent::{AgentSpec, PodTemplateOverrides};
+pub use budget::BudgetSpec;
 pub use feature::{Feature, FeatureContext, FeatureSpec, RetryPolicy, TextSource};
 pub use status::{
     AttemptOutcome, AttemptRecord, ClaimStatus, FeaturePhase, FeatureStatus, MAX_ATTEMPT_HISTORY,

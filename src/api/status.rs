@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::attempt::Usage;
+use crate::engine::budget::UsageTotals;
 use crate::engine::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use crate::engine::sigils::Sigils;
 use crate::engine::verification::{AttemptKind, CheckReport};
@@ -60,9 +61,9 @@ pub struct TaskStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
 
-    /// Token and cost usage of all attempts.
+    /// Tokens and cost of all ended attempts (each counted once, when ingested).
     #[serde(default)]
-    pub usage: Usage,
+    pub usage: UsageTotals,
 
     /// A human-readable note on the current state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,7 +191,7 @@ pub enum FeaturePhase {
     Blocked,
     /// The feature has no tasks.
     NoPlan,
-    /// The attempt budget (`maxIterations`) is used up.
+    /// The attempt limit (`maxIterations`) or the budget (`budget`) is used up.
     LimitReached,
     /// `spec.suspend` is set.
     Suspended,
@@ -287,9 +288,9 @@ pub struct FeatureStatus {
     #[serde(default)]
     pub iterations: u32,
 
-    /// Token and cost usage of all attempts.
+    /// Tokens and cost of all ended attempts: the sum of its Tasks' usage.
     #[serde(default)]
-    pub usage: Usage,
+    pub usage: UsageTotals,
 }
 
 #[cfg(test)]

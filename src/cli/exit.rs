@@ -69,7 +69,9 @@ impl Exit {
             Exit::Usage => "usage error: wrong command line",
             Exit::InvalidInput => "invalid input: a manifest is missing or invalid",
             Exit::Blocked => "blocked or suspended: nothing can progress",
-            Exit::LimitReached => "limit reached: attempts used up before every task was done",
+            Exit::LimitReached => {
+                "limit reached: the attempt limit or the budget was used up before every task was done"
+            }
             Exit::NoTasks => "no plan: the feature has no tasks",
             Exit::AgentMisconfigured => {
                 "agent misconfigured: fix what the message says and run again"

@@ -45,6 +45,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = args.state.open()?;
     let tasks = store.tasks()?;
     let claims = store.claims()?;
+    let attempts = store.attempts(None)?;
     let feature = store
         .feature()?
         .context("the state has no feature recorded")?;
@@ -58,7 +59,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         stopped: store.meta(keys::STOPPED)?,
         counts: Counts::of(&tasks),
-        tasks: task_lines(&tasks, &claims),
+        tasks: task_lines(&tasks, &claims, &attempts),
+        usage: crate::local::budget::attempt_totals(&attempts),
+        budget: Some(feature.budget).filter(|b| !b.is_unlimited()),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&view)?);

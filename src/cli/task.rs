@@ -45,7 +45,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::List { state, json } => {
             let store = state.open()?;
-            let lines = task_lines(&store.tasks()?, &store.claims()?);
+            let lines = task_lines(&store.tasks()?, &store.claims()?, &store.attempts(None)?);
             if json {
                 println!("{}", serde_json::to_string_pretty(&lines)?);
             } else {

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use super::claim::claim_view;
 use super::run_view::run_view;
 use crate::api::{Feature, TASK_LABEL, Task, conditions};
+use crate::engine::budget::BudgetSpent;
 use crate::engine::conclusion::{self, Gate};
 use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, PhaseCounts, TaskPhase};
 use crate::engine::lifecycle::{
@@ -84,6 +85,8 @@ pub struct FeaturePlan {
     pub outcome: Option<FeatureOutcome>,
     /// Attempts started over all tasks.
     pub iterations: u32,
+    /// The budget the feature spent, when it did: no attempt starts.
+    pub budget_spent: Option<BudgetSpent>,
 }
 
 impl FeaturePlan {
@@ -145,11 +148,13 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
                 counts: PhaseCounts::default(),
                 outcome: None,
                 iterations,
+                budget_spent: None,
             };
         }
     };
     let spec = &feature.spec;
     let max_iterations = spec.max_iterations.map(u64::from);
+    let budget_spent = super::budget::budget_spent(feature, snapshot.tasks, snapshot.pods);
     let limits = Gate {
         suspended: spec.suspend,
         stopped: is_stopped(feature),
@@ -157,6 +162,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         running: dag.counts().running,
         iterations_used: u64::from(iterations),
         max_iterations,
+        budget_spent: budget_spent.is_some(),
     };
     let mut handed_out = 0;
     // An exhausted agent rests: none of the feature's tasks starts before its reset time.
@@ -247,7 +253,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         suspended: spec.suspend,
         iterations_used: u64::from(iterations),
         max_iterations,
-        budget_reached: false,
+        budget_reached: budget_spent.is_some(),
     });
     FeaturePlan {
         invalid: None,
@@ -255,6 +261,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         counts: dag.counts(),
         outcome,
         iterations,
+        budget_spent,
     }
 }
 

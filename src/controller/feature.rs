@@ -327,6 +327,9 @@ fn start_limit(
 fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
     let namespace = feature.namespace().unwrap_or_default();
     let name = feature.name_any();
+    if let Some(problem) = super::budget::invalid_budget(feature) {
+        return Some(problem);
+    }
     if let Some(problem) = super::verify::verify_problem(feature) {
         return Some(problem);
     }
@@ -739,6 +742,16 @@ async fn write_status(
         ),
     )
     .await?;
+    let old_conditions = feature.status.as_ref().map_or(&[][..], |s| &s.conditions);
+    if let Some(warning) = super::budget::cost_became_unknown(old_conditions, &new.conditions) {
+        ctx.events
+            .warning(
+                &feature.object_ref(&()),
+                super::budget::REASON_COST_UNKNOWN,
+                warning,
+            )
+            .await;
+    }
     if old_phase != Some(new.phase) {
         ctx.events
             .normal(

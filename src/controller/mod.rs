@@ -1,5 +1,6 @@
 //! Kubernetes controllers: Feature, Task, claim Leases, agent Pod builder, status.
 
+pub mod budget;
 pub mod call;
 pub mod claim;
 pub mod client;

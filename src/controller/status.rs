@@ -10,7 +10,7 @@ use crate::api::{
     AttemptOutcome, AttemptRecord, ClaimStatus, Feature, FeaturePhase, FeatureStatus, Task,
     TaskCounts, TaskStatus,
 };
-use crate::engine::attempt::{AttemptResult, Usage};
+use crate::engine::attempt::AttemptResult;
 use crate::engine::conclusion;
 use crate::engine::dag::{FeatureOutcome, TaskPhase};
 use crate::engine::policy::{Decision, PreviousAttempt};
@@ -100,6 +100,8 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
             &mut status.attempts[last]
         }
     };
+    // An attempt is counted once: a replayed ingest finds its record ended already.
+    let first_ingest = record.outcome.is_none();
     record.ended_at = Some(time(ingestion.now_ms));
     record.outcome = Some(decision.outcome);
     match &decision.previous_attempt {
@@ -118,7 +120,11 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
         if record.crash.is_none() {
             record.crash = result.crash.clone();
         }
-        status.usage.add(&result.usage);
+    }
+    if first_ingest {
+        status
+            .usage
+            .add_attempt(ingestion.result.map(|result| &result.usage));
     }
     status
 }
@@ -297,13 +303,8 @@ pub fn feature_status(
         "PlanValid",
         "the task DAG is valid",
     );
-    let mut usage = Usage::default();
-    for task in tasks {
-        if let Some(s) = &task.status {
-            usage.add(&s.usage);
-        }
-    }
-    status.usage = usage;
+    status.usage = super::budget::recorded(tasks);
+    super::budget::set_cost_condition(feature, &status.usage, &mut status.conditions, now.clone());
     let c = &plan.counts;
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     status.counts = TaskCounts {
@@ -338,7 +339,15 @@ pub fn feature_status(
         (None, None) if events.misconfiguration.is_some() => {
             events.misconfiguration.as_ref().map(|p| p.message.clone())
         }
-        (None, Some(outcome)) => Some(conclusion::outcome_message(outcome, c)),
+        (None, Some(outcome)) => Some(conclusion::limit_message(
+            outcome,
+            c,
+            plan.budget_spent.as_ref(),
+        )),
+        (None, None) if plan.budget_spent.is_some() => plan
+            .budget_spent
+            .as_ref()
+            .map(|spent| conclusion::finishing_message(spent, c.running)),
         (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
     };
     let message = status.message.clone().unwrap_or_default();

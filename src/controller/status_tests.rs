@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, StopReason};
+use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, StopReason, Usage};
 use crate::engine::dag::PhaseCounts;
 use crate::engine::policy::{self, TaskContext};
 use crate::engine::sigils::Sigils;
@@ -76,6 +76,42 @@ fn started_attempt_is_recorded_with_its_pod_generation_and_claim() {
     assert_eq!(record.pod.as_deref(), Some("hello-a-a1"));
     assert_eq!(record.generation, Some(3));
     assert_eq!(record.outcome, None);
+}
+
+#[test]
+fn a_replayed_ingest_does_not_count_the_attempt_twice() {
+    let mut t = task();
+    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let r = result(false);
+    let decision = policy::decide(&context(), &r);
+    let ingestion = Ingestion {
+        decision: &decision,
+        result: Some(&r),
+        next_attempt_after_ms: None,
+        now_ms: 2_000,
+    };
+    t.status = Some(ingested(&t, &ingestion));
+    let replayed = ingested(&t, &ingestion);
+    assert_eq!(replayed.usage.tokens(), 15);
+    assert_eq!(replayed.usage.attempts_with_unknown_cost, 1);
+}
+
+#[test]
+fn an_attempt_ended_without_a_result_is_counted_with_an_unknown_cost() {
+    let mut t = task();
+    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let decision = policy::on_claim_lost(&context());
+    let status = ingested(
+        &t,
+        &Ingestion {
+            decision: &decision,
+            result: None,
+            next_attempt_after_ms: None,
+            now_ms: 2_000,
+        },
+    );
+    assert_eq!(status.usage.tokens(), 0);
+    assert_eq!(status.usage.attempts_with_unknown_cost, 1);
 }
 
 #[test]
@@ -169,6 +205,7 @@ fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
         counts,
         outcome,
         iterations: 4,
+        budget_spent: None,
     }
 }
 
@@ -344,4 +381,53 @@ fn an_agent_misconfiguration_holds_until_the_spec_changes() {
     let held = recorded_misconfiguration(&halted_feature(3, 3)).expect("held");
     assert_eq!(held.reason, "AgentMisconfigured");
     assert_eq!(recorded_misconfiguration(&halted_feature(3, 4)), None);
+}
+
+fn tokens_spent() -> crate::engine::budget::BudgetSpent {
+    crate::engine::budget::BudgetSpent::Tokens {
+        spent: 150,
+        limit: 100,
+    }
+}
+
+#[test]
+fn a_feature_stopped_by_its_budget_says_which_budget_and_how_much() {
+    let counts = PhaseCounts {
+        done: 1,
+        pending: 1,
+        ..PhaseCounts::default()
+    };
+    let p = FeaturePlan {
+        budget_spent: Some(tokens_spent()),
+        ..plan(counts, Some(FeatureOutcome::LimitReached))
+    };
+    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    assert_eq!(status.phase, FeaturePhase::LimitReached);
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "the token budget is spent: 150 tokens reported of maxTokens 100; no new attempt \
+             starts; 1 of 2 tasks done"
+        )
+    );
+}
+
+#[test]
+fn a_spent_budget_with_attempts_still_running_says_it_waits_for_them() {
+    let counts = PhaseCounts {
+        running: 2,
+        pending: 1,
+        ..PhaseCounts::default()
+    };
+    let p = FeaturePlan {
+        budget_spent: Some(tokens_spent()),
+        ..plan(counts, None)
+    };
+    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    assert_eq!(status.phase, FeaturePhase::Running);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.ends_with("waiting for 2 running attempts to finish"),
+        "{message}"
+    );
 }

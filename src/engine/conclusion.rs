@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::attempt::{AttemptResult, Usage};
 use super::backoff::RetryBackoff;
+use super::budget::BudgetSpent;
 use super::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use super::lifecycle::{AttemptEnd, FeatureGate};
 use super::policy::{
@@ -232,13 +233,17 @@ pub struct Gate {
     pub iterations_used: u64,
     /// Most attempts in all (the feature's `maxIterations`, a run's `--limit`).
     pub max_iterations: Option<u64>,
+    /// The feature's cost or token budget is spent ([`super::budget::Budget::spent`]).
+    pub budget_spent: bool,
 }
 
 impl Gate {
-    /// True once no attempt may start because of the iteration limit.
+    /// True once no attempt may start because of the iteration limit or the budget.
     pub fn limit_reached(&self) -> bool {
-        self.max_iterations
-            .is_some_and(|max| self.iterations_used >= max)
+        self.budget_spent
+            || self
+                .max_iterations
+                .is_some_and(|max| self.iterations_used >= max)
     }
 
     /// How many more attempts may start now.
@@ -289,6 +294,30 @@ pub fn agent_rest_until(
         .filter_map(|(_, after)| after)
         .filter(|&after| after > now_ms)
         .max()
+}
+
+/// The message that explains a feature's outcome, naming the spent budget when that is
+/// why the limit was reached.
+pub fn limit_message(
+    outcome: FeatureOutcome,
+    counts: &PhaseCounts,
+    budget: Option<&BudgetSpent>,
+) -> String {
+    match (outcome, budget) {
+        (FeatureOutcome::LimitReached, Some(spent)) => format!(
+            "{spent}; no new attempt starts; {} of {} tasks done",
+            counts.done,
+            counts.total()
+        ),
+        _ => outcome_message(outcome, counts),
+    }
+}
+
+/// What a feature that has not ended says while its budget is spent and attempts that
+/// started before still run.
+pub fn finishing_message(spent: &BudgetSpent, running: usize) -> String {
+    let attempts = if running == 1 { "attempt" } else { "attempts" };
+    format!("{spent}; no new attempt starts; waiting for {running} running {attempts} to finish")
 }
 
 /// The message that explains a feature's outcome.

@@ -157,6 +157,7 @@ fn gate() -> Gate {
         running: 1,
         iterations_used: 3,
         max_iterations: None,
+        budget_spent: false,
     }
 }
 
@@ -205,5 +206,49 @@ fn a_limit_reached_message_says_how_many_tasks_are_done() {
     assert_eq!(
         outcome_message(FeatureOutcome::LimitReached, &counts),
         "the attempt limit (maxIterations or --limit) is used up; 1 of 3 tasks done"
+    );
+}
+
+#[test]
+fn the_gate_stops_once_the_budget_is_spent() {
+    let gate = Gate {
+        budget_spent: true,
+        ..gate()
+    };
+    assert_eq!(gate.next(0), FeatureGate::Stopped);
+    assert_eq!(gate.standing(), FeatureGate::Stopped);
+}
+
+#[test]
+fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
+    let counts = PhaseCounts {
+        done: 1,
+        pending: 1,
+        ..PhaseCounts::default()
+    };
+    let spent = crate::engine::budget::BudgetSpent::Tokens {
+        spent: 120,
+        limit: 100,
+    };
+    assert_eq!(
+        limit_message(FeatureOutcome::LimitReached, &counts, Some(&spent)),
+        "the token budget is spent: 120 tokens reported of maxTokens 100; no new attempt \
+         starts; 1 of 2 tasks done"
+    );
+}
+
+#[test]
+fn a_feature_that_completed_says_so_even_with_a_spent_budget() {
+    let counts = PhaseCounts {
+        done: 2,
+        ..PhaseCounts::default()
+    };
+    let spent = crate::engine::budget::BudgetSpent::Tokens {
+        spent: 120,
+        limit: 100,
+    };
+    assert_eq!(
+        limit_message(FeatureOutcome::Complete, &counts, Some(&spent)),
+        "all 2 tasks done"
     );
 }

@@ -3,6 +3,7 @@
 
 pub mod attempt;
 pub mod backoff;
+pub mod budget;
 pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::budget::Budget;
+
 /// One task as the manifest declares it. Changing any field bumps the task's generation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -37,6 +39,9 @@ pub struct LocalFeature {
     pub parallelism: u32,
     /// Attempt budget over the feature's life, if any.
     pub max_iterations: Option<u32>,
+    /// Cost and token limits over the feature's life (`spec.budget`).
+    #[serde(default)]
+    pub budget: Budget,
     /// Retries allowed per task unless the task overrides it.
     pub max_retries: u32,
     /// Base of the exponential retry backoff.

@@ -1,6 +1,7 @@
 //! The embedded default: a local store and process executor driving the same engine.
 
 pub mod activity;
+pub mod budget;
 pub mod display;
 pub mod executor;
 pub mod feature;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::api::TextSource;
+use crate::api::budget::{BudgetError, budget_of};
 use crate::local::feature::{LocalFeature, LocalTask};
 use crate::manifest::FeaturePlan;
 
@@ -24,6 +25,15 @@ pub enum PlanError {
     /// No agent command anywhere.
     #[error("feature {0}: spec.agent.command is empty; set it or pass --agent")]
     NoAgent(String),
+    /// `spec.budget` cannot be used.
+    #[error("feature {feature}: {source}")]
+    Budget {
+        /// The feature.
+        feature: String,
+        /// What is wrong with the budget.
+        #[source]
+        source: BudgetError,
+    },
 }
 
 fn text(
@@ -53,6 +63,10 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
         agent_command,
         parallelism: spec.parallelism,
         max_iterations: spec.max_iterations,
+        budget: budget_of(spec.budget.as_ref()).map_err(|source| PlanError::Budget {
+            feature: name.clone(),
+            source,
+        })?,
         max_retries: spec.retry.max_retries,
         backoff_base: Duration::from_secs(spec.retry.backoff_base_seconds),
         backoff_max: Duration::from_secs(spec.retry.backoff_max_seconds),

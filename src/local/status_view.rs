@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::engine::attempt::Usage;
+use crate::engine::budget::{Budget, UsageTotals};
 use crate::engine::dag::TaskPhase;
 use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
 
@@ -32,8 +32,8 @@ pub struct TaskLine {
     /// Last failure or crash.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_problem: Option<String>,
-    /// Tokens and cost.
-    pub usage: Usage,
+    /// Tokens and cost of its ended attempts (unknown costs counted apart).
+    pub usage: UsageTotals,
 }
 
 /// A claim as shown.
@@ -65,6 +65,11 @@ pub struct StatusView {
     pub counts: Counts,
     /// Tasks in creation order.
     pub tasks: Vec<TaskLine>,
+    /// Tokens and cost of all ended attempts.
+    pub usage: UsageTotals,
+    /// The feature's budget (`spec.budget`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Tasks per phase.
@@ -105,8 +110,12 @@ impl Counts {
     }
 }
 
-/// One line per task.
-pub fn task_lines(tasks: &[TaskRow], claims: &[ClaimRow]) -> Vec<TaskLine> {
+/// One line per task; usage from the stored `attempts`.
+pub fn task_lines(
+    tasks: &[TaskRow],
+    claims: &[ClaimRow],
+    attempts: &[AttemptRow],
+) -> Vec<TaskLine> {
     tasks
         .iter()
         .map(|task| TaskLine {
@@ -125,7 +134,7 @@ pub fn task_lines(tasks: &[TaskRow], claims: &[ClaimRow]) -> Vec<TaskLine> {
                 }),
             next_attempt_after_ms: task.next_attempt_after_ms,
             last_problem: task.previous_attempt.as_deref().map(previous_attempt_text),
-            usage: task.usage.clone(),
+            usage: crate::local::budget::task_totals(task.name(), attempts),
         })
         .collect()
 }
@@ -146,8 +155,8 @@ pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<width$}  {:<8} {:>3} {:>8} {:>7}  NOTE",
-        "TASK", "PHASE", "GEN", "ATTEMPTS", "RETRIES"
+        "{:<width$}  {:<8} {:>3} {:>8} {:>7} {:>9} {:>9}  NOTE",
+        "TASK", "PHASE", "GEN", "ATTEMPTS", "RETRIES", "TOKENS", "COST"
     );
     for line in lines {
         let note = match (&line.claim, line.next_attempt_after_ms, &line.last_problem) {
@@ -165,12 +174,14 @@ pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<width$}  {:<8} {:>3} {:>8} {:>7}  {}",
+            "{:<width$}  {:<8} {:>3} {:>8} {:>7} {:>9} {:>9}  {}",
             line.task,
             format!("{:?}", line.phase),
             line.generation,
             line.attempts,
             line.retries,
+            line.usage.tokens(),
+            line.usage.cost_column(),
             crate::local::activity::truncate(&note, 100)
         );
     }
@@ -191,6 +202,15 @@ pub fn render_status(view: &StatusView, now_ms: i64) -> String {
         "tasks: {} total, {} done, {} running, {} pending, {} failed, {} blocked",
         c.total, c.done, c.running, c.pending, c.failed, c.blocked
     );
+    let _ = writeln!(
+        out,
+        "usage: {}; cost {}",
+        view.usage.tokens_text(),
+        view.usage.cost_text()
+    );
+    if let Some(budget) = &view.budget {
+        let _ = writeln!(out, "budget: {budget}");
+    }
     out.push_str(&render_tasks(&view.tasks, now_ms));
     out
 }
@@ -229,6 +249,13 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
     if let Some(previous) = &task.previous_attempt {
         let _ = writeln!(out, "{}", previous_attempt_text(previous));
     }
+    let usage = crate::local::budget::attempt_totals(attempts);
+    let _ = writeln!(
+        out,
+        "usage: {}; cost {}",
+        usage.tokens_text(),
+        usage.cost_text()
+    );
     for attempt in attempts {
         let duration = attempt.ended_at_ms.map_or("running".to_string(), |end| {
             format!("{:.1}s", (end - attempt.started_at_ms) as f64 / 1000.0)
@@ -237,13 +264,16 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             AttemptKind::Work => "",
             AttemptKind::Verify => "verification ",
         };
+        let spent = crate::local::budget::attempt_totals([attempt]);
         let _ = writeln!(
             out,
-            "  {} (gen {}): {kind}{} {} {}",
+            "  {} (gen {}): {kind}{} {} {} tokens {} {}",
             attempt.id,
             attempt.generation,
             attempt.outcome.as_deref().unwrap_or("-"),
             duration,
+            spent.tokens(),
+            spent.cost_column(),
             attempt
                 .crash
                 .as_deref()

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::engine::attempt::Usage;
+use crate::engine::budget::UsageTotals;
 use crate::engine::dag::{FeatureOutcome, TaskPhase};
 use crate::local::store::{AttemptRow, TaskRow};
 
@@ -23,8 +23,8 @@ pub struct TaskSummary {
     pub last_outcome: Option<String>,
     /// Time spent in attempts, ms.
     pub duration_ms: i64,
-    /// Tokens and cost over all attempts.
-    pub usage: Usage,
+    /// Tokens and cost over all ended attempts (unknown costs counted apart).
+    pub usage: UsageTotals,
 }
 
 /// The whole run's summary.
@@ -41,7 +41,7 @@ pub struct Summary {
     /// Attempts over all tasks.
     pub attempts: u32,
     /// Usage over all tasks.
-    pub usage: Usage,
+    pub usage: UsageTotals,
 }
 
 impl Summary {
@@ -57,10 +57,7 @@ impl Summary {
             .map(|task| {
                 let mine: Vec<&AttemptRow> =
                     attempts.iter().filter(|a| a.task == task.name()).collect();
-                let mut usage = Usage::default();
-                for attempt in &mine {
-                    usage.add(&attempt.usage);
-                }
+                let usage = crate::local::budget::attempt_totals(mine.iter().copied());
                 TaskSummary {
                     task: task.name().to_string(),
                     phase: task.phase,
@@ -74,7 +71,7 @@ impl Summary {
                 }
             })
             .collect();
-        let mut usage = Usage::default();
+        let mut usage = UsageTotals::default();
         for task in &tasks {
             usage.add(&task.usage);
         }
@@ -99,32 +96,32 @@ impl Summary {
         let _ = writeln!(out, "feature {}: {outcome}", self.feature);
         let _ = writeln!(
             out,
-            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10} {:>9}",
-            "TASK", "PHASE", "ATTEMPTS", "LAST", "DURATION", "TOKENS", "COST"
+            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10}  COST",
+            "TASK", "PHASE", "ATTEMPTS", "LAST", "DURATION", "TOKENS"
         );
         for task in &self.tasks {
             let _ = writeln!(
                 out,
-                "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10} {:>9}",
+                "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10}  {}",
                 task.task,
                 format!("{:?}", task.phase),
                 task.attempts,
                 task.last_outcome.as_deref().unwrap_or("-"),
                 seconds(task.duration_ms),
-                task.usage.total_tokens(),
-                cost(task.usage.cost_usd),
+                task.usage.tokens(),
+                task.usage.cost_text(),
             );
         }
         let _ = writeln!(
             out,
-            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10} {:>9}",
+            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10}  {}",
             "total",
             "",
             self.attempts,
             "",
             seconds(self.tasks.iter().map(|t| t.duration_ms).sum()),
-            self.usage.total_tokens(),
-            cost(self.usage.cost_usd),
+            self.usage.tokens(),
+            self.usage.cost_text(),
         );
         out
     }
@@ -134,13 +131,10 @@ fn seconds(ms: i64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
-fn cost(usd: Option<f64>) -> String {
-    usd.map_or("-".to_string(), |usd| format!("${usd:.4}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::attempt::Usage;
     use crate::local::feature::LocalTask;
     use crate::local::testing;
 
@@ -164,6 +158,7 @@ mod tests {
                 cost_usd: Some(0.5),
                 ..Usage::default()
             },
+            result: Some("{}".to_owned()),
             ..testing::attempt(task, number, outcome)
         }
     }
@@ -182,7 +177,7 @@ mod tests {
             (2, 1500, 15)
         );
         assert_eq!(a.last_outcome.as_deref(), Some("done"));
-        assert_eq!(a.usage.cost_usd, Some(1.0));
+        assert_eq!(a.usage.cost_text(), "$1.00");
         assert_eq!(summary.tasks[1].attempts, 0);
         assert_eq!((summary.attempts, summary.usage.input_tokens), (2, 15));
     }
@@ -197,9 +192,24 @@ mod tests {
         assert_eq!(lines[0], "feature hello: Complete");
         assert!(lines[2].starts_with("write-greeting  Done"), "{text}");
         assert!(
-            lines[2].contains("1.2s") && lines[2].contains("$0.5000"),
+            lines[2].contains("1.2s") && lines[2].ends_with("$0.50"),
             "{text}"
         );
         assert!(lines[3].starts_with("total"), "{text}");
+    }
+
+    #[test]
+    fn a_cost_no_attempt_reported_is_shown_unknown_not_zero() {
+        let tasks = [task("a", TaskPhase::Done)];
+        let attempts = [AttemptRow {
+            usage: Usage {
+                input_tokens: 7,
+                ..Usage::default()
+            },
+            ..attempt("a", 1, (0, 10), "done", 7)
+        }];
+        let text = Summary::build("f", Some(FeatureOutcome::Complete), &tasks, &attempts).render();
+        let total = text.lines().last().unwrap_or_default();
+        assert!(total.ends_with("unknown (1 attempt)"), "{text}");
     }
 }

@@ -28,6 +28,7 @@ pub fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
         agent_command: vec!["agent".to_owned()],
         parallelism: 1,
         max_iterations: None,
+        budget: crate::engine::budget::Budget::default(),
         max_retries: 2,
         backoff_base: Duration::from_secs(10),
         backoff_max: Duration::from_secs(600),

@@ -3,6 +3,9 @@
 //! unknown parent) are left to `engine::dag`, so each problem is reported once.
 
 use super::path::FieldPath;
+use crate::api::budget::{
+    BudgetError, BudgetSpec, EMPTY_BUDGET_MESSAGE, MAX_COST_USD_RULE_MESSAGE,
+};
 use crate::api::names::{DNS_LABEL_MAX_LEN, check_dns_subdomain};
 use crate::api::{Feature, Task, TaskFields, TextSource};
 
@@ -50,6 +53,9 @@ pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
             text_source_rule(source, path, &mut out);
         }
     }
+    if let Some(budget) = &spec.budget {
+        budget_rules(budget, &mut out);
+    }
     for (index, template) in spec.tasks.iter().enumerate() {
         let path = FieldPath::root("spec")
             .key("tasks")
@@ -69,6 +75,22 @@ pub fn task_rules(task: &Task, name: &str) -> Vec<RuleViolation> {
     let path = FieldPath::root("spec").key("dependsOn");
     duplicate_dependencies(&task.spec.fields, &path, &mut out);
     out
+}
+
+/// The CRD's rules on `spec.budget`, with the same messages.
+fn budget_rules(budget: &BudgetSpec, out: &mut Vec<RuleViolation>) {
+    let path = FieldPath::root("spec").key("budget");
+    match budget.budget() {
+        Ok(_) => {}
+        Err(BudgetError::Empty) => out.push((path, EMPTY_BUDGET_MESSAGE.to_owned())),
+        Err(BudgetError::Cost(_) | BudgetError::ZeroCost) => out.push((
+            path.key("maxCostUSD"),
+            format!(
+                "{:?}: {MAX_COST_USD_RULE_MESSAGE}",
+                budget.max_cost_usd.as_deref().unwrap_or_default()
+            ),
+        )),
+    }
 }
 
 fn text_source_rule(source: &TextSource, path: FieldPath, out: &mut Vec<RuleViolation>) {
@@ -146,5 +168,47 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].0.to_string(), "spec.tasks[b].dependsOn");
         assert_eq!(found[0].1, "names \"a\" twice");
+    }
+
+    #[test]
+    fn a_zero_cost_budget_is_reported_on_max_cost_usd() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "budget": {"maxCostUSD": "0.00"}}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0.to_string(), "spec.budget.maxCostUSD");
+        assert!(
+            found[0]
+                .1
+                .starts_with("\"0.00\": maxCostUSD must be a positive")
+        );
+    }
+
+    #[test]
+    fn a_cost_with_too_many_decimals_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "budget": {"maxCostUSD": "0.1234567"}}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found[0].0.to_string(), "spec.budget.maxCostUSD");
+    }
+
+    #[test]
+    fn a_budget_without_limits_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(), "budget": {}}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(
+            found,
+            [(
+                FieldPath::root("spec").key("budget"),
+                EMPTY_BUDGET_MESSAGE.to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_budget_with_both_limits_breaks_no_rule() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "budget": {"maxCostUSD": "12.50", "maxTokens": 100000}}));
+        assert_eq!(feature_rules(&feature, "hello"), []);
     }
 }

@@ -58,9 +58,19 @@ fn check_node(value: &Value, schema: &Value, path: &FieldPath, out: &mut Vec<Vio
     if let Some(expected) = expected
         && !has_type(value, expected)
     {
+        let hint = match value {
+            Value::Number(number) if expected == "string" => {
+                format!(" (quote it: \"{number}\")")
+            }
+            _ => String::new(),
+        };
         out.push(violation(
             path,
-            format!("expected {}, found {}", article(expected), describe(value)),
+            format!(
+                "expected {}, found {}{hint}",
+                article(expected),
+                describe(value)
+            ),
         ));
         return;
     }
@@ -413,5 +423,15 @@ mod tests {
         assert_eq!(edit_distance("dependOn", "dependsOn"), 1);
         assert_eq!(edit_distance("prority", "priority"), 1);
         assert_eq!(edit_distance("abc", "abc"), 0);
+    }
+
+    #[test]
+    fn a_number_where_a_string_belongs_says_to_quote_it() {
+        let schema = json!({"type": "object", "properties": {"cost": {"type": "string"}}});
+        let found = check(&json!({"cost": 0.5}), &schema);
+        assert_eq!(
+            found[0].problem,
+            "expected a string, found a number (0.5) (quote it: \"0.5\")"
+        );
     }
 }

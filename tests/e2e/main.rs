@@ -242,3 +242,39 @@ async fn suspend_interrupts_the_running_attempt_and_resume_completes() {
         .unwrap_or_default();
     assert_eq!(status.retry_count, 0, "an interruption is not a retry");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn a_spent_cost_budget_stops_the_feature_with_its_totals() {
+    let mut e2e = E2e::setup("budget").await;
+    let spec = json!({
+        "agent": e2e.scripted_agent("budget.script.yaml"),
+        "podTemplate": e2e.pod_template(),
+        "budget": { "maxCostUSD": "0.50" },
+        "tasks": [
+            { "name": "one", "description": "First." },
+            { "name": "two", "description": "Second.", "dependsOn": ["one"] },
+            { "name": "three", "description": "Third.", "dependsOn": ["two"] },
+        ],
+    });
+    e2e.apply_feature("budget", spec).await;
+
+    let feature = e2e
+        .wait_for_phase("budget", FeaturePhase::LimitReached)
+        .await;
+
+    let status = feature.status.unwrap_or_default();
+    assert_eq!((status.counts.done, status.counts.pending), (2, 1));
+    assert_eq!(status.usage.cost_text(), "$0.60");
+    assert_eq!(status.usage.tokens(), 240);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.starts_with("the cost budget is spent: $0.60 reported of maxCostUSD $0.50"),
+        "{message}"
+    );
+    let pods = e2e.pod_names();
+    assert!(
+        !pods.iter().any(|p| p.starts_with("budget-three")),
+        "no attempt starts once the budget is spent: {pods:?}"
+    );
+}

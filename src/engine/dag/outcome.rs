@@ -73,7 +73,8 @@ impl Dag {
 
     /// The feature's outcome, or `None` while progress is possible. In order: NoPlan (no
     /// tasks), Complete (all Done), Failed (all resolved, some Failed), Suspended,
-    /// LimitReached, Blocked (nothing ready or running, yet not all resolved).
+    /// LimitReached (once the attempts running when the limit was reached have finished),
+    /// Blocked (nothing ready or running, yet not all resolved).
     pub fn outcome(&self, inputs: OutcomeInputs) -> Option<FeatureOutcome> {
         let counts = self.counts();
         if counts.total() == 0 {
@@ -84,7 +85,7 @@ impl Dag {
             Some(FeatureOutcome::Failed)
         } else if inputs.suspended {
             Some(FeatureOutcome::Suspended)
-        } else if inputs.limit_reached() {
+        } else if inputs.limit_reached() && counts.running == 0 {
             Some(FeatureOutcome::LimitReached)
         } else if counts.ready == 0 && counts.running == 0 {
             Some(FeatureOutcome::Blocked)

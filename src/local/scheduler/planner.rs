@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use super::conclude;
 use super::live::Live;
 use super::{RunOptions, RunOutcome};
-use crate::engine::conclusion::{AgentRest, Gate, NextState, outcome_message};
+use crate::engine::budget::{BudgetSpent, UsageTotals};
+use crate::engine::conclusion::{AgentRest, Gate, NextState, limit_message};
 use crate::engine::dag::{
     AutoTransition, Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseError, TaskNode, TaskPhase,
 };
@@ -40,6 +41,8 @@ pub(super) struct Loaded {
     pub stopped: Option<String>,
     /// The agent's rest recorded by an earlier run.
     pub agent_rest: Option<AgentRest>,
+    /// What the ended attempts spent (derived from the stored attempts).
+    pub spent: UsageTotals,
 }
 
 /// Where the agent's rest stands at the start of a loop turn.
@@ -91,6 +94,9 @@ pub(super) struct Concluded {
     pub row: TaskRow,
     /// The other attempts to cancel (the agent cannot run as configured).
     pub cancel: Vec<String>,
+    /// What the feature's budget says after this attempt, said once each: it is spent,
+    /// or a cost budget now has attempts of unknown cost.
+    pub budget_warnings: Vec<String>,
     /// The phase changes the DAG derives from it, not yet applied to the rows.
     pub transitions: Vec<AutoTransition>,
 }
@@ -111,6 +117,7 @@ pub(super) struct Planner<'a> {
     interrupted_at: Option<Instant>,
     halted: Option<String>,
     agent_rest: Option<AgentRest>,
+    spent: UsageTotals,
     wake_at_ms: Option<i64>,
     announced_wait_ms: Option<i64>,
     next_renewal_ms: i64,
@@ -163,6 +170,7 @@ impl<'a> Planner<'a> {
             interrupted_at: None,
             halted: None,
             agent_rest: loaded.agent_rest.filter(|rest| rest.until_ms > now_ms),
+            spent: loaded.spent,
             wake_at_ms: None,
             announced_wait_ms: None,
             next_renewal_ms: now_ms + claim_ms / 3,
@@ -225,6 +233,20 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// The budget the ended attempts spent, if any.
+    pub fn budget_spent(&self) -> Option<BudgetSpent> {
+        self.feature.budget.spent(&self.spent)
+    }
+
+    /// What the budget says when the run starts: spent already, or costs unknown.
+    pub fn budget_warnings_at_start(&self) -> Vec<String> {
+        let spent = self
+            .budget_spent()
+            .map(|spent| format!("{spent}; no new attempt starts (raise spec.budget to go on)"));
+        let unknown = self.feature.budget.unknown_cost_warning(&self.spent);
+        spent.into_iter().chain(unknown).collect()
+    }
+
     fn iterations_used(&self) -> u64 {
         u64::from(self.iterations_at_start + self.started)
     }
@@ -238,6 +260,7 @@ impl<'a> Planner<'a> {
             running: self.live.len(),
             iterations_used: self.iterations_used(),
             max_iterations: self.max_iterations().map(u64::from),
+            budget_spent: self.budget_spent().is_some(),
         }
         .next(0)
     }
@@ -364,14 +387,16 @@ impl<'a> Planner<'a> {
                 format!("an agent promised FAILURE: {reason}"),
             )
         } else {
+            let spent = self.budget_spent();
             let inputs = OutcomeInputs {
                 suspended: self.feature.suspend,
                 iterations_used: self.iterations_used(),
                 max_iterations: self.max_iterations().map(u64::from),
-                budget_reached: false,
+                budget_reached: spent.is_some(),
             };
             let outcome = self.dag.outcome(inputs)?;
-            (outcome, outcome_message(outcome, &self.dag.counts()))
+            let message = limit_message(outcome, &self.dag.counts(), spent.as_ref());
+            (outcome, message)
         };
         Some(RunOutcome::Finished { outcome, message })
     }
@@ -520,6 +545,7 @@ impl<'a> Planner<'a> {
         };
         let next = conclude::conclude(self.feature, row, history, end, now_ms, jitter);
         let row = row.clone();
+        let budget_warnings = self.count_spending(task, end);
         let mut cancel = Vec::new();
         match next.feature() {
             FeatureEffect::Stop { reason } => self.stopped = Some(reason.clone()),
@@ -547,11 +573,43 @@ impl<'a> Planner<'a> {
             next,
             row,
             cancel,
+            budget_warnings,
             transitions,
         }))
+    }
+
+    /// Adds what the ended attempt spent (nothing known without its result); returns what
+    /// the budget says that it did not say before.
+    fn count_spending(&mut self, task: &str, end: &AttemptEnd) -> Vec<String> {
+        let budget = self.feature.budget;
+        let was_spent = self.budget_spent().is_some();
+        let was_unknown = budget.unknown_cost_warning(&self.spent).is_some();
+        self.spent.add_attempt(match end {
+            AttemptEnd::Reported(result) => Some(&result.usage),
+            _ => None,
+        });
+        let spent = self.budget_spent().filter(|_| !was_spent).map(|spent| {
+            match self.live.keys().filter(|t| *t != task).count() {
+                0 => format!("{spent}; no new attempt starts"),
+                1 => format!(
+                    "{spent}; no new attempt starts; the 1 running attempt finishes and is counted"
+                ),
+                n => format!(
+                    "{spent}; no new attempt starts; the {n} running attempts finish and are counted"
+                ),
+            }
+        });
+        let unknown = budget
+            .unknown_cost_warning(&self.spent)
+            .filter(|_| !was_unknown);
+        spent.into_iter().chain(unknown).collect()
     }
 }
 
 #[cfg(test)]
 #[path = "planner_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "planner_budget_tests.rs"]
+mod budget_tests;

@@ -29,6 +29,7 @@ fn loaded(rows: Vec<TaskRow>) -> Loaded {
         iterations: 0,
         stopped: None,
         agent_rest: None,
+        spent: Default::default(),
     }
 }
 

@@ -63,6 +63,7 @@ impl<'a> Run<'a> {
                     until_ms: rest.until_ms,
                     message: rest.message,
                 }),
+            spent: crate::local::budget::attempt_totals(&store.attempts(None)?),
         };
         let plan = Planner::new(feature, options, loaded, now_ms)?;
         store.set_meta(keys::OUTCOME, None)?;
@@ -78,6 +79,12 @@ impl<'a> Run<'a> {
         run.store.apply(&transition, now_ms)?;
         if let Some(rest) = run.plan.agent_rest() {
             let message = rest_message(rest, now_ms);
+            run.display.show(&RunEvent::Warning {
+                task: None,
+                message,
+            });
+        }
+        for message in run.plan.budget_warnings_at_start() {
             run.display.show(&RunEvent::Warning {
                 task: None,
                 message,
@@ -397,6 +404,15 @@ impl<'a> Run<'a> {
             format!("[{}] {}", decision.event.reason, decision.event.message),
         ));
         self.display.show(&ended_event(task, &concluded, now_ms));
+        for warning in &concluded.budget_warnings {
+            transition
+                .events
+                .push(NewEvent::feature("budget", warning.clone()));
+            self.display.show(&RunEvent::Warning {
+                task: None,
+                message: warning.clone(),
+            });
+        }
         self.record_transitions(&concluded.transitions, transition);
         Ok(())
     }

@@ -90,6 +90,19 @@ fn feature_with_a_spent_budget_has_reached_its_limit() {
 }
 
 #[test]
+fn a_reached_limit_waits_for_the_running_attempts_to_finish() {
+    let inputs = OutcomeInputs {
+        budget_reached: true,
+        ..no_limits()
+    };
+    let mut dag = dag(vec![task("a"), task("b")]);
+    set(&mut dag, "a", Running);
+    assert_eq!(dag.outcome(inputs), None);
+    set(&mut dag, "a", Done);
+    assert_eq!(dag.outcome(inputs), Some(FeatureOutcome::LimitReached));
+}
+
+#[test]
 fn completion_wins_over_a_reached_limit() {
     let inputs = OutcomeInputs {
         budget_reached: true,
