@@ -83,7 +83,10 @@ pub struct NextState {
     pub usage: Usage,
     /// The task's status message (the event's message).
     pub message: String,
-    /// The agent rests (quota exhausted): every task using it waits until then.
+    /// The agent rests (quota exhausted) until then: it leaves the pool of every task that
+    /// uses it. The task itself does not wait for it: the selection
+    /// ([`super::selection::select`]) gives it the next agent of the pool, or makes it wait
+    /// when every agent rests.
     pub agent_rest: Option<AgentRest>,
     /// The crash summary or the reason the attempt ended without a result.
     pub crash: Option<String>,
@@ -151,9 +154,6 @@ pub fn conclude(
             message: exhausted.message.clone(),
         }
     });
-    if let Some(rest) = &agent_rest {
-        next_attempt_after_ms = next_attempt_after_ms.max(Some(rest.until_ms));
-    }
     let phase = phase_after(decision.phase);
     if phase != TaskPhase::Pending {
         next_attempt_after_ms = None;
