@@ -59,6 +59,11 @@ pub struct Args {
     /// auto is off for gemini-cli (it cannot create files through it), on otherwise.
     #[arg(long, value_enum, default_value_t = ClientFs::Auto)]
     pub client_fs: ClientFs,
+    /// The model to ask the agent for: set through the agent's ACP `model` session option
+    /// (and the agent's model environment variable, e.g. ANTHROPIC_MODEL); a model the
+    /// agent does not offer makes the attempt misconfigured.
+    #[arg(long)]
+    pub model: Option<String>,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -97,6 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         events: EventLog::stdout(),
         relay_stderr: true,
         client_fs: args.client_fs,
+        model: args.model,
     };
     let result = run_attempt(config, cancel).await?;
     let outcome = result.outcome;

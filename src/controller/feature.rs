@@ -144,6 +144,10 @@ async fn judge(
     let precheck = configuration_problem(feature, ctx);
     let recorded = status::recorded_misconfiguration(feature);
     let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
+    let rests = ctx
+        .rests
+        .current(&ctx.client, ctx.api_timeout, &namespace, now_ms)
+        .await?;
 
     // Decide.
     let snapshot = Snapshot {
@@ -153,6 +157,7 @@ async fn judge(
         pods: &pods,
         now_ms,
         start_limit,
+        rests: &rests,
     };
     let mut plan = decide::plan(&snapshot);
     if let Some(rejected) = rejected {
@@ -345,6 +350,7 @@ fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
         prompt: "",
         owner: OwnerReference::default(),
         agent: &feature.spec.agent,
+        model: None,
         overrides: feature.spec.pod_template.as_ref(),
     };
     let error = attempt_pod(&probe, &ctx.pod_settings).err()?;

@@ -88,8 +88,10 @@ pub struct AttemptPod<'a> {
     pub prompt: &'a str,
     /// Owner reference to the Task.
     pub owner: OwnerReference,
-    /// The Feature's agent.
+    /// The pool agent that runs the attempt.
     pub agent: &'a AgentSpec,
+    /// The model the attempt asks the agent for (`None`: its default).
+    pub model: Option<&'a str>,
     /// The Feature's Pod overrides.
     pub overrides: Option<&'a PodTemplateOverrides>,
 }
@@ -227,6 +229,9 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         &format!("{}s", agent.total_timeout_seconds),
     ]);
     command.extend(agent.client_fs.runner_args());
+    if let Some(model) = input.model {
+        command.extend(strings(["--model", model]));
+    }
     command.push("--".to_owned());
     command.extend(agent.command.iter().cloned());
     command.extend(agent.args.iter().cloned());

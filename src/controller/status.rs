@@ -332,9 +332,19 @@ pub fn feature_status(
         (None, None) if events.misconfiguration.is_some() => {
             events.misconfiguration.as_ref().map(|p| p.message.clone())
         }
+        (None, None) if plan.pool_resting.is_some() => plan
+            .pool_resting
+            .as_ref()
+            .map(|(_, message)| message.clone()),
         (None, Some(outcome)) => Some(conclusion::outcome_message(outcome, c)),
         (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
     };
+    super::selection::set_pool_condition(
+        &mut status,
+        plan.pool_resting.as_ref(),
+        generation,
+        now_ms,
+    );
     let message = status.message.clone().unwrap_or_default();
     let progressing = outcome.is_none();
     set(

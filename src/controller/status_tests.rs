@@ -168,6 +168,7 @@ fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
         counts,
         outcome,
         iterations: 4,
+        pool_resting: None,
     }
 }
 
@@ -343,4 +344,19 @@ fn an_agent_misconfiguration_holds_until_the_spec_changes() {
     let held = recorded_misconfiguration(&halted_feature(3, 3)).expect("held");
     assert_eq!(held.reason, "AgentMisconfigured");
     assert_eq!(recorded_misconfiguration(&halted_feature(3, 4)), None);
+}
+
+#[test]
+fn a_feature_whose_whole_pool_rests_says_until_when() {
+    let mut plan = plan(PhaseCounts::default(), None);
+    plan.pool_resting = Some((1_060_000, "every agent of the pool is out of quota".into()));
+    let status = feature_status(&feature(), &plan, &[], &FeatureEvents::default(), 1_000_000);
+    assert_eq!(
+        condition_status(&status, conditions::AGENTS_AVAILABLE).as_deref(),
+        Some("False")
+    );
+    assert_eq!(
+        status.message.as_deref(),
+        Some("every agent of the pool is out of quota")
+    );
 }

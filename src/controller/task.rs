@@ -360,6 +360,10 @@ async fn start(
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
     let prompt = render_prompt(scope, plan);
+    let choice = match &plan.selection {
+        Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
+        _ => None,
+    };
     let input = AttemptPod {
         namespace: &namespace,
         task: &name,
@@ -368,7 +372,10 @@ async fn start(
         attempt_id: &id,
         prompt: &prompt,
         owner,
-        agent: &scope.feature.spec.agent,
+        agent: choice
+            .and_then(|c| scope.feature.spec.pool_agent(&c.agent))
+            .unwrap_or(&scope.feature.spec.agent),
+        model: choice.and_then(|c| c.model.as_deref()),
         overrides: scope.feature.spec.pod_template.as_ref(),
     };
     let pod = attempt_pod(&input, &ctx.pod_settings)?;
@@ -392,12 +399,20 @@ async fn start(
             .map(|t| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.0)),
         fencing_token: lease.map_or(0, lease_transitions),
     };
-    write_status(
-        ctx,
-        task,
-        &status::started(task, attempt, &id, claim, scope.now_ms),
-    )
-    .await?;
+    let mut started = status::started(task, attempt, &id, claim, scope.now_ms);
+    if let Some(choice) = choice {
+        super::selection::record_choice(&mut started, choice);
+        if let Some(warning) = &choice.refused_hint {
+            ctx.events
+                .warning(
+                    &task.object_ref(&()),
+                    "ModelHintRefused",
+                    format!("task {}: {warning}", plan.task_id),
+                )
+                .await;
+        }
+    }
+    write_status(ctx, task, &started).await?;
     ctx.metrics.attempts_started.inc();
     tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
     Ok(())
@@ -530,6 +545,25 @@ async fn ingest(
         scope.now_ms,
         rand::random::<f64>(),
     );
+    if let Some(rest) = &next.agent_rest {
+        let (identity, agent) = super::selection::exhausted_agent(scope.feature, task);
+        let namespace = task.namespace().unwrap_or_default();
+        ctx.rests
+            .rest(
+                &ctx.client,
+                ctx.api_timeout,
+                &namespace,
+                &identity,
+                rest,
+                format!(
+                    "agent {agent} of Feature {}, task {}",
+                    scope.feature.name_any(),
+                    plan.task_id
+                ),
+                scope.now_ms,
+            )
+            .await?;
+    }
     let decision = &next.decision;
     let result = match end {
         AttemptEnd::Reported(result) => Some(result.as_ref()),

@@ -273,21 +273,6 @@ impl Gate {
     }
 }
 
-/// Until when a feature's agent rests after exhausting its quota: the latest wait of a task
-/// whose last attempt ended exhausted, if still ahead. Every task using the agent waits
-/// for it. `tasks` gives each task's last attempt outcome and next-attempt time (Unix ms).
-pub fn agent_rest_until(
-    tasks: impl IntoIterator<Item = (Option<AttemptOutcome>, Option<i64>)>,
-    now_ms: i64,
-) -> Option<i64> {
-    tasks
-        .into_iter()
-        .filter(|(outcome, _)| *outcome == Some(AttemptOutcome::Exhausted))
-        .filter_map(|(_, after)| after)
-        .filter(|&after| after > now_ms)
-        .max()
-}
-
 /// The message that explains a feature's outcome.
 pub fn outcome_message(outcome: FeatureOutcome, counts: &PhaseCounts) -> String {
     match outcome {

@@ -45,6 +45,9 @@ pub struct RunnerConfig {
     pub relay_stderr: bool,
     /// Whether to offer the agent the client's file system (`fs/*` requests).
     pub client_fs: ClientFs,
+    /// The model to ask the agent for (its ACP `model` session option), when the Feature
+    /// chose one; `None`: the agent's default.
+    pub model: Option<String>,
 }
 
 pub use crate::api::agent::ClientFs;
@@ -106,6 +109,7 @@ impl RunnerConfig {
             events: EventLog::discard(),
             relay_stderr: true,
             client_fs: ClientFs::Auto,
+            model: None,
         }
     }
 }

@@ -1,0 +1,94 @@
+//! The controller's side of the pool and model selection ([`crate::engine::selection`]):
+//! a Task's attempt history in, the choice recorded on the attempt it starts.
+
+use crate::api::pool::pool_agents;
+use crate::api::{Feature, Task, TaskStatus};
+use crate::engine::selection::{self, Choice, PastAttempt, Rests, Selection};
+
+/// A Task's attempts (the ones its status keeps), oldest first, as the selection reads them.
+pub fn history(task: &Task) -> Vec<PastAttempt> {
+    task.status
+        .as_ref()
+        .map(|status| {
+            status
+                .attempts
+                .iter()
+                .map(|a| PastAttempt {
+                    model: a.requested_model.clone(),
+                    outcome: a.outcome,
+                    next_model: a.sigils.next_model.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The agent and model of the task's next attempt.
+pub fn select(feature: &Feature, task: &Task, rests: &Rests, now_ms: i64) -> Selection {
+    let pool = feature.spec.pool();
+    let identities: Vec<String> = pool.iter().map(|(_, agent)| agent.identity()).collect();
+    selection::select(
+        &pool_agents(&pool, &identities),
+        &feature.spec.model_choice(),
+        &history(task),
+        rests,
+        now_ms,
+    )
+}
+
+/// Records the pool agent and model on the attempt just started (the last record).
+pub fn record_choice(status: &mut TaskStatus, choice: &Choice) {
+    if let Some(record) = status.attempts.last_mut() {
+        record.pool_agent = Some(choice.agent.clone());
+        record.requested_model = choice.model.clone();
+    }
+}
+
+/// The identity of the pool agent that ran the task's current attempt (the one that
+/// reported exhaustion), and its name; the primary agent for an attempt that recorded none.
+pub fn exhausted_agent(feature: &Feature, task: &Task) -> (String, String) {
+    let name = task
+        .status
+        .as_ref()
+        .and_then(|s| s.attempts.last())
+        .and_then(|a| a.pool_agent.clone())
+        .unwrap_or_else(|| crate::api::PRIMARY_AGENT.to_owned());
+    let agent = feature
+        .spec
+        .pool_agent(&name)
+        .unwrap_or(&feature.spec.agent);
+    (agent.identity(), name)
+}
+
+/// Sets `AgentsAvailable=False` with until when while every agent of the pool rests, and
+/// back to `True` once one is available (the condition appears only after a pool rested).
+pub fn set_pool_condition(
+    status: &mut crate::api::FeatureStatus,
+    pool_resting: Option<&(i64, String)>,
+    generation: Option<i64>,
+    now_ms: i64,
+) {
+    use crate::api::conditions::{self, AGENTS_AVAILABLE, STATUS_FALSE, STATUS_TRUE};
+    let condition = match pool_resting {
+        Some((_, message)) => conditions::condition(
+            AGENTS_AVAILABLE,
+            STATUS_FALSE,
+            "PoolExhausted",
+            message.clone(),
+            generation,
+            super::status::time(now_ms),
+        ),
+        None if conditions::find(&status.conditions, AGENTS_AVAILABLE).is_some() => {
+            conditions::condition(
+                AGENTS_AVAILABLE,
+                STATUS_TRUE,
+                "AgentAvailable",
+                "an agent of the pool is available",
+                generation,
+                super::status::time(now_ms),
+            )
+        }
+        None => return,
+    };
+    conditions::set_condition(&mut status.conditions, condition);
+}
