@@ -111,19 +111,28 @@ impl AgentSpec {
             "env": self.env,
             "envFrom": self.env_from,
         });
-        let mut hasher = fnv::FnvHasher::default();
-        hasher.write(relevant.to_string().as_bytes());
-        let program: String = self
-            .command
-            .first()
-            .map(|c| c.rsplit('/').next().unwrap_or(c))
-            .unwrap_or("agent")
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            .take(40)
-            .collect();
-        format!("{program}-{:016x}", hasher.finish())
+        identity_of(&self.command, &relevant)
     }
+}
+
+/// The identity of a local agent: its command line (local agents share the environment of
+/// `ralph run`, so the command tells them apart).
+pub fn command_identity(command: &[String]) -> String {
+    identity_of(command, &serde_json::json!(command))
+}
+
+fn identity_of(command: &[String], relevant: &serde_json::Value) -> String {
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(relevant.to_string().as_bytes());
+    let program: String = command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
+        .unwrap_or("agent")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(40)
+        .collect();
+    format!("{program}-{:016x}", hasher.finish())
 }
 
 #[cfg(test)]

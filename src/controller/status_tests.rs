@@ -55,6 +55,7 @@ fn result(done: bool) -> AttemptResult {
         exhaustion: None,
         agent: Some("scripted 1.0".to_owned()),
         model: None,
+        requested_model: None,
         usage: Usage {
             input_tokens: 10,
             output_tokens: 5,

@@ -407,6 +407,7 @@ fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
         exhaustion: None,
         agent: None,
         model: None,
+        requested_model: config.model.clone(),
         usage: Usage::default(),
         timings: Timings::default(),
         truncated: Vec::new(),

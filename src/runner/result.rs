@@ -134,6 +134,7 @@ mod tests {
             exhaustion: None,
             agent: None,
             model: None,
+            requested_model: None,
             usage: Usage::default(),
             timings: Timings::default(),
             truncated: vec![],
