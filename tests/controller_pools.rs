@@ -187,3 +187,26 @@ async fn an_exhausted_agent_rests_for_every_feature_using_it_also_after_a_restar
     assert_eq!(pods, ["first-a-a1"]);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_fallback_agent_without_an_image_is_a_configuration_problem_naming_it() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest(
+        "noimage",
+        one_task(),
+        serde_json::json!({"fallbackAgents": [{"name": "spare", "command": ["scripted-agent"]}]}),
+    ))
+    .await;
+    let condition = h
+        .wait_for_feature_condition("noimage", "Configured", "MissingAgentImage")
+        .await;
+    assert!(
+        condition
+            .message
+            .contains("spec.fallbackAgents[spare].image is required"),
+        "{}",
+        condition.message
+    );
+    assert!(h.agent_pods().await.is_empty());
+    h.stop().await;
+}

@@ -353,7 +353,9 @@ fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
         model: None,
         overrides: feature.spec.pod_template.as_ref(),
     };
-    let error = attempt_pod(&probe, &ctx.pod_settings).err()?;
+    let Some(error) = attempt_pod(&probe, &ctx.pod_settings).err() else {
+        return super::selection::fallback_problem(feature);
+    };
     let (reason, fix) = match error {
         PodError::NoAgentImage { .. } => (
             conditions::REASON_MISSING_AGENT_IMAGE,

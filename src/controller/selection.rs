@@ -92,3 +92,26 @@ pub fn set_pool_condition(
     };
     conditions::set_condition(&mut status.conditions, condition);
 }
+
+/// A fallback agent no Pod can be built for (it names no image): the user must fix it
+/// before any attempt starts, as for `spec.agent`.
+pub fn fallback_problem(feature: &Feature) -> Option<super::decide::Problem> {
+    use kube::ResourceExt;
+    let missing = feature.spec.fallback_agents.iter().find(|named| {
+        named
+            .agent
+            .image
+            .as_deref()
+            .is_none_or(|i| i.trim().is_empty())
+    })?;
+    Some(super::decide::Problem {
+        reason: crate::api::conditions::REASON_MISSING_AGENT_IMAGE,
+        message: format!(
+            "Feature {}/{}: spec.fallbackAgents[{}].image is required to run on a cluster: set \
+             it to an image that contains the agent CLI; no attempt starts until it is fixed",
+            feature.namespace().unwrap_or_default(),
+            feature.name_any(),
+            missing.name
+        ),
+    })
+}
