@@ -6,7 +6,8 @@
 //! one (claude-agent-acp: `ANTHROPIC_MODEL`, gemini-cli: `GEMINI_MODEL`), which covers
 //! agents that offer neither.
 
-use agent_client_protocol::{JsonRpcRequest, JsonRpcResponse};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, JsonRpcRequest, JsonRpcResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -102,6 +103,55 @@ pub fn model_route(config_options: Option<&Value>, models: Option<&Value>) -> Mo
                 .collect(),
         },
         None => ModelRoute::None,
+    }
+}
+
+/// Asks the agent of session `session_id` (answered by `session/new` with
+/// `config_options` and `models`) for `model`. `Err`: the agent rejected it or offers
+/// models without it; `Ok` also when the agent offers no model choice at all (its
+/// environment variable, when it has one, chose the model).
+pub async fn choose(
+    cx: &ConnectionTo<Agent>,
+    session_id: &str,
+    config_options: Option<&Value>,
+    models: Option<&Value>,
+    model: &str,
+) -> Result<ModelRoute, Misconfiguration> {
+    let route = model_route(config_options, models);
+    let answer = match &route {
+        ModelRoute::ConfigOption { id, .. } => {
+            cx.send_request(RawSetConfigOption {
+                session_id: session_id.to_owned(),
+                config_id: id.clone(),
+                value: model.to_owned(),
+            })
+            .block_task()
+            .await
+        }
+        ModelRoute::SessionModel { offered } => {
+            if !offered.iter().any(|m| m == model) {
+                return Err(rejected(model, "the agent does not offer it", offered));
+            }
+            cx.send_request(RawSetModel {
+                session_id: session_id.to_owned(),
+                model_id: model.to_owned(),
+            })
+            .block_task()
+            .await
+        }
+        ModelRoute::None => return Ok(route),
+    };
+    match answer {
+        Ok(_) => Ok(route),
+        Err(error) => {
+            let offered = match &route {
+                ModelRoute::ConfigOption { offered, .. } | ModelRoute::SessionModel { offered } => {
+                    offered.clone()
+                }
+                ModelRoute::None => Vec::new(),
+            };
+            Err(rejected(model, &error.message, &offered))
+        }
     }
 }
 
