@@ -48,8 +48,7 @@ fn the_model_the_feature_chose_reaches_the_model_api_and_is_recorded() {
 
 #[test]
 fn a_model_claude_does_not_offer_is_a_misconfiguration_not_a_retry() {
-    let attempt =
-        Attempt::new("unknown-model").with_runner_args(&["--model", "no-such-model-xyz"]);
+    let attempt = Attempt::new("unknown-model").with_runner_args(&["--model", "no-such-model-xyz"]);
     let (fake, launch) = claude(
         &attempt,
         vec![Turn::text("Done.\n<task-done>unknown-model</task-done>")],

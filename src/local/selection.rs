@@ -8,7 +8,7 @@ use crate::api::pool::command_identity;
 use crate::engine::attempt::AttemptResult;
 use crate::engine::conclusion::AgentRest;
 use crate::engine::selection::{
-    self, Choice, ModelChoice, ModelStrategy, PastAttempt, PoolAgent, Rests, Selection,
+    self, ModelChoice, ModelStrategy, PastAttempt, PoolAgent, Rests, Selection,
 };
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
@@ -87,20 +87,21 @@ pub fn select(
     selection::select(&agents, &models, &history(attempts), rests, now_ms)
 }
 
-/// The runner command of an attempt: the chosen agent's command, and `--model`.
-pub fn runner_for(base: &RunnerCommand, feature: &LocalFeature, choice: &Choice) -> RunnerCommand {
+/// The runner command of an attempt of pool agent `agent` asking for `model`.
+pub fn runner_for(
+    base: &RunnerCommand,
+    feature: &LocalFeature,
+    agent: &str,
+    model: Option<&str>,
+) -> RunnerCommand {
     let mut command = base.clone();
-    if let Some(agent) = feature
-        .fallback_agents
-        .iter()
-        .find(|a| a.name == choice.agent)
-    {
-        command.agent = agent.command.clone();
+    if let Some(fallback) = feature.fallback_agents.iter().find(|a| a.name == agent) {
+        command.agent = fallback.command.clone();
     }
-    if let Some(model) = &choice.model {
+    if let Some(model) = model {
         command
             .runner_args
-            .extend(["--model".to_owned(), model.clone()]);
+            .extend(["--model".to_owned(), model.to_owned()]);
     }
     command
 }
