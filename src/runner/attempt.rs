@@ -111,6 +111,13 @@ fn spawn(
     if let Some(attempt) = &config.attempt {
         env.push(("RALPH_ATTEMPT", attempt.as_str()));
     }
+    // The agent's own model variable, for agents without an ACP model choice.
+    if let (Some(model), Some(variable)) = (
+        &config.model,
+        super::model::model_env_var(&config.agent_command),
+    ) {
+        env.push((variable, model.as_str()));
+    }
     match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
         Ok(spawned) => {
             config.events.emit(
@@ -269,6 +276,7 @@ impl Running {
             events: self.events.clone(),
             started,
             advertise_fs: config.client_fs.advertise(&config.agent_command),
+            model: config.model.clone(),
         }
     }
 
@@ -335,7 +343,12 @@ impl Ended {
         let turn = self.turn.clone();
         let mut turn = lock(&turn);
         let observations = self.observe(&config, patterns, &mut turn);
-        let verdict = classify(&observations);
+        let mut verdict = classify(&observations);
+        if let Some(problem) = turn.model_rejected.take() {
+            verdict.outcome = OutcomeClass::Misconfigured;
+            verdict.crash = None;
+            verdict.misconfiguration = Some(problem);
+        }
         AttemptResult {
             outcome: verdict.outcome,
             stop_reason: verdict.stop_reason,
