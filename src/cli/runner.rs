@@ -59,9 +59,9 @@ pub struct Args {
     /// auto is off for gemini-cli (it cannot create files through it), on otherwise.
     #[arg(long, value_enum, default_value_t = ClientFs::Auto)]
     pub client_fs: ClientFs,
-    /// The model to ask the agent for: set through the agent's ACP `model` session option
-    /// (and the agent's model environment variable, e.g. ANTHROPIC_MODEL); a model the
-    /// agent does not offer makes the attempt misconfigured.
+    /// The model to ask the agent for, through its ACP session configuration option of
+    /// category `model` (or `session/set_model`); a model the agent rejects, or an agent
+    /// without a model choice, makes the attempt misconfigured.
     #[arg(long)]
     pub model: Option<String>,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).

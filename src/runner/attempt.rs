@@ -111,13 +111,6 @@ fn spawn(
     if let Some(attempt) = &config.attempt {
         env.push(("RALPH_ATTEMPT", attempt.as_str()));
     }
-    // The agent's own model variable, for agents without an ACP model choice.
-    if let (Some(model), Some(variable)) = (
-        &config.model,
-        super::model::model_env_var(&config.agent_command),
-    ) {
-        env.push((variable, model.as_str()));
-    }
     match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
         Ok(spawned) => {
             config.events.emit(

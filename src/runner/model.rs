@@ -1,10 +1,11 @@
 //! Giving the agent the model the Feature chose (`ralph runner --model`), the way ACP
 //! allows: the session configuration option of category `model`
 //! (`session/set_config_option`, offered by claude-agent-acp, codex-acp and gemini-cli),
-//! else the unstable `session/set_model` when the agent sends a `models` state. Before the
-//! agent starts, the model also goes into the agent's own environment variable where it has
-//! one (claude-agent-acp: `ANTHROPIC_MODEL`, gemini-cli: `GEMINI_MODEL`), which covers
-//! agents that offer neither.
+//! else the unstable `session/set_model` when the agent sends a `models` state. An agent
+//! that offers neither cannot be given a model: that is a misconfiguration, not a silent
+//! default. (The agents' own model variables are no substitute: claude-agent-acp takes any
+//! name in `ANTHROPIC_MODEL` as a custom model, so a typo would reach the model API and
+//! fail every attempt instead of being refused up front.)
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, JsonRpcRequest, JsonRpcResponse};
@@ -60,7 +61,7 @@ pub enum ModelRoute {
         /// The model ids.
         offered: Vec<String>,
     },
-    /// Neither: only the environment variable (if any) chose the model.
+    /// Neither: the client cannot choose the model.
     None,
 }
 
@@ -107,9 +108,8 @@ pub fn model_route(config_options: Option<&Value>, models: Option<&Value>) -> Mo
 }
 
 /// Asks the agent of session `session_id` (answered by `session/new` with
-/// `config_options` and `models`) for `model`. `Err`: the agent rejected it or offers
-/// models without it; `Ok` also when the agent offers no model choice at all (its
-/// environment variable, when it has one, chose the model).
+/// `config_options` and `models`) for `model`. `Err`: the agent rejected it, offers models
+/// without it, or offers no model choice at all.
 pub async fn choose(
     cx: &ConnectionTo<Agent>,
     session_id: &str,
@@ -139,7 +139,7 @@ pub async fn choose(
             .block_task()
             .await
         }
-        ModelRoute::None => return Ok(route),
+        ModelRoute::None => return Err(no_model_choice(model)),
     };
     match answer {
         Ok(_) => Ok(route),
@@ -155,24 +155,17 @@ pub async fn choose(
     }
 }
 
-/// The environment variable the agent `command` starts reads its model from, if any.
-pub fn model_env_var(command: &[String]) -> Option<&'static str> {
-    let names = |word: &String| {
-        std::path::Path::new(word)
-            .file_name()
-            .and_then(|name| name.to_str())
-            .map(str::to_owned)
-            .unwrap_or_else(|| word.clone())
-    };
-    command.iter().take(3).map(names).find_map(|name| {
-        if name.contains("claude") {
-            Some("ANTHROPIC_MODEL")
-        } else if name.contains("gemini") {
-            Some("GEMINI_MODEL")
-        } else {
-            None
-        }
-    })
+/// The misconfiguration of an agent that offers no model choice over ACP.
+pub fn no_model_choice(model: &str) -> Misconfiguration {
+    Misconfiguration {
+        problem: format!(
+            "the agent offers no model choice over ACP (no session configuration option of \
+             category model, no models state), so model {model:?} cannot be set"
+        ),
+        fix: "leave the Feature's spec.model unset and choose the model in the agent's own \
+              configuration (e.g. its environment in spec.agent.env)"
+            .to_owned(),
+    }
 }
 
 /// The misconfiguration of an agent that refused `model`.
@@ -238,20 +231,6 @@ mod tests {
     #[test]
     fn an_agent_offering_no_model_choice_has_no_route() {
         assert_eq!(model_route(Some(&json!([])), None), ModelRoute::None);
-    }
-
-    #[test]
-    fn claude_and_gemini_read_their_model_from_the_environment() {
-        let command = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            model_env_var(&command(&["/usr/bin/claude-agent-acp"])),
-            Some("ANTHROPIC_MODEL")
-        );
-        assert_eq!(
-            model_env_var(&command(&["npx", "@google/gemini-cli", "--acp"])),
-            Some("GEMINI_MODEL")
-        );
-        assert_eq!(model_env_var(&command(&["codex-acp"])), None);
     }
 
     #[test]
