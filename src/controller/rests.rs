@@ -42,6 +42,17 @@ pub struct StoredRest {
     pub reported_by: String,
 }
 
+/// An agent that reported exhaustion: who, until when, and which attempt said so.
+#[derive(Clone, Debug)]
+pub struct RestReport<'a> {
+    /// The agent's identity (`AgentSpec::identity`).
+    pub identity: &'a str,
+    /// Until when it rests.
+    pub rest: &'a AgentRest,
+    /// Which pool agent of which Feature and task reported it.
+    pub reported_by: String,
+}
+
 /// The rests of every namespace this controller has read, shared by all reconciles.
 #[derive(Clone, Debug, Default)]
 pub struct AgentRests {
@@ -88,11 +99,15 @@ impl AgentRests {
         client: &Client,
         timeout: Duration,
         namespace: &str,
-        identity: &str,
-        rest: &AgentRest,
-        reported_by: String,
+        report: &RestReport<'_>,
         now_ms: i64,
     ) -> Result<(), CallError> {
+        let RestReport {
+            identity,
+            rest,
+            reported_by,
+        } = report;
+        let identity = *identity;
         let expired: Vec<String> = {
             let mut all = self.lock();
             let rests = all.entry(namespace.to_owned()).or_default();
@@ -120,7 +135,7 @@ impl AgentRests {
             until: format_ms(rest.until_ms),
             until_ms: rest.until_ms,
             message: rest.message.clone(),
-            reported_by,
+            reported_by: reported_by.clone(),
         };
         let mut data = serde_json::Map::new();
         data.insert(

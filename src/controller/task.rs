@@ -548,18 +548,21 @@ async fn ingest(
     if let Some(rest) = &next.agent_rest {
         let (identity, agent) = super::selection::exhausted_agent(scope.feature, task);
         let namespace = task.namespace().unwrap_or_default();
+        let report = super::rests::RestReport {
+            identity: &identity,
+            rest,
+            reported_by: format!(
+                "agent {agent} of Feature {}, task {}",
+                scope.feature.name_any(),
+                plan.task_id
+            ),
+        };
         ctx.rests
             .rest(
                 &ctx.client,
                 ctx.api_timeout,
                 &namespace,
-                &identity,
-                rest,
-                format!(
-                    "agent {agent} of Feature {}, task {}",
-                    scope.feature.name_any(),
-                    plan.task_id
-                ),
+                &report,
                 scope.now_ms,
             )
             .await?;
