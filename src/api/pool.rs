@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::agent::AgentSpec;
 use super::feature::FeatureSpec;
 use super::names::DNS_LABEL_PATTERN;
-use crate::engine::selection::{ModelChoice, ModelStrategy, PoolAgent};
+use crate::engine::selection::{ModelChoice, ModelStrategy};
 
 /// The pool name of `spec.agent`.
 pub const PRIMARY_AGENT: &str = "primary";
@@ -85,17 +85,6 @@ impl FeatureSpec {
             },
         }
     }
-}
-
-/// The pool's agents with their identities, for [`crate::engine::selection::select`].
-pub fn pool_agents<'a>(
-    pool: &'a [(&'a str, &'a AgentSpec)],
-    identities: &'a [String],
-) -> Vec<PoolAgent<'a>> {
-    pool.iter()
-        .zip(identities)
-        .map(|((name, _), identity)| PoolAgent { name, identity })
-        .collect()
 }
 
 impl AgentSpec {

@@ -163,6 +163,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
     };
     let mut handed_out = 0;
     let mut pool_resting = None;
+    let pool = super::selection::FeaturePool::of(feature);
 
     let mut tasks = Vec::with_capacity(ordered.len());
     // Ready tasks first, in run order, so the free slots go to them.
@@ -188,7 +189,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         let ready = dag.is_ready(&name);
         // Which agent and model would run it; every agent of the pool resting makes it wait.
         let selection = (phase == TaskPhase::Pending && ready)
-            .then(|| super::selection::select(feature, task, snapshot.rests, snapshot.now_ms));
+            .then(|| pool.select(task, snapshot.rests, snapshot.now_ms));
         let pool_wait = match &selection {
             Some(Selection::Wait { until_ms, message }) => {
                 pool_resting.get_or_insert((*until_ms, message.clone()));

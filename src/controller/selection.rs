@@ -1,9 +1,10 @@
 //! The controller's side of the pool and model selection ([`crate::engine::selection`]):
 //! a Task's attempt history in, the choice recorded on the attempt it starts.
 
-use crate::api::pool::pool_agents;
 use crate::api::{Feature, Task, TaskStatus};
-use crate::engine::selection::{self, Choice, PastAttempt, Rests, Selection};
+use crate::engine::selection::{
+    self, Choice, ModelChoice, PastAttempt, PoolAgent, Rests, Selection,
+};
 
 /// A Task's attempts (the ones its status keeps), oldest first, as the selection reads them.
 pub fn history(task: &Task) -> Vec<PastAttempt> {
@@ -23,17 +24,42 @@ pub fn history(task: &Task) -> Vec<PastAttempt> {
         .unwrap_or_default()
 }
 
-/// The agent and model of the task's next attempt.
+/// A Feature's pool with each agent's identity, and its model policy: computed once per
+/// reconcile, then asked for every ready task.
+#[derive(Clone, Debug)]
+pub struct FeaturePool<'a> {
+    agents: Vec<(&'a str, String)>,
+    models: ModelChoice<'a>,
+}
+
+impl<'a> FeaturePool<'a> {
+    /// The pool and model policy of `feature`.
+    pub fn of(feature: &'a Feature) -> Self {
+        FeaturePool {
+            agents: feature
+                .spec
+                .pool()
+                .into_iter()
+                .map(|(name, agent)| (name, agent.identity()))
+                .collect(),
+            models: feature.spec.model_choice(),
+        }
+    }
+
+    /// The agent and model of the task's next attempt.
+    pub fn select(&self, task: &Task, rests: &Rests, now_ms: i64) -> Selection {
+        let agents: Vec<PoolAgent<'_>> = self
+            .agents
+            .iter()
+            .map(|(name, identity)| PoolAgent { name, identity })
+            .collect();
+        selection::select(&agents, &self.models, &history(task), rests, now_ms)
+    }
+}
+
+/// The agent and model of the task's next attempt (see [`FeaturePool`] for many tasks).
 pub fn select(feature: &Feature, task: &Task, rests: &Rests, now_ms: i64) -> Selection {
-    let pool = feature.spec.pool();
-    let identities: Vec<String> = pool.iter().map(|(_, agent)| agent.identity()).collect();
-    selection::select(
-        &pool_agents(&pool, &identities),
-        &feature.spec.model_choice(),
-        &history(task),
-        rests,
-        now_ms,
-    )
+    FeaturePool::of(feature).select(task, rests, now_ms)
 }
 
 /// Records the pool agent and model on the attempt just started (the last record).
