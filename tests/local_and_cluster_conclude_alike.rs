@@ -310,7 +310,8 @@ fn scenarios() -> Vec<Scenario> {
             )),
             TaskPhase::Pending,
             0,
-            Some(7_200_000),
+            // The agent rests; the task goes to the next agent of the pool (selection).
+            None,
         ),
         (
             "exhausted, reset unknown",
@@ -318,7 +319,7 @@ fn scenarios() -> Vec<Scenario> {
             reported(testing::exhausted("t", "quota", None)),
             TaskPhase::Pending,
             0,
-            Some(300_000),
+            None,
         ),
         (
             "interrupted",

@@ -2,6 +2,7 @@
 //!
 //! ```yaml
 //! model: scripted-1         # optional: reported as the session's model
+//! models: [small, large]    # optional: the models a client may choose (session/set_config_option)
 //! default:                 # tasks not listed: a bare list of steps = every attempt
 //!   - text: "Did it. <task-done>{task}</task-done>"
 //! tasks:
@@ -136,6 +137,7 @@ enum Plan {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Script {
     model: Option<String>,
+    models: Vec<String>,
     default: Plan,
     tasks: BTreeMap<String, Plan>,
 }
@@ -161,12 +163,23 @@ impl Script {
             }
         };
         let mut model = None;
+        let mut models = Vec::new();
         let mut default = Plan::Every(Vec::new());
         let mut tasks = BTreeMap::new();
         for (key, value) in root {
             match key.as_str() {
                 Some("model") => {
                     model = Some(string(&value, "model").map_err(|message| fail("model", message))?)
+                }
+                Some("models") => {
+                    let Value::Sequence(items) = &value else {
+                        return Err(fail("models", "expected a list of model names".into()));
+                    };
+                    for item in items {
+                        models.push(
+                            string(item, "models").map_err(|message| fail("models", message))?,
+                        );
+                    }
                 }
                 Some("default") => {
                     default = parse_plan(&value, "default").map_err(|(l, m)| fail(&l, m))?
@@ -200,6 +213,7 @@ impl Script {
         }
         Ok(Self {
             model,
+            models,
             default,
             tasks,
         })
@@ -208,6 +222,11 @@ impl Script {
     /// The model the agent reports for its sessions (`model:` at the top).
     pub fn model(&self) -> Option<&str> {
         self.model.as_deref()
+    }
+
+    /// The models a client may choose (`models:` at the top).
+    pub fn models(&self) -> &[String] {
+        &self.models
     }
 
     /// The steps for `task` on attempt number `attempt` (1-based; beyond the list, the

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentChunk, Cost, Implementation, InitializeRequest,
-    InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
+    AgentCapabilities, CancelNotification, ConfigOptionUpdate, ContentChunk, Cost, Implementation,
+    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
     PermissionOptionKind, ReadTextFileRequest, RequestPermissionOutcome, RequestPermissionRequest,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
     SessionNotification, SessionUpdate, ToolCall, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
@@ -23,6 +23,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 
 use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, substitute};
+use crate::runner::model::{RawSetConfigOption, RawSetResponse};
 use crate::runner::protocol::{RawPrompt, RawPromptResponse, RawSessionUpdate, TurnUsage};
 use crate::sync::lock;
 
@@ -49,10 +50,43 @@ pub struct Performance {
     pub steps: Vec<Step>,
     /// The model reported in the session's model selector.
     pub model: Option<String>,
+    /// The models a client may choose with `session/set_config_option` (the selector offers
+    /// them, `model` or the first current); a chosen one becomes the reported model.
+    pub models: Vec<String>,
+}
+
+impl Performance {
+    /// The models the session's selector offers.
+    fn offered_models(&self) -> Vec<String> {
+        let mut offered = self.model.iter().cloned().collect::<Vec<_>>();
+        offered.extend(
+            self.models
+                .iter()
+                .filter(|m| Some(*m) != self.model.as_ref())
+                .cloned(),
+        );
+        offered
+    }
+}
+
+/// The session's model selector, set to `current`, offering `offered`.
+fn model_selector(current: &str, offered: &[String]) -> SessionConfigOption {
+    SessionConfigOption::select(
+        "model",
+        "Model",
+        current.to_owned(),
+        offered
+            .iter()
+            .map(|m| SessionConfigSelectOption::new(m.clone(), m.clone()))
+            .collect::<Vec<_>>(),
+    )
+    .category(SessionConfigOptionCategory::Model)
 }
 
 struct Shared {
     performance: Performance,
+    /// The model the client chose with `session/set_config_option`.
+    chosen_model: Mutex<Option<String>>,
     /// Whether the client offered `fs/read_text_file` and `fs/write_text_file`.
     client_fs: Mutex<bool>,
     cwd: Mutex<PathBuf>,
@@ -75,6 +109,7 @@ pub async fn serve(
 ) -> Result<(), AgentError> {
     let shared = Arc::new(Shared {
         performance,
+        chosen_model: Mutex::new(None),
         client_fs: Mutex::new(false),
         cwd: Mutex::new(PathBuf::from(".")),
         turn_cancel: Mutex::new(CancellationToken::new()),
@@ -116,18 +151,36 @@ pub async fn serve(
                         }
                     }
                     let mut response = NewSessionResponse::new(SESSION_ID);
-                    if let Some(model) = &performance.model {
-                        response = response.config_options(vec![
-                            SessionConfigOption::select(
-                                "model",
-                                "Model",
-                                model.clone(),
-                                vec![SessionConfigSelectOption::new(model.clone(), model.clone())],
-                            )
-                            .category(SessionConfigOptionCategory::Model),
-                        ]);
+                    let offered = performance.offered_models();
+                    if let Some(current) = offered.first() {
+                        response = response.config_options(vec![model_selector(current, &offered)]);
                     }
                     responder.respond(response)
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let shared = shared.clone();
+                async move |request: RawSetConfigOption, responder, cx: ConnectionTo<Client>| {
+                    let offered = shared.performance.offered_models();
+                    if request.config_id != "model" || !offered.contains(&request.value) {
+                        return responder.respond_with_error(Error::invalid_params().data(json!(
+                            format!(
+                                "Invalid value for config option {}: {}",
+                                request.config_id, request.value
+                            )
+                        )));
+                    }
+                    *lock(&shared.chosen_model) = Some(request.value.clone());
+                    send(
+                        &cx,
+                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(vec![
+                            model_selector(&request.value, &offered),
+                        ])),
+                    )?;
+                    responder.respond(RawSetResponse::default())
                 }
             },
             agent_client_protocol::on_receive_request!(),

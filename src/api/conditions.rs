@@ -18,6 +18,10 @@ pub const CLAIMED: &str = "Claimed";
 /// names what the user must fix (reasons below).
 pub const CONFIGURED: &str = "Configured";
 
+/// Feature: some agent of the pool is not resting after exhausting its quota; `False` while
+/// every agent rests (the message says until when). Set once an agent of the pool rested.
+pub const AGENTS_AVAILABLE: &str = "AgentsAvailable";
+
 /// `Configured=False`: the Feature names no `spec.agent.image`.
 pub const REASON_MISSING_AGENT_IMAGE: &str = "MissingAgentImage";
 /// `Configured=False`: the Feature's `spec.agent.command` is empty.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentSpec, PodTemplateOverrides};
 use super::budget::BudgetSpec;
+use super::pool::{MAX_FALLBACK_AGENTS, ModelPolicy, NamedAgentSpec};
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
 use super::verify::VerifySpec;
@@ -78,8 +79,21 @@ pub struct FeatureSpec {
     #[serde(default, skip_serializing_if = "FeatureContext::is_empty")]
     pub context: FeatureContext,
 
-    /// The agent that works on the tasks.
+    /// The agent that works on the tasks (named `primary` in the pool).
     pub agent: AgentSpec,
+
+    /// More agents for the pool, tried in order when those before them are out of quota:
+    /// an agent that reports exhaustion (usage limit, quota) leaves the pool until its reset
+    /// time, for every Feature of the namespace using the same agent and credentials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_FALLBACK_AGENTS))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[x_kube(validation = Rule::new("self.all(a, a.name != 'primary')").message("the pool name primary is spec.agent's: give each of spec.fallbackAgents another name"))]
+    pub fallback_agents: Vec<NamedAgentSpec>,
+
+    /// Which model each attempt asks the agent for. Unset: the agent's default model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelPolicy>,
 
     /// Most attempts running at the same time.
     #[serde(default = "default_parallelism")]

@@ -11,6 +11,7 @@ pub mod conditions;
 pub mod feature;
 pub mod labels;
 pub mod names;
+pub mod pool;
 pub mod status;
 pub mod task;
 pub mod template;
@@ -19,6 +20,7 @@ pub mod verify;
 pub use agent::{AgentSpec, PodTemplateOverrides};
 pub use budget::BudgetSpec;
 pub use feature::{Feature, FeatureContext, FeatureSpec, RetryPolicy, TextSource};
+pub use pool::{ModelPolicy, NamedAgentSpec, PRIMARY_AGENT};
 pub use status::{
     AttemptOutcome, AttemptRecord, ClaimStatus, FeaturePhase, FeatureStatus, MAX_ATTEMPT_HISTORY,
     TaskCounts, TaskStatus,

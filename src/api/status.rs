@@ -132,6 +132,14 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 
+    /// The agent of the Feature's pool that ran it (`primary` is `spec.agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_agent: Option<String>,
+
+    /// The model the attempt asked the agent for (`spec.model`); unset: the agent's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_model: Option<String>,
+
     /// When the attempt started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,

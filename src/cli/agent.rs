@@ -42,6 +42,7 @@ async fn script(args: ScriptArgs) -> anyhow::Result<ExitCode> {
     let performance = Performance {
         steps: script.steps_for(&args.task, attempt).to_vec(),
         model: script.model().map(str::to_string),
+        models: script.models().to_vec(),
         task: args.task,
         attempt,
     };

@@ -201,6 +201,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if feature.agent_command.is_empty() {
         return Err(PlanError::NoAgent(feature.name).into());
     }
+    for fallback in &mut feature.fallback_agents {
+        fallback.command = resolve_ralph(std::mem::take(&mut fallback.command), &exe);
+    }
     let manifest_dir = args
         .file
         .parent()

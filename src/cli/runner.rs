@@ -74,6 +74,11 @@ pub struct Args {
     /// Bytes of the end of --verify-command's output kept in the result (at most 2048).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=2048), requires = "verify_command")]
     pub verify_output_tail_bytes: u32,
+    /// The model to ask the agent for, through its ACP session configuration option of
+    /// category `model` (or `session/set_model`); a model the agent rejects, or an agent
+    /// without a model choice, makes the attempt misconfigured.
+    #[arg(long)]
+    pub model: Option<String>,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -118,6 +123,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             timeout: args.verify_command_timeout,
             tail_bytes: usize::try_from(args.verify_output_tail_bytes).unwrap_or(2048),
         }),
+        model: args.model,
     };
     let result = run_attempt(config, cancel).await?;
     let outcome = result.outcome;

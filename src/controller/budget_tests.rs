@@ -211,6 +211,7 @@ mod planning {
             pods,
             now_ms: 1_000,
             start_limit: usize::MAX,
+            rests: &crate::engine::selection::Rests::new(),
         })
     }
 

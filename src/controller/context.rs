@@ -44,6 +44,8 @@ pub struct Context {
     pub applied: Arc<Mutex<HashMap<String, i64>>>,
     /// Task status writes the Task cache has not shown yet (read-your-writes).
     pub task_writes: super::task::TaskWrites,
+    /// Exhausted agents' rests by namespace (kept in a ConfigMap per namespace).
+    pub rests: super::rests::AgentRests,
 }
 
 impl Context {

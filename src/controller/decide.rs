@@ -16,11 +16,12 @@ use super::claim::claim_view;
 use super::run_view::run_view;
 use crate::api::{Feature, TASK_LABEL, Task, conditions};
 use crate::engine::budget::BudgetSpent;
-use crate::engine::conclusion::{self, Gate};
+use crate::engine::conclusion::Gate;
 use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, PhaseCounts, TaskPhase};
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
+use crate::engine::selection::{Rests, Selection};
 
 /// Condition type set when an agent promised FAILURE: the feature stopped for good.
 pub const STOPPED: &str = "Stopped";
@@ -41,6 +42,8 @@ pub struct Snapshot<'a> {
     /// At most this many new attempts may be claimed (0 while the feature's configuration
     /// keeps any Pod from existing, 1 to probe whether it was fixed).
     pub start_limit: usize,
+    /// Agents resting after exhausting their quota, by identity (the namespace's).
+    pub rests: &'a Rests,
 }
 
 /// Something the user must fix: a reason for a condition and a message naming the object
@@ -70,6 +73,8 @@ pub struct TaskPlan {
     pub derived_phase: Option<TaskPhase>,
     /// The steps, in order.
     pub actions: Vec<Action>,
+    /// The agent and model of the attempt it would start now (ready, pending tasks only).
+    pub selection: Option<Selection>,
 }
 
 /// What the whole feature must do.
@@ -87,6 +92,8 @@ pub struct FeaturePlan {
     pub iterations: u32,
     /// The budget the feature spent, when it did: no attempt starts.
     pub budget_spent: Option<BudgetSpent>,
+    /// Set while ready tasks wait because every agent of the pool rests: until when, and why.
+    pub pool_resting: Option<(i64, String)>,
 }
 
 impl FeaturePlan {
@@ -149,6 +156,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
                 outcome: None,
                 iterations,
                 budget_spent: None,
+                pool_resting: None,
             };
         }
     };
@@ -165,21 +173,8 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         budget_spent: budget_spent.is_some(),
     };
     let mut handed_out = 0;
-    // An exhausted agent rests: none of the feature's tasks starts before its reset time.
-    let agent_rest = conclusion::agent_rest_until(
-        snapshot.tasks.iter().map(|t| {
-            let status = t.status.as_ref();
-            (
-                status
-                    .and_then(|s| s.attempts.last())
-                    .and_then(|a| a.outcome),
-                status
-                    .and_then(|s| s.next_attempt_after.as_ref())
-                    .map(|at| at.0.as_millisecond()),
-            )
-        }),
-        snapshot.now_ms,
-    );
+    let mut pool_resting = None;
+    let pool = super::selection::FeaturePool::of(feature);
 
     let mut tasks = Vec::with_capacity(ordered.len());
     // Ready tasks first, in run order, so the free slots go to them.
@@ -203,12 +198,22 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         let phase = dag.phase(&name).unwrap_or_default();
         let recorded = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
         let ready = dag.is_ready(&name);
+        // Which agent and model would run it; every agent of the pool resting makes it wait.
+        let selection = (phase == TaskPhase::Pending && ready)
+            .then(|| pool.select(task, snapshot.rests, snapshot.now_ms));
+        let pool_wait = match &selection {
+            Some(Selection::Wait { until_ms, message }) => {
+                pool_resting.get_or_insert((*until_ms, message.clone()));
+                Some(*until_ms)
+            }
+            _ => None,
+        };
         let next_attempt_after_ms = task
             .status
             .as_ref()
             .and_then(|s| s.next_attempt_after.as_ref())
             .map(|t| t.0.as_millisecond())
-            .max(agent_rest.filter(|_| phase == TaskPhase::Pending));
+            .max(pool_wait);
         let waiting = next_attempt_after_ms.is_some_and(|at| snapshot.now_ms < at);
         let gate = if phase == TaskPhase::Pending && ready && !waiting {
             // The controller-wide limit on attempts (derived from live claims) caps this pass too.
@@ -247,6 +252,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
             claim,
             run,
             actions,
+            selection,
         });
     }
     let outcome = dag.outcome(OutcomeInputs {
@@ -262,6 +268,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         outcome,
         iterations,
         budget_spent,
+        pool_resting,
     }
 }
 

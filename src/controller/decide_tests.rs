@@ -50,6 +50,16 @@ fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeaturePlan {
 }
 
 fn plan_limited(feature: &Feature, tasks: &[Arc<Task>], start_limit: usize) -> FeaturePlan {
+    plan_at(feature, tasks, start_limit, &Rests::new(), NOW)
+}
+
+fn plan_at(
+    feature: &Feature,
+    tasks: &[Arc<Task>],
+    start_limit: usize,
+    rests: &Rests,
+    now_ms: i64,
+) -> FeaturePlan {
     let leases = BTreeMap::new();
     let pods = BTreeMap::new();
     plan(&Snapshot {
@@ -57,8 +67,9 @@ fn plan_limited(feature: &Feature, tasks: &[Arc<Task>], start_limit: usize) -> F
         tasks,
         leases: &leases,
         pods: &pods,
-        now_ms: NOW,
+        now_ms,
         start_limit,
+        rests,
     })
 }
 
@@ -232,4 +243,75 @@ fn last_attempt_comes_from_the_status_with_its_spawn_generation() {
         a.actions.first(),
         Some(Action::Ingest(lifecycle::AttemptEnd::ClaimLost { .. }))
     ));
+}
+
+/// A feature whose pool is `primary` (claude with key a) and `spare` (claude with key b).
+fn pooled_feature() -> Feature {
+    feature(serde_json::json!({
+        "fallbackAgents": [{
+            "name": "spare",
+            "image": "agent:1",
+            "command": ["agent"],
+            "envFrom": [{"secretRef": {"name": "key-b"}}]
+        }]
+    }))
+}
+
+fn resting(agent: &crate::api::AgentSpec, until_ms: i64) -> Rests {
+    Rests::from([(
+        agent.identity(),
+        crate::engine::conclusion::AgentRest {
+            until_ms,
+            message: "usage limit reached".to_owned(),
+        },
+    )])
+}
+
+fn chosen_agent(plan: &FeaturePlan, task: &str) -> Option<String> {
+    plan.tasks
+        .iter()
+        .find(|t| t.task_id == task)
+        .and_then(|t| match &t.selection {
+            Some(Selection::Run(choice)) => Some(choice.agent.clone()),
+            _ => None,
+        })
+}
+
+#[test]
+fn a_ready_task_goes_to_the_next_agent_of_the_pool_while_the_first_rests() {
+    let feature = pooled_feature();
+    let rests = resting(&feature.spec.agent, NOW + 60_000);
+    let plan = plan_at(&feature, &tasks(&feature, &[]), usize::MAX, &rests, NOW);
+    assert_eq!(claimed(&plan), ["a"]);
+    assert_eq!(chosen_agent(&plan, "a").as_deref(), Some("spare"));
+}
+
+#[test]
+fn when_every_agent_of_the_pool_rests_ready_tasks_wait_until_the_first_reset() {
+    let feature = pooled_feature();
+    let mut rests = resting(&feature.spec.agent, NOW + 60_000);
+    rests.extend(resting(
+        &feature.spec.fallback_agents[0].agent,
+        NOW + 30_000,
+    ));
+    let plan = plan_at(&feature, &tasks(&feature, &[]), usize::MAX, &rests, NOW);
+    assert!(claimed(&plan).is_empty());
+    assert_eq!(plan.requeue_at(), Some(NOW + 30_000));
+    let (until, message) = plan.pool_resting.clone().unwrap_or_default();
+    assert_eq!(until, NOW + 30_000);
+    assert!(message.contains("spare until"), "{message}");
+}
+
+#[test]
+fn an_agent_is_back_in_the_pool_once_its_reset_time_has_passed() {
+    let feature = pooled_feature();
+    let rests = resting(&feature.spec.agent, NOW + 60_000);
+    let plan = plan_at(
+        &feature,
+        &tasks(&feature, &[]),
+        usize::MAX,
+        &rests,
+        NOW + 60_000,
+    );
+    assert_eq!(chosen_agent(&plan, "a").as_deref(), Some("primary"));
 }

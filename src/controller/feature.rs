@@ -145,6 +145,10 @@ async fn judge(
     let precheck = configuration_problem(feature, ctx);
     let recorded = status::recorded_misconfiguration(feature);
     let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
+    let rests = ctx
+        .rests
+        .current(&ctx.client, ctx.api_timeout, &namespace, now_ms)
+        .await?;
 
     // Decide.
     let snapshot = Snapshot {
@@ -154,6 +158,7 @@ async fn judge(
         pods: &pods,
         now_ms,
         start_limit,
+        rests: &rests,
     };
     let mut plan = decide::plan(&snapshot);
     if let Some(rejected) = rejected {
@@ -342,11 +347,14 @@ fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
         prompt: "",
         owner: OwnerReference::default(),
         agent: &feature.spec.agent,
+        model: None,
         overrides: feature.spec.pod_template.as_ref(),
         kind: AttemptKind::Work,
         verify: &feature.spec.verify,
     };
-    let error = attempt_pod(&probe, &ctx.pod_settings).err()?;
+    let Some(error) = attempt_pod(&probe, &ctx.pod_settings).err() else {
+        return super::selection::fallback_problem(feature);
+    };
     let (reason, fix) = match error {
         PodError::NoAgentImage { .. } => (
             conditions::REASON_MISSING_AGENT_IMAGE,

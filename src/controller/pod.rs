@@ -91,8 +91,10 @@ pub struct AttemptPod<'a> {
     pub prompt: &'a str,
     /// Owner reference to the Task.
     pub owner: OwnerReference,
-    /// The Feature's agent.
+    /// The pool agent that runs the attempt.
     pub agent: &'a AgentSpec,
+    /// The model the attempt asks the agent for (`None`: its default).
+    pub model: Option<&'a str>,
     /// The Feature's Pod overrides.
     pub overrides: Option<&'a PodTemplateOverrides>,
     /// What the attempt does: a work attempt runs `verify.command` after a done verdict; a
@@ -243,6 +245,9 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
     match input.kind {
         AttemptKind::Work => command.extend(input.verify.runner_args()),
         AttemptKind::Verify => command.push("--read-only".to_owned()),
+    }
+    if let Some(model) = input.model {
+        command.extend(strings(["--model", model]));
     }
     command.push("--".to_owned());
     command.extend(agent.command.iter().cloned());

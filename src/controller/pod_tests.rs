@@ -56,6 +56,7 @@ fn build_with(
         prompt: "Work on task build.",
         owner: owner(),
         agent,
+        model: None,
         overrides,
         kind: AttemptKind::Work,
         verify: &VerifySpec::default(),

@@ -278,6 +278,7 @@ impl Term<'_> {
             api_timeout: self.config.api_timeout,
             applied: Default::default(),
             task_writes: Default::default(),
+            rests: Default::default(),
         }
     }
 }

@@ -348,8 +348,18 @@ pub fn feature_status(
             .budget_spent
             .as_ref()
             .map(|spent| conclusion::finishing_message(spent, c.running)),
+        (None, None) if plan.pool_resting.is_some() => plan
+            .pool_resting
+            .as_ref()
+            .map(|(_, message)| message.clone()),
         (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
     };
+    super::selection::set_pool_condition(
+        &mut status,
+        plan.pool_resting.as_ref(),
+        generation,
+        now_ms,
+    );
     let message = status.message.clone().unwrap_or_default();
     let progressing = outcome.is_none();
     set(

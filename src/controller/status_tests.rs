@@ -56,6 +56,7 @@ fn result(done: bool) -> AttemptResult {
         check: None,
         agent: Some("scripted 1.0".to_owned()),
         model: None,
+        requested_model: None,
         usage: Usage {
             input_tokens: 10,
             output_tokens: 5,
@@ -206,6 +207,7 @@ fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
         outcome,
         iterations: 4,
         budget_spent: None,
+        pool_resting: None,
     }
 }
 
@@ -429,5 +431,20 @@ fn a_spent_budget_with_attempts_still_running_says_it_waits_for_them() {
     assert!(
         message.ends_with("waiting for 2 running attempts to finish"),
         "{message}"
+    );
+}
+
+#[test]
+fn a_feature_whose_whole_pool_rests_says_until_when() {
+    let mut plan = plan(PhaseCounts::default(), None);
+    plan.pool_resting = Some((1_060_000, "every agent of the pool is out of quota".into()));
+    let status = feature_status(&feature(), &plan, &[], &FeatureEvents::default(), 1_000_000);
+    assert_eq!(
+        condition_status(&status, conditions::AGENTS_AVAILABLE).as_deref(),
+        Some("False")
+    );
+    assert_eq!(
+        status.message.as_deref(),
+        Some("every agent of the pool is out of quota")
     );
 }

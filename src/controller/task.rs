@@ -362,6 +362,10 @@ async fn start(
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
     let kind = super::verify::next_attempt_kind(scope.feature, task);
     let prompt = render_prompt(scope, plan, kind);
+    let choice = match &plan.selection {
+        Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
+        _ => None,
+    };
     let input = AttemptPod {
         namespace: &namespace,
         task: &name,
@@ -370,7 +374,10 @@ async fn start(
         attempt_id: &id,
         prompt: &prompt,
         owner,
-        agent: &scope.feature.spec.agent,
+        agent: choice
+            .and_then(|c| scope.feature.spec.pool_agent(&c.agent))
+            .unwrap_or(&scope.feature.spec.agent),
+        model: choice.and_then(|c| c.model.as_deref()),
         overrides: scope.feature.spec.pod_template.as_ref(),
         kind,
         verify: &scope.feature.spec.verify,
@@ -398,6 +405,18 @@ async fn start(
     };
     let mut started = status::started(task, attempt, &id, claim, scope.now_ms);
     super::verify::record_start(&mut started, kind, task.metadata.generation, scope.now_ms);
+    if let Some(choice) = choice {
+        super::selection::record_choice(&mut started, choice);
+        if let Some(warning) = &choice.refused_hint {
+            ctx.events
+                .warning(
+                    &task.object_ref(&()),
+                    "ModelHintRefused",
+                    format!("task {}: {warning}", plan.task_id),
+                )
+                .await;
+        }
+    }
     write_status(ctx, task, &started).await?;
     ctx.metrics.attempts_started.inc();
     tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
@@ -537,6 +556,28 @@ async fn ingest(
         scope.now_ms,
         rand::random::<f64>(),
     );
+    if let Some(rest) = &next.agent_rest {
+        let (identity, agent) = super::selection::exhausted_agent(scope.feature, task);
+        let namespace = task.namespace().unwrap_or_default();
+        let report = super::rests::RestReport {
+            identity: &identity,
+            rest,
+            reported_by: format!(
+                "agent {agent} of Feature {}, task {}",
+                scope.feature.name_any(),
+                plan.task_id
+            ),
+        };
+        ctx.rests
+            .rest(
+                &ctx.client,
+                ctx.api_timeout,
+                &namespace,
+                &report,
+                scope.now_ms,
+            )
+            .await?;
+    }
     let decision = &next.decision;
     let result = match end {
         AttemptEnd::Reported(result) => Some(result.as_ref()),

@@ -58,6 +58,7 @@ fn pod(kind: AttemptKind, verify: &VerifySpec) -> Pod {
         prompt: "Verify task t.",
         owner: OwnerReference::default(),
         agent: &agent,
+        model: None,
         overrides: None,
         kind,
         verify,

@@ -197,6 +197,9 @@ pub struct AttemptResult {
     /// The model the agent used, when it said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The model the runner asked the agent for (`ralph runner --model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_model: Option<String>,
     /// Tokens and cost.
     #[serde(default)]
     pub usage: Usage,
@@ -228,6 +231,7 @@ impl AttemptResult {
             exhaustion: None,
             agent: None,
             model: None,
+            requested_model: None,
             usage: Usage::default(),
             timings: Timings::default(),
             check: None,

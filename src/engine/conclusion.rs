@@ -87,7 +87,10 @@ pub struct NextState {
     pub usage: Usage,
     /// The task's status message (the event's message).
     pub message: String,
-    /// The agent rests (quota exhausted): every task using it waits until then.
+    /// The agent rests (quota exhausted) until then: it leaves the pool of every task that
+    /// uses it. The task itself does not wait for it: the selection
+    /// ([`super::selection::select`]) gives it the next agent of the pool, or makes it wait
+    /// when every agent rests.
     pub agent_rest: Option<AgentRest>,
     /// The crash summary or the reason the attempt ended without a result.
     pub crash: Option<String>,
@@ -155,9 +158,6 @@ pub fn conclude(
             message: exhausted.message.clone(),
         }
     });
-    if let Some(rest) = &agent_rest {
-        next_attempt_after_ms = next_attempt_after_ms.max(Some(rest.until_ms));
-    }
     let phase = phase_after(decision.phase);
     if phase != TaskPhase::Pending {
         next_attempt_after_ms = None;
@@ -279,21 +279,6 @@ impl Gate {
             FeatureGate::Open
         }
     }
-}
-
-/// Until when a feature's agent rests after exhausting its quota: the latest wait of a task
-/// whose last attempt ended exhausted, if still ahead. Every task using the agent waits
-/// for it. `tasks` gives each task's last attempt outcome and next-attempt time (Unix ms).
-pub fn agent_rest_until(
-    tasks: impl IntoIterator<Item = (Option<AttemptOutcome>, Option<i64>)>,
-    now_ms: i64,
-) -> Option<i64> {
-    tasks
-        .into_iter()
-        .filter(|(outcome, _)| *outcome == Some(AttemptOutcome::Exhausted))
-        .filter_map(|(_, after)| after)
-        .filter(|&after| after > now_ms)
-        .max()
 }
 
 /// The message that explains a feature's outcome, naming the spent budget when that is

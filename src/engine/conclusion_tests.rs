@@ -99,18 +99,27 @@ fn the_streak_counts_only_trailing_attempts_without_a_verdict() {
 }
 
 #[test]
-fn exhaustion_with_a_known_reset_time_waits_until_then() {
+fn exhaustion_with_a_known_reset_time_rests_the_agent_until_then() {
     let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
     let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
     assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(5_000_000));
-    assert_eq!(next.next_attempt_after_ms, Some(5_000_000));
+}
+
+#[test]
+fn exhaustion_leaves_the_task_to_the_pool_without_a_wait_of_its_own() {
+    let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
+    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    assert_eq!(
+        (next.phase, next.next_attempt_after_ms),
+        (TaskPhase::Pending, None)
+    );
 }
 
 #[test]
 fn exhaustion_with_an_unknown_reset_time_rests_the_default() {
     let end = reported(testing::exhausted("t", "quota", None));
     let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
-    assert_eq!(next.next_attempt_after_ms, Some(NOW + 300_000));
+    assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(NOW + 300_000));
     assert_eq!(next.retry_count, 0);
 }
 

@@ -9,6 +9,7 @@ pub mod dag;
 pub mod lifecycle;
 pub mod policy;
 pub mod prompt;
+pub mod selection;
 pub mod sigils;
 #[doc(hidden)]
 pub mod testing;

@@ -35,6 +35,12 @@ pub struct LocalFeature {
     pub name: String,
     /// The agent command (program and arguments).
     pub agent_command: Vec<String>,
+    /// The pool after the primary agent (`spec.fallbackAgents`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_agents: Vec<LocalAgent>,
+    /// Which model each attempt asks the agent for (`spec.model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::api::ModelPolicy>,
     /// Maximum concurrent attempts.
     pub parallelism: u32,
     /// Attempt budget over the feature's life, if any.
@@ -58,4 +64,14 @@ pub struct LocalFeature {
     pub plan_text: Option<String>,
     /// The tasks, in manifest (creation) order.
     pub tasks: Vec<LocalTask>,
+}
+
+/// An agent of the pool after the primary one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalAgent {
+    /// Its name in the pool.
+    pub name: String,
+    /// Its command (program and arguments).
+    pub command: Vec<String>,
 }

@@ -10,6 +10,7 @@ pub mod process;
 pub mod prompt;
 pub mod run_event;
 pub mod scheduler;
+pub mod selection;
 pub mod state_dir;
 pub mod status_view;
 pub mod store;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::api::TextSource;
 use crate::api::budget::{BudgetError, budget_of};
-use crate::local::feature::{LocalFeature, LocalTask};
+use crate::local::feature::{LocalAgent, LocalFeature, LocalTask};
 use crate::manifest::FeaturePlan;
 
 /// A feature that cannot run locally.
@@ -61,6 +61,15 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
     agent_command.extend(spec.agent.args.iter().cloned());
     Ok(LocalFeature {
         agent_command,
+        fallback_agents: spec
+            .fallback_agents
+            .iter()
+            .map(|named| LocalAgent {
+                name: named.name.clone(),
+                command: [named.agent.command.clone(), named.agent.args.clone()].concat(),
+            })
+            .collect(),
+        model: spec.model.clone(),
         parallelism: spec.parallelism,
         max_iterations: spec.max_iterations,
         budget: budget_of(spec.budget.as_ref()).map_err(|source| PlanError::Budget {

@@ -26,6 +26,8 @@ pub fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
     LocalFeature {
         name: "demo".to_owned(),
         agent_command: vec!["agent".to_owned()],
+        fallback_agents: Vec::new(),
+        model: None,
         parallelism: 1,
         max_iterations: None,
         budget: crate::engine::budget::Budget::default(),

@@ -63,7 +63,38 @@ pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
             .key("dependsOn");
         duplicate_dependencies(&template.fields, &path, &mut out);
     }
+    pool_rules(feature, &mut out);
     out
+}
+
+/// `spec.fallbackAgents` is a map keyed by name (not `primary`, `spec.agent`'s), and
+/// `spec.model.models` a set.
+fn pool_rules(feature: &Feature, out: &mut Vec<RuleViolation>) {
+    let spec = &feature.spec;
+    let agents = FieldPath::root("spec").key("fallbackAgents");
+    for (index, named) in spec.fallback_agents.iter().enumerate() {
+        let path = agents.item(index, Some(&named.name));
+        if named.name == crate::api::PRIMARY_AGENT {
+            out.push((
+                path,
+                "the pool name primary is spec.agent's: give each of spec.fallbackAgents another name"
+                    .to_owned(),
+            ));
+        } else if spec.fallback_agents[..index]
+            .iter()
+            .any(|other| other.name == named.name)
+        {
+            out.push((path, format!("names the agent {:?} twice", named.name)));
+        }
+    }
+    if let Some(policy) = &spec.model {
+        for (index, model) in policy.models.iter().enumerate() {
+            if policy.models[..index].contains(model) {
+                let path = FieldPath::root("spec").key("model").key("models");
+                out.push((path, format!("names {model:?} twice")));
+            }
+        }
+    }
 }
 
 /// Violations of the Task CRD's rules.
@@ -129,6 +160,32 @@ mod tests {
 
     fn agent() -> serde_json::Value {
         serde_json::json!({"command": ["claude-agent-acp"]})
+    }
+
+    #[test]
+    fn a_fallback_agent_named_primary_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "fallbackAgents": [{"name": "primary", "command": ["codex-acp"]}]}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found.len(), 1);
+        assert!(found[0].1.contains("spec.agent's"), "{}", found[0].1);
+    }
+
+    #[test]
+    fn two_fallback_agents_of_one_name_are_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "fallbackAgents": [{"name": "b", "command": ["x"]}, {"name": "b", "command": ["y"]}]}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].1, "names the agent \"b\" twice");
+    }
+
+    #[test]
+    fn a_model_listed_twice_is_reported() {
+        let feature = feature(serde_json::json!({"agent": agent(),
+            "model": {"strategy": "escalate", "models": ["haiku", "haiku"]}}));
+        let found = feature_rules(&feature, "hello");
+        assert_eq!(found[0].0.to_string(), "spec.model.models");
     }
 
     #[test]

@@ -268,6 +268,7 @@ impl Running {
             events: self.events.clone(),
             started,
             advertise_fs: config.client_fs.advertise(&config.agent_command),
+            model: config.model.clone(),
         }
     }
 
@@ -334,7 +335,12 @@ impl Ended {
         let turn = self.turn.clone();
         let mut turn = lock(&turn);
         let observations = self.observe(&config, patterns, &mut turn);
-        let verdict = classify(&observations);
+        let mut verdict = classify(&observations);
+        if let Some(problem) = turn.model_rejected.take() {
+            verdict.outcome = OutcomeClass::Misconfigured;
+            verdict.crash = None;
+            verdict.misconfiguration = Some(problem);
+        }
         AttemptResult {
             outcome: verdict.outcome,
             stop_reason: verdict.stop_reason,
@@ -431,7 +437,10 @@ fn not_started(config: &RunnerConfig, started_at_ms: i64, start: Start) -> Attem
 
 /// A result for `config`'s task and attempt with nothing observed yet.
 fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
-    AttemptResult::new(config.task.clone(), config.attempt.clone(), outcome)
+    AttemptResult {
+        requested_model: config.model.clone(),
+        ..AttemptResult::new(config.task.clone(), config.attempt.clone(), outcome)
+    }
 }
 
 fn turn_summary(turn_end: &TurnEnd) -> serde_json::Value {

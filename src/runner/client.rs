@@ -48,6 +48,8 @@ pub struct ClientContext {
     pub started: Instant,
     /// Advertise the client's `fs` capability (read and write text files).
     pub advertise_fs: bool,
+    /// The model to ask the agent for, once the session exists (`ralph runner --model`).
+    pub model: Option<String>,
 }
 
 /// What the ACP handlers share.
@@ -89,6 +91,7 @@ impl ClientContext {
             prompt: self.prompt,
             started: self.started,
             advertise_fs: self.advertise_fs,
+            model: self.model,
             session_tx,
         };
         (handlers, setup)
@@ -238,13 +241,14 @@ struct Setup {
     prompt: String,
     started: Instant,
     advertise_fs: bool,
+    model: Option<String>,
     session_tx: oneshot::Sender<SessionHandle>,
 }
 
 impl Setup {
     async fn converse(self, handlers: &Handlers, cx: ConnectionTo<Agent>) -> Conversation {
         self.initialize(handlers, &cx).await?;
-        let session_id = new_session(handlers, &cx).await?;
+        let session_id = new_session(handlers, &cx, self.model.as_deref()).await?;
         // The supervisor may already be gone (it only listens while it can cancel).
         let _ = self.session_tx.send((cx.clone(), session_id.clone()));
         lock(&handlers.turn).phase = Phase::Prompted;
@@ -293,7 +297,11 @@ impl Setup {
     }
 }
 
-async fn new_session(handlers: &Handlers, cx: &ConnectionTo<Agent>) -> Result<SessionId, Error> {
+async fn new_session(
+    handlers: &Handlers,
+    cx: &ConnectionTo<Agent>,
+    chosen_model: Option<&str>,
+) -> Result<SessionId, Error> {
     let cwd = handlers.workspace.root().to_path_buf();
     let session = cx
         .send_request(RawNewSession {
@@ -314,6 +322,31 @@ async fn new_session(handlers: &Handlers, cx: &ConnectionTo<Agent>) -> Result<Se
         "session",
         json!({"sessionId": session.session_id, "cwd": cwd, "model": model}),
     );
+    if let Some(chosen) = chosen_model {
+        let route = super::model::choose(
+            cx,
+            &session.session_id,
+            session.config_options.as_ref(),
+            session.models.as_ref(),
+            chosen,
+        )
+        .await;
+        match route {
+            Ok(route) => handlers.events.emit(
+                "model_chosen",
+                json!({"model": chosen, "via": format!("{route:?}")}),
+            ),
+            Err(problem) => {
+                let message = problem.problem.clone();
+                lock(&handlers.turn).model_rejected = Some(problem);
+                handlers.events.emit(
+                    "model_rejected",
+                    json!({"model": chosen, "problem": message}),
+                );
+                return Err(Error::invalid_params().data(json!(message)));
+            }
+        }
+    }
     Ok(SessionId::new(session.session_id))
 }
 

@@ -50,6 +50,9 @@ pub struct RunnerConfig {
     pub read_only: bool,
     /// `verify.command`, run in the workspace after a done verdict.
     pub check: Option<super::check::CheckCommand>,
+    /// The model to ask the agent for (its ACP `model` session option), when the Feature
+    /// chose one; `None`: the agent's default.
+    pub model: Option<String>,
 }
 
 pub use crate::api::agent::ClientFs;
@@ -113,6 +116,7 @@ impl RunnerConfig {
             client_fs: ClientFs::Auto,
             read_only: false,
             check: None,
+            model: None,
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct TurnState {
     pub model: Option<String>,
     /// Errors the agent reported in this turn's session updates.
     pub reports: reports::TurnReports,
+    /// The agent rejected the model the runner asked for (`--model`): no prompt was sent.
+    pub model_rejected: Option<crate::engine::attempt::Misconfiguration>,
     scanner: SigilScanner,
     /// The `messageId` of the agent message being read, when the agent sends one.
     message_id: Option<MessageId>,
@@ -79,6 +81,7 @@ impl Default for TurnState {
             initialize_ms: None,
             model: None,
             reports: reports::TurnReports::default(),
+            model_rejected: None,
             scanner: SigilScanner::new(),
             message_id: None,
         }

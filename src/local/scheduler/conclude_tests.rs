@@ -93,7 +93,7 @@ fn done_clears_what_an_earlier_attempt_left_for_the_prompt() {
 }
 
 #[test]
-fn the_exhausted_task_waits_for_the_agents_reset_time() {
+fn the_exhausted_task_is_left_to_the_pool_without_a_wait_of_its_own() {
     let mut row = row(0);
     conclude(
         &mut row,
@@ -101,7 +101,7 @@ fn the_exhausted_task_waits_for_the_agents_reset_time() {
     );
     assert_eq!(
         (row.phase, row.retry_count, row.next_attempt_after_ms),
-        (TaskPhase::Pending, 0, Some(7_200_000))
+        (TaskPhase::Pending, 0, None)
     );
 }
 

@@ -30,6 +30,10 @@ pub(super) struct Live {
     pub claim_ms: i64,
     /// How the runner ended, once it did.
     pub ended: Option<Ended>,
+    /// The pool agent that runs it (`primary` for one left by an earlier run).
+    pub agent: String,
+    /// The model it asked the agent for.
+    pub model: Option<String>,
 }
 
 impl Live {
@@ -54,6 +58,8 @@ impl Live {
             renewed_at_ms: now_ms,
             claim_ms,
             ended: None,
+            agent: crate::api::PRIMARY_AGENT.to_owned(),
+            model: None,
         }
     }
 
@@ -79,6 +85,8 @@ impl Live {
             renewed_at_ms: claim.map_or(now_ms, |c| c.expires_at_ms - claim_ms),
             claim_ms,
             ended: None,
+            agent: crate::api::PRIMARY_AGENT.to_owned(),
+            model: None,
         }
     }
 

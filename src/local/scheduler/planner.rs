@@ -18,6 +18,7 @@ use crate::engine::lifecycle::{
     self, Action, AttemptEnd, ClaimView, FeatureGate, RunView, TaskView,
 };
 use crate::engine::policy::FeatureEffect;
+use crate::engine::selection::{Rests, Selection};
 use crate::local::feature::LocalFeature;
 use crate::local::prompt;
 use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
@@ -39,21 +40,24 @@ pub(super) struct Loaded {
     pub iterations: u32,
     /// Why the feature stopped for good, if it did.
     pub stopped: Option<String>,
-    /// The agent's rest recorded by an earlier run.
-    pub agent_rest: Option<AgentRest>,
+    /// The agents' rests recorded by earlier runs, by agent identity.
+    pub rests: Rests,
     /// What the ended attempts spent (derived from the stored attempts).
     pub spent: UsageTotals,
 }
 
-/// Where the agent's rest stands at the start of a loop turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where the agents of the pool stand at the start of a loop turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Rest {
-    /// The agent is not resting.
+    /// An agent of the pool is available.
     Working,
-    /// The agent rests: nothing starts this turn.
-    Resting,
-    /// The rest has just ended: forget it.
-    Over,
+    /// Every agent of the pool rests: nothing starts this turn.
+    Resting {
+        /// When the first rest ends, Unix ms.
+        until_ms: i64,
+        /// Which agents rest until when (engine::selection's message).
+        message: String,
+    },
 }
 
 /// What a Ctrl+C does.
@@ -97,6 +101,8 @@ pub(super) struct Concluded {
     /// What the feature's budget says after this attempt, said once each: it is spent,
     /// or a cost budget now has attempts of unknown cost.
     pub budget_warnings: Vec<String>,
+    /// The agent (by identity) that rests after this attempt, and until when.
+    pub rest: Option<(String, AgentRest)>,
     /// The phase changes the DAG derives from it, not yet applied to the rows.
     pub transitions: Vec<AutoTransition>,
 }
@@ -116,7 +122,7 @@ pub(super) struct Planner<'a> {
     stopped: Option<String>,
     interrupted_at: Option<Instant>,
     halted: Option<String>,
-    agent_rest: Option<AgentRest>,
+    rests: Rests,
     spent: UsageTotals,
     wake_at_ms: Option<i64>,
     announced_wait_ms: Option<i64>,
@@ -169,7 +175,11 @@ impl<'a> Planner<'a> {
             stopped: loaded.stopped,
             interrupted_at: None,
             halted: None,
-            agent_rest: loaded.agent_rest.filter(|rest| rest.until_ms > now_ms),
+            rests: loaded
+                .rests
+                .into_iter()
+                .filter(|(_, rest)| rest.until_ms > now_ms)
+                .collect(),
             spent: loaded.spent,
             wake_at_ms: None,
             announced_wait_ms: None,
@@ -194,23 +204,29 @@ impl<'a> Planner<'a> {
         Some(row.clone())
     }
 
-    /// The agent's rest, while it lasts.
-    pub fn agent_rest(&self) -> Option<&AgentRest> {
-        self.agent_rest.as_ref()
+    /// Until when and why every agent of the pool rests at `now_ms`, if they all do.
+    pub fn pool_wait(&self, now_ms: i64) -> Option<(i64, String)> {
+        match self.choice(&[], now_ms) {
+            Selection::Wait { until_ms, message } => Some((until_ms, message)),
+            Selection::Run(_) => None,
+        }
     }
 
-    /// Starts a loop turn: forgets the last wake-up time and looks at the agent's rest.
+    /// The agent and model of a task's next attempt (`history`: its attempts, oldest first).
+    pub fn choice(&self, history: &[AttemptRow], now_ms: i64) -> Selection {
+        crate::local::selection::select(self.feature, history, &self.rests, now_ms)
+    }
+
+    /// Starts a loop turn: forgets the last wake-up time and looks at the pool's rests.
     pub fn begin_turn(&mut self, now_ms: i64) -> Rest {
         self.wake_at_ms = None;
-        let Some(until_ms) = self.agent_rest.as_ref().map(|rest| rest.until_ms) else {
-            return Rest::Working;
-        };
-        if until_ms > now_ms {
-            self.wake_at(until_ms);
-            return Rest::Resting;
+        match self.pool_wait(now_ms) {
+            Some((until_ms, message)) => {
+                self.wake_at(until_ms);
+                Rest::Resting { until_ms, message }
+            }
+            None => Rest::Working,
         }
-        self.agent_rest = None;
-        Rest::Over
     }
 
     /// The tasks the DAG says may run, in its order.
@@ -556,9 +572,15 @@ impl<'a> Planner<'a> {
             }
             FeatureEffect::Halt { .. } | FeatureEffect::None => {}
         }
-        if let Some(rest) = &next.agent_rest {
-            self.agent_rest = Some(rest.clone());
-        }
+        let rest = next.agent_rest.clone().map(|rest| {
+            let agent = self
+                .live
+                .get(task)
+                .map_or(crate::api::PRIMARY_AGENT, |live| live.agent.as_str());
+            let identity = crate::local::selection::identity(self.feature, agent);
+            self.rests.insert(identity.clone(), rest.clone());
+            (identity, rest)
+        });
         let transitions = if row.removed {
             Vec::new()
         } else {
@@ -574,6 +596,7 @@ impl<'a> Planner<'a> {
             row,
             cancel,
             budget_warnings,
+            rest,
             transitions,
         }))
     }

@@ -50,7 +50,7 @@ fn planner<'a>(feature: &'a LocalFeature, parallel: usize, rows: Vec<TaskRow>) -
         rows,
         iterations: 0,
         stopped: None,
-        agent_rest: None,
+        rests: Default::default(),
         spent: UsageTotals::default(),
     };
     Planner::new(feature, &options(parallel), loaded, NOW).unwrap_or_else(|e| panic!("{e}"))
@@ -162,7 +162,7 @@ fn a_run_resumed_over_a_spent_budget_says_so_and_starts_nothing() {
         rows: rows(&[], &["b"]),
         iterations: 1,
         stopped: None,
-        agent_rest: None,
+        rests: Default::default(),
         spent: UsageTotals {
             input_tokens: 12,
             ..UsageTotals::default()

@@ -28,7 +28,7 @@ fn loaded(rows: Vec<TaskRow>) -> Loaded {
         rows,
         iterations: 0,
         stopped: None,
-        agent_rest: None,
+        rests: Rests::new(),
         spent: Default::default(),
     }
 }
@@ -90,31 +90,89 @@ fn nothing_starts_after_an_interrupt() {
     assert_eq!(plan.ready_actions("a", &[], NOW), None);
 }
 
+/// The rests of the pool agents named, until the given times.
+fn resting(feature: &LocalFeature, agents: &[(&str, i64)]) -> Rests {
+    agents
+        .iter()
+        .map(|(name, until_ms)| {
+            (
+                crate::local::selection::identity(feature, name),
+                AgentRest {
+                    until_ms: *until_ms,
+                    message: "quota".into(),
+                },
+            )
+        })
+        .collect()
+}
+
+fn with_spare(mut feature: LocalFeature) -> LocalFeature {
+    feature.fallback_agents = vec![crate::local::feature::LocalAgent {
+        name: "spare".into(),
+        command: vec!["spare-agent".into()],
+    }];
+    feature
+}
+
 #[test]
-fn nothing_starts_while_the_agent_rests() {
+fn nothing_starts_while_every_agent_of_the_pool_rests() {
     let feature = feature(vec![task("a", &[])]);
     let mut rested = loaded(pending(&["a"]));
-    rested.agent_rest = Some(AgentRest {
-        until_ms: NOW + 60_000,
-        message: "quota".into(),
-    });
+    rested.rests = resting(&feature, &[("primary", NOW + 60_000)]);
     let mut plan = Planner::new(&feature, &options(1), rested, NOW).unwrap();
-    assert_eq!(plan.begin_turn(NOW), Rest::Resting);
+    assert!(matches!(
+        plan.begin_turn(NOW),
+        Rest::Resting { until_ms, .. } if until_ms == NOW + 60_000
+    ));
     assert_eq!(plan.next_wake(NOW), Some(NOW + 10_000));
-    assert_eq!(plan.begin_turn(NOW + 60_000), Rest::Over);
-    assert_eq!(plan.begin_turn(NOW + 60_001), Rest::Working);
+    assert_eq!(plan.begin_turn(NOW + 60_000), Rest::Working);
+}
+
+#[test]
+fn a_resting_agent_leaves_the_next_attempt_to_the_next_of_the_pool() {
+    let feature = with_spare(feature(vec![task("a", &[])]));
+    let mut rested = loaded(pending(&["a"]));
+    rested.rests = resting(&feature, &[("primary", NOW + 60_000)]);
+    let mut plan = Planner::new(&feature, &options(1), rested, NOW).unwrap();
+    assert_eq!(plan.begin_turn(NOW), Rest::Working);
+    let Selection::Run(choice) = plan.choice(&[], NOW) else {
+        panic!("expected the spare agent to run");
+    };
+    assert_eq!(choice.agent, "spare");
+}
+
+#[test]
+fn an_exhausted_attempt_rests_the_agent_that_ran_it() {
+    let feature = with_spare(feature(vec![task("a", &[])]));
+    let mut plan = planner(&feature, 1, vec![row("a", TaskPhase::Running)]);
+    let mut live = spawned("a");
+    live.agent = "spare".into();
+    plan.track("a", live);
+    let end = AttemptEnd::Reported(Box::new(results::exhausted(
+        "a",
+        "limit",
+        Some(NOW / 1000 + 60),
+    )));
+    let concluded = plan.conclude("a", &end, &[], NOW, 0.0).unwrap().unwrap();
+    let (identity, rest) = concluded.rest.expect("a rest");
+    assert_eq!(
+        identity,
+        crate::local::selection::identity(&feature, "spare")
+    );
+    assert_eq!(rest.until_ms, NOW + 60_000);
+    let Selection::Run(choice) = plan.choice(&[], NOW) else {
+        panic!("expected the primary agent to run");
+    };
+    assert_eq!(choice.agent, "primary");
 }
 
 #[test]
 fn a_rest_over_before_the_run_began_is_forgotten() {
     let feature = feature(vec![task("a", &[])]);
     let mut rested = loaded(pending(&["a"]));
-    rested.agent_rest = Some(AgentRest {
-        until_ms: NOW - 1,
-        message: "quota".into(),
-    });
+    rested.rests = resting(&feature, &[("primary", NOW - 1)]);
     let plan = Planner::new(&feature, &options(1), rested, NOW).unwrap();
-    assert_eq!(plan.agent_rest(), None);
+    assert_eq!(plan.pool_wait(NOW), None);
 }
 
 #[test]

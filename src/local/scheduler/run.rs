@@ -11,10 +11,10 @@ use super::live::Live;
 use super::planner::{Concluded, Launch, Loaded, Planner, Rest};
 use super::{RunError, RunOptions, RunOutcome};
 use crate::engine::attempt::AttemptResult;
-use crate::engine::conclusion::AgentRest;
 use crate::engine::dag::AutoTransition;
 use crate::engine::lifecycle::{Action, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
+use crate::engine::selection::Selection;
 use crate::engine::verification::AttemptKind;
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
@@ -56,13 +56,7 @@ impl<'a> Run<'a> {
             rows: store.tasks()?,
             iterations: store.iterations()?,
             stopped: store.meta(keys::STOPPED)?,
-            agent_rest: store
-                .meta(keys::AGENT_REST)?
-                .and_then(|json| serde_json::from_str::<StoredRest>(&json).ok())
-                .map(|rest| AgentRest {
-                    until_ms: rest.until_ms,
-                    message: rest.message,
-                }),
+            rests: crate::local::selection::load_rests(store)?,
             spent: crate::local::budget::attempt_totals(&store.attempts(None)?),
         };
         let plan = Planner::new(feature, options, loaded, now_ms)?;
@@ -77,13 +71,6 @@ impl<'a> Run<'a> {
         let mut transition = Transition::default();
         run.record_transitions(&run.plan.loaded_transitions(), &mut transition);
         run.store.apply(&transition, now_ms)?;
-        if let Some(rest) = run.plan.agent_rest() {
-            let message = rest_message(rest, now_ms);
-            run.display.show(&RunEvent::Warning {
-                task: None,
-                message,
-            });
-        }
         for message in run.plan.budget_warnings_at_start() {
             run.display.show(&RunEvent::Warning {
                 task: None,
@@ -100,13 +87,18 @@ impl<'a> Run<'a> {
 
     /// Starts ready tasks, in the DAG's order, while the feature has capacity.
     pub fn schedule(&mut self, now_ms: i64) -> Result<(), RunError> {
-        match self.plan.begin_turn(now_ms) {
-            Rest::Resting => {
-                self.announce_wait(now_ms);
-                return Ok(());
+        if let Rest::Resting { until_ms, message } = self.plan.begin_turn(now_ms) {
+            if self.plan.wait_to_announce(now_ms).is_some() {
+                self.display.show(&RunEvent::Warning {
+                    task: None,
+                    message,
+                });
+                self.display.show(&RunEvent::Waiting {
+                    until_ms,
+                    wait_ms: until_ms - now_ms,
+                });
             }
-            Rest::Over => self.store.set_meta(keys::AGENT_REST, None)?,
-            Rest::Working => {}
+            return Ok(());
         }
         let ready = self.plan.ready();
         if !ready.is_empty() {
@@ -257,6 +249,17 @@ impl<'a> Run<'a> {
     /// transaction), or the already recorded one whose runner never started.
     fn start(&mut self, task: &str, number: u32, now_ms: i64) -> Result<(), RunError> {
         let history = self.store.attempts(Some(task))?;
+        let choice = match self.plan.choice(&history, now_ms) {
+            Selection::Run(choice) => choice,
+            // Every agent rests: the next loop turn waits for the first.
+            Selection::Wait { .. } => return Ok(()),
+        };
+        if let Some(warning) = &choice.refused_hint {
+            self.display.show(&RunEvent::Warning {
+                task: Some(task.to_string()),
+                message: warning.clone(),
+            });
+        }
         let (attempt, generation, kind) = match self.plan.launch(task, number) {
             None => return Ok(()),
             Some(Launch::Restart {
@@ -297,7 +300,21 @@ impl<'a> Run<'a> {
             }
             None => String::new(),
         };
-        let live = Live::started(attempt, number, generation, now_ms, self.plan.claim_ms());
+        let mut live = Live::started(attempt, number, generation, now_ms, self.plan.claim_ms());
+        live.agent = choice.agent;
+        live.model = choice.model;
+        let mut transition = Transition::default();
+        transition.events.push(NewEvent::attempt(
+            task,
+            &live.attempt,
+            "selected",
+            format!(
+                "agent {}, model {}",
+                live.agent,
+                live.model.as_deref().unwrap_or("(the agent's default)")
+            ),
+        ));
+        self.flush(&mut transition, now_ms)?;
         self.spawn_runner(task, live, &text, kind, now_ms)
     }
 
@@ -312,8 +329,13 @@ impl<'a> Run<'a> {
         now_ms: i64,
     ) -> Result<(), RunError> {
         let files = AttemptFiles::in_dir(self.store.attempt_dir(&live.attempt));
-        let command =
-            verify::runner_command(&self.options.runner, &self.plan.feature().verify, kind);
+        let runner = crate::local::selection::runner_for(
+            &self.options.runner,
+            self.plan.feature(),
+            &live.agent,
+            live.model.as_deref(),
+        );
+        let command = verify::runner_command(&runner, &self.plan.feature().verify, kind);
         let spawned = executor::start(
             &command,
             task,
@@ -384,8 +406,8 @@ impl<'a> Run<'a> {
         for other in &concluded.cancel {
             self.signal(other, Signal::SIGTERM);
         }
-        if let Some(rest) = &concluded.next.agent_rest {
-            self.store_rest(rest)?;
+        if let Some((identity, rest)) = &concluded.rest {
+            crate::local::selection::save_rest(self.store, identity, rest, now_ms)?;
         }
         let result = match end {
             AttemptEnd::Reported(result) => Some(result.as_ref()),
@@ -414,17 +436,6 @@ impl<'a> Run<'a> {
             });
         }
         self.record_transitions(&concluded.transitions, transition);
-        Ok(())
-    }
-
-    /// Keeps the agent's rest, so that a later run waits for it too.
-    fn store_rest(&mut self, rest: &AgentRest) -> Result<(), RunError> {
-        let stored = StoredRest {
-            until_ms: rest.until_ms,
-            message: rest.message.clone(),
-        };
-        let json = serde_json::to_string(&stored).ok();
-        self.store.set_meta(keys::AGENT_REST, json.as_deref())?;
         Ok(())
     }
 
@@ -524,24 +535,6 @@ fn release(transition: &mut Transition, task: &str) {
     if !transition.release.iter().any(|t| t == task) {
         transition.release.push(task.to_string());
     }
-}
-
-/// The agent's rest as the store keeps it.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct StoredRest {
-    until_ms: i64,
-    message: String,
-}
-
-/// What the display says while the agent rests.
-fn rest_message(rest: &AgentRest, now_ms: i64) -> String {
-    let wait =
-        std::time::Duration::from_secs(u64::try_from((rest.until_ms - now_ms) / 1000).unwrap_or(0));
-    format!(
-        "the agent is out of quota ({}); waiting {} before the next attempt",
-        rest.message,
-        humantime::format_duration(wait)
-    )
 }
 
 fn send_signal(pid: u32, signal: Signal) {

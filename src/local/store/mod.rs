@@ -215,8 +215,6 @@ pub mod keys {
     pub const RUN_OWNER: &str = "run_owner";
     /// The outcome the last run ended with.
     pub const OUTCOME: &str = "outcome";
-    /// Until when the agent rests after exhausting its quota, and what it said (JSON).
-    pub const AGENT_REST: &str = "agent_rest";
 }
 
 #[cfg(test)]

@@ -248,6 +248,15 @@ fn check(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
                     format!("Too many: {}: must have at most {max} items", items.len()),
                 );
             }
+            if let Some(min) = bound("minItems").filter(|min| (items.len() as f64) < *min) {
+                push(
+                    "FieldValueInvalid",
+                    format!(
+                        "Invalid value: {}: {path} in body should have at least {min} items",
+                        items.len()
+                    ),
+                );
+            }
             check_list_type(schema, items, path, causes);
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter().enumerate() {

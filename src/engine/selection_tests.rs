@@ -1,0 +1,313 @@
+use super::*;
+
+const NOW: i64 = 1_800_000_000_000;
+
+fn models() -> Vec<String> {
+    ["haiku", "sonnet", "opus"].map(String::from).to_vec()
+}
+
+fn choice(strategy: ModelStrategy, models: &[String]) -> ModelChoice<'_> {
+    ModelChoice { strategy, models }
+}
+
+fn attempt(model: &str, outcome: AttemptOutcome) -> PastAttempt {
+    PastAttempt {
+        model: Some(model.to_owned()),
+        outcome: Some(outcome),
+        next_model: None,
+    }
+}
+
+fn hinting(model: &str, outcome: AttemptOutcome, hint: &str) -> PastAttempt {
+    PastAttempt {
+        next_model: Some(hint.to_owned()),
+        ..attempt(model, outcome)
+    }
+}
+
+const POOL: [PoolAgent<'static>; 2] = [
+    PoolAgent {
+        name: "main",
+        identity: "id-main",
+    },
+    PoolAgent {
+        name: "spare",
+        identity: "id-spare",
+    },
+];
+
+fn rest(identity: &str, until_ms: i64) -> Rests {
+    Rests::from([(
+        identity.to_owned(),
+        AgentRest {
+            until_ms,
+            message: "usage limit".to_owned(),
+        },
+    )])
+}
+
+fn run(selection: Selection) -> Choice {
+    match selection {
+        Selection::Run(choice) => choice,
+        Selection::Wait { message, .. } => panic!("expected a run, got a wait: {message}"),
+    }
+}
+
+fn model_after(strategy: ModelStrategy, history: &[PastAttempt]) -> Option<String> {
+    let models = models();
+    run(select(
+        &POOL,
+        &choice(strategy, &models),
+        history,
+        &Rests::new(),
+        NOW,
+    ))
+    .model
+}
+
+#[test]
+fn without_models_the_agent_uses_its_default() {
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Escalate, &[]),
+        &[],
+        &Rests::new(),
+        NOW,
+    ));
+    assert_eq!(
+        (choice.model, choice.reason),
+        (None, ModelReason::AgentDefault)
+    );
+}
+
+#[test]
+fn fixed_keeps_the_first_model_after_a_failure() {
+    let history = [attempt("haiku", AttemptOutcome::Failed)];
+    assert_eq!(
+        model_after(ModelStrategy::Fixed, &history).as_deref(),
+        Some("haiku")
+    );
+}
+
+#[test]
+fn escalate_starts_with_the_cheapest_model() {
+    assert_eq!(
+        model_after(ModelStrategy::Escalate, &[]).as_deref(),
+        Some("haiku")
+    );
+}
+
+#[test]
+fn escalate_moves_to_the_next_model_after_a_failed_attempt() {
+    let history = [attempt("haiku", AttemptOutcome::Failed)];
+    assert_eq!(
+        model_after(ModelStrategy::Escalate, &history).as_deref(),
+        Some("sonnet")
+    );
+}
+
+#[test]
+fn escalate_moves_to_the_next_model_after_a_crash() {
+    let history = [
+        attempt("haiku", AttemptOutcome::Failed),
+        attempt("sonnet", AttemptOutcome::Crashed),
+    ];
+    assert_eq!(
+        model_after(ModelStrategy::Escalate, &history).as_deref(),
+        Some("opus")
+    );
+}
+
+#[test]
+fn escalate_stays_on_the_model_after_an_attempt_without_a_verdict() {
+    let history = [
+        attempt("haiku", AttemptOutcome::Failed),
+        attempt("sonnet", AttemptOutcome::Released),
+    ];
+    assert_eq!(
+        model_after(ModelStrategy::Escalate, &history).as_deref(),
+        Some("sonnet")
+    );
+}
+
+#[test]
+fn escalate_stays_on_the_last_model_once_it_is_reached() {
+    let history = [attempt("opus", AttemptOutcome::Failed)];
+    assert_eq!(
+        model_after(ModelStrategy::Escalate, &history).as_deref(),
+        Some("opus")
+    );
+}
+
+#[test]
+fn cost_optimized_goes_back_to_the_cheapest_model_that_has_not_failed() {
+    // The agent jumped to opus and failed there; haiku never failed this task.
+    let history = [attempt("opus", AttemptOutcome::Failed)];
+    assert_eq!(
+        model_after(ModelStrategy::CostOptimized, &history).as_deref(),
+        Some("haiku")
+    );
+}
+
+#[test]
+fn cost_optimized_skips_every_model_that_failed() {
+    let history = [
+        attempt("haiku", AttemptOutcome::Failed),
+        attempt("sonnet", AttemptOutcome::Exhausted),
+        attempt("haiku", AttemptOutcome::Crashed),
+    ];
+    assert_eq!(
+        model_after(ModelStrategy::CostOptimized, &history).as_deref(),
+        Some("sonnet")
+    );
+}
+
+#[test]
+fn cost_optimized_uses_the_last_model_when_all_failed() {
+    let history = [
+        attempt("haiku", AttemptOutcome::Failed),
+        attempt("sonnet", AttemptOutcome::Failed),
+        attempt("opus", AttemptOutcome::Failed),
+    ];
+    assert_eq!(
+        model_after(ModelStrategy::CostOptimized, &history).as_deref(),
+        Some("opus")
+    );
+}
+
+#[test]
+fn the_agents_next_model_is_honoured_when_listed() {
+    let models = models();
+    let history = [hinting("haiku", AttemptOutcome::Released, "opus")];
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Fixed, &models),
+        &history,
+        &Rests::new(),
+        NOW,
+    ));
+    assert_eq!(
+        (choice.model.as_deref(), choice.reason, choice.refused_hint),
+        (Some("opus"), ModelReason::AgentHint, None)
+    );
+}
+
+#[test]
+fn a_next_model_not_listed_is_refused_with_a_warning_and_the_strategy_decides() {
+    let models = models();
+    let history = [hinting("haiku", AttemptOutcome::Failed, "gpt-9")];
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Escalate, &models),
+        &history,
+        &Rests::new(),
+        NOW,
+    ));
+    assert_eq!(choice.model.as_deref(), Some("sonnet"));
+    let warning = choice.refused_hint.unwrap_or_default();
+    assert!(
+        warning.contains("\"gpt-9\"") && warning.contains("haiku, sonnet, opus"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn only_the_last_ended_attempts_hint_counts() {
+    let history = [
+        hinting("haiku", AttemptOutcome::Released, "opus"),
+        attempt("opus", AttemptOutcome::Released),
+    ];
+    assert_eq!(
+        model_after(ModelStrategy::Fixed, &history).as_deref(),
+        Some("haiku")
+    );
+}
+
+#[test]
+fn the_first_agent_of_the_pool_takes_the_task() {
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Fixed, &[]),
+        &[],
+        &Rests::new(),
+        NOW,
+    ));
+    assert_eq!(choice.agent, "main");
+}
+
+#[test]
+fn a_resting_agent_leaves_the_task_to_the_next_of_the_pool() {
+    let rests = rest("id-main", NOW + 60_000);
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Fixed, &[]),
+        &[],
+        &rests,
+        NOW,
+    ));
+    assert_eq!(choice.agent, "spare");
+}
+
+#[test]
+fn an_agent_is_back_in_the_pool_once_its_reset_time_passed() {
+    let rests = rest("id-main", NOW + 60_000);
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Fixed, &[]),
+        &[],
+        &rests,
+        NOW + 60_000,
+    ));
+    assert_eq!(choice.agent, "main");
+}
+
+#[test]
+fn agents_sharing_an_identity_rest_together() {
+    let pool = [
+        PoolAgent {
+            name: "a",
+            identity: "same",
+        },
+        PoolAgent {
+            name: "b",
+            identity: "same",
+        },
+    ];
+    let selection = select(
+        &pool,
+        &choice(ModelStrategy::Fixed, &[]),
+        &[],
+        &rest("same", NOW + 1_000),
+        NOW,
+    );
+    assert!(matches!(selection, Selection::Wait { .. }), "{selection:?}");
+}
+
+#[test]
+fn when_every_agent_rests_the_task_waits_for_the_first_reset_and_says_until_when() {
+    let mut rests = rest("id-main", NOW + 120_000);
+    rests.extend(rest("id-spare", NOW + 60_000));
+    let selection = select(&POOL, &choice(ModelStrategy::Fixed, &[]), &[], &rests, NOW);
+    let Selection::Wait { until_ms, message } = selection else {
+        panic!("expected a wait: {selection:?}");
+    };
+    assert_eq!(until_ms, NOW + 60_000);
+    assert!(
+        message.contains("spare until 2027-01-15T08:01:00Z")
+            && message.contains("main until 2027-01-15T08:02:00Z"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_crash_does_not_take_an_agent_out_of_the_pool() {
+    let history = [attempt("haiku", AttemptOutcome::Crashed)];
+    let choice = run(select(
+        &POOL,
+        &choice(ModelStrategy::Fixed, &[]),
+        &history,
+        &Rests::new(),
+        NOW,
+    ));
+    assert_eq!(choice.agent, "main");
+}

@@ -1,0 +1,227 @@
+//! One table of task histories, pools and rests, given to both modes' adapters of the
+//! selection (`engine::selection`): the controller's (Feature and Task objects) and the
+//! local run's (feature spec and attempt rows with the runner's results). The same inputs
+//! must choose the same agent and model, refuse the same `<next-model>` hints, and wait
+//! until the same time.
+// Test code: a fixture that cannot be built should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ralph::api::pool::command_identity;
+use ralph::api::{Feature, ModelPolicy, Task};
+use ralph::engine::conclusion::AgentRest;
+use ralph::engine::selection::{ModelStrategy, Rests, Selection};
+use ralph::local::feature::{LocalAgent, LocalFeature};
+use ralph::local::store::AttemptRow;
+use ralph::local::testing as local_testing;
+
+const NOW: i64 = 1_700_000_000_000;
+const MODELS: [&str; 3] = ["haiku", "sonnet", "opus"];
+
+/// One earlier attempt: the model it was given, how it ended, the agent's `<next-model>`.
+type Past = (&'static str, &'static str, Option<&'static str>);
+
+/// What both modes must agree on.
+#[derive(Debug, PartialEq)]
+enum Chosen {
+    Run {
+        agent: String,
+        model: Option<String>,
+        hint_refused: bool,
+    },
+    Wait {
+        until_ms: i64,
+    },
+}
+
+fn chosen(selection: Selection) -> Chosen {
+    match selection {
+        Selection::Run(choice) => Chosen::Run {
+            agent: choice.agent,
+            model: choice.model,
+            hint_refused: choice.refused_hint.is_some(),
+        },
+        Selection::Wait { until_ms, .. } => Chosen::Wait { until_ms },
+    }
+}
+
+/// Which agents rest, by pool name, until when.
+type Resting = &'static [(&'static str, i64)];
+
+fn rest(until_ms: i64) -> AgentRest {
+    AgentRest {
+        until_ms,
+        message: "usage limit".to_owned(),
+    }
+}
+
+fn cluster(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chosen {
+    let feature: Feature = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
+        "spec": {
+            "agent": {"image": "agent:1", "command": ["agent"]},
+            "fallbackAgents": [{"name": "spare", "image": "agent:1", "command": ["spare-agent"]}],
+            "model": {"strategy": strategy, "models": MODELS},
+            "tasks": [{"name": "t"}]
+        }
+    }))
+    .expect("valid feature");
+    let attempts: Vec<serde_json::Value> = history
+        .iter()
+        .zip(1..)
+        .map(|((model, outcome, hint), number)| {
+            serde_json::json!({
+                "number": number, "requestedModel": model, "outcome": outcome,
+                "sigils": hint.map_or(serde_json::json!({}), |h| serde_json::json!({"nextModel": h})),
+            })
+        })
+        .collect();
+    let task: Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
+        "spec": {"featureRef": "hello"},
+        "status": {"phase": "Pending", "attemptCount": history.len(), "attempts": attempts}
+    }))
+    .expect("valid task");
+    let rests: Rests = resting
+        .iter()
+        .map(|(name, until)| {
+            let agent = feature.spec.pool_agent(name).expect("pool agent");
+            (agent.identity(), rest(*until))
+        })
+        .collect();
+    chosen(ralph::controller::selection::select(
+        &feature, &task, &rests, NOW,
+    ))
+}
+
+fn local(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chosen {
+    let feature = LocalFeature {
+        fallback_agents: vec![LocalAgent {
+            name: "spare".to_owned(),
+            command: vec!["spare-agent".to_owned()],
+        }],
+        model: Some(ModelPolicy {
+            strategy,
+            models: MODELS.map(String::from).to_vec(),
+        }),
+        ..local_testing::feature(Vec::new())
+    };
+    let rows: Vec<AttemptRow> = history
+        .iter()
+        .zip(1..)
+        .map(|((model, outcome, hint), number)| {
+            let mut result = serde_json::to_value(ralph::engine::testing::result("t")).unwrap();
+            result["requestedModel"] = serde_json::json!(model);
+            if let Some(hint) = hint {
+                result["sigils"]["nextModel"] = serde_json::json!(hint);
+            }
+            AttemptRow {
+                result: Some(result.to_string()),
+                ..local_testing::attempt("t", number, outcome)
+            }
+        })
+        .collect();
+    let rests: Rests = resting
+        .iter()
+        .map(|(name, until)| {
+            let command = ralph::local::selection::pool(&feature)
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| c.to_vec())
+                .expect("pool agent");
+            (command_identity(&command), rest(*until))
+        })
+        .collect();
+    chosen(ralph::local::selection::select(
+        &feature, &rows, &rests, NOW,
+    ))
+}
+
+fn run(agent: &str, model: &str, hint_refused: bool) -> Chosen {
+    Chosen::Run {
+        agent: agent.to_owned(),
+        model: Some(model.to_owned()),
+        hint_refused,
+    }
+}
+
+#[test]
+fn both_modes_choose_the_same_agent_and_model() {
+    use ModelStrategy::{CostOptimized, Escalate, Fixed};
+    let scenarios: Vec<(&str, ModelStrategy, Vec<Past>, Resting, Chosen)> = vec![
+        (
+            "first attempt",
+            Escalate,
+            vec![],
+            &[],
+            run("primary", "haiku", false),
+        ),
+        (
+            "escalation after a failure",
+            Escalate,
+            vec![("haiku", "failed", None)],
+            &[],
+            run("primary", "sonnet", false),
+        ),
+        (
+            "escalation after a crash",
+            Escalate,
+            vec![("haiku", "failed", None), ("sonnet", "crashed", None)],
+            &[],
+            run("primary", "opus", false),
+        ),
+        (
+            "cost-optimized back to the cheapest unfailed",
+            CostOptimized,
+            vec![("opus", "failed", None)],
+            &[],
+            run("primary", "haiku", false),
+        ),
+        (
+            "next-model honoured",
+            Fixed,
+            vec![("haiku", "released", Some("opus"))],
+            &[],
+            run("primary", "opus", false),
+        ),
+        (
+            "next-model refused",
+            Fixed,
+            vec![("haiku", "released", Some("gpt-9"))],
+            &[],
+            run("primary", "haiku", true),
+        ),
+        (
+            "pool rotation on exhaustion",
+            Fixed,
+            vec![("haiku", "exhausted", None)],
+            &[("primary", NOW + 60_000)],
+            run("spare", "haiku", false),
+        ),
+        (
+            "back after the reset time",
+            Fixed,
+            vec![("haiku", "exhausted", None)],
+            &[("primary", NOW)],
+            run("primary", "haiku", false),
+        ),
+        (
+            "every agent resting",
+            Fixed,
+            vec![("haiku", "exhausted", None)],
+            &[("primary", NOW + 60_000), ("spare", NOW + 30_000)],
+            Chosen::Wait {
+                until_ms: NOW + 30_000,
+            },
+        ),
+    ];
+    for (name, strategy, history, resting, expected) in scenarios {
+        let on_cluster = cluster(strategy, &history, resting);
+        let locally = local(strategy, &history, resting);
+        assert_eq!(on_cluster, expected, "{name}: cluster");
+        assert_eq!(locally, expected, "{name}: local");
+    }
+}
