@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentSpec, PodTemplateOverrides};
+use super::memory::MemorySpec;
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
 
@@ -92,6 +93,10 @@ pub struct FeatureSpec {
     /// How failed attempts are retried.
     #[serde(default)]
     pub retry: RetryPolicy,
+
+    /// What agents remember between attempts: journal and knowledge budgets, seeded knowledge.
+    #[serde(default, skip_serializing_if = "MemorySpec::is_empty")]
+    pub memory: MemorySpec,
 
     /// When true, a task an agent reports done is verified by a second agent attempt
     /// before it counts as done.

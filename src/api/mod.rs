@@ -9,6 +9,7 @@ pub mod agent;
 pub mod conditions;
 pub mod feature;
 pub mod labels;
+pub mod memory;
 pub mod names;
 pub mod status;
 pub mod task;
@@ -16,6 +17,7 @@ pub mod template;
 
 pub use agent::{AgentSpec, PodTemplateOverrides};
 pub use feature::{Feature, FeatureContext, FeatureSpec, RetryPolicy, TextSource};
+pub use memory::{KnowledgeSeed, MemorySpec};
 pub use status::{
     AttemptOutcome, AttemptRecord, ClaimStatus, FeaturePhase, FeatureStatus, MAX_ATTEMPT_HISTORY,
     TaskCounts, TaskStatus,

@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;
+pub mod memory;
 pub mod policy;
 pub mod prompt;
 pub mod sigils;

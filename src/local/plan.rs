@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::api::TextSource;
+use crate::api::{MemorySpec, TextSource};
 use crate::local::feature::{LocalFeature, LocalTask};
 use crate::manifest::FeaturePlan;
 
@@ -21,6 +21,12 @@ pub enum PlanError {
         /// `spec` or `plan`.
         field: &'static str,
     },
+    /// Local mode has no cluster to read seeded knowledge from.
+    #[error(
+        "feature {0}: spec.memory.knowledgeFrom reads a ConfigMap, which local mode cannot do; \
+         put the entries in spec.memory.knowledge"
+    )]
+    ConfigMapKnowledge(String),
     /// No agent command anywhere.
     #[error("feature {0}: spec.agent.command is empty; set it or pass --agent")]
     NoAgent(String),
@@ -43,6 +49,13 @@ fn text(
     }
 }
 
+fn local_memory(feature: &str, memory: &MemorySpec) -> Result<MemorySpec, PlanError> {
+    match memory.knowledge_from {
+        Some(_) => Err(PlanError::ConfigMapKnowledge(feature.to_owned())),
+        None => Ok(memory.clone()),
+    }
+}
+
 /// The local feature spec of a planned feature.
 pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
     let name = plan.name();
@@ -60,6 +73,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
         suspend: spec.suspend,
         spec_text: text(&name, "spec", spec.context.spec.as_ref())?,
         plan_text: text(&name, "plan", spec.context.plan.as_ref())?,
+        memory: local_memory(&name, &spec.memory)?,
         tasks: plan
             .tasks
             .iter()
@@ -71,6 +85,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
                 parent: task.fields.parent.clone(),
                 priority: task.fields.priority,
                 max_retries: task.fields.max_retries,
+                tags: task.fields.tags.clone(),
             })
             .collect(),
         name,

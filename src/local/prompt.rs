@@ -53,6 +53,7 @@ pub fn input(
             .previous_attempt
             .as_deref()
             .and_then(|json| serde_json::from_str::<PreviousAttempt>(json).ok()),
+        memory: Default::default(),
     }
 }
 
