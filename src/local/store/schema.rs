@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -58,5 +58,6 @@ CREATE TABLE IF NOT EXISTS events (
 /// Creates the tables when missing and records the schema version.
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(super::memory::SCHEMA)?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
