@@ -2,10 +2,11 @@
 
 use std::collections::HashMap;
 
+use crate::engine::memory::{self, Recall, RecallInput, knowledge};
 use crate::engine::policy::PreviousAttempt;
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 use crate::local::feature::LocalFeature;
-use crate::local::store::TaskRow;
+use crate::local::store::{Store, StoreError, TaskRow};
 
 fn text(row: &TaskRow) -> TaskText {
     TaskText {
@@ -65,4 +66,24 @@ pub fn render(
     summaries: &HashMap<String, String>,
 ) -> String {
     prompt::render(&input(feature, tasks, row, summaries))
+}
+
+/// What `row`'s next prompt recalls from the store: its own journal, the journal of the
+/// tasks it depends on, and the feature's knowledge (seeded in the manifest, replaced and
+/// extended by what agents learned), within the manifest's budgets.
+pub fn recall(store: &Store, feature: &LocalFeature, row: &TaskRow) -> Result<Recall, StoreError> {
+    let own = store.journal(Some(row.name()))?;
+    let mut blockers = Vec::new();
+    for blocker in &row.spec.depends_on {
+        blockers.extend(store.journal(Some(blocker))?);
+    }
+    let book = knowledge::merged(&feature.memory.seeded(), &store.learned_knowledge()?);
+    Ok(memory::recall(&RecallInput {
+        task: row.name(),
+        tags: &row.spec.tags,
+        own: &own,
+        blockers: &blockers,
+        knowledge: &book,
+        budgets: feature.memory.budgets(),
+    }))
 }
