@@ -24,7 +24,10 @@ fn the_journal_of_a_failed_attempt_reaches_the_retry() {
     let manifest = feature_yaml("retry", "", &[task("only", &[])]);
     let script = format!(
         "tasks:\n  only:\n    - {}\n    - {}\n",
-        answer("<journal>tried sqlx; the migrations are broken</journal> The tests fail.", "failed"),
+        answer(
+            "<journal>tried sqlx; the migrations are broken</journal> The tests fail.",
+            "failed"
+        ),
         answer("Done.", "done")
     );
     let project = Project::new(&manifest, &script);
@@ -33,12 +36,19 @@ fn the_journal_of_a_failed_attempt_reaches_the_retry() {
     let prompt = project.prompt("only-a2");
     assert!(prompt.contains("## Journal"), "{prompt}");
     assert!(prompt.contains("- Attempt 1: failed; took"), "{prompt}");
-    assert!(prompt.contains("Note: tried sqlx; the migrations are broken"), "{prompt}");
+    assert!(
+        prompt.contains("Note: tried sqlx; the migrations are broken"),
+        "{prompt}"
+    );
 }
 
 #[test]
 fn a_blockers_journal_reaches_its_dependent() {
-    let manifest = feature_yaml("blocked", "", &[task("first", &[]), task("second", &["first"])]);
+    let manifest = feature_yaml(
+        "blocked",
+        "",
+        &[task("first", &[]), task("second", &["first"])],
+    );
     let script = format!(
         "default:\n  - text: \"Did it. <task-done>{{task}}</task-done>\"\ntasks:\n  first:\n    - {}\n",
         answer("<journal>Created docs/api.md</journal> Did it.", "done")
@@ -104,7 +114,7 @@ fn knowledge_reaches_the_tasks_whose_tags_match() {
     assert!(b.contains("Run sqlx migrate before the tests."), "{b}");
     let c = project.prompt("c-a1");
     assert!(!c.contains("sqlx migrate"), "{c}");
-    let listed = project.ralph(&["knowledge", "--state", project.state().to_str().unwrap_or_default()]);
+    let listed = project.ralph(&["knowledge"]);
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(listed.contains("Migrations [db] (from a-a1)"), "{listed}");
 }
@@ -129,8 +139,14 @@ fn a_later_knowledge_entry_with_the_same_title_replaces_the_earlier_one() {
     let output = project.run(&[]);
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));
     let c = project.prompt("c-a1");
-    assert!(c.contains("use postgres") && !c.contains("use sqlite"), "{c}");
-    assert_eq!(project.store().learned_knowledge().map(|k| k.len()).ok(), Some(1));
+    assert!(
+        c.contains("use postgres") && !c.contains("use sqlite"),
+        "{c}"
+    );
+    assert_eq!(
+        project.store().learned_knowledge().map(|k| k.len()).ok(),
+        Some(1)
+    );
 }
 
 #[test]
@@ -158,10 +174,9 @@ fn seeded_knowledge_from_a_configmap_is_refused_locally_naming_the_field() {
     );
     let project = Project::new(&manifest, DONE_DEFAULT);
     let output = project.run(&[]);
-    assert_ne!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("spec.memory.knowledgeFrom"), "{stderr}");
-    assert!(project.attempts().is_empty());
 }
 
 #[test]
@@ -169,16 +184,20 @@ fn ralph_journal_finds_entries_by_the_words_of_their_notes() {
     let manifest = feature_yaml("searched", "", &[task("a", &[]), task("b", &[])]);
     let script = format!(
         "{DONE_DEFAULT}tasks:\n  a:\n    - {}\n",
-        answer("<journal>the migrations need created_at</journal> Did it.", "done")
+        answer(
+            "<journal>the migrations need created_at</journal> Did it.",
+            "done"
+        )
     );
     let project = Project::new(&manifest, &script);
     let output = project.run(&[]);
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    let state = project.state();
-    let state = state.to_str().unwrap_or_default();
-    let found = project.ralph(&["journal", "--state", state, "--search", "migrations"]);
+    let found = project.ralph(&["journal", "--search", "migrations"]);
     let found = String::from_utf8_lossy(&found.stdout);
     assert!(found.contains("a-a1  done"), "{found}");
-    assert!(found.contains("note: the migrations need created_at"), "{found}");
+    assert!(
+        found.contains("note: the migrations need created_at"),
+        "{found}"
+    );
     assert!(!found.contains("b-a1"), "{found}");
 }

@@ -16,13 +16,13 @@ fn text(row: &TaskRow) -> TaskText {
     }
 }
 
-/// The engine's prompt input for `row`'s next attempt; `summaries` says what done
-/// dependencies did (their journals), by task ID.
+/// The engine's prompt input for `row`'s next attempt; `memory` is what it recalls of the
+/// journal and knowledge ([`recall`]).
 pub fn input(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
-    summaries: &HashMap<String, String>,
+    memory: Recall,
 ) -> PromptInput {
     PromptInput {
         task: text(row),
@@ -40,7 +40,7 @@ pub fn input(
             .map(|blocker| CompletedBlocker {
                 id: blocker.spec.name.clone(),
                 title: blocker.spec.title.clone(),
-                summary: summaries.get(&blocker.spec.name).cloned(),
+                summary: None,
             })
             .collect(),
         feature: FeatureText {
@@ -54,7 +54,7 @@ pub fn input(
             .previous_attempt
             .as_deref()
             .and_then(|json| serde_json::from_str::<PreviousAttempt>(json).ok()),
-        memory: Default::default(),
+        memory,
     }
 }
 
@@ -63,9 +63,9 @@ pub fn render(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
-    summaries: &HashMap<String, String>,
+    memory: Recall,
 ) -> String {
-    prompt::render(&input(feature, tasks, row, summaries))
+    prompt::render(&input(feature, tasks, row, memory))
 }
 
 /// What `row`'s next prompt recalls from the store: its own journal, the journal of the

@@ -16,6 +16,7 @@ use crate::engine::dag::{
 use crate::engine::lifecycle::{
     self, Action, AttemptEnd, ClaimView, FeatureGate, RunView, TaskView,
 };
+use crate::engine::memory::Recall;
 use crate::engine::policy::FeatureEffect;
 use crate::local::feature::LocalFeature;
 use crate::local::prompt;
@@ -476,10 +477,16 @@ impl<'a> Planner<'a> {
         Ok(transitions)
     }
 
-    /// The prompt of `task`'s next attempt, with what its done dependencies did.
-    pub fn prompt(&self, task: &str, summaries: &HashMap<String, String>) -> String {
+    /// The feature this planner runs.
+    pub fn feature(&self) -> &LocalFeature {
+        self.feature
+    }
+
+    /// The prompt of `task`'s next attempt, with what its memory recalls
+    /// ([`crate::local::prompt::recall`]).
+    pub fn prompt(&self, task: &str, memory: Recall) -> String {
         self.tasks.get(task).map_or_else(String::new, |row| {
-            prompt::render(self.feature, &self.tasks, row, summaries)
+            prompt::render(self.feature, &self.tasks, row, memory)
         })
     }
 
