@@ -271,7 +271,7 @@ impl<'a> Run<'a> {
         });
         let text = match self.plan.task(task) {
             Some(row) => {
-                let memory = prompt::recall(&self.store, self.plan.feature(), row)?;
+                let memory = prompt::recall(self.store, self.plan.feature(), row)?;
                 self.plan.prompt(task, memory)
             }
             None => String::new(),
