@@ -212,3 +212,56 @@ async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts()
     assert!(!text.contains("Use htmx."), "{text}");
     h.stop().await;
 }
+
+fn is_config_map_create(request: &fake_apiserver::RequestRecord) -> bool {
+    request.resource == "configmaps" && request.verb == fake_apiserver::Verb::Create
+}
+
+#[tokio::test]
+async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_ends() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.fail_next(
+        1,
+        is_config_map_create,
+        fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden"),
+    );
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest("kf", json!([{"name": "a"}]), json!({})))
+        .await;
+    let a = h.wait_for_pod("kf-a-a1").await;
+    h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
+        .await;
+    h.wait_for_feature_phase("kf", "Complete").await;
+    let warnings = h.events_with_reason("KnowledgeNotKept").await;
+    assert_eq!(warnings.len(), 1);
+    let note = warnings[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("kf-a-a1") && note.contains("ConfigMaps"),
+        "{note}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn knowledge_whose_write_meets_a_conflict_is_not_lost() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.fail_next(
+        1,
+        is_config_map_create,
+        fake_apiserver::ApiError::already_exists("configmaps", "kc-knowledge"),
+    );
+    let h = Harness::start_on(server, 100);
+    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
+    h.create_feature(feature_manifest("kc", tasks, json!({})))
+        .await;
+    let a = h.wait_for_pod("kc-a-a1").await;
+    h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
+        .await;
+    let b = h.wait_for_pod("kc-b-a1").await;
+    assert!(prompt(&b).contains("use rustfmt"), "{}", prompt(&b));
+    h.stop().await;
+}

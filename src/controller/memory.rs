@@ -147,6 +147,36 @@ async fn learned(
     Ok((entries, config_map))
 }
 
+/// Event reason when the knowledge of an attempt cannot be kept.
+pub const REASON_KNOWLEDGE_NOT_KEPT: &str = "KnowledgeNotKept";
+
+/// [`record_knowledge`], before the attempt is recorded in the Task's status. A failure the
+/// user must fix (403: RBAC without ConfigMap create/update; 400/422: a ConfigMap the API
+/// server refuses) is a Warning Event on the Task and does not hold up the task; any other
+/// failure is returned, so the result is ingested again later.
+pub async fn keep_knowledge(
+    ctx: &Context,
+    feature: &Feature,
+    task: &Task,
+    result: &AttemptResult,
+    attempt: &str,
+    now_ms: i64,
+) -> Result<(), CallError> {
+    match record_knowledge(ctx, feature, result, attempt, now_ms).await {
+        Err(error) if matches!(error.status_code(), Some(400 | 403 | 422)) => {
+            let note = format!(
+                "the knowledge attempt {attempt} wrote was not kept: {error}; the controller \
+                 needs get, create and update on ConfigMaps (see docs/deploy.md)"
+            );
+            ctx.events
+                .warning(&task.object_ref(&()), REASON_KNOWLEDGE_NOT_KEPT, note)
+                .await;
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// Keeps the knowledge an attempt wrote in the feature's ConfigMap (created, owned by the
 /// Feature, on the first entry). Nothing is written when the attempt brought none or
 /// nothing new.

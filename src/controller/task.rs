@@ -550,7 +550,8 @@ async fn ingest(
     );
     if let Some(result) = result {
         let attempt = attempt_id(&task.name_any(), status.attempt_count);
-        super::memory::record_knowledge(ctx, scope.feature, result, &attempt, scope.now_ms).await?;
+        super::memory::keep_knowledge(ctx, scope.feature, task, result, &attempt, scope.now_ms)
+            .await?;
     }
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {

@@ -158,11 +158,16 @@ fn fts_query(query: &str) -> String {
 impl Store {
     /// Journal entries, oldest first; of one task when given.
     pub fn journal(&self, task: Option<&str>) -> Result<Vec<JournalEntry>, StoreError> {
-        self.read_journal(
-            "SELECT attempt, entry FROM journal WHERE (?1 IS NULL OR task = ?1)
-             ORDER BY ended_at_ms, seq",
-            params![task],
-        )
+        match task {
+            Some(task) => self.read_journal(
+                "SELECT attempt, entry FROM journal WHERE task = ?1 ORDER BY ended_at_ms, seq",
+                params![task],
+            ),
+            None => self.read_journal(
+                "SELECT attempt, entry FROM journal ORDER BY ended_at_ms, seq",
+                params![],
+            ),
+        }
     }
 
     /// Journal entries whose task, outcome, reason or notes hold every word of `query`
