@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentSpec, PodTemplateOverrides};
 use super::budget::BudgetSpec;
+use super::memory::MemorySpec;
 use super::pool::{MAX_FALLBACK_AGENTS, ModelPolicy, NamedAgentSpec};
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
@@ -115,6 +116,10 @@ pub struct FeatureSpec {
     /// How failed attempts are retried.
     #[serde(default)]
     pub retry: RetryPolicy,
+
+    /// What agents remember between attempts: journal and knowledge budgets, seeded knowledge.
+    #[serde(default, skip_serializing_if = "MemorySpec::is_empty")]
+    pub memory: MemorySpec,
 
     /// How a task an agent reports done is verified before it counts as done: a command
     /// run in the workspace, a read-only verification agent, or both. Unset: the agent's

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod conditions;
 pub mod feature;
 pub mod labels;
+pub mod memory;
 pub mod names;
 pub mod pool;
 pub mod status;
@@ -20,6 +21,7 @@ pub mod verify;
 pub use agent::{AgentSpec, PodTemplateOverrides};
 pub use budget::BudgetSpec;
 pub use feature::{Feature, FeatureContext, FeatureSpec, RetryPolicy, TextSource};
+pub use memory::{KnowledgeSeed, MemorySpec};
 pub use pool::{ModelPolicy, NamedAgentSpec, PRIMARY_AGENT};
 pub use status::{
     AttemptOutcome, AttemptRecord, ClaimStatus, FeaturePhase, FeatureStatus, MAX_ATTEMPT_HISTORY,

@@ -60,6 +60,12 @@ pub struct TaskFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = MAX_RETRIES_LIMIT))]
     pub max_retries: Option<u32>,
+
+    /// Tags that pick the feature's knowledge for this task's prompts (besides the words
+    /// of its name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::memory::MAX_TAGS), inner(length(min = 1, max = super::memory::MAX_TAG_LEN)))]
+    pub tags: Vec<String>,
 }
 
 /// One task of a Feature's plan. The controller turns it into a Task object named

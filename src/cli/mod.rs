@@ -6,6 +6,7 @@ pub mod controller;
 pub mod crds;
 pub mod exit;
 pub mod install;
+pub mod memory;
 pub mod run;
 pub mod runner;
 pub mod sidecar;
@@ -45,6 +46,10 @@ pub enum Command {
     /// Inspect or change tasks of a local run.
     #[command(subcommand)]
     Task(task::Command),
+    /// Show the journal of a local run (one entry per attempt), optionally searched.
+    Journal(memory::JournalArgs),
+    /// Show the knowledge agents of a local run wrote down.
+    Knowledge(memory::KnowledgeArgs),
     /// Drive one agent attempt over ACP and report its result (used in agent Pods).
     Runner(Box<runner::Args>),
     /// Built-in ACP agents.
@@ -66,6 +71,8 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_error_exit(run::run(args).await),
         Command::Status(args) => status::run(args).await,
         Command::Task(command) => task::run(command).await,
+        Command::Journal(args) => memory::journal(args).await,
+        Command::Knowledge(args) => memory::knowledge(args).await,
         Command::Runner(args) => runner::run(*args).await,
         Command::Agent(command) => agent::run(command).await,
         Command::Controller(args) => controller::run(args).await,

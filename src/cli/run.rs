@@ -189,7 +189,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
     };
     let exe = std::env::current_exe().context("cannot locate the running ralph binary")?;
-    let mut feature = feature_spec(chosen)?;
+    let mut feature = match feature_spec(chosen) {
+        Ok(feature) => feature,
+        Err(error) => {
+            eprintln!("error: {}: {error}", args.file.display());
+            return Ok(Exit::InvalidInput.into());
+        }
+    };
     feature.agent_command = match &args.agent {
         Some(command) => agent_command(
             command,

@@ -194,12 +194,17 @@ async fn judge(
     } else {
         let siblings = by_name(tasks.clone());
         let texts = feature_texts(feature, ctx, &plan).await?;
+        let knowledge = match starts_attempt(&plan) {
+            true => super::memory::feature_knowledge(feature, ctx).await?,
+            false => Vec::new(),
+        };
         let scope = TaskScope {
             ctx,
             feature,
             siblings: &siblings,
             leases: &leases,
             texts: &texts,
+            knowledge: &knowledge,
             now_ms,
         };
         let applies: Vec<_> = plan.tasks.iter().map(|t| apply_task(&scope, t)).collect();
@@ -650,6 +655,15 @@ fn template_hash(task: &Task) -> String {
     format!("{:016x}", hasher.finish())
 }
 
+/// Whether an attempt starts in this reconcile (its prompt needs the feature's texts).
+fn starts_attempt(plan: &FeaturePlan) -> bool {
+    plan.tasks.iter().any(|t| {
+        t.actions
+            .iter()
+            .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
+    })
+}
+
 /// The feature's spec and plan texts, read only when an attempt starts in this reconcile.
 async fn feature_texts(
     feature: &Feature,
@@ -662,12 +676,7 @@ async fn feature_texts(
         spec: None,
         plan: None,
     };
-    let starting = plan.tasks.iter().any(|t| {
-        t.actions
-            .iter()
-            .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
-    });
-    if !starting {
+    if !starts_attempt(plan) {
         return Ok(texts);
     }
     let context = &feature.spec.context;
@@ -676,7 +685,7 @@ async fn feature_texts(
     Ok(texts)
 }
 
-async fn read_text(
+pub(super) async fn read_text(
     feature: &Feature,
     ctx: &Context,
     source: Option<&TextSource>,

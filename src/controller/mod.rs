@@ -9,6 +9,7 @@ pub mod decide;
 pub mod events;
 pub mod feature;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod pod;
 pub mod rests;

@@ -78,6 +78,8 @@ pub struct TaskScope<'a> {
     pub leases: &'a BTreeMap<String, Arc<Lease>>,
     /// The feature's spec and plan texts, resolved once per reconcile when needed.
     pub texts: &'a FeatureText,
+    /// The feature's knowledge (seeded and learned), read when an attempt starts.
+    pub knowledge: &'a [crate::engine::memory::KnowledgeEntry],
     /// The current time, Unix ms.
     pub now_ms: i64,
 }
@@ -472,12 +474,7 @@ fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan, kind: AttemptKind) -> S
         .map(|b| CompletedBlocker {
             id: super::decide::task_id(b),
             title: b.spec.fields.title.clone(),
-            summary: b
-                .status
-                .as_ref()
-                .and_then(|s| s.attempts.last())
-                .map(|a| a.sigils.journal.join("\n"))
-                .filter(|j| !j.is_empty()),
+            summary: None,
         })
         .collect();
     let status = task.status.clone().unwrap_or_default();
@@ -490,6 +487,13 @@ fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan, kind: AttemptKind) -> S
         max_retries: max_retries(scope.feature, task),
         previous_attempt: status::previous_attempt(task),
         reported: super::verify::reported_work(task),
+        memory: super::memory::recall(
+            scope.feature,
+            task,
+            &plan.task_id,
+            scope.siblings,
+            scope.knowledge,
+        ),
     };
     match kind {
         AttemptKind::Work => prompt::render(&input),
@@ -599,6 +603,11 @@ async fn ingest(
         task.metadata.generation,
         scope.now_ms,
     );
+    if let Some(result) = result {
+        let attempt = attempt_id(&task.name_any(), status.attempt_count);
+        super::memory::keep_knowledge(ctx, scope.feature, task, result, &attempt, scope.now_ms)
+            .await?;
+    }
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {
         FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),

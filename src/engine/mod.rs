@@ -7,6 +7,7 @@ pub mod budget;
 pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;
+pub mod memory;
 pub mod policy;
 pub mod prompt;
 pub mod selection;

@@ -7,6 +7,7 @@
 
 use std::fmt::Write;
 
+use super::memory::Recall;
 use super::policy::PreviousAttempt;
 use super::sigils;
 
@@ -63,6 +64,8 @@ pub struct PromptInput {
     /// For a verification prompt: what the agent that reported the task done said about
     /// its work (its journal notes).
     pub reported: Option<String>,
+    /// The journal entries and knowledge recalled for this attempt ([`super::memory::recall`]).
+    pub memory: Recall,
 }
 
 /// Renders the prompt for one attempt (Markdown).
@@ -70,6 +73,8 @@ pub fn render(input: &PromptInput) -> String {
     let mut out = String::new();
     task_section(&mut out, "Task", &input.task);
     context_sections(&mut out, input);
+    knowledge_section(&mut out, &input.memory);
+    journal_section(&mut out, &input.memory);
     retry_section(&mut out, input);
     out.push_str(RULES);
     out
@@ -151,6 +156,40 @@ fn reported_section(out: &mut String, reported: Option<&str>) {
     if let Some(reported) = reported.filter(|r| !r.trim().is_empty()) {
         push_line!(out, "## What the agent that did the work said\n");
         block(out, reported);
+    }
+}
+
+fn knowledge_section(out: &mut String, memory: &Recall) {
+    if memory.knowledge.is_empty() {
+        return;
+    }
+    push_line!(out, "## Knowledge\n");
+    push_line!(
+        out,
+        "Lessons earlier runs and the user recorded about this codebase.\n"
+    );
+    for entry in &memory.knowledge {
+        out.push_str(entry);
+    }
+}
+
+fn journal_section(out: &mut String, memory: &Recall) {
+    if memory.own.is_empty() && memory.blockers.is_empty() {
+        return;
+    }
+    push_line!(out, "## Journal\n");
+    if !memory.own.is_empty() {
+        push_line!(out, "Earlier attempts at this task, newest first:\n");
+        memory.own.iter().for_each(|entry| out.push_str(entry));
+        out.push('\n');
+    }
+    if !memory.blockers.is_empty() {
+        push_line!(
+            out,
+            "Attempts of the tasks this one builds on, newest first:\n"
+        );
+        memory.blockers.iter().for_each(|entry| out.push_str(entry));
+        out.push('\n');
     }
 }
 

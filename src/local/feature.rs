@@ -25,6 +25,9 @@ pub struct LocalTask {
     pub priority: i32,
     /// Overrides the feature's retry limit.
     pub max_retries: Option<u32>,
+    /// Tags that pick knowledge for its prompts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// The feature-level settings local mode applies.
@@ -62,6 +65,9 @@ pub struct LocalFeature {
     pub spec_text: Option<String>,
     /// The feature's plan text for the prompt.
     pub plan_text: Option<String>,
+    /// Journal and knowledge budgets, seeded knowledge (`knowledgeFrom` is refused locally).
+    #[serde(default)]
+    pub memory: crate::api::MemorySpec,
     /// The tasks, in manifest (creation) order.
     pub tasks: Vec<LocalTask>,
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::api::TextSource;
 use crate::api::budget::{BudgetError, budget_of};
+use crate::api::{MemorySpec, TextSource};
 use crate::local::feature::{LocalAgent, LocalFeature, LocalTask};
 use crate::manifest::FeaturePlan;
 
@@ -22,6 +22,12 @@ pub enum PlanError {
         /// `spec` or `plan`.
         field: &'static str,
     },
+    /// Local mode has no cluster to read seeded knowledge from.
+    #[error(
+        "feature {0}: spec.memory.knowledgeFrom reads a ConfigMap, which local mode cannot do; \
+         put the entries in spec.memory.knowledge"
+    )]
+    ConfigMapKnowledge(String),
     /// No agent command anywhere.
     #[error("feature {0}: spec.agent.command is empty; set it or pass --agent")]
     NoAgent(String),
@@ -50,6 +56,13 @@ fn text(
             })
         }
         Some(source) => Ok(source.inline.clone()),
+    }
+}
+
+fn local_memory(feature: &str, memory: &MemorySpec) -> Result<MemorySpec, PlanError> {
+    match memory.knowledge_from {
+        Some(_) => Err(PlanError::ConfigMapKnowledge(feature.to_owned())),
+        None => Ok(memory.clone()),
     }
 }
 
@@ -83,6 +96,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
         suspend: spec.suspend,
         spec_text: text(&name, "spec", spec.context.spec.as_ref())?,
         plan_text: text(&name, "plan", spec.context.plan.as_ref())?,
+        memory: local_memory(&name, &spec.memory)?,
         tasks: plan
             .tasks
             .iter()
@@ -94,6 +108,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
                 parent: task.fields.parent.clone(),
                 priority: task.fields.priority,
                 max_retries: task.fields.max_retries,
+                tags: task.fields.tags.clone(),
             })
             .collect(),
         name,

@@ -2,10 +2,11 @@
 
 use std::collections::HashMap;
 
+use crate::engine::memory::{self, Recall, RecallInput, knowledge};
 use crate::engine::policy::PreviousAttempt;
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 use crate::local::feature::LocalFeature;
-use crate::local::store::TaskRow;
+use crate::local::store::{Store, StoreError, TaskRow};
 
 fn text(row: &TaskRow) -> TaskText {
     TaskText {
@@ -15,13 +16,13 @@ fn text(row: &TaskRow) -> TaskText {
     }
 }
 
-/// The engine's prompt input for `row`'s next attempt; `summaries` says what done
-/// dependencies did (their journals), by task ID.
+/// The engine's prompt input for `row`'s next attempt; `memory` is what it recalls of the
+/// journal and knowledge ([`recall`]).
 pub fn input(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
-    summaries: &HashMap<String, String>,
+    memory: Recall,
 ) -> PromptInput {
     PromptInput {
         task: text(row),
@@ -39,7 +40,7 @@ pub fn input(
             .map(|blocker| CompletedBlocker {
                 id: blocker.spec.name.clone(),
                 title: blocker.spec.title.clone(),
-                summary: summaries.get(&blocker.spec.name).cloned(),
+                summary: None,
             })
             .collect(),
         feature: FeatureText {
@@ -54,6 +55,7 @@ pub fn input(
             .as_deref()
             .and_then(|json| serde_json::from_str::<PreviousAttempt>(json).ok()),
         reported: None,
+        memory,
     }
 }
 
@@ -62,7 +64,27 @@ pub fn render(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
-    summaries: &HashMap<String, String>,
+    memory: Recall,
 ) -> String {
-    prompt::render(&input(feature, tasks, row, summaries))
+    prompt::render(&input(feature, tasks, row, memory))
+}
+
+/// What `row`'s next prompt recalls from the store: its own journal, the journal of the
+/// tasks it depends on, and the feature's knowledge (seeded in the manifest, replaced and
+/// extended by what agents learned), within the manifest's budgets.
+pub fn recall(store: &Store, feature: &LocalFeature, row: &TaskRow) -> Result<Recall, StoreError> {
+    let own = store.journal(Some(row.name()))?;
+    let mut blockers = Vec::new();
+    for blocker in &row.spec.depends_on {
+        blockers.extend(store.journal(Some(blocker))?);
+    }
+    let book = knowledge::merged(&feature.memory.seeded(), &store.learned_knowledge()?);
+    Ok(memory::recall(&RecallInput {
+        task: row.name(),
+        tags: &row.spec.tags,
+        own: &own,
+        blockers: &blockers,
+        knowledge: &book,
+        budgets: feature.memory.budgets(),
+    }))
 }

@@ -17,6 +17,7 @@ pub fn task(name: &str, depends_on: &[&str]) -> LocalTask {
         parent: None,
         priority: 0,
         max_retries: None,
+        tags: Vec::new(),
     }
 }
 
@@ -38,6 +39,7 @@ pub fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
         suspend: false,
         spec_text: None,
         plan_text: None,
+        memory: crate::api::MemorySpec::default(),
         tasks,
     }
 }

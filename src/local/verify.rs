@@ -77,12 +77,12 @@ pub fn prompt(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
-    summaries: &HashMap<String, String>,
+    memory: crate::engine::memory::Recall,
     reported: Option<String>,
 ) -> String {
     let input = prompt::PromptInput {
         reported,
-        ..crate::local::prompt::input(feature, tasks, row, summaries)
+        ..crate::local::prompt::input(feature, tasks, row, memory)
     };
     prompt::render_verification(&input)
 }

@@ -10,9 +10,14 @@ use crate::engine::attempt::{AttemptResult, RESULT_MAX_BYTES};
 /// One way of making the document smaller: the field it touches and the edit.
 type Shrink = (&'static str, fn(&mut AttemptResult, usize) -> bool);
 
-/// Shrinking steps in the order they are tried, each at decreasing lengths.
+/// Shrinking steps in the order they are tried, each at decreasing lengths. The agent's
+/// journal notes go last: the next attempts and the tasks that build on this one read them.
 const SHRINKS: &[Shrink] = &[
     ("crash", |r, max| shorten_opt(&mut r.crash, max)),
+    ("exhaustion.message", |r, max| match &mut r.exhaustion {
+        Some(exhaustion) => shorten(&mut exhaustion.message, max),
+        None => false,
+    }),
     ("sigils.promiseReason", |r, max| {
         shorten_opt(&mut r.sigils.promise_reason, max)
     }),
@@ -26,30 +31,34 @@ const SHRINKS: &[Shrink] = &[
         Some(check) => keep_end(&mut check.output_tail, max),
         None => false,
     }),
+    ("sigils.knowledge", |r, max| {
+        r.sigils.knowledge.iter_mut().fold(false, |changed, entry| {
+            shorten(&mut entry.body, max) | changed
+        })
+    }),
     ("sigils.journal", |r, max| {
         r.sigils
             .journal
             .iter_mut()
             .fold(false, |changed, entry| shorten(entry, max) | changed)
     }),
-    ("sigils.knowledge", |r, max| {
-        r.sigils.knowledge.iter_mut().fold(false, |changed, entry| {
-            shorten(&mut entry.body, max) | changed
-        })
-    }),
-    ("exhaustion.message", |r, max| match &mut r.exhaustion {
-        Some(exhaustion) => shorten(&mut exhaustion.message, max),
-        None => false,
-    }),
 ];
 
-/// Last resorts, when shortening text was not enough.
+/// Last resorts, when shortening text was not enough; each is repeated while it changes
+/// something and the document is still too large. Whole notes go one at a time, knowledge
+/// before the journal, the earliest first (the last notes usually sum up the attempt).
 const DROPS: &[Shrink] = &[
-    ("sigils.journal", |r, _| {
-        !std::mem::take(&mut r.sigils.journal).is_empty()
-    }),
     ("sigils.knowledge", |r, _| {
-        !std::mem::take(&mut r.sigils.knowledge).is_empty()
+        !r.sigils.knowledge.is_empty() && {
+            r.sigils.knowledge.remove(0);
+            true
+        }
+    }),
+    ("sigils.journal", |r, _| {
+        !r.sigils.journal.is_empty() && {
+            r.sigils.journal.remove(0);
+            true
+        }
     }),
     ("sigils.taskDone", |r, max| {
         shorten_opt(&mut r.sigils.task_done, max)
@@ -80,10 +89,7 @@ pub fn fit_result(mut result: AttemptResult) -> Result<(AttemptResult, String), 
         }
     }
     for (field, drop) in DROPS {
-        if json.len() <= RESULT_MAX_BYTES {
-            break;
-        }
-        if drop(&mut result, 64) {
+        while json.len() > RESULT_MAX_BYTES && drop(&mut result, 64) {
             mark(&mut result, field);
             json = serde_json::to_string(&result)?;
         }
@@ -188,6 +194,49 @@ mod tests {
                 "{field} not listed"
             );
         }
+    }
+
+    #[test]
+    fn journal_notes_are_shortened_after_every_other_text() {
+        let mut long = result();
+        long.crash = Some("c".repeat(2000));
+        long.exhaustion = Some(crate::engine::attempt::Exhaustion {
+            message: "e".repeat(2000),
+            reset_at: None,
+        });
+        long.sigils.knowledge = vec![Knowledge {
+            tags: vec![],
+            title: "t".into(),
+            body: "k".repeat(2000),
+        }];
+        long.sigils.journal = vec!["j".repeat(900)];
+        let (fitted, json) = fit_result(long).unwrap();
+        assert!(json.len() <= RESULT_MAX_BYTES);
+        assert_eq!(fitted.sigils.journal, vec!["j".repeat(900)]);
+        assert!(!fitted.truncated.iter().any(|name| name == "sigils.journal"));
+    }
+
+    #[test]
+    fn when_notes_must_go_the_latest_journal_notes_stay() {
+        let mut long = result();
+        long.sigils.journal = (0..120)
+            .map(|n| format!("note {n:03} {}", "x".repeat(40)))
+            .collect();
+        let (fitted, json) = fit_result(long).unwrap();
+        assert!(json.len() <= RESULT_MAX_BYTES);
+        assert!(
+            fitted
+                .sigils
+                .journal
+                .last()
+                .is_some_and(|n| n.starts_with("note 119"))
+        );
+        assert!(
+            fitted.sigils.journal.len() > 10,
+            "{} notes kept",
+            fitted.sigils.journal.len()
+        );
+        assert!(fitted.truncated.iter().any(|name| name == "sigils.journal"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::engine::dag::{
 use crate::engine::lifecycle::{
     self, Action, AttemptEnd, ClaimView, FeatureGate, RunView, TaskView,
 };
+use crate::engine::memory::Recall;
 use crate::engine::policy::FeatureEffect;
 use crate::engine::selection::{Rests, Selection};
 use crate::local::feature::LocalFeature;
@@ -522,22 +523,24 @@ impl<'a> Planner<'a> {
         self.feature
     }
 
-    /// The verification prompt of `task`, with what its worker `reported`.
+    /// The verification prompt of `task`, with what its memory recalls and what its worker
+    /// `reported`.
     pub fn verification_prompt(
         &self,
         task: &str,
-        summaries: &HashMap<String, String>,
+        memory: Recall,
         reported: Option<String>,
     ) -> String {
         self.tasks.get(task).map_or_else(String::new, |row| {
-            crate::local::verify::prompt(self.feature, &self.tasks, row, summaries, reported)
+            crate::local::verify::prompt(self.feature, &self.tasks, row, memory, reported)
         })
     }
 
-    /// The prompt of `task`'s next attempt, with what its done dependencies did.
-    pub fn prompt(&self, task: &str, summaries: &HashMap<String, String>) -> String {
+    /// The prompt of `task`'s next attempt, with what its memory recalls
+    /// ([`crate::local::prompt::recall`]).
+    pub fn prompt(&self, task: &str, memory: Recall) -> String {
         self.tasks.get(task).map_or_else(String::new, |row| {
-            prompt::render(self.feature, &self.tasks, row, summaries)
+            prompt::render(self.feature, &self.tasks, row, memory)
         })
     }
 

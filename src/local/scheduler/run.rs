@@ -1,7 +1,6 @@
 //! The effects of one `ralph run` invocation: the [`Planner`] decides, [`Run`] carries the
 //! decisions out on the store, the runner processes, their signals and the display.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use nix::sys::signal::Signal;
@@ -20,8 +19,9 @@ use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
 use crate::local::feature::LocalFeature;
 use crate::local::process;
+use crate::local::prompt;
 use crate::local::run_event::RunEvent;
-use crate::local::store::{AttemptClose, NewEvent, Store, TaskRow, Transition, keys};
+use crate::local::store::{AttemptClose, NewEvent, Store, Transition, keys};
 use crate::local::verify;
 
 #[path = "resume.rs"]
@@ -288,14 +288,13 @@ impl<'a> Run<'a> {
         });
         let text = match self.plan.task(task) {
             Some(row) => {
-                let summaries = self.blocker_summaries(row)?;
+                let memory = prompt::recall(self.store, self.plan.feature(), row)?;
                 match kind {
-                    AttemptKind::Work => self.plan.prompt(task, &summaries),
-                    AttemptKind::Verify => self.plan.verification_prompt(
-                        task,
-                        &summaries,
-                        verify::reported_work(&history),
-                    ),
+                    AttemptKind::Work => self.plan.prompt(task, memory),
+                    AttemptKind::Verify => {
+                        self.plan
+                            .verification_prompt(task, memory, verify::reported_work(&history))
+                    }
                 }
             }
             None => String::new(),
@@ -359,26 +358,6 @@ impl<'a> Run<'a> {
             }
         }
         Ok(())
-    }
-
-    /// What each done dependency of `row` did: the journal of its successful attempt.
-    fn blocker_summaries(&self, row: &TaskRow) -> Result<HashMap<String, String>, RunError> {
-        let mut summaries = HashMap::new();
-        for blocker in &row.spec.depends_on {
-            let attempts = self.store.attempts(Some(blocker))?;
-            let journal = attempts
-                .iter()
-                .rev()
-                .find(|a| a.outcome.as_deref() == Some("done"))
-                .and_then(|a| a.result.as_deref())
-                .and_then(|json| serde_json::from_str::<AttemptResult>(json).ok())
-                .map(|result| result.sigils.journal.join("\n"))
-                .filter(|journal| !journal.trim().is_empty());
-            if let Some(journal) = journal {
-                summaries.insert(blocker.clone(), journal);
-            }
-        }
-        Ok(summaries)
     }
 
     /// Records how the current attempt of `task` ended and what the planner concluded:

@@ -155,6 +155,7 @@ impl Store {
         let tx = self.conn.transaction()?;
         if let Some(attempt) = &transition.close {
             close(&tx, attempt)?;
+            super::memory::record(&tx, attempt)?;
         }
         for task in &transition.tasks {
             tasks::save(&tx, task)?;

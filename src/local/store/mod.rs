@@ -4,6 +4,7 @@
 mod attempts;
 mod claims;
 mod events;
+mod memory;
 mod rows;
 mod schema;
 mod sync;

@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS events (
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
     add_missing_column(conn, "attempts", "kind", "TEXT NOT NULL DEFAULT 'work'")?;
+    conn.execute_batch(super::memory::SCHEMA)?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 

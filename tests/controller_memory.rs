@@ -1,0 +1,267 @@
+//! The journal and knowledge in a cluster, the controller against the fake API server and
+//! the test standing in for the kubelet (the runner's result as the termination message):
+//! what one attempt writes down reaches the prompts of the next attempts and dependents.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/controller_harness.rs"]
+mod harness;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use harness::{Harness, NS, feature_manifest};
+
+/// The prompt an agent Pod carries.
+fn prompt(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    pod.annotations()
+        .get("ralph.dev/prompt")
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn failed(task: &str, note: &str) -> serde_json::Value {
+    json!({"taskFailed": task, "taskFailedReason": "the tests fail", "journal": [note]})
+}
+
+fn done_with(task: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut sigils = json!({"taskDone": task});
+    if let (Some(sigils), Some(extra)) = (sigils.as_object_mut(), extra.as_object()) {
+        sigils.extend(extra.clone());
+    }
+    sigils
+}
+
+fn lesson(title: &str, tags: &[&str], body: &str) -> serde_json::Value {
+    json!({"knowledge": [{"tags": tags, "title": title, "body": body}]})
+}
+
+#[tokio::test]
+async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest("jr", json!([{"name": "a"}]), json!({})))
+        .await;
+    let first = h.wait_for_pod("jr-a-a1").await;
+    h.finish_attempt(&first, failed("a", "tried sqlx; the migrations are broken"))
+        .await;
+    let second = h.wait_for_pod("jr-a-a2").await;
+    let text = prompt(&second);
+    assert!(text.contains("## Journal"), "{text}");
+    assert!(text.contains("- Attempt 1: failed; took"), "{text}");
+    assert!(text.contains("120 tokens, cost unknown"), "{text}");
+    assert!(
+        text.contains("Note: tried sqlx; the migrations are broken"),
+        "{text}"
+    );
+    h.finish_done(&second).await;
+    h.wait_for_feature_phase("jr", "Complete").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_blockers_journal_reaches_its_dependent() {
+    let h = Harness::start().await;
+    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
+    h.create_feature(feature_manifest("jb", tasks, json!({})))
+        .await;
+    let a = h.wait_for_pod("jb-a-a1").await;
+    h.finish_attempt(
+        &a,
+        done_with("a", json!({"journal": ["Created docs/api.md"]})),
+    )
+    .await;
+    let b = h.wait_for_pod("jb-b-a1").await;
+    let text = prompt(&b);
+    assert!(text.contains("- a, attempt 1: done;"), "{text}");
+    assert!(text.contains("Note: Created docs/api.md"), "{text}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_journal_budget_keeps_the_newest_entries() {
+    let h = Harness::start().await;
+    let memory = json!({"memory": {"journalPromptChars": 170}});
+    h.create_feature(feature_manifest("jt", json!([{"name": "a"}]), memory))
+        .await;
+    let first = h.wait_for_pod("jt-a-a1").await;
+    h.finish_attempt(&first, failed("a", "first note")).await;
+    let second = h.wait_for_pod("jt-a-a2").await;
+    h.finish_attempt(&second, failed("a", "second note")).await;
+    let third = h.wait_for_pod("jt-a-a3").await;
+    let text = prompt(&third);
+    assert!(text.contains("second note"), "{text}");
+    assert!(!text.contains("first note"), "{text}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap() {
+    let h = Harness::start().await;
+    let tasks = json!([
+        {"name": "a"},
+        {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
+        {"name": "c", "dependsOn": ["b"], "tags": ["ui"]}
+    ]);
+    let feature = h
+        .create_feature(feature_manifest("kt", tasks, json!({})))
+        .await;
+    let a = h.wait_for_pod("kt-a-a1").await;
+    let learned = lesson("Migrations", &["DB"], "Run sqlx migrate before the tests.");
+    h.finish_attempt(&a, done_with("a", learned)).await;
+    let b = h.wait_for_pod("kt-b-a1").await;
+    let text = prompt(&b);
+    assert!(text.contains("## Knowledge"), "{text}");
+    assert!(text.contains("### Migrations (db)"), "{text}");
+    assert!(
+        text.contains("Run sqlx migrate before the tests."),
+        "{text}"
+    );
+    h.finish_done(&b).await;
+    let c = h.wait_for_pod("kt-c-a1").await;
+    assert!(!prompt(&c).contains("sqlx migrate"), "{}", prompt(&c));
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let stored = config_maps
+        .get("kt-knowledge")
+        .await
+        .expect("knowledge ConfigMap");
+    let owner = stored.owner_references().first().cloned().expect("owner");
+    assert_eq!(
+        (owner.kind.as_str(), Some(owner.uid)),
+        ("Feature", feature.metadata.uid)
+    );
+    let data = stored.data.unwrap_or_default();
+    assert_eq!(data.len(), 1);
+    assert!(
+        data.values().all(|v| v.contains("source: kt-a-a1")),
+        "{data:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
+    let h = Harness::start().await;
+    let tasks = json!([
+        {"name": "a", "tags": ["db"]},
+        {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
+        {"name": "c", "dependsOn": ["b"], "tags": ["db"]}
+    ]);
+    h.create_feature(feature_manifest("kr", tasks, json!({})))
+        .await;
+    let a = h.wait_for_pod("kr-a-a1").await;
+    h.finish_attempt(
+        &a,
+        done_with("a", lesson("Database", &["db"], "use sqlite")),
+    )
+    .await;
+    let b = h.wait_for_pod("kr-b-a1").await;
+    assert!(prompt(&b).contains("use sqlite"));
+    h.finish_attempt(
+        &b,
+        done_with("b", lesson("database", &["db"], "use postgres")),
+    )
+    .await;
+    let c = h.wait_for_pod("kr-c-a1").await;
+    let text = prompt(&c);
+    assert!(
+        text.contains("use postgres") && !text.contains("use sqlite"),
+        "{text}"
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let stored = config_maps
+        .get("kr-knowledge")
+        .await
+        .expect("knowledge ConfigMap");
+    assert_eq!(stored.data.map(|d| d.len()), Some(1));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts() {
+    let h = Harness::start().await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let seeds: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "team-lessons"},
+        "data": {"lessons.yaml": "- title: Errors\n  tags: [api]\n  body: Return RFC 7807 problems.\n"}
+    }))
+    .expect("configmap");
+    config_maps
+        .create(&PostParams::default(), &seeds)
+        .await
+        .expect("create seeds");
+    let memory = json!({"memory": {
+        "knowledge": [
+            {"title": "Framework", "tags": ["api"], "body": "Use axum 0.8."},
+            {"title": "Frontend", "tags": ["ui"], "body": "Use htmx."}
+        ],
+        "knowledgeFrom": {"name": "team-lessons", "key": "lessons.yaml"}
+    }});
+    h.create_feature(feature_manifest(
+        "ks",
+        json!([{"name": "build-api"}]),
+        memory,
+    ))
+    .await;
+    let pod = h.wait_for_pod("ks-build-api-a1").await;
+    let text = prompt(&pod);
+    assert!(text.contains("Use axum 0.8."), "{text}");
+    assert!(text.contains("Return RFC 7807 problems."), "{text}");
+    assert!(!text.contains("Use htmx."), "{text}");
+    h.stop().await;
+}
+
+fn is_config_map_create(request: &fake_apiserver::RequestRecord) -> bool {
+    request.resource == "configmaps" && request.verb == fake_apiserver::Verb::Create
+}
+
+#[tokio::test]
+async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_ends() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.fail_next(
+        1,
+        is_config_map_create,
+        fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden"),
+    );
+    let h = Harness::start_on(server, 100);
+    h.create_feature(feature_manifest("kf", json!([{"name": "a"}]), json!({})))
+        .await;
+    let a = h.wait_for_pod("kf-a-a1").await;
+    h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
+        .await;
+    h.wait_for_feature_phase("kf", "Complete").await;
+    let warnings = h.events_with_reason("KnowledgeNotKept").await;
+    assert_eq!(warnings.len(), 1);
+    let note = warnings[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("kf-a-a1") && note.contains("ConfigMaps"),
+        "{note}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn knowledge_whose_write_meets_a_conflict_is_not_lost() {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.fail_next(
+        1,
+        is_config_map_create,
+        fake_apiserver::ApiError::already_exists("configmaps", "kc-knowledge"),
+    );
+    let h = Harness::start_on(server, 100);
+    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
+    h.create_feature(feature_manifest("kc", tasks, json!({})))
+        .await;
+    let a = h.wait_for_pod("kc-a-a1").await;
+    h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
+        .await;
+    let b = h.wait_for_pod("kc-b-a1").await;
+    assert!(prompt(&b).contains("use rustfmt"), "{}", prompt(&b));
+    h.stop().await;
+}

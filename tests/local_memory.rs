@@ -1,0 +1,203 @@
+//! The journal and knowledge in `ralph run`: the real binary, the real runner and the
+//! scripted ACP agent; what one attempt writes down reaches the prompts of the next attempts
+//! and of the tasks that build on it.
+
+#[path = "support/local_run.rs"]
+mod local_run;
+
+use local_run::{Project, TaskDef, describe, exit_code, feature_yaml, task};
+
+fn with_tags<'a>(name: &'a str, depends_on: &'a [&'a str], extra: &'a str) -> TaskDef<'a> {
+    TaskDef {
+        extra,
+        ..task(name, depends_on)
+    }
+}
+
+/// A script line for an answer: `text` then a final sigil block.
+fn answer(text: &str, verdict: &str) -> String {
+    format!("[ {{text: \"{text}\\n\\n<task-{verdict}>{{task}}</task-{verdict}>\"}} ]")
+}
+
+#[test]
+fn the_journal_of_a_failed_attempt_reaches_the_retry() {
+    let manifest = feature_yaml("retry", "", &[task("only", &[])]);
+    let script = format!(
+        "tasks:\n  only:\n    - {}\n    - {}\n",
+        answer(
+            "<journal>tried sqlx; the migrations are broken</journal> The tests fail.",
+            "failed"
+        ),
+        answer("Done.", "done")
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let prompt = project.prompt("only-a2");
+    assert!(prompt.contains("## Journal"), "{prompt}");
+    assert!(prompt.contains("- Attempt 1: failed; took"), "{prompt}");
+    assert!(
+        prompt.contains("Note: tried sqlx; the migrations are broken"),
+        "{prompt}"
+    );
+}
+
+#[test]
+fn a_blockers_journal_reaches_its_dependent() {
+    let manifest = feature_yaml(
+        "blocked",
+        "",
+        &[task("first", &[]), task("second", &["first"])],
+    );
+    let script = format!(
+        "default:\n  - text: \"Did it. <task-done>{{task}}</task-done>\"\ntasks:\n  first:\n    - {}\n",
+        answer("<journal>Created docs/api.md</journal> Did it.", "done")
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let prompt = project.prompt("second-a1");
+    assert!(prompt.contains("- first, attempt 1: done;"), "{prompt}");
+    assert!(prompt.contains("Note: Created docs/api.md"), "{prompt}");
+}
+
+#[test]
+fn the_journal_budget_keeps_the_newest_entries() {
+    let manifest = feature_yaml(
+        "budget",
+        "  memory:\n    journalPromptChars: 170\n",
+        &[task("only", &[])],
+    );
+    let script = format!(
+        "tasks:\n  only:\n    - {}\n    - {}\n    - {}\n",
+        answer("<journal>first note</journal> No.", "failed"),
+        answer("<journal>second note</journal> No.", "failed"),
+        answer("Done.", "done")
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let prompt = project.prompt("only-a3");
+    assert!(prompt.contains("second note"), "{prompt}");
+    assert!(!prompt.contains("first note"), "{prompt}");
+}
+
+const DONE_DEFAULT: &str = "default:\n  - text: \"Did it. <task-done>{task}</task-done>\"\n";
+
+fn lesson(title: &str, tags: &str, body: &str) -> String {
+    answer(
+        &format!("<knowledge tags=\\\"{tags}\\\" title=\\\"{title}\\\">{body}</knowledge> Did it."),
+        "done",
+    )
+}
+
+#[test]
+fn knowledge_reaches_the_tasks_whose_tags_match() {
+    let manifest = feature_yaml(
+        "tagged",
+        "",
+        &[
+            task("a", &[]),
+            with_tags("b", &["a"], "      tags: [db]\n"),
+            with_tags("c", &["b"], "      tags: [ui]\n"),
+        ],
+    );
+    let script = format!(
+        "{DONE_DEFAULT}tasks:\n  a:\n    - {}\n",
+        lesson("Migrations", "DB", "Run sqlx migrate before the tests.")
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let b = project.prompt("b-a1");
+    assert!(b.contains("### Migrations (db)"), "{b}");
+    assert!(b.contains("Run sqlx migrate before the tests."), "{b}");
+    let c = project.prompt("c-a1");
+    assert!(!c.contains("sqlx migrate"), "{c}");
+    let listed = project.ralph(&["knowledge"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("Migrations [db] (from a-a1)"), "{listed}");
+}
+
+#[test]
+fn a_later_knowledge_entry_with_the_same_title_replaces_the_earlier_one() {
+    let manifest = feature_yaml(
+        "replaced",
+        "",
+        &[
+            with_tags("a", &[], "      tags: [db]\n"),
+            with_tags("b", &["a"], "      tags: [db]\n"),
+            with_tags("c", &["b"], "      tags: [db]\n"),
+        ],
+    );
+    let script = format!(
+        "{DONE_DEFAULT}tasks:\n  a:\n    - {}\n  b:\n    - {}\n",
+        lesson("Database", "db", "use sqlite"),
+        lesson("database", "db", "use postgres")
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let c = project.prompt("c-a1");
+    assert!(
+        c.contains("use postgres") && !c.contains("use sqlite"),
+        "{c}"
+    );
+    assert_eq!(
+        project.store().learned_knowledge().map(|k| k.len()).ok(),
+        Some(1)
+    );
+}
+
+#[test]
+fn seeded_knowledge_reaches_the_tasks_whose_name_matches() {
+    let manifest = feature_yaml(
+        "seeded",
+        "  memory:\n    knowledge:\n      - title: Framework\n        tags: [api]\n        \
+         body: Use axum 0.8.\n      - title: Frontend\n        tags: [ui]\n        body: Use htmx.\n",
+        &[task("build-api", &[])],
+    );
+    let project = Project::new(&manifest, DONE_DEFAULT);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let prompt = project.prompt("build-api-a1");
+    assert!(prompt.contains("Use axum 0.8."), "{prompt}");
+    assert!(!prompt.contains("Use htmx."), "{prompt}");
+}
+
+#[test]
+fn seeded_knowledge_from_a_configmap_is_refused_locally_naming_the_field() {
+    let manifest = feature_yaml(
+        "remote",
+        "  memory:\n    knowledgeFrom:\n      name: lessons\n      key: lessons.yaml\n",
+        &[task("only", &[])],
+    );
+    let project = Project::new(&manifest, DONE_DEFAULT);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("spec.memory.knowledgeFrom"), "{stderr}");
+}
+
+#[test]
+fn ralph_journal_finds_entries_by_the_words_of_their_notes() {
+    let manifest = feature_yaml("searched", "", &[task("a", &[]), task("b", &[])]);
+    let script = format!(
+        "{DONE_DEFAULT}tasks:\n  a:\n    - {}\n",
+        answer(
+            "<journal>the migrations need created_at</journal> Did it.",
+            "done"
+        )
+    );
+    let project = Project::new(&manifest, &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let found = project.ralph(&["journal", "--search", "migrations"]);
+    let found = String::from_utf8_lossy(&found.stdout);
+    assert!(found.contains("a-a1  done"), "{found}");
+    assert!(
+        found.contains("note: the migrations need created_at"),
+        "{found}"
+    );
+    assert!(!found.contains("b-a1"), "{found}");
+}
