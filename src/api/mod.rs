@@ -13,6 +13,7 @@ pub mod names;
 pub mod status;
 pub mod task;
 pub mod template;
+pub mod workspace;
 
 pub use agent::{AgentSpec, PodTemplateOverrides};
 pub use feature::{Feature, FeatureContext, FeatureSpec, RetryPolicy, TextSource};

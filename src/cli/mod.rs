@@ -5,6 +5,7 @@ pub mod agent;
 pub mod controller;
 pub mod crds;
 pub mod exit;
+pub mod git;
 pub mod install;
 pub mod run;
 pub mod runner;
@@ -56,6 +57,9 @@ pub enum Command {
     Sidecar(sidecar::Args),
     /// Copy this binary to a path (agent Pod init container).
     Install(install::Args),
+    /// The git steps of an agent Pod: clone before the agent, commit and integrate after.
+    #[command(subcommand)]
+    Git(git::Command),
 }
 
 /// Runs one parsed subcommand; the exit code is the subcommand's documented outcome.
@@ -71,6 +75,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Controller(args) => controller::run(args).await,
         Command::Sidecar(args) => sidecar::run(args).await,
         Command::Install(args) => install::run(args).await,
+        Command::Git(command) => git::run(command).await,
     }
 }
 

@@ -11,3 +11,4 @@ pub mod prompt;
 pub mod sigils;
 #[doc(hidden)]
 pub mod testing;
+pub mod workspace;
