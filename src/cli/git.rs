@@ -14,17 +14,8 @@ use crate::engine::attempt::AttemptResult;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects};
 use crate::workspace::{
     AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions,
-    IntegrationOutcome, RemoteRepo, RepoSettings, WorkspaceError,
+    IntegrationOutcome, RemoteRepo, RepoSettings, WorkspaceError, credential_file,
 };
-
-/// File names in the credentials directory (the Secret's keys are mapped onto them).
-pub const USERNAME_FILE: &str = "username";
-/// See [`USERNAME_FILE`].
-pub const TOKEN_FILE: &str = "token";
-/// See [`USERNAME_FILE`].
-pub const SSH_KEY_FILE: &str = "ssh-privatekey";
-/// See [`USERNAME_FILE`].
-pub const KNOWN_HOSTS_FILE: &str = "known_hosts";
 
 /// The git steps.
 #[derive(Debug, clap::Subcommand)]
@@ -386,12 +377,12 @@ pub fn read_credentials(dir: &Path) -> Result<Option<Credentials>, WorkspaceErro
             Err(source) => Err(WorkspaceError::Io { path, source }),
         }
     };
-    if let Some(token) = read(TOKEN_FILE)? {
-        let username = read(USERNAME_FILE)?.unwrap_or_default();
+    if let Some(token) = read(credential_file::TOKEN)? {
+        let username = read(credential_file::USERNAME)?.unwrap_or_default();
         return Ok(Some(Credentials::Https { username, token }));
     }
-    if let Some(private_key) = read(SSH_KEY_FILE)? {
-        let known_hosts = read(KNOWN_HOSTS_FILE)?.unwrap_or_default();
+    if let Some(private_key) = read(credential_file::SSH_KEY)? {
+        let known_hosts = read(credential_file::KNOWN_HOSTS)?.unwrap_or_default();
         return Ok(Some(Credentials::Ssh {
             private_key,
             known_hosts,

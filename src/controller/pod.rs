@@ -47,7 +47,7 @@ const NON_ROOT_ID: i64 = 65532;
 /// Lifetime of the sidecar's projected token (the kubelet refreshes it).
 const TOKEN_SECONDS: i64 = 3600;
 /// How long after the runner's last heartbeat the sidecar keeps renewing, beyond the idle timeout.
-const HEARTBEAT_SLACK_SECONDS: u64 = 60;
+pub(super) const HEARTBEAT_SLACK_SECONDS: u64 = 60;
 
 /// How the claim-renewing sidecar runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -369,7 +369,7 @@ fn token_volume() -> Volume {
     }
 }
 
-fn restricted() -> SecurityContext {
+pub(super) fn restricted() -> SecurityContext {
     SecurityContext {
         run_as_non_root: Some(true),
         allow_privilege_escalation: Some(false),
@@ -404,7 +404,7 @@ fn small_resources() -> ResourceRequirements {
     }
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(super) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.to_owned(),
         mount_path: path.to_owned(),
@@ -413,7 +413,7 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
-fn env_var(name: &str, value: &str) -> EnvVar {
+pub(super) fn env_var(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: Some(value.to_owned()),
