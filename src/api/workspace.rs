@@ -78,7 +78,7 @@ pub struct GitCredentialsRef {
     #[schemars(length(min = 1, max = 253))]
     pub ssh_private_key_key: Option<String>,
 
-    /// Key of the SSH known_hosts lines. Default: `known_hosts`.
+    /// Key of the SSH known hosts lines. Default: "known_hosts".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub known_hosts_key: Option<String>,
