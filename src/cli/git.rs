@@ -11,7 +11,9 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::attempt::AttemptResult;
-use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects};
+use crate::engine::workspace::{
+    WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects, verifier_integrates,
+};
 use crate::workspace::{
     AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions,
     IntegrationOutcome, RemoteRepo, RepoSettings, WorkspaceError, credential_file,
@@ -118,6 +120,10 @@ pub struct FinishArgs {
     /// What to do with done work.
     #[arg(long, value_enum, default_value_t = FinishMode::Integrate)]
     pub mode: FinishMode,
+    /// The attempt is a verifier's: its pass (`verify-pass`), not a done verdict, lets the
+    /// work in.
+    #[arg(long)]
+    pub verifier: bool,
 }
 
 /// What prepare hands to finish.
@@ -220,7 +226,12 @@ async fn finish(args: &FinishArgs) -> WorkspaceReport {
             };
         }
     };
-    if !integrates(&result) {
+    let verdict_lets_in = if args.verifier {
+        verifier_integrates(&result)
+    } else {
+        integrates(&result)
+    };
+    if !verdict_lets_in {
         return WorkspaceReport {
             message: Some(
                 "no done verdict: nothing committed (the next attempt starts from a fresh clone)"

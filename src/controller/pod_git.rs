@@ -100,12 +100,12 @@ pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
             ["--result-copy".to_owned(), RESULT_COPY.to_owned()],
         );
     }
-    let (prepare_mode, finish_mode) = match steps.kind {
+    let (prepare_mode, finish_mode, verifier) = match steps.kind {
         GitAttemptKind::Work {
             verify_after: false,
-        } => (None, "integrate"),
-        GitAttemptKind::Work { verify_after: true } => (None, "push-work-branch"),
-        GitAttemptKind::Verify => (Some("--from-work-branch"), "integrate"),
+        } => (None, "integrate", None),
+        GitAttemptKind::Work { verify_after: true } => (None, "push-work-branch", None),
+        GitAttemptKind::Verify => (Some("--from-work-branch"), "integrate", Some("--verifier")),
     };
     let mut prepare_args = vec!["git".to_owned(), "prepare".to_owned()];
     prepare_args.extend(repo_args(steps));
@@ -125,6 +125,7 @@ pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
         ]
         .map(str::to_owned),
     );
+    finish_args.extend(verifier.map(str::to_owned));
     let image = steps
         .git
         .image

@@ -321,6 +321,7 @@ fn a_verifier_starts_from_the_work_branch_and_integrates() {
         .clone()
         .unwrap_or_default();
     assert!(finish.join(" ").contains("--mode integrate"));
+    assert!(finish.iter().any(|a| a == "--verifier"));
 }
 
 fn with_statuses(

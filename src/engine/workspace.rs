@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::attempt::AttemptResult;
 use super::policy::{
     AttemptOutcome, Decision, Event, EventKind, PhaseChange, PreviousAttempt, TaskContext, decide,
+    decide_verification,
 };
 
 /// Most conflicting files a report carries (it travels in a 4 KiB termination message).
@@ -110,6 +111,17 @@ pub fn integrates(result: &AttemptResult) -> bool {
         verify: false,
     };
     decide(&context, result).outcome == AttemptOutcome::Done
+}
+
+/// True when a verifier's result passes the task's work: it is integrated.
+pub fn verifier_integrates(result: &AttemptResult) -> bool {
+    let context = TaskContext {
+        name: result.task.clone(),
+        retry_count: 0,
+        max_retries: 0,
+        verify: true,
+    };
+    decide_verification(&context, result).outcome == AttemptOutcome::Done
 }
 
 /// The task names in commit subjects of the form `<task>: work of attempt <n>` (the
