@@ -193,7 +193,7 @@ async fn a_diamond_lands_four_commits_on_the_feature_branch_and_dependents_see_t
 async fn the_agent_process_sees_no_credential_in_its_mounts_or_workspace() {
     let world = World::start().await;
     world.create_secret(HTTP_TOKEN).await;
-    let script = "default:\n  - [ {tool: {path: a.txt, write: \"a\\n\"}}, {text: \"ok <task-done>{task}</task-done>\"} ]\n";
+    let script = "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"Wrote it. <task-done>{task}</task-done>\"}\n";
     world
         .harness
         .create_feature(world.feature(
@@ -243,11 +243,11 @@ async fn the_agent_process_sees_no_credential_in_its_mounts_or_workspace() {
 const SAME_LINE_SCRIPT: &str = r##"
 tasks:
   first:
-    - [ {delay: 1500ms}, {tool: {path: README.md, write: "# app\n\nstatus: first\n"}}, {text: "ok <task-done>first</task-done>"} ]
-    - [ {tool: {path: README.md, write: "# app\n\nstatus: first and second\n"}}, {text: "ok <task-done>first</task-done>"} ]
+    - [ {delay: 1500ms}, {tool: {path: README.md, write: "# app\n\nstatus: first\n"}}, {text: "Wrote it. <task-done>first</task-done>"} ]
+    - [ {tool: {path: README.md, write: "# app\n\nstatus: first and second\n"}}, {text: "Wrote it. <task-done>first</task-done>"} ]
   second:
-    - [ {delay: 1500ms}, {tool: {path: README.md, write: "# app\n\nstatus: second\n"}}, {text: "ok <task-done>second</task-done>"} ]
-    - [ {tool: {path: README.md, write: "# app\n\nstatus: first and second\n"}}, {text: "ok <task-done>second</task-done>"} ]
+    - [ {delay: 1500ms}, {tool: {path: README.md, write: "# app\n\nstatus: second\n"}}, {text: "Wrote it. <task-done>second</task-done>"} ]
+    - [ {tool: {path: README.md, write: "# app\n\nstatus: first and second\n"}}, {text: "Wrote it. <task-done>second</task-done>"} ]
 "##;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -315,7 +315,7 @@ const CRASH_SCRIPT: &str = r#"
 tasks:
   build:
     - [ {tool: {path: half.txt, write: "half\n"}}, {exit: 3} ]
-    - [ {text: "nothing left to do <task-done>build</task-done>"} ]
+    - [ {text: "Checked it. <task-done>build</task-done>"} ]
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -363,7 +363,7 @@ async fn a_crash_mid_task_leaves_no_commit_and_the_retry_starts_clean() {
 async fn wrong_credentials_stop_the_feature_with_a_condition_naming_the_secret() {
     let world = World::start().await;
     world.create_secret("not-the-token").await;
-    let script = "default:\n  - [ {text: \"ok <task-done>{task}</task-done>\"} ]\n";
+    let script = "default:\n  - {text: \"Did it. <task-done>{task}</task-done>\"}\n";
     world
         .harness
         .create_feature(world.feature(
@@ -388,7 +388,7 @@ async fn wrong_credentials_stop_the_feature_with_a_condition_naming_the_secret()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_missing_secret_is_a_condition_and_claims_nothing() {
     let world = World::start().await;
-    let script = "default:\n  - [ {text: \"ok <task-done>{task}</task-done>\"} ]\n";
+    let script = "default:\n  - {text: \"Did it. <task-done>{task}</task-done>\"}\n";
     world
         .harness
         .create_feature(world.feature(
