@@ -10,8 +10,8 @@
 //! termination message, which the controller reads on ingest beside the runner's result.
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStateTerminated, EmptyDirVolumeSource, KeyToPath, Pod, PodSpec,
-    SecretVolumeSource, Volume, VolumeMount,
+    Container, ContainerStateTerminated, EmptyDirVolumeSource, KeyToPath, Pod, SecretVolumeSource,
+    Volume, VolumeMount,
 };
 
 use super::pod::{AGENT_CONTAINER, env_var, mount, restricted};
@@ -253,8 +253,13 @@ fn git_volumes(git: &GitWorkspace) -> Vec<Volume> {
     volumes
 }
 
-fn has_container(spec: &PodSpec, name: &str) -> bool {
-    spec.containers.iter().any(|c| c.name == name)
+/// Whether the Pod has a finishing git step, read from its status (the controller's Pod
+/// cache holds no spec): the kubelet reports every container once the Pod has started.
+fn has_finish_step(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|statuses| statuses.iter().any(|c| c.name == FINISH_CONTAINER))
 }
 
 fn terminated<'a>(pod: &'a Pod, name: &str, init: bool) -> Option<&'a ContainerStateTerminated> {
@@ -287,12 +292,6 @@ pub fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
 /// ends the attempt with what it said (misconfigured when only the user can fix it, else
 /// crashed and retried).
 pub fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
-    let Some(spec) = pod.spec.as_ref() else {
-        return view;
-    };
-    if !has_container(spec, FINISH_CONTAINER) {
-        return view;
-    }
     let pod_over = matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Failed" | "Succeeded")
@@ -300,12 +299,12 @@ pub fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
     match view {
         RunView::Ended {
             result: Some(result),
-            reason,
-        } if integrates(&result)
+            ..
+        } if has_finish_step(pod)
+            && integrates(&result)
             && !pod_over
             && terminated(pod, FINISH_CONTAINER, false).is_none() =>
         {
-            let _ = reason;
             RunView::Running
         }
         RunView::Ended { result: None, .. } => match prepare_failure(pod) {
@@ -336,10 +335,12 @@ fn prepare_failure(pod: &Pod) -> Option<AttemptResult> {
         .and_then(|l| l.get(TASK_LABEL))
         .cloned()
         .unwrap_or_default();
+    let attempt = pod.metadata.name.clone();
     let document = match report.outcome {
         WorkspaceOutcome::Misconfigured => serde_json::json!({
             "version": RESULT_SCHEMA_VERSION,
             "task": task,
+            "attempt": attempt,
             "outcome": "misconfigured",
             "misconfiguration": {
                 "problem": format!("cloning the workspace failed: {message}"),
@@ -349,6 +350,7 @@ fn prepare_failure(pod: &Pod) -> Option<AttemptResult> {
         _ => serde_json::json!({
             "version": RESULT_SCHEMA_VERSION,
             "task": task,
+            "attempt": attempt,
             "outcome": "crashed",
             "crash": format!("cloning the workspace failed: {message}"),
         }),

@@ -1,4 +1,6 @@
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, PodStatus, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStatus, PodSpec, PodStatus, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
@@ -370,6 +372,13 @@ fn a_done_attempt_runs_on_while_its_work_is_integrated() {
 }
 
 #[test]
+fn the_wait_for_integration_holds_without_the_pod_spec_the_cache_drops() {
+    let mut p = with_statuses(pod(), "Running", Some(done_json()), None);
+    p.spec = None;
+    assert_eq!(view(&p), RunView::Running);
+}
+
+#[test]
 fn a_done_attempt_ends_once_the_finishing_step_reported() {
     let report = WorkspaceReport::new(WorkspaceOutcome::Integrated);
     let p = with_statuses(
@@ -430,6 +439,7 @@ fn a_clone_refused_for_its_credentials_ends_the_attempt_misconfigured_naming_the
         ..WorkspaceReport::new(WorkspaceOutcome::Misconfigured)
     };
     let mut p = with_failed_clone(pod(), &report);
+    p.spec = None;
     p.metadata.labels = Some([(TASK_LABEL.to_owned(), "api".to_owned())].into());
     let RunView::Ended {
         result: Some(result),
