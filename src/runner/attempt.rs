@@ -53,18 +53,8 @@ pub async fn run_attempt(
         path: config.workspace.clone(),
         source,
     })?;
-    if let Err(error) = workspace.check_writable() {
-        let problem = unwritable_workspace(&workspace, &error);
-        config
-            .events
-            .emit("misconfigured", json!({"problem": problem.problem}));
-        return Ok(not_started(
-            &config,
-            started_at_ms,
-            Start::Misconfigured(problem),
-        ));
-    }
-    let (agent, pipes) = match spawn(&config, &workspace) {
+    let spawned = check_writable(&config, &workspace).and_then(|()| spawn(&config, &workspace));
+    let (agent, pipes) = match spawned {
         Ok(spawned) => spawned,
         Err(start) => return Ok(not_started(&config, started_at_ms, start)),
     };
@@ -85,6 +75,19 @@ pub async fn run_attempt(
         )
         .await;
     Ok(ended.report(config, &patterns, started_at_ms))
+}
+
+/// A line that is not ACP, printed by an agent that ended before the connection read it:
+/// its stdout is read to the end (briefly: a live agent keeps it open).
+async fn unread_noise(
+    stdout_reader: &mut JoinHandle<()>,
+    noise: &mut mpsc::UnboundedReceiver<String>,
+) -> Option<Interruption> {
+    let _ = tokio::time::timeout(STDOUT_DRAIN, stdout_reader).await;
+    noise
+        .try_recv()
+        .ok()
+        .map(|line| Interruption::NotAcp { line })
 }
 
 /// Why an attempt ended before its agent ran.
@@ -147,6 +150,17 @@ fn unstartable(command: &str, error: &std::io::Error) -> Option<Misconfiguration
     Some(Misconfiguration {
         problem,
         fix: fix.into(),
+    })
+}
+
+/// The agent can only work in a workspace it can write to.
+fn check_writable(config: &RunnerConfig, workspace: &Workspace) -> Result<(), Start> {
+    workspace.check_writable().map_err(|error| {
+        let problem = unwritable_workspace(workspace, &error);
+        config
+            .events
+            .emit("misconfigured", json!({"problem": problem.problem}));
+        Start::Misconfigured(problem)
     })
 }
 
@@ -222,50 +236,63 @@ impl Running {
     ) -> Ended {
         let (noise_tx, mut noise) = mpsc::unbounded_channel();
         let (session_tx, session_rx) = oneshot::channel();
-        let advertise_fs = config.client_fs.advertise(&config.agent_command);
         let (transport, mut stdout_reader) =
             agent_lines(stdin, stdout, self.activity.clone(), noise_tx);
-        let mut conversation = Box::pin(client::drive(
-            ClientContext {
-                prompt: config.prompt.clone(),
-                workspace,
-                policy,
-                turn: self.turn.clone(),
-                events: self.events.clone(),
-                started,
-                advertise_fs,
-            },
-            transport,
-            session_tx,
-        ));
-        let supervision = Supervision {
-            agent: &mut self.agent,
-            activity: &self.activity,
-            turn: &self.turn,
-            events: &self.events,
-            alarms: &mut self.alarms,
-            noise: &mut noise,
-            idle_timeout: config.idle_timeout,
-            total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
-            total_timeout: config.total_timeout,
-            grace: config.grace,
-            cancel,
-        };
+        let context = self.client_context(config, workspace, policy, started);
+        let mut conversation = Box::pin(client::drive(context, transport, session_tx));
+        let supervision = self.supervision(config, &mut noise, started, cancel);
         let mut supervised = supervise(conversation.as_mut(), session_rx, supervision).await;
         self.events
             .emit("stop", json!({"turn": turn_summary(&supervised.turn_end)}));
         // Dropping the conversation closes the agent's stdin: the agent may now exit.
         drop(conversation);
         if supervised.interruption.is_none() && not_acp_yet(&self.turn) {
-            // The agent may have ended before the connection read what it printed: read its
-            // stdout to the end (briefly: a live agent keeps it open).
-            let _ = tokio::time::timeout(STDOUT_DRAIN, &mut stdout_reader).await;
-            if let Ok(line) = noise.try_recv() {
-                supervised.interruption = Some(Interruption::NotAcp { line });
-            }
+            supervised.interruption = unread_noise(&mut stdout_reader, &mut noise).await;
         }
         stdout_reader.abort();
         self.shut_down(supervised, config.grace).await
+    }
+
+    /// What the ACP client needs for this attempt.
+    fn client_context(
+        &self,
+        config: &RunnerConfig,
+        workspace: Workspace,
+        policy: PermissionPolicy,
+        started: Instant,
+    ) -> ClientContext {
+        ClientContext {
+            prompt: config.prompt.clone(),
+            workspace,
+            policy,
+            turn: self.turn.clone(),
+            events: self.events.clone(),
+            started,
+            advertise_fs: config.client_fs.advertise(&config.agent_command),
+        }
+    }
+
+    /// What the supervisor watches, and its limits.
+    fn supervision<'s>(
+        &'s mut self,
+        config: &RunnerConfig,
+        noise: &'s mut mpsc::UnboundedReceiver<String>,
+        started: Instant,
+        cancel: &'s CancellationToken,
+    ) -> Supervision<'s> {
+        Supervision {
+            agent: &mut self.agent,
+            activity: &self.activity,
+            turn: &self.turn,
+            events: &self.events,
+            alarms: &mut self.alarms,
+            noise,
+            idle_timeout: config.idle_timeout,
+            total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
+            total_timeout: config.total_timeout,
+            grace: config.grace,
+            cancel,
+        }
     }
 
     /// Gives the agent the grace period to exit, kills what is left, drains stderr.
@@ -305,29 +332,9 @@ impl Ended {
         patterns: &Patterns,
         started_at_ms: i64,
     ) -> AttemptResult {
-        let Supervised {
-            turn_end,
-            interruption,
-            exhaustion,
-        } = self.supervised;
-        let mut turn = lock(&self.turn);
-        let exhaustion = exhaustion
-            .or(self.late_exhaustion)
-            .or_else(|| error_channel_exhaustion(&turn_end, &turn, patterns));
-        let observations = Observations {
-            turn: turn_end,
-            interruption,
-            exit_code: self.status.and_then(|status| status.code()),
-            signal: self.status.and_then(|status| status.signal()),
-            command: config.agent_command.join(" "),
-            stderr: lock(&self.stderr).clone(),
-            reported_error: turn.reports.unanswered_error(),
-            answered: turn.reports.answered(),
-            refused_permission: turn.reports.refusal().map(str::to_string),
-            exhaustion,
-            updates_in_turn: turn.updates_in_turn,
-            sigils: turn.take_sigils(),
-        };
+        let turn = self.turn.clone();
+        let mut turn = lock(&turn);
+        let observations = self.observe(&config, patterns, &mut turn);
         let verdict = classify(&observations);
         AttemptResult {
             outcome: verdict.outcome,
@@ -347,6 +354,38 @@ impl Ended {
                 initialize_ms: turn.initialize_ms,
             },
             ..base_result(&config, verdict.outcome)
+        }
+    }
+
+    /// Everything the classification looks at: how the turn ended, the process's exit,
+    /// stderr, the agent's reports and sigils, any usage-limit report.
+    fn observe(
+        self,
+        config: &RunnerConfig,
+        patterns: &Patterns,
+        turn: &mut TurnState,
+    ) -> Observations {
+        let Supervised {
+            turn_end,
+            interruption,
+            exhaustion,
+        } = self.supervised;
+        let exhaustion = exhaustion
+            .or(self.late_exhaustion)
+            .or_else(|| error_channel_exhaustion(&turn_end, turn, patterns));
+        Observations {
+            turn: turn_end,
+            interruption,
+            exit_code: self.status.and_then(|status| status.code()),
+            signal: self.status.and_then(|status| status.signal()),
+            command: config.agent_command.join(" "),
+            stderr: lock(&self.stderr).clone(),
+            reported_error: turn.reports.unanswered_error(),
+            answered: turn.reports.answered(),
+            refused_permission: turn.reports.refusal().map(str::to_string),
+            exhaustion,
+            updates_in_turn: turn.updates_in_turn,
+            sigils: turn.take_sigils(),
         }
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 
 use super::events::EventLog;
 use super::outcome::TurnEnd;
-use super::permission::{Decision, PermissionPolicy};
+use super::permission::{Decision, PermissionPolicy, ToolRequest};
 use super::protocol::{RawNewSession, RawPrompt, RawPromptResponse, RawSessionUpdate};
 use super::reports::model_of_session;
 use super::sync::lock;
@@ -69,29 +69,40 @@ pub async fn drive(
     transport: impl ConnectTo<Client> + 'static,
     session_tx: oneshot::Sender<SessionHandle>,
 ) -> TurnEnd {
-    let ClientContext {
-        prompt,
-        workspace,
-        policy,
-        turn,
-        events,
-        started,
-        advertise_fs,
-    } = context;
-    let handlers = Arc::new(Handlers {
-        workspace,
-        policy,
-        turn: turn.clone(),
-        tool_calls: Mutex::new(ToolCalls::default()),
-        events,
-    });
-    let setup = Setup {
-        prompt,
-        started,
-        advertise_fs,
-        session_tx,
-    };
-    let result = Client
+    let turn = context.turn.clone();
+    let (handlers, setup) = context.split(session_tx);
+    let conversation = connect(transport, Arc::new(handlers), setup).await;
+    turn_end(conversation, &turn)
+}
+
+impl ClientContext {
+    /// What the ACP handlers share, and what the client's own side of the conversation needs.
+    fn split(self, session_tx: oneshot::Sender<SessionHandle>) -> (Handlers, Setup) {
+        let handlers = Handlers {
+            workspace: self.workspace,
+            policy: self.policy,
+            turn: self.turn,
+            tool_calls: Mutex::new(ToolCalls::default()),
+            events: self.events,
+        };
+        let setup = Setup {
+            prompt: self.prompt,
+            started: self.started,
+            advertise_fs: self.advertise_fs,
+            session_tx,
+        };
+        (handlers, setup)
+    }
+}
+
+/// Connects to the agent with a handler for each message the agent sends (session
+/// updates, permission requests, file reads and writes) and converses.
+async fn connect(
+    transport: impl ConnectTo<Client> + 'static,
+    handlers: Arc<Handlers>,
+    setup: Setup,
+) -> Conversation {
+    Client
         .v1()
         .name("ralph-runner")
         .on_receive_notification(
@@ -131,12 +142,10 @@ pub async fn drive(
             },
             agent_client_protocol::on_receive_request!(),
         )
-        .connect_with(transport, {
-            let handlers = handlers.clone();
-            async move |cx: ConnectionTo<Agent>| setup.converse(&handlers, cx).await
+        .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+            setup.converse(&handlers, cx).await
         })
-        .await;
-    turn_end(result, &turn)
+        .await
 }
 
 impl Handlers {
@@ -159,14 +168,7 @@ impl Handlers {
             Decision::Deny(reason) => (REJECT, Some(reason.clone())),
         };
         if let Some(reason) = &reason {
-            let call = tool
-                .command
-                .as_deref()
-                .or(tool.title.as_deref())
-                .unwrap_or_else(|| request.tool_call.tool_call_id.0.as_ref());
-            lock(&self.turn)
-                .reports
-                .record_refusal(format!("`{}`: {reason}", call.trim_matches('`')));
+            self.record_refusal(request, &tool, reason);
         }
         self.events.emit(
             "permission",
@@ -180,6 +182,18 @@ impl Handlers {
             }),
         );
         RequestPermissionResponse::new(pick_option(request, kinds))
+    }
+
+    /// A refused tool call, for the attempt's report: its command, title or ID, and why.
+    fn record_refusal(&self, request: &RequestPermissionRequest, tool: &ToolRequest, reason: &str) {
+        let call = tool
+            .command
+            .as_deref()
+            .or(tool.title.as_deref())
+            .unwrap_or_else(|| request.tool_call.tool_call_id.0.as_ref());
+        lock(&self.turn)
+            .reports
+            .record_refusal(format!("`{}`: {reason}", call.trim_matches('`')));
     }
 
     /// `fs/read_text_file`, confined to the workspace.
@@ -299,18 +313,7 @@ async fn new_session(handlers: &Handlers, cx: &ConnectionTo<Agent>) -> Result<Se
 /// How the turn ended, from the conversation's raw outcome.
 fn turn_end(result: Conversation, turn: &Mutex<TurnState>) -> TurnEnd {
     match result {
-        Ok(Ok(response)) => {
-            let mut turn = lock(turn);
-            if let Some(usage) = &response.usage {
-                turn.record_turn_usage(usage);
-            }
-            if let Some(meta) = &response.meta {
-                turn.record_response_meta(meta);
-            }
-            TurnEnd::Answered {
-                stop_reason: response.stop_reason,
-            }
-        }
+        Ok(Ok(response)) => answered(response, turn),
         Ok(Err(error))
             if is_incoming_transport_closed(&error) || is_connection_terminated(&error) =>
         {
@@ -335,6 +338,20 @@ fn turn_end(result: Conversation, turn: &Mutex<TurnState>) -> TurnEnd {
             code: error.code.value(),
             message: describe_error(&error),
         },
+    }
+}
+
+/// The prompt's answer: its usage and metadata recorded, its stop reason kept.
+fn answered(response: RawPromptResponse, turn: &Mutex<TurnState>) -> TurnEnd {
+    let mut turn = lock(turn);
+    if let Some(usage) = &response.usage {
+        turn.record_turn_usage(usage);
+    }
+    if let Some(meta) = &response.meta {
+        turn.record_response_meta(meta);
+    }
+    TurnEnd::Answered {
+        stop_reason: response.stop_reason,
     }
 }
 

@@ -1,7 +1,9 @@
 //! An attempt in flight, and how the lifecycle sees it.
 
+use super::planner::Liveness;
 use crate::engine::lifecycle::{AttemptView, ClaimView, RunView};
 use crate::local::executor::Ended;
+use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
 
 /// An attempt whose task is Running.
 #[derive(Debug)]
@@ -31,6 +33,55 @@ pub(super) struct Live {
 }
 
 impl Live {
+    /// Attempt `number` (`attempt`, for `generation`) started by this run at `now_ms`,
+    /// its claim held; its runner not spawned yet.
+    pub fn started(
+        attempt: String,
+        number: u32,
+        generation: i64,
+        now_ms: i64,
+        claim_ms: i64,
+    ) -> Self {
+        Live {
+            attempt,
+            number,
+            generation,
+            pid: None,
+            pid_start: None,
+            child: true,
+            claimed: true,
+            started_at_ms: now_ms,
+            renewed_at_ms: now_ms,
+            claim_ms,
+            ended: None,
+        }
+    }
+
+    /// The attempt `holder` of the Running task `row`, left by an earlier run: its claim and
+    /// its record, if the store has them (`claim_ms`: how long a claim lasts).
+    pub fn left_over(
+        holder: String,
+        row: &TaskRow,
+        claim: Option<&ClaimRow>,
+        attempt: Option<&AttemptRow>,
+        now_ms: i64,
+        claim_ms: i64,
+    ) -> Self {
+        Live {
+            attempt: holder,
+            number: attempt.map_or(row.attempt_count, |a| a.number),
+            generation: attempt.map_or(row.generation, |a| a.generation),
+            pid: claim.and_then(|c| c.pid),
+            pid_start: claim.and_then(|c| c.pid_start),
+            child: false,
+            claimed: claim.is_some(),
+            started_at_ms: attempt.map_or(now_ms, |a| a.started_at_ms),
+            renewed_at_ms: claim.map_or(now_ms, |c| c.expires_at_ms - claim_ms),
+            claim_ms,
+            ended: None,
+        }
+    }
+
     /// The attempt as the lifecycle sees it.
     pub fn attempt_view(&self) -> AttemptView {
         AttemptView {
@@ -49,21 +100,23 @@ impl Live {
         })
     }
 
-    /// The run as the lifecycle sees it.
-    pub fn run_view(&self) -> RunView {
+    /// The run as the lifecycle sees it; `alive` tells whether a runner of an earlier run
+    /// still runs.
+    pub fn run_view(&self, alive: Liveness) -> RunView {
         match (&self.ended, self.pid) {
             (Some(ended), _) => RunView::Ended {
                 result: ended.result.clone().ok().map(Box::new),
                 reason: ended.result.clone().err(),
             },
             (None, None) => RunView::NotStarted,
-            (None, Some(pid))
-                if self.child || crate::local::process::is_alive(pid, self.pid_start) =>
-            {
-                RunView::Running
-            }
+            (None, Some(pid)) if self.child || alive(pid, self.pid_start) => RunView::Running,
             (None, Some(_)) => RunView::Missing,
         }
+    }
+
+    /// Whether its runner was left by an earlier run and has not ended (it is polled).
+    pub fn is_orphan(&self) -> bool {
+        !self.child && self.ended.is_none()
     }
 
     /// Whether its runner process still runs (spawned and not ended).

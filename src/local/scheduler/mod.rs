@@ -1,13 +1,15 @@
 //! The local run loop: the same engine as the controller, with the store's rows as claims
 //! and child `ralph runner` processes as runs. Ready tasks (engine DAG order) start up to
 //! `parallel` at once; every per-task step comes from `engine::lifecycle::decide` and every
-//! attempt's conclusion from `engine::policy`.
+//! attempt's conclusion from `engine::conclusion`.
+//!
+//! Like the controller, it has a pure half and an effectful half: `planner` holds the run's
+//! state and decides (unit-tested without a store or processes); `run` performs what it
+//! decides on the store, the runner processes and the display.
 
 pub mod conclude;
-mod ingest;
 mod live;
-mod reactions;
-mod resume;
+mod planner;
 mod run;
 
 use std::time::Duration;

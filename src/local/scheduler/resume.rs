@@ -2,31 +2,25 @@
 //! result files of its runners ingested, live runners waited for (never started twice),
 //! and attempts whose runner is gone or whose claim expired retried.
 
-use super::live::Live;
 use super::{Run, RunError};
-use crate::engine::dag::TaskPhase;
+use crate::engine::lifecycle::attempt_id;
 use crate::local::executor::{self, AttemptFiles, Ended};
 use crate::local::process;
-use crate::local::run_event::RunEvent;
+use crate::local::scheduler::live::Live;
 use crate::local::store::NewEvent;
 
 impl Run<'_> {
     /// Takes over the Running tasks of an earlier run.
     pub fn resume(&mut self, now_ms: i64) -> Result<(), RunError> {
         let claims = self.store.claims()?;
-        let running: Vec<String> = self
-            .tasks
-            .values()
-            .filter(|row| row.phase == TaskPhase::Running)
-            .map(|row| row.spec.name.clone())
-            .collect();
-        for task in running {
-            let Some(row) = self.tasks.get(&task) else {
+        let claim_ms = self.plan.claim_ms();
+        for task in self.plan.running() {
+            let Some(row) = self.plan.task(&task).cloned() else {
                 continue;
             };
             let claim = claims.iter().find(|c| c.task == task);
             let holder = claim.map_or_else(
-                || crate::engine::lifecycle::attempt_id(&task, row.attempt_count),
+                || attempt_id(&task, row.attempt_count),
                 |c| c.holder.clone(),
             );
             let attempt = self
@@ -34,19 +28,14 @@ impl Run<'_> {
                 .attempts(Some(&task))?
                 .into_iter()
                 .find(|a| a.id == holder);
-            let mut live = Live {
-                attempt: holder.clone(),
-                number: attempt.as_ref().map_or(row.attempt_count, |a| a.number),
-                generation: attempt.as_ref().map_or(row.generation, |a| a.generation),
-                pid: claim.and_then(|c| c.pid),
-                pid_start: claim.and_then(|c| c.pid_start),
-                child: false,
-                claimed: claim.is_some(),
-                started_at_ms: attempt.as_ref().map_or(now_ms, |a| a.started_at_ms),
-                renewed_at_ms: claim.map_or(now_ms, |c| c.expires_at_ms - self.claim_ms()),
-                claim_ms: self.claim_ms(),
-                ended: None,
-            };
+            let mut live = Live::left_over(
+                holder.clone(),
+                &row,
+                claim,
+                attempt.as_ref(),
+                now_ms,
+                claim_ms,
+            );
             match live.pid {
                 Some(pid) if process::is_alive(pid, live.pid_start) => {
                     let message = format!(
@@ -61,7 +50,7 @@ impl Run<'_> {
                 Some(_) => live.ended = Some(self.leftover_result(&holder)),
                 None => {}
             }
-            self.live.insert(task.clone(), live);
+            self.plan.track(&task, live);
             self.decide_running(&task, now_ms)?;
         }
         Ok(())
@@ -69,7 +58,7 @@ impl Run<'_> {
 
     /// Looks at a runner left by an earlier run: once it has exited, its result is ingested.
     pub(super) fn poll_orphan(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
-        let Some(live) = self.live.get(task) else {
+        let Some(live) = self.plan.live(task) else {
             return Ok(());
         };
         let gone = live
@@ -77,7 +66,8 @@ impl Run<'_> {
             .is_none_or(|pid| !process::is_alive(pid, live.pid_start));
         if gone {
             let ended = self.leftover_result(&live.attempt.clone());
-            if let Some(live) = self.live.get_mut(task) {
+            let attempt = live.attempt.clone();
+            if let Some(live) = self.plan.current(task, &attempt) {
                 live.ended = Some(ended);
             }
         }
@@ -90,12 +80,5 @@ impl Run<'_> {
             exit_code: None,
             result: executor::read_result(&files.result, None, &files.stderr),
         }
-    }
-
-    pub(super) fn warn(&mut self, task: &str, message: String) {
-        self.display.show(&RunEvent::Warning {
-            task: Some(task.to_string()),
-            message,
-        });
     }
 }

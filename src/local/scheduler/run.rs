@@ -1,4 +1,5 @@
-//! The state of one `ralph run` invocation and its reactions to events.
+//! The effects of one `ralph run` invocation: the [`Planner`] decides, [`Run`] carries the
+//! decisions out on the store, the runner processes, their signals and the display.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -7,56 +8,35 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::live::Live;
+use super::planner::{Concluded, Launch, Loaded, Planner, Rest};
 use super::{RunError, RunOptions, RunOutcome};
 use crate::engine::attempt::AttemptResult;
-use crate::engine::conclusion::{AgentRest, Gate, outcome_message};
-use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, TaskNode, TaskPhase};
-use crate::engine::lifecycle::{self, Action, FeatureGate, RunView, TaskView};
+use crate::engine::conclusion::AgentRest;
+use crate::engine::dag::AutoTransition;
+use crate::engine::lifecycle::{Action, AttemptEnd};
+use crate::engine::policy::FeatureEffect;
 use crate::local::display::Display;
-use crate::local::executor::{self, AttemptFiles, AttemptReport};
+use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
 use crate::local::feature::LocalFeature;
-use crate::local::prompt;
+use crate::local::process;
 use crate::local::run_event::RunEvent;
-use crate::local::store::{NewEvent, Store, TaskRow, Transition, keys};
+use crate::local::store::{AttemptClose, NewEvent, Store, TaskRow, Transition, keys};
+
+#[path = "resume.rs"]
+mod resume;
 
 /// One invocation of the run loop.
 pub struct Run<'a> {
-    pub(super) store: &'a mut Store,
-    pub(super) feature: &'a LocalFeature,
-    pub(super) options: &'a RunOptions,
-    pub(super) display: &'a mut Display,
-    pub(super) reports: UnboundedSender<AttemptReport>,
-    pub(super) tasks: HashMap<String, TaskRow>,
-    pub(super) dag: Dag,
-    pub(super) live: HashMap<String, Live>,
-    pub(super) iterations_at_start: u32,
-    pub(super) started: u32,
-    pub(super) stopped: Option<String>,
-    pub(super) interrupted_at: Option<Instant>,
-    pub(super) halted: Option<String>,
-    pub(super) agent_rest: Option<AgentRest>,
-    pub(super) wake_at_ms: Option<i64>,
-    pub(super) announced_wait_ms: Option<i64>,
-    pub(super) next_renewal_ms: i64,
+    store: &'a mut Store,
+    options: &'a RunOptions,
+    display: &'a mut Display,
+    reports: UnboundedSender<AttemptReport>,
+    plan: Planner<'a>,
 }
 
 impl std::fmt::Debug for Run<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Run")
-            .field("feature", &self.feature.name)
-            .field("live", &self.live.len())
-            .finish()
-    }
-}
-
-fn node(row: &TaskRow) -> TaskNode {
-    TaskNode {
-        name: row.spec.name.clone(),
-        depends_on: row.spec.depends_on.clone(),
-        parent: row.spec.parent.clone(),
-        priority: row.spec.priority,
-        order: row.order,
-        phase: row.phase,
+        f.debug_struct("Run").field("plan", &self.plan).finish()
     }
 }
 
@@ -70,151 +50,64 @@ impl<'a> Run<'a> {
         reports: UnboundedSender<AttemptReport>,
         now_ms: i64,
     ) -> Result<Run<'a>, RunError> {
-        let rows = store.tasks()?;
-        let dag = Dag::new(rows.iter().filter(|r| !r.removed).map(node).collect())?;
-        let iterations_at_start = store.iterations()?;
-        let stopped = store.meta(keys::STOPPED)?;
-        let agent_rest = store
-            .meta(keys::AGENT_REST)?
-            .and_then(|json| serde_json::from_str::<StoredRest>(&json).ok())
-            .map(|rest| AgentRest {
-                until_ms: rest.until_ms,
-                message: rest.message,
-            })
-            .filter(|rest| rest.until_ms > now_ms);
+        let loaded = Loaded {
+            rows: store.tasks()?,
+            iterations: store.iterations()?,
+            stopped: store.meta(keys::STOPPED)?,
+            agent_rest: store
+                .meta(keys::AGENT_REST)?
+                .and_then(|json| serde_json::from_str::<StoredRest>(&json).ok())
+                .map(|rest| AgentRest {
+                    until_ms: rest.until_ms,
+                    message: rest.message,
+                }),
+        };
+        let plan = Planner::new(feature, options, loaded, now_ms)?;
         store.set_meta(keys::OUTCOME, None)?;
-        let claim_ms = i64::try_from(options.claim_duration.as_millis()).unwrap_or(i64::MAX);
         let mut run = Run {
-            tasks: rows.into_iter().map(|r| (r.spec.name.clone(), r)).collect(),
-            dag,
             store,
-            feature,
             options,
             display,
             reports,
-            live: HashMap::new(),
-            iterations_at_start,
-            started: 0,
-            stopped,
-            interrupted_at: None,
-            halted: None,
-            agent_rest,
-            wake_at_ms: None,
-            announced_wait_ms: None,
-            next_renewal_ms: now_ms + claim_ms / 3,
+            plan,
         };
-        let loaded = run.dag.loaded_transitions().to_vec();
         let mut transition = Transition::default();
-        run.record_transitions(&loaded, &mut transition);
+        run.record_transitions(&run.plan.loaded_transitions(), &mut transition);
         run.store.apply(&transition, now_ms)?;
-        if let Some(rest) = &run.agent_rest {
+        if let Some(rest) = run.plan.agent_rest() {
+            let message = rest_message(rest, now_ms);
             run.display.show(&RunEvent::Warning {
                 task: None,
-                message: rest_message(rest, now_ms),
+                message,
             });
         }
         Ok(run)
     }
 
-    /// The agent is out of quota: no task starts before the rest ends, also after a restart.
-    pub(super) fn rest_agent(&mut self, rest: &AgentRest) -> Result<(), RunError> {
-        let stored = StoredRest {
-            until_ms: rest.until_ms,
-            message: rest.message.clone(),
-        };
-        let json = serde_json::to_string(&stored).ok();
-        self.store.set_meta(keys::AGENT_REST, json.as_deref())?;
-        self.agent_rest = Some(rest.clone());
-        Ok(())
-    }
-
-    pub(super) fn claim_ms(&self) -> i64 {
-        i64::try_from(self.options.claim_duration.as_millis()).unwrap_or(i64::MAX)
-    }
-
-    pub(super) fn interrupting(&self) -> bool {
-        self.interrupted_at.is_some()
-    }
-
-    /// The most attempts in all: the feature's `maxIterations`, or this run's `--limit`.
-    fn max_iterations(&self) -> Option<u32> {
-        let limit = self
-            .options
-            .limit
-            .map(|l| self.iterations_at_start.saturating_add(l));
-        match (self.feature.max_iterations, limit) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// What the feature allows for tasks that are not running.
-    fn gate(&self) -> FeatureGate {
-        Gate {
-            suspended: self.interrupting() || self.feature.suspend || self.halted.is_some(),
-            stopped: self.stopped.is_some(),
-            parallelism: self.options.parallel,
-            running: self.live.len(),
-            iterations_used: u64::from(self.iterations_at_start + self.started),
-            max_iterations: self.max_iterations().map(u64::from),
-        }
-        .next(0)
-    }
-
-    pub(super) fn wake_at(&mut self, at_ms: i64) {
-        self.wake_at_ms = Some(self.wake_at_ms.map_or(at_ms, |w| w.min(at_ms)));
-    }
-
     /// When the loop must look again even if no runner reports.
     pub fn next_wake(&self, now_ms: i64) -> Option<i64> {
-        let orphans = self.live.values().any(|l| !l.child && l.ended.is_none());
-        let poll = orphans.then_some(now_ms + 250);
-        [self.wake_at_ms, Some(self.next_renewal_ms), poll]
-            .into_iter()
-            .flatten()
-            .min()
+        self.plan.next_wake(now_ms)
     }
 
     /// Starts ready tasks, in the DAG's order, while the feature has capacity.
     pub fn schedule(&mut self, now_ms: i64) -> Result<(), RunError> {
-        self.wake_at_ms = None;
-        if let Some(rest) = &self.agent_rest {
-            if rest.until_ms > now_ms {
-                let until = rest.until_ms;
-                self.wake_at(until);
+        match self.plan.begin_turn(now_ms) {
+            Rest::Resting => {
                 self.announce_wait(now_ms);
                 return Ok(());
             }
-            self.agent_rest = None;
-            self.store.set_meta(keys::AGENT_REST, None)?;
+            Rest::Over => self.store.set_meta(keys::AGENT_REST, None)?,
+            Rest::Working => {}
         }
-        let ready: Vec<String> = self.dag.ready().map(str::to_string).collect();
-        for name in ready {
-            let gate = self.gate();
-            if gate != FeatureGate::Open {
-                break;
+        let ready = self.plan.ready();
+        if !ready.is_empty() {
+            let claims = self.store.claims().unwrap_or_default();
+            for task in ready {
+                let Some(actions) = self.plan.ready_actions(&task, &claims, now_ms) else {
+                    break;
+                };
+                self.execute(&task, actions, now_ms)?;
             }
-            if self.live.contains_key(&name) {
-                continue;
-            }
-            let Some(row) = self.tasks.get(&name) else {
-                continue;
-            };
-            let view = TaskView {
-                name: name.clone(),
-                phase: row.phase,
-                ready: true,
-                generation: row.generation,
-                next_attempt_after_ms: row.next_attempt_after_ms,
-                attempt: (row.attempt_count > 0).then_some(lifecycle::AttemptView {
-                    number: row.attempt_count,
-                    generation: row.generation,
-                }),
-                gate,
-            };
-            let claim = self.stale_claim(&name);
-            let actions = lifecycle::decide(&view, claim.as_ref(), &RunView::NotStarted, now_ms);
-            self.execute(&name, actions, now_ms)?;
         }
         self.announce_wait(now_ms);
         Ok(())
@@ -222,11 +115,7 @@ impl<'a> Run<'a> {
 
     /// Says once how long the run waits when nothing runs and the next attempt is later.
     fn announce_wait(&mut self, now_ms: i64) {
-        let Some(until_ms) = self.wake_at_ms.filter(|&at| at > now_ms) else {
-            return;
-        };
-        if self.live.is_empty() && self.announced_wait_ms != Some(until_ms) {
-            self.announced_wait_ms = Some(until_ms);
+        if let Some(until_ms) = self.plan.wait_to_announce(now_ms) {
             self.display.show(&RunEvent::Waiting {
                 until_ms,
                 wait_ms: until_ms - now_ms,
@@ -234,69 +123,92 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// A claim left in the store by an earlier run for a task that is not running.
-    fn stale_claim(&self, task: &str) -> Option<lifecycle::ClaimView> {
-        let claims = self.store.claims().ok()?;
-        let claim = claims.into_iter().find(|c| c.task == task)?;
-        Some(lifecycle::ClaimView {
-            holder: claim.holder,
-            renewed_at_ms: claim.expires_at_ms - self.claim_ms(),
-            duration_ms: self.claim_ms(),
-            fencing_token: 0,
-        })
+    /// The outcome once nothing runs and nothing more will start, recorded in the store.
+    pub fn finished(&mut self) -> Result<Option<RunOutcome>, RunError> {
+        let Some(outcome) = self.plan.outcome() else {
+            return Ok(None);
+        };
+        let recorded = match &outcome {
+            RunOutcome::Halted { .. } => "Halted".to_string(),
+            RunOutcome::Interrupted => "Interrupted".to_string(),
+            RunOutcome::Finished { outcome, message } => {
+                let mut transition = Transition::default();
+                transition.events.push(NewEvent::feature(
+                    "finished",
+                    format!("{outcome:?}: {message}"),
+                ));
+                self.store.apply(&transition, super::now_ms())?;
+                format!("{outcome:?}")
+            }
+        };
+        self.store.set_meta(keys::OUTCOME, Some(&recorded))?;
+        Ok(Some(outcome))
     }
 
-    /// The outcome once nothing runs and nothing more will start.
-    pub fn finished(&mut self) -> Result<Option<RunOutcome>, RunError> {
-        if !self.live.is_empty() {
-            return Ok(None);
-        }
-        if let Some(reason) = &self.halted {
-            self.store.set_meta(keys::OUTCOME, Some("Halted"))?;
-            return Ok(Some(RunOutcome::Halted {
-                reason: reason.clone(),
-            }));
-        }
-        if self.interrupting() {
-            self.store.set_meta(keys::OUTCOME, Some("Interrupted"))?;
-            return Ok(Some(RunOutcome::Interrupted));
-        }
-        let (outcome, message) = if let Some(reason) = &self.stopped {
-            (
-                FeatureOutcome::Failed,
-                format!("an agent promised FAILURE: {reason}"),
-            )
-        } else {
-            let max = self.max_iterations();
-            let inputs = OutcomeInputs {
-                suspended: self.feature.suspend,
-                iterations_used: u64::from(self.iterations_at_start + self.started),
-                max_iterations: max.map(u64::from),
-                budget_reached: false,
-            };
-            let Some(outcome) = self.dag.outcome(inputs) else {
-                return Ok(None);
-            };
-            (outcome, outcome_message(outcome, &self.dag.counts()))
+    /// Handles a runner's report.
+    pub fn on_report(&mut self, report: AttemptReport, now_ms: i64) -> Result<(), RunError> {
+        let Some(live) = self.plan.current(&report.task, &report.attempt) else {
+            return Ok(());
         };
-        let mut transition = Transition::default();
-        transition.events.push(NewEvent::feature(
-            "finished",
-            format!("{outcome:?}: {message}"),
-        ));
-        self.store.apply(&transition, super::now_ms())?;
-        self.store
-            .set_meta(keys::OUTCOME, Some(&format!("{outcome:?}")))?;
-        Ok(Some(RunOutcome::Finished { outcome, message }))
+        match report.report {
+            Report::Spawned { pid, start } => {
+                live.pid = Some(pid);
+                live.pid_start = start;
+                self.store
+                    .set_claim_process(&report.task, &report.attempt, pid, start)?;
+            }
+            Report::Activity(text) => self.display.show(&RunEvent::Activity {
+                task: report.task,
+                attempt: report.attempt,
+                text,
+            }),
+            Report::Ended(ended) => {
+                live.ended = Some(*ended);
+                self.decide_running(&report.task, now_ms)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Periodic work: renew the claims of live runners, look at runners of earlier runs.
+    pub fn on_tick(&mut self, now_ms: i64) -> Result<(), RunError> {
+        let held = self.plan.renew_claims(now_ms);
+        if !held.is_empty() {
+            self.store
+                .renew_claims(&held, now_ms + self.plan.claim_ms())?;
+        }
+        for task in self.plan.orphans() {
+            self.poll_orphan(&task, now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Ctrl+C: the first cancels every running attempt gracefully; a second soon after
+    /// kills them at once.
+    pub fn on_interrupt(&mut self, now_ms: i64, now: Instant) -> Result<(), RunError> {
+        let interrupt = self.plan.interrupt(now);
+        self.display.show(&RunEvent::Interrupting {
+            attempts: interrupt.attempts,
+            kill: interrupt.kill,
+        });
+        for task in interrupt.tasks {
+            if interrupt.kill {
+                self.kill(&task);
+            } else {
+                self.decide_running(&task, now_ms)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the planner what to do about a running task's attempt, and does it.
+    fn decide_running(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
+        let actions = self.plan.running_actions(task, now_ms, process::is_alive);
+        self.execute(task, actions, now_ms)
     }
 
     /// Carries out the lifecycle's actions for one task.
-    pub(super) fn execute(
-        &mut self,
-        task: &str,
-        actions: Vec<Action>,
-        now_ms: i64,
-    ) -> Result<(), RunError> {
+    fn execute(&mut self, task: &str, actions: Vec<Action>, now_ms: i64) -> Result<(), RunError> {
         let mut transition = Transition::default();
         for action in actions {
             match action {
@@ -308,22 +220,17 @@ impl<'a> Run<'a> {
                 }
                 Action::Cancel => self.signal(task, Signal::SIGTERM),
                 Action::Ingest(end) => self.ingest(task, &end, now_ms, &mut transition)?,
-                Action::ReleaseClaim => {
-                    if !transition.release.iter().any(|t| t == task) {
-                        transition.release.push(task.to_string());
-                    }
-                }
+                Action::ReleaseClaim => release(&mut transition, task),
                 Action::DeleteRun => {
-                    if let Some(live) = self.live.remove(task)
-                        && !live.child
-                        && live.ended.is_none()
+                    if let Some(live) = self.plan.untrack(task)
+                        && live.is_orphan()
                         && let Some(pid) = live.pid
-                        && crate::local::process::is_alive(pid, live.pid_start)
+                        && process::is_alive(pid, live.pid_start)
                     {
-                        crate::local::process::kill_runner(pid);
+                        process::kill_runner(pid);
                     }
                 }
-                Action::RequeueAt(at) => self.wake_at(at),
+                Action::RequeueAt(at) => self.plan.wake_at(at),
             }
         }
         self.flush(&mut transition, now_ms)
@@ -340,71 +247,68 @@ impl<'a> Run<'a> {
     /// Starts attempt `number` of `task`: a new attempt (claim + Running in one
     /// transaction), or the already recorded one whose runner never started.
     fn start(&mut self, task: &str, number: u32, now_ms: i64) -> Result<(), RunError> {
-        let Some(row) = self.tasks.get(task) else {
-            return Ok(());
-        };
-        let restart = row.phase == TaskPhase::Running && row.attempt_count == number;
-        let (attempt, generation) = if restart {
-            let live = self.live.get(task);
-            (
-                lifecycle::attempt_id(task, number),
-                live.map_or(row.generation, |l| l.generation),
-            )
-        } else {
-            let attempt = self.store.start_attempt(task, now_ms, self.claim_ms())?;
-            self.started += 1;
-            let row = self.store.task(task)?;
-            let transitions = self.dag.set_phase(task, TaskPhase::Running)?;
-            self.tasks.insert(task.to_string(), row);
-            let mut transition = Transition::default();
-            self.record_transitions(&transitions, &mut transition);
-            self.flush(&mut transition, now_ms)?;
-            (attempt.id, attempt.generation)
+        let (attempt, generation) = match self.plan.launch(task, number) {
+            None => return Ok(()),
+            Some(Launch::Restart {
+                attempt,
+                generation,
+            }) => (attempt, generation),
+            Some(Launch::New) => {
+                let attempt = self
+                    .store
+                    .start_attempt(task, now_ms, self.plan.claim_ms())?;
+                let transitions = self.plan.attempt_started(self.store.task(task)?)?;
+                let mut transition = Transition::default();
+                self.record_transitions(&transitions, &mut transition);
+                self.flush(&mut transition, now_ms)?;
+                (attempt.id, attempt.generation)
+            }
         };
         self.display.show(&RunEvent::Started {
             task: task.to_string(),
             attempt: attempt.clone(),
             generation,
         });
-        let files = AttemptFiles::in_dir(self.store.attempt_dir(&attempt));
-        let text = match self.tasks.get(task) {
+        let text = match self.plan.task(task) {
             Some(row) => {
                 let summaries = self.blocker_summaries(row)?;
-                prompt::render(self.feature, &self.tasks, row, &summaries)
+                self.plan.prompt(task, &summaries)
             }
             None => String::new(),
         };
-        let mut live = Live {
-            attempt: attempt.clone(),
-            number,
-            generation,
-            pid: None,
-            pid_start: None,
-            child: true,
-            claimed: true,
-            started_at_ms: now_ms,
-            renewed_at_ms: now_ms,
-            claim_ms: self.claim_ms(),
-            ended: None,
-        };
-        match executor::start(
+        let live = Live::started(attempt, number, generation, now_ms, self.plan.claim_ms());
+        self.spawn_runner(task, live, &text, now_ms)
+    }
+
+    /// Starts the runner of the attempt `live` with the prompt `text`; a runner that cannot
+    /// start ends the attempt at once.
+    fn spawn_runner(
+        &mut self,
+        task: &str,
+        mut live: Live,
+        text: &str,
+        now_ms: i64,
+    ) -> Result<(), RunError> {
+        let files = AttemptFiles::in_dir(self.store.attempt_dir(&live.attempt));
+        let spawned = executor::start(
             &self.options.runner,
             task,
-            &attempt,
+            &live.attempt,
             files,
-            &text,
+            text,
             self.reports.clone(),
-        ) {
+        );
+        match spawned {
             Ok(pid) => {
                 live.pid = Some(pid);
-                self.live.insert(task.to_string(), live);
+                self.plan.track(task, live);
             }
             Err(error) => {
                 live.ended = Some(executor::Ended {
                     exit_code: None,
                     result: Err(error.to_string()),
                 });
-                self.live.insert(task.to_string(), live);
+                self.plan.track(task, live);
                 self.decide_running(task, now_ms)?;
             }
         }
@@ -431,50 +335,161 @@ impl<'a> Run<'a> {
         Ok(summaries)
     }
 
-    /// Asks the lifecycle what to do about a running task's attempt, and does it.
-    pub(super) fn decide_running(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
-        let (Some(live), Some(row)) = (self.live.get(task), self.tasks.get(task)) else {
+    /// Records how the current attempt of `task` ended and what the planner concluded:
+    /// the attempt record, the task row, the feature's stop, the agent's rest, the events.
+    fn ingest(
+        &mut self,
+        task: &str,
+        end: &AttemptEnd,
+        now_ms: i64,
+        transition: &mut Transition,
+    ) -> Result<(), RunError> {
+        if self.plan.task(task).is_none() {
+            return Ok(());
+        }
+        let history = self.store.attempts(Some(task))?;
+        let Some(concluded) = self
+            .plan
+            .conclude(task, end, &history, now_ms, rand::random())?
+        else {
             return Ok(());
         };
-        let view = TaskView {
-            name: task.to_string(),
-            phase: TaskPhase::Running,
-            ready: false,
-            generation: row.generation,
-            next_attempt_after_ms: row.next_attempt_after_ms,
-            attempt: Some(live.attempt_view()),
-            gate: if self.interrupting() || self.halted.is_some() {
-                FeatureGate::Suspended
-            } else {
-                FeatureGate::Open
-            },
+        if let FeatureEffect::Stop { reason } = concluded.next.feature() {
+            transition.stop_feature = Some(reason.clone());
+        }
+        for other in &concluded.cancel {
+            self.signal(other, Signal::SIGTERM);
+        }
+        if let Some(rest) = &concluded.next.agent_rest {
+            self.store_rest(rest)?;
+        }
+        let result = match end {
+            AttemptEnd::Reported(result) => Some(result.as_ref()),
+            _ => None,
         };
-        let claim = live.claim_view();
-        let run = live.run_view();
-        let actions = lifecycle::decide(&view, claim.as_ref(), &run, now_ms);
-        self.execute(task, actions, now_ms)
+        let decision = &concluded.next.decision;
+        transition.close = Some(attempt_close(&concluded, result, now_ms));
+        transition.tasks.push(concluded.row.clone());
+        if decision.release_claim {
+            release(transition, task);
+        }
+        transition.events.push(NewEvent::attempt(
+            task,
+            &concluded.attempt,
+            decision.outcome.as_str(),
+            format!("[{}] {}", decision.event.reason, decision.event.message),
+        ));
+        self.display.show(&ended_event(task, &concluded, now_ms));
+        self.record_transitions(&concluded.transitions, transition);
+        Ok(())
     }
 
-    pub(super) fn signal(&self, task: &str, signal: Signal) {
-        if let Some(live) = self.live.get(task)
-            && live.is_running()
-            && let Some(pid) = live.pid
-            && (live.child || crate::local::process::is_alive(pid, live.pid_start))
-        {
+    /// Keeps the agent's rest, so that a later run waits for it too.
+    fn store_rest(&mut self, rest: &AgentRest) -> Result<(), RunError> {
+        let stored = StoredRest {
+            until_ms: rest.until_ms,
+            message: rest.message.clone(),
+        };
+        let json = serde_json::to_string(&stored).ok();
+        self.store.set_meta(keys::AGENT_REST, json.as_deref())?;
+        Ok(())
+    }
+
+    /// Applies the DAG's own phase changes to the rows, the event log and the display.
+    fn record_transitions(&mut self, transitions: &[AutoTransition], transition: &mut Transition) {
+        for change in transitions {
+            let Some(row) = self.plan.apply_transition(change) else {
+                continue;
+            };
+            transition.tasks.push(row);
+            let reason = change.reason.to_string();
+            transition.events.push(NewEvent::task(
+                &change.task,
+                "transition",
+                format!("{:?} -> {:?}: {reason}", change.from, change.to),
+            ));
+            self.display.show(&RunEvent::Transition {
+                task: change.task.clone(),
+                from: change.from,
+                to: change.to,
+                reason,
+            });
+        }
+    }
+
+    /// Sends `signal` to the runner of `task`, if it still runs.
+    fn signal(&self, task: &str, signal: Signal) {
+        if let Some(pid) = self.running_pid(task) {
             send_signal(pid, signal);
         }
     }
+
+    /// Kills the runner of `task` at once, if it still runs.
+    fn kill(&self, task: &str) {
+        if let Some(pid) = self.running_pid(task) {
+            process::kill_runner(pid);
+        }
+    }
+
+    /// The pid of `task`'s runner while it runs.
+    fn running_pid(&self, task: &str) -> Option<u32> {
+        let live = self.plan.live(task).filter(|live| live.is_running())?;
+        let pid = live.pid?;
+        (live.child || process::is_alive(pid, live.pid_start)).then_some(pid)
+    }
+
+    fn warn(&mut self, task: &str, message: String) {
+        self.display.show(&RunEvent::Warning {
+            task: Some(task.to_string()),
+            message,
+        });
+    }
 }
 
-impl Run<'_> {
-    pub(super) fn kill(&self, task: &str) {
-        if let Some(live) = self.live.get(task)
-            && live.is_running()
-            && let Some(pid) = live.pid
-            && (live.child || crate::local::process::is_alive(pid, live.pid_start))
-        {
-            crate::local::process::kill_runner(pid);
-        }
+/// The attempt's record once it ended: the outcome, the stop reason, what the engine said,
+/// its usage and the result document (`result`, when the runner reported one).
+fn attempt_close(
+    concluded: &Concluded,
+    result: Option<&AttemptResult>,
+    now_ms: i64,
+) -> AttemptClose {
+    let next = &concluded.next;
+    AttemptClose {
+        id: concluded.attempt.clone(),
+        ended_at_ms: now_ms,
+        outcome: next.decision.outcome.as_str().to_string(),
+        stop_reason: result
+            .and_then(|r| r.stop_reason.as_ref())
+            .map(|r| r.as_str().to_owned()),
+        crash: next.crash.clone(),
+        message: Some(next.message.clone()),
+        usage: next.usage.clone(),
+        result: result.and_then(|r| serde_json::to_string(r).ok()),
+    }
+}
+
+/// What the display says when an attempt ended.
+fn ended_event(task: &str, concluded: &Concluded, now_ms: i64) -> RunEvent {
+    let next = &concluded.next;
+    RunEvent::Ended {
+        task: task.to_string(),
+        attempt: concluded.attempt.clone(),
+        outcome: next.decision.outcome.as_str().to_string(),
+        phase: concluded.row.phase,
+        duration_ms: now_ms - concluded.started_at_ms,
+        retry_at_ms: concluded.row.next_attempt_after_ms,
+        // A misconfiguration is said once, when the run ends.
+        message: next.crash.clone().or_else(|| {
+            (next.is_warning() && !matches!(next.feature(), FeatureEffect::Halt { .. }))
+                .then(|| next.message.clone())
+        }),
+    }
+}
+
+/// Adds `task` to the claims the transition releases (once).
+fn release(transition: &mut Transition, task: &str) {
+    if !transition.release.iter().any(|t| t == task) {
+        transition.release.push(task.to_string());
     }
 }
 

@@ -1,0 +1,540 @@
+//! The pure half of a local run: from the tasks, the attempts in flight and the time, what
+//! must happen next: which tasks start, which claims renew, when to look again, how an
+//! attempt's end changes the task, whether the run is over. No store, no processes, no
+//! display: [`super::run::Run`] performs the effects.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::conclude;
+use super::live::Live;
+use super::{RunOptions, RunOutcome};
+use crate::engine::conclusion::{AgentRest, Gate, NextState, outcome_message};
+use crate::engine::dag::{
+    AutoTransition, Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseError, TaskNode, TaskPhase,
+};
+use crate::engine::lifecycle::{
+    self, Action, AttemptEnd, ClaimView, FeatureGate, RunView, TaskView,
+};
+use crate::engine::policy::FeatureEffect;
+use crate::local::feature::LocalFeature;
+use crate::local::prompt;
+use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
+
+/// A second Ctrl+C within this window kills the runners instead of cancelling them.
+const KILL_WINDOW: Duration = Duration::from_secs(3);
+/// How often runners left by an earlier run are looked at, ms.
+const ORPHAN_POLL_MS: i64 = 250;
+
+/// Whether the runner process `pid` (started at the given time) still runs.
+pub(super) type Liveness = fn(u32, Option<i64>) -> bool;
+
+/// What the store holds when a run begins.
+#[derive(Debug)]
+pub(super) struct Loaded {
+    /// Every task row (also removed ones whose attempt still runs).
+    pub rows: Vec<TaskRow>,
+    /// Attempts started over the feature's life.
+    pub iterations: u32,
+    /// Why the feature stopped for good, if it did.
+    pub stopped: Option<String>,
+    /// The agent's rest recorded by an earlier run.
+    pub agent_rest: Option<AgentRest>,
+}
+
+/// Where the agent's rest stands at the start of a loop turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Rest {
+    /// The agent is not resting.
+    Working,
+    /// The agent rests: nothing starts this turn.
+    Resting,
+    /// The rest has just ended: forget it.
+    Over,
+}
+
+/// What a Ctrl+C does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Interrupt {
+    /// A second Ctrl+C in the window: kill the runners rather than cancel them.
+    pub kill: bool,
+    /// The attempts in flight, sorted.
+    pub attempts: Vec<String>,
+    /// Their tasks.
+    pub tasks: Vec<String>,
+}
+
+/// How attempt `number` of a task starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Launch {
+    /// A new attempt: the store claims and records it.
+    New,
+    /// The attempt already recorded, whose runner never started.
+    Restart {
+        /// Its ID.
+        attempt: String,
+        /// The generation it was spawned for.
+        generation: i64,
+    },
+}
+
+/// An attempt's end, concluded and applied to the task.
+#[derive(Debug)]
+pub(super) struct Concluded {
+    /// The attempt that ended.
+    pub attempt: String,
+    /// When it started, Unix ms.
+    pub started_at_ms: i64,
+    /// The engine's conclusion.
+    pub next: NextState,
+    /// The task row after it.
+    pub row: TaskRow,
+    /// The other attempts to cancel (the agent cannot run as configured).
+    pub cancel: Vec<String>,
+    /// The phase changes the DAG derives from it, not yet applied to the rows.
+    pub transitions: Vec<AutoTransition>,
+}
+
+/// The state of one local run and the decisions taken on it.
+#[derive(Debug)]
+pub(super) struct Planner<'a> {
+    feature: &'a LocalFeature,
+    parallel: usize,
+    limit: Option<u32>,
+    claim_ms: i64,
+    tasks: HashMap<String, TaskRow>,
+    dag: Dag,
+    live: HashMap<String, Live>,
+    iterations_at_start: u32,
+    started: u32,
+    stopped: Option<String>,
+    interrupted_at: Option<Instant>,
+    halted: Option<String>,
+    agent_rest: Option<AgentRest>,
+    wake_at_ms: Option<i64>,
+    announced_wait_ms: Option<i64>,
+    next_renewal_ms: i64,
+}
+
+/// The task row as the DAG sees it.
+fn node(row: &TaskRow) -> TaskNode {
+    TaskNode {
+        name: row.spec.name.clone(),
+        depends_on: row.spec.depends_on.clone(),
+        parent: row.spec.parent.clone(),
+        priority: row.spec.priority,
+        order: row.order,
+        phase: row.phase,
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// Plans a run of `feature` over what the store holds; a rest that is over is dropped.
+    pub fn new(
+        feature: &'a LocalFeature,
+        options: &RunOptions,
+        loaded: Loaded,
+        now_ms: i64,
+    ) -> Result<Self, DagErrors> {
+        let dag = Dag::new(
+            loaded
+                .rows
+                .iter()
+                .filter(|r| !r.removed)
+                .map(node)
+                .collect(),
+        )?;
+        let claim_ms = i64::try_from(options.claim_duration.as_millis()).unwrap_or(i64::MAX);
+        Ok(Planner {
+            feature,
+            parallel: options.parallel,
+            limit: options.limit,
+            claim_ms,
+            tasks: loaded
+                .rows
+                .into_iter()
+                .map(|r| (r.spec.name.clone(), r))
+                .collect(),
+            dag,
+            live: HashMap::new(),
+            iterations_at_start: loaded.iterations,
+            started: 0,
+            stopped: loaded.stopped,
+            interrupted_at: None,
+            halted: None,
+            agent_rest: loaded.agent_rest.filter(|rest| rest.until_ms > now_ms),
+            wake_at_ms: None,
+            announced_wait_ms: None,
+            next_renewal_ms: now_ms + claim_ms / 3,
+        })
+    }
+
+    /// How long a claim lasts unless renewed, ms.
+    pub fn claim_ms(&self) -> i64 {
+        self.claim_ms
+    }
+
+    /// The phase changes the DAG derived when it was built.
+    pub fn loaded_transitions(&self) -> Vec<AutoTransition> {
+        self.dag.loaded_transitions().to_vec()
+    }
+
+    /// Applies one of the DAG's phase changes to its row; the row after it.
+    pub fn apply_transition(&mut self, change: &AutoTransition) -> Option<TaskRow> {
+        let row = self.tasks.get_mut(&change.task)?;
+        row.phase = change.to;
+        Some(row.clone())
+    }
+
+    /// The agent's rest, if it still rests at `now_ms`.
+    pub fn agent_rest(&self) -> Option<&AgentRest> {
+        self.agent_rest.as_ref()
+    }
+
+    /// Starts a loop turn: forgets the last wake-up time and looks at the agent's rest.
+    pub fn begin_turn(&mut self, now_ms: i64) -> Rest {
+        self.wake_at_ms = None;
+        let Some(until_ms) = self.agent_rest.as_ref().map(|rest| rest.until_ms) else {
+            return Rest::Working;
+        };
+        if until_ms > now_ms {
+            self.wake_at(until_ms);
+            return Rest::Resting;
+        }
+        self.agent_rest = None;
+        Rest::Over
+    }
+
+    /// The tasks the DAG says may run, in its order.
+    pub fn ready(&self) -> Vec<String> {
+        self.dag.ready().map(str::to_string).collect()
+    }
+
+    fn interrupting(&self) -> bool {
+        self.interrupted_at.is_some()
+    }
+
+    /// The most attempts in all: the feature's `maxIterations`, or this run's `--limit`.
+    fn max_iterations(&self) -> Option<u32> {
+        let limit = self
+            .limit
+            .map(|l| self.iterations_at_start.saturating_add(l));
+        match (self.feature.max_iterations, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn iterations_used(&self) -> u64 {
+        u64::from(self.iterations_at_start + self.started)
+    }
+
+    /// What the feature allows for tasks that are not running.
+    fn gate(&self) -> FeatureGate {
+        Gate {
+            suspended: self.interrupting() || self.feature.suspend || self.halted.is_some(),
+            stopped: self.stopped.is_some(),
+            parallelism: self.parallel,
+            running: self.live.len(),
+            iterations_used: self.iterations_used(),
+            max_iterations: self.max_iterations().map(u64::from),
+        }
+        .next(0)
+    }
+
+    /// What to do about the ready task `task`, or `None` once the feature lets nothing more
+    /// start. `claims` is the store's claims (one left by an earlier run is stale).
+    pub fn ready_actions(
+        &self,
+        task: &str,
+        claims: &[ClaimRow],
+        now_ms: i64,
+    ) -> Option<Vec<Action>> {
+        let gate = self.gate();
+        if gate != FeatureGate::Open {
+            return None;
+        }
+        let Some(row) = self
+            .tasks
+            .get(task)
+            .filter(|_| !self.live.contains_key(task))
+        else {
+            return Some(Vec::new());
+        };
+        let view = TaskView {
+            name: task.to_string(),
+            phase: row.phase,
+            ready: true,
+            generation: row.generation,
+            next_attempt_after_ms: row.next_attempt_after_ms,
+            attempt: (row.attempt_count > 0).then_some(lifecycle::AttemptView {
+                number: row.attempt_count,
+                generation: row.generation,
+            }),
+            gate,
+        };
+        let claim = self.stale_claim(task, claims);
+        Some(lifecycle::decide(
+            &view,
+            claim.as_ref(),
+            &RunView::NotStarted,
+            now_ms,
+        ))
+    }
+
+    /// A claim left in the store by an earlier run for a task that is not running.
+    fn stale_claim(&self, task: &str, claims: &[ClaimRow]) -> Option<ClaimView> {
+        let claim = claims.iter().find(|c| c.task == task)?;
+        Some(ClaimView {
+            holder: claim.holder.clone(),
+            renewed_at_ms: claim.expires_at_ms - self.claim_ms,
+            duration_ms: self.claim_ms,
+            fencing_token: 0,
+        })
+    }
+
+    /// What to do about the attempt of the running task `task`.
+    pub fn running_actions(&self, task: &str, now_ms: i64, alive: Liveness) -> Vec<Action> {
+        let (Some(live), Some(row)) = (self.live.get(task), self.tasks.get(task)) else {
+            return Vec::new();
+        };
+        let view = TaskView {
+            name: task.to_string(),
+            phase: TaskPhase::Running,
+            ready: false,
+            generation: row.generation,
+            next_attempt_after_ms: row.next_attempt_after_ms,
+            attempt: Some(live.attempt_view()),
+            gate: if self.interrupting() || self.halted.is_some() {
+                FeatureGate::Suspended
+            } else {
+                FeatureGate::Open
+            },
+        };
+        lifecycle::decide(
+            &view,
+            live.claim_view().as_ref(),
+            &live.run_view(alive),
+            now_ms,
+        )
+    }
+
+    /// Look again at `at_ms` at the latest.
+    pub fn wake_at(&mut self, at_ms: i64) {
+        self.wake_at_ms = Some(self.wake_at_ms.map_or(at_ms, |w| w.min(at_ms)));
+    }
+
+    /// When the loop must look again even if no runner reports.
+    pub fn next_wake(&self, now_ms: i64) -> Option<i64> {
+        let orphans = self.live.values().any(Live::is_orphan);
+        let poll = orphans.then_some(now_ms + ORPHAN_POLL_MS);
+        [self.wake_at_ms, Some(self.next_renewal_ms), poll]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The time to say the run waits for (once per time), when nothing runs and the next
+    /// attempt is later.
+    pub fn wait_to_announce(&mut self, now_ms: i64) -> Option<i64> {
+        let until_ms = self.wake_at_ms.filter(|&at| at > now_ms)?;
+        if !self.live.is_empty() || self.announced_wait_ms == Some(until_ms) {
+            return None;
+        }
+        self.announced_wait_ms = Some(until_ms);
+        Some(until_ms)
+    }
+
+    /// The outcome once nothing runs and nothing more will start.
+    pub fn outcome(&self) -> Option<RunOutcome> {
+        if !self.live.is_empty() {
+            return None;
+        }
+        if let Some(reason) = &self.halted {
+            return Some(RunOutcome::Halted {
+                reason: reason.clone(),
+            });
+        }
+        if self.interrupting() {
+            return Some(RunOutcome::Interrupted);
+        }
+        let (outcome, message) = if let Some(reason) = &self.stopped {
+            (
+                FeatureOutcome::Failed,
+                format!("an agent promised FAILURE: {reason}"),
+            )
+        } else {
+            let inputs = OutcomeInputs {
+                suspended: self.feature.suspend,
+                iterations_used: self.iterations_used(),
+                max_iterations: self.max_iterations().map(u64::from),
+                budget_reached: false,
+            };
+            let outcome = self.dag.outcome(inputs)?;
+            (outcome, outcome_message(outcome, &self.dag.counts()))
+        };
+        Some(RunOutcome::Finished { outcome, message })
+    }
+
+    /// The claims (task, attempt) to renew now, marked renewed; none before a third of the
+    /// claim's duration has passed since the last renewal.
+    pub fn renew_claims(&mut self, now_ms: i64) -> Vec<(String, String)> {
+        if now_ms < self.next_renewal_ms {
+            return Vec::new();
+        }
+        self.next_renewal_ms = now_ms + self.claim_ms / 3;
+        self.live
+            .iter_mut()
+            .filter(|(_, live)| live.child && live.is_running())
+            .map(|(task, live)| {
+                live.renewed_at_ms = now_ms;
+                (task.clone(), live.attempt.clone())
+            })
+            .collect()
+    }
+
+    /// The tasks whose runner was left by an earlier run and has not ended.
+    pub fn orphans(&self) -> Vec<String> {
+        self.live
+            .iter()
+            .filter(|(_, live)| live.is_orphan())
+            .map(|(task, _)| task.clone())
+            .collect()
+    }
+
+    /// Ctrl+C: the first cancels every running attempt gracefully; a second within
+    /// [`KILL_WINDOW`] kills them at once.
+    pub fn interrupt(&mut self, now: Instant) -> Interrupt {
+        let kill = self
+            .interrupted_at
+            .is_some_and(|at| now.duration_since(at) < KILL_WINDOW);
+        self.interrupted_at = Some(now);
+        let mut attempts: Vec<String> = self.live.values().map(|l| l.attempt.clone()).collect();
+        attempts.sort();
+        Interrupt {
+            kill,
+            attempts,
+            tasks: self.live.keys().cloned().collect(),
+        }
+    }
+
+    /// The task's row.
+    pub fn task(&self, task: &str) -> Option<&TaskRow> {
+        self.tasks.get(task)
+    }
+
+    /// The tasks that are Running according to their rows.
+    pub fn running(&self) -> Vec<String> {
+        self.tasks
+            .values()
+            .filter(|row| row.phase == TaskPhase::Running)
+            .map(|row| row.spec.name.clone())
+            .collect()
+    }
+
+    /// The attempt in flight for `task`.
+    pub fn live(&self, task: &str) -> Option<&Live> {
+        self.live.get(task)
+    }
+
+    /// The attempt of `task` is now in flight.
+    pub fn track(&mut self, task: &str, live: Live) {
+        self.live.insert(task.to_string(), live);
+    }
+
+    /// The attempt of `task` is no longer in flight.
+    pub fn untrack(&mut self, task: &str) -> Option<Live> {
+        self.live.remove(task)
+    }
+
+    /// The in-flight attempt of `task` if it is `attempt`.
+    pub fn current(&mut self, task: &str, attempt: &str) -> Option<&mut Live> {
+        self.live
+            .get_mut(task)
+            .filter(|live| live.attempt == attempt)
+    }
+
+    /// How attempt `number` of `task` starts; `None` for an unknown task.
+    pub fn launch(&self, task: &str, number: u32) -> Option<Launch> {
+        let row = self.tasks.get(task)?;
+        if row.phase == TaskPhase::Running && row.attempt_count == number {
+            let generation = self.live.get(task).map_or(row.generation, |l| l.generation);
+            return Some(Launch::Restart {
+                attempt: lifecycle::attempt_id(task, number),
+                generation,
+            });
+        }
+        Some(Launch::New)
+    }
+
+    /// The store recorded a new attempt of the task whose row is now `row`: it runs.
+    pub fn attempt_started(&mut self, row: TaskRow) -> Result<Vec<AutoTransition>, PhaseError> {
+        self.started += 1;
+        let name = row.spec.name.clone();
+        let transitions = self.dag.set_phase(&name, TaskPhase::Running)?;
+        self.tasks.insert(name, row);
+        Ok(transitions)
+    }
+
+    /// The prompt of `task`'s next attempt, with what its done dependencies did.
+    pub fn prompt(&self, task: &str, summaries: &HashMap<String, String>) -> String {
+        self.tasks.get(task).map_or_else(String::new, |row| {
+            prompt::render(self.feature, &self.tasks, row, summaries)
+        })
+    }
+
+    /// Concludes the attempt of `task` that ended with `end` (`history`: the task's recorded
+    /// attempts, oldest first) and applies it to the task, the feature and the DAG.
+    pub fn conclude(
+        &mut self,
+        task: &str,
+        end: &AttemptEnd,
+        history: &[AttemptRow],
+        now_ms: i64,
+        jitter: f64,
+    ) -> Result<Option<Concluded>, PhaseError> {
+        let (attempt, started_at_ms) = match (self.live.get(task), self.tasks.get(task)) {
+            (Some(live), _) => (live.attempt.clone(), live.started_at_ms),
+            (None, Some(row)) => (lifecycle::attempt_id(task, row.attempt_count), now_ms),
+            (None, None) => return Ok(None),
+        };
+        let Some(row) = self.tasks.get_mut(task) else {
+            return Ok(None);
+        };
+        let next = conclude::conclude(self.feature, row, history, end, now_ms, jitter);
+        let row = row.clone();
+        let mut cancel = Vec::new();
+        match next.feature() {
+            FeatureEffect::Stop { reason } => self.stopped = Some(reason.clone()),
+            FeatureEffect::Halt { reason } if self.halted.is_none() => {
+                self.halted = Some(reason.clone());
+                // The other attempts use the same agent: stop them, uncharged.
+                cancel = self.live.keys().filter(|t| *t != task).cloned().collect();
+            }
+            FeatureEffect::Halt { .. } | FeatureEffect::None => {}
+        }
+        if let Some(rest) = &next.agent_rest {
+            self.agent_rest = Some(rest.clone());
+        }
+        let transitions = if row.removed {
+            Vec::new()
+        } else {
+            self.dag.set_phase(task, row.phase)?
+        };
+        if let Some(at) = row.next_attempt_after_ms {
+            self.wake_at(at);
+        }
+        Ok(Some(Concluded {
+            attempt,
+            started_at_ms,
+            next,
+            row,
+            cancel,
+            transitions,
+        }))
+    }
+}
+
+#[cfg(test)]
+#[path = "planner_tests.rs"]
+mod tests;
