@@ -9,6 +9,7 @@ pub mod process;
 pub mod prompt;
 pub mod run_event;
 pub mod scheduler;
+pub mod shared_workspace;
 pub mod state_dir;
 pub mod status_view;
 pub mod store;
