@@ -55,6 +55,15 @@ pub async fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<P
     let op = format!("get Secret {namespace}/{}", secret_ref.name);
     match bounded(ctx.api_timeout, op, secrets.get_opt(&secret_ref.name)).await {
         Ok(secret) => secret_problem(feature, git, secret.as_ref()),
+        Err(error) if error.status_code() == Some(403) => Some(Problem {
+            reason: conditions::REASON_GIT_CREDENTIALS_MISSING,
+            message: format!(
+                "the controller may not read the git credentials Secret {namespace}/{}: {error}; \
+                 grant its ServiceAccount `get` on secrets (the Helm chart does); no attempt \
+                 starts until it can",
+                secret_ref.name
+            ),
+        }),
         Err(error) => {
             tracing::warn!(%error, secret = %secret_ref.name, "cannot read the git credentials Secret");
             None

@@ -109,7 +109,7 @@ fn credentials_volume(pod: &Pod) -> &Volume {
         .expect("credentials volume")
 }
 
-fn mounts_of<'a>(c: &'a Container) -> impl Iterator<Item = &'a VolumeMount> {
+fn mounts_of(c: &Container) -> impl Iterator<Item = &VolumeMount> {
     c.volume_mounts.iter().flatten()
 }
 
