@@ -282,9 +282,38 @@ fn report_in(terminated: &ContainerStateTerminated) -> Option<WorkspaceReport> {
     serde_json::from_str(terminated.message.as_deref()?.trim()).ok()
 }
 
-/// What the finishing step reported, once it ended.
+/// What the finishing step reported, once it ended. A step that ended without a readable
+/// report, or a Pod that ended before the step did, reports a failure: work a done verdict
+/// promised is never taken as integrated when nothing says it was.
 pub fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
-    report_in(terminated(pod, FINISH_CONTAINER, false)?)
+    if !has_finish_step(pod) {
+        return None;
+    }
+    let failed = |message: String| WorkspaceReport {
+        message: Some(message),
+        ..WorkspaceReport::new(WorkspaceOutcome::Failed)
+    };
+    match terminated(pod, FINISH_CONTAINER, false) {
+        Some(ended) => Some(report_in(ended).unwrap_or_else(|| {
+            failed(format!(
+                "the {FINISH_CONTAINER} step ended without a report ({}, exit code {}): \
+                 nothing was integrated",
+                ended.reason.as_deref().unwrap_or("Terminated"),
+                ended.exit_code
+            ))
+        })),
+        None if pod_over(pod) => Some(failed(format!(
+            "the Pod ended before its {FINISH_CONTAINER} step did: nothing was integrated"
+        ))),
+        None => None,
+    }
+}
+
+fn pod_over(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Failed" | "Succeeded")
+    )
 }
 
 /// The run as the lifecycle sees it, given the git steps: a done attempt has not ended
@@ -292,10 +321,7 @@ pub fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
 /// ends the attempt with what it said (misconfigured when only the user can fix it, else
 /// crashed and retried).
 pub fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
-    let pod_over = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Failed" | "Succeeded")
-    );
+    let pod_over = pod_over(pod);
     match view {
         RunView::Ended {
             result: Some(result),

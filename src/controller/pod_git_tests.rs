@@ -476,3 +476,29 @@ fn an_unreachable_server_at_clone_time_is_a_crash_to_retry() {
     );
     assert!(result.crash.is_some_and(|c| c.contains("cannot reach")));
 }
+
+#[test]
+fn a_finishing_step_that_ended_without_a_report_is_a_failed_integration() {
+    let p = with_statuses(pod(), "Failed", Some(done_json()), Some(String::new()));
+    let report = finish_report(&p).expect("a report");
+    assert_eq!(report.outcome, WorkspaceOutcome::Failed);
+    assert!(
+        report
+            .message
+            .is_some_and(|m| m.contains("nothing was integrated"))
+    );
+}
+
+#[test]
+fn a_pod_that_ended_before_its_finishing_step_is_a_failed_integration() {
+    let p = with_statuses(pod(), "Failed", Some(done_json()), None);
+    assert!(matches!(
+        view(&p),
+        RunView::Ended {
+            result: Some(_),
+            ..
+        }
+    ));
+    let report = finish_report(&p).expect("a report");
+    assert_eq!(report.outcome, WorkspaceOutcome::Failed);
+}
