@@ -166,7 +166,8 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 async fn prepare(args: &PrepareArgs) -> WorkspaceReport {
     let repo = &args.repo;
-    touch(repo.heartbeat_file.as_deref());
+    // A clone of a large repository may outlast the sidecar's heartbeat limit.
+    let heartbeat = keep_heartbeat(repo.heartbeat_file.clone());
     let result = async {
         let remote = remote_repo(repo)?;
         let ws = if args.from_work_branch {
@@ -181,7 +182,7 @@ async fn prepare(args: &PrepareArgs) -> WorkspaceReport {
         Ok::<_, WorkspaceError>(ws)
     }
     .await;
-    touch(repo.heartbeat_file.as_deref());
+    heartbeat.abort();
     let ws = match result {
         Ok(ws) => ws,
         Err(error) => return failure(repo, &error),
