@@ -3,9 +3,12 @@
 //! - clone time of a repository of 10,000 files and ~50 MB, shallow vs full, over HTTP with
 //!   Basic auth, and the time of `RemoteRepo::prepare` (shallow clone + work branch);
 //! - integration latency per task (commit + fetch + rebase + push), sequential tasks;
-//! - throughput when 50 tasks finish at once and their pushes race.
+//! - throughput when 50 tasks finish at once and their pushes race;
+//! - the same through the agent Pod's git steps as processes (`ralph git prepare`,
+//!   `ralph git finish`, over HTTP with Basic auth): per task, and 50 finishing steps at once.
 //!
-//! Run with `cargo bench --bench git`.
+//! Run with `cargo bench --bench git`; `cargo bench --bench git -- pod-steps` runs only the
+//! last section.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/git_server.rs"]
@@ -34,9 +37,159 @@ fn main() {
         .build()
         .expect("runtime");
     let server = GitServer::start();
+    if std::env::args().any(|a| a == "pod-steps") {
+        pod_steps(&server);
+        return;
+    }
     runtime.block_on(parallel_throughput(&server));
     runtime.block_on(integration_latency(&server));
+    pod_steps(&server);
     clone_figures(&server, &runtime);
+}
+
+/// One attempt's volumes for the git step processes.
+struct PodVolumes {
+    root: tempfile::TempDir,
+}
+
+impl PodVolumes {
+    fn new() -> Self {
+        let root = tempfile::tempdir().expect("volumes");
+        let credentials = root.path().join("credentials");
+        std::fs::create_dir_all(&credentials).expect("credentials");
+        std::fs::write(credentials.join("username"), HTTP_USER).expect("username");
+        std::fs::write(credentials.join("token"), HTTP_TOKEN).expect("token");
+        Self { root }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.root.path().join(name)
+    }
+
+    fn step(&self, url: &str, task: &str, step: &str, extra: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"));
+        command
+            .args([
+                "git",
+                step,
+                "--url",
+                url,
+                "--base-ref",
+                "main",
+                "--feature",
+                "pods",
+            ])
+            .args([
+                "--task",
+                task,
+                "--attempt",
+                "1",
+                "--credentials-secret",
+                "bench",
+            ])
+            .arg("--workspace")
+            .arg(self.path("workspace"))
+            .arg("--state-file")
+            .arg(self.path("prepared.json"))
+            .arg("--credentials-dir")
+            .arg(self.path("credentials"))
+            .arg("--report-file")
+            .arg(self.path(&format!("{step}.json")))
+            .args(extra)
+            .stdout(std::process::Stdio::null());
+        command
+    }
+
+    fn finish(&self, url: &str, task: &str) -> std::process::Command {
+        let result = self.path("result.json");
+        self.step(
+            url,
+            task,
+            "finish",
+            &["--result-file", &result.to_string_lossy()],
+        )
+    }
+
+    fn prepare_and_work(&self, url: &str, task: &str) -> Duration {
+        let started = Instant::now();
+        let status = self
+            .step(url, task, "prepare", &[])
+            .status()
+            .expect("prepare");
+        let elapsed = started.elapsed();
+        assert!(status.success(), "prepare failed");
+        std::fs::write(self.path("workspace").join(format!("{task}.txt")), "done\n")
+            .expect("agent writes");
+        let done = ralph::engine::testing::done(task);
+        std::fs::write(
+            self.path("result.json"),
+            serde_json::to_string(&done).expect("json"),
+        )
+        .expect("result");
+        elapsed
+    }
+
+    fn report(&self) -> ralph::engine::workspace::WorkspaceReport {
+        let text = std::fs::read_to_string(self.path("finish.json")).expect("report");
+        serde_json::from_str(&text).expect("report json")
+    }
+}
+
+/// The agent Pod's git steps as processes, over HTTP with Basic auth.
+fn pod_steps(server: &GitServer) {
+    use ralph::engine::workspace::WorkspaceOutcome;
+    server.create_repo("pods-seq");
+    let url = server.http_url("pods-seq");
+    let mut prepare_times = Vec::new();
+    let mut finish_times = Vec::new();
+    for task in 0..SEQUENTIAL_TASKS {
+        let task = format!("t{task}");
+        let volumes = PodVolumes::new();
+        prepare_times.push(volumes.prepare_and_work(&url, &task));
+        let started = Instant::now();
+        let status = volumes.finish(&url, &task).status().expect("finish");
+        finish_times.push(started.elapsed());
+        assert!(status.success());
+        assert_eq!(volumes.report().outcome, WorkspaceOutcome::Integrated);
+    }
+    println!(
+        "Pod git steps over HTTP, {SEQUENTIAL_TASKS} sequential tasks: `ralph git prepare` {}; `ralph git finish` (commit + integrate) {}",
+        summary(&mut prepare_times),
+        summary(&mut finish_times)
+    );
+
+    server.create_repo("pods-par");
+    let url = server.http_url("pods-par");
+    let volumes: Vec<(String, PodVolumes)> = (0..PARALLEL_TASKS)
+        .map(|task| {
+            let task = format!("t{task}");
+            let v = PodVolumes::new();
+            v.prepare_and_work(&url, &task);
+            (task, v)
+        })
+        .collect();
+    let started = Instant::now();
+    let children: Vec<std::process::Child> = volumes
+        .iter()
+        .map(|(task, v)| v.finish(&url, task).spawn().expect("spawn finish"))
+        .collect();
+    for mut child in children {
+        child.wait().expect("wait");
+    }
+    let elapsed = started.elapsed();
+    let reports: Vec<_> = volumes.iter().map(|(_, v)| v.report()).collect();
+    let integrated = reports
+        .iter()
+        .filter(|r| r.outcome == WorkspaceOutcome::Integrated)
+        .count();
+    let pushes: Vec<u32> = reports.iter().filter_map(|r| r.push_attempts).collect();
+    let total: u32 = pushes.iter().sum();
+    println!(
+        "{PARALLEL_TASKS} `ralph git finish` processes at once over HTTP: {integrated} integrated in {elapsed:.2?} = {:.1} integrations/s; push attempts: total {total}, mean {:.1}, max {}",
+        integrated as f64 / elapsed.as_secs_f64(),
+        f64::from(total) / pushes.len().max(1) as f64,
+        pushes.iter().max().copied().unwrap_or_default()
+    );
 }
 
 fn random_file(path: &Path, rng: &mut impl RngCore) {

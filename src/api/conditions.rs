@@ -37,6 +37,10 @@ pub const REASON_VERIFY_NEEDS_WORKSPACE: &str = "VerifyNeedsWorkspace";
 /// Task: the task's work was reported done and a verification attempt checks it (`True`
 /// while the verification is pending or running).
 pub const VERIFYING: &str = "Verifying";
+/// `Configured=False`: `spec.workspace.git` is invalid (a bad URL or branch name).
+pub const REASON_GIT_WORKSPACE_INVALID: &str = "GitWorkspaceInvalid";
+/// `Configured=False`: the git credentials Secret is missing or lacks a key.
+pub const REASON_GIT_CREDENTIALS_MISSING: &str = "GitCredentialsMissing";
 /// `Valid=False`: the API server rejected a Task the Feature's templates describe.
 pub const REASON_TASK_REJECTED: &str = "TaskRejected";
 /// `Valid=False`: the task DAG is invalid (unknown names, cycles, duplicates).

@@ -140,6 +140,18 @@ pub struct FeatureSpec {
     /// Overrides for the agent Pods (scheduling, labels, service account, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<PodTemplateOverrides>,
+
+    /// Where the agents work: a git repository whose feature branch collects the tasks'
+    /// work (see docs/git.md). Unset: an empty directory per attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::workspace::WorkspaceSpec>,
+}
+
+impl FeatureSpec {
+    /// The Feature's git repository, when it names one.
+    pub fn git(&self) -> Option<&super::workspace::GitWorkspace> {
+        self.workspace.as_ref()?.git.as_ref()
+    }
 }
 
 /// Text given to every agent prompt of a feature.

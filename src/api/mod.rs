@@ -17,6 +17,7 @@ pub mod status;
 pub mod task;
 pub mod template;
 pub mod verify;
+pub mod workspace;
 
 pub use agent::{AgentSpec, PodTemplateOverrides};
 pub use budget::BudgetSpec;

@@ -181,6 +181,10 @@ pub struct AttemptRecord {
     /// Token and cost usage of this attempt.
     #[serde(default)]
     pub usage: Usage,
+
+    /// What the git steps did with the attempt's work (its commit, the integration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<crate::engine::workspace::WorkspaceReport>,
 }
 
 /// Where a feature stands.
@@ -299,6 +303,10 @@ pub struct FeatureStatus {
     /// Tokens and cost of all ended attempts: the sum of its Tasks' usage.
     #[serde(default)]
     pub usage: UsageTotals,
+
+    /// The feature branch and its head, when the Feature works in a git repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<super::workspace::FeatureBranchStatus>,
 }
 
 #[cfg(test)]

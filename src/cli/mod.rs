@@ -5,6 +5,7 @@ pub mod agent;
 pub mod controller;
 pub mod crds;
 pub mod exit;
+pub mod git;
 pub mod install;
 pub mod memory;
 pub mod run;
@@ -61,6 +62,9 @@ pub enum Command {
     Sidecar(sidecar::Args),
     /// Copy this binary to a path (agent Pod init container).
     Install(install::Args),
+    /// The git steps of an agent Pod: clone before the agent, commit and integrate after.
+    #[command(subcommand)]
+    Git(git::Command),
 }
 
 /// Runs one parsed subcommand; the exit code is the subcommand's documented outcome.
@@ -78,6 +82,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Controller(args) => controller::run(args).await,
         Command::Sidecar(args) => sidecar::run(args).await,
         Command::Install(args) => install::run(args).await,
+        Command::Git(command) => git::run(command).await,
     }
 }
 

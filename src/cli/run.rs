@@ -18,7 +18,7 @@ use crate::local::scheduler::{self, RunOptions, RunOutcome};
 use crate::local::status_view::Counts;
 use crate::local::store::Store;
 use crate::local::summary::Summary;
-use crate::local::{process, state_dir};
+use crate::local::{process, shared_workspace, state_dir};
 
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
@@ -251,6 +251,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .concat(),
         },
     };
+    let shared =
+        shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace);
+    if let Some(message) = shared {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message,
+        });
+    }
     let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
     let (finished_outcome, message) = match &outcome {
         RunOutcome::Finished { outcome, message } => (Some(*outcome), message.clone()),

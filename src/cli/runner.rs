@@ -35,6 +35,10 @@ pub struct Args {
     /// exists, else the last line on stdout].
     #[arg(long)]
     pub result_file: Option<PathBuf>,
+    /// Also write the result document here (atomically), e.g. for an agent Pod's finishing
+    /// git step in a shared volume.
+    #[arg(long)]
+    pub result_copy: Option<PathBuf>,
     /// File touched (at most once a second) while the agent sends ACP traffic.
     #[arg(long)]
     pub heartbeat_file: Option<PathBuf>,
@@ -130,9 +134,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     match result_destination(args.result_file) {
         Some(path) => {
             write_result(result, &path)?;
+            if let Some(copy) = &args.result_copy {
+                let json = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read back {}", path.display()))?;
+                write_atomically(copy, &json)?;
+            }
         }
         None => {
             let json = fit_result(result)?.1;
+            if let Some(copy) = &args.result_copy {
+                write_atomically(copy, &json)?;
+            }
             writeln!(std::io::stdout(), "{json}").context("cannot write the result to stdout")?;
         }
     }
@@ -148,6 +160,13 @@ pub fn exit_status(outcome: OutcomeClass) -> u8 {
         OutcomeClass::Cancelled => 5,
         OutcomeClass::Misconfigured => 6,
     }
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, text)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .with_context(|| format!("cannot write the result copy {}", path.display()))
 }
 
 fn result_destination(explicit: Option<PathBuf>) -> Option<PathBuf> {

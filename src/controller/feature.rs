@@ -142,7 +142,10 @@ async fn judge(
             .state_filter(|p| in_feature(p.labels(), p.namespace())),
     );
     let now_ms = jiff::Timestamp::now().as_millisecond();
-    let precheck = configuration_problem(feature, ctx);
+    let precheck = match configuration_problem(feature, ctx) {
+        Some(problem) => Some(problem),
+        None => super::git::configuration_problem(feature, ctx).await,
+    };
     let recorded = status::recorded_misconfiguration(feature);
     let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
     let rests = ctx

@@ -50,7 +50,7 @@ const NON_ROOT_ID: i64 = 65532;
 /// Lifetime of the sidecar's projected token (the kubelet refreshes it).
 const TOKEN_SECONDS: i64 = 3600;
 /// How long after the runner's last heartbeat the sidecar keeps renewing, beyond the idle timeout.
-const HEARTBEAT_SLACK_SECONDS: u64 = 60;
+pub(super) const HEARTBEAT_SLACK_SECONDS: u64 = 60;
 
 /// How the claim-renewing sidecar runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -391,7 +391,7 @@ fn token_volume() -> Volume {
     }
 }
 
-fn restricted() -> SecurityContext {
+pub(super) fn restricted() -> SecurityContext {
     SecurityContext {
         run_as_non_root: Some(true),
         allow_privilege_escalation: Some(false),
@@ -426,7 +426,7 @@ fn small_resources() -> ResourceRequirements {
     }
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(super) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.to_owned(),
         mount_path: path.to_owned(),
@@ -435,7 +435,7 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
-fn env_var(name: &str, value: &str) -> EnvVar {
+pub(super) fn env_var(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: Some(value.to_owned()),

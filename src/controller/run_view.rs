@@ -18,6 +18,10 @@ pub fn run_view(pod: Option<&Pod>, attempt_recorded: bool) -> RunView {
             RunView::NotStarted
         };
     };
+    super::pod_git::with_git_steps(pod, pod_view(pod))
+}
+
+fn pod_view(pod: &Pod) -> RunView {
     let status = pod.status.as_ref();
     if let Some(terminated) = agent_terminated(pod) {
         let (result, unreadable) = parse_result(terminated.message.as_deref());

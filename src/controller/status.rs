@@ -206,6 +206,16 @@ pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
                 .or_else(|| last.sigils.task_failed_reason.clone()),
         }),
         AttemptOutcome::Lost => Some(PreviousAttempt::Lost),
+        AttemptOutcome::Conflict => {
+            let report = last.workspace.clone();
+            Some(PreviousAttempt::Conflict {
+                files: report
+                    .as_ref()
+                    .map(|r| r.conflict_files.clone())
+                    .unwrap_or_default(),
+                tasks: report.map(|r| r.conflicting_tasks).unwrap_or_default(),
+            })
+        }
         _ => None,
     }
 }
@@ -305,6 +315,7 @@ pub fn feature_status(
     );
     status.usage = super::budget::recorded(tasks);
     super::budget::set_cost_condition(feature, &status.usage, &mut status.conditions, now.clone());
+    status.git = super::git::branch_status(feature, tasks);
     let c = &plan.counts;
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     status.counts = TaskCounts {

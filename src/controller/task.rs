@@ -23,6 +23,7 @@ use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
 use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 use crate::engine::verification::AttemptKind;
+use crate::engine::workspace::WorkspaceReport;
 
 /// Why a task's actions could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -384,7 +385,15 @@ async fn start(
         kind,
         verify: &scope.feature.spec.verify,
     };
-    let pod = attempt_pod(&input, &ctx.pod_settings)?;
+    let mut pod = attempt_pod(&input, &ctx.pod_settings)?;
+    super::git::add_to_attempt_pod(
+        &mut pod,
+        scope.feature,
+        input.agent,
+        &plan.task_id,
+        attempt,
+        kind,
+    );
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     create_idempotent(ctx.api_timeout, &pods, &id, &pod)
         .await
@@ -527,6 +536,19 @@ pub fn conclude(
     now_ms: i64,
     jitter: f64,
 ) -> NextState {
+    conclude_in_workspace(feature, task, task_id, end, None, now_ms, jitter)
+}
+
+/// [`conclude`] with what the attempt's git steps reported.
+pub fn conclude_in_workspace(
+    feature: &Feature,
+    task: &Task,
+    task_id: &str,
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
+    now_ms: i64,
+    jitter: f64,
+) -> NextState {
     let status = task.status.clone().unwrap_or_default();
     let state = TaskState {
         name: task_id.to_owned(),
@@ -538,7 +560,7 @@ pub fn conclude(
         kind: super::verify::attempt_kind(task, status.attempt_count),
     };
     let policy = ConclusionPolicy::with_retry(retry_policy(feature, task));
-    conclusion::conclude(end, &state, &policy, now_ms, jitter)
+    conclusion::conclude_with_workspace(end, workspace, &state, &policy, now_ms, jitter)
 }
 
 /// Records how the attempt ended, as the outcome policy judges it.
@@ -552,11 +574,13 @@ async fn ingest(
     let task = &plan.task;
     let status = task.status.clone().unwrap_or_default();
     observe_claim_to_pod(ctx, task, &status);
-    let next = conclude(
+    let workspace = super::git::finish_report_of(ctx, task);
+    let next = conclude_in_workspace(
         scope.feature,
         task,
         &plan.task_id,
         end,
+        workspace.as_ref(),
         scope.now_ms,
         rand::random::<f64>(),
     );
@@ -608,6 +632,7 @@ async fn ingest(
         super::memory::keep_knowledge(ctx, scope.feature, task, result, &attempt, scope.now_ms)
             .await?;
     }
+    super::git::record_report(&mut new_status, workspace);
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {
         FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),

@@ -14,11 +14,10 @@ use crate::engine::verification::{self, AttemptKind, PastAttempt};
 /// Whether a verification Pod of this Feature sees the work it verifies: only when the work
 /// lives in git (`spec.workspace.git`), from which the verification Pod starts on the task's
 /// work branch. Each attempt Pod otherwise works in its own emptyDir.
-///
-/// MERGE SEAM: true once the Feature names a git workspace (`spec.workspace.git`, branch
-/// "gitwire"); until that field exists, no Feature's verifier can see the work.
-pub fn verifier_sees_the_work(_feature: &Feature) -> bool {
-    false
+/// That is when the Feature names a git workspace (`spec.workspace.git`): the worker pushes
+/// its work branch and the verifier's Pod starts from it.
+pub fn verifier_sees_the_work(feature: &Feature) -> bool {
+    feature.spec.git().is_some()
 }
 
 /// What keeps the Feature's `spec.verify` from working on a cluster, if anything.

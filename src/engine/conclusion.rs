@@ -14,6 +14,7 @@ use super::policy::{
     AttemptOutcome, Decision, EventKind, FeatureEffect, PhaseChange, PreviousAttempt, TaskContext,
 };
 use super::verification::{self, AttemptKind, Verification};
+use super::workspace::{self, WorkspaceReport};
 
 /// How long an exhausted agent rests when it did not say when its quota resets.
 pub const DEFAULT_EXHAUSTION_REST: Duration = Duration::from_secs(300);
@@ -121,6 +122,20 @@ pub fn conclude(
     now_ms: i64,
     jitter: f64,
 ) -> NextState {
+    conclude_with_workspace(end, None, task, policy, now_ms, jitter)
+}
+
+/// [`conclude`] for an attempt in a git workspace: `workspace` is what its git steps did
+/// with the work (a conflict or a failed integration undoes a done verdict, see
+/// [`workspace::after_git`]).
+pub fn conclude_with_workspace(
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
+    task: &TaskState,
+    policy: &ConclusionPolicy,
+    now_ms: i64,
+    jitter: f64,
+) -> NextState {
     let context = TaskContext {
         name: task.name.clone(),
         retry_count: task.retry_count,
@@ -128,6 +143,9 @@ pub fn conclude(
         verify: task.verify.agent,
     };
     let mut decision = verification::conclude_attempt(end, &context, task.kind, task.verify);
+    if let Some(report) = workspace {
+        decision = workspace::after_git(decision, &context, report);
+    }
     let result: Option<&AttemptResult> = match end {
         AttemptEnd::Reported(result) => Some(result),
         _ => None,

@@ -15,3 +15,4 @@ pub mod sigils;
 #[doc(hidden)]
 pub mod testing;
 pub mod verification;
+pub mod workspace;

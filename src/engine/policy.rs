@@ -52,6 +52,8 @@ pub enum AttemptOutcome {
     StoppedFeature,
     /// The agent could not run as configured; the feature halts until the user fixes it.
     Misconfigured,
+    /// Done, but the work conflicts with work integrated meanwhile: retried on the new head.
+    Conflict,
 }
 
 impl AttemptOutcome {
@@ -68,6 +70,7 @@ impl AttemptOutcome {
             Self::Lost => "lost",
             Self::StoppedFeature => "stoppedFeature",
             Self::Misconfigured => "misconfigured",
+            Self::Conflict => "conflict",
         }
     }
 }
@@ -136,6 +139,15 @@ pub enum PreviousAttempt {
     },
     /// The attempt lost its claim (node lost, pod gone).
     Lost,
+    /// The attempt's work conflicted with work other tasks integrated meanwhile.
+    Conflict {
+        /// Files changed on both sides.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<String>,
+        /// The tasks whose work it conflicted with.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tasks: Vec<String>,
+    },
 }
 
 impl fmt::Display for PreviousAttempt {
@@ -149,6 +161,19 @@ impl fmt::Display for PreviousAttempt {
             Self::Lost => f.write_str(
                 "Previous attempt was lost (its claim expired: the node or pod went away).",
             ),
+            Self::Conflict { files, tasks } => {
+                f.write_str("Previous attempt's work conflicted with work integrated meanwhile")?;
+                if !tasks.is_empty() {
+                    write!(f, " by task {}", tasks.join(", "))?;
+                }
+                if !files.is_empty() {
+                    write!(f, " in {}", files.join(", "))?;
+                }
+                f.write_str(
+                    ". Your workspace starts from the feature branch with that work in it: \
+                     redo your change on top of it.",
+                )
+            }
         }
     }
 }

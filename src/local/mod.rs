@@ -11,6 +11,7 @@ pub mod prompt;
 pub mod run_event;
 pub mod scheduler;
 pub mod selection;
+pub mod shared_workspace;
 pub mod state_dir;
 pub mod status_view;
 pub mod store;

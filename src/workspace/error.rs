@@ -96,6 +96,20 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
+    /// True when only the user can fix it (credentials, URL, baseRef, branch protection,
+    /// a missing git): retrying the attempt would fail the same way.
+    pub fn needs_user_fix(&self) -> bool {
+        matches!(
+            self,
+            Self::Settings(_)
+                | Self::GitMissing { .. }
+                | Self::AuthenticationFailed { .. }
+                | Self::RepositoryNotFound { .. }
+                | Self::BaseRefMissing { .. }
+                | Self::PushRejected { .. }
+        )
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| Self::Io { path, source }

@@ -19,8 +19,21 @@ pub use attempt::{AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, Integ
 pub use error::WorkspaceError;
 pub use git::CredentialFiles;
 pub use local::{LocalRepo, local_work_branch};
-pub use remote::{RemoteRepo, attempt_dir, clone_work_branch};
+pub use remote::{RemoteRepo, attempt_dir, clone_work_branch, pushed_work_branch};
 pub use settings::{
     CommitAuthor, Credentials, RepoSettings, SettingsError, Transport, default_feature_branch,
     validate_branch_name, validate_url,
 };
+
+/// File names in a credentials directory handed to the git steps (a credentials Secret's
+/// keys are mapped onto them): `username` and `token`, or `ssh-privatekey` and `known_hosts`.
+pub mod credential_file {
+    /// The HTTPS username.
+    pub const USERNAME: &str = "username";
+    /// The HTTPS token or password.
+    pub const TOKEN: &str = "token";
+    /// The SSH private key.
+    pub const SSH_KEY: &str = "ssh-privatekey";
+    /// The SSH known_hosts lines.
+    pub const KNOWN_HOSTS: &str = "known_hosts";
+}

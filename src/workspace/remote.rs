@@ -23,9 +23,16 @@ pub struct RemoteRepo {
 }
 
 /// `ralph/<feature>/<task>`: the branch an attempt's work is committed on in its clone.
-/// It is never pushed; only the feature branch is.
+/// It is pushed only under [`pushed_work_branch`]'s name.
 pub fn clone_work_branch(feature: &str, task: &str) -> String {
     format!("ralph/{feature}/{task}")
+}
+
+/// `ralph-work/<feature>/<task>`: where a task's work waits on the server for a verifier
+/// ([`RemoteRepo::push_work_branch`]). Not `ralph/<feature>/<task>`: a server cannot hold
+/// that beside the default feature branch `ralph/<feature>`.
+pub fn pushed_work_branch(feature: &str, task: &str) -> String {
+    format!("ralph-work/{feature}/{task}")
 }
 
 impl RemoteRepo {
@@ -176,6 +183,102 @@ impl RemoteRepo {
             feature_branch: feature_branch.to_owned(),
             start_commit,
         })
+    }
+
+    /// Clones the task's pushed work branch ([`pushed_work_branch`]) into `dir` (absent or
+    /// empty) for a verifier: the work branch `ralph/<feature>/<task>` is at the work
+    /// commit, and `start_commit` is its parent, so [`RemoteRepo::integrate`] after
+    /// [`RemoteRepo::commit`] integrates the work (and whatever the verifier changed).
+    pub async fn prepare_from_work_branch(
+        &self,
+        dir: &Path,
+        task: &str,
+        attempt: u32,
+    ) -> Result<AttemptWorkspace, WorkspaceError> {
+        let work_branch = clone_work_branch(&self.feature, task);
+        let pushed = pushed_work_branch(&self.feature, task);
+        super::settings::validate_branch_name("work branch", &pushed)?;
+        ensure_fresh_directory(dir)?;
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+        let dir_arg = dir.to_string_lossy().into_owned();
+        let url = self.settings.url.as_str();
+        self.git
+            .ok(
+                parent,
+                &[
+                    "clone",
+                    "-q",
+                    "--depth",
+                    "2",
+                    "--single-branch",
+                    "--no-tags",
+                    "--branch",
+                    &pushed,
+                    "--",
+                    url,
+                    &dir_arg,
+                ],
+                &pushed,
+                Net::Remote,
+            )
+            .await?;
+        let local = Net::Local;
+        self.git
+            .ok(
+                dir,
+                &["checkout", "-q", "--no-track", "-b", &work_branch],
+                &pushed,
+                local,
+            )
+            .await?;
+        self.git
+            .ok(dir, &["branch", "-q", "-D", &pushed], &pushed, local)
+            .await?;
+        let start_commit = self
+            .git
+            .ok(dir, &["rev-parse", "HEAD^"], &pushed, local)
+            .await?;
+        Ok(AttemptWorkspace {
+            dir: dir.to_owned(),
+            attempt: AttemptRef::new(&self.feature, task, attempt),
+            work_branch,
+            feature_branch: self.feature_branch.clone(),
+            start_commit,
+        })
+    }
+
+    /// Pushes the attempt's commit (see [`RemoteRepo::commit`]) to the task's
+    /// [`pushed_work_branch`], replacing what an earlier attempt left there; the feature
+    /// branch is not touched. Returns the branch.
+    pub async fn push_work_branch(&self, ws: &AttemptWorkspace) -> Result<String, WorkspaceError> {
+        let pushed = pushed_work_branch(&self.feature, &ws.attempt.task);
+        let url = self.settings.url.as_str();
+        let push_spec = format!("+HEAD:refs/heads/{pushed}");
+        let push = self
+            .git
+            .run(
+                &ws.dir,
+                &["push", "--porcelain", "--", url, &push_spec],
+                &pushed,
+                Net::Remote,
+            )
+            .await?;
+        if push.success {
+            return Ok(pushed);
+        }
+        match read_push_failure(&push.stdout) {
+            PushFailure::Refused(reason) => Err(WorkspaceError::PushRejected {
+                url: url.to_owned(),
+                branch: pushed,
+                reason,
+            }),
+            PushFailure::Raced | PushFailure::NoStatus => {
+                Err(self
+                    .git
+                    .failure(&["push"], &pushed, Net::Remote, &push.stderr))
+            }
+        }
     }
 
     /// Commits everything in the workspace as one commit naming the task and attempt.

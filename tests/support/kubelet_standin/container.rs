@@ -77,6 +77,11 @@ impl PathMap {
         self.mounts.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
     }
 
+    /// Every mount: the in-Pod path and the host directory or file standing for it.
+    pub fn mounts(&self) -> impl Iterator<Item = (&str, &Path)> {
+        self.mounts.iter().map(|(p, h)| (p.as_str(), h.as_path()))
+    }
+
     /// The host path of an in-Pod path, when it lies under a mapped path (and not under
     /// one of the host directories, which stay as they are).
     pub fn host_path(&self, in_pod: &str) -> Option<PathBuf> {

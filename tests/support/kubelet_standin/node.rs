@@ -291,6 +291,10 @@ async fn run_pod(
         Ok(prepared) => prepared,
         Err(message) => return fail(message).await,
     };
+    let git_steps = match prepare_git_steps(&client, &layout, &pod, &pod_dir).await {
+        Ok(steps) => steps,
+        Err(message) => return fail(message).await,
+    };
     if let Some(run) = shared.runs().get_mut(&key) {
         run.pod_dir = pod_dir.clone();
         run.paths = agent.paths.clone();
@@ -306,6 +310,38 @@ async fn run_pod(
             Ok(child) => sidecar_children.push(child),
             Err(error) => {
                 return fail(format!("starting sidecar {:?}: {error}", sidecar.name)).await;
+            }
+        }
+    }
+    for init in &git_steps.init {
+        let exit = match process::spawn(init, &extra_env) {
+            Ok(mut child) => child.wait().await.map(process::exit_code),
+            Err(error) => Err(error),
+        };
+        let exit_code = match exit {
+            Ok(code) => code,
+            Err(error) => return fail(format!("running {:?}: {error}", init.name)).await,
+        };
+        if exit_code != 0 {
+            sidecar_children.iter().for_each(process::kill_group);
+            let message = process::termination_message(init, exit_code);
+            let termination = Termination::error(exit_code, message);
+            write_status(
+                &pods,
+                &name,
+                status::init_failed(&pod, &init.name, &termination, &started_at, &now()),
+            )
+            .await;
+            shared.controls().remove(&key);
+            return;
+        }
+    }
+    let mut finishers = Vec::new();
+    for finisher in &git_steps.main {
+        match process::spawn(finisher, &extra_env) {
+            Ok(child) => finishers.push((finisher, child)),
+            Err(error) => {
+                return fail(format!("starting {:?}: {error}", finisher.name)).await;
             }
         }
     }
@@ -327,6 +363,25 @@ async fn run_pod(
             return;
         }
     };
+    let mut others = Vec::new();
+    for (finisher, mut finisher_child) in finishers {
+        let exit = if control.stop.is_cancelled() {
+            process::stop(&mut finisher_child, Duration::from_secs(1)).await
+        } else {
+            finisher_child.wait().await
+        };
+        let code = exit.map(process::exit_code).unwrap_or(137);
+        let message = process::termination_message(finisher, code);
+        let termination = if code == 0 {
+            Termination {
+                message,
+                ..Termination::completed("")
+            }
+        } else {
+            Termination::error(code, message)
+        };
+        others.push((finisher.name.clone(), termination));
+    }
     for sidecar in &mut sidecar_children {
         // A sidecar that fails to stop cleanly does not change the Pod's outcome.
         let _ = process::stop(sidecar, Duration::from_secs(2)).await;
@@ -350,13 +405,54 @@ async fn run_pod(
     write_status(
         &pods,
         &name,
-        status::terminated(&pod, &termination, &started_at, &now()),
+        status::terminated_with(&pod, &termination, &others, &started_at, &now()),
     )
     .await;
     shared.controls().remove(&key);
     if control.stop.is_cancelled() {
         confirm_deletion(pods, pod).await;
     }
+}
+
+/// The git steps of an agent Pod (`ralph git ...`): init containers run before the agent,
+/// regular containers beside it.
+#[derive(Default)]
+struct GitSteps {
+    init: Vec<Prepared>,
+    main: Vec<Prepared>,
+}
+
+async fn prepare_git_steps(
+    client: &Client,
+    layout: &NodeLayout,
+    pod: &Pod,
+    pod_dir: &std::path::Path,
+) -> Result<GitSteps, String> {
+    let mut steps = GitSteps::default();
+    let Some(spec) = &pod.spec else {
+        return Ok(steps);
+    };
+    let volumes = prepare_volumes(client, layout, pod, pod_dir)
+        .await
+        .map_err(|e| e.to_string())?;
+    for (init, container) in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| (true, c))
+        .chain(spec.containers.iter().map(|c| (false, c)))
+        .filter(|(_, c)| runs_ralph(c, "git"))
+    {
+        let prepared = prepare_container(client, layout, pod, container, &volumes, pod_dir)
+            .await
+            .map_err(|e| e.to_string())?;
+        if init {
+            steps.init.push(prepared);
+        } else {
+            steps.main.push(prepared);
+        }
+    }
+    Ok(steps)
 }
 
 /// Prepares the agent container and, when sidecars run, the other containers and native

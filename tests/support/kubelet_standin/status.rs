@@ -166,6 +166,72 @@ pub fn running(pod: &Pod, now: &str) -> Value {
 /// Status of a Pod whose agent container ended with `agent`; every other container is
 /// reported terminated with exit 0 (sidecars are stopped once the agent is done).
 pub fn terminated(pod: &Pod, agent: &Termination, started_at: &str, now: &str) -> Value {
+    terminated_with(pod, agent, &[], started_at, now)
+}
+
+/// Status of a Pod whose init container `name` failed with `termination`: phase Failed,
+/// the later init containers and the main containers never started.
+pub fn init_failed(
+    pod: &Pod,
+    name: &str,
+    termination: &Termination,
+    started_at: &str,
+    now: &str,
+) -> Value {
+    let Some(spec) = pod.spec.as_ref() else {
+        return json!({ "phase": "Failed" });
+    };
+    let mut terminated = json!({
+        "exitCode": termination.exit_code,
+        "reason": termination.reason,
+        "startedAt": started_at,
+        "finishedAt": now,
+    });
+    if let Some(message) = termination.message.as_deref().filter(|m| !m.is_empty()) {
+        terminated["message"] = truncate(message).into();
+    }
+    let waiting = json!({ "waiting": { "reason": "PodInitializing" } });
+    let completed = json!({ "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": started_at, "finishedAt": now } });
+    let mut seen = false;
+    let init: Vec<Value> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| {
+            if c.name == name {
+                seen = true;
+                container_status(c, json!({ "terminated": terminated.clone() }), false)
+            } else if seen {
+                container_status(c, waiting.clone(), false)
+            } else {
+                container_status(c, completed.clone(), false)
+            }
+        })
+        .collect();
+    let main: Vec<Value> = spec
+        .containers
+        .iter()
+        .map(|c| container_status(c, waiting.clone(), false))
+        .collect();
+    json!({
+        "phase": "Failed",
+        "conditions": [
+            condition("PodScheduled", true, now),
+            condition("Initialized", false, now),
+        ],
+        "initContainerStatuses": init,
+        "containerStatuses": main,
+    })
+}
+
+/// [`terminated`], with how some other containers (by name) ended.
+pub fn terminated_with(
+    pod: &Pod,
+    agent: &Termination,
+    others: &[(String, Termination)],
+    started_at: &str,
+    now: &str,
+) -> Value {
     let Some(spec) = pod.spec.as_ref() else {
         return json!({ "phase": agent.phase() });
     };
@@ -200,7 +266,10 @@ pub fn terminated(pod: &Pod, agent: &Termination, started_at: &str, now: &str) -
             let t = if Some(&c.name) == agent_name.as_ref() {
                 agent
             } else {
-                &other
+                others
+                    .iter()
+                    .find(|(name, _)| *name == c.name)
+                    .map_or(&other, |(_, t)| t)
             };
             container_status(c, state(t), false)
         })

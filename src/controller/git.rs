@@ -1,0 +1,208 @@
+//! The controller's side of git workspaces: the checks the schema cannot make (URL, branch
+//! names, the credentials Secret and its keys), the git steps of an attempt's Pod, the
+//! finishing step's report on ingest, and the feature branch's head in the Feature status.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+use super::call::bounded;
+use super::context::Context;
+use super::decide::Problem;
+use super::pod::HEARTBEAT_SLACK_SECONDS;
+use super::pod_git::{GitAttemptKind, GitSteps, add_git_steps, finish_report};
+use crate::api::conditions;
+use crate::api::workspace::{FeatureBranchStatus, GitWorkspace};
+use crate::api::{AgentSpec, Feature, Task, TaskStatus};
+use crate::engine::verification::AttemptKind;
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
+use crate::workspace::{RepoSettings, Transport};
+
+/// Adds the git steps to an attempt's Pod when the Feature works in a git repository: a
+/// work attempt starts from the feature branch (and, when a verifier follows, pushes only
+/// its work branch); a verification attempt starts from that work branch and integrates it
+/// on pass. `agent` is the pool agent that runs the attempt (its image runs the git steps
+/// unless `spec.workspace.git.image` names one).
+pub fn add_to_attempt_pod(
+    pod: &mut Pod,
+    feature: &Feature,
+    agent: &AgentSpec,
+    task_id: &str,
+    attempt: u32,
+    kind: AttemptKind,
+) {
+    let Some(git) = feature.spec.git() else {
+        return;
+    };
+    let feature_name = feature.name_any();
+    add_git_steps(
+        pod,
+        &GitSteps {
+            git,
+            feature: &feature_name,
+            task_id,
+            attempt,
+            agent_image: agent.image.as_deref().unwrap_or_default(),
+            heartbeat_max_age_seconds: agent.idle_timeout_seconds + HEARTBEAT_SLACK_SECONDS,
+            kind: match kind {
+                AttemptKind::Work => GitAttemptKind::Work {
+                    verify_after: feature.spec.verify.agent,
+                },
+                AttemptKind::Verify => GitAttemptKind::Verify,
+            },
+        },
+    );
+}
+
+/// What is wrong with `spec.workspace.git` beyond its schema: the URL and branch names,
+/// then the credentials Secret (read live) and its keys. `None` when it is fine or unset.
+pub async fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
+    let git = feature.spec.git()?;
+    let namespace = feature.namespace().unwrap_or_default();
+    if let Some(problem) = settings_problem(feature, git) {
+        return Some(problem);
+    }
+    let secret_ref = git.credentials_secret_ref.as_ref()?;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let op = format!("get Secret {namespace}/{}", secret_ref.name);
+    match bounded(ctx.api_timeout, op, secrets.get_opt(&secret_ref.name)).await {
+        Ok(secret) => secret_problem(feature, git, secret.as_ref()),
+        Err(error) if error.status_code() == Some(403) => Some(Problem {
+            reason: conditions::REASON_GIT_CREDENTIALS_MISSING,
+            message: format!(
+                "the controller may not read the git credentials Secret {namespace}/{}: {error}; \
+                 grant its ServiceAccount `get` on secrets (the Helm chart does); no attempt \
+                 starts until it can",
+                secret_ref.name
+            ),
+        }),
+        Err(error) => {
+            tracing::warn!(%error, secret = %secret_ref.name, "cannot read the git credentials Secret");
+            None
+        }
+    }
+}
+
+fn settings_problem(feature: &Feature, git: &GitWorkspace) -> Option<Problem> {
+    let mut settings = RepoSettings::new(&git.url, &git.base_ref);
+    settings.feature_branch = git.feature_branch.clone();
+    let error = settings.validate(&feature.name_any()).err()?;
+    Some(Problem {
+        reason: conditions::REASON_GIT_WORKSPACE_INVALID,
+        message: format!(
+            "Feature {}/{}: {error}; no attempt starts until it is fixed",
+            feature.namespace().unwrap_or_default(),
+            feature.name_any()
+        ),
+    })
+}
+
+/// The problem with the credentials Secret as read (`None`: it does not exist).
+pub fn secret_problem(
+    feature: &Feature,
+    git: &GitWorkspace,
+    secret: Option<&Secret>,
+) -> Option<Problem> {
+    let secret_ref = git.credentials_secret_ref.as_ref()?;
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = &secret_ref.name;
+    let problem = |message: String| Problem {
+        reason: conditions::REASON_GIT_CREDENTIALS_MISSING,
+        message: format!("{message}; no attempt starts until it is fixed"),
+    };
+    let Some(secret) = secret else {
+        return Some(problem(format!(
+            "the git credentials Secret {namespace}/{name} (spec.workspace.git.credentialsSecretRef) \
+             does not exist: create it (kubectl create secret generic {name} -n {namespace} ...) \
+             or fix the name"
+        )));
+    };
+    let keys: Vec<&str> = match crate::workspace::validate_url(&git.url) {
+        Ok(Transport::Ssh) => vec![
+            secret_ref.ssh_private_key_key(),
+            secret_ref.known_hosts_key(),
+        ],
+        _ => vec![secret_ref.username_key(), secret_ref.token_key()],
+    };
+    let has = |key: &str| {
+        secret.data.as_ref().is_some_and(|d| d.contains_key(key))
+            || secret
+                .string_data
+                .as_ref()
+                .is_some_and(|d| d.contains_key(key))
+    };
+    let missing: Vec<&str> = keys.into_iter().filter(|k| !has(k)).collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(problem(format!(
+        "the git credentials Secret {namespace}/{name} has no key {}: add {} to the Secret, or \
+         name the keys it has in spec.workspace.git.credentialsSecretRef",
+        missing
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if missing.len() == 1 { "it" } else { "them" }
+    )))
+}
+
+/// The finishing step's report of the task's current attempt, from the Pod cache.
+pub fn finish_report_of(ctx: &Context, task: &Task) -> Option<WorkspaceReport> {
+    let pod_name = task.status.as_ref()?.attempts.last()?.pod.clone()?;
+    let namespace = task.namespace()?;
+    let pod = ctx
+        .pods
+        .get(&ObjectRef::new(&pod_name).within(&namespace))?;
+    finish_report(&pod)
+}
+
+/// Records the git steps' report on the attempt just ingested.
+pub fn record_report(status: &mut TaskStatus, report: Option<WorkspaceReport>) {
+    if let (Some(record), Some(report)) = (status.attempts.last_mut(), report) {
+        record.workspace = Some(report);
+    }
+}
+
+/// The feature branch and its head: the newest integrated commit any task recorded.
+pub fn branch_status(feature: &Feature, tasks: &[Arc<Task>]) -> Option<FeatureBranchStatus> {
+    let git = feature.spec.git()?;
+    let branch = git
+        .feature_branch
+        .clone()
+        .unwrap_or_else(|| crate::workspace::default_feature_branch(&feature.name_any()));
+    let integrated = tasks
+        .iter()
+        .filter_map(|t| t.status.as_ref())
+        .flat_map(|s| s.attempts.iter())
+        .filter_map(|a| {
+            let report = a.workspace.as_ref()?;
+            (report.outcome == WorkspaceOutcome::Integrated).then_some((a, report))
+        });
+    let mut count = 0u32;
+    let mut newest: Option<(
+        Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+        &str,
+    )> = None;
+    for (attempt, report) in integrated {
+        count += 1;
+        let Some(head) = report.feature_head.as_deref() else {
+            continue;
+        };
+        let at = attempt.ended_at.as_ref();
+        if newest.is_none_or(|(t, _)| at.map(|a| a.0) > t.map(|t| t.0)) {
+            newest = Some((at, head));
+        }
+    }
+    Some(FeatureBranchStatus {
+        branch,
+        head: newest.map(|(_, head)| head.to_owned()),
+        integrated: count,
+    })
+}
+
+#[cfg(test)]
+#[path = "git_tests.rs"]
+mod tests;

@@ -1,0 +1,159 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::*;
+use crate::api::AttemptRecord;
+
+fn feature(git: serde_json::Value) -> Feature {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": "login", "namespace": "team", "generation": 2},
+        "spec": {
+            "agent": {"command": ["agent"], "image": "agent:1"},
+            "tasks": [],
+            "workspace": {"git": git}
+        }
+    }))
+    .expect("feature")
+}
+
+fn https_feature() -> Feature {
+    feature(serde_json::json!({
+        "url": "https://git.example.com/team/app.git",
+        "baseRef": "main",
+        "credentialsSecretRef": {"name": "repo-creds"}
+    }))
+}
+
+fn secret(keys: &[&str]) -> Secret {
+    Secret {
+        data: Some(
+            keys.iter()
+                .map(|k| ((*k).to_owned(), ByteString(b"x".to_vec())))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Secret::default()
+    }
+}
+
+fn problem(feature: &Feature, secret: Option<&Secret>) -> Option<Problem> {
+    let git = feature.spec.git().expect("git workspace");
+    secret_problem(feature, git, secret)
+}
+
+#[test]
+fn a_missing_credentials_secret_is_named_with_its_namespace_and_the_fix() {
+    let found = problem(&https_feature(), None).expect("a problem");
+    assert_eq!(found.reason, conditions::REASON_GIT_CREDENTIALS_MISSING);
+    assert!(
+        found.message.contains("team/repo-creds"),
+        "{}",
+        found.message
+    );
+    assert!(
+        found.message.contains("does not exist"),
+        "{}",
+        found.message
+    );
+}
+
+#[test]
+fn a_secret_without_the_token_key_names_the_key() {
+    let found = problem(&https_feature(), Some(&secret(&["username"]))).expect("a problem");
+    assert!(found.message.contains("`password`"), "{}", found.message);
+    assert!(!found.message.contains("`username`"), "{}", found.message);
+}
+
+#[test]
+fn a_secret_with_username_and_password_is_fine() {
+    assert_eq!(
+        problem(&https_feature(), Some(&secret(&["username", "password"]))),
+        None
+    );
+}
+
+#[test]
+fn an_ssh_url_needs_the_key_and_known_hosts() {
+    let f = feature(serde_json::json!({
+        "url": "git@git.example.com:team/app.git",
+        "baseRef": "main",
+        "credentialsSecretRef": {"name": "deploy-key"}
+    }));
+    let found = problem(&f, Some(&secret(&["ssh-privatekey"]))).expect("a problem");
+    assert!(found.message.contains("`known_hosts`"), "{}", found.message);
+}
+
+#[test]
+fn a_url_with_a_password_in_it_is_a_configuration_problem() {
+    let f = feature(serde_json::json!({
+        "url": "https://bob:hunter2@git.example.com/app.git",
+        "baseRef": "main"
+    }));
+    let git = f.spec.git().expect("git");
+    let found = settings_problem(&f, git).expect("a problem");
+    assert_eq!(found.reason, conditions::REASON_GIT_WORKSPACE_INVALID);
+    assert!(!found.message.contains("hunter2"), "{}", found.message);
+}
+
+fn task_with(attempts: Vec<AttemptRecord>) -> Arc<Task> {
+    let mut task: Task = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "login-a", "namespace": "team"},
+        "spec": {"featureRef": "login"}
+    }))
+    .expect("task");
+    task.status = Some(TaskStatus {
+        attempts,
+        ..TaskStatus::default()
+    });
+    Arc::new(task)
+}
+
+fn integrated(number: u32, head: &str, ended_ms: i64) -> AttemptRecord {
+    AttemptRecord {
+        number,
+        ended_at: Some(Time(
+            jiff::Timestamp::from_millisecond(ended_ms).expect("time"),
+        )),
+        workspace: Some(WorkspaceReport {
+            feature_head: Some(head.to_owned()),
+            ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
+        }),
+        ..AttemptRecord::default()
+    }
+}
+
+#[test]
+fn the_feature_branch_head_is_the_newest_integration() {
+    let tasks = vec![
+        task_with(vec![integrated(1, "aaa", 1_000)]),
+        task_with(vec![
+            AttemptRecord {
+                number: 1,
+                workspace: Some(WorkspaceReport::new(WorkspaceOutcome::Conflict)),
+                ..AttemptRecord::default()
+            },
+            integrated(2, "bbb", 2_000),
+        ]),
+    ];
+    let status = branch_status(&https_feature(), &tasks).expect("branch status");
+    assert_eq!(status.branch, "ralph/login");
+    assert_eq!(status.head.as_deref(), Some("bbb"));
+    assert_eq!(status.integrated, 2);
+}
+
+#[test]
+fn a_feature_without_git_has_no_branch_status() {
+    let f: Feature = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": "login", "namespace": "team"},
+        "spec": {"agent": {"command": ["agent"]}, "tasks": []}
+    }))
+    .expect("feature");
+    assert_eq!(branch_status(&f, &[]), None);
+}
