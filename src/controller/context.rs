@@ -43,6 +43,10 @@ pub struct Context {
     pub applied: Arc<Mutex<HashMap<String, i64>>>,
     /// Task status writes the Task cache has not shown yet (read-your-writes).
     pub task_writes: super::task::TaskWrites,
+    /// The caches' objects by Feature (and the held claim Leases).
+    pub indexes: super::index::Indexes,
+    /// Checks made before claiming (the agent ServiceAccount exists).
+    pub preflight: super::preflight::Preflight,
 }
 
 impl Context {

@@ -26,6 +26,7 @@ use super::claim::Leases;
 use super::context::Context;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
+use super::index::{Index, Indexes};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
 use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
@@ -235,6 +236,7 @@ impl Term<'_> {
         let caches = Caches::start(self.client, self.config.namespace.as_deref());
         let ctx = Arc::new(self.context(&caches));
         let readiness = tokio::spawn(report_readiness(self.health.clone(), caches.stores()));
+        let gauges = tokio::spawn(count_tasks_periodically(Arc::clone(&ctx)));
         let retention = tokio::spawn(retention::sweep(
             self.client.clone(),
             caches.pods.clone(),
@@ -252,6 +254,7 @@ impl Term<'_> {
         .await;
         readiness.abort();
         retention.abort();
+        gauges.abort();
     }
 
     fn context(&self, caches: &Caches) -> Context {
@@ -278,6 +281,8 @@ impl Term<'_> {
             api_timeout: self.config.api_timeout,
             applied: Default::default(),
             task_writes: Default::default(),
+            indexes: caches.indexes.clone(),
+            preflight: Default::default(),
         }
     }
 }
@@ -293,24 +298,29 @@ struct Caches {
     task_changes: Touched<Task>,
     pod_changes: Touched<Pod>,
     lease_changes: Touched<Lease>,
+    indexes: Indexes,
 }
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
+        let indexes = Indexes::default();
         let (tasks, task_changes) = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
             |_| {},
+            vec![indexes.tasks.clone()],
         );
         let (pods, pod_changes) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
             trim_pod,
+            vec![indexes.pods.clone()],
         );
         let (leases, lease_changes) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |_| {},
+            vec![indexes.leases.clone(), indexes.held_leases.clone()],
         );
         Self {
             tasks,
@@ -319,6 +329,7 @@ impl Caches {
             task_changes,
             pod_changes,
             lease_changes,
+            indexes,
         }
     }
 
@@ -334,6 +345,18 @@ fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
     if let Some(annotations) = pod.metadata.annotations.as_mut() {
         annotations.remove(PROMPT_ANNOTATION);
+    }
+}
+
+/// How often the tasks-by-phase gauges are set from the Task cache.
+const GAUGE_PERIOD: Duration = Duration::from_secs(5);
+
+/// Sets the tasks-by-phase gauges every [`GAUGE_PERIOD`] (a walk over every cached Task,
+/// kept out of the reconciles).
+async fn count_tasks_periodically(ctx: Arc<Context>) {
+    loop {
+        super::feature::count_tasks_by_phase(&ctx);
+        tokio::time::sleep(GAUGE_PERIOD).await;
     }
 }
 
@@ -400,8 +423,14 @@ async fn timed_reconcile(
 }
 
 /// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
-/// dropped, and what `trim` drops, to save memory), reconnecting with [`WatchBackoff`].
-fn cached<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> (Store<K>, Touched<K>)
+/// and kubectl's last-applied copy dropped, and what `trim` drops, to save memory) and the
+/// `indexes` over it, reconnecting with [`WatchBackoff`].
+fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    indexes: Vec<Index<K>>,
+) -> (Store<K>, Touched<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -410,14 +439,28 @@ where
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(move |object: &mut K| {
-            object.meta_mut().managed_fields = None;
+            let meta = object.meta_mut();
+            meta.managed_fields = None;
+            if let Some(annotations) = meta.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED_ANNOTATION);
+            }
             trim(object);
         })
         .reflect(writer)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                for index in &indexes {
+                    index.apply(event);
+                }
+            }
+        })
         .touched_objects()
         .boxed();
     (reader, stream)
 }
+
+/// `kubectl apply`'s copy of the applied object: nothing the controller reads.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Watch reconnect backoff: exponential from 100 ms, capped at 2 s, with jitter, reset on
 /// success. kube-runtime's default grows to 30 s, which after an API server outage leaves
