@@ -2,16 +2,17 @@
 //! latency (2 ms reads, 8 ms writes), printed, not asserted. The controller runs as a
 //! separate `ralph controller` process, so its CPU time and RSS are its own.
 //!
-//! - attempts: for Features of 100, 1,000 and 10,000 independent tasks (parallelism 100),
+//! - attempts: for Features of 100, 1,000 and 10,000 independent tasks (parallelism 100;
+//!   100 as templates, the larger ones as standalone Tasks: a Feature holds at most 200),
 //!   a kubelet stand-in finishes every agent Pod with a task-done result as soon as it
-//!   appears; in steady state (from a tenth of the tasks, at most 100, done to 500 more, or
+//!   appears; in steady state (from a tenth of the tasks, at most 100, done, 500 more, or
 //!   all): tasks/s, API writes per attempt (by kind, Events included), controller CPU per task.
 //! - applied: 50 Features of 200 tasks (10,000 Tasks) applied at once: seconds until every
 //!   Feature has a status counting all its tasks, and the controller's RSS then.
 //! - qps50, qps500: at an equal client-side rate limit (`--kube-api-qps`, burst twice that),
 //!   a Job-controller-like baseline (per Pod: create it, see it finish, remove its tracking
-//!   finalizer; the Job's counts written at most once a second) runs 300 Pods, then ralph
-//!   runs a Feature of 300 tasks; both at parallelism 100, Pods finished by the same
+//!   finalizer; the Job's counts written at most once a second) runs 200 Pods, then ralph
+//!   runs a Feature of 200 tasks; both at parallelism 100, Pods finished by the same
 //!   stand-in: pods/s and tasks/s, writes per Pod and per task.
 //!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
@@ -148,6 +149,28 @@ impl ControllerProcess {
     }
 }
 
+/// `n` standalone Tasks of Feature `feature` (`<feature>-s<i>`), created 64 at a time.
+async fn create_standalone_tasks(client: &Client, feature: &str, n: usize) {
+    let tasks: Api<ralph::api::Task> = Api::namespaced(client.clone(), NS);
+    let creates = (0..n).map(|i| {
+        let tasks = tasks.clone();
+        let task: ralph::api::Task = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": format!("{feature}-s{i}"), "namespace": NS},
+            "spec": {"featureRef": feature}
+        }))
+        .expect("task");
+        async move { tasks.create(&PostParams::default(), &task).await }
+    });
+    let created: Vec<_> = futures::stream::iter(creates)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for result in created {
+        result.expect("create task");
+    }
+}
+
 /// Kubelet stand-in: every new agent Pod ends at once with a task-done result.
 fn finish_every_pod(client: Client) -> tokio::task::JoinHandle<()> {
     finish_every_pod_in(client, NS, "ralph.dev/attempt")
@@ -260,16 +283,24 @@ async fn attempts(n: usize) {
     create_agent_service_account(&client).await;
     let controller = ControllerProcess::start(&server);
     let _kubelet = finish_every_pod(client.clone());
-    let features: Api<Feature> = Api::namespaced(client, NS);
+    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
     let name = format!("f{n}");
-    features
-        .create(&PostParams::default(), &feature(&name, n, 100))
-        .await
-        .expect("create feature");
+    if n <= ralph::api::feature::MAX_TASKS {
+        features
+            .create(&PostParams::default(), &feature(&name, n, 100))
+            .await
+            .expect("create feature");
+    } else {
+        // A Feature holds at most MAX_TASKS templates: larger ones are standalone Tasks.
+        features
+            .create(&PostParams::default(), &feature(&name, 0, 100))
+            .await
+            .expect("create feature");
+        create_standalone_tasks(&client, &name, n).await;
+    }
     // Measure in steady state: from the first tenth (at most 100) of the tasks done to
     // WINDOW more; a Feature of 100 tasks is measured whole (Task sync included).
     let start_at = if n <= 100 { 0 } else { (n / 10).min(100) };
-    let target = start_at + (n - start_at).min(WINDOW);
     while done_count(&features, &name).await < start_at {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -278,6 +309,7 @@ async fn attempts(n: usize) {
         controller.cpu_seconds(),
         done_count(&features, &name).await,
     );
+    let target = (done_before + WINDOW).min(n);
     let writes_before = attempt_writes(&server);
     let mut done = done_before;
     let mut last_report = Instant::now();
@@ -368,7 +400,7 @@ async fn applied_10k() {
 /// Namespace of the Job-controller-like baseline.
 const BASELINE_NS: &str = "baseline";
 /// Pods (and tasks) run at an equal rate limit.
-const EQUAL_QPS_RUNS: usize = 300;
+const EQUAL_QPS_RUNS: usize = 200;
 
 /// A baseline Pod: like a Job's, with the Job's tracking finalizer.
 fn baseline_pod(index: usize) -> Pod {

@@ -47,7 +47,12 @@ pub struct Context {
     pub indexes: super::index::Indexes,
     /// Checks made before claiming (the agent ServiceAccount exists).
     pub preflight: super::preflight::Preflight,
+    /// Task template applies in flight over all Features (each holds a connection).
+    pub template_applies: Arc<tokio::sync::Semaphore>,
 }
+
+/// Most Task template applies in flight at once over all Features.
+pub const TEMPLATE_APPLIES: usize = 32;
 
 impl Context {
     /// The Feature generation whose Tasks this process last applied.

@@ -30,7 +30,8 @@ use crate::engine::prompt::FeatureText;
 const RESYNC: Duration = Duration::from_secs(300);
 /// How many tasks of one feature have their actions applied at once.
 const CONCURRENT_TASK_APPLIES: usize = 16;
-/// How many of a feature's templated Tasks are applied at once (the client's token bucket,
+/// How many of a feature's templated Tasks are applied at once (all features together: at
+/// most [`super::context::TEMPLATE_APPLIES`]; the client's token bucket,
 /// `--kube-api-qps`/`--kube-api-burst`, paces them further).
 const CONCURRENT_TEMPLATE_APPLIES: usize = 32;
 /// Retry delay after a failed reconcile.
@@ -702,6 +703,8 @@ async fn apply_template(
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let namespace = task.namespace().unwrap_or_default();
+    // A permit of the process-wide bound: many Features applying at once share it.
+    let _permit = ctx.template_applies.acquire().await;
     let applied = bounded(
         ctx.api_timeout,
         format!("apply Task {namespace}/{name}"),

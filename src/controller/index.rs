@@ -169,7 +169,7 @@ where
 }
 
 /// `object`'s reference without its resourceVersion and uid (identity only, less memory).
-fn reference<K: Resource>(object: &K) -> ObjectRef<K>
+pub fn reference<K: Resource>(object: &K) -> ObjectRef<K>
 where
     K::DynamicType: Default,
 {

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 
 use futures::StreamExt;
@@ -26,7 +26,7 @@ use super::claim::Leases;
 use super::context::Context;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
-use super::index::{Index, Indexes};
+use super::index::{Index, Indexes, reference};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
 use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
@@ -283,6 +283,9 @@ impl Term<'_> {
             task_writes: Default::default(),
             indexes: caches.indexes.clone(),
             preflight: Default::default(),
+            template_applies: Arc::new(tokio::sync::Semaphore::new(
+                super::context::TEMPLATE_APPLIES,
+            )),
         }
     }
 }
@@ -309,18 +312,21 @@ impl Caches {
             watcher::Config::default(),
             |_| {},
             vec![indexes.tasks.clone()],
+            None,
         );
         let (pods, pod_changes) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
             trim_pod,
             vec![indexes.pods.clone()],
+            Some(pod_significance),
         );
         let (leases, lease_changes) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |_| {},
             vec![indexes.leases.clone(), indexes.held_leases.clone()],
+            Some(lease_significance),
         );
         Self {
             tasks,
@@ -424,18 +430,22 @@ async fn timed_reconcile(
 
 /// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
 /// and kubectl's last-applied copy dropped, and what `trim` drops, to save memory) and the
-/// `indexes` over it, reconnecting with [`WatchBackoff`].
+/// `indexes` over it, reconnecting with [`WatchBackoff`]. With `significance`, a changed
+/// object triggers a reconcile only when that value changed (every object of a re-list, and
+/// every deletion, still does); the cache and indexes follow every change.
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
     trim: fn(&mut K),
     indexes: Vec<Index<K>>,
+    significance: Option<fn(&K) -> u64>,
 ) -> (Store<K>, Touched<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(move |object: &mut K| {
@@ -454,9 +464,73 @@ where
                 }
             }
         })
-        .touched_objects()
+        .filter_map(move |event| {
+            let trigger = match event {
+                Ok(watcher::Event::Apply(object)) => match significance {
+                    Some(value_of) => {
+                        let value = value_of(&object);
+                        let changed = seen.insert(reference(&object), value) != Some(value);
+                        changed.then_some(Ok(object))
+                    }
+                    None => Some(Ok(object)),
+                },
+                Ok(watcher::Event::InitApply(object)) => {
+                    if let Some(value_of) = significance {
+                        seen.insert(reference(&object), value_of(&object));
+                    }
+                    Some(Ok(object))
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    seen.remove(&reference(&object));
+                    Some(Ok(object))
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(error) => Some(Err(error)),
+            };
+            std::future::ready(trigger)
+        })
         .boxed();
     (reader, stream)
+}
+
+/// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, and
+/// how its containers ended. The kubelet's other status updates (conditions, readiness, IPs)
+/// trigger nothing.
+fn pod_significance(pod: &Pod) -> u64 {
+    let status = pod.status.as_ref();
+    let ended: Vec<(&str, Option<i32>)> = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let terminated = c.state.as_ref()?.terminated.as_ref()?;
+            Some((c.name.as_str(), Some(terminated.exit_code)))
+        })
+        .collect();
+    significance_of(&(
+        status.and_then(|s| s.phase.as_deref()),
+        pod.metadata.deletion_timestamp.is_some(),
+        ended,
+    ))
+}
+
+/// What about a claim Lease a reconcile acts on: its holder and fencing token. Renewals (the
+/// sidecar's, every few seconds per running attempt) trigger nothing: expiry is a matter of
+/// time, which each reconcile schedules, and the cache has the newest renewal.
+fn lease_significance(lease: &Lease) -> u64 {
+    let spec = lease.spec.as_ref();
+    significance_of(&(
+        spec.and_then(|s| s.holder_identity.as_deref()),
+        spec.and_then(|s| s.lease_transitions),
+        spec.and_then(|s| s.lease_duration_seconds),
+    ))
+}
+
+fn significance_of(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = fnv::FnvHasher::default();
+    value.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
