@@ -484,7 +484,12 @@ where
                     seen.remove(&reference(&object));
                     Some(Ok(object))
                 }
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                // A re-list names every object again: forget those deleted meanwhile.
+                Ok(watcher::Event::Init) => {
+                    seen.clear();
+                    None
+                }
+                Ok(watcher::Event::InitDone) => None,
                 Err(error) => Some(Err(error)),
             };
             std::future::ready(trigger)
