@@ -390,29 +390,42 @@ async fn run_controller(
         let name = labels.get(FEATURE_LABEL)?;
         Some(ObjectRef::<Feature>::new(name).within(&namespace?))
     };
-    Controller::new(
+    // Features are cached without managedFields: with 200 templates those name every field
+    // of every template and would be most of the Feature cache.
+    let (features, writer) = reflector::store();
+    let feature_changes = watcher(
         api::<Feature>(client, namespace),
         watcher::Config::default(),
     )
-    .trigger_backoff(WatchBackoff::default())
-    .watches_stream(caches.task_changes, |task: Task| {
-        task.namespace()
-            .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
-    })
-    .watches_stream(caches.pod_changes, move |pod: Pod| {
-        by_feature_label(pod.labels(), pod.namespace())
-    })
-    .watches_stream(caches.lease_changes, move |lease: Lease| {
-        by_feature_label(lease.labels(), lease.namespace())
-    })
-    .graceful_shutdown_on(stop)
-    .run(timed_reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "reconcile did not complete");
+    .backoff(WatchBackoff::default())
+    .modify(|feature: &mut Feature| {
+        let meta = feature.meta_mut();
+        meta.managed_fields = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.remove(LAST_APPLIED_ANNOTATION);
         }
     })
-    .await;
+    .reflect(writer)
+    .applied_objects();
+    Controller::for_stream(feature_changes, features)
+        .watches_stream(caches.task_changes, |task: Task| {
+            task.namespace()
+                .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
+        })
+        .watches_stream(caches.pod_changes, move |pod: Pod| {
+            by_feature_label(pod.labels(), pod.namespace())
+        })
+        .watches_stream(caches.lease_changes, move |lease: Lease| {
+            by_feature_label(lease.labels(), lease.namespace())
+        })
+        .graceful_shutdown_on(stop)
+        .run(timed_reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile did not complete");
+            }
+        })
+        .await;
 }
 
 /// [`reconcile`], its duration recorded in `ralph_reconcile_duration_seconds`.
