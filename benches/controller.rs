@@ -2,12 +2,18 @@
 //! latency (2 ms reads, 8 ms writes), printed, not asserted. The controller runs as a
 //! separate `ralph controller` process, so its CPU time and RSS are its own.
 //!
-//! - attempts: for Features of 100, 1,000 and 10,000 independent tasks (parallelism 100),
+//! - attempts: for Features of 100, 1,000 and 10,000 independent tasks (parallelism 100;
+//!   100 as templates, the larger ones as standalone Tasks: a Feature holds at most 200),
 //!   a kubelet stand-in finishes every agent Pod with a task-done result as soon as it
-//!   appears; in steady state (from a tenth of the tasks, at most 100, done to 500 more, or
+//!   appears; in steady state (from a tenth of the tasks, at most 100, done, 500 more, or
 //!   all): tasks/s, API writes per attempt (by kind, Events included), controller CPU per task.
 //! - applied: 50 Features of 200 tasks (10,000 Tasks) applied at once: seconds until every
 //!   Feature has a status counting all its tasks, and the controller's RSS then.
+//! - qps50, qps500: at an equal client-side rate limit (`--kube-api-qps`, burst twice that),
+//!   a Job-controller-like baseline (per Pod: create it, see it finish, remove its tracking
+//!   finalizer; the Job's counts written at most once a second) runs 200 Pods, then ralph
+//!   runs a Feature of 200 tasks; both at parallelism 100, Pods finished by the same
+//!   stand-in: pods/s and tasks/s, writes per Pod and per task.
 //!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,7 +29,7 @@ use std::time::{Duration, Instant};
 use controller_harness::runner_arg;
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -50,8 +56,21 @@ fn feature(name: &str, tasks: usize, parallelism: usize) -> Feature {
     .unwrap_or_else(|error| panic!("bench feature: {error}"))
 }
 
-/// A `ralph controller` process against `server` (no leader election, no client-side
-/// rate limit), killed on drop.
+/// The agent Pods' ServiceAccount, which the controller checks for before claiming.
+async fn create_agent_service_account(client: &Client) {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
+    let account = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ralph-agent"}
+    }))
+    .expect("ServiceAccount");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("create ServiceAccount");
+}
+
+/// A `ralph controller` process against `server` (no leader election; `qps`: the client-side
+/// rate limit, burst twice that; `None`: unlimited), killed on drop.
 struct ControllerProcess {
     child: tokio::process::Child,
     _dir: tempfile::TempDir,
@@ -59,13 +78,21 @@ struct ControllerProcess {
 
 impl ControllerProcess {
     fn start(server: &FakeApiServer) -> Self {
+        Self::start_with_qps(server, None)
+    }
+
+    fn start_with_qps(server: &FakeApiServer, qps: Option<f64>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, server.kubeconfig_yaml(NS)).expect("kubeconfig");
-        // RALPH_BENCH_UNTHROTTLED_FLAGS=0 measures a build without the QPS flag (unthrottled).
-        let unthrottle: &[&str] = match std::env::var("RALPH_BENCH_UNTHROTTLED_FLAGS").as_deref() {
-            Ok("0") => &[],
-            _ => &["--kube-api-qps", "0"],
+        let rate: Vec<String> = match qps {
+            Some(qps) => vec![
+                "--kube-api-qps".to_owned(),
+                qps.to_string(),
+                "--kube-api-burst".to_owned(),
+                ((qps * 2.0) as u32).to_string(),
+            ],
+            None => vec!["--kube-api-qps".to_owned(), "0".to_owned()],
         };
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
             .args([
@@ -84,7 +111,7 @@ impl ControllerProcess {
                 "--log",
                 &std::env::var("RALPH_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
             ])
-            .args(unthrottle)
+            .args(&rate)
             .env("KUBECONFIG", &kubeconfig)
             .kill_on_drop(true)
             .spawn()
@@ -126,17 +153,45 @@ impl ControllerProcess {
     }
 }
 
+/// `n` standalone Tasks of Feature `feature` (`<feature>-s<i>`), created 64 at a time.
+async fn create_standalone_tasks(client: &Client, feature: &str, n: usize) {
+    let tasks: Api<ralph::api::Task> = Api::namespaced(client.clone(), NS);
+    let creates = (0..n).map(|i| {
+        let tasks = tasks.clone();
+        let task: ralph::api::Task = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": format!("{feature}-s{i}"), "namespace": NS},
+            "spec": {"featureRef": feature}
+        }))
+        .expect("task");
+        async move { tasks.create(&PostParams::default(), &task).await }
+    });
+    let created: Vec<_> = futures::stream::iter(creates)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for result in created {
+        result.expect("create task");
+    }
+}
+
 /// Kubelet stand-in: every new agent Pod ends at once with a task-done result.
 fn finish_every_pod(client: Client) -> tokio::task::JoinHandle<()> {
+    finish_every_pod_in(client, NS, "ralph.dev/attempt")
+}
+
+/// Kubelet stand-in for the Pods with `label` in `namespace`.
+fn finish_every_pod_in(
+    client: Client,
+    namespace: &'static str,
+    label: &'static str,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let pods: Api<Pod> = Api::namespaced(client, NS);
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
         let mut finished = BTreeSet::new();
-        let mut stream = watcher(
-            pods.clone(),
-            watcher::Config::default().labels("ralph.dev/attempt"),
-        )
-        .applied_objects()
-        .boxed();
+        let mut stream = watcher(pods.clone(), watcher::Config::default().labels(label))
+            .applied_objects()
+            .boxed();
         while let Some(Ok(pod)) = stream.next().await {
             let name = pod.name_any();
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -180,12 +235,16 @@ fn kind_of(record: &RequestRecord) -> String {
 fn attempt_writes(server: &FakeApiServer) -> BTreeMap<String, usize> {
     let mut by_kind = BTreeMap::new();
     for record in server.requests() {
-        if !record.verb.is_write() || record.status >= 400 {
+        if !record.verb.is_write()
+            || record.status >= 400
+            || record.namespace.as_deref() == Some(BASELINE_NS)
+        {
             continue;
         }
         let kind = kind_of(&record);
         let excluded = [
             "PATCH pods/status",
+            "POST serviceaccounts",
             "POST features",
             "PATCH tasks",
             "PATCH features/status",
@@ -211,18 +270,27 @@ async fn attempts(n: usize) {
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let client = server.client_in(NS);
+    create_agent_service_account(&client).await;
     let controller = ControllerProcess::start(&server);
     let _kubelet = finish_every_pod(client.clone());
-    let features: Api<Feature> = Api::namespaced(client, NS);
+    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
     let name = format!("f{n}");
-    features
-        .create(&PostParams::default(), &feature(&name, n, 100))
-        .await
-        .expect("create feature");
+    if n <= ralph::api::feature::MAX_TASKS {
+        features
+            .create(&PostParams::default(), &feature(&name, n, 100))
+            .await
+            .expect("create feature");
+    } else {
+        // A Feature holds at most MAX_TASKS templates: larger ones are standalone Tasks.
+        features
+            .create(&PostParams::default(), &feature(&name, 0, 100))
+            .await
+            .expect("create feature");
+        create_standalone_tasks(&client, &name, n).await;
+    }
     // Measure in steady state: from the first tenth (at most 100) of the tasks done to
     // WINDOW more; a Feature of 100 tasks is measured whole (Task sync included).
     let start_at = if n <= 100 { 0 } else { (n / 10).min(100) };
-    let target = start_at + (n - start_at).min(WINDOW);
     while done_count(&features, &name).await < start_at {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -231,6 +299,7 @@ async fn attempts(n: usize) {
         controller.cpu_seconds(),
         done_count(&features, &name).await,
     );
+    let target = (done_before + WINDOW).min(n);
     let writes_before = attempt_writes(&server);
     let mut done = done_before;
     let mut last_report = Instant::now();
@@ -276,6 +345,7 @@ async fn applied_10k() {
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let client = server.client_in(NS);
+    create_agent_service_account(&client).await;
     let controller = ControllerProcess::start(&server);
     let features: Api<Feature> = Api::namespaced(client, NS);
     let mut manifests: Vec<Feature> = (0..50)
@@ -317,6 +387,145 @@ async fn applied_10k() {
     );
 }
 
+/// Namespace of the Job-controller-like baseline.
+const BASELINE_NS: &str = "baseline";
+/// Pods (and tasks) run at an equal rate limit.
+const EQUAL_QPS_RUNS: usize = 200;
+
+/// A baseline Pod: like a Job's, with the Job's tracking finalizer.
+fn baseline_pod(index: usize) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("baseline-{index}"),
+            "namespace": BASELINE_NS,
+            "labels": {"job-name": "baseline"},
+            "finalizers": ["batch.kubernetes.io/job-tracking"]
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "agent", "image": "agent:bench",
+            "command": ["agent", "--task", format!("p{index}")]
+        }]}
+    }))
+    .expect("baseline pod")
+}
+
+/// What Kubernetes' Job controller does per Pod, with its own client limited to `qps`:
+/// create the Pod, see it finish in its watch, remove the tracking finalizer, and write the
+/// Job's counts (here a ConfigMap) at most once a second. Returns Pods per second.
+async fn job_baseline(server: &FakeApiServer, total: usize, parallelism: usize, qps: f64) -> f64 {
+    let throttle = ralph::controller::client::ThrottleLayer::new(qps, (qps * 2.0) as u32);
+    let client = ralph::controller::client::build(server.config(BASELINE_NS), throttle)
+        .expect("baseline client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), BASELINE_NS);
+    let counts: Api<ConfigMap> = Api::namespaced(client.clone(), BASELINE_NS);
+    let job: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "baseline-job"}, "data": {"succeeded": "0"}
+    }))
+    .expect("job");
+    counts
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create job status");
+    let create = |index: usize| {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            let _ = pods
+                .create(&PostParams::default(), &baseline_pod(index))
+                .await;
+        })
+    };
+    let started = Instant::now();
+    let mut created = 0;
+    while created < parallelism.min(total) {
+        create(created);
+        created += 1;
+    }
+    let mut stream = watcher(pods.clone(), watcher::Config::default().labels("job-name"))
+        .applied_objects()
+        .boxed();
+    let mut succeeded = BTreeSet::new();
+    let mut last_flush = Instant::now();
+    while succeeded.len() < total {
+        let Some(Ok(pod)) = stream.next().await else {
+            continue;
+        };
+        let done = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
+        if !done || !succeeded.insert(pod.name_any()) {
+            continue;
+        }
+        let (pods, name) = (pods.clone(), pod.name_any());
+        tokio::spawn(async move {
+            let patch = serde_json::json!({"metadata": {"finalizers": null}});
+            let _ = pods
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+        });
+        if created < total {
+            create(created);
+            created += 1;
+        }
+        if last_flush.elapsed() >= Duration::from_secs(1) || succeeded.len() == total {
+            last_flush = Instant::now();
+            let patch = serde_json::json!({"data": {"succeeded": succeeded.len().to_string()}});
+            let _ = counts
+                .patch(
+                    "baseline-job",
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await;
+        }
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Writes of the baseline (not the stand-in's Pod statuses, not the setup).
+fn baseline_writes(server: &FakeApiServer) -> usize {
+    server.count_requests(|r| {
+        r.verb.is_write()
+            && r.status < 400
+            && r.namespace.as_deref() == Some(BASELINE_NS)
+            && kind_of(r) != "PATCH pods/status"
+    })
+}
+
+/// The baseline and ralph at the same client-side rate limit.
+async fn equal_qps(qps: f64) {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
+    let _kubelet = finish_every_pod_in(server.client_in(BASELINE_NS), BASELINE_NS, "job-name");
+    let pods_per_second = job_baseline(&server, EQUAL_QPS_RUNS, 100, qps).await;
+    let baseline_per_pod = (baseline_writes(&server) - 1) as f64 / EQUAL_QPS_RUNS as f64;
+
+    let client = server.client_in(NS);
+    create_agent_service_account(&client).await;
+    let _controller = ControllerProcess::start_with_qps(&server, Some(qps));
+    let _agents = finish_every_pod(client.clone());
+    let features: Api<Feature> = Api::namespaced(client, NS);
+    let started = Instant::now();
+    features
+        .create(
+            &PostParams::default(),
+            &feature("equal", EQUAL_QPS_RUNS, 100),
+        )
+        .await
+        .expect("create feature");
+    while done_count(&features, "equal").await < EQUAL_QPS_RUNS {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tasks_per_second = EQUAL_QPS_RUNS as f64 / started.elapsed().as_secs_f64();
+    let ralph_per_task =
+        attempt_writes(&server).values().sum::<usize>() as f64 / EQUAL_QPS_RUNS as f64;
+    println!(
+        "client QPS {qps}: Job-controller-like baseline {pods_per_second:.1} pods/s \
+         ({baseline_per_pod:.2} writes per Pod); ralph {tasks_per_second:.1} tasks/s \
+         ({ralph_per_task:.2} writes per task, Task apply and Feature status not counted): \
+         {:.2} of the baseline",
+        tasks_per_second / pods_per_second
+    );
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -336,6 +545,11 @@ fn main() {
         }
         if runs("applied") {
             applied_10k().await;
+        }
+        for qps in [50.0, 500.0] {
+            if runs(&format!("qps{qps}")) {
+                equal_qps(qps).await;
+            }
         }
     });
 }

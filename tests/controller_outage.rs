@@ -49,6 +49,7 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let client = server.client_in(NS);
+    harness::create_agent_service_account(&client).await;
     let config = ControllerConfig {
         namespace: Some(NS.to_owned()),
         ralph_image: "ralph:test".to_owned(),

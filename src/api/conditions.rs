@@ -28,6 +28,8 @@ pub const REASON_MISSING_AGENT_IMAGE: &str = "MissingAgentImage";
 pub const REASON_MISSING_AGENT_COMMAND: &str = "MissingAgentCommand";
 /// `Configured=False`: the API server refused the agent Pod (missing ServiceAccount, policy).
 pub const REASON_POD_REJECTED: &str = "PodRejected";
+/// `Configured=False`: the agent Pods' ServiceAccount does not exist in the namespace.
+pub const REASON_MISSING_SERVICE_ACCOUNT: &str = "MissingServiceAccount";
 /// `Configured=False`: the runner reported the agent misconfigured (binary missing, not an
 /// ACP agent, authentication required).
 pub const REASON_AGENT_MISCONFIGURED: &str = "AgentMisconfigured";

@@ -46,7 +46,16 @@ pub struct Context {
     pub task_writes: super::task::TaskWrites,
     /// Exhausted agents' rests by namespace (kept in a ConfigMap per namespace).
     pub rests: super::rests::AgentRests,
+    /// The caches' objects by Feature (and the held claim Leases).
+    pub indexes: super::index::Indexes,
+    /// Checks made before claiming (the agent ServiceAccount exists).
+    pub preflight: super::preflight::Preflight,
+    /// Task template applies in flight over all Features (each holds a connection).
+    pub template_applies: Arc<tokio::sync::Semaphore>,
 }
+
+/// Most Task template applies in flight at once over all Features.
+pub const TEMPLATE_APPLIES: usize = 32;
 
 impl Context {
     /// The Feature generation whose Tasks this process last applied.

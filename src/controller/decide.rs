@@ -275,13 +275,21 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
 /// The tasks with their DAG order: templates in spec order, then standalone Tasks by
 /// creation time and name.
 fn in_plan_order<'t>(feature: &Feature, tasks: &'t [Arc<Task>]) -> Vec<(u64, &'t Arc<Task>)> {
+    let positions: std::collections::HashMap<&str, usize> = feature
+        .spec
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .rev()
+        .collect();
     let template_index = |task: &Task| {
         let template = task.labels().get(TASK_LABEL)?;
         let owned = task
             .owner_references()
             .iter()
             .any(|o| o.kind == "Feature" && Some(&o.uid) == feature.metadata.uid.as_ref());
-        owned.then(|| feature.spec.tasks.iter().position(|t| &t.name == template))?
+        owned.then(|| positions.get(template.as_str()).copied())?
     };
     let mut keyed: Vec<_> = tasks
         .iter()

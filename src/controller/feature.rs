@@ -18,7 +18,8 @@ use super::call::{CallError, bounded};
 use super::claim::{self, ClaimError, Leases};
 use super::context::{Context, FIELD_MANAGER};
 use super::decide::{self, FeaturePlan, Problem, Snapshot};
-use super::pod::{AttemptPod, FEATURE_LABEL, PodError, attempt_pod};
+use super::index::feature_key;
+use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::status::{self, FeatureEvents};
 use super::task::{self, TaskError, TaskScope};
 use crate::api::{Feature, Task, TextSource, conditions, desired_tasks};
@@ -30,6 +31,10 @@ use crate::engine::verification::AttemptKind;
 const RESYNC: Duration = Duration::from_secs(300);
 /// How many tasks of one feature have their actions applied at once.
 const CONCURRENT_TASK_APPLIES: usize = 16;
+/// How many of a feature's templated Tasks are applied at once (all features together: at
+/// most [`super::context::TEMPLATE_APPLIES`]; the client's token bucket,
+/// `--kube-api-qps`/`--kube-api-burst`, paces them further).
+const CONCURRENT_TEMPLATE_APPLIES: usize = 32;
 /// Retry delay after a failed reconcile.
 const ERROR_RETRY: Duration = Duration::from_secs(5);
 /// Retry delay after a write found the cache stale, or while the caches are behind.
@@ -38,6 +43,8 @@ const STALE_RETRY: Duration = Duration::from_millis(200);
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 /// How often a feature whose configuration keeps attempts from starting is looked at again.
 const MISCONFIGURED_RETRY: Duration = Duration::from_secs(30);
+/// How often a feature waiting for its agent ServiceAccount looks for it again.
+const SERVICE_ACCOUNT_RETRY: Duration = Duration::from_secs(5);
 
 /// Why a Feature reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -107,13 +114,14 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
         return Ok(Requeue::requeue(STALE_RETRY));
     }
     let tasks = cached_tasks(ctx, &namespace, &name);
-    match judge(feature, ctx, synced.rejected.clone(), tasks).await {
+    let rejected = synced.rejected.map(|(_, problem)| problem);
+    match judge(feature, ctx, rejected.clone(), tasks).await {
         // A write found the Task cache behind (409): decide again from a fresh read, once,
         // instead of retrying the stale decision until the watch catches up.
         Err(error) if error.is_stale_cache() => {
             tracing::debug!(%error, "conflict; deciding again from a live read");
             let live = live_tasks(ctx, &namespace, &name).await?;
-            judge(feature, ctx, synced.rejected, live).await
+            judge(feature, ctx, rejected, live).await
         }
         other => other,
     }
@@ -129,25 +137,16 @@ async fn judge(
     let namespace = feature.namespace().unwrap_or_default();
     let name = feature.name_any();
     // Fetch: the feature's leases and pods, from the caches.
-    let in_feature = |labels: &BTreeMap<String, String>, ns: Option<String>| {
-        ns.as_deref() == Some(namespace.as_str())
-            && labels.get(FEATURE_LABEL).map(String::as_str) == Some(name.as_str())
-    };
-    let leases = by_name(
-        ctx.leases
-            .state_filter(|l| in_feature(l.labels(), l.namespace())),
-    );
-    let pods = by_name(
-        ctx.pods
-            .state_filter(|p| in_feature(p.labels(), p.namespace())),
-    );
+    let key = feature_key(&namespace, &name);
+    let leases = by_name(ctx.indexes.leases.objects(&ctx.leases, &key));
+    let pods = by_name(ctx.indexes.pods.objects(&ctx.pods, &key));
     let now_ms = jiff::Timestamp::now().as_millisecond();
-    let precheck = match configuration_problem(feature, ctx) {
+    let mut precheck = match configuration_problem(feature, ctx) {
         Some(problem) => Some(problem),
         None => super::git::configuration_problem(feature, ctx).await,
     };
     let recorded = status::recorded_misconfiguration(feature);
-    let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
+    let mut start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
     let rests = ctx
         .rests
         .current(&ctx.client, ctx.api_timeout, &namespace, now_ms)
@@ -181,10 +180,25 @@ async fn judge(
         }
     }
 
+    // No claim while the agent Pod's ServiceAccount is missing (the API server would refuse
+    // the Pod): checked only when this reconcile would claim.
+    if precheck.is_none()
+        && claims_any(&plan)
+        && let Some(problem) = missing_service_account(feature, ctx).await
+    {
+        start_limit = 0;
+        plan = decide::plan(&Snapshot {
+            start_limit,
+            ..snapshot.clone()
+        });
+        precheck = Some(problem);
+    }
+
     // Apply.
     let mut effects = FeatureEvents::default();
     if let Some(invalid) = &plan.invalid {
         release_claims(ctx, &namespace, &leases, &tasks, None).await?;
+        stop_pods(ctx, &namespace, &pods).await?;
         if !was_invalid(feature) {
             ctx.events
                 .warning(
@@ -195,9 +209,15 @@ async fn judge(
                 .await;
         }
     } else {
-        let siblings = by_name(tasks.clone());
-        let texts = feature_texts(feature, ctx, &plan).await?;
-        let knowledge = match starts_attempt(&plan) {
+        let starting = starts_attempts(&plan);
+        // Prompts name a task's parent and blockers: read only when an attempt starts.
+        let siblings = if starting {
+            by_name(tasks.clone())
+        } else {
+            BTreeMap::new()
+        };
+        let texts = feature_texts(feature, ctx, starting).await?;
+        let knowledge = match starting {
             true => super::memory::feature_knowledge(feature, ctx).await?,
             false => Vec::new(),
         };
@@ -210,7 +230,12 @@ async fn judge(
             knowledge: &knowledge,
             now_ms,
         };
-        let applies: Vec<_> = plan.tasks.iter().map(|t| apply_task(&scope, t)).collect();
+        let applies: Vec<_> = plan
+            .tasks
+            .iter()
+            .filter(|t| !t.actions.is_empty() || t.derived_phase.is_some())
+            .map(|t| apply_task(&scope, t))
+            .collect();
         let outcomes: Vec<_> = futures::stream::iter(applies)
             .buffer_unordered(CONCURRENT_TASK_APPLIES)
             .collect()
@@ -239,9 +264,14 @@ async fn judge(
 
     // Status.
     write_status(feature, ctx, &plan, &tasks, &effects, now_ms).await?;
-    count_tasks_by_phase(ctx);
     let requeue = requeue(&plan, now_ms);
     Ok(match &effects.misconfiguration {
+        // A created ServiceAccount triggers nothing here: look again soon.
+        Some(p)
+            if plan.invalid.is_none() && p.reason == conditions::REASON_MISSING_SERVICE_ACCOUNT =>
+        {
+            Requeue::requeue(SERVICE_ACCOUNT_RETRY)
+        }
         Some(_) if plan.invalid.is_none() => Requeue::requeue(MISCONFIGURED_RETRY),
         // Slots are freed by other features' Leases going, which do not trigger this one.
         _ if effects.waiting_for_slot => Requeue::requeue(SLOT_RETRY),
@@ -264,10 +294,9 @@ fn caches_synced(ctx: &Context) -> bool {
 /// The feature's Tasks from the cache, each replaced by the newer version this process
 /// wrote when the cache has not caught up with that write yet.
 fn cached_tasks(ctx: &Context, namespace: &str, feature: &str) -> Vec<Arc<Task>> {
-    ctx.tasks
-        .state_filter(|t| {
-            t.namespace().as_deref() == Some(namespace) && t.spec.feature_ref == feature
-        })
+    ctx.indexes
+        .tasks
+        .objects(&ctx.tasks, &feature_key(namespace, feature))
         .into_iter()
         .map(|t| ctx.task_writes.newest(t))
         .collect()
@@ -463,7 +492,10 @@ async fn release_claims(
         ctx.api_timeout,
     );
     for (name, lease) in leases {
-        let holder = claim::holder(lease);
+        let holder = claim::holder(lease).filter(|h| !h.is_empty());
+        if holder.is_none() {
+            continue;
+        }
         let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {
             holder.is_some_and(|h| pods.contains_key(h))
                 || tasks.iter().any(|t| {
@@ -485,8 +517,9 @@ async fn release_claims(
     Ok(())
 }
 
-/// Sets the tasks-by-phase gauges from the cache (all watched features).
-fn count_tasks_by_phase(ctx: &Context) {
+/// Sets the tasks-by-phase gauges from the cache (all watched features); called
+/// periodically, not per reconcile (it reads every cached Task).
+pub fn count_tasks_by_phase(ctx: &Context) {
     let mut counts: Vec<(TaskPhase, i64)> = TaskPhase::ALL.map(|phase| (phase, 0)).to_vec();
     for task in ctx.tasks.state() {
         let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
@@ -538,29 +571,36 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "ralph.dev/template-hash";
 struct TaskSync {
     /// Templated Tasks the cache does not show as applied yet.
     missing: Vec<String>,
-    /// A Task the API server refused.
-    rejected: Option<Problem>,
+    /// A Task the API server refused (the first in spec order), with its template's index.
+    rejected: Option<(usize, Problem)>,
 }
 
 /// Applies the Task objects the Feature's templates describe (only those whose applied
-/// template differs from the cache: a restart re-applies nothing) and deletes templated
-/// Tasks whose template is gone, unless they are running.
+/// template differs from the cache: a restart re-applies nothing; several at once, within
+/// the client's QPS) and deletes templated Tasks whose template is gone, unless they are
+/// running. Once this process applied a generation and the cache shows every templated
+/// Task, later reconciles of that generation skip the templates altogether.
 async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, ReconcileError> {
     let mut sync = TaskSync::default();
+    let namespace = feature.namespace().unwrap_or_default();
+    let key = feature_key(&namespace, &feature.name_any());
+    let generation = feature.metadata.generation.unwrap_or(0);
+    let applied_before = ctx.applied_generation(&key) == Some(generation);
+    let uid = feature.metadata.uid.clone().unwrap_or_default();
+    let cached: BTreeMap<String, Arc<Task>> = by_name(ctx.indexes.tasks.objects(&ctx.tasks, &key));
+    let owned = |t: &Task| t.owner_references().iter().any(|o| o.uid == uid);
+    let templated = cached
+        .values()
+        .filter(|t| owned(t) && t.annotations().contains_key(TEMPLATE_HASH_ANNOTATION))
+        .count();
+    if applied_before && templated == feature.spec.tasks.len() {
+        return Ok(sync);
+    }
     let Ok(desired) = desired_tasks(feature) else {
         return Ok(sync);
     };
-    let namespace = feature.namespace().unwrap_or_default();
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let key = format!("{namespace}/{}", feature.name_any());
-    let generation = feature.metadata.generation.unwrap_or(0);
-    let applied_before = ctx.applied_generation(&key) == Some(generation);
     let mut wanted = std::collections::BTreeSet::new();
-    let cached: BTreeMap<String, Arc<Task>> = by_name(
-        ctx.tasks
-            .state_filter(|t| t.namespace().as_deref() == Some(namespace.as_str())),
-    );
     let mut stale = Vec::new();
     for (index, mut task) in desired.into_iter().enumerate() {
         let name = task.name_any();
@@ -589,44 +629,54 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
             return Ok(sync);
         }
     }
-    for (index, name, task) in stale {
-        let mut body = serde_json::to_value(&task).unwrap_or_default();
-        if let Some(object) = body.as_object_mut() {
-            object.remove("status");
-        }
-        let applied = bounded(
-            ctx.api_timeout,
-            format!("apply Task {namespace}/{name}"),
-            api.patch(&name, &params, &Patch::Apply(&body)),
-        )
+    let applies = stale
+        .into_iter()
+        .map(|(index, name, task)| apply_template(ctx, &api, index, name, task));
+    let applied: Vec<_> = futures::stream::iter(applies)
+        .buffer_unordered(CONCURRENT_TEMPLATE_APPLIES)
+        .collect()
         .await;
-        match applied {
-            Ok(_) => sync.missing.push(name),
+    let mut first_error = None;
+    for (index, name, result) in applied {
+        match result {
+            Ok(()) => sync.missing.push(name),
             Err(error) if error.status_code() == Some(422) => {
                 let template = feature
                     .spec
                     .tasks
                     .get(index)
                     .map_or("", |t| t.name.as_str());
-                sync.rejected.get_or_insert(Problem {
-                    reason: conditions::REASON_TASK_REJECTED,
-                    message: format!(
-                        "the API server rejected Task {namespace}/{name} (spec.tasks[{index}], \
-                         {template:?}) of Feature {namespace}/{}: {error}; fix that template",
-                        feature.name_any()
-                    ),
-                });
+                // The first template in spec order that was refused.
+                let earlier = sync.rejected.as_ref().is_some_and(|(i, _)| *i < index);
+                if !earlier {
+                    sync.rejected = Some((
+                        index,
+                        Problem {
+                            reason: conditions::REASON_TASK_REJECTED,
+                            message: format!(
+                                "the API server rejected Task {namespace}/{name} \
+                                 (spec.tasks[{index}], {template:?}) of Feature {namespace}/{}: \
+                                 {error}; fix that template",
+                                feature.name_any()
+                            ),
+                        },
+                    ));
+                }
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
         }
+    }
+    if let Some(error) = first_error {
+        return Err(error.into());
     }
     if sync.rejected.is_none() {
         ctx.set_applied_generation(&key, generation);
     }
-    let uid = feature.metadata.uid.clone().unwrap_or_default();
     let orphans = cached.values().filter(|t| {
         !wanted.contains(&t.name_any())
-            && t.owner_references().iter().any(|o| o.uid == uid)
+            && owned(t)
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });
     for orphan in orphans {
@@ -645,6 +695,31 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
     Ok(sync)
 }
 
+/// Applies one templated Task (server-side apply, forced: the controller owns templates).
+async fn apply_template(
+    ctx: &Context,
+    api: &Api<Task>,
+    index: usize,
+    name: String,
+    task: Task,
+) -> (usize, String, Result<(), CallError>) {
+    let mut body = serde_json::to_value(&task).unwrap_or_default();
+    if let Some(object) = body.as_object_mut() {
+        object.remove("status");
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let namespace = task.namespace().unwrap_or_default();
+    // A permit of the process-wide bound: many Features applying at once share it.
+    let _permit = ctx.template_applies.acquire().await;
+    let applied = bounded(
+        ctx.api_timeout,
+        format!("apply Task {namespace}/{name}"),
+        api.patch(&name, &params, &Patch::Apply(&body)),
+    )
+    .await;
+    (index, name, applied.map(|_| ()))
+}
+
 /// A stable hash of what is applied for a templated Task (spec, labels, owner).
 fn template_hash(task: &Task) -> String {
     use std::hash::Hasher;
@@ -658,8 +733,51 @@ fn template_hash(task: &Task) -> String {
     format!("{:016x}", hasher.finish())
 }
 
-/// Whether an attempt starts in this reconcile (its prompt needs the feature's texts).
-fn starts_attempt(plan: &FeaturePlan) -> bool {
+/// True when `plan` claims a task.
+fn claims_any(plan: &FeaturePlan) -> bool {
+    plan.tasks.iter().any(|t| {
+        t.actions
+            .iter()
+            .any(|a| matches!(a, crate::engine::lifecycle::Action::Claim { .. }))
+    })
+}
+
+/// The problem when the ServiceAccount the Feature's agent Pods run as does not exist.
+async fn missing_service_account(feature: &Feature, ctx: &Context) -> Option<Problem> {
+    let account = feature
+        .spec
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.service_account_name.as_deref())
+        .unwrap_or(&ctx.pod_settings.service_account);
+    let namespace = feature.namespace().unwrap_or_default();
+    ctx.preflight
+        .service_account(&ctx.client, ctx.api_timeout, &namespace, account)
+        .await
+}
+
+/// Stops the agent Pods of a Feature whose plan turned invalid (their claims are released:
+/// their results would not count).
+async fn stop_pods(
+    ctx: &Context,
+    namespace: &str,
+    pods: &BTreeMap<String, Arc<Pod>>,
+) -> Result<(), ReconcileError> {
+    let running = pods.iter().filter(|(_, pod)| {
+        pod.metadata.deletion_timestamp.is_none()
+            && !matches!(
+                super::run_view::run_view(Some(pod), true),
+                crate::engine::lifecycle::RunView::Ended { .. }
+            )
+    });
+    for (name, _) in running {
+        task::delete_pod(ctx, namespace, name).await?;
+    }
+    Ok(())
+}
+
+/// True when `plan` starts an attempt.
+fn starts_attempts(plan: &FeaturePlan) -> bool {
     plan.tasks.iter().any(|t| {
         t.actions
             .iter()
@@ -671,7 +789,7 @@ fn starts_attempt(plan: &FeaturePlan) -> bool {
 async fn feature_texts(
     feature: &Feature,
     ctx: &Context,
-    plan: &FeaturePlan,
+    starting: bool,
 ) -> Result<FeatureText, TaskError> {
     let name = feature.name_any();
     let mut texts = FeatureText {
@@ -679,7 +797,7 @@ async fn feature_texts(
         spec: None,
         plan: None,
     };
-    if !starts_attempt(plan) {
+    if !starting {
         return Ok(texts);
     }
     let context = &feature.spec.context;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 
 use futures::StreamExt;
@@ -26,6 +26,7 @@ use super::claim::Leases;
 use super::context::Context;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
+use super::index::{Index, Indexes, reference};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
 use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
@@ -235,6 +236,7 @@ impl Term<'_> {
         let caches = Caches::start(self.client, self.config.namespace.as_deref());
         let ctx = Arc::new(self.context(&caches));
         let readiness = tokio::spawn(report_readiness(self.health.clone(), caches.stores()));
+        let gauges = tokio::spawn(count_tasks_periodically(Arc::clone(&ctx)));
         let retention = tokio::spawn(retention::sweep(
             self.client.clone(),
             caches.pods.clone(),
@@ -252,6 +254,7 @@ impl Term<'_> {
         .await;
         readiness.abort();
         retention.abort();
+        gauges.abort();
     }
 
     fn context(&self, caches: &Caches) -> Context {
@@ -279,6 +282,11 @@ impl Term<'_> {
             applied: Default::default(),
             task_writes: Default::default(),
             rests: Default::default(),
+            indexes: caches.indexes.clone(),
+            preflight: Default::default(),
+            template_applies: Arc::new(tokio::sync::Semaphore::new(
+                super::context::TEMPLATE_APPLIES,
+            )),
         }
     }
 }
@@ -294,24 +302,32 @@ struct Caches {
     task_changes: Touched<Task>,
     pod_changes: Touched<Pod>,
     lease_changes: Touched<Lease>,
+    indexes: Indexes,
 }
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
+        let indexes = Indexes::default();
         let (tasks, task_changes) = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
             |_| {},
+            vec![indexes.tasks.clone()],
+            None,
         );
         let (pods, pod_changes) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
             trim_pod,
+            vec![indexes.pods.clone()],
+            Some(pod_significance),
         );
         let (leases, lease_changes) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |_| {},
+            vec![indexes.leases.clone(), indexes.held_leases.clone()],
+            Some(lease_significance),
         );
         Self {
             tasks,
@@ -320,6 +336,7 @@ impl Caches {
             task_changes,
             pod_changes,
             lease_changes,
+            indexes,
         }
     }
 
@@ -335,6 +352,18 @@ fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
     if let Some(annotations) = pod.metadata.annotations.as_mut() {
         annotations.remove(PROMPT_ANNOTATION);
+    }
+}
+
+/// How often the tasks-by-phase gauges are set from the Task cache.
+const GAUGE_PERIOD: Duration = Duration::from_secs(5);
+
+/// Sets the tasks-by-phase gauges every [`GAUGE_PERIOD`] (a walk over every cached Task,
+/// kept out of the reconciles).
+async fn count_tasks_periodically(ctx: Arc<Context>) {
+    loop {
+        super::feature::count_tasks_by_phase(&ctx);
+        tokio::time::sleep(GAUGE_PERIOD).await;
     }
 }
 
@@ -362,29 +391,42 @@ async fn run_controller(
         let name = labels.get(FEATURE_LABEL)?;
         Some(ObjectRef::<Feature>::new(name).within(&namespace?))
     };
-    Controller::new(
+    // Features are cached without managedFields: with 200 templates those name every field
+    // of every template and would be most of the Feature cache.
+    let (features, writer) = reflector::store();
+    let feature_changes = watcher(
         api::<Feature>(client, namespace),
         watcher::Config::default(),
     )
-    .trigger_backoff(WatchBackoff::default())
-    .watches_stream(caches.task_changes, |task: Task| {
-        task.namespace()
-            .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
-    })
-    .watches_stream(caches.pod_changes, move |pod: Pod| {
-        by_feature_label(pod.labels(), pod.namespace())
-    })
-    .watches_stream(caches.lease_changes, move |lease: Lease| {
-        by_feature_label(lease.labels(), lease.namespace())
-    })
-    .graceful_shutdown_on(stop)
-    .run(timed_reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "reconcile did not complete");
+    .backoff(WatchBackoff::default())
+    .modify(|feature: &mut Feature| {
+        let meta = feature.meta_mut();
+        meta.managed_fields = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.remove(LAST_APPLIED_ANNOTATION);
         }
     })
-    .await;
+    .reflect(writer)
+    .applied_objects();
+    Controller::for_stream(feature_changes, features)
+        .watches_stream(caches.task_changes, |task: Task| {
+            task.namespace()
+                .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
+        })
+        .watches_stream(caches.pod_changes, move |pod: Pod| {
+            by_feature_label(pod.labels(), pod.namespace())
+        })
+        .watches_stream(caches.lease_changes, move |lease: Lease| {
+            by_feature_label(lease.labels(), lease.namespace())
+        })
+        .graceful_shutdown_on(stop)
+        .run(timed_reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile did not complete");
+            }
+        })
+        .await;
 }
 
 /// [`reconcile`], its duration recorded in `ralph_reconcile_duration_seconds`.
@@ -401,24 +443,117 @@ async fn timed_reconcile(
 }
 
 /// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
-/// dropped, and what `trim` drops, to save memory), reconnecting with [`WatchBackoff`].
-fn cached<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> (Store<K>, Touched<K>)
+/// and kubectl's last-applied copy dropped, and what `trim` drops, to save memory) and the
+/// `indexes` over it, reconnecting with [`WatchBackoff`]. With `significance`, a changed
+/// object triggers a reconcile only when that value changed (every object of a re-list, and
+/// every deletion, still does); the cache and indexes follow every change.
+fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    indexes: Vec<Index<K>>,
+    significance: Option<fn(&K) -> u64>,
+) -> (Store<K>, Touched<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(move |object: &mut K| {
-            object.meta_mut().managed_fields = None;
+            let meta = object.meta_mut();
+            meta.managed_fields = None;
+            if let Some(annotations) = meta.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED_ANNOTATION);
+            }
             trim(object);
         })
         .reflect(writer)
-        .touched_objects()
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                for index in &indexes {
+                    index.apply(event);
+                }
+            }
+        })
+        .filter_map(move |event| {
+            let trigger = match event {
+                Ok(watcher::Event::Apply(object)) => match significance {
+                    Some(value_of) => {
+                        let value = value_of(&object);
+                        let changed = seen.insert(reference(&object), value) != Some(value);
+                        changed.then_some(Ok(object))
+                    }
+                    None => Some(Ok(object)),
+                },
+                Ok(watcher::Event::InitApply(object)) => {
+                    if let Some(value_of) = significance {
+                        seen.insert(reference(&object), value_of(&object));
+                    }
+                    Some(Ok(object))
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    seen.remove(&reference(&object));
+                    Some(Ok(object))
+                }
+                // A re-list names every object again: forget those deleted meanwhile.
+                Ok(watcher::Event::Init) => {
+                    seen.clear();
+                    None
+                }
+                Ok(watcher::Event::InitDone) => None,
+                Err(error) => Some(Err(error)),
+            };
+            std::future::ready(trigger)
+        })
         .boxed();
     (reader, stream)
 }
+
+/// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, and
+/// how its containers ended. The kubelet's other status updates (conditions, readiness, IPs)
+/// trigger nothing.
+fn pod_significance(pod: &Pod) -> u64 {
+    let status = pod.status.as_ref();
+    let ended: Vec<(&str, Option<i32>)> = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let terminated = c.state.as_ref()?.terminated.as_ref()?;
+            Some((c.name.as_str(), Some(terminated.exit_code)))
+        })
+        .collect();
+    significance_of(&(
+        status.and_then(|s| s.phase.as_deref()),
+        pod.metadata.deletion_timestamp.is_some(),
+        ended,
+    ))
+}
+
+/// What about a claim Lease a reconcile acts on: its holder and fencing token. Renewals (the
+/// sidecar's, every few seconds per running attempt) trigger nothing: expiry is a matter of
+/// time, which each reconcile schedules, and the cache has the newest renewal.
+fn lease_significance(lease: &Lease) -> u64 {
+    let spec = lease.spec.as_ref();
+    significance_of(&(
+        spec.and_then(|s| s.holder_identity.as_deref()),
+        spec.and_then(|s| s.lease_transitions),
+        spec.and_then(|s| s.lease_duration_seconds),
+    ))
+}
+
+fn significance_of(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = fnv::FnvHasher::default();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// `kubectl apply`'s copy of the applied object: nothing the controller reads.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Watch reconnect backoff: exponential from 100 ms, capped at 2 s, with jitter, reset on
 /// success. kube-runtime's default grows to 30 s, which after an API server outage leaves

@@ -40,16 +40,17 @@ impl Slots {
     }
 
     /// Takes a slot for the claim Lease `key` (`namespace/name`) if fewer than the limit are
-    /// in use; true if it may claim. Call [`Slots::forget`] when the claim then fails.
+    /// in use; true if it may claim. `held` are the cached claim Leases that name a holder
+    /// (the others are free). Call [`Slots::forget`] when the claim then fails.
     pub fn take(
         &self,
         key: &str,
-        leases: &Store<Lease>,
+        held: &[Arc<Lease>],
         tasks: &Store<Task>,
         now: Timestamp,
     ) -> bool {
         let mut unseen = lock(&self.unseen);
-        let mut used = live_claims(leases, now);
+        let mut used = live_claims(held, now);
         let now_ms = now.as_millisecond();
         unseen.retain(|k, at| {
             !used.contains(k) && now_ms - *at < CACHE_LAG_MS && task_exists(tasks, k)
@@ -80,11 +81,9 @@ fn task_exists(tasks: &Store<Task>, key: &str) -> bool {
     tasks.get(&ObjectRef::new(name).within(namespace)).is_some()
 }
 
-/// `namespace/name` of every unexpired claim Lease in the cache.
-fn live_claims(leases: &Store<Lease>, now: Timestamp) -> BTreeSet<String> {
-    leases
-        .state()
-        .iter()
+/// `namespace/name` of every unexpired claim Lease of `held`.
+fn live_claims(held: &[Arc<Lease>], now: Timestamp) -> BTreeSet<String> {
+    held.iter()
         .filter(|lease| !is_expired(lease, now))
         .map(|lease| {
             format!(
@@ -159,56 +158,56 @@ mod tests {
     fn live_claims_in_the_cache_use_the_slots() {
         let slots = Slots::new(1);
         let leases = cache(vec![lease("a", 100)]);
-        assert!(!slots.take("ns/b", &leases, &tasks(), at(110)));
+        assert!(!slots.take("ns/b", &leases.state(), &tasks(), at(110)));
     }
 
     #[test]
     fn an_expired_claim_uses_no_slot() {
         let slots = Slots::new(1);
         let leases = cache(vec![lease("a", 100)]);
-        assert!(slots.take("ns/b", &leases, &tasks(), at(200)));
+        assert!(slots.take("ns/b", &leases.state(), &tasks(), at(200)));
     }
 
     #[test]
     fn a_claim_not_yet_in_the_cache_uses_a_slot() {
         let slots = Slots::new(1);
         let leases = cache(Vec::new());
-        assert!(slots.take("ns/a", &leases, &tasks(), at(100)));
-        assert!(!slots.take("ns/b", &leases, &tasks(), at(101)));
+        assert!(slots.take("ns/a", &leases.state(), &tasks(), at(100)));
+        assert!(!slots.take("ns/b", &leases.state(), &tasks(), at(101)));
     }
 
     #[test]
     fn taking_twice_for_the_same_claim_uses_one_slot() {
         let slots = Slots::new(1);
         let leases = cache(vec![lease("a", 100)]);
-        assert!(slots.take("ns/a", &leases, &tasks(), at(101)));
-        assert!(!slots.take("ns/b", &leases, &tasks(), at(101)));
+        assert!(slots.take("ns/a", &leases.state(), &tasks(), at(101)));
+        assert!(!slots.take("ns/b", &leases.state(), &tasks(), at(101)));
     }
 
     #[test]
     fn a_deleted_lease_gives_its_slot_back_without_any_call() {
         let slots = Slots::new(1);
         let with = cache(vec![lease("a", 100)]);
-        assert!(slots.take("ns/a", &with, &tasks(), at(100)));
+        assert!(slots.take("ns/a", &with.state(), &tasks(), at(100)));
         let without = cache(Vec::new());
-        assert!(slots.take("ns/b", &without, &tasks(), at(100)));
+        assert!(slots.take("ns/b", &without.state(), &tasks(), at(100)));
     }
 
     #[test]
     fn a_claim_for_a_deleted_task_frees_its_slot_before_its_lease_is_seen() {
         let slots = Slots::new(1);
         let leases = cache(Vec::new());
-        assert!(slots.take("ns/a", &leases, &tasks(), at(100)));
+        assert!(slots.take("ns/a", &leases.state(), &tasks(), at(100)));
         let only_b = cache(vec![task("b")]);
-        assert!(slots.take("ns/b", &leases, &only_b, at(101)));
+        assert!(slots.take("ns/b", &leases.state(), &only_b, at(101)));
     }
 
     #[test]
     fn a_forgotten_claim_frees_its_slot() {
         let slots = Slots::new(1);
         let leases = cache(Vec::new());
-        assert!(slots.take("ns/a", &leases, &tasks(), at(100)));
+        assert!(slots.take("ns/a", &leases.state(), &tasks(), at(100)));
         slots.forget("ns/a");
-        assert!(slots.take("ns/b", &leases, &tasks(), at(100)));
+        assert!(slots.take("ns/b", &leases.state(), &tasks(), at(100)));
     }
 }

@@ -109,7 +109,8 @@ pub async fn apply(
         match action {
             Action::Claim { attempt, replace } => {
                 let now = crate::controller::status::time(scope.now_ms).0;
-                if !ctx.slots.take(&key, &ctx.leases, &ctx.tasks, now) {
+                let claims = ctx.indexes.held(&ctx.leases);
+                if !ctx.slots.take(&key, &claims, &ctx.tasks, now) {
                     tracing::debug!(task = %name, "controller at --max-concurrent-attempts");
                     effects.waiting_for_slot = true;
                     return Ok(());
@@ -754,7 +755,11 @@ pub async fn write_status(
 }
 
 /// Deletes an agent Pod (gracefully: the runner gets SIGTERM and reports `cancelled`).
-async fn delete_pod(ctx: &Context, namespace: &str, name: &str) -> Result<(), CallError> {
+pub(super) async fn delete_pod(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<(), CallError> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let deleted = bounded(
         ctx.api_timeout,

@@ -400,10 +400,25 @@ fn spawn_controller(
     };
     let token = stop.clone();
     let controller = tokio::spawn(async move {
+        create_agent_service_account(&client).await;
         let shutdown = async move { token.cancelled().await };
         if let Err(error) = ralph::controller::run(client, config, shutdown).await {
             panic!("controller failed: {error}");
         }
     });
     (stop, controller)
+}
+
+/// The agent Pods' ServiceAccount in [`NS`], as the Helm chart creates it (the controller
+/// claims nothing while it is missing). Best effort: it may exist already.
+pub async fn create_agent_service_account(client: &Client) {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), NS);
+    let account = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ralph-agent"}
+    }))
+    .expect("ServiceAccount");
+    let _ = accounts
+        .create(&kube::api::PostParams::default(), &account)
+        .await;
 }
