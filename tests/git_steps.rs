@@ -414,6 +414,7 @@ fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
     let (ok, report) = verifier.step("prepare", &["--from-work-branch"]);
     assert!(ok, "{report:?}");
     assert!(verifier.has("api.rs"), "the verifier sees the work");
+    verifier.write("build.log", "output of the checks the verifier ran");
     verifier.report_result(&testing::with_sigils(
         "api",
         Sigils {
@@ -430,9 +431,14 @@ fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
         ],
     );
     assert_outcome(&report, WorkspaceOutcome::Integrated);
-    assert!(
-        server
-            .files("app", FEATURE_BRANCH)
-            .contains(&"api.rs".to_owned())
+    assert_eq!(
+        server.files("app", FEATURE_BRANCH),
+        ["README.md", "api.rs"],
+        "the worker's change, without the verifier's leftovers"
+    );
+    assert_eq!(
+        server.subjects("app", FEATURE_BRANCH),
+        ["api: work of attempt 1", "initial commit"],
+        "the worker's commit as it was verified"
     );
 }

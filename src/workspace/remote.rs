@@ -281,6 +281,42 @@ impl RemoteRepo {
         }
     }
 
+    /// For a verifier (see [`RemoteRepo::prepare_from_work_branch`]): puts the work branch
+    /// back at the pushed work commit and drops whatever the verifier left in the workspace
+    /// (build output of the checks it ran), so that [`RemoteRepo::integrate`] integrates the
+    /// worker's commit as it was verified. Returns that commit.
+    pub async fn restore_pushed_work(
+        &self,
+        ws: &AttemptWorkspace,
+    ) -> Result<String, WorkspaceError> {
+        let pushed = pushed_work_branch(&self.feature, &ws.attempt.task);
+        let tracking = format!("refs/remotes/origin/{pushed}");
+        let work_ref = format!("refs/heads/{}", ws.work_branch);
+        let local = Net::Local;
+        self.git
+            .ok(
+                &ws.dir,
+                &["symbolic-ref", "HEAD", &work_ref],
+                &pushed,
+                local,
+            )
+            .await?;
+        self.git
+            .ok(
+                &ws.dir,
+                &["reset", "-q", "--hard", &tracking],
+                &pushed,
+                local,
+            )
+            .await?;
+        self.git
+            .ok(&ws.dir, &["clean", "-q", "-f", "-d", "-x"], &pushed, local)
+            .await?;
+        self.git
+            .ok(&ws.dir, &["rev-parse", "HEAD"], &pushed, local)
+            .await
+    }
+
     /// Commits everything in the workspace as one commit naming the task and attempt.
     pub async fn commit(&self, ws: &AttemptWorkspace) -> Result<CommitOutcome, WorkspaceError> {
         commit_workspace(&self.git, ws).await
