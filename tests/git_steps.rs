@@ -442,3 +442,70 @@ fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
         "the worker's commit as it was verified"
     );
 }
+
+impl Attempt {
+    /// Finishes a work attempt that a verifier follows: its work goes to the work branch.
+    fn finish_for_verification(&self) -> WorkspaceReport {
+        let result = self.run.join("result.json");
+        let (_, report) = self.step(
+            "finish",
+            &[
+                "--result-file",
+                &result.to_string_lossy(),
+                "--mode",
+                "push-work-branch",
+            ],
+        );
+        report
+    }
+
+    /// Prepares a verifier from the work branch; it passes the work; finishes.
+    fn verify_and_pass(&self) -> WorkspaceReport {
+        let (ok, report) = self.step("prepare", &["--from-work-branch"]);
+        assert!(ok, "{report:?}");
+        self.report_result(&testing::with_sigils(
+            &self.task,
+            Sigils {
+                verdict: Some(Verdict::Pass(self.task.clone())),
+                ..Sigils::default()
+            },
+        ));
+        let result = self.run.join("result.json");
+        let (_, report) = self.step(
+            "finish",
+            &["--result-file", &result.to_string_lossy(), "--verifier"],
+        );
+        report
+    }
+}
+
+#[test]
+fn a_verifier_checks_the_newest_work_attempt_even_one_that_changed_nothing() {
+    let server = GitServer::start();
+    server.create_repo("app");
+    let url = server.daemon_url("app");
+    let rejected = Attempt::new(&url, "api", 1);
+    rejected.prepare();
+    rejected.write("api.rs", "fn api() { todo!() }");
+    rejected.report_result(&testing::done("api"));
+    assert_outcome(
+        &rejected.finish_for_verification(),
+        WorkspaceOutcome::PushedWorkBranch,
+    );
+    let unchanged = Attempt::new(&url, "api", 3);
+    unchanged.prepare();
+    unchanged.report_result(&testing::done("api"));
+    assert_outcome(
+        &unchanged.finish_for_verification(),
+        WorkspaceOutcome::PushedWorkBranch,
+    );
+
+    let verifier = Attempt::new(&url, "api", 4);
+    let report = verifier.verify_and_pass();
+    assert!(!verifier.has("api.rs"), "the rejected work is gone");
+    assert_outcome(&report, WorkspaceOutcome::Unchanged);
+    assert_eq!(
+        server.subjects("app", FEATURE_BRANCH),
+        vec!["initial commit"]
+    );
+}

@@ -267,11 +267,22 @@ async fn commit_and_integrate(
         };
         let committed = match kind {
             AttemptKind::Work => remote.commit(&ws).await?,
-            AttemptKind::Verify => CommitOutcome::Committed {
-                commit: remote.restore_pushed_work(&ws).await?,
-            },
+            AttemptKind::Verify => remote.restore_pushed_work(&ws).await?,
         };
         let commit = match committed {
+            CommitOutcome::Unchanged if mode == FinishMode::PushWorkBranch => {
+                let commit = remote.commit_no_change(&ws).await?;
+                let branch = remote.push_work_branch(&ws).await?;
+                return Ok(WorkspaceReport {
+                    commit: Some(commit),
+                    work_branch: Some(branch.clone()),
+                    message: Some(format!(
+                        "done, and the agent left the workspace unchanged: pushed an empty \
+                         commit to {branch} for verification"
+                    )),
+                    ..WorkspaceReport::new(WorkspaceOutcome::PushedWorkBranch)
+                });
+            }
             CommitOutcome::Unchanged => {
                 return Ok(WorkspaceReport {
                     work_branch: Some(ws.work_branch.clone()),
