@@ -1,6 +1,7 @@
 //! Git workspaces in the cluster: the real controller against the fake API server, the
 //! kubelet stand-in running the agent Pods (the git steps, the runner and the scripted ACP
 //! agent as local processes), and a real git server (git http-backend with Basic auth).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

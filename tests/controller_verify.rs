@@ -3,6 +3,7 @@
 //! retries the task with the end of the command's output in the next prompt. `verify.agent`,
 //! with the kubelet stand-in running the Pods against a real git server: the worker pushes its
 //! work branch, a read-only verification Pod starts from it and integrates it on pass.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -1,5 +1,6 @@
 //! The agent Pod's git steps (`ralph git prepare`, `ralph git finish`) as processes, the way
 //! the Pod runs them, against a real git server (git daemon and git http-backend).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/git_server.rs"]
 mod git_server;
