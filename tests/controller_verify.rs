@@ -188,6 +188,15 @@ async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_do
     let status = task.status.as_ref().expect("status");
     let kinds: Vec<_> = status.attempts.iter().map(|a| a.kind).collect();
     assert_eq!(kinds, [AttemptKind::Work, AttemptKind::Verify]);
+    let verifying = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Verifying")
+        .expect("Verifying condition");
+    assert_eq!(
+        (verifying.status.as_str(), verifying.reason.as_str()),
+        ("False", "TaskVerified")
+    );
     assert_eq!(
         workspace_outcomes(&task),
         [

@@ -288,8 +288,15 @@ async fn commit_and_integrate(
                     work_branch: Some(ws.work_branch.clone()),
                     feature_head: Some(ws.start_commit.clone()),
                     message: Some(
-                        "done, and the agent left the workspace unchanged: nothing to commit"
-                            .to_owned(),
+                        match kind {
+                            AttemptKind::Work => {
+                                "done, and the agent left the workspace unchanged: nothing to commit"
+                            }
+                            AttemptKind::Verify => {
+                                "verified, and the work changed nothing: nothing to integrate"
+                            }
+                        }
+                        .to_owned(),
                     ),
                     ..WorkspaceReport::new(WorkspaceOutcome::Unchanged)
                 });
