@@ -510,3 +510,34 @@ fn a_verifier_checks_the_newest_work_attempt_even_one_that_changed_nothing() {
         vec!["initial commit"]
     );
 }
+
+#[test]
+fn a_passed_work_that_conflicts_with_work_integrated_meanwhile_is_a_conflict_naming_the_task() {
+    let server = GitServer::start();
+    server.create_repo("app");
+    let url = server.daemon_url("app");
+    let verified = Attempt::new(&url, "second", 1);
+    verified.prepare();
+    verified.write("README.md", "# app\n\nstatus: second\n");
+    verified.report_result(&testing::done("second"));
+    assert_outcome(
+        &verified.finish_for_verification(),
+        WorkspaceOutcome::PushedWorkBranch,
+    );
+    let meanwhile = Attempt::new(&url, "first", 1);
+    assert_outcome(
+        &meanwhile.run_done(|ws| {
+            std::fs::write(ws.join("README.md"), "# app\n\nstatus: first\n").expect("w")
+        }),
+        WorkspaceOutcome::Integrated,
+    );
+
+    let report = Attempt::new(&url, "second", 2).verify_and_pass();
+    assert_outcome(&report, WorkspaceOutcome::Conflict);
+    assert_eq!(report.conflict_files, ["README.md"]);
+    assert_eq!(report.conflicting_tasks, ["first"]);
+    assert_eq!(
+        server.subjects("app", FEATURE_BRANCH),
+        ["first: work of attempt 1", "initial commit"]
+    );
+}
