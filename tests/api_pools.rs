@@ -1,5 +1,6 @@
 //! The Feature CRD's pool and model fields refuse bad input with a clear message, as a real
 //! API server does (the fake API server applies the generated CRD's schema and rules).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -1,6 +1,7 @@
 //! The model a Feature chooses reaches the real claude-agent-acp (offline, against the fake
 //! Anthropic API, which sees the model in its requests), and a model claude does not offer
 //! is a misconfiguration. See docs/models-and-pools.md and docs/testing-with-real-agents.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/real_agents.rs"]
 mod real_agents;

@@ -1,6 +1,7 @@
 //! Git workspaces in the cluster: the real controller against the fake API server, the
 //! kubelet stand-in running the agent Pods (the git steps, the runner and the scripted ACP
 //! agent as local processes), and a real git server (git http-backend with Basic auth).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
@@ -11,96 +12,17 @@ mod harness;
 #[path = "support/kubelet_standin.rs"]
 mod kubelet_standin;
 
+#[path = "support/git_cluster.rs"]
+mod git_cluster;
+
 use std::path::Path;
 
-use git_server::{GitServer, HTTP_TOKEN, HTTP_USER};
-use harness::{Harness, NS, feature_manifest};
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
-use kube::api::PostParams;
-use kubelet_standin::{KubeletStandIn, NodeOptions};
+use git_cluster::{PROMPT_ANNOTATION, SECRET, World};
+use git_server::HTTP_TOKEN;
+use harness::NS;
 use ralph::api::{AttemptOutcome, Task};
 use ralph::engine::workspace::WorkspaceOutcome;
-use serde_json::{Value, json};
-
-const SECRET: &str = "repo-creds";
-const PROMPT_ANNOTATION: &str = "ralph.dev/prompt";
-
-/// The controller, the node and the git server of one test.
-struct World {
-    harness: Harness,
-    standin: KubeletStandIn,
-    git: GitServer,
-    scripts: tempfile::TempDir,
-}
-
-impl World {
-    async fn start() -> Self {
-        let harness = Harness::start().await;
-        let scripts = tempfile::tempdir().expect("scripts dir");
-        let kubeconfig = scripts.path().join("kubeconfig.yaml");
-        std::fs::write(&kubeconfig, harness.server.kubeconfig_yaml(NS)).expect("kubeconfig");
-        let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
-            .namespace(NS)
-            .sidecar_kubeconfig(&kubeconfig)
-            .host_dir(scripts.path());
-        let standin =
-            KubeletStandIn::node(harness.server.client(), options).expect("stand-in starts");
-        let git = GitServer::start();
-        git.create_repo("app");
-        Self {
-            harness,
-            standin,
-            git,
-            scripts,
-        }
-    }
-
-    async fn create_secret(&self, password: &str) {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": SECRET, "namespace": NS},
-            "type": "kubernetes.io/basic-auth",
-            "stringData": {"username": HTTP_USER, "password": password}
-        }))
-        .expect("secret");
-        let secrets: Api<Secret> = Api::namespaced(self.harness.client.clone(), NS);
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("create secret");
-    }
-
-    /// A Feature whose agent plays `script` and whose workspace is the test repository.
-    fn feature(&self, name: &str, script: &str, tasks: Value, parallelism: u32) -> Value {
-        let path = self.scripts.path().join(format!("{name}.script.yaml"));
-        std::fs::write(&path, script).expect("script");
-        feature_manifest(
-            name,
-            tasks,
-            json!({
-                "parallelism": parallelism,
-                "agent": {
-                    "image": "agent:test",
-                    "command": ["/ralph/bin/ralph", "agent", "script", path.display().to_string()],
-                    "idleTimeoutSeconds": 900
-                },
-                "workspace": {"git": {
-                    "url": self.git.http_url("app"),
-                    "baseRef": "main",
-                    "credentialsSecretRef": {"name": SECRET}
-                }}
-            }),
-        )
-    }
-
-    async fn task(&self, name: &str) -> Task {
-        self.harness.tasks().get(name).await.expect("task")
-    }
-
-    fn feature_branch(&self, feature: &str) -> String {
-        format!("ralph/{feature}")
-    }
-}
+use serde_json::json;
 
 fn outcomes(task: &Task) -> Vec<(Option<AttemptOutcome>, Option<WorkspaceOutcome>)> {
     task.status

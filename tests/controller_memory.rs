@@ -1,6 +1,7 @@
 //! The journal and knowledge in a cluster, the controller against the fake API server and
 //! the test standing in for the kubelet (the runner's result as the termination message):
 //! what one attempt writes down reaches the prompts of the next attempts and dependents.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -3,6 +3,7 @@
 //! pick each attempt's `--model`, an exhausted agent hands its tasks to the next agent of
 //! the pool, and its rest is shared by every Feature of the namespace using the same agent,
 //! also after a controller restart.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

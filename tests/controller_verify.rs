@@ -1,16 +1,28 @@
-//! Verification on a cluster, the test standing in for the kubelet: `verify.command` runs in
-//! the worker's own Pod (the runner is told with `--verify-command`), and a failing check
-//! retries the task with the end of the command's output in the next prompt.
+//! Verification on a cluster. `verify.command`, the test standing in for the kubelet: it runs
+//! in the worker's own Pod (the runner is told with `--verify-command`), and a failing check
+//! retries the task with the end of the command's output in the next prompt. `verify.agent`,
+//! with the kubelet stand-in running the Pods against a real git server: the worker pushes its
+//! work branch, a read-only verification Pod starts from it and integrates it on pass.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
+#[path = "support/git_cluster.rs"]
+mod git_cluster;
+#[path = "support/git_server.rs"]
+mod git_server;
 #[path = "support/controller_harness.rs"]
 mod harness;
+#[path = "support/kubelet_standin.rs"]
+mod kubelet_standin;
 
+use git_cluster::World;
+use git_server::HTTP_TOKEN;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use ralph::api::AttemptOutcome;
+use ralph::api::{AttemptOutcome, Task};
 use ralph::engine::verification::AttemptKind;
+use ralph::engine::workspace::WorkspaceOutcome;
 
 use harness::{Harness, feature_manifest, runner_arg};
 
@@ -116,22 +128,6 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
     h.stop().await;
 }
 
-/// MERGE SEAM: a Feature's verifier sees the work only with `spec.workspace.git` (branch
-/// "gitwire"); until `controller::verify::verifier_sees_the_work` is connected to it, every
-/// Feature with `verify.agent` is `Configured=False VerifyNeedsWorkspace` and nothing starts.
-/// At merge: add `"workspace": {"git": ...}` to this manifest (with the test git server) and
-/// remove the `#[ignore]`s below.
-fn agent_verified_feature(name: &str) -> serde_json::Value {
-    feature_manifest(
-        name,
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({
-            "verify": {"agent": true},
-            "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
-        }),
-    )
-}
-
 fn prompt_of(pod: &Pod) -> String {
     pod.annotations()
         .get("ralph.dev/prompt")
@@ -139,18 +135,41 @@ fn prompt_of(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test]
-#[ignore = "needs spec.workspace.git (branch gitwire): see agent_verified_feature"]
-async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_done() {
-    let h = Harness::start().await;
-    h.create_feature(agent_verified_feature("checked")).await;
-    let work = h.wait_for_pod("checked-a-a1").await;
-    h.finish_attempt(
-        &work,
-        serde_json::json!({"taskDone": "a", "journal": ["Added GET /greeting."]}),
+/// A one-task Feature in the test repository whose work a verification agent checks.
+fn agent_verified_feature(world: &World, name: &str, script: &str) -> serde_json::Value {
+    world.feature_with(
+        name,
+        script,
+        serde_json::json!([{"name": "a", "description": "Serve GET /greeting."}]),
+        serde_json::json!({
+            "verify": {"agent": true},
+            "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
+        }),
     )
-    .await;
+}
 
+fn workspace_outcomes(task: &Task) -> Vec<Option<WorkspaceOutcome>> {
+    task.status
+        .iter()
+        .flat_map(|s| &s.attempts)
+        .map(|a| a.workspace.as_ref().map(|w| w.outcome))
+        .collect()
+}
+
+const PASSING_SCRIPT: &str = r#"
+tasks:
+  a:
+    - [ {tool: {path: greeting.rs, write: "fn greeting() {}\n"}}, {text: "<journal>Added GET /greeting.</journal> <task-done>a</task-done>"} ]
+    - [ {text: "It answers. <verify-pass>a</verify-pass>"} ]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_done() {
+    let world = World::start().await;
+    world.create_secret(HTTP_TOKEN).await;
+    let h = &world.harness;
+    h.create_feature(agent_verified_feature(&world, "checked", PASSING_SCRIPT))
+        .await;
     let verifier = h.wait_for_pod("checked-a-a2").await;
     assert!(runner_command_has(&verifier, "--read-only"));
     assert_eq!(
@@ -163,37 +182,56 @@ async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_do
     let prompt = prompt_of(&verifier);
     assert!(prompt.starts_with("# Verify:"), "{prompt}");
     assert!(prompt.contains("Added GET /greeting."), "{prompt}");
-    h.wait_for_task_condition("checked-a", "Verifying", "VerificationRunning")
-        .await;
 
-    h.finish_attempt(&verifier, serde_json::json!({"verdict": {"pass": "a"}}))
-        .await;
     h.wait_for_feature_phase("checked", "Complete").await;
-    let status = h
-        .tasks()
-        .get("checked-a")
-        .await
-        .expect("task")
-        .status
-        .expect("status");
+    let task = world.task("checked-a").await;
+    let status = task.status.as_ref().expect("status");
     let kinds: Vec<_> = status.attempts.iter().map(|a| a.kind).collect();
     assert_eq!(kinds, [AttemptKind::Work, AttemptKind::Verify]);
-    h.stop().await;
+    let verifying = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Verifying")
+        .expect("Verifying condition");
+    assert_eq!(
+        (verifying.status.as_str(), verifying.reason.as_str()),
+        ("False", "TaskVerified")
+    );
+    assert_eq!(
+        workspace_outcomes(&task),
+        [
+            Some(WorkspaceOutcome::PushedWorkBranch),
+            Some(WorkspaceOutcome::Integrated)
+        ]
+    );
+    let branch = world.feature_branch("checked");
+    assert_eq!(
+        world.git.subjects("app", &branch),
+        ["a: work of attempt 1", "initial commit"]
+    );
+    assert!(
+        world
+            .git
+            .files("app", &branch)
+            .contains(&"greeting.rs".to_owned())
+    );
 }
 
-#[tokio::test]
-#[ignore = "needs spec.workspace.git (branch gitwire): see agent_verified_feature"]
+const REJECTED_SCRIPT: &str = r#"
+tasks:
+  a:
+    - [ {tool: {path: greeting.rs, write: "fn greeting() { panic!() }\n"}}, {text: "<task-done>a</task-done>"} ]
+    - [ {text: "GET /greeting answers 500. <verify-fail>a</verify-fail>"} ]
+    - [ {delay: 60s}, {text: "<task-done>a</task-done>"} ]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
-    let h = Harness::start().await;
-    h.create_feature(agent_verified_feature("checked")).await;
-    let work = h.wait_for_pod("checked-a-a1").await;
-    h.finish_done(&work).await;
-    let verifier = h.wait_for_pod("checked-a-a2").await;
-    h.finish_attempt(
-        &verifier,
-        serde_json::json!({"verdict": {"fail": "a"}, "verifyFailReason": "GET /greeting answers 500."}),
-    )
-    .await;
+    let world = World::start().await;
+    world.create_secret(HTTP_TOKEN).await;
+    let h = &world.harness;
+    h.create_feature(agent_verified_feature(&world, "checked", REJECTED_SCRIPT))
+        .await;
     let retry = h.wait_for_pod("checked-a-a3").await;
     assert!(!runner_command_has(&retry, "--read-only"));
     let prompt = prompt_of(&retry);
@@ -201,7 +239,51 @@ async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
         prompt.contains("the verifier rejected the work: GET /greeting answers 500."),
         "{prompt}"
     );
-    h.stop().await;
+    let task = world.task("checked-a").await;
+    let status = task.status.as_ref().expect("status");
+    assert_eq!(status.retry_count, 1);
+    assert_eq!(
+        workspace_outcomes(&task)[..2],
+        [
+            Some(WorkspaceOutcome::PushedWorkBranch),
+            Some(WorkspaceOutcome::NotCommitted)
+        ]
+    );
+    assert_eq!(
+        world.git.subjects("app", &world.feature_branch("checked")),
+        ["initial commit"],
+        "nothing rejected reached the feature branch"
+    );
+}
+
+const WORK_SCRIPT: &str = r#"
+tasks:
+  a:
+    - [ {tool: {path: greeting.rs, write: "fn greeting() {}\n"}}, {text: "<task-done>a</task-done>"} ]
+    - [ {delay: 60s}, {text: "<verify-pass>a</verify-pass>"} ]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
+    let world = World::start().await;
+    world.create_secret(HTTP_TOKEN).await;
+    let h = &world.harness;
+    h.create_feature(agent_verified_feature(&world, "checked", WORK_SCRIPT))
+        .await;
+    h.wait_for_pod("checked-a-a2").await;
+    let task = world.task("checked-a").await;
+    assert_eq!(
+        workspace_outcomes(&task).first(),
+        Some(&Some(WorkspaceOutcome::PushedWorkBranch))
+    );
+    assert_eq!(
+        world.git.subjects("app", "ralph-work/checked/a"),
+        ["a: work of attempt 1", "initial commit"]
+    );
+    assert_eq!(
+        world.git.subjects("app", &world.feature_branch("checked")),
+        ["initial commit"]
+    );
 }
 
 fn runner_command_has(pod: &Pod, flag: &str) -> bool {

@@ -1,5 +1,6 @@
 //! The agent Pod's git steps (`ralph git prepare`, `ralph git finish`) as processes, the way
 //! the Pod runs them, against a real git server (git daemon and git http-backend).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/git_server.rs"]
 mod git_server;
@@ -414,6 +415,7 @@ fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
     let (ok, report) = verifier.step("prepare", &["--from-work-branch"]);
     assert!(ok, "{report:?}");
     assert!(verifier.has("api.rs"), "the verifier sees the work");
+    verifier.write("build.log", "output of the checks the verifier ran");
     verifier.report_result(&testing::with_sigils(
         "api",
         Sigils {
@@ -430,9 +432,112 @@ fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
         ],
     );
     assert_outcome(&report, WorkspaceOutcome::Integrated);
-    assert!(
-        server
-            .files("app", FEATURE_BRANCH)
-            .contains(&"api.rs".to_owned())
+    assert_eq!(
+        server.files("app", FEATURE_BRANCH),
+        ["README.md", "api.rs"],
+        "the worker's change, without the verifier's leftovers"
+    );
+    assert_eq!(
+        server.subjects("app", FEATURE_BRANCH),
+        ["api: work of attempt 1", "initial commit"],
+        "the worker's commit as it was verified"
+    );
+}
+
+impl Attempt {
+    /// Finishes a work attempt that a verifier follows: its work goes to the work branch.
+    fn finish_for_verification(&self) -> WorkspaceReport {
+        let result = self.run.join("result.json");
+        let (_, report) = self.step(
+            "finish",
+            &[
+                "--result-file",
+                &result.to_string_lossy(),
+                "--mode",
+                "push-work-branch",
+            ],
+        );
+        report
+    }
+
+    /// Prepares a verifier from the work branch; it passes the work; finishes.
+    fn verify_and_pass(&self) -> WorkspaceReport {
+        let (ok, report) = self.step("prepare", &["--from-work-branch"]);
+        assert!(ok, "{report:?}");
+        self.report_result(&testing::with_sigils(
+            &self.task,
+            Sigils {
+                verdict: Some(Verdict::Pass(self.task.clone())),
+                ..Sigils::default()
+            },
+        ));
+        let result = self.run.join("result.json");
+        let (_, report) = self.step(
+            "finish",
+            &["--result-file", &result.to_string_lossy(), "--verifier"],
+        );
+        report
+    }
+}
+
+#[test]
+fn a_verifier_checks_the_newest_work_attempt_even_one_that_changed_nothing() {
+    let server = GitServer::start();
+    server.create_repo("app");
+    let url = server.daemon_url("app");
+    let rejected = Attempt::new(&url, "api", 1);
+    rejected.prepare();
+    rejected.write("api.rs", "fn api() { todo!() }");
+    rejected.report_result(&testing::done("api"));
+    assert_outcome(
+        &rejected.finish_for_verification(),
+        WorkspaceOutcome::PushedWorkBranch,
+    );
+    let unchanged = Attempt::new(&url, "api", 3);
+    unchanged.prepare();
+    unchanged.report_result(&testing::done("api"));
+    assert_outcome(
+        &unchanged.finish_for_verification(),
+        WorkspaceOutcome::PushedWorkBranch,
+    );
+
+    let verifier = Attempt::new(&url, "api", 4);
+    let report = verifier.verify_and_pass();
+    assert!(!verifier.has("api.rs"), "the rejected work is gone");
+    assert_outcome(&report, WorkspaceOutcome::Unchanged);
+    assert_eq!(
+        server.subjects("app", FEATURE_BRANCH),
+        vec!["initial commit"]
+    );
+}
+
+#[test]
+fn a_passed_work_that_conflicts_with_work_integrated_meanwhile_is_a_conflict_naming_the_task() {
+    let server = GitServer::start();
+    server.create_repo("app");
+    let url = server.daemon_url("app");
+    let verified = Attempt::new(&url, "second", 1);
+    verified.prepare();
+    verified.write("README.md", "# app\n\nstatus: second\n");
+    verified.report_result(&testing::done("second"));
+    assert_outcome(
+        &verified.finish_for_verification(),
+        WorkspaceOutcome::PushedWorkBranch,
+    );
+    let meanwhile = Attempt::new(&url, "first", 1);
+    assert_outcome(
+        &meanwhile.run_done(|ws| {
+            std::fs::write(ws.join("README.md"), "# app\n\nstatus: first\n").expect("w")
+        }),
+        WorkspaceOutcome::Integrated,
+    );
+
+    let report = Attempt::new(&url, "second", 2).verify_and_pass();
+    assert_outcome(&report, WorkspaceOutcome::Conflict);
+    assert_eq!(report.conflict_files, ["README.md"]);
+    assert_eq!(report.conflicting_tasks, ["first"]);
+    assert_eq!(
+        server.subjects("app", FEATURE_BRANCH),
+        ["first: work of attempt 1", "initial commit"]
     );
 }

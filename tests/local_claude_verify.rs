@@ -2,6 +2,7 @@
 //! against the scripted fake Anthropic API: the verification is a fresh session whose edits
 //! are refused (read-only), and its `<verify-pass>` makes the task done. The agent is
 //! installed by `scripts/install-agents`; this test fails, not skips, without it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/real_agents.rs"]
 mod real_agents;

@@ -1,6 +1,7 @@
 //! The journal and knowledge in `ralph run`: the real binary, the real runner and the
 //! scripted ACP agent; what one attempt writes down reaches the prompts of the next attempts
 //! and of the tasks that build on it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/local_run.rs"]
 mod local_run;

@@ -3,6 +3,7 @@
 //! recorded, and an exhausted agent handing the task to the next agent of the pool (its
 //! rest kept in the store). The return after the reset time is covered with injected time
 //! by the planner and selection tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/local_run.rs"]
 mod local_run;

@@ -1,6 +1,7 @@
 //! `ralph runner --model` with the scripted agent: the model reaches the agent through its
 //! ACP model option and is recorded; a model the agent does not offer, or an agent with no
 //! model choice, is a misconfiguration (not a crash to retry).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/scripted.rs"]
 mod scripted;

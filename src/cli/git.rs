@@ -11,8 +11,9 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::attempt::AttemptResult;
+use crate::engine::verification::AttemptKind;
 use crate::engine::workspace::{
-    WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects, verifier_integrates,
+    WorkspaceOutcome, WorkspaceReport, finish_commits, tasks_in_subjects,
 };
 use crate::workspace::{
     AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions,
@@ -227,12 +228,12 @@ async fn finish(args: &FinishArgs) -> WorkspaceReport {
             };
         }
     };
-    let verdict_lets_in = if args.verifier {
-        verifier_integrates(&result)
+    let kind = if args.verifier {
+        AttemptKind::Verify
     } else {
-        integrates(&result)
+        AttemptKind::Work
     };
-    if !verdict_lets_in {
+    if !finish_commits(kind, &result) {
         return WorkspaceReport {
             message: Some(
                 "no done verdict: nothing committed (the next attempt starts from a fresh clone)"
@@ -242,12 +243,18 @@ async fn finish(args: &FinishArgs) -> WorkspaceReport {
         };
     }
     let heartbeat = keep_heartbeat(repo.heartbeat_file.clone());
-    let report = commit_and_integrate(repo, args.mode).await;
+    let report = commit_and_integrate(repo, args.mode, kind).await;
     heartbeat.abort();
     report
 }
 
-async fn commit_and_integrate(repo: &RepoArgs, mode: FinishMode) -> WorkspaceReport {
+/// Commits the attempt's work (a verifier's: restores the worker's pushed commit, its own
+/// leftovers dropped) and pushes it as `mode` says.
+async fn commit_and_integrate(
+    repo: &RepoArgs,
+    mode: FinishMode,
+    kind: AttemptKind,
+) -> WorkspaceReport {
     let outcome = async {
         let state: PreparedState = read_state(&repo.state_file)?;
         let remote = remote_repo(repo)?;
@@ -258,14 +265,38 @@ async fn commit_and_integrate(repo: &RepoArgs, mode: FinishMode) -> WorkspaceRep
             feature_branch: state.feature_branch,
             start_commit: state.start_commit,
         };
-        let commit = match remote.commit(&ws).await? {
+        let committed = match kind {
+            AttemptKind::Work => remote.commit(&ws).await?,
+            AttemptKind::Verify => remote.restore_pushed_work(&ws).await?,
+        };
+        let commit = match committed {
+            CommitOutcome::Unchanged if mode == FinishMode::PushWorkBranch => {
+                let commit = remote.commit_no_change(&ws).await?;
+                let branch = remote.push_work_branch(&ws).await?;
+                return Ok(WorkspaceReport {
+                    commit: Some(commit),
+                    work_branch: Some(branch.clone()),
+                    message: Some(format!(
+                        "done, and the agent left the workspace unchanged: pushed an empty \
+                         commit to {branch} for verification"
+                    )),
+                    ..WorkspaceReport::new(WorkspaceOutcome::PushedWorkBranch)
+                });
+            }
             CommitOutcome::Unchanged => {
                 return Ok(WorkspaceReport {
                     work_branch: Some(ws.work_branch.clone()),
                     feature_head: Some(ws.start_commit.clone()),
                     message: Some(
-                        "done, and the agent left the workspace unchanged: nothing to commit"
-                            .to_owned(),
+                        match kind {
+                            AttemptKind::Work => {
+                                "done, and the agent left the workspace unchanged: nothing to commit"
+                            }
+                            AttemptKind::Verify => {
+                                "verified, and the work changed nothing: nothing to integrate"
+                            }
+                        }
+                        .to_owned(),
                     ),
                     ..WorkspaceReport::new(WorkspaceOutcome::Unchanged)
                 });

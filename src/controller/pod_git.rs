@@ -6,7 +6,7 @@
 //! How the steps talk: the runner writes a copy of its result to the shared run
 //! directory (`--result-copy`); the finishing step waits for it (or for the runner's
 //! heartbeat to go stale: nothing is committed), decides with the engine's one rule
-//! ([`crate::engine::workspace::integrates`]) and writes a [`WorkspaceReport`] to its
+//! ([`crate::engine::workspace::finish_commits`]) and writes a [`WorkspaceReport`] to its
 //! termination message, which the controller reads on ingest beside the runner's result.
 
 use k8s_openapi::api::core::v1::{
@@ -15,11 +15,12 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::pod::{AGENT_CONTAINER, env_var, mount, restricted};
-use crate::api::labels::TASK_LABEL;
+use crate::api::labels::{ATTEMPT_KIND_LABEL, TASK_LABEL};
 use crate::api::workspace::GitWorkspace;
 use crate::engine::attempt::{AttemptResult, RESULT_SCHEMA_VERSION};
 use crate::engine::lifecycle::RunView;
-use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, integrates};
+use crate::engine::verification::AttemptKind;
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, finish_commits};
 use crate::workspace::{Transport, credential_file, validate_url};
 
 /// Name of the init container that clones the repository.
@@ -327,7 +328,7 @@ pub fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
             result: Some(result),
             ..
         } if has_finish_step(pod)
-            && integrates(&result)
+            && finish_commits(kind_of(pod), &result)
             && !pod_over
             && terminated(pod, FINISH_CONTAINER, false).is_none() =>
         {
@@ -342,6 +343,15 @@ pub fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
         },
         view => view,
     }
+}
+
+/// The attempt's kind, from its Pod's label (the controller's Pod cache keeps labels).
+fn kind_of(pod: &Pod) -> AttemptKind {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(ATTEMPT_KIND_LABEL))
+        .map_or(AttemptKind::Work, |kind| AttemptKind::parse(kind))
 }
 
 /// The result standing in for the runner's when the clone failed (the agent never ran).

@@ -8,6 +8,7 @@ use crate::api::AgentSpec;
 use crate::api::agent::ClientFs;
 use crate::api::workspace::{GitAuthor, GitCredentialsRef};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+use crate::engine::sigils::{Sigils, Verdict};
 use crate::engine::testing;
 
 fn agent() -> AgentSpec {
@@ -57,7 +58,10 @@ fn pod_with(git: &GitWorkspace, kind: GitAttemptKind) -> Pod {
         agent: &agent,
         model: None,
         overrides: None,
-        kind: crate::engine::verification::AttemptKind::Work,
+        kind: match kind {
+            GitAttemptKind::Verify => AttemptKind::Verify,
+            GitAttemptKind::Work { .. } => AttemptKind::Work,
+        },
         verify: &crate::api::verify::VerifySpec::default(),
     };
     let settings = PodSettings {
@@ -398,6 +402,41 @@ fn a_done_attempt_ends_once_the_finishing_step_reported() {
         }
     ));
     assert_eq!(finish_report(&p), Some(report));
+}
+
+fn verifier_pod() -> Pod {
+    pod_with(
+        &git("https://git.example.com/team/app.git"),
+        GitAttemptKind::Verify,
+    )
+}
+
+fn verdict_json(verdict: Verdict) -> String {
+    let sigils = Sigils {
+        verdict: Some(verdict),
+        ..Sigils::default()
+    };
+    serde_json::to_string(&testing::with_sigils("api", sigils)).expect("json")
+}
+
+#[test]
+fn a_passing_verification_runs_on_while_the_work_is_integrated() {
+    let pass = verdict_json(Verdict::Pass("api".to_owned()));
+    let p = with_statuses(verifier_pod(), "Running", Some(pass), None);
+    assert_eq!(view(&p), RunView::Running);
+}
+
+#[test]
+fn a_rejecting_verification_ends_without_waiting_for_the_git_step() {
+    let fail = verdict_json(Verdict::Fail("api".to_owned()));
+    let p = with_statuses(verifier_pod(), "Running", Some(fail), None);
+    assert!(matches!(
+        view(&p),
+        RunView::Ended {
+            result: Some(_),
+            ..
+        }
+    ));
 }
 
 #[test]

@@ -13,9 +13,8 @@ use crate::engine::verification::{self, AttemptKind, PastAttempt};
 
 /// Whether a verification Pod of this Feature sees the work it verifies: only when the work
 /// lives in git (`spec.workspace.git`), from which the verification Pod starts on the task's
-/// work branch. Each attempt Pod otherwise works in its own emptyDir.
-/// That is when the Feature names a git workspace (`spec.workspace.git`): the worker pushes
-/// its work branch and the verifier's Pod starts from it.
+/// work branch (the worker pushed it there). Each attempt Pod otherwise works in its own
+/// emptyDir.
 pub fn verifier_sees_the_work(feature: &Feature) -> bool {
     feature.spec.git().is_some()
 }

@@ -10,6 +10,7 @@ use super::policy::{
     AttemptOutcome, Decision, Event, EventKind, PhaseChange, PreviousAttempt, TaskContext, decide,
     decide_verification,
 };
+use super::verification::AttemptKind;
 
 /// Most conflicting files a report carries (it travels in a 4 KiB termination message).
 pub const MAX_REPORTED_FILES: usize = 20;
@@ -122,6 +123,16 @@ pub fn verifier_integrates(result: &AttemptResult) -> bool {
         verify: true,
     };
     decide_verification(&context, result).outcome == AttemptOutcome::Done
+}
+
+/// True when the finishing step of an attempt of `kind` commits its work: a done verdict of
+/// a work attempt, a pass of a verification attempt. The rule the finishing step and the
+/// controller (waiting for that step before it concludes) share.
+pub fn finish_commits(kind: AttemptKind, result: &AttemptResult) -> bool {
+    match kind {
+        AttemptKind::Work => integrates(result),
+        AttemptKind::Verify => verifier_integrates(result),
+    }
 }
 
 /// The task names in commit subjects of the form `<task>: work of attempt <n>` (the

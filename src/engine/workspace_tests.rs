@@ -149,3 +149,36 @@ fn a_bounded_report_fits_a_termination_message() {
     let json = serde_json::to_string(&report).expect("serializes");
     assert!(json.len() < 2048, "{} bytes", json.len());
 }
+
+fn verdict(verdict: crate::engine::sigils::Verdict) -> AttemptResult {
+    testing::with_sigils(
+        "api",
+        crate::engine::sigils::Sigils {
+            verdict: Some(verdict),
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn a_work_attempts_done_verdict_commits_its_work() {
+    assert!(finish_commits(AttemptKind::Work, &testing::done("api")));
+    assert!(!finish_commits(
+        AttemptKind::Work,
+        &testing::failed("api", None)
+    ));
+}
+
+#[test]
+fn a_verifications_pass_commits_the_work_and_its_rejection_does_not() {
+    use crate::engine::sigils::Verdict;
+    assert!(finish_commits(
+        AttemptKind::Verify,
+        &verdict(Verdict::Pass("api".to_owned()))
+    ));
+    assert!(!finish_commits(
+        AttemptKind::Verify,
+        &verdict(Verdict::Fail("api".to_owned()))
+    ));
+    assert!(!finish_commits(AttemptKind::Verify, &testing::done("api")));
+}

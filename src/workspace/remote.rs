@@ -281,6 +281,83 @@ impl RemoteRepo {
         }
     }
 
+    /// After [`RemoteRepo::commit`] found nothing to commit: an empty commit naming the task
+    /// and attempt, so that [`RemoteRepo::push_work_branch`] replaces an earlier attempt's
+    /// work with "no change" and a verifier never checks stale work. Returns the commit.
+    pub async fn commit_no_change(&self, ws: &AttemptWorkspace) -> Result<String, WorkspaceError> {
+        let message = ws.attempt.commit_message();
+        let branch = ws.work_branch.as_str();
+        self.git
+            .ok(
+                &ws.dir,
+                &[
+                    "commit",
+                    "-q",
+                    "--no-verify",
+                    "--allow-empty",
+                    "-m",
+                    &message,
+                ],
+                branch,
+                Net::Local,
+            )
+            .await?;
+        self.git
+            .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
+            .await
+    }
+
+    /// For a verifier (see [`RemoteRepo::prepare_from_work_branch`]): puts the work branch
+    /// back at the pushed work commit and drops whatever the verifier left in the workspace
+    /// (build output of the checks it ran), so that [`RemoteRepo::integrate`] integrates the
+    /// worker's commit as it was verified. Unchanged when that commit changes nothing (see
+    /// [`RemoteRepo::commit_no_change`]).
+    pub async fn restore_pushed_work(
+        &self,
+        ws: &AttemptWorkspace,
+    ) -> Result<CommitOutcome, WorkspaceError> {
+        let pushed = pushed_work_branch(&self.feature, &ws.attempt.task);
+        let tracking = format!("refs/remotes/origin/{pushed}");
+        let work_ref = format!("refs/heads/{}", ws.work_branch);
+        let local = Net::Local;
+        self.git
+            .ok(
+                &ws.dir,
+                &["symbolic-ref", "HEAD", &work_ref],
+                &pushed,
+                local,
+            )
+            .await?;
+        self.git
+            .ok(
+                &ws.dir,
+                &["reset", "-q", "--hard", &tracking],
+                &pushed,
+                local,
+            )
+            .await?;
+        self.git
+            .ok(&ws.dir, &["clean", "-q", "-f", "-d", "-x"], &pushed, local)
+            .await?;
+        let empty = self
+            .git
+            .run(
+                &ws.dir,
+                &["diff", "--quiet", "HEAD^", "HEAD"],
+                &pushed,
+                local,
+            )
+            .await?;
+        if empty.success {
+            return Ok(CommitOutcome::Unchanged);
+        }
+        let commit = self
+            .git
+            .ok(&ws.dir, &["rev-parse", "HEAD"], &pushed, local)
+            .await?;
+        Ok(CommitOutcome::Committed { commit })
+    }
+
     /// Commits everything in the workspace as one commit naming the task and attempt.
     pub async fn commit(&self, ws: &AttemptWorkspace) -> Result<CommitOutcome, WorkspaceError> {
         commit_workspace(&self.git, ws).await
