@@ -79,6 +79,7 @@ impl Run<'_> {
         Ended {
             exit_code: None,
             result: executor::read_result(&files.result, None, &files.stderr),
+            workspace: None,
         }
     }
 }

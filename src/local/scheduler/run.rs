@@ -23,6 +23,7 @@ use crate::local::prompt;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptClose, NewEvent, Store, Transition, keys};
 use crate::local::verify;
+use crate::local::worktree::AttemptWorktree;
 
 #[path = "resume.rs"]
 mod resume;
@@ -335,29 +336,73 @@ impl<'a> Run<'a> {
             live.model.as_deref(),
         );
         let command = verify::runner_command(&runner, &self.plan.feature().verify, kind);
-        let spawned = executor::start(
-            &command,
-            task,
-            &live.attempt,
-            files,
-            text,
-            self.reports.clone(),
-        );
+        let spawned = match self.attempt_worktree(task, live.number, kind)? {
+            Some(worktree) => executor::start_in_worktree(
+                &command,
+                task,
+                &live.attempt,
+                files,
+                text,
+                self.reports.clone(),
+                worktree,
+            )
+            .map(|()| None),
+            None => executor::start(
+                &command,
+                task,
+                &live.attempt,
+                files,
+                text,
+                self.reports.clone(),
+            )
+            .map(Some),
+        };
         match spawned {
             Ok(pid) => {
-                live.pid = Some(pid);
+                live.pid = pid;
                 self.plan.track(task, live);
             }
             Err(error) => {
                 live.ended = Some(executor::Ended {
                     exit_code: None,
                     result: Err(error.to_string()),
+                    workspace: None,
                 });
                 self.plan.track(task, live);
                 self.decide_running(task, now_ms)?;
             }
         }
         Ok(())
+    }
+
+    /// Where attempt `number` of `task` works when the run uses worktrees: its own, or for
+    /// a verifier the one of the work attempt it checks.
+    fn attempt_worktree(
+        &self,
+        task: &str,
+        number: u32,
+        kind: AttemptKind,
+    ) -> Result<Option<AttemptWorktree>, RunError> {
+        let Some(worktrees) = &self.options.worktrees else {
+            return Ok(None);
+        };
+        let verifies = match kind {
+            AttemptKind::Work => None,
+            AttemptKind::Verify => self
+                .store
+                .attempts(Some(task))?
+                .iter()
+                .rev()
+                .find(|a| a.kind == AttemptKind::Work && a.number < number)
+                .map(|a| a.number),
+        };
+        Ok(Some(AttemptWorktree {
+            worktrees: worktrees.clone(),
+            task: task.to_string(),
+            number,
+            verifies,
+            verifier_follows: self.plan.feature().verify.verification().agent,
+        }))
     }
 
     /// Records how the current attempt of `task` ended and what the planner concluded:

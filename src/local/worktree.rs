@@ -1,0 +1,339 @@
+//! `ralph run` in a git repository: every attempt works in its own `git worktree` on its
+//! work branch under the state directory, and done work is committed and integrated into
+//! the feature branch ([`crate::workspace::LocalRepo`]). What that did is a
+//! [`WorkspaceReport`], concluded by the engine exactly as on the cluster.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::engine::attempt::AttemptResult;
+use crate::engine::workspace::{
+    WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects, verifier_integrates,
+};
+use crate::workspace::{
+    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, GitOptions, IntegrationOutcome,
+    LocalRepo, WorkspaceError, local_work_branch,
+};
+
+/// The base a new feature branch starts from: the repository's current commit.
+const BASE_REF: &str = "HEAD";
+
+/// A repository whose attempts work in worktrees under `root`.
+#[derive(Debug)]
+pub struct Worktrees {
+    repo: LocalRepo,
+    root: PathBuf,
+    feature: String,
+}
+
+impl Worktrees {
+    /// The worktrees of `feature` in the repository holding `dir`, kept under
+    /// `<state>/worktrees`; `None` when `dir` is not in a git repository.
+    /// `push_remote` names a configured remote the feature branch is pushed to.
+    pub async fn open(
+        dir: &Path,
+        feature: &str,
+        state: &Path,
+        push_remote: Option<&str>,
+    ) -> Result<Option<Self>, WorkspaceError> {
+        let Some(top) = repository_root(dir).await else {
+            return Ok(None);
+        };
+        let repo = LocalRepo::new(
+            &top,
+            feature,
+            BASE_REF,
+            None,
+            push_remote,
+            CommitAuthor::default(),
+            GitOptions::default(),
+        )?;
+        Ok(Some(Self {
+            repo,
+            root: state.join("worktrees"),
+            feature: feature.to_owned(),
+        }))
+    }
+
+    /// The feature branch done work is integrated into.
+    pub fn feature_branch(&self) -> &str {
+        self.repo.feature_branch()
+    }
+
+    /// The directory of attempt `number` of `task`.
+    pub fn dir(&self, task: &str, number: u32) -> PathBuf {
+        attempt_dir(&self.root, task, number)
+    }
+}
+
+/// The directory of attempt `number` of `task` under the worktrees' `root`.
+pub fn attempt_dir(root: &Path, task: &str, number: u32) -> PathBuf {
+    root.join(task).join(format!("a{number}"))
+}
+
+/// The worktree root of the state directory `state`.
+pub fn root(state: &Path) -> PathBuf {
+    state.join("worktrees")
+}
+
+/// Where one attempt works.
+#[derive(Clone, Debug)]
+pub struct AttemptWorktree {
+    /// The repository.
+    pub worktrees: Arc<Worktrees>,
+    /// The task.
+    pub task: String,
+    /// The attempt number.
+    pub number: u32,
+    /// `Some(n)`: a verifier, working in the worktree of work attempt `n`.
+    pub verifies: Option<u32>,
+    /// True when a verifier follows a done work attempt (its work waits on its branch).
+    pub verifier_follows: bool,
+}
+
+impl AttemptWorktree {
+    /// The worktree the attempt works in: a new one from the feature branch, or for a
+    /// verifier the one of the work it checks.
+    pub async fn prepare(&self) -> Result<AttemptWorkspace, String> {
+        let worktrees = &self.worktrees;
+        match self.verifies {
+            None => {
+                let dir = worktrees.dir(&self.task, self.number);
+                worktrees
+                    .repo
+                    .prepare(&dir, &self.task, self.number)
+                    .await
+                    .map_err(|error| format!("cannot prepare the attempt's worktree: {error}"))
+            }
+            Some(work) => self.work_to_verify(work).await,
+        }
+    }
+
+    /// The worktree of work attempt `work`, whose one commit the verifier checks.
+    async fn work_to_verify(&self, work: u32) -> Result<AttemptWorkspace, String> {
+        let dir = self.worktrees.dir(&self.task, work);
+        let parent = tokio::process::Command::new("git")
+            .args(["rev-parse", "HEAD^"])
+            .current_dir(&dir)
+            .output()
+            .await
+            .ok()
+            .filter(|output| output.status.success())
+            .ok_or_else(|| {
+                format!(
+                    "the work to verify is gone: no commit in the worktree {} of attempt {work}",
+                    dir.display()
+                )
+            })?;
+        Ok(AttemptWorkspace {
+            dir,
+            attempt: AttemptRef::new(&self.worktrees.feature, &self.task, work),
+            work_branch: local_work_branch(&self.worktrees.feature, &self.task, work),
+            feature_branch: self.worktrees.feature_branch().to_owned(),
+            start_commit: String::from_utf8_lossy(&parent.stdout).trim().to_owned(),
+        })
+    }
+
+    /// After the runner ended with `result`: a done verdict commits the worktree and
+    /// integrates it (a work attempt followed by a verifier only commits); the worktree of
+    /// an attempt whose work is integrated, or that changed nothing, is removed; any other
+    /// is kept for a look until `ralph task reset`.
+    pub async fn finish(
+        &self,
+        ws: &AttemptWorkspace,
+        result: &Result<AttemptResult, String>,
+    ) -> WorkspaceReport {
+        let verdict = match (result, self.verifies) {
+            (Ok(result), None) => integrates(result),
+            (Ok(result), Some(_)) => verifier_integrates(result),
+            (Err(_), _) => false,
+        };
+        if !verdict {
+            return WorkspaceReport {
+                message: Some(format!(
+                    "no done verdict: nothing committed; the worktree {} is kept",
+                    ws.dir.display()
+                )),
+                ..WorkspaceReport::new(WorkspaceOutcome::NotCommitted)
+            };
+        }
+        let report = match self.commit_and_integrate(ws).await {
+            Ok(report) => report,
+            Err(error) => failure(&error),
+        };
+        if matches!(
+            report.outcome,
+            WorkspaceOutcome::Integrated | WorkspaceOutcome::Unchanged
+        ) && let Err(error) = self.worktrees.repo.remove(ws).await
+        {
+            return WorkspaceReport {
+                message: Some(format!(
+                    "{}; the worktree {} could not be removed: {error}",
+                    report.message.clone().unwrap_or_default(),
+                    ws.dir.display()
+                )),
+                ..report
+            };
+        }
+        report
+    }
+
+    async fn commit_and_integrate(
+        &self,
+        ws: &AttemptWorkspace,
+    ) -> Result<WorkspaceReport, WorkspaceError> {
+        let repo = &self.worktrees.repo;
+        let commit = match self.verifies {
+            // The verifier checks the work's commit; what it leaves behind is not work.
+            Some(_) => String::new(),
+            None => match repo.commit(ws).await? {
+                CommitOutcome::Unchanged => {
+                    return Ok(WorkspaceReport {
+                        work_branch: Some(ws.work_branch.clone()),
+                        feature_head: Some(ws.start_commit.clone()),
+                        message: Some(
+                            "done, and the agent left the workspace unchanged: nothing to commit"
+                                .to_owned(),
+                        ),
+                        ..WorkspaceReport::new(WorkspaceOutcome::Unchanged)
+                    });
+                }
+                CommitOutcome::Committed { commit } => commit,
+            },
+        };
+        if self.verifier_follows && self.verifies.is_none() {
+            return Ok(WorkspaceReport {
+                commit: Some(commit),
+                work_branch: Some(ws.work_branch.clone()),
+                message: Some(format!(
+                    "committed on {} in {} for verification",
+                    ws.work_branch,
+                    ws.dir.display()
+                )),
+                ..WorkspaceReport::new(WorkspaceOutcome::PushedWorkBranch)
+            });
+        }
+        Ok(match repo.integrate(ws).await? {
+            IntegrationOutcome::Integrated {
+                commit,
+                push_attempts,
+            } => WorkspaceReport {
+                commit: Some(commit.clone()),
+                work_branch: Some(ws.work_branch.clone()),
+                feature_head: Some(commit),
+                push_attempts: Some(push_attempts),
+                message: Some(format!("integrated into {}", ws.feature_branch)),
+                ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
+            },
+            IntegrationOutcome::Conflict {
+                files,
+                other_commit_subjects,
+                feature_head,
+            } => WorkspaceReport {
+                commit: (!commit.is_empty()).then_some(commit),
+                work_branch: Some(ws.work_branch.clone()),
+                feature_head: Some(feature_head),
+                message: Some(format!(
+                    "the work conflicts with {} in {}; the worktree {} is kept",
+                    ws.feature_branch,
+                    files.join(", "),
+                    ws.dir.display()
+                )),
+                conflicting_tasks: tasks_in_subjects(
+                    other_commit_subjects.iter().map(String::as_str),
+                ),
+                conflict_files: files,
+                ..WorkspaceReport::new(WorkspaceOutcome::Conflict)
+            },
+        })
+    }
+}
+
+/// The report of a failed git step: misconfigured when only the user can fix it.
+fn failure(error: &WorkspaceError) -> WorkspaceReport {
+    let outcome = if error.needs_user_fix() {
+        WorkspaceOutcome::Misconfigured
+    } else {
+        WorkspaceOutcome::Failed
+    };
+    WorkspaceReport {
+        message: Some(error.to_string()),
+        ..WorkspaceReport::new(outcome)
+    }
+}
+
+/// The top directory of the git repository holding `dir`, if any.
+async fn repository_root(dir: &Path) -> Option<PathBuf> {
+    let output = tokio::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .current_dir(dir)
+        .output()
+        .await
+        .ok()
+        .filter(|output| output.status.success())?;
+    let top = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    (!top.is_empty()).then(|| PathBuf::from(top))
+}
+
+/// Removes the kept worktrees of `task` under the state directory `state` and their work
+/// branches (`ralph task reset`); returns the directories removed.
+pub async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, String> {
+    let task_dir = root(state).join(task);
+    let Ok(entries) = std::fs::read_dir(&task_dir) else {
+        return Ok(Vec::new());
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let git = |args: &[&str]| {
+            tokio::process::Command::new("git")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+        };
+        let branch = git(&["symbolic-ref", "-q", "--short", "HEAD"])
+            .await
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .await
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+        let Some(common) = common else {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|error| format!("cannot remove {}: {error}", dir.display()))?;
+            removed.push(dir);
+            continue;
+        };
+        let in_repo = |args: Vec<String>| {
+            tokio::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(&common)
+                .args(args)
+                .output()
+        };
+        let dir_arg = dir.display().to_string();
+        let output = in_repo(vec![
+            "worktree".into(),
+            "remove".into(),
+            "--force".into(),
+            dir_arg.clone(),
+        ])
+        .await
+        .map_err(|error| format!("cannot run git: {error}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "cannot remove the worktree {dir_arg}: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        if let Some(branch) = branch.filter(|b| b.starts_with("ralph-work/")) {
+            let _ = in_repo(vec!["branch".into(), "-q".into(), "-D".into(), branch]).await;
+        }
+        removed.push(dir);
+    }
+    let _ = std::fs::remove_dir(&task_dir);
+    Ok(removed)
+}
