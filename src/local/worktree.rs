@@ -50,7 +50,7 @@ impl Worktrees {
         )?;
         Ok(Some(Self {
             repo,
-            root: state.join("worktrees"),
+            root: root(state),
             feature: feature.to_owned(),
         }))
     }
@@ -275,10 +275,26 @@ async fn repository_root(dir: &Path) -> Option<PathBuf> {
     (!top.is_empty()).then(|| PathBuf::from(top))
 }
 
+/// The worktrees of `task`'s attempts `numbers` that are still there, under the state
+/// directory `state` (kept for a look, or in use).
+pub fn kept(
+    state: &Path,
+    task: &str,
+    numbers: impl IntoIterator<Item = u32>,
+) -> Vec<(u32, PathBuf)> {
+    let root = root(&std::path::absolute(state).unwrap_or_else(|_| state.to_path_buf()));
+    numbers
+        .into_iter()
+        .map(|number| (number, attempt_dir(&root, task, number)))
+        .filter(|(_, dir)| dir.exists())
+        .collect()
+}
+
 /// Removes the kept worktrees of `task` under the state directory `state` and their work
 /// branches (`ralph task reset`); returns the directories removed.
 pub async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, String> {
-    let task_dir = root(state).join(task);
+    let state = std::path::absolute(state).unwrap_or_else(|_| state.to_path_buf());
+    let task_dir = root(&state).join(task);
     let Ok(entries) = std::fs::read_dir(&task_dir) else {
         return Ok(Vec::new());
     };

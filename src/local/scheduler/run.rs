@@ -15,6 +15,7 @@ use crate::engine::lifecycle::{Action, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
 use crate::engine::selection::Selection;
 use crate::engine::verification::AttemptKind;
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
 use crate::local::feature::LocalFeature;
@@ -418,12 +419,20 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         let history = self.store.attempts(Some(task))?;
+        let git = self
+            .plan
+            .live(task)
+            .and_then(|live| live.ended.as_ref())
+            .and_then(|ended| ended.workspace.clone());
         let Some(concluded) = self
             .plan
             .conclude(task, end, &history, now_ms, rand::random())?
         else {
             return Ok(());
         };
+        if let Some(git) = git {
+            self.record_git(task, &concluded.attempt, &git, transition);
+        }
         if let FeatureEffect::Stop { reason } = concluded.next.feature() {
             transition.stop_feature = Some(reason.clone());
         }
@@ -461,6 +470,26 @@ impl<'a> Run<'a> {
         }
         self.record_transitions(&concluded.transitions, transition);
         Ok(())
+    }
+
+    /// Records what the git steps of a worktree attempt did; an agent that said done and
+    /// changed nothing is told about.
+    fn record_git(
+        &mut self,
+        task: &str,
+        attempt: &str,
+        git: &WorkspaceReport,
+        transition: &mut Transition,
+    ) {
+        let Some(message) = git.message.clone() else {
+            return;
+        };
+        transition
+            .events
+            .push(NewEvent::attempt(task, attempt, "git", message.clone()));
+        if git.outcome == WorkspaceOutcome::Unchanged {
+            self.warn(task, message);
+        }
     }
 
     /// Applies the DAG's own phase changes to the rows, the event log and the display.
