@@ -293,3 +293,73 @@ fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
     assert!(stderr.contains("not a git repository"), "{stderr}");
     assert!(stderr.contains(&dir), "{stderr}");
 }
+
+fn verified_project(script: &str) -> Project {
+    git_project(
+        &feature_yaml(
+            "verified",
+            "  verify:\n    agent: true\n",
+            &[task("api", &[])],
+        ),
+        script,
+    )
+}
+
+#[test]
+fn a_verifier_checks_the_work_in_its_worktree_and_its_pass_integrates_it() {
+    let project = verified_project(
+        r#"
+tasks:
+  api:
+    - [ {tool: {path: api.txt, write: "api\n"}}, {text: "<task-done>api</task-done>"} ]
+    - [ {tool: {path: api.txt, read: true, fail_text: "MISSING api.txt"}},
+        {text: "Looks right. <verify-pass>api</verify-pass>"} ]
+"#,
+    );
+
+    project.run_to_success(&[]);
+
+    let log = std::fs::read_to_string(
+        project
+            .state()
+            .join("attempts")
+            .join("api-a2")
+            .join("runner.jsonl"),
+    )
+    .expect("verifier log");
+    assert!(!log.contains("MISSING"), "the verifier saw the work");
+    assert_eq!(
+        subjects(&project, "ralph/verified"),
+        ["api: work of attempt 1", "initial"]
+    );
+    assert!(
+        !worktree(&project, "api", 1).exists(),
+        "integrated: removed"
+    );
+}
+
+#[test]
+fn work_a_verifier_rejects_is_not_integrated() {
+    let project = verified_project(
+        r#"
+tasks:
+  api:
+    - [ {tool: {path: api.txt, write: "wrong\n"}}, {text: "<task-done>api</task-done>"} ]
+    - [ {text: "Wrong answer. <verify-fail>api</verify-fail>"} ]
+    - [ {tool: {path: api.txt, write: "right\n"}}, {text: "<task-done>api</task-done>"} ]
+    - [ {text: "Right. <verify-pass>api</verify-pass>"} ]
+"#,
+    );
+
+    project.run_to_success(&[]);
+
+    assert_eq!(
+        subjects(&project, "ralph/verified"),
+        ["api: work of attempt 3", "initial"]
+    );
+    assert_eq!(file_on(&project, "ralph/verified", "api.txt"), "right");
+    assert!(
+        worktree(&project, "api", 1).join("api.txt").exists(),
+        "the rejected work is kept for a look"
+    );
+}
