@@ -151,6 +151,11 @@ impl<'a> Run<'a> {
     /// Handles a runner's report.
     pub fn on_report(&mut self, report: AttemptReport, now_ms: i64) -> Result<(), RunError> {
         let Some(live) = self.plan.current(&report.task, &report.attempt) else {
+            // A runner started in its worktree after its attempt was concluded (interrupted
+            // while the worktree was prepared): it must not work, nor integrate anything.
+            if let Report::Spawned { pid, .. } = report.report {
+                process::kill_runner(pid);
+            }
             return Ok(());
         };
         match report.report {
