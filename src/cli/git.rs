@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::attempt::AttemptResult;
 use crate::engine::workspace::{
-    WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects, verifier_integrates,
+    WorkspaceOutcome, WorkspaceReport, integrates, verifier_integrates,
 };
 use crate::workspace::{
-    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions,
-    IntegrationOutcome, RemoteRepo, RepoSettings, WorkspaceError, credential_file,
+    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions, RemoteRepo,
+    RepoSettings, WorkspaceError, credential_file, report,
 };
 
 /// The git steps.
@@ -259,17 +259,7 @@ async fn commit_and_integrate(repo: &RepoArgs, mode: FinishMode) -> WorkspaceRep
             start_commit: state.start_commit,
         };
         let commit = match remote.commit(&ws).await? {
-            CommitOutcome::Unchanged => {
-                return Ok(WorkspaceReport {
-                    work_branch: Some(ws.work_branch.clone()),
-                    feature_head: Some(ws.start_commit.clone()),
-                    message: Some(
-                        "done, and the agent left the workspace unchanged: nothing to commit"
-                            .to_owned(),
-                    ),
-                    ..WorkspaceReport::new(WorkspaceOutcome::Unchanged)
-                });
-            }
+            CommitOutcome::Unchanged => return Ok(report::unchanged(&ws)),
             CommitOutcome::Committed { commit } => commit,
         };
         if mode == FinishMode::PushWorkBranch {
@@ -281,38 +271,8 @@ async fn commit_and_integrate(repo: &RepoArgs, mode: FinishMode) -> WorkspaceRep
                 ..WorkspaceReport::new(WorkspaceOutcome::PushedWorkBranch)
             });
         }
-        Ok(match remote.integrate(&ws).await? {
-            IntegrationOutcome::Integrated {
-                commit,
-                push_attempts,
-            } => WorkspaceReport {
-                commit: Some(commit.clone()),
-                work_branch: Some(ws.work_branch.clone()),
-                feature_head: Some(commit),
-                push_attempts: Some(push_attempts),
-                message: Some(format!("integrated into {}", ws.feature_branch)),
-                ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
-            },
-            IntegrationOutcome::Conflict {
-                files,
-                other_commit_subjects,
-                feature_head,
-            } => WorkspaceReport {
-                commit: Some(commit),
-                work_branch: Some(ws.work_branch.clone()),
-                feature_head: Some(feature_head),
-                message: Some(format!(
-                    "the work conflicts with {} in {}",
-                    ws.feature_branch,
-                    files.join(", ")
-                )),
-                conflicting_tasks: tasks_in_subjects(
-                    other_commit_subjects.iter().map(String::as_str),
-                ),
-                conflict_files: files,
-                ..WorkspaceReport::new(WorkspaceOutcome::Conflict)
-            },
-        })
+        let outcome = remote.integrate(&ws).await?;
+        Ok(report::integration(&ws, Some(commit), outcome))
     }
     .await;
     outcome.unwrap_or_else(|error| failure(repo, &error))
@@ -405,21 +365,13 @@ pub fn read_credentials(dir: &Path) -> Result<Option<Credentials>, WorkspaceErro
 
 /// The report of a failed git step: misconfigured when only the user can fix it.
 fn failure(repo: &RepoArgs, error: &WorkspaceError) -> WorkspaceReport {
-    let outcome = if error.needs_user_fix() {
-        WorkspaceOutcome::Misconfigured
-    } else {
-        WorkspaceOutcome::Failed
-    };
     let message = match (&repo.credentials_secret, error) {
         (Some(secret), WorkspaceError::AuthenticationFailed { .. }) => {
             format!("credentials Secret `{secret}`: {error}")
         }
         _ => error.to_string(),
     };
-    WorkspaceReport {
-        message: Some(message),
-        ..WorkspaceReport::new(outcome)
-    }
+    report::failure(error, message)
 }
 
 fn touch(path: Option<&Path>) {

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use crate::engine::attempt::AttemptResult;
 use crate::engine::workspace::{
-    WorkspaceOutcome, WorkspaceReport, integrates, tasks_in_subjects, verifier_integrates,
+    WorkspaceOutcome, WorkspaceReport, integrates, verifier_integrates,
 };
 use crate::workspace::{
-    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, GitOptions, IntegrationOutcome,
-    LocalRepo, WorkspaceError, local_work_branch,
+    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, GitOptions, LocalRepo,
+    WorkspaceError, local_work_branch, report,
 };
 
 /// The base a new feature branch starts from: the repository's current commit.
@@ -159,7 +159,7 @@ impl AttemptWorktree {
         }
         let report = match self.commit_and_integrate(ws).await {
             Ok(report) => report,
-            Err(error) => failure(&error),
+            Err(error) => report::failure(&error, error.to_string()),
         };
         if matches!(
             report.outcome,
@@ -185,25 +185,15 @@ impl AttemptWorktree {
         let repo = &self.worktrees.repo;
         let commit = match self.verifies {
             // The verifier checks the work's commit; what it leaves behind is not work.
-            Some(_) => String::new(),
+            Some(_) => None,
             None => match repo.commit(ws).await? {
-                CommitOutcome::Unchanged => {
-                    return Ok(WorkspaceReport {
-                        work_branch: Some(ws.work_branch.clone()),
-                        feature_head: Some(ws.start_commit.clone()),
-                        message: Some(
-                            "done, and the agent left the workspace unchanged: nothing to commit"
-                                .to_owned(),
-                        ),
-                        ..WorkspaceReport::new(WorkspaceOutcome::Unchanged)
-                    });
-                }
-                CommitOutcome::Committed { commit } => commit,
+                CommitOutcome::Unchanged => return Ok(report::unchanged(ws)),
+                CommitOutcome::Committed { commit } => Some(commit),
             },
         };
         if self.verifier_follows && self.verifies.is_none() {
             return Ok(WorkspaceReport {
-                commit: Some(commit),
+                commit,
                 work_branch: Some(ws.work_branch.clone()),
                 message: Some(format!(
                     "committed on {} in {} for verification",
@@ -213,52 +203,8 @@ impl AttemptWorktree {
                 ..WorkspaceReport::new(WorkspaceOutcome::PushedWorkBranch)
             });
         }
-        Ok(match repo.integrate(ws).await? {
-            IntegrationOutcome::Integrated {
-                commit,
-                push_attempts,
-            } => WorkspaceReport {
-                commit: Some(commit.clone()),
-                work_branch: Some(ws.work_branch.clone()),
-                feature_head: Some(commit),
-                push_attempts: Some(push_attempts),
-                message: Some(format!("integrated into {}", ws.feature_branch)),
-                ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
-            },
-            IntegrationOutcome::Conflict {
-                files,
-                other_commit_subjects,
-                feature_head,
-            } => WorkspaceReport {
-                commit: (!commit.is_empty()).then_some(commit),
-                work_branch: Some(ws.work_branch.clone()),
-                feature_head: Some(feature_head),
-                message: Some(format!(
-                    "the work conflicts with {} in {}; the worktree {} is kept",
-                    ws.feature_branch,
-                    files.join(", "),
-                    ws.dir.display()
-                )),
-                conflicting_tasks: tasks_in_subjects(
-                    other_commit_subjects.iter().map(String::as_str),
-                ),
-                conflict_files: files,
-                ..WorkspaceReport::new(WorkspaceOutcome::Conflict)
-            },
-        })
-    }
-}
-
-/// The report of a failed git step: misconfigured when only the user can fix it.
-fn failure(error: &WorkspaceError) -> WorkspaceReport {
-    let outcome = if error.needs_user_fix() {
-        WorkspaceOutcome::Misconfigured
-    } else {
-        WorkspaceOutcome::Failed
-    };
-    WorkspaceReport {
-        message: Some(error.to_string()),
-        ..WorkspaceReport::new(outcome)
+        let outcome = repo.integrate(ws).await?;
+        Ok(report::integration(ws, commit, outcome))
     }
 }
 
