@@ -363,3 +363,25 @@ tasks:
         "the rejected work is kept for a look"
     );
 }
+
+#[test]
+fn a_verifier_passing_work_that_changed_nothing_completes_without_a_commit() {
+    let project = verified_project(
+        r#"
+tasks:
+  api:
+    - [ {text: "Already there. <task-done>api</task-done>"} ]
+    - [ {text: "Indeed. <verify-pass>api</verify-pass>"} ]
+"#,
+    );
+    let base = git(project.dir.path(), &["rev-parse", "HEAD"]);
+
+    project.run_to_success(&[]);
+
+    assert_eq!(project.attempt_outcomes(), ["done", "done"]);
+    assert_eq!(
+        git(project.dir.path(), &["rev-parse", "ralph/verified"]),
+        base
+    );
+    assert!(!worktree(&project, "api", 1).exists(), "finished: removed");
+}

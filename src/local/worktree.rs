@@ -109,19 +109,16 @@ impl AttemptWorktree {
         }
     }
 
-    /// The worktree of work attempt `work`, whose one commit the verifier checks.
+    /// The worktree of work attempt `work`, whose commit (if it made one) the verifier
+    /// checks.
     async fn work_to_verify(&self, work: u32) -> Result<AttemptWorkspace, String> {
         let dir = self.worktrees.dir(&self.task, work);
-        let parent = tokio::process::Command::new("git")
-            .args(["rev-parse", "HEAD^"])
-            .current_dir(&dir)
-            .output()
+        let feature_ref = format!("refs/heads/{}", self.worktrees.feature_branch());
+        let start_commit = git_output(&dir, &["merge-base", "HEAD", &feature_ref])
             .await
-            .ok()
-            .filter(|output| output.status.success())
             .ok_or_else(|| {
                 format!(
-                    "the work to verify is gone: no commit in the worktree {} of attempt {work}",
+                    "the work to verify is gone: no worktree of attempt {work} at {}",
                     dir.display()
                 )
             })?;
@@ -130,8 +127,13 @@ impl AttemptWorktree {
             attempt: AttemptRef::new(&self.worktrees.feature, &self.task, work),
             work_branch: local_work_branch(&self.worktrees.feature, &self.task, work),
             feature_branch: self.worktrees.feature_branch().to_owned(),
-            start_commit: String::from_utf8_lossy(&parent.stdout).trim().to_owned(),
+            start_commit,
         })
+    }
+
+    /// True for a work attempt whose worktree a verifier uses next.
+    fn verified_next(&self) -> bool {
+        self.verifier_follows && self.verifies.is_none()
     }
 
     /// After the runner ended with `result`: a done verdict commits the worktree and
@@ -161,11 +163,12 @@ impl AttemptWorktree {
             Ok(report) => report,
             Err(error) => report::failure(&error, error.to_string()),
         };
-        if matches!(
-            report.outcome,
-            WorkspaceOutcome::Integrated | WorkspaceOutcome::Unchanged
-        ) && let Err(error) = self.worktrees.repo.remove(ws).await
-        {
+        let finished = match report.outcome {
+            WorkspaceOutcome::Integrated => true,
+            WorkspaceOutcome::Unchanged => !self.verified_next(),
+            _ => false,
+        };
+        if finished && let Err(error) = self.worktrees.repo.remove(ws).await {
             return WorkspaceReport {
                 message: Some(format!(
                     "{}; the worktree {} could not be removed: {error}",
@@ -185,13 +188,20 @@ impl AttemptWorktree {
         let repo = &self.worktrees.repo;
         let commit = match self.verifies {
             // The verifier checks the work's commit; what it leaves behind is not work.
-            Some(_) => None,
+            Some(_) => {
+                if git_output(&ws.dir, &["rev-parse", "HEAD"]).await.as_ref()
+                    == Some(&ws.start_commit)
+                {
+                    return Ok(report::unchanged(ws));
+                }
+                None
+            }
             None => match repo.commit(ws).await? {
                 CommitOutcome::Unchanged => return Ok(report::unchanged(ws)),
                 CommitOutcome::Committed { commit } => Some(commit),
             },
         };
-        if self.verifier_follows && self.verifies.is_none() {
+        if self.verified_next() {
             return Ok(WorkspaceReport {
                 commit,
                 work_branch: Some(ws.work_branch.clone()),
@@ -210,15 +220,22 @@ impl AttemptWorktree {
 
 /// The top directory of the git repository holding `dir`, if any.
 async fn repository_root(dir: &Path) -> Option<PathBuf> {
+    git_output(dir, &["rev-parse", "--show-toplevel"])
+        .await
+        .filter(|top| !top.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The trimmed output of a git command in `dir` that succeeded.
+async fn git_output(dir: &Path, args: &[&str]) -> Option<String> {
     let output = tokio::process::Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
+        .args(args)
         .current_dir(dir)
         .output()
         .await
         .ok()
         .filter(|output| output.status.success())?;
-    let top = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    (!top.is_empty()).then(|| PathBuf::from(top))
+    Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 /// The worktrees of `task`'s attempts `numbers` that are still there, under the state
