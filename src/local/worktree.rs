@@ -24,6 +24,9 @@ pub struct Worktrees {
     repo: LocalRepo,
     root: PathBuf,
     feature: String,
+    /// Held while a worktree is added or removed: git races on its worktree records when
+    /// parallel attempts do that at once (`failed to read .git/worktrees/…/commondir`).
+    admin: tokio::sync::Mutex<()>,
 }
 
 impl Worktrees {
@@ -52,6 +55,7 @@ impl Worktrees {
             repo,
             root: root(state),
             feature: feature.to_owned(),
+            admin: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -99,6 +103,7 @@ impl AttemptWorktree {
         match self.verifies {
             None => {
                 let dir = worktrees.dir(&self.task, self.number);
+                let _admin = worktrees.admin.lock().await;
                 worktrees
                     .repo
                     .prepare(&dir, &self.task, self.number)
@@ -129,6 +134,12 @@ impl AttemptWorktree {
             feature_branch: self.worktrees.feature_branch().to_owned(),
             start_commit,
         })
+    }
+
+    /// Removes the worktree `ws` and its work branch.
+    async fn remove(&self, ws: &AttemptWorkspace) -> Result<(), WorkspaceError> {
+        let _admin = self.worktrees.admin.lock().await;
+        self.worktrees.repo.remove(ws).await
     }
 
     /// True for a work attempt whose worktree a verifier uses next.
@@ -168,7 +179,7 @@ impl AttemptWorktree {
             WorkspaceOutcome::Unchanged => !self.verified_next(),
             _ => false,
         };
-        if finished && let Err(error) = self.worktrees.repo.remove(ws).await {
+        if finished && let Err(error) = self.remove(ws).await {
             return WorkspaceReport {
                 message: Some(format!(
                     "{}; the worktree {} could not be removed: {error}",
