@@ -385,3 +385,38 @@ tasks:
     );
     assert!(!worktree(&project, "api", 1).exists(), "finished: removed");
 }
+
+#[test]
+fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
+    let project = git_project(
+        &feature_yaml("pushed", "", &[task("a", &[])]),
+        "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
+    );
+    let remote = tempfile::tempdir().expect("remote directory");
+    git(remote.path(), &["init", "-q", "--bare"]);
+    let url = remote.path().display().to_string();
+    git(project.dir.path(), &["remote", "add", "origin", &url]);
+
+    project.run_to_success(&["--push-remote", "origin"]);
+
+    assert_eq!(
+        git(remote.path(), &["rev-parse", "refs/heads/ralph/pushed"]),
+        git(project.dir.path(), &["rev-parse", "ralph/pushed"])
+    );
+}
+
+#[test]
+fn without_a_push_remote_nothing_is_pushed() {
+    let project = git_project(
+        &feature_yaml("local", "", &[task("a", &[])]),
+        "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
+    );
+    let remote = tempfile::tempdir().expect("remote directory");
+    git(remote.path(), &["init", "-q", "--bare"]);
+    let url = remote.path().display().to_string();
+    git(project.dir.path(), &["remote", "add", "origin", &url]);
+
+    project.run_to_success(&[]);
+
+    assert_eq!(git(remote.path(), &["for-each-ref"]), "");
+}
