@@ -275,29 +275,20 @@ pub async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, Strin
     let mut removed = Vec::new();
     for entry in entries.flatten() {
         let dir = entry.path();
-        let git = |args: &[&str]| {
-            tokio::process::Command::new("git")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-        };
-        let branch = git(&["symbolic-ref", "-q", "--short", "HEAD"])
-            .await
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-        let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
-            .await
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+        let branch = git_output(&dir, &["symbolic-ref", "-q", "--short", "HEAD"]).await;
+        let common = git_output(
+            &dir,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .await;
         let Some(common) = common else {
+            // Not a worktree (any more): only the directory is left.
             std::fs::remove_dir_all(&dir)
                 .map_err(|error| format!("cannot remove {}: {error}", dir.display()))?;
             removed.push(dir);
             continue;
         };
-        let in_repo = |args: Vec<String>| {
+        let in_repo = |args: &[&str]| {
             tokio::process::Command::new("git")
                 .arg("--git-dir")
                 .arg(&common)
@@ -305,14 +296,9 @@ pub async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, Strin
                 .output()
         };
         let dir_arg = dir.display().to_string();
-        let output = in_repo(vec![
-            "worktree".into(),
-            "remove".into(),
-            "--force".into(),
-            dir_arg.clone(),
-        ])
-        .await
-        .map_err(|error| format!("cannot run git: {error}"))?;
+        let output = in_repo(&["worktree", "remove", "--force", &dir_arg])
+            .await
+            .map_err(|error| format!("cannot run git: {error}"))?;
         if !output.status.success() {
             return Err(format!(
                 "cannot remove the worktree {dir_arg}: {}",
@@ -320,7 +306,8 @@ pub async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, Strin
             ));
         }
         if let Some(branch) = branch.filter(|b| b.starts_with("ralph-work/")) {
-            let _ = in_repo(vec!["branch".into(), "-q".into(), "-D".into(), branch]).await;
+            // A branch already gone is fine.
+            let _ = in_repo(&["branch", "-q", "-D", &branch]).await;
         }
         removed.push(dir);
     }
