@@ -12,6 +12,7 @@ use ralph::engine::lifecycle::AttemptEnd;
 use ralph::engine::sigils::{Promise, Sigils};
 use ralph::engine::testing;
 use ralph::engine::verification::{AttemptKind, CheckReport};
+use ralph::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use ralph::local::feature::LocalFeature;
 use ralph::local::store::{AttemptRow, TaskRow};
 use ralph::local::testing as local_testing;
@@ -63,6 +64,11 @@ fn verifying(retry_count: u32) -> Before {
 }
 
 fn local(before: &Before, end: &AttemptEnd) -> Concluded {
+    local_in(before, end, None)
+}
+
+/// [`local`] for an attempt whose worktree's git steps reported `workspace`.
+fn local_in(before: &Before, end: &AttemptEnd, workspace: Option<&WorkspaceReport>) -> Concluded {
     let feature = LocalFeature {
         max_retries: MAX_RETRIES,
         verify: serde_json::from_value(before.verify.clone()).unwrap(),
@@ -85,8 +91,9 @@ fn local(before: &Before, end: &AttemptEnd) -> Concluded {
         kind: before.kind,
         ..local_testing::attempt("t", attempt_count(before), "")
     });
-    let next =
-        ralph::local::scheduler::conclude::conclude(&feature, &mut row, &history, end, NOW, JITTER);
+    let next = ralph::local::scheduler::conclude::conclude_with_workspace(
+        &feature, &mut row, &history, end, workspace, NOW, JITTER,
+    );
     Concluded {
         phase: row.phase,
         retry_count: row.retry_count,
@@ -100,6 +107,11 @@ fn attempt_count(before: &Before) -> u32 {
 }
 
 fn cluster(before: &Before, end: &AttemptEnd) -> Concluded {
+    cluster_in(before, end, None)
+}
+
+/// [`cluster`] for an attempt whose Pod's git steps reported `workspace`.
+fn cluster_in(before: &Before, end: &AttemptEnd, workspace: Option<&WorkspaceReport>) -> Concluded {
     let feature: Feature = serde_json::from_value(serde_json::json!({
         "apiVersion": "ralph.dev/v1alpha1",
         "kind": "Feature",
@@ -132,7 +144,9 @@ fn cluster(before: &Before, end: &AttemptEnd) -> Concluded {
         }
     }))
     .expect("valid task");
-    let next = ralph::controller::task::conclude(&feature, &task, "t", end, NOW, JITTER);
+    let next = ralph::controller::task::conclude_in_workspace(
+        &feature, &task, "t", end, workspace, NOW, JITTER,
+    );
     let result = match end {
         AttemptEnd::Reported(result) => Some(result.as_ref()),
         _ => None,
@@ -487,6 +501,56 @@ fn a_failed_verification_says_why_in_both_modes() {
             concluded
                 .message
                 .contains("verification failed: the verifier rejected the work"),
+            "{}",
+            concluded.message
+        );
+    }
+}
+
+// Git: a done verdict whose work did not reach the feature branch is concluded alike from
+// a Pod's report and from `ralph run`'s worktree integration.
+
+fn git_report(outcome: WorkspaceOutcome) -> WorkspaceReport {
+    WorkspaceReport {
+        conflict_files: vec!["shared.txt".to_owned()],
+        conflicting_tasks: vec!["other".to_owned()],
+        message: Some("the remote hung up".to_owned()),
+        ..WorkspaceReport::new(outcome)
+    }
+}
+
+#[test]
+fn both_modes_conclude_git_outcomes_of_a_done_verdict_alike() {
+    let done = reported(testing::done("t"));
+    for (outcome, phase, retry_count) in [
+        (WorkspaceOutcome::Integrated, TaskPhase::Done, 0),
+        (WorkspaceOutcome::Unchanged, TaskPhase::Done, 0),
+        (WorkspaceOutcome::Conflict, TaskPhase::Pending, 1),
+        (WorkspaceOutcome::Failed, TaskPhase::Pending, 1),
+    ] {
+        let report = git_report(outcome);
+        let local = local_in(&fresh(), &done, Some(&report));
+        let cluster = cluster_in(&fresh(), &done, Some(&report));
+        assert_eq!(local, cluster, "{outcome:?}: the modes disagree");
+        assert_eq!(
+            (local.phase, local.retry_count),
+            (phase, retry_count),
+            "{outcome:?}: {}",
+            local.message
+        );
+    }
+}
+
+#[test]
+fn a_conflict_names_the_files_and_the_other_task_in_both_modes() {
+    let done = reported(testing::done("t"));
+    let report = git_report(WorkspaceOutcome::Conflict);
+    for concluded in [
+        local_in(&fresh(), &done, Some(&report)),
+        cluster_in(&fresh(), &done, Some(&report)),
+    ] {
+        assert!(
+            concluded.message.contains("shared.txt") && concluded.message.contains("other"),
             "{}",
             concluded.message
         );

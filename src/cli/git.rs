@@ -12,12 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::attempt::AttemptResult;
 use crate::engine::verification::AttemptKind;
-use crate::engine::workspace::{
-    WorkspaceOutcome, WorkspaceReport, finish_commits, tasks_in_subjects,
-};
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, finish_commits};
 use crate::workspace::{
-    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions,
-    IntegrationOutcome, RemoteRepo, RepoSettings, WorkspaceError, credential_file,
+    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions, RemoteRepo,
+    RepoSettings, WorkspaceError, credential_file, report,
 };
 
 /// The git steps.
@@ -312,38 +310,8 @@ async fn commit_and_integrate(
                 ..WorkspaceReport::new(WorkspaceOutcome::PushedWorkBranch)
             });
         }
-        Ok(match remote.integrate(&ws).await? {
-            IntegrationOutcome::Integrated {
-                commit,
-                push_attempts,
-            } => WorkspaceReport {
-                commit: Some(commit.clone()),
-                work_branch: Some(ws.work_branch.clone()),
-                feature_head: Some(commit),
-                push_attempts: Some(push_attempts),
-                message: Some(format!("integrated into {}", ws.feature_branch)),
-                ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
-            },
-            IntegrationOutcome::Conflict {
-                files,
-                other_commit_subjects,
-                feature_head,
-            } => WorkspaceReport {
-                commit: Some(commit),
-                work_branch: Some(ws.work_branch.clone()),
-                feature_head: Some(feature_head),
-                message: Some(format!(
-                    "the work conflicts with {} in {}",
-                    ws.feature_branch,
-                    files.join(", ")
-                )),
-                conflicting_tasks: tasks_in_subjects(
-                    other_commit_subjects.iter().map(String::as_str),
-                ),
-                conflict_files: files,
-                ..WorkspaceReport::new(WorkspaceOutcome::Conflict)
-            },
-        })
+        let outcome = remote.integrate(&ws).await?;
+        Ok(report::integration(&ws, Some(commit), outcome))
     }
     .await;
     outcome.unwrap_or_else(|error| failure(repo, &error))
@@ -436,21 +404,13 @@ pub fn read_credentials(dir: &Path) -> Result<Option<Credentials>, WorkspaceErro
 
 /// The report of a failed git step: misconfigured when only the user can fix it.
 fn failure(repo: &RepoArgs, error: &WorkspaceError) -> WorkspaceReport {
-    let outcome = if error.needs_user_fix() {
-        WorkspaceOutcome::Misconfigured
-    } else {
-        WorkspaceOutcome::Failed
-    };
     let message = match (&repo.credentials_secret, error) {
         (Some(secret), WorkspaceError::AuthenticationFailed { .. }) => {
             format!("credentials Secret `{secret}`: {error}")
         }
         _ => error.to_string(),
     };
-    WorkspaceReport {
-        message: Some(message),
-        ..WorkspaceReport::new(outcome)
-    }
+    report::failure(error, message)
 }
 
 fn touch(path: Option<&Path>) {

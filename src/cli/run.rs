@@ -18,6 +18,7 @@ use crate::local::scheduler::{self, RunOptions, RunOutcome};
 use crate::local::status_view::Counts;
 use crate::local::store::Store;
 use crate::local::summary::Summary;
+use crate::local::worktree::Worktrees;
 use crate::local::{process, shared_workspace, state_dir};
 
 /// Options of `ralph run`.
@@ -49,6 +50,14 @@ pub struct Args {
     /// The agents' working directory (default: the manifest's directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// A git repository each attempt works in through its own worktree (default: the
+    /// workspace's repository, if it is in one).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// A configured remote of the repository the feature branch is pushed to after each
+    /// integration (default: no push).
+    #[arg(long, value_name = "NAME")]
+    pub push_remote: Option<String>,
     /// Runner: stop an agent silent this long (default: the Feature's idleTimeoutSeconds).
     #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
     pub idle_timeout: Option<Duration>,
@@ -236,6 +245,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         edited: report.edited,
         removed: [report.removed, report.removed_later].concat(),
     });
+    let worktrees = match open_worktrees(&args, &workspace, &feature.name, &state).await {
+        Ok(worktrees) => worktrees,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::InvalidInput.into());
+        }
+    };
     let options = RunOptions {
         parallel: usize::try_from(args.parallel.unwrap_or(feature.parallelism).max(1)).unwrap_or(1),
         limit: args.limit,
@@ -250,9 +266,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
             .concat(),
         },
+        worktrees: worktrees.map(std::sync::Arc::new),
     };
-    let shared =
-        shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace);
+    let shared = match &options.worktrees {
+        Some(_) => None,
+        None => {
+            shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace)
+        }
+    };
     if let Some(message) = shared {
         display.show(&RunEvent::Warning {
             task: None,
@@ -287,6 +308,30 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
     Ok(exit(&outcome).into())
+}
+
+/// The worktrees attempts work in: those of `--repo`, which must be a git repository, or
+/// of the workspace's repository if it is in one.
+async fn open_worktrees(
+    args: &Args,
+    workspace: &Path,
+    feature: &str,
+    state: &Path,
+) -> anyhow::Result<Option<Worktrees>> {
+    let dir = args.repo.as_deref().unwrap_or(workspace);
+    let worktrees = Worktrees::open(dir, feature, state, args.push_remote.as_deref())
+        .await
+        .with_context(|| format!("cannot use the git repository at {}", dir.display()))?;
+    if worktrees.is_none()
+        && let Some(repo) = &args.repo
+    {
+        anyhow::bail!(
+            "--repo {}: not a git repository (run `git init` there, or leave --repo out to \
+             run in the workspace without git)",
+            repo.display()
+        );
+    }
+    Ok(worktrees)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use crate::cli::status::StateArgs;
 use crate::clock::now_ms;
 use crate::local::status_view::{render_task, render_tasks, task_lines};
+use crate::local::worktree;
 
 /// Subcommands of `ralph task`.
 #[derive(Debug, clap::Subcommand)]
@@ -58,10 +59,24 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let claim = store.claims()?.into_iter().find(|c| c.task == name);
             let attempts = store.attempts(Some(&name))?;
             print!("{}", render_task(&task, claim.as_ref(), &attempts));
+            let numbers = attempts.iter().map(|a| a.number);
+            for (number, dir) in worktree::kept(store.dir(), &name, numbers) {
+                println!(
+                    "attempt {number}: worktree kept at {} (`ralph task reset {name}` removes it)",
+                    dir.display()
+                );
+            }
         }
         Command::Reset { name, state } => {
-            let task = state.open()?.reset_task(&name, now_ms())?;
+            let mut store = state.open()?;
+            let task = store.reset_task(&name, now_ms())?;
             println!("task {name}: reset to {:?}, retries cleared", task.phase);
+            for dir in worktree::remove_kept(store.dir(), &name)
+                .await
+                .map_err(anyhow::Error::msg)?
+            {
+                println!("task {name}: removed the worktree {}", dir.display());
+            }
         }
         Command::Retry { name, state } => {
             let task = state.open()?.retry_task(&name, now_ms())?;

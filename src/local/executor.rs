@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::attempt::AttemptResult;
+use crate::engine::workspace::WorkspaceReport;
 use crate::local::activity;
+use crate::local::worktree::AttemptWorktree;
 
 /// Errors starting an attempt.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +105,8 @@ pub struct Ended {
     pub exit_code: Option<i32>,
     /// The runner's result document, or why there is none.
     pub result: Result<AttemptResult, String>,
+    /// What the git steps did with the attempt's worktree (a run in a git repository).
+    pub workspace: Option<WorkspaceReport>,
 }
 
 /// A report tagged with the attempt it concerns.
@@ -178,14 +182,93 @@ pub fn start(
     reports: UnboundedSender<AttemptReport>,
 ) -> Result<u32, ExecutorError> {
     prepare(attempt, &files, prompt)?;
+    let mut child = spawn(command, &command.workspace, task, attempt, &files)?;
+    let send = sender(task, attempt, reports);
+    let pid = child.id().unwrap_or_default();
+    send(Report::Spawned {
+        pid,
+        start: crate::local::process::start_time(pid),
+    });
+    let stdout = child.stdout.take();
+    tokio::spawn(async move {
+        let (exit_code, result) = watch(child, stdout, &files, &send).await;
+        send(Report::Ended(Box::new(Ended {
+            exit_code,
+            result,
+            workspace: None,
+        })));
+    });
+    Ok(pid)
+}
+
+/// Like [`start`], in the attempt's own git worktree: prepares it, starts the runner in
+/// it, and after the runner's end commits and integrates a done verdict's work; the
+/// [`Report::Ended`] carries what git did. The runner's pid comes in [`Report::Spawned`].
+pub fn start_in_worktree(
+    command: &RunnerCommand,
+    task: &str,
+    attempt: &str,
+    files: AttemptFiles,
+    prompt: &str,
+    reports: UnboundedSender<AttemptReport>,
+    worktree: AttemptWorktree,
+) -> Result<(), ExecutorError> {
+    prepare(attempt, &files, prompt)?;
+    let send = sender(task, attempt, reports);
+    let (command, task, attempt) = (command.clone(), task.to_string(), attempt.to_string());
+    tokio::spawn(async move {
+        let ended = |result: Result<AttemptResult, String>, workspace| {
+            Report::Ended(Box::new(Ended {
+                exit_code: None,
+                result,
+                workspace,
+            }))
+        };
+        let ws = match worktree.prepare().await {
+            Ok(ws) => ws,
+            Err(error) => return send(ended(Err(error), None)),
+        };
+        let mut child = match spawn(&command, &ws.dir, &task, &attempt, &files) {
+            Ok(child) => child,
+            Err(error) => return send(ended(Err(error.to_string()), None)),
+        };
+        let pid = child.id().unwrap_or_default();
+        send(Report::Spawned {
+            pid,
+            start: crate::local::process::start_time(pid),
+        });
+        let stdout = child.stdout.take();
+        let (exit_code, result) = watch(child, stdout, &files, &send).await;
+        let workspace = worktree.finish(&ws, &result).await;
+        send(Report::Ended(Box::new(Ended {
+            exit_code,
+            result,
+            workspace: Some(workspace),
+        })));
+    });
+    Ok(())
+}
+
+/// Starts the runner of `attempt` with `workspace` as the agent's directory.
+fn spawn(
+    command: &RunnerCommand,
+    workspace: &Path,
+    task: &str,
+    attempt: &str,
+    files: &AttemptFiles,
+) -> Result<Child, ExecutorError> {
     let stderr = std::fs::File::create(&files.stderr).map_err(|source| ExecutorError::Prepare {
         attempt: attempt.to_string(),
         path: files.stderr.clone(),
         source,
     })?;
-    let mut child = Command::new(&command.program)
-        .args(runner_args(command, task, attempt, &files))
-        .current_dir(&command.workspace)
+    let command = RunnerCommand {
+        workspace: workspace.to_path_buf(),
+        ..command.clone()
+    };
+    Command::new(&command.program)
+        .args(runner_args(&command, task, attempt, files))
+        .current_dir(workspace)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -197,37 +280,43 @@ pub fn start(
             attempt: attempt.to_string(),
             program: command.program.clone(),
             source,
-        })?;
-    let pid = child.id().unwrap_or_default();
-    let send = {
-        let task = task.to_string();
-        let attempt = attempt.to_string();
-        move |report: Report| {
-            // The loop may have stopped listening (kill now); nothing left to tell then.
-            let _ = reports.send(AttemptReport {
-                task: task.clone(),
-                attempt: attempt.clone(),
-                report,
-            });
-        }
+        })
+}
+
+/// Sends an attempt's reports to the run loop.
+fn sender(
+    task: &str,
+    attempt: &str,
+    reports: UnboundedSender<AttemptReport>,
+) -> impl Fn(Report) + Send + 'static {
+    let task = task.to_string();
+    let attempt = attempt.to_string();
+    move |report: Report| {
+        // The loop may have stopped listening (kill now); nothing left to tell then.
+        let _ = reports.send(AttemptReport {
+            task: task.clone(),
+            attempt: attempt.clone(),
+            report,
+        });
+    }
+}
+
+/// Relays the runner's activity until it exits; its exit code and result.
+async fn watch(
+    mut child: Child,
+    stdout: Option<tokio::process::ChildStdout>,
+    files: &AttemptFiles,
+    send: &impl Fn(Report),
+) -> (Option<i32>, Result<AttemptResult, String>) {
+    if let Some(stdout) = stdout {
+        relay(stdout, &files.log, send).await;
+    }
+    let exit_code = match child.wait().await {
+        Ok(status) => status.code(),
+        Err(_) => None,
     };
-    send(Report::Spawned {
-        pid,
-        start: crate::local::process::start_time(pid),
-    });
-    let stdout = child.stdout.take();
-    tokio::spawn(async move {
-        if let Some(stdout) = stdout {
-            relay(stdout, &files.log, &send).await;
-        }
-        let exit_code = match child.wait().await {
-            Ok(status) => status.code(),
-            Err(_) => None,
-        };
-        let result = read_result(&files.result, exit_code, &files.stderr);
-        send(Report::Ended(Box::new(Ended { exit_code, result })));
-    });
-    Ok(pid)
+    let result = read_result(&files.result, exit_code, &files.stderr);
+    (exit_code, result)
 }
 
 /// Copies the runner's stdout to the attempt's log line by line, each line flushed as it

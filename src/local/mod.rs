@@ -19,3 +19,4 @@ pub mod summary;
 #[doc(hidden)]
 pub mod testing;
 pub mod verify;
+pub mod worktree;

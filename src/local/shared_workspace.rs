@@ -8,8 +8,9 @@ pub fn shared_directory_warning(parallel: usize, workspace: &Path) -> Option<Str
     (parallel > 1).then(|| {
         format!(
             "up to {parallel} attempts run at once in one directory, {}: parallel tasks can \
-             overwrite each other's files. Run with --parallel 1, or give the tasks disjoint \
-             files (per-attempt git worktrees are not wired into `ralph run` yet, see docs/git.md)",
+             overwrite each other's files. Run with --parallel 1, give the tasks disjoint \
+             files, or run in a git repository (`git init`, or --repo): each attempt then \
+             works in its own worktree (docs/local.md)",
             workspace.display()
         )
     })

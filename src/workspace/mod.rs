@@ -13,6 +13,7 @@ mod error;
 mod git;
 mod local;
 mod remote;
+pub mod report;
 mod settings;
 
 pub use attempt::{AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome};

@@ -6,6 +6,7 @@ use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::AttemptEnd;
 use crate::engine::policy::AttemptOutcome;
+use crate::engine::workspace::WorkspaceReport;
 use crate::local::feature::LocalFeature;
 use crate::local::store::{AttemptRow, TaskRow};
 
@@ -16,6 +17,19 @@ pub fn conclude(
     row: &mut TaskRow,
     history: &[AttemptRow],
     end: &AttemptEnd,
+    now_ms: i64,
+    jitter: f64,
+) -> NextState {
+    conclude_with_workspace(feature, row, history, end, None, now_ms, jitter)
+}
+
+/// [`conclude`] after the git steps of a worktree attempt, which `workspace` reports.
+pub fn conclude_with_workspace(
+    feature: &LocalFeature,
+    row: &mut TaskRow,
+    history: &[AttemptRow],
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
     now_ms: i64,
     jitter: f64,
 ) -> NextState {
@@ -35,7 +49,14 @@ pub fn conclude(
             .map(|a| a.kind)
             .unwrap_or_default(),
     };
-    let next = conclusion::conclude(end, &task, &policy(feature, row), now_ms, jitter);
+    let next = conclusion::conclude_with_workspace(
+        end,
+        workspace,
+        &task,
+        &policy(feature, row),
+        now_ms,
+        jitter,
+    );
     apply(row, &next);
     next
 }

@@ -52,6 +52,8 @@ pub struct RunOptions {
     pub claim_duration: Duration,
     /// How runners are started.
     pub runner: RunnerCommand,
+    /// The repository whose worktrees attempts work in (`None`: all in the workspace).
+    pub worktrees: Option<std::sync::Arc<crate::local::worktree::Worktrees>>,
 }
 
 /// How a run ended.

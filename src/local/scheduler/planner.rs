@@ -562,7 +562,20 @@ impl<'a> Planner<'a> {
         let Some(row) = self.tasks.get_mut(task) else {
             return Ok(None);
         };
-        let next = conclude::conclude(self.feature, row, history, end, now_ms, jitter);
+        let workspace = self
+            .live
+            .get(task)
+            .and_then(|live| live.ended.as_ref())
+            .and_then(|ended| ended.workspace.as_ref());
+        let next = conclude::conclude_with_workspace(
+            self.feature,
+            row,
+            history,
+            end,
+            workspace,
+            now_ms,
+            jitter,
+        );
         let row = row.clone();
         let budget_warnings = self.count_spending(task, end);
         let mut cancel = Vec::new();

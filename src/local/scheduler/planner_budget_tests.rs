@@ -21,6 +21,7 @@ fn options(parallel: usize) -> RunOptions {
             workspace: ".".into(),
             runner_args: Vec::new(),
         },
+        worktrees: None,
     }
 }
 

@@ -20,6 +20,7 @@ fn options(parallel: usize) -> RunOptions {
             workspace: ".".into(),
             runner_args: Vec::new(),
         },
+        worktrees: None,
     }
 }
 
@@ -256,6 +257,7 @@ fn a_finished_runner_is_ingested_and_its_claim_released() {
     live.ended = Some(Ended {
         exit_code: Some(0),
         result: Ok(results::done("a")),
+        workspace: None,
     });
     plan.track("a", live);
     let actions = plan.running_actions("a", NOW, alive);

@@ -4,6 +4,7 @@
 
 use super::{Run, RunError};
 use crate::engine::lifecycle::attempt_id;
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::executor::{self, AttemptFiles, Ended};
 use crate::local::process;
 use crate::local::scheduler::live::Live;
@@ -79,6 +80,20 @@ impl Run<'_> {
         Ended {
             exit_code: None,
             result: executor::read_result(&files.result, None, &files.stderr),
+            workspace: self.options.worktrees.as_ref().map(|_| unintegrated()),
         }
+    }
+}
+
+/// What a worktree attempt of an earlier run reports: that run ended before its work was
+/// integrated, so a done verdict is retried like a crash rather than taken as done.
+fn unintegrated() -> WorkspaceReport {
+    WorkspaceReport {
+        message: Some(
+            "the `ralph run` that started it ended before its work was integrated; its \
+             worktree is kept"
+                .to_owned(),
+        ),
+        ..WorkspaceReport::new(WorkspaceOutcome::Failed)
     }
 }

@@ -15,6 +15,7 @@ use crate::engine::lifecycle::{Action, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
 use crate::engine::selection::Selection;
 use crate::engine::verification::AttemptKind;
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
 use crate::local::feature::LocalFeature;
@@ -23,6 +24,7 @@ use crate::local::prompt;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptClose, NewEvent, Store, Transition, keys};
 use crate::local::verify;
+use crate::local::worktree::AttemptWorktree;
 
 #[path = "resume.rs"]
 mod resume;
@@ -149,6 +151,11 @@ impl<'a> Run<'a> {
     /// Handles a runner's report.
     pub fn on_report(&mut self, report: AttemptReport, now_ms: i64) -> Result<(), RunError> {
         let Some(live) = self.plan.current(&report.task, &report.attempt) else {
+            // A runner started in its worktree after its attempt was concluded (interrupted
+            // while the worktree was prepared): it must not work, nor integrate anything.
+            if let Report::Spawned { pid, .. } = report.report {
+                process::kill_runner(pid);
+            }
             return Ok(());
         };
         match report.report {
@@ -335,29 +342,73 @@ impl<'a> Run<'a> {
             live.model.as_deref(),
         );
         let command = verify::runner_command(&runner, &self.plan.feature().verify, kind);
-        let spawned = executor::start(
-            &command,
-            task,
-            &live.attempt,
-            files,
-            text,
-            self.reports.clone(),
-        );
+        let spawned = match self.attempt_worktree(task, live.number, kind)? {
+            Some(worktree) => executor::start_in_worktree(
+                &command,
+                task,
+                &live.attempt,
+                files,
+                text,
+                self.reports.clone(),
+                worktree,
+            )
+            .map(|()| None),
+            None => executor::start(
+                &command,
+                task,
+                &live.attempt,
+                files,
+                text,
+                self.reports.clone(),
+            )
+            .map(Some),
+        };
         match spawned {
             Ok(pid) => {
-                live.pid = Some(pid);
+                live.pid = pid;
                 self.plan.track(task, live);
             }
             Err(error) => {
                 live.ended = Some(executor::Ended {
                     exit_code: None,
                     result: Err(error.to_string()),
+                    workspace: None,
                 });
                 self.plan.track(task, live);
                 self.decide_running(task, now_ms)?;
             }
         }
         Ok(())
+    }
+
+    /// Where attempt `number` of `task` works when the run uses worktrees: its own, or for
+    /// a verifier the one of the work attempt it checks.
+    fn attempt_worktree(
+        &self,
+        task: &str,
+        number: u32,
+        kind: AttemptKind,
+    ) -> Result<Option<AttemptWorktree>, RunError> {
+        let Some(worktrees) = &self.options.worktrees else {
+            return Ok(None);
+        };
+        let verifies = match kind {
+            AttemptKind::Work => None,
+            AttemptKind::Verify => self
+                .store
+                .attempts(Some(task))?
+                .iter()
+                .rev()
+                .find(|a| a.kind == AttemptKind::Work && a.number < number)
+                .map(|a| a.number),
+        };
+        Ok(Some(AttemptWorktree {
+            worktrees: worktrees.clone(),
+            task: task.to_string(),
+            number,
+            verifies,
+            verifier_follows: self.plan.feature().verify.verification().agent,
+        }))
     }
 
     /// Records how the current attempt of `task` ended and what the planner concluded:
@@ -373,12 +424,20 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         let history = self.store.attempts(Some(task))?;
+        let git = self
+            .plan
+            .live(task)
+            .and_then(|live| live.ended.as_ref())
+            .and_then(|ended| ended.workspace.clone());
         let Some(concluded) = self
             .plan
             .conclude(task, end, &history, now_ms, rand::random())?
         else {
             return Ok(());
         };
+        if let Some(git) = git {
+            self.record_git(task, &concluded.attempt, &git, transition);
+        }
         if let FeatureEffect::Stop { reason } = concluded.next.feature() {
             transition.stop_feature = Some(reason.clone());
         }
@@ -416,6 +475,26 @@ impl<'a> Run<'a> {
         }
         self.record_transitions(&concluded.transitions, transition);
         Ok(())
+    }
+
+    /// Records what the git steps of a worktree attempt did; an agent that said done and
+    /// changed nothing is told about.
+    fn record_git(
+        &mut self,
+        task: &str,
+        attempt: &str,
+        git: &WorkspaceReport,
+        transition: &mut Transition,
+    ) {
+        let Some(message) = git.message.clone() else {
+            return;
+        };
+        transition
+            .events
+            .push(NewEvent::attempt(task, attempt, "git", message.clone()));
+        if git.outcome == WorkspaceOutcome::Unchanged {
+            self.warn(task, message);
+        }
     }
 
     /// Applies the DAG's own phase changes to the rows, the event log and the display.
