@@ -4,6 +4,7 @@
 //! 10 recorded attempts per task; and one `engine::selection::select` call.
 //!
 //! `cargo bench --bench selection` (release), or `--profile dev` for a quicker build.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

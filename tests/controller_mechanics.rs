@@ -1,6 +1,7 @@
 //! The controller's mechanics against the fake API server: the API writes one successful
 //! attempt costs, no claim while the agent ServiceAccount is missing, and agent Pods stopped
 //! when their Feature's plan turns invalid.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
