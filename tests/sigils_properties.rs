@@ -100,6 +100,14 @@ fn verdicts(sigils: &Sigils) -> (Option<&str>, Option<&str>, Option<Promise>) {
     )
 }
 
+/// `text` with every code fence opener (three backticks or tildes) broken up.
+fn without_fences(mut text: String) -> String {
+    while text.contains("```") || text.contains("~~~") {
+        text = text.replace("```", "``").replace("~~~", "~~");
+    }
+    text
+}
+
 fn parse_chunks(chunks: &[&str]) -> Sigils {
     let mut scanner = SigilScanner::new();
     for chunk in chunks {
@@ -140,11 +148,10 @@ proptest! {
 
     #[test]
     fn any_text_then_a_final_block_gives_exactly_its_verdict(
-        text in markup_text(),
+        // an unclosed fence would hide the block; fences are the one thing the text may not open
+        text in markup_text().prop_map(without_fences),
         (block, id) in final_block(),
     ) {
-        // an unclosed fence would hide the block; fences are the one thing the text may not open
-        prop_assume!(!text.contains("```") && !text.contains("~~~"));
         let sigils = sigils::parse(&format!("{text}\n\n{block}"));
         prop_assert_eq!(verdicts(&sigils), (Some(id.as_str()), None, None));
     }
