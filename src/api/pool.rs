@@ -74,16 +74,21 @@ impl FeatureSpec {
 
     /// The model policy as the selection reads it (no models: the agent's default).
     pub fn model_choice(&self) -> ModelChoice<'_> {
-        match &self.model {
-            Some(policy) => ModelChoice {
-                strategy: policy.strategy,
-                models: &policy.models,
-            },
-            None => ModelChoice {
-                strategy: ModelStrategy::Fixed,
-                models: &[],
-            },
-        }
+        model_choice(self.model.as_ref())
+    }
+}
+
+/// A `spec.model` policy as the selection reads it (none: the agent's default model).
+pub fn model_choice(policy: Option<&ModelPolicy>) -> ModelChoice<'_> {
+    match policy {
+        Some(policy) => ModelChoice {
+            strategy: policy.strategy,
+            models: &policy.models,
+        },
+        None => ModelChoice {
+            strategy: ModelStrategy::Fixed,
+            models: &[],
+        },
     }
 }
 

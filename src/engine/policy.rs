@@ -479,7 +479,7 @@ fn crashed(task: &TaskContext, summary: String) -> Decision {
 }
 
 /// Counts a retry while retries remain, otherwise fails the task.
-fn retry_or_fail(
+pub(super) fn retry_or_fail(
     task: &TaskContext,
     outcome: AttemptOutcome,
     reason: &'static str,

@@ -221,6 +221,7 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
     }
 }
 
+/// The policy's retry-or-fail ruling, keeping what `decision` says beyond the task.
 fn retry_or_fail(
     decision: Decision,
     task: &TaskContext,
@@ -229,37 +230,11 @@ fn retry_or_fail(
     message: String,
     previous: PreviousAttempt,
 ) -> Decision {
-    let base = Decision {
-        outcome,
-        verify_first: false,
-        release_claim: true,
-        ..decision
-    };
-    if task.retry_count < task.max_retries {
-        let retry = task.retry_count + 1;
-        Decision {
-            phase: PhaseChange::Pending,
-            retry: Some(retry),
-            previous_attempt: Some(previous),
-            event: Event {
-                kind: EventKind::Warning,
-                reason,
-                message: format!("{message}; retry {retry} of {}", task.max_retries),
-            },
-            ..base
-        }
-    } else {
-        Decision {
-            phase: PhaseChange::Failed,
-            retry: None,
-            previous_attempt: None,
-            event: Event {
-                kind: EventKind::Warning,
-                reason,
-                message: format!("{message}; no retries left ({} used)", task.retry_count),
-            },
-            ..base
-        }
+    Decision {
+        feature: decision.feature,
+        promise_complete: decision.promise_complete,
+        agent_exhausted: decision.agent_exhausted,
+        ..super::policy::retry_or_fail(task, outcome, reason, message, previous)
     }
 }
 

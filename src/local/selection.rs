@@ -4,12 +4,10 @@
 //! command of the chosen agent and model.
 
 use crate::api::PRIMARY_AGENT;
-use crate::api::pool::command_identity;
+use crate::api::pool::{command_identity, model_choice};
 use crate::engine::attempt::AttemptResult;
 use crate::engine::conclusion::AgentRest;
-use crate::engine::selection::{
-    self, ModelChoice, ModelStrategy, PastAttempt, PoolAgent, Rests, Selection,
-};
+use crate::engine::selection::{self, PastAttempt, PoolAgent, Rests, Selection};
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
 use crate::local::scheduler::conclude::recorded_outcome;
@@ -74,16 +72,7 @@ pub fn select(
         .zip(&identities)
         .map(|((name, _), identity)| PoolAgent { name, identity })
         .collect();
-    let models = match &feature.model {
-        Some(policy) => ModelChoice {
-            strategy: policy.strategy,
-            models: &policy.models,
-        },
-        None => ModelChoice {
-            strategy: ModelStrategy::Fixed,
-            models: &[],
-        },
-    };
+    let models = model_choice(feature.model.as_ref());
     selection::select(&agents, &models, &history(attempts), rests, now_ms)
 }
 
