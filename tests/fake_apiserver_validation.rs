@@ -307,3 +307,82 @@ async fn a_valid_status_write_of_a_200_task_feature_is_accepted() {
         .await
         .expect("status written");
 }
+
+/// A `gadgets.example.com` CRD with a status subresource and a root rule that reads both
+/// the spec and the status.
+fn gadget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "x-kubernetes-validations": [{
+                        "rule": "!has(self.status) || self.spec.slots >= self.status.used",
+                        "message": "status.used must not exceed spec.slots"
+                    }],
+                    "properties": {
+                        "spec": {"type": "object", "properties": {"slots": {"type": "integer"}}},
+                        "status": {"type": "object", "properties": {"used": {"type": "integer"}}}
+                    }
+                }}
+            }]
+        }
+    }))
+    .expect("valid CRD")
+}
+
+#[tokio::test]
+async fn a_status_write_re_runs_the_rules_that_read_the_spec() {
+    let server = server().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    crds.create(&PostParams::default(), &gadget_crd())
+        .await
+        .expect("CRD installs");
+    let resource = kube::api::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let gadgets: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &resource);
+    let gadget: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"slots": 1}
+    }))
+    .expect("valid gadget");
+    gadgets
+        .create(&PostParams::default(), &gadget)
+        .await
+        .expect("created");
+    let within = json!({"status": {"used": 1}});
+    gadgets
+        .patch_status("g", &PatchParams::default(), &Patch::Merge(&within))
+        .await
+        .expect("a status within the spec's bound is accepted");
+    let beyond = json!({"status": {"used": 2}});
+    let status = refusal(
+        gadgets
+            .patch_status("g", &PatchParams::default(), &Patch::Merge(&beyond))
+            .await,
+    );
+    assert_eq!(status.code, 422);
+    assert!(
+        status
+            .message
+            .contains("status.used must not exceed spec.slots"),
+        "{}",
+        status.message
+    );
+}
