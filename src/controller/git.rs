@@ -65,24 +65,35 @@ pub async fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<P
         return Some(problem);
     }
     let secret_ref = git.credentials_secret_ref.as_ref()?;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let op = format!("get Secret {namespace}/{}", secret_ref.name);
-    match bounded(ctx.api_timeout, op, secrets.get_opt(&secret_ref.name)).await {
-        Ok(secret) => secret_problem(feature, git, secret.as_ref()),
-        Err(error) if error.status_code() == Some(403) => Some(Problem {
-            reason: conditions::REASON_GIT_CREDENTIALS_MISSING,
-            message: format!(
-                "the controller may not read the git credentials Secret {namespace}/{}: {error}; \
-                 grant its ServiceAccount `get` on secrets (the Helm chart does); no attempt \
-                 starts until it can",
-                secret_ref.name
-            ),
-        }),
-        Err(error) => {
-            tracing::warn!(%error, secret = %secret_ref.name, "cannot read the git credentials Secret");
-            None
-        }
-    }
+    // Read once per generation and period, not on every reconcile (see Preflight).
+    let key = format!(
+        "git Secret {namespace}/{} of Feature {}@{}",
+        secret_ref.name,
+        feature.name_any(),
+        feature.metadata.generation.unwrap_or_default()
+    );
+    ctx.preflight
+        .remembered(key, async {
+            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+            let op = format!("get Secret {namespace}/{}", secret_ref.name);
+            match bounded(ctx.api_timeout, op, secrets.get_opt(&secret_ref.name)).await {
+                Ok(secret) => Some(secret_problem(feature, git, secret.as_ref())),
+                Err(error) if error.status_code() == Some(403) => Some(Some(Problem {
+                    reason: conditions::REASON_GIT_CREDENTIALS_MISSING,
+                    message: format!(
+                        "the controller may not read the git credentials Secret {namespace}/{}: \
+                         {error}; grant its ServiceAccount `get` on secrets (the Helm chart \
+                         does); no attempt starts until it can",
+                        secret_ref.name
+                    ),
+                })),
+                Err(error) => {
+                    tracing::warn!(%error, secret = %secret_ref.name, "cannot read the git credentials Secret");
+                    None
+                }
+            }
+        })
+        .await
 }
 
 fn settings_problem(feature: &Feature, git: &GitWorkspace) -> Option<Problem> {

@@ -5,7 +5,9 @@
 //! not one per reconcile.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::lock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -15,15 +17,18 @@ use super::call::bounded;
 use super::decide::Problem;
 use crate::api::conditions;
 
-/// How long a ServiceAccount found to exist is not looked up again.
+/// How long a check that found no problem is not made again.
 const FOUND_FOR: Duration = Duration::from_secs(60);
-/// How long a ServiceAccount found missing is not looked up again.
+/// How long a check that found a problem is not made again.
 const MISSING_FOR: Duration = Duration::from_secs(5);
 
-/// Remembered answers of [`Preflight::service_account`], by `namespace/name`.
+/// Each check's answer and when it was made, by what was checked.
+type Answers = HashMap<String, (Option<Problem>, Instant)>;
+
+/// Remembered answers of the checks, by what was checked.
 #[derive(Clone, Debug, Default)]
 pub struct Preflight {
-    seen: Arc<Mutex<HashMap<String, (bool, Instant)>>>,
+    seen: Arc<Mutex<Answers>>,
 }
 
 impl Preflight {
@@ -37,43 +42,51 @@ impl Preflight {
         namespace: &str,
         account: &str,
     ) -> Option<Problem> {
-        let key = format!("{namespace}/{account}");
-        let now = Instant::now();
-        let remembered = self
-            .lock()
-            .get(&key)
-            .filter(|(exists, at)| {
-                now.duration_since(*at) < if *exists { FOUND_FOR } else { MISSING_FOR }
-            })
-            .map(|(exists, _)| *exists);
-        let exists = match remembered {
-            Some(exists) => exists,
-            None => {
-                let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-                let read = bounded(
-                    timeout,
-                    format!("get ServiceAccount {key}"),
-                    api.get_opt(account),
-                )
-                .await;
-                match read {
-                    Ok(found) => {
-                        let exists = found.is_some();
-                        self.lock().insert(key.clone(), (exists, now));
-                        exists
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, "cannot check the agent ServiceAccount");
-                        true
-                    }
+        let key = format!("ServiceAccount {namespace}/{account}");
+        self.remembered(key.clone(), async {
+            let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+            match bounded(timeout, format!("get {key}"), api.get_opt(account)).await {
+                Ok(found) => Some(
+                    found
+                        .is_none()
+                        .then(|| missing_service_account(namespace, account)),
+                ),
+                Err(error) => {
+                    tracing::debug!(%error, "cannot check the agent ServiceAccount");
+                    None
                 }
             }
-        };
-        (!exists).then(|| missing_service_account(namespace, account))
+        })
+        .await
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, Instant)>> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    /// `check`'s answer for `key`, read again only once it is old: an answer without a
+    /// problem lasts [`FOUND_FOR`], a problem [`MISSING_FOR`] (so a fix shows soon). `check`
+    /// gives `None` when it cannot tell; that is not remembered and is no problem.
+    pub async fn remembered(
+        &self,
+        key: String,
+        check: impl std::future::Future<Output = Option<Option<Problem>>>,
+    ) -> Option<Problem> {
+        let now = Instant::now();
+        let fresh = |(problem, at): &(Option<Problem>, Instant)| {
+            now.duration_since(*at)
+                < if problem.is_none() {
+                    FOUND_FOR
+                } else {
+                    MISSING_FOR
+                }
+        };
+        if let Some((problem, _)) = self.lock().get(&key).filter(|seen| fresh(seen)) {
+            return problem.clone();
+        }
+        let problem = check.await?;
+        self.lock().insert(key, (problem.clone(), now));
+        problem
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Answers> {
+        lock(&self.seen)
     }
 }
 

@@ -13,7 +13,9 @@
 //! agent rests (so a key deleted by a user takes effect).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::lock;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -61,9 +63,7 @@ pub struct AgentRests {
 
 impl AgentRests {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Rests>> {
-        self.by_namespace
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.by_namespace)
     }
 
     /// The rests in `namespace` still running at `now_ms`.
