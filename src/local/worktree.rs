@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::attempt::AttemptResult;
-use crate::engine::workspace::{
-    WorkspaceOutcome, WorkspaceReport, integrates, verifier_integrates,
-};
+use crate::engine::verification::AttemptKind;
+use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, finish_commits};
 use crate::workspace::{
     AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, GitOptions, LocalRepo,
     WorkspaceError, local_work_branch, report,
@@ -156,11 +155,13 @@ impl AttemptWorktree {
         ws: &AttemptWorkspace,
         result: &Result<AttemptResult, String>,
     ) -> WorkspaceReport {
-        let verdict = match (result, self.verifies) {
-            (Ok(result), None) => integrates(result),
-            (Ok(result), Some(_)) => verifier_integrates(result),
-            (Err(_), _) => false,
+        let kind = match self.verifies {
+            None => AttemptKind::Work,
+            Some(_) => AttemptKind::Verify,
         };
+        let verdict = result
+            .as_ref()
+            .is_ok_and(|result| finish_commits(kind, result));
         if !verdict {
             return WorkspaceReport {
                 message: Some(format!(
