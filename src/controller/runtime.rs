@@ -13,6 +13,7 @@ use std::pin::Pin;
 use futures::StreamExt;
 use futures::future::{FutureExt, Shared};
 use futures::stream::BoxStream;
+use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::{Recorder, Reporter};
@@ -22,7 +23,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use super::claim::Leases;
+use super::claim::{self, Leases};
 use super::context::Context;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
@@ -533,15 +534,18 @@ fn pod_significance(pod: &Pod) -> u64 {
     ))
 }
 
-/// What about a claim Lease a reconcile acts on: its holder and fencing token. Renewals (the
-/// sidecar's, every few seconds per running attempt) trigger nothing: expiry is a matter of
-/// time, which each reconcile schedules, and the cache has the newest renewal.
+/// What about a claim Lease a reconcile acts on: its holder, fencing token, and whether it
+/// has already expired. Renewals (the sidecar's, every few seconds per running attempt)
+/// trigger nothing: expiry is a matter of time, which each reconcile schedules from the
+/// newest renewal. A write that leaves the Lease expired (a renewal from a skewed clock, a
+/// hand edit) triggers at once, since the scheduled wake-up is for the old expiry.
 fn lease_significance(lease: &Lease) -> u64 {
     let spec = lease.spec.as_ref();
     significance_of(&(
         spec.and_then(|s| s.holder_identity.as_deref()),
         spec.and_then(|s| s.lease_transitions),
         spec.and_then(|s| s.lease_duration_seconds),
+        claim::is_expired(lease, Timestamp::now()),
     ))
 }
 
@@ -603,5 +607,39 @@ mod tests {
         assert!(supports_native_sidecars("1", "33+"));
         assert!(!supports_native_sidecars("1", "28"));
         assert!(!supports_native_sidecars("", ""));
+    }
+
+    fn claim_lease(renewed: Timestamp) -> Lease {
+        let mut lease = Lease::default();
+        lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("controller-1".into()),
+            lease_duration_seconds: Some(30),
+            lease_transitions: Some(0),
+            renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                renewed,
+            )),
+            ..Default::default()
+        });
+        lease
+    }
+
+    #[test]
+    fn a_renewal_of_a_live_claim_triggers_no_reconcile() {
+        let now = Timestamp::now();
+        let earlier = now - jiff::SignedDuration::from_secs(5);
+        assert_eq!(
+            lease_significance(&claim_lease(earlier)),
+            lease_significance(&claim_lease(now))
+        );
+    }
+
+    #[test]
+    fn a_write_that_leaves_the_claim_expired_triggers_a_reconcile() {
+        let now = Timestamp::now();
+        let long_ago = now - jiff::SignedDuration::from_secs(3600);
+        assert_ne!(
+            lease_significance(&claim_lease(long_ago)),
+            lease_significance(&claim_lease(now))
+        );
     }
 }
