@@ -63,14 +63,6 @@ pub struct Supervised {
     pub exhaustion: Option<Exhaustion>,
 }
 
-struct Limits<'a> {
-    idle_timeout: Duration,
-    total_deadline: Instant,
-    total_timeout: Duration,
-    grace: Duration,
-    cancel: &'a CancellationToken,
-}
-
 /// The next step of stopping an agent once its deadline passes.
 #[derive(Clone, Copy)]
 enum Escalation {
@@ -94,98 +86,149 @@ pub async fn supervise(
         events,
         alarms,
         noise,
-        ..
+        idle_timeout,
+        total_deadline,
+        total_timeout,
+        grace,
+        cancel,
     } = supervision;
-    let limits = Limits {
-        idle_timeout: supervision.idle_timeout,
-        total_deadline: supervision.total_deadline,
-        total_timeout: supervision.total_timeout,
-        grace: supervision.grace,
-        cancel: supervision.cancel,
+    let mut watch = Watch {
+        agent,
+        turn,
+        events,
+        grace,
+        session: None,
+        interruption: None,
+        exhaustion: None,
+        escalation: None,
     };
-    let mut session: Option<SessionHandle> = None;
     let mut session_pending = true;
-    let mut interruption = None;
-    let mut exhaustion: Option<Exhaustion> = None;
-    let mut escalation: Option<(Instant, Escalation)> = None;
     let mut agent_exited = false;
-    let stop = |reason: &str, session: Option<&SessionHandle>, agent: &AgentProcess| {
-        begin_stop(events, reason, session, agent, limits.grace)
-    };
     let turn_end = loop {
-        let idle_deadline = Instant::from_std(activity.last_traffic() + limits.idle_timeout);
-        let stopping = interruption.is_some();
-        let (escalation_at, next_step) =
-            escalation.unwrap_or((limits.total_deadline, Escalation::Kill));
+        let idle_deadline = Instant::from_std(activity.last_traffic() + idle_timeout);
+        let stopping = watch.interruption.is_some();
+        let (escalation_at, next_step) = watch
+            .escalation
+            .unwrap_or((total_deadline, Escalation::Kill));
         tokio::select! {
             turn_end = &mut conversation => break turn_end,
             handle = &mut session_rx, if session_pending => {
                 session_pending = false;
-                session = handle.ok();
+                watch.session = handle.ok();
             }
-            Some(alarm) = alarms.recv(), if !stopping => match alarm {
-                StderrAlarm::Crash { pattern, line } => {
-                    events.emit("crash_pattern", json!({"pattern": pattern, "line": line}));
-                    agent.kill_group();
-                    interruption = Some(Interruption::CrashPattern { pattern, line });
-                    escalation = Some(abandon_later());
-                }
-                StderrAlarm::Exhausted { found, definite } => {
-                    events.emit("exhausted", json!({"message": found.message, "resetAt": found.reset_at}));
-                    exhaustion.get_or_insert(found);
-                    if definite {
-                        agent.kill_group();
-                        escalation = Some(abandon_later());
-                    }
-                }
-            },
-            Some(line) = noise.recv() => {
-                events.emit("stdout_noise", json!({"line": line}));
-                if !stopping && not_acp_yet(turn) {
-                    agent.kill_group();
-                    interruption = Some(Interruption::NotAcp { line });
-                    escalation = Some(abandon_later());
-                }
-            }
-            status = agent.wait(), if !agent_exited => {
+            Some(alarm) = alarms.recv(), if !stopping => watch.stderr_alarm(alarm),
+            Some(line) = noise.recv() => watch.stdout_noise(line),
+            status = watch.agent.wait(), if !agent_exited => {
                 agent_exited = true;
                 if let Ok(status) = status {
-                    events.emit("exited", exit_fields(status));
+                    watch.events.emit("exited", exit_fields(status));
                 }
             }
-            () = limits.cancel.cancelled(), if !stopping => {
-                interruption = Some(Interruption::Cancelled);
-                escalation = Some(stop("cancelled", session.as_ref(), agent));
+            () = cancel.cancelled(), if !stopping => {
+                watch.stop(Interruption::Cancelled, "cancelled");
             }
             () = sleep_until(idle_deadline), if !stopping => {
-                if activity.last_traffic() + limits.idle_timeout <= std::time::Instant::now() {
-                    interruption = Some(Interruption::IdleTimeout(limits.idle_timeout));
-                    escalation = Some(stop("idle_timeout", session.as_ref(), agent));
+                if activity.last_traffic() + idle_timeout <= std::time::Instant::now() {
+                    watch.stop(Interruption::IdleTimeout(idle_timeout), "idle_timeout");
                 }
             }
-            () = sleep_until(limits.total_deadline), if !stopping => {
-                interruption = Some(Interruption::TotalTimeout(limits.total_timeout));
-                escalation = Some(stop("total_timeout", session.as_ref(), agent));
+            () = sleep_until(total_deadline), if !stopping => {
+                watch.stop(Interruption::TotalTimeout(total_timeout), "total_timeout");
             }
-            () = sleep_until(escalation_at), if escalation.is_some() => match next_step {
-                Escalation::Kill => {
-                    events.emit("killed", json!({"reason": "grace period over"}));
-                    agent.kill_group();
-                    escalation = Some(abandon_later());
+            () = sleep_until(escalation_at), if watch.escalation.is_some() => {
+                if let Some(turn_end) = watch.escalate(next_step) {
+                    break turn_end;
                 }
-                Escalation::Abandon => {
-                    break TurnEnd::Unanswered {
-                        phase: phase(turn),
-                        detail: "the agent's output stayed open after its process group was killed".into(),
-                    };
-                }
-            },
+            }
         }
     };
     Supervised {
         turn_end,
-        interruption,
-        exhaustion,
+        interruption: watch.interruption,
+        exhaustion: watch.exhaustion,
+    }
+}
+
+/// What the supervision has seen and done so far, and how it acts on the agent.
+struct Watch<'a> {
+    agent: &'a mut AgentProcess,
+    turn: &'a Mutex<TurnState>,
+    events: &'a EventLog,
+    grace: Duration,
+    session: Option<SessionHandle>,
+    interruption: Option<Interruption>,
+    exhaustion: Option<Exhaustion>,
+    escalation: Option<(Instant, Escalation)>,
+}
+
+impl Watch<'_> {
+    /// A crash pattern kills the agent; a usage-limit report is kept, and a definite one
+    /// kills the agent too.
+    fn stderr_alarm(&mut self, alarm: StderrAlarm) {
+        match alarm {
+            StderrAlarm::Crash { pattern, line } => {
+                self.events
+                    .emit("crash_pattern", json!({"pattern": pattern, "line": line}));
+                self.interruption = Some(Interruption::CrashPattern { pattern, line });
+                self.kill();
+            }
+            StderrAlarm::Exhausted { found, definite } => {
+                self.events.emit(
+                    "exhausted",
+                    json!({"message": found.message, "resetAt": found.reset_at}),
+                );
+                self.exhaustion.get_or_insert(found);
+                if definite {
+                    self.kill();
+                }
+            }
+        }
+    }
+
+    /// A stdout line that is not JSON-RPC is logged; before `initialize` is answered it
+    /// means the agent does not speak ACP, and it is killed.
+    fn stdout_noise(&mut self, line: String) {
+        self.events.emit("stdout_noise", json!({"line": line}));
+        if self.interruption.is_none() && not_acp_yet(self.turn) {
+            self.interruption = Some(Interruption::NotAcp { line });
+            self.kill();
+        }
+    }
+
+    /// Kills the agent's process group at once and stops waiting for its output soon after.
+    fn kill(&mut self) {
+        self.agent.kill_group();
+        self.escalation = Some(abandon_later());
+    }
+
+    /// Stops the agent gently for `interruption`: `session/cancel`, then the kill after
+    /// the grace period.
+    fn stop(&mut self, interruption: Interruption, reason: &str) {
+        self.interruption = Some(interruption);
+        self.escalation = Some(begin_stop(
+            self.events,
+            reason,
+            self.session.as_ref(),
+            self.agent,
+            self.grace,
+        ));
+    }
+
+    /// Takes the next step of stopping once its time has come; the turn's end when the
+    /// runner gives up waiting for the agent's output to close.
+    fn escalate(&mut self, step: Escalation) -> Option<TurnEnd> {
+        match step {
+            Escalation::Kill => {
+                self.events
+                    .emit("killed", json!({"reason": "grace period over"}));
+                self.kill();
+                None
+            }
+            Escalation::Abandon => Some(TurnEnd::Unanswered {
+                phase: phase(self.turn),
+                detail: "the agent's output stayed open after its process group was killed".into(),
+            }),
+        }
     }
 }
 

@@ -250,6 +250,44 @@ pub(crate) async fn push_backoff(attempt: u32) {
     tokio::time::sleep(Duration::from_millis(millis)).await;
 }
 
+/// How `git push --porcelain` ended when it did not fail.
+#[derive(Debug)]
+pub(crate) enum PushEnd {
+    /// The branch was updated.
+    Pushed,
+    /// Someone else moved the branch first (git's stderr, for a caller that cannot retry).
+    Raced { stderr: String },
+}
+
+/// Runs `git push --porcelain <args>` in `dir` for `branch`. A refused update is
+/// [`WorkspaceError::PushRejected`] naming `url`; a push without a ref status (network,
+/// credentials) is git's failure.
+pub(crate) async fn push(
+    git: &Git,
+    dir: &Path,
+    args: &[&str],
+    branch: &str,
+    url: &str,
+) -> Result<PushEnd, WorkspaceError> {
+    let mut command = vec!["push", "--porcelain"];
+    command.extend_from_slice(args);
+    let push = git.run(dir, &command, branch, Net::Remote).await?;
+    if push.success {
+        return Ok(PushEnd::Pushed);
+    }
+    match read_push_failure(&push.stdout) {
+        PushFailure::Raced => Ok(PushEnd::Raced {
+            stderr: push.stderr,
+        }),
+        PushFailure::Refused(reason) => Err(WorkspaceError::PushRejected {
+            url: url.to_owned(),
+            branch: branch.to_owned(),
+            reason,
+        }),
+        PushFailure::NoStatus => Err(git.failure(&["push"], branch, Net::Remote, &push.stderr)),
+    }
+}
+
 /// How a push that did not succeed failed, read from `git push --porcelain`.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum PushFailure {
