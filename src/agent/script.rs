@@ -551,6 +551,14 @@ tasks:
         script.steps_for("t", 1).to_vec()
     }
 
+    /// The tool of a script whose first `default` step is a tool call.
+    fn first_tool(steps: &str) -> ToolStep {
+        match default_steps(steps).remove(0) {
+            Step::Tool(tool) => tool,
+            other => panic!("expected a tool step, got {other:?}"),
+        }
+    }
+
     /// Why a script that only has these `default` steps is rejected.
     fn default_steps_error(steps: &str) -> String {
         Script::from_yaml(&format!("default: {steps}"), "s")
@@ -617,11 +625,7 @@ tasks:
 
     #[test]
     fn a_tool_can_end_the_turn_cancelled_when_refused() {
-        let steps = default_steps("[{tool: {path: a, read: true, on_reject: cancel}}]");
-        assert!(matches!(
-            &steps[0],
-            Step::Tool(tool) if tool.cancel_on_reject
-        ));
+        assert!(first_tool("[{tool: {path: a, read: true, on_reject: cancel}}]").cancel_on_reject);
         let error = default_steps_error("[{tool: {path: a, read: true, on_reject: stop}}]");
         assert!(error.contains("`tool.on_reject`"), "{error}");
     }
@@ -647,11 +651,8 @@ tasks:
 
     #[test]
     fn a_tool_can_ask_permission_by_id_only() {
-        let steps = default_steps("[{tool: {path: a, write: x, request: id_only}}]");
-        assert!(matches!(
-            &steps[0],
-            Step::Tool(tool) if tool.request == PermissionRequestStyle::IdOnly
-        ));
+        let tool = first_tool("[{tool: {path: a, write: x, request: id_only}}]");
+        assert_eq!(tool.request, PermissionRequestStyle::IdOnly);
     }
 
     #[test]

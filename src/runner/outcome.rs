@@ -518,6 +518,12 @@ mod tests {
         }
     }
 
+    /// The verdict on a prompt answered with an internal error of this `errorKind`.
+    fn classify_prompt_error(message: &str, error_kind: &str) -> Verdict {
+        let data = json!({ "errorKind": error_kind });
+        classify(&observations(prompt_error(-32603, message, Some(data))))
+    }
+
     fn usage_limit(reset_at: Option<i64>) -> Option<Exhaustion> {
         Some(Exhaustion {
             message: "usage limit reached".into(),
@@ -557,22 +563,17 @@ mod tests {
 
     #[test]
     fn a_max_output_tokens_error_maps_to_max_tokens() {
-        let verdict = classify(&observations(prompt_error(
-            -32603,
+        let verdict = classify_prompt_error(
             "Claude's response exceeded the output token maximum",
-            Some(json!({"errorKind": "max_output_tokens"})),
-        )));
+            "max_output_tokens",
+        );
         assert_eq!(verdict.outcome, OutcomeClass::Finished);
         assert_eq!(verdict.stop_reason, Some(StopReason::MaxTokens));
     }
 
     #[test]
     fn any_other_prompt_error_is_a_crash_naming_it() {
-        let verdict = classify(&observations(prompt_error(
-            -32603,
-            "API Error: 500",
-            Some(json!({"errorKind": "server_error"})),
-        )));
+        let verdict = classify_prompt_error("API Error: 500", "server_error");
         assert_crash(
             verdict,
             "the agent answered the prompt with error -32603: API Error: 500 (errorKind server_error)",

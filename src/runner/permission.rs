@@ -189,6 +189,14 @@ mod tests {
         }
     }
 
+    fn call(title: &str, kind: ToolKind) -> ToolRequest {
+        ToolRequest {
+            title: Some(title.into()),
+            kind: Some(kind),
+            ..ToolRequest::default()
+        }
+    }
+
     fn writing(path: &str) -> ToolRequest {
         ToolRequest {
             title: Some(format!("Write {path}")),
@@ -241,22 +249,13 @@ mod tests {
 
     #[test]
     fn an_edit_naming_no_path_is_denied() {
-        let request = ToolRequest {
-            title: Some("Edit".into()),
-            kind: Some(ToolKind::Edit),
-            ..ToolRequest::default()
-        };
-        let reason = refusal(&denying(&[]), &request);
+        let reason = refusal(&denying(&[]), &call("Edit", ToolKind::Edit));
         assert!(reason.contains("names no path"), "{reason}");
     }
 
     #[test]
     fn a_deny_glob_matches_the_title() {
-        let request = ToolRequest {
-            title: Some("WebFetch https://example.com".into()),
-            kind: Some(ToolKind::Fetch),
-            ..ToolRequest::default()
-        };
+        let request = call("WebFetch https://example.com", ToolKind::Fetch);
         refusal(&denying(&["WebFetch*"]), &request);
     }
 
@@ -288,10 +287,8 @@ mod tests {
             ..writing("src/lib.rs")
         };
         let test = ToolRequest {
-            title: Some("cargo test".into()),
-            kind: Some(ToolKind::Execute),
             command: Some("cargo test".into()),
-            ..ToolRequest::default()
+            ..call("cargo test", ToolKind::Execute)
         };
         assert_eq!(decide(&policy, &read), Decision::Allow);
         assert_eq!(decide(&policy, &test), Decision::Allow);

@@ -16,6 +16,15 @@ fn store_with(tasks: Vec<LocalTask>) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// Saves `task` (a changed row) at `now_ms`.
+fn save(store: &mut Store, task: TaskRow, now_ms: i64) {
+    let saved = Transition {
+        tasks: vec![task],
+        ..Default::default()
+    };
+    store.apply(&saved, now_ms).expect("apply");
+}
+
 #[test]
 fn new_tasks_join_pending_at_generation_one_in_manifest_order() {
     let (_dir, store) = store_with(vec![spec("b", &[]), spec("a", &["b"])]);
@@ -35,15 +44,7 @@ fn an_edited_task_bumps_its_generation_and_keeps_its_state() {
     let (_dir, mut store) = store_with(vec![spec("a", &[])]);
     let mut done = store.task("a").expect("a");
     done.phase = TaskPhase::Done;
-    store
-        .apply(
-            &Transition {
-                tasks: vec![done],
-                ..Default::default()
-            },
-            1,
-        )
-        .expect("apply");
+    save(&mut store, done, 1);
     let mut edited = spec("a", &[]);
     edited.description = "Do it differently".to_string();
     let report = store.sync(&feature(vec![edited]), 2).expect("sync");
@@ -138,15 +139,7 @@ fn reset_clears_the_claim_and_the_retry_count() {
     let mut task = store.task("a").expect("a");
     task.retry_count = 2;
     task.phase = TaskPhase::Failed;
-    store
-        .apply(
-            &Transition {
-                tasks: vec![task],
-                ..Default::default()
-            },
-            1,
-        )
-        .expect("apply");
+    save(&mut store, task, 1);
     let task = store.reset_task("a", 2).expect("reset");
     assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
     assert!(store.claims().expect("claims").is_empty());
@@ -157,15 +150,7 @@ fn retry_sets_a_failed_task_back_to_pending() {
     let (_dir, mut store) = store_with(vec![spec("a", &[])]);
     let mut task = store.task("a").expect("a");
     task.phase = TaskPhase::Failed;
-    store
-        .apply(
-            &Transition {
-                tasks: vec![task],
-                ..Default::default()
-            },
-            1,
-        )
-        .expect("apply");
+    save(&mut store, task, 1);
     assert_eq!(
         store.retry_task("a", 2).expect("retry").phase,
         TaskPhase::Pending
