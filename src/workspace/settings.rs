@@ -434,28 +434,28 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn ssh_credentials_do_not_fit_an_https_url() {
-        let mut settings = RepoSettings::new("https://host/repo.git", "main");
+    /// Validates the settings of `url` with SSH credentials that know `known_hosts`.
+    fn validate_with_ssh(url: &str, known_hosts: &str) -> Result<Transport, SettingsError> {
+        let mut settings = RepoSettings::new(url, "main");
         settings.credentials = Some(Credentials::Ssh {
             private_key: "key".into(),
-            known_hosts: "host ssh-ed25519 AAAA".into(),
+            known_hosts: known_hosts.into(),
         });
+        settings.validate("f")
+    }
+
+    #[test]
+    fn ssh_credentials_do_not_fit_an_https_url() {
         assert!(matches!(
-            settings.validate("f"),
+            validate_with_ssh("https://host/repo.git", "host ssh-ed25519 AAAA"),
             Err(SettingsError::CredentialsDoNotFitUrl { .. })
         ));
     }
 
     #[test]
     fn ssh_credentials_need_known_hosts() {
-        let mut settings = RepoSettings::new("git@host:repo.git", "main");
-        settings.credentials = Some(Credentials::Ssh {
-            private_key: "key".into(),
-            known_hosts: " ".into(),
-        });
         assert!(matches!(
-            settings.validate("f"),
+            validate_with_ssh("git@host:repo.git", " "),
             Err(SettingsError::MissingValue { .. })
         ));
     }
