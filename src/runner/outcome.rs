@@ -531,6 +531,13 @@ mod tests {
         })
     }
 
+    /// The problem of a verdict that must be a misconfiguration.
+    #[track_caller]
+    fn misconfiguration_problem(verdict: Verdict) -> String {
+        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        verdict.misconfiguration.unwrap().problem
+    }
+
     #[track_caller]
     fn assert_crash(verdict: Verdict, summary: &str) {
         assert_eq!(verdict.outcome, OutcomeClass::Crashed);
@@ -679,13 +686,10 @@ mod tests {
             "Authentication required",
             None,
         )));
-        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        let problem = misconfiguration_problem(verdict);
         assert!(
-            verdict
-                .misconfiguration
-                .unwrap()
-                .problem
-                .ends_with("needs authentication: Authentication required")
+            problem.ends_with("needs authentication: Authentication required"),
+            "{problem}"
         );
     }
 
@@ -704,14 +708,8 @@ mod tests {
             detail: "closed".into(),
         };
         let verdict = classify_turn(starting, |o| o.exit_code = Some(127));
-        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
-        assert!(
-            verdict
-                .misconfiguration
-                .unwrap()
-                .problem
-                .contains("was not found")
-        );
+        let problem = misconfiguration_problem(verdict);
+        assert!(problem.contains("was not found"), "{problem}");
     }
 
     #[test]
