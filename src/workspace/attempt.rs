@@ -149,22 +149,13 @@ pub(crate) async fn commit_workspace(
     for state in MERGE_STATE_DIRS {
         let _ = std::fs::remove_dir_all(git_dir.join(state));
     }
-    git.ok(dir, &["add", "-A"], branch, Net::Local).await?;
     let work_ref = format!("refs/heads/{branch}");
-    git.ok(
-        dir,
+    let steps: [&[&str]; 3] = [
+        &["add", "-A"],
         &["symbolic-ref", "HEAD", &work_ref],
-        branch,
-        Net::Local,
-    )
-    .await?;
-    git.ok(
-        dir,
         &["update-ref", &work_ref, &ws.start_commit],
-        branch,
-        Net::Local,
-    )
-    .await?;
+    ];
+    git.ok_each(dir, &steps, branch).await?;
     let diff = git
         .run(dir, &["diff", "--cached", "--quiet"], branch, Net::Local)
         .await?;

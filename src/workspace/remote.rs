@@ -124,32 +124,19 @@ impl RemoteRepo {
         if refs.feature.is_none() {
             self.create_feature_branch(dir).await?;
         }
-        self.git
-            .ok(dir, &["checkout", "-q", "--detach"], feature_branch, local)
-            .await?;
-        self.git
-            .ok(
-                dir,
-                &["branch", "-q", "-D", clone_branch],
-                feature_branch,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(
-                dir,
-                &[
-                    "checkout",
-                    "-q",
-                    "--no-track",
-                    "-b",
-                    &work_branch,
-                    &tracking,
-                ],
-                feature_branch,
-                local,
-            )
-            .await?;
+        let steps: [&[&str]; 3] = [
+            &["checkout", "-q", "--detach"],
+            &["branch", "-q", "-D", clone_branch],
+            &[
+                "checkout",
+                "-q",
+                "--no-track",
+                "-b",
+                &work_branch,
+                &tracking,
+            ],
+        ];
+        self.git.ok_each(dir, &steps, feature_branch).await?;
         let start_commit = self
             .git
             .ok(dir, &["rev-parse", "HEAD"], feature_branch, local)
@@ -179,17 +166,11 @@ impl RemoteRepo {
         ensure_fresh_directory(dir)?;
         self.clone_into(dir, &pushed, "2").await?;
         let local = Net::Local;
-        self.git
-            .ok(
-                dir,
-                &["checkout", "-q", "--no-track", "-b", &work_branch],
-                &pushed,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(dir, &["branch", "-q", "-D", &pushed], &pushed, local)
-            .await?;
+        let steps: [&[&str]; 2] = [
+            &["checkout", "-q", "--no-track", "-b", &work_branch],
+            &["branch", "-q", "-D", &pushed],
+        ];
+        self.git.ok_each(dir, &steps, &pushed).await?;
         let start_commit = self
             .git
             .ok(dir, &["rev-parse", "HEAD^"], &pushed, local)
@@ -257,25 +238,12 @@ impl RemoteRepo {
         let tracking = format!("refs/remotes/origin/{pushed}");
         let work_ref = format!("refs/heads/{}", ws.work_branch);
         let local = Net::Local;
-        self.git
-            .ok(
-                &ws.dir,
-                &["symbolic-ref", "HEAD", &work_ref],
-                &pushed,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(
-                &ws.dir,
-                &["reset", "-q", "--hard", &tracking],
-                &pushed,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(&ws.dir, &["clean", "-q", "-f", "-d", "-x"], &pushed, local)
-            .await?;
+        let steps: [&[&str]; 3] = [
+            &["symbolic-ref", "HEAD", &work_ref],
+            &["reset", "-q", "--hard", &tracking],
+            &["clean", "-q", "-f", "-d", "-x"],
+        ];
+        self.git.ok_each(&ws.dir, &steps, &pushed).await?;
         let empty = self
             .git
             .run(

@@ -101,39 +101,43 @@ impl Credentials {
     fn validate(&self) -> Result<(), SettingsError> {
         match self {
             Self::Https { username, token } => {
-                if username.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the HTTPS username",
-                        fix: "set `username` in the credentials Secret",
-                    });
-                }
-                if token.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the HTTPS token",
-                        fix: "set `token` (or `password`) in the credentials Secret",
-                    });
-                }
+                required(
+                    username,
+                    "the HTTPS username",
+                    "set `username` in the credentials Secret",
+                )?;
+                required(
+                    token,
+                    "the HTTPS token",
+                    "set `token` (or `password`) in the credentials Secret",
+                )?;
             }
             Self::Ssh {
                 private_key,
                 known_hosts,
             } => {
-                if private_key.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the SSH private key",
-                        fix: "set `ssh-privatekey` in the credentials Secret",
-                    });
-                }
-                if known_hosts.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the SSH known_hosts",
-                        fix: "set `known_hosts` in the credentials Secret (`ssh-keyscan HOST`), host keys are always checked",
-                    });
-                }
+                required(
+                    private_key,
+                    "the SSH private key",
+                    "set `ssh-privatekey` in the credentials Secret",
+                )?;
+                required(
+                    known_hosts,
+                    "the SSH known_hosts",
+                    "set `known_hosts` in the credentials Secret (`ssh-keyscan HOST`), host keys are always checked",
+                )?;
             }
         }
         Ok(())
     }
+}
+
+/// [`SettingsError::MissingValue`] naming `what` and its `fix` when `value` is blank.
+fn required(value: &str, what: &'static str, fix: &'static str) -> Result<(), SettingsError> {
+    if value.trim().is_empty() {
+        return Err(SettingsError::MissingValue { what, fix });
+    }
+    Ok(())
 }
 
 impl fmt::Debug for Credentials {
