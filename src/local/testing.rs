@@ -86,12 +86,17 @@ pub fn run_options(parallel: usize) -> crate::local::scheduler::RunOptions {
         parallel,
         limit: None,
         claim_duration: Duration::from_secs(30),
-        runner: crate::local::executor::RunnerCommand {
-            program: "ralph".into(),
-            agent: vec!["agent".into()],
-            workspace: ".".into(),
-            runner_args: Vec::new(),
-        },
+        runner: runner_command(),
         worktrees: None,
+    }
+}
+
+/// Runner `ralph` with agent `agent` in `.`, no extra options.
+pub fn runner_command() -> crate::local::executor::RunnerCommand {
+    crate::local::executor::RunnerCommand {
+        program: "ralph".into(),
+        agent: vec!["agent".into()],
+        workspace: ".".into(),
+        runner_args: Vec::new(),
     }
 }

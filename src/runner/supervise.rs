@@ -79,24 +79,8 @@ pub async fn supervise(
     mut session_rx: oneshot::Receiver<SessionHandle>,
     supervision: Supervision<'_>,
 ) -> Supervised {
-    let Supervision {
-        agent,
-        activity,
-        turn,
-        events,
-        alarms,
-        noise,
-        idle_timeout,
-        total_deadline,
-        total_timeout,
-        grace,
-        cancel,
-    } = supervision;
     let mut watch = Watch {
-        agent,
-        turn,
-        events,
-        grace,
+        watched: supervision,
         session: None,
         interruption: None,
         exhaustion: None,
@@ -105,35 +89,32 @@ pub async fn supervise(
     let mut session_pending = true;
     let mut agent_exited = false;
     let turn_end = loop {
-        let idle_deadline = Instant::from_std(activity.last_traffic() + idle_timeout);
         let stopping = watch.interruption.is_some();
+        let idle_deadline = watch.idle_deadline();
+        let total_deadline = watch.watched.total_deadline;
         let (escalation_at, next_step) = watch
             .escalation
             .unwrap_or((total_deadline, Escalation::Kill));
+        let watched = &mut watch.watched;
         tokio::select! {
             turn_end = &mut conversation => break turn_end,
             handle = &mut session_rx, if session_pending => {
                 session_pending = false;
                 watch.session = handle.ok();
             }
-            Some(alarm) = alarms.recv(), if !stopping => watch.stderr_alarm(alarm),
-            Some(line) = noise.recv() => watch.stdout_noise(line),
-            status = watch.agent.wait(), if !agent_exited => {
+            Some(alarm) = watched.alarms.recv(), if !stopping => watch.stderr_alarm(alarm),
+            Some(line) = watched.noise.recv() => watch.stdout_noise(line),
+            status = watched.agent.wait(), if !agent_exited => {
                 agent_exited = true;
-                if let Ok(status) = status {
-                    watch.events.emit("exited", exit_fields(status));
-                }
+                watch.exited(status);
             }
-            () = cancel.cancelled(), if !stopping => {
+            () = watched.cancel.cancelled(), if !stopping => {
                 watch.stop(Interruption::Cancelled, "cancelled");
             }
-            () = sleep_until(idle_deadline), if !stopping => {
-                if activity.last_traffic() + idle_timeout <= std::time::Instant::now() {
-                    watch.stop(Interruption::IdleTimeout(idle_timeout), "idle_timeout");
-                }
-            }
+            () = sleep_until(idle_deadline), if !stopping => watch.idle_deadline_passed(),
             () = sleep_until(total_deadline), if !stopping => {
-                watch.stop(Interruption::TotalTimeout(total_timeout), "total_timeout");
+                let timeout = watch.watched.total_timeout;
+                watch.stop(Interruption::TotalTimeout(timeout), "total_timeout");
             }
             () = sleep_until(escalation_at), if watch.escalation.is_some() => {
                 if let Some(turn_end) = watch.escalate(next_step) {
@@ -149,12 +130,10 @@ pub async fn supervise(
     }
 }
 
-/// What the supervision has seen and done so far, and how it acts on the agent.
+/// What the supervision watches, what it has seen and done so far, and how it acts on
+/// the agent.
 struct Watch<'a> {
-    agent: &'a mut AgentProcess,
-    turn: &'a Mutex<TurnState>,
-    events: &'a EventLog,
-    grace: Duration,
+    watched: Supervision<'a>,
     session: Option<SessionHandle>,
     interruption: Option<Interruption>,
     exhaustion: Option<Exhaustion>,
@@ -162,18 +141,41 @@ struct Watch<'a> {
 }
 
 impl Watch<'_> {
+    /// When the agent counts as hung unless it sends ACP traffic before.
+    fn idle_deadline(&self) -> Instant {
+        Instant::from_std(self.watched.activity.last_traffic() + self.watched.idle_timeout)
+    }
+
+    /// The idle deadline seen at the start of the wait passed: the agent is stopped when it
+    /// sent nothing since.
+    fn idle_deadline_passed(&mut self) {
+        let watched = &self.watched;
+        if watched.activity.last_traffic() + watched.idle_timeout <= std::time::Instant::now() {
+            let timeout = self.watched.idle_timeout;
+            self.stop(Interruption::IdleTimeout(timeout), "idle_timeout");
+        }
+    }
+
+    /// The agent process exited (the conversation may still be ending).
+    fn exited(&mut self, status: std::io::Result<std::process::ExitStatus>) {
+        if let Ok(status) = status {
+            self.watched.events.emit("exited", exit_fields(status));
+        }
+    }
+
     /// A crash pattern kills the agent; a usage-limit report is kept, and a definite one
     /// kills the agent too.
     fn stderr_alarm(&mut self, alarm: StderrAlarm) {
         match alarm {
             StderrAlarm::Crash { pattern, line } => {
-                self.events
+                self.watched
+                    .events
                     .emit("crash_pattern", json!({"pattern": pattern, "line": line}));
                 self.interruption = Some(Interruption::CrashPattern { pattern, line });
                 self.kill();
             }
             StderrAlarm::Exhausted { found, definite } => {
-                self.events.emit(
+                self.watched.events.emit(
                     "exhausted",
                     json!({"message": found.message, "resetAt": found.reset_at}),
                 );
@@ -188,8 +190,10 @@ impl Watch<'_> {
     /// A stdout line that is not JSON-RPC is logged; before `initialize` is answered it
     /// means the agent does not speak ACP, and it is killed.
     fn stdout_noise(&mut self, line: String) {
-        self.events.emit("stdout_noise", json!({"line": line}));
-        if self.interruption.is_none() && not_acp_yet(self.turn) {
+        self.watched
+            .events
+            .emit("stdout_noise", json!({"line": line}));
+        if self.interruption.is_none() && not_acp_yet(self.watched.turn) {
             self.interruption = Some(Interruption::NotAcp { line });
             self.kill();
         }
@@ -197,7 +201,7 @@ impl Watch<'_> {
 
     /// Kills the agent's process group at once and stops waiting for its output soon after.
     fn kill(&mut self) {
-        self.agent.kill_group();
+        self.watched.agent.kill_group();
         self.escalation = Some(abandon_later());
     }
 
@@ -206,11 +210,11 @@ impl Watch<'_> {
     fn stop(&mut self, interruption: Interruption, reason: &str) {
         self.interruption = Some(interruption);
         self.escalation = Some(begin_stop(
-            self.events,
+            self.watched.events,
             reason,
             self.session.as_ref(),
-            self.agent,
-            self.grace,
+            self.watched.agent,
+            self.watched.grace,
         ));
     }
 
@@ -219,13 +223,14 @@ impl Watch<'_> {
     fn escalate(&mut self, step: Escalation) -> Option<TurnEnd> {
         match step {
             Escalation::Kill => {
-                self.events
+                self.watched
+                    .events
                     .emit("killed", json!({"reason": "grace period over"}));
                 self.kill();
                 None
             }
             Escalation::Abandon => Some(TurnEnd::Unanswered {
-                phase: phase(self.turn),
+                phase: phase(self.watched.turn),
                 detail: "the agent's output stayed open after its process group was killed".into(),
             }),
         }
