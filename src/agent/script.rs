@@ -545,6 +545,27 @@ tasks:
     - [ {text: "ok"} ]
 "#;
 
+    /// The first attempt's steps of a script that only has these `default` steps.
+    fn default_steps(steps: &str) -> Vec<Step> {
+        let script = Script::from_yaml(&format!("default: {steps}"), "s").unwrap();
+        script.steps_for("t", 1).to_vec()
+    }
+
+    /// The tool of a script whose first `default` step is a tool call.
+    fn first_tool(steps: &str) -> ToolStep {
+        match default_steps(steps).remove(0) {
+            Step::Tool(tool) => tool,
+            other => panic!("expected a tool step, got {other:?}"),
+        }
+    }
+
+    /// Why a script that only has these `default` steps is rejected.
+    fn default_steps_error(steps: &str) -> String {
+        Script::from_yaml(&format!("default: {steps}"), "s")
+            .unwrap_err()
+            .message
+    }
+
     #[test]
     fn an_unlisted_task_gets_the_default_steps() {
         let script = Script::from_yaml(SCRIPT, "s.yaml").unwrap();
@@ -582,9 +603,9 @@ tasks:
 
     #[test]
     fn bare_words_are_steps_without_arguments() {
-        let script = Script::from_yaml("default: [hang, kill, history]", "s").unwrap();
+        let steps = default_steps("[hang, kill, history]");
         assert_eq!(
-            script.steps_for("t", 1),
+            steps,
             &[
                 Step::Hang,
                 Step::Kill,
@@ -595,52 +616,31 @@ tasks:
 
     #[test]
     fn sizes_accept_units() {
-        let script =
-            Script::from_yaml("default: [{big: 10MB}, {big: 2KiB}, {big: 5}]", "s").unwrap();
+        let steps = default_steps("[{big: 10MB}, {big: 2KiB}, {big: 5}]");
         assert_eq!(
-            script.steps_for("t", 1),
+            steps,
             &[Step::Big(10_000_000), Step::Big(2048), Step::Big(5)]
         );
     }
 
     #[test]
     fn a_tool_can_end_the_turn_cancelled_when_refused() {
-        let script = Script::from_yaml(
-            "default: [{tool: {path: a, read: true, on_reject: cancel}}]",
-            "s",
-        )
-        .unwrap();
-        assert!(matches!(
-            &script.steps_for("t", 1)[0],
-            Step::Tool(tool) if tool.cancel_on_reject
-        ));
-        let error = Script::from_yaml(
-            "default: [{tool: {path: a, read: true, on_reject: stop}}]",
-            "s",
-        )
-        .unwrap_err();
-        assert!(
-            error.message.contains("`tool.on_reject`"),
-            "{}",
-            error.message
-        );
+        assert!(first_tool("[{tool: {path: a, read: true, on_reject: cancel}}]").cancel_on_reject);
+        let error = default_steps_error("[{tool: {path: a, read: true, on_reject: stop}}]");
+        assert!(error.contains("`tool.on_reject`"), "{error}");
     }
 
     #[test]
     fn a_tool_needs_exactly_one_of_read_and_write() {
-        let error = Script::from_yaml("default: [{tool: {path: a}}]", "s").unwrap_err();
-        assert!(error.message.contains("exactly one of"));
+        let error = default_steps_error("[{tool: {path: a}}]");
+        assert!(error.contains("exactly one of"));
     }
 
     #[test]
     fn an_error_step_carries_its_error_kind() {
-        let script = Script::from_yaml(
-            "default: [{error: {message: too long, error_kind: max_output_tokens}}]",
-            "s",
-        )
-        .unwrap();
+        let steps = default_steps("[{error: {message: too long, error_kind: max_output_tokens}}]");
         assert_eq!(
-            script.steps_for("t", 1),
+            steps,
             &[Step::Error(ErrorStep {
                 code: -32603,
                 message: "too long".into(),
@@ -651,25 +651,14 @@ tasks:
 
     #[test]
     fn a_tool_can_ask_permission_by_id_only() {
-        let script = Script::from_yaml(
-            "default: [{tool: {path: a, write: x, request: id_only}}]",
-            "s",
-        )
-        .unwrap();
-        assert!(matches!(
-            &script.steps_for("t", 1)[0],
-            Step::Tool(tool) if tool.request == PermissionRequestStyle::IdOnly
-        ));
+        let tool = first_tool("[{tool: {path: a, write: x, request: id_only}}]");
+        assert_eq!(tool.request, PermissionRequestStyle::IdOnly);
     }
 
     #[test]
     fn an_invalid_duration_is_named() {
-        let error = Script::from_yaml("default: [{delay: soon}]", "s").unwrap_err();
-        assert!(
-            error
-                .message
-                .starts_with("`delay`: invalid duration `soon`")
-        );
+        let error = default_steps_error("[{delay: soon}]");
+        assert!(error.starts_with("`delay`: invalid duration `soon`"));
     }
 
     #[test]

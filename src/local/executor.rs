@@ -171,82 +171,90 @@ pub fn runner_args(
     args
 }
 
+/// One attempt to start: whose it is, where its files go, what the agent is told and
+/// where its reports are sent.
+pub struct Launch<'a> {
+    /// The task.
+    pub task: &'a str,
+    /// The attempt ID.
+    pub attempt: &'a str,
+    /// The attempt's files.
+    pub files: AttemptFiles,
+    /// The prompt given to the agent.
+    pub prompt: &'a str,
+    /// Where the attempt's [`Report`]s go.
+    pub reports: UnboundedSender<AttemptReport>,
+}
+
 /// Writes the prompt, starts the runner and watches it on a background task that sends
-/// [`Report`]s to `reports` (the last one is always [`Report::Ended`]).
+/// [`Report`]s to `launch.reports` (the last one is always [`Report::Ended`]).
+///
+/// Without a `worktree` the runner starts in the command's workspace before this returns,
+/// and its pid is returned. With one, the background task first prepares the attempt's own
+/// git worktree and starts the runner in it, and after the runner's end commits and
+/// integrates a done verdict's work; the [`Report::Ended`] carries what git did, and the
+/// runner's pid comes only in [`Report::Spawned`].
 pub fn start(
     command: &RunnerCommand,
-    task: &str,
-    attempt: &str,
-    files: AttemptFiles,
-    prompt: &str,
-    reports: UnboundedSender<AttemptReport>,
-) -> Result<u32, ExecutorError> {
+    launch: Launch<'_>,
+    worktree: Option<AttemptWorktree>,
+) -> Result<Option<u32>, ExecutorError> {
+    let Launch {
+        task,
+        attempt,
+        files,
+        prompt,
+        reports,
+    } = launch;
     prepare(attempt, &files, prompt)?;
-    let mut child = spawn(command, &command.workspace, task, attempt, &files)?;
     let send = sender(task, attempt, reports);
+    let Some(worktree) = worktree else {
+        let mut child = spawn(command, &command.workspace, task, attempt, &files)?;
+        let pid = announce(&mut child, &send);
+        tokio::spawn(async move {
+            let (exit_code, result) = watch(child, &files, &send).await;
+            send(ended(exit_code, result, None));
+        });
+        return Ok(Some(pid));
+    };
+    let (command, task, attempt) = (command.clone(), task.to_string(), attempt.to_string());
+    tokio::spawn(async move {
+        let ws = match worktree.prepare().await {
+            Ok(ws) => ws,
+            Err(error) => return send(ended(None, Err(error), None)),
+        };
+        let mut child = match spawn(&command, &ws.dir, &task, &attempt, &files) {
+            Ok(child) => child,
+            Err(error) => return send(ended(None, Err(error.to_string()), None)),
+        };
+        announce(&mut child, &send);
+        let (exit_code, result) = watch(child, &files, &send).await;
+        let workspace = worktree.finish(&ws, &result).await;
+        send(ended(exit_code, result, Some(workspace)));
+    });
+    Ok(None)
+}
+
+/// Reports a started runner's pid and start time; its pid.
+fn announce(child: &mut Child, send: &impl Fn(Report)) -> u32 {
     let pid = child.id().unwrap_or_default();
     send(Report::Spawned {
         pid,
         start: crate::local::process::start_time(pid),
     });
-    let stdout = child.stdout.take();
-    tokio::spawn(async move {
-        let (exit_code, result) = watch(child, stdout, &files, &send).await;
-        send(Report::Ended(Box::new(Ended {
-            exit_code,
-            result,
-            workspace: None,
-        })));
-    });
-    Ok(pid)
+    pid
 }
 
-/// Like [`start`], in the attempt's own git worktree: prepares it, starts the runner in
-/// it, and after the runner's end commits and integrates a done verdict's work; the
-/// [`Report::Ended`] carries what git did. The runner's pid comes in [`Report::Spawned`].
-pub fn start_in_worktree(
-    command: &RunnerCommand,
-    task: &str,
-    attempt: &str,
-    files: AttemptFiles,
-    prompt: &str,
-    reports: UnboundedSender<AttemptReport>,
-    worktree: AttemptWorktree,
-) -> Result<(), ExecutorError> {
-    prepare(attempt, &files, prompt)?;
-    let send = sender(task, attempt, reports);
-    let (command, task, attempt) = (command.clone(), task.to_string(), attempt.to_string());
-    tokio::spawn(async move {
-        let ended = |result: Result<AttemptResult, String>, workspace| {
-            Report::Ended(Box::new(Ended {
-                exit_code: None,
-                result,
-                workspace,
-            }))
-        };
-        let ws = match worktree.prepare().await {
-            Ok(ws) => ws,
-            Err(error) => return send(ended(Err(error), None)),
-        };
-        let mut child = match spawn(&command, &ws.dir, &task, &attempt, &files) {
-            Ok(child) => child,
-            Err(error) => return send(ended(Err(error.to_string()), None)),
-        };
-        let pid = child.id().unwrap_or_default();
-        send(Report::Spawned {
-            pid,
-            start: crate::local::process::start_time(pid),
-        });
-        let stdout = child.stdout.take();
-        let (exit_code, result) = watch(child, stdout, &files, &send).await;
-        let workspace = worktree.finish(&ws, &result).await;
-        send(Report::Ended(Box::new(Ended {
-            exit_code,
-            result,
-            workspace: Some(workspace),
-        })));
-    });
-    Ok(())
+fn ended(
+    exit_code: Option<i32>,
+    result: Result<AttemptResult, String>,
+    workspace: Option<WorkspaceReport>,
+) -> Report {
+    Report::Ended(Box::new(Ended {
+        exit_code,
+        result,
+        workspace,
+    }))
 }
 
 /// Starts the runner of `attempt` with `workspace` as the agent's directory.
@@ -304,11 +312,10 @@ fn sender(
 /// Relays the runner's activity until it exits; its exit code and result.
 async fn watch(
     mut child: Child,
-    stdout: Option<tokio::process::ChildStdout>,
     files: &AttemptFiles,
     send: &impl Fn(Report),
 ) -> (Option<i32>, Result<AttemptResult, String>) {
-    if let Some(stdout) = stdout {
+    if let Some(stdout) = child.stdout.take() {
         relay(stdout, &files.log, send).await;
     }
     let exit_code = match child.wait().await {

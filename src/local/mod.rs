@@ -16,6 +16,7 @@ pub mod state_dir;
 pub mod status_view;
 pub mod store;
 pub mod summary;
+pub mod table;
 #[doc(hidden)]
 pub mod testing;
 pub mod verify;

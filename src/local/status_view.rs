@@ -8,6 +8,10 @@ use serde::Serialize;
 use crate::engine::budget::{Budget, UsageTotals};
 use crate::engine::dag::TaskPhase;
 use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
+use crate::local::table::{
+    Column::{Left, Right},
+    Table,
+};
 
 /// One task in `ralph status` / `ralph task list`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -139,25 +143,22 @@ pub fn task_lines(
         .collect()
 }
 
-/// The width of a table's task column: the longest name, at least the header's 4.
-pub fn task_column_width<'a>(names: impl IntoIterator<Item = &'a str>) -> usize {
-    names
-        .into_iter()
-        .map(str::len)
-        .chain([4])
-        .max()
-        .unwrap_or(4)
-}
-
 /// The task table as text; times relative to `now_ms`.
 pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
-    let width = task_column_width(lines.iter().map(|l| l.task.as_str()));
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<width$}  {:<8} {:>3} {:>8} {:>7} {:>9} {:>9}  NOTE",
-        "TASK", "PHASE", "GEN", "ATTEMPTS", "RETRIES", "TOKENS", "COST"
+    let mut table = Table::of_tasks(
+        lines.iter().map(|l| l.task.as_str()),
+        &[Left(8), Right(3), Right(8), Right(7), Right(9), Right(9)],
     );
+    table.row(&[
+        &"TASK",
+        &"PHASE",
+        &"GEN",
+        &"ATTEMPTS",
+        &"RETRIES",
+        &"TOKENS",
+        &"COST",
+        &"NOTE",
+    ]);
     for line in lines {
         let note = match (&line.claim, line.next_attempt_after_ms, &line.last_problem) {
             (Some(claim), ..) => format!(
@@ -172,20 +173,18 @@ pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
             (None, _, Some(problem)) => problem.clone(),
             _ => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<8} {:>3} {:>8} {:>7} {:>9} {:>9}  {}",
-            line.task,
-            format!("{:?}", line.phase),
-            line.generation,
-            line.attempts,
-            line.retries,
-            line.usage.tokens(),
-            line.usage.cost_column(),
-            crate::local::activity::truncate(&note, 100)
-        );
+        table.row(&[
+            &line.task,
+            &format!("{:?}", line.phase),
+            &line.generation,
+            &line.attempts,
+            &line.retries,
+            &line.usage.tokens(),
+            &line.usage.cost_column(),
+            &crate::local::activity::truncate(&note, 100),
+        ]);
     }
-    out
+    table.render()
 }
 
 /// `ralph status` as text.

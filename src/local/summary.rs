@@ -1,12 +1,14 @@
 //! The final summary of a local run: per task outcome, attempts, duration, tokens and cost.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
 use crate::engine::budget::UsageTotals;
 use crate::engine::dag::{FeatureOutcome, TaskPhase};
 use crate::local::store::{AttemptRow, TaskRow};
+use crate::local::table::{
+    Column::{Left, Right},
+    Table,
+};
 
 /// One task's line of the summary.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -86,44 +88,44 @@ impl Summary {
 
     /// The summary as a text table.
     pub fn render(&self) -> String {
-        let width = crate::local::status_view::task_column_width(
+        let mut table = Table::of_tasks(
             self.tasks.iter().map(|t| t.task.as_str()),
+            &[Left(8), Right(8), Left(13), Right(9), Right(10)],
         );
-        let mut out = String::new();
         let outcome = self
             .outcome
             .map_or("interrupted".to_string(), |o| format!("{o:?}"));
-        let _ = writeln!(out, "feature {}: {outcome}", self.feature);
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10}  COST",
-            "TASK", "PHASE", "ATTEMPTS", "LAST", "DURATION", "TOKENS"
-        );
+        table.line(&format!("feature {}: {outcome}", self.feature));
+        table.row(&[
+            &"TASK",
+            &"PHASE",
+            &"ATTEMPTS",
+            &"LAST",
+            &"DURATION",
+            &"TOKENS",
+            &"COST",
+        ]);
         for task in &self.tasks {
-            let _ = writeln!(
-                out,
-                "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10}  {}",
-                task.task,
-                format!("{:?}", task.phase),
-                task.attempts,
-                task.last_outcome.as_deref().unwrap_or("-"),
-                seconds(task.duration_ms),
-                task.usage.tokens(),
-                task.usage.cost_text(),
-            );
+            table.row(&[
+                &task.task,
+                &format!("{:?}", task.phase),
+                &task.attempts,
+                &task.last_outcome.as_deref().unwrap_or("-"),
+                &seconds(task.duration_ms),
+                &task.usage.tokens(),
+                &task.usage.cost_text(),
+            ]);
         }
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<8} {:>8} {:<13} {:>9} {:>10}  {}",
-            "total",
-            "",
-            self.attempts,
-            "",
-            seconds(self.tasks.iter().map(|t| t.duration_ms).sum()),
-            self.usage.tokens(),
-            self.usage.cost_text(),
-        );
-        out
+        table.row(&[
+            &"total",
+            &"",
+            &self.attempts,
+            &"",
+            &seconds(self.tasks.iter().map(|t| t.duration_ms).sum()),
+            &self.usage.tokens(),
+            &self.usage.cost_text(),
+        ]);
+        table.render()
     }
 }
 

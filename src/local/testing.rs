@@ -78,3 +78,25 @@ pub fn attempt(task: &str, number: u32, outcome: &str) -> AttemptRow {
         result: None,
     }
 }
+
+/// Run options for planner tests: `parallel` attempts at once, no limit, 30 s claims,
+/// runner `ralph` with agent `agent` in `.`, no worktrees.
+pub fn run_options(parallel: usize) -> crate::local::scheduler::RunOptions {
+    crate::local::scheduler::RunOptions {
+        parallel,
+        limit: None,
+        claim_duration: Duration::from_secs(30),
+        runner: runner_command(),
+        worktrees: None,
+    }
+}
+
+/// Runner `ralph` with agent `agent` in `.`, no extra options.
+pub fn runner_command() -> crate::local::executor::RunnerCommand {
+    crate::local::executor::RunnerCommand {
+        program: "ralph".into(),
+        agent: vec!["agent".into()],
+        workspace: ".".into(),
+        runner_args: Vec::new(),
+    }
+}

@@ -126,12 +126,7 @@ mod tests {
 
     #[test]
     fn a_verification_runner_is_read_only_and_a_work_runner_checks() {
-        let base = RunnerCommand {
-            program: "ralph".into(),
-            agent: vec!["agent".to_owned()],
-            workspace: ".".into(),
-            runner_args: Vec::new(),
-        };
+        let base = testing::runner_command();
         let verify = VerifySpec {
             agent: true,
             command: Some("make check".to_owned()),

@@ -7,14 +7,13 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use serde_json::json;
 
 use super::config::RunnerConfig;
+use super::process::{kill_group, spawn_group_leader};
 use crate::engine::attempt::{AttemptResult, OutcomeClass, StopReason};
 use crate::engine::verification::CheckReport;
 
@@ -87,28 +86,23 @@ pub async fn run_check(
     };
     // `exec 2>&1` merges stderr into stdout inside the shell, so the tail is in order.
     let script = format!("exec 2>&1\n{}", check.command);
-    let spawned = Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .current_dir(workspace)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
+    let spawned = spawn_group_leader(
+        Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(workspace)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let (mut child, group) = match spawned {
+        Ok(spawned) => spawned,
         Err(error) => {
             report.error = Some(format!("cannot start `sh -c`: {error}"));
             return report;
         }
     };
-    let group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
     let mut tail = Tail::new(check.tail_bytes);
     let stdout = child.stdout.take();
     let ran = tokio::time::timeout(check.timeout, async {
@@ -134,10 +128,7 @@ pub async fn run_check(
         Ok(Err(error)) => report.error = Some(format!("cannot wait for the command: {error}")),
         Err(_) => {
             report.timed_out = true;
-            if let Some(group) = group {
-                // The group may be gone already; the child is reaped on drop.
-                let _ = killpg(group, Signal::SIGKILL);
-            }
+            kill_group(group);
             let _ = child.wait().await;
         }
     }

@@ -490,6 +490,13 @@ mod tests {
         }
     }
 
+    /// The verdict on a turn that ended as `turn`, with what `seen` adds to the observations.
+    fn classify_turn(turn: TurnEnd, seen: impl FnOnce(&mut Observations)) -> Verdict {
+        let mut observations = observations(turn);
+        seen(&mut observations);
+        classify(&observations)
+    }
+
     fn answered(stop_reason: &str) -> TurnEnd {
         TurnEnd::Answered {
             stop_reason: stop_reason.into(),
@@ -503,6 +510,40 @@ mod tests {
         }
     }
 
+    fn prompt_error(code: i32, message: &str, data: Option<serde_json::Value>) -> TurnEnd {
+        TurnEnd::Failed {
+            code,
+            message: message.into(),
+            data,
+        }
+    }
+
+    /// The verdict on a prompt answered with an internal error of this `errorKind`.
+    fn classify_prompt_error(message: &str, error_kind: &str) -> Verdict {
+        let data = json!({ "errorKind": error_kind });
+        classify(&observations(prompt_error(-32603, message, Some(data))))
+    }
+
+    fn usage_limit(reset_at: Option<i64>) -> Option<Exhaustion> {
+        Some(Exhaustion {
+            message: "usage limit reached".into(),
+            reset_at,
+        })
+    }
+
+    /// The problem of a verdict that must be a misconfiguration.
+    #[track_caller]
+    fn misconfiguration_problem(verdict: Verdict) -> String {
+        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        verdict.misconfiguration.unwrap().problem
+    }
+
+    #[track_caller]
+    fn assert_crash(verdict: Verdict, summary: &str) {
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        assert_eq!(verdict.crash.as_deref(), Some(summary));
+    }
+
     #[test]
     fn end_turn_with_output_is_finished() {
         let verdict = classify(&observations(answered("end_turn")));
@@ -512,9 +553,7 @@ mod tests {
 
     #[test]
     fn end_turn_without_any_output_is_a_crash() {
-        let mut silent = observations(answered("end_turn"));
-        silent.updates_in_turn = 0;
-        let verdict = classify(&silent);
+        let verdict = classify_turn(answered("end_turn"), |o| o.updates_in_turn = 0);
         assert_eq!(verdict.outcome, OutcomeClass::Crashed);
         assert!(verdict.crash.unwrap().starts_with("no output"));
     }
@@ -531,95 +570,79 @@ mod tests {
 
     #[test]
     fn a_max_output_tokens_error_maps_to_max_tokens() {
-        let verdict = classify(&observations(TurnEnd::Failed {
-            code: -32603,
-            message: "Claude's response exceeded the output token maximum".into(),
-            data: Some(json!({"errorKind": "max_output_tokens"})),
-        }));
+        let verdict = classify_prompt_error(
+            "Claude's response exceeded the output token maximum",
+            "max_output_tokens",
+        );
         assert_eq!(verdict.outcome, OutcomeClass::Finished);
         assert_eq!(verdict.stop_reason, Some(StopReason::MaxTokens));
     }
 
     #[test]
     fn any_other_prompt_error_is_a_crash_naming_it() {
-        let verdict = classify(&observations(TurnEnd::Failed {
-            code: -32603,
-            message: "API Error: 500".into(),
-            data: Some(json!({"errorKind": "server_error"})),
-        }));
-        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
-        assert_eq!(
-            verdict.crash.unwrap(),
-            "the agent answered the prompt with error -32603: API Error: 500 (errorKind server_error)"
+        let verdict = classify_prompt_error("API Error: 500", "server_error");
+        assert_crash(
+            verdict,
+            "the agent answered the prompt with error -32603: API Error: 500 (errorKind server_error)",
         );
     }
 
     #[test]
     fn a_non_zero_exit_names_the_code_and_first_stderr_line() {
-        let mut died = observations(unanswered());
-        died.exit_code = Some(1);
-        died.stderr.first_line = Some("fatal: out of cheese".into());
-        let verdict = classify(&died);
-        assert_eq!(
-            verdict.crash.unwrap(),
-            "agent exited with code 1 before answering the prompt: fatal: out of cheese"
+        let verdict = classify_turn(unanswered(), |o| {
+            o.exit_code = Some(1);
+            o.stderr.first_line = Some("fatal: out of cheese".into());
+        });
+        assert_crash(
+            verdict,
+            "agent exited with code 1 before answering the prompt: fatal: out of cheese",
         );
     }
 
     #[test]
     fn a_kill_names_the_signal() {
-        let mut killed = observations(unanswered());
-        killed.signal = Some(9);
-        let crash = classify(&killed).crash.unwrap();
-        assert_eq!(
-            crash,
-            "agent was killed by signal 9 (SIGKILL) before answering the prompt"
+        let verdict = classify_turn(unanswered(), |o| o.signal = Some(9));
+        assert_crash(
+            verdict,
+            "agent was killed by signal 9 (SIGKILL) before answering the prompt",
         );
     }
 
     #[test]
     fn cancellation_wins_over_everything() {
-        let mut cancelled = observations(answered("cancelled"));
-        cancelled.interruption = Some(Interruption::Cancelled);
-        cancelled.exhaustion = Some(Exhaustion {
-            message: "usage limit reached".into(),
-            reset_at: None,
+        let verdict = classify_turn(answered("cancelled"), |o| {
+            o.interruption = Some(Interruption::Cancelled);
+            o.exhaustion = usage_limit(None);
         });
-        let verdict = classify(&cancelled);
         assert_eq!(verdict.outcome, OutcomeClass::Cancelled);
         assert_eq!(verdict.stop_reason, Some(StopReason::Cancelled));
     }
 
     #[test]
     fn exhaustion_without_a_task_sigil_is_exhausted() {
-        let mut exhausted = observations(answered("end_turn"));
-        exhausted.exhaustion = Some(Exhaustion {
-            message: "usage limit reached".into(),
-            reset_at: Some(5),
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.exhaustion = usage_limit(Some(5))
         });
-        assert_eq!(classify(&exhausted).outcome, OutcomeClass::Exhausted);
+        assert_eq!(verdict.outcome, OutcomeClass::Exhausted);
     }
 
     #[test]
     fn a_task_sigil_outweighs_an_exhaustion_report() {
-        let mut done = observations(answered("end_turn"));
-        done.exhaustion = Some(Exhaustion {
-            message: "usage limit reached".into(),
-            reset_at: None,
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.exhaustion = usage_limit(None);
+            o.sigils.task_done = Some("t".into());
         });
-        done.sigils.task_done = Some("t".into());
-        assert_eq!(classify(&done).outcome, OutcomeClass::Finished);
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
     }
 
     #[test]
     fn an_idle_timeout_is_a_crash_even_when_the_agent_stopped() {
-        let mut idle = observations(answered("cancelled"));
-        idle.interruption = Some(Interruption::IdleTimeout(Duration::from_secs(300)));
-        let verdict = classify(&idle);
-        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
-        assert_eq!(
-            verdict.crash.unwrap(),
-            "idle timeout: no ACP traffic for 5m; the agent stopped after session/cancel"
+        let verdict = classify_turn(answered("cancelled"), |o| {
+            o.interruption = Some(Interruption::IdleTimeout(Duration::from_secs(300)));
+        });
+        assert_crash(
+            verdict,
+            "idle timeout: no ACP traffic for 5m; the agent stopped after session/cancel",
         );
     }
 
@@ -638,79 +661,70 @@ mod tests {
 
     #[test]
     fn a_reported_error_without_an_answer_is_a_crash_naming_it() {
-        let mut failed = observations(answered("end_turn"));
-        failed.reported_error = Some("HTTP 500".into());
-        let verdict = classify(&failed);
-        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
-        assert_eq!(
-            verdict.crash.unwrap(),
-            "the agent reported an error and ended its turn without an answer: HTTP 500"
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.reported_error = Some("HTTP 500".into());
+        });
+        assert_crash(
+            verdict,
+            "the agent reported an error and ended its turn without an answer: HTTP 500",
         );
     }
 
     #[test]
     fn a_task_sigil_outweighs_a_reported_error() {
-        let mut done = observations(answered("end_turn"));
-        done.reported_error = Some("HTTP 500".into());
-        done.sigils.task_done = Some("t".into());
-        assert_eq!(classify(&done).outcome, OutcomeClass::Finished);
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.reported_error = Some("HTTP 500".into());
+            o.sigils.task_done = Some("t".into());
+        });
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
     }
 
     #[test]
     fn an_auth_required_prompt_error_is_misconfigured() {
-        let verdict = classify(&observations(TurnEnd::Failed {
-            code: -32000,
-            message: "Authentication required".into(),
-            data: None,
-        }));
-        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
+        let verdict = classify(&observations(prompt_error(
+            -32000,
+            "Authentication required",
+            None,
+        )));
+        let problem = misconfiguration_problem(verdict);
         assert!(
-            verdict
-                .misconfiguration
-                .unwrap()
-                .problem
-                .ends_with("needs authentication: Authentication required")
+            problem.ends_with("needs authentication: Authentication required"),
+            "{problem}"
         );
     }
 
     #[test]
     fn authentication_wording_on_stderr_of_a_finished_turn_is_no_misconfiguration() {
-        let mut fine = observations(answered("end_turn"));
-        fine.stderr.auth_line = Some("Please log in again later".into());
-        assert_eq!(classify(&fine).outcome, OutcomeClass::Finished);
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.stderr.auth_line = Some("Please log in again later".into());
+        });
+        assert_eq!(verdict.outcome, OutcomeClass::Finished);
     }
 
     #[test]
     fn an_exit_127_before_initialize_is_a_missing_command() {
-        let mut missing = observations(TurnEnd::Unanswered {
+        let starting = TurnEnd::Unanswered {
             phase: Phase::Starting,
             detail: "closed".into(),
-        });
-        missing.exit_code = Some(127);
-        let verdict = classify(&missing);
-        assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
-        assert!(
-            verdict
-                .misconfiguration
-                .unwrap()
-                .problem
-                .contains("was not found")
-        );
+        };
+        let verdict = classify_turn(starting, |o| o.exit_code = Some(127));
+        let problem = misconfiguration_problem(verdict);
+        assert!(problem.contains("was not found"), "{problem}");
     }
 
     #[test]
     fn an_exit_127_after_initialize_is_a_crash() {
-        let mut died = observations(unanswered());
-        died.exit_code = Some(127);
-        assert_eq!(classify(&died).outcome, OutcomeClass::Crashed);
+        let verdict = classify_turn(unanswered(), |o| o.exit_code = Some(127));
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
     }
 
     #[test]
     fn cancellation_wins_over_misconfiguration() {
-        let mut cancelled = observations(unanswered());
-        cancelled.interruption = Some(Interruption::Cancelled);
-        cancelled.stderr.auth_line = Some("Authentication required".into());
-        assert_eq!(classify(&cancelled).outcome, OutcomeClass::Cancelled);
+        let verdict = classify_turn(unanswered(), |o| {
+            o.interruption = Some(Interruption::Cancelled);
+            o.stderr.auth_line = Some("Authentication required".into());
+        });
+        assert_eq!(verdict.outcome, OutcomeClass::Cancelled);
     }
 
     #[test]
@@ -728,9 +742,10 @@ mod tests {
 
     #[test]
     fn codexs_max_output_tokens_error_then_end_turn_is_a_max_tokens_stop() {
-        let mut cut = observations(answered("end_turn"));
-        cut.reported_error = Some("Incomplete response returned, reason: max_output_tokens".into());
-        let verdict = classify(&cut);
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.reported_error =
+                Some("Incomplete response returned, reason: max_output_tokens".into());
+        });
         assert_eq!(verdict.outcome, OutcomeClass::Finished);
         assert_eq!(verdict.stop_reason, Some(StopReason::MaxTokens));
         assert_eq!(verdict.crash, None);
@@ -738,33 +753,32 @@ mod tests {
 
     #[test]
     fn an_incomplete_response_for_an_unmapped_reason_is_a_crash() {
-        let mut cut = observations(answered("end_turn"));
-        cut.reported_error = Some("Incomplete response returned, reason: upstream_error".into());
-        assert_eq!(classify(&cut).outcome, OutcomeClass::Crashed);
+        let verdict = classify_turn(answered("end_turn"), |o| {
+            o.reported_error = Some("Incomplete response returned, reason: upstream_error".into());
+        });
+        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
     }
 
     #[test]
     fn a_turn_the_agent_cancelled_after_a_refused_permission_is_a_crash_naming_it() {
-        let mut refused = observations(answered("cancelled"));
-        refused.refused_permission = Some("`rm -rf /srv`: /srv is outside the workspace".into());
-        let verdict = classify(&refused);
-        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
+        let verdict = classify_turn(answered("cancelled"), |o| {
+            o.refused_permission = Some("`rm -rf /srv`: /srv is outside the workspace".into());
+        });
         assert_eq!(verdict.stop_reason, Some(StopReason::Cancelled));
-        assert_eq!(
-            verdict.crash.unwrap(),
-            "the agent cancelled its own turn after the runner refused permission for `rm -rf /srv`: /srv is outside the workspace"
+        assert_crash(
+            verdict,
+            "the agent cancelled its own turn after the runner refused permission for `rm -rf /srv`: /srv is outside the workspace",
         );
     }
 
     #[test]
     fn a_turn_the_agent_cancelled_unasked_is_no_user_cancellation() {
-        let mut sigil = observations(answered("cancelled"));
-        sigil.sigils.task_done = Some("t".into());
-        let verdict = classify(&sigil);
-        assert_eq!(verdict.outcome, OutcomeClass::Crashed);
-        assert_eq!(
-            verdict.crash.unwrap(),
-            "the agent cancelled its own turn (the runner did not send session/cancel)"
+        let verdict = classify_turn(answered("cancelled"), |o| {
+            o.sigils.task_done = Some("t".into());
+        });
+        assert_crash(
+            verdict,
+            "the agent cancelled its own turn (the runner did not send session/cancel)",
         );
     }
 }

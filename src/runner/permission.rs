@@ -162,10 +162,39 @@ fn glob_regex(glob: &str) -> Result<Regex, RunnerError> {
 mod tests {
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, Workspace) {
+    /// A policy refusing what matches the `deny` globs.
+    fn denying(deny: &[&str]) -> PermissionPolicy {
+        let deny: Vec<String> = deny.iter().map(|glob| glob.to_string()).collect();
+        PermissionPolicy::new(&deny).unwrap()
+    }
+
+    /// The policy of a verification session.
+    fn read_only() -> PermissionPolicy {
+        denying(&[]).read_only(true)
+    }
+
+    /// What `policy` decides for `request` in a fresh workspace.
+    fn decide(policy: &PermissionPolicy, request: &ToolRequest) -> Decision {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Workspace::new(dir.path()).unwrap();
-        (dir, workspace)
+        policy.decide(request, &workspace)
+    }
+
+    /// Why `request` is refused; fails the test when it is allowed.
+    #[track_caller]
+    fn refusal(policy: &PermissionPolicy, request: &ToolRequest) -> String {
+        match decide(policy, request) {
+            Decision::Deny(reason) => reason,
+            Decision::Allow => panic!("{request:?} was allowed"),
+        }
+    }
+
+    fn call(title: &str, kind: ToolKind) -> ToolRequest {
+        ToolRequest {
+            title: Some(title.into()),
+            kind: Some(kind),
+            ..ToolRequest::default()
+        }
     }
 
     fn writing(path: &str) -> ToolRequest {
@@ -180,133 +209,89 @@ mod tests {
 
     #[test]
     fn a_write_inside_the_workspace_is_allowed() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap();
         assert_eq!(
-            policy.decide(&writing("src/lib.rs"), &workspace),
+            decide(&denying(&[]), &writing("src/lib.rs")),
             Decision::Allow
         );
     }
 
     #[test]
     fn a_write_outside_the_workspace_is_denied() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap();
-        let decision = policy.decide(&writing("../elsewhere.txt"), &workspace);
-        assert!(
-            matches!(decision, Decision::Deny(reason) if reason.contains("outside the workspace"))
-        );
+        let reason = refusal(&denying(&[]), &writing("../elsewhere.txt"));
+        assert!(reason.contains("outside the workspace"), "{reason}");
     }
 
     #[test]
     fn a_deny_glob_matches_workspace_relative_paths() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&["secrets/*".into()]).unwrap();
-        let decision = policy.decide(&writing("secrets/key.pem"), &workspace);
-        assert!(matches!(decision, Decision::Deny(reason) if reason.contains("`secrets/*`")));
+        let reason = refusal(&denying(&["secrets/*"]), &writing("secrets/key.pem"));
+        assert!(reason.contains("`secrets/*`"), "{reason}");
     }
 
     #[test]
     fn a_deny_glob_matches_commands() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&["git push*".into()]).unwrap();
         let request = ToolRequest {
             title: Some("Terminal".into()),
             command: Some("git push --force origin main".into()),
             ..ToolRequest::default()
         };
-        assert!(matches!(
-            policy.decide(&request, &workspace),
-            Decision::Deny(_)
-        ));
+        refusal(&denying(&["git push*"]), &request);
     }
 
     #[test]
     fn a_call_nothing_is_known_about_is_denied() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap();
         let request = ToolRequest {
             unknown: true,
             ..ToolRequest::default()
         };
-        assert!(matches!(
-            policy.decide(&request, &workspace),
-            Decision::Deny(reason) if reason.starts_with("nothing is known")
-        ));
+        let reason = refusal(&denying(&[]), &request);
+        assert!(reason.starts_with("nothing is known"), "{reason}");
     }
 
     #[test]
     fn an_edit_naming_no_path_is_denied() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap();
-        let request = ToolRequest {
-            title: Some("Edit".into()),
-            kind: Some(ToolKind::Edit),
-            ..ToolRequest::default()
-        };
-        assert!(matches!(
-            policy.decide(&request, &workspace),
-            Decision::Deny(reason) if reason.contains("names no path")
-        ));
+        let reason = refusal(&denying(&[]), &call("Edit", ToolKind::Edit));
+        assert!(reason.contains("names no path"), "{reason}");
     }
 
     #[test]
     fn a_deny_glob_matches_the_title() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&["WebFetch*".into()]).unwrap();
-        let request = ToolRequest {
-            title: Some("WebFetch https://example.com".into()),
-            kind: Some(ToolKind::Fetch),
-            ..ToolRequest::default()
-        };
-        assert!(matches!(
-            policy.decide(&request, &workspace),
-            Decision::Deny(_)
-        ));
+        let request = call("WebFetch https://example.com", ToolKind::Fetch);
+        refusal(&denying(&["WebFetch*"]), &request);
     }
 
     #[test]
     fn a_read_only_policy_refuses_an_edit_inside_the_workspace() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap().read_only(true);
-        assert!(matches!(
-            policy.decide(&writing("src/lib.rs"), &workspace),
-            Decision::Deny(reason) if reason.contains("read-only verification session")
-        ));
+        let reason = refusal(&read_only(), &writing("src/lib.rs"));
+        assert!(
+            reason.contains("read-only verification session"),
+            "{reason}"
+        );
     }
 
     #[test]
     fn a_read_only_policy_refuses_deletes_and_moves() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap().read_only(true);
         for kind in [ToolKind::Delete, ToolKind::Move] {
             let request = ToolRequest {
                 kind: Some(kind),
                 ..writing("src/lib.rs")
             };
-            assert!(matches!(
-                policy.decide(&request, &workspace),
-                Decision::Deny(_)
-            ));
+            refusal(&read_only(), &request);
         }
     }
 
     #[test]
     fn a_read_only_policy_lets_reads_and_commands_run() {
-        let (_dir, workspace) = setup();
-        let policy = PermissionPolicy::new(&[]).unwrap().read_only(true);
+        let policy = read_only();
         let read = ToolRequest {
             kind: Some(ToolKind::Read),
             ..writing("src/lib.rs")
         };
         let test = ToolRequest {
-            title: Some("cargo test".into()),
-            kind: Some(ToolKind::Execute),
             command: Some("cargo test".into()),
-            ..ToolRequest::default()
+            ..call("cargo test", ToolKind::Execute)
         };
-        assert_eq!(policy.decide(&read, &workspace), Decision::Allow);
-        assert_eq!(policy.decide(&test, &workspace), Decision::Allow);
+        assert_eq!(decide(&policy, &read), Decision::Allow);
+        assert_eq!(decide(&policy, &test), Decision::Allow);
         assert!(!policy.allows_writes());
     }
 

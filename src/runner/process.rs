@@ -28,6 +28,25 @@ pub struct AgentPipes {
     pub stderr: ChildStderr,
 }
 
+/// Starts `command` as the leader of a new process group, killed when dropped; the child
+/// and its group.
+pub(crate) fn spawn_group_leader(command: &mut Command) -> std::io::Result<(Child, Option<Pid>)> {
+    let child = command.process_group(0).kill_on_drop(true).spawn()?;
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    Ok((child, group))
+}
+
+/// Kills a whole process group at once; ESRCH (the group is gone already, as after a clean
+/// exit) is no error.
+pub(crate) fn kill_group(group: Option<Pid>) {
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
 impl AgentProcess {
     /// Starts `command` in `cwd` with `env` added, in a new process group.
     pub fn spawn(
@@ -36,24 +55,19 @@ impl AgentProcess {
         env: &[(&str, &str)],
     ) -> Result<(Self, AgentPipes), RunnerError> {
         let (program, args) = command.split_first().ok_or(RunnerError::NoAgentCommand)?;
-        let mut child = Command::new(program)
-            .args(args)
-            .current_dir(cwd)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| RunnerError::Spawn {
-                command: program.clone(),
-                source,
-            })?;
-        let group = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw);
+        let (mut child, group) = spawn_group_leader(
+            Command::new(program)
+                .args(args)
+                .current_dir(cwd)
+                .envs(env.iter().copied())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .map_err(|source| RunnerError::Spawn {
+            command: program.clone(),
+            source,
+        })?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -83,10 +97,7 @@ impl AgentProcess {
 
     /// Kills the agent's whole process group at once.
     pub fn kill_group(&self) {
-        if let Some(group) = self.group {
-            // ESRCH (group already gone) is the expected case after a clean exit.
-            let _ = killpg(group, Signal::SIGKILL);
-        }
+        kill_group(self.group);
     }
 
     /// Waits for the agent to exit (cancel-safe; remembers the status).

@@ -63,14 +63,6 @@ pub struct Supervised {
     pub exhaustion: Option<Exhaustion>,
 }
 
-struct Limits<'a> {
-    idle_timeout: Duration,
-    total_deadline: Instant,
-    total_timeout: Duration,
-    grace: Duration,
-    cancel: &'a CancellationToken,
-}
-
 /// The next step of stopping an agent once its deadline passes.
 #[derive(Clone, Copy)]
 enum Escalation {
@@ -87,105 +79,161 @@ pub async fn supervise(
     mut session_rx: oneshot::Receiver<SessionHandle>,
     supervision: Supervision<'_>,
 ) -> Supervised {
-    let Supervision {
-        agent,
-        activity,
-        turn,
-        events,
-        alarms,
-        noise,
-        ..
-    } = supervision;
-    let limits = Limits {
-        idle_timeout: supervision.idle_timeout,
-        total_deadline: supervision.total_deadline,
-        total_timeout: supervision.total_timeout,
-        grace: supervision.grace,
-        cancel: supervision.cancel,
+    let mut watch = Watch {
+        watched: supervision,
+        session: None,
+        interruption: None,
+        exhaustion: None,
+        escalation: None,
     };
-    let mut session: Option<SessionHandle> = None;
     let mut session_pending = true;
-    let mut interruption = None;
-    let mut exhaustion: Option<Exhaustion> = None;
-    let mut escalation: Option<(Instant, Escalation)> = None;
     let mut agent_exited = false;
-    let stop = |reason: &str, session: Option<&SessionHandle>, agent: &AgentProcess| {
-        begin_stop(events, reason, session, agent, limits.grace)
-    };
     let turn_end = loop {
-        let idle_deadline = Instant::from_std(activity.last_traffic() + limits.idle_timeout);
-        let stopping = interruption.is_some();
-        let (escalation_at, next_step) =
-            escalation.unwrap_or((limits.total_deadline, Escalation::Kill));
+        let stopping = watch.interruption.is_some();
+        let idle_deadline = watch.idle_deadline();
+        let total_deadline = watch.watched.total_deadline;
+        let (escalation_at, next_step) = watch
+            .escalation
+            .unwrap_or((total_deadline, Escalation::Kill));
+        let watched = &mut watch.watched;
         tokio::select! {
             turn_end = &mut conversation => break turn_end,
             handle = &mut session_rx, if session_pending => {
                 session_pending = false;
-                session = handle.ok();
+                watch.session = handle.ok();
             }
-            Some(alarm) = alarms.recv(), if !stopping => match alarm {
-                StderrAlarm::Crash { pattern, line } => {
-                    events.emit("crash_pattern", json!({"pattern": pattern, "line": line}));
-                    agent.kill_group();
-                    interruption = Some(Interruption::CrashPattern { pattern, line });
-                    escalation = Some(abandon_later());
-                }
-                StderrAlarm::Exhausted { found, definite } => {
-                    events.emit("exhausted", json!({"message": found.message, "resetAt": found.reset_at}));
-                    exhaustion.get_or_insert(found);
-                    if definite {
-                        agent.kill_group();
-                        escalation = Some(abandon_later());
-                    }
-                }
-            },
-            Some(line) = noise.recv() => {
-                events.emit("stdout_noise", json!({"line": line}));
-                if !stopping && not_acp_yet(turn) {
-                    agent.kill_group();
-                    interruption = Some(Interruption::NotAcp { line });
-                    escalation = Some(abandon_later());
-                }
-            }
-            status = agent.wait(), if !agent_exited => {
+            Some(alarm) = watched.alarms.recv(), if !stopping => watch.stderr_alarm(alarm),
+            Some(line) = watched.noise.recv() => watch.stdout_noise(line),
+            status = watched.agent.wait(), if !agent_exited => {
                 agent_exited = true;
-                if let Ok(status) = status {
-                    events.emit("exited", exit_fields(status));
+                watch.exited(status);
+            }
+            () = watched.cancel.cancelled(), if !stopping => {
+                watch.stop(Interruption::Cancelled, "cancelled");
+            }
+            () = sleep_until(idle_deadline), if !stopping => watch.idle_deadline_passed(),
+            () = sleep_until(total_deadline), if !stopping => {
+                let timeout = watch.watched.total_timeout;
+                watch.stop(Interruption::TotalTimeout(timeout), "total_timeout");
+            }
+            () = sleep_until(escalation_at), if watch.escalation.is_some() => {
+                if let Some(turn_end) = watch.escalate(next_step) {
+                    break turn_end;
                 }
             }
-            () = limits.cancel.cancelled(), if !stopping => {
-                interruption = Some(Interruption::Cancelled);
-                escalation = Some(stop("cancelled", session.as_ref(), agent));
-            }
-            () = sleep_until(idle_deadline), if !stopping => {
-                if activity.last_traffic() + limits.idle_timeout <= std::time::Instant::now() {
-                    interruption = Some(Interruption::IdleTimeout(limits.idle_timeout));
-                    escalation = Some(stop("idle_timeout", session.as_ref(), agent));
-                }
-            }
-            () = sleep_until(limits.total_deadline), if !stopping => {
-                interruption = Some(Interruption::TotalTimeout(limits.total_timeout));
-                escalation = Some(stop("total_timeout", session.as_ref(), agent));
-            }
-            () = sleep_until(escalation_at), if escalation.is_some() => match next_step {
-                Escalation::Kill => {
-                    events.emit("killed", json!({"reason": "grace period over"}));
-                    agent.kill_group();
-                    escalation = Some(abandon_later());
-                }
-                Escalation::Abandon => {
-                    break TurnEnd::Unanswered {
-                        phase: phase(turn),
-                        detail: "the agent's output stayed open after its process group was killed".into(),
-                    };
-                }
-            },
         }
     };
     Supervised {
         turn_end,
-        interruption,
-        exhaustion,
+        interruption: watch.interruption,
+        exhaustion: watch.exhaustion,
+    }
+}
+
+/// What the supervision watches, what it has seen and done so far, and how it acts on
+/// the agent.
+struct Watch<'a> {
+    watched: Supervision<'a>,
+    session: Option<SessionHandle>,
+    interruption: Option<Interruption>,
+    exhaustion: Option<Exhaustion>,
+    escalation: Option<(Instant, Escalation)>,
+}
+
+impl Watch<'_> {
+    /// When the agent counts as hung unless it sends ACP traffic before.
+    fn idle_deadline(&self) -> Instant {
+        Instant::from_std(self.watched.activity.last_traffic() + self.watched.idle_timeout)
+    }
+
+    /// The idle deadline seen at the start of the wait passed: the agent is stopped when it
+    /// sent nothing since.
+    fn idle_deadline_passed(&mut self) {
+        let watched = &self.watched;
+        if watched.activity.last_traffic() + watched.idle_timeout <= std::time::Instant::now() {
+            let timeout = self.watched.idle_timeout;
+            self.stop(Interruption::IdleTimeout(timeout), "idle_timeout");
+        }
+    }
+
+    /// The agent process exited (the conversation may still be ending).
+    fn exited(&mut self, status: std::io::Result<std::process::ExitStatus>) {
+        if let Ok(status) = status {
+            self.watched.events.emit("exited", exit_fields(status));
+        }
+    }
+
+    /// A crash pattern kills the agent; a usage-limit report is kept, and a definite one
+    /// kills the agent too.
+    fn stderr_alarm(&mut self, alarm: StderrAlarm) {
+        match alarm {
+            StderrAlarm::Crash { pattern, line } => {
+                self.watched
+                    .events
+                    .emit("crash_pattern", json!({"pattern": pattern, "line": line}));
+                self.interruption = Some(Interruption::CrashPattern { pattern, line });
+                self.kill();
+            }
+            StderrAlarm::Exhausted { found, definite } => {
+                self.watched.events.emit(
+                    "exhausted",
+                    json!({"message": found.message, "resetAt": found.reset_at}),
+                );
+                self.exhaustion.get_or_insert(found);
+                if definite {
+                    self.kill();
+                }
+            }
+        }
+    }
+
+    /// A stdout line that is not JSON-RPC is logged; before `initialize` is answered it
+    /// means the agent does not speak ACP, and it is killed.
+    fn stdout_noise(&mut self, line: String) {
+        self.watched
+            .events
+            .emit("stdout_noise", json!({"line": line}));
+        if self.interruption.is_none() && not_acp_yet(self.watched.turn) {
+            self.interruption = Some(Interruption::NotAcp { line });
+            self.kill();
+        }
+    }
+
+    /// Kills the agent's process group at once and stops waiting for its output soon after.
+    fn kill(&mut self) {
+        self.watched.agent.kill_group();
+        self.escalation = Some(abandon_later());
+    }
+
+    /// Stops the agent gently for `interruption`: `session/cancel`, then the kill after
+    /// the grace period.
+    fn stop(&mut self, interruption: Interruption, reason: &str) {
+        self.interruption = Some(interruption);
+        self.escalation = Some(begin_stop(
+            self.watched.events,
+            reason,
+            self.session.as_ref(),
+            self.watched.agent,
+            self.watched.grace,
+        ));
+    }
+
+    /// Takes the next step of stopping once its time has come; the turn's end when the
+    /// runner gives up waiting for the agent's output to close.
+    fn escalate(&mut self, step: Escalation) -> Option<TurnEnd> {
+        match step {
+            Escalation::Kill => {
+                self.watched
+                    .events
+                    .emit("killed", json!({"reason": "grace period over"}));
+                self.kill();
+                None
+            }
+            Escalation::Abandon => Some(TurnEnd::Unanswered {
+                phase: phase(self.watched.turn),
+                detail: "the agent's output stayed open after its process group was killed".into(),
+            }),
+        }
     }
 }
 

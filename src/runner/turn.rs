@@ -175,38 +175,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn chunk(text: &str) -> serde_json::Value {
-        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
-    }
-
-    #[test]
-    fn text_before_the_prompt_is_not_collected() {
-        let mut turn = TurnState {
-            phase: Phase::SessionCreated,
+    fn in_phase(phase: Phase) -> TurnState {
+        TurnState {
+            phase,
             ..Default::default()
-        };
-        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
-        assert_eq!(turn.updates_in_turn, 0);
-        assert_eq!(turn.take_sigils().task_done, None);
-    }
-
-    #[test]
-    fn text_after_the_prompt_is_collected() {
-        let mut turn = TurnState {
-            phase: Phase::Prompted,
-            ..Default::default()
-        };
-        turn.record_update(&chunk("Done.\n<task-"));
-        turn.record_update(&chunk("done>t</task-done>"));
-        assert_eq!(turn.updates_in_turn, 2);
-        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+        }
     }
 
     fn prompted() -> TurnState {
-        TurnState {
-            phase: Phase::Prompted,
-            ..Default::default()
+        in_phase(Phase::Prompted)
+    }
+
+    /// Records `updates` in `turn`; the task the final answer says is done.
+    fn task_done_after(turn: &mut TurnState, updates: &[serde_json::Value]) -> Option<String> {
+        for update in updates {
+            turn.record_update(update);
         }
+        turn.take_sigils().task_done
+    }
+
+    fn chunk(text: &str) -> serde_json::Value {
+        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
     }
 
     fn chunk_in(message_id: &str, text: &str) -> serde_json::Value {
@@ -219,47 +208,77 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_call_ends_the_message_so_a_sigil_before_it_is_not_the_final_answer() {
+    fn text_before_the_prompt_is_not_collected() {
+        let mut turn = in_phase(Phase::SessionCreated);
+        let done = task_done_after(&mut turn, &[chunk("Done.\n<task-done>t</task-done>")]);
+        assert_eq!(turn.updates_in_turn, 0);
+        assert_eq!(done, None);
+    }
+
+    #[test]
+    fn text_after_the_prompt_is_collected() {
         let mut turn = prompted();
-        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
-        turn.record_update(&tool_call());
-        turn.record_update(&chunk("Tests fail; fixing."));
-        assert_eq!(turn.take_sigils().task_done, None);
+        let done = task_done_after(
+            &mut turn,
+            &[chunk("Done.\n<task-"), chunk("done>t</task-done>")],
+        );
+        assert_eq!(turn.updates_in_turn, 2);
+        assert_eq!(done.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn a_tool_call_ends_the_message_so_a_sigil_before_it_is_not_the_final_answer() {
+        let updates = [
+            chunk("Done.\n<task-done>t</task-done>"),
+            tool_call(),
+            chunk("Tests fail; fixing."),
+        ];
+        assert_eq!(task_done_after(&mut prompted(), &updates), None);
     }
 
     #[test]
     fn the_last_message_after_a_tool_call_gives_the_verdict() {
-        let mut turn = prompted();
-        turn.record_update(&chunk("I will not write"));
-        turn.record_update(&tool_call());
-        turn.record_update(&chunk("Tests pass.\n<task-done>t</task-done>"));
-        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+        let updates = [
+            chunk("I will not write"),
+            tool_call(),
+            chunk("Tests pass.\n<task-done>t</task-done>"),
+        ];
+        assert_eq!(
+            task_done_after(&mut prompted(), &updates).as_deref(),
+            Some("t")
+        );
     }
 
     #[test]
     fn a_new_message_id_starts_a_new_message() {
-        let mut turn = prompted();
-        turn.record_update(&chunk_in("m1", "Done.\n<task-done>t</task-done>"));
-        turn.record_update(&chunk_in("m2", "One more thing to check."));
-        assert_eq!(turn.take_sigils().task_done, None);
+        let updates = [
+            chunk_in("m1", "Done.\n<task-done>t</task-done>"),
+            chunk_in("m2", "One more thing to check."),
+        ];
+        assert_eq!(task_done_after(&mut prompted(), &updates), None);
     }
 
     #[test]
     fn a_usage_update_does_not_end_the_message() {
-        let mut turn = prompted();
-        turn.record_update(&chunk("Done. <task-"));
-        turn.record_update(&json!({"sessionUpdate": "usage_update", "used": 1, "size": 9}));
-        turn.record_update(&chunk("done>t</task-done>"));
-        assert_eq!(turn.take_sigils().task_done.as_deref(), Some("t"));
+        let updates = [
+            chunk("Done. <task-"),
+            json!({"sessionUpdate": "usage_update", "used": 1, "size": 9}),
+            chunk("done>t</task-done>"),
+        ];
+        assert_eq!(
+            task_done_after(&mut prompted(), &updates).as_deref(),
+            Some("t")
+        );
     }
 
     #[test]
     fn content_that_is_not_text_ends_a_sigil_block() {
-        let mut turn = prompted();
-        turn.record_update(&chunk("Done.\n<task-done>t</task-done>"));
-        turn.record_update(&json!({"sessionUpdate": "agent_message_chunk",
-            "content": {"type": "image", "data": "", "mimeType": "image/png"}}));
-        assert_eq!(turn.take_sigils().task_done, None);
+        let updates = [
+            chunk("Done.\n<task-done>t</task-done>"),
+            json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "image", "data": "", "mimeType": "image/png"}}),
+        ];
+        assert_eq!(task_done_after(&mut prompted(), &updates), None);
     }
 
     #[test]
@@ -274,10 +293,7 @@ mod tests {
 
     #[test]
     fn an_unknown_update_kind_still_counts_as_output() {
-        let mut turn = TurnState {
-            phase: Phase::Prompted,
-            ..Default::default()
-        };
+        let mut turn = prompted();
         turn.record_update(&json!({"sessionUpdate": "something_new"}));
         assert_eq!(turn.updates_in_turn, 1);
     }

@@ -149,22 +149,13 @@ pub(crate) async fn commit_workspace(
     for state in MERGE_STATE_DIRS {
         let _ = std::fs::remove_dir_all(git_dir.join(state));
     }
-    git.ok(dir, &["add", "-A"], branch, Net::Local).await?;
     let work_ref = format!("refs/heads/{branch}");
-    git.ok(
-        dir,
+    let steps: [&[&str]; 3] = [
+        &["add", "-A"],
         &["symbolic-ref", "HEAD", &work_ref],
-        branch,
-        Net::Local,
-    )
-    .await?;
-    git.ok(
-        dir,
         &["update-ref", &work_ref, &ws.start_commit],
-        branch,
-        Net::Local,
-    )
-    .await?;
+    ];
+    git.ok_each(dir, &steps, branch).await?;
     let diff = git
         .run(dir, &["diff", "--cached", "--quiet"], branch, Net::Local)
         .await?;
@@ -248,6 +239,44 @@ pub(crate) async fn push_backoff(attempt: u32) {
     let ceiling = 20 + 30 * u64::from(attempt.min(10));
     let millis = rand::random_range(5..ceiling);
     tokio::time::sleep(Duration::from_millis(millis)).await;
+}
+
+/// How `git push --porcelain` ended when it did not fail.
+#[derive(Debug)]
+pub(crate) enum PushEnd {
+    /// The branch was updated.
+    Pushed,
+    /// Someone else moved the branch first (git's stderr, for a caller that cannot retry).
+    Raced { stderr: String },
+}
+
+/// Runs `git push --porcelain <args>` in `dir` for `branch`. A refused update is
+/// [`WorkspaceError::PushRejected`] naming `url`; a push without a ref status (network,
+/// credentials) is git's failure.
+pub(crate) async fn push(
+    git: &Git,
+    dir: &Path,
+    args: &[&str],
+    branch: &str,
+    url: &str,
+) -> Result<PushEnd, WorkspaceError> {
+    let mut command = vec!["push", "--porcelain"];
+    command.extend_from_slice(args);
+    let push = git.run(dir, &command, branch, Net::Remote).await?;
+    if push.success {
+        return Ok(PushEnd::Pushed);
+    }
+    match read_push_failure(&push.stdout) {
+        PushFailure::Raced => Ok(PushEnd::Raced {
+            stderr: push.stderr,
+        }),
+        PushFailure::Refused(reason) => Err(WorkspaceError::PushRejected {
+            url: url.to_owned(),
+            branch: branch.to_owned(),
+            reason,
+        }),
+        PushFailure::NoStatus => Err(git.failure(&["push"], branch, Net::Remote, &push.stderr)),
+    }
 }
 
 /// How a push that did not succeed failed, read from `git push --porcelain`.

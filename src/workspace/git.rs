@@ -221,6 +221,19 @@ impl Git {
         }
     }
 
+    /// Runs local commands in `cwd` one after the other; each must succeed.
+    pub async fn ok_each(
+        &self,
+        cwd: &Path,
+        commands: &[&[&str]],
+        git_ref: &str,
+    ) -> Result<(), WorkspaceError> {
+        for args in commands {
+            self.ok(cwd, args, git_ref, Net::Local).await?;
+        }
+        Ok(())
+    }
+
     /// The error for a failed command: network failures are told apart by what git printed.
     pub fn failure(&self, args: &[&str], git_ref: &str, net: Net, stderr: &str) -> WorkspaceError {
         let detail = last_lines(stderr);

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::attempt::{
-    AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome, PushFailure,
-    commit_workspace, ensure_fresh_directory, push_backoff, read_push_failure, rebase_onto,
+    AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome, PushEnd,
+    commit_workspace, ensure_fresh_directory, push, push_backoff, rebase_onto,
 };
 use super::error::WorkspaceError;
 use super::git::{Git, Net};
@@ -228,32 +228,15 @@ impl LocalRepo {
     async fn push(&self, remote: &str) -> Result<(), WorkspaceError> {
         let branch = self.feature_branch.as_str();
         let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
-        let push = self
-            .git
-            .run(
-                &self.repo,
-                &["push", "--porcelain", remote, &spec],
-                branch,
-                Net::Remote,
-            )
-            .await?;
-        if push.success {
-            return Ok(());
+        let url = format!("remote `{remote}`");
+        match push(&self.git, &self.repo, &[remote, &spec], branch, &url).await? {
+            PushEnd::Pushed => Ok(()),
+            PushEnd::Raced { .. } => Err(WorkspaceError::PushRejected {
+                url,
+                branch: branch.to_owned(),
+                reason: "the remote branch has commits this repository lacks".to_owned(),
+            }),
         }
-        let reason = match read_push_failure(&push.stdout) {
-            PushFailure::NoStatus => {
-                return Err(self
-                    .git
-                    .failure(&["push"], branch, Net::Remote, &push.stderr));
-            }
-            PushFailure::Raced => "the remote branch has commits this repository lacks".to_owned(),
-            PushFailure::Refused(reason) => reason,
-        };
-        Err(WorkspaceError::PushRejected {
-            url: format!("remote `{remote}`"),
-            branch: branch.to_owned(),
-            reason,
-        })
     }
 
     async fn resolve(&self, name: &str) -> Result<Option<String>, WorkspaceError> {

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::attempt::{
-    AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome, PushFailure,
-    commit_workspace, ensure_fresh_directory, push_backoff, read_push_failure, rebase_onto,
+    AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome, PushEnd,
+    commit_workspace, ensure_fresh_directory, push, push_backoff, rebase_onto,
 };
 use super::error::WorkspaceError;
 use super::git::{CredentialFiles, Git, Net};
@@ -96,9 +96,6 @@ impl RemoteRepo {
         let work_branch = clone_work_branch(&self.feature, task);
         super::settings::validate_branch_name("work branch", &work_branch)?;
         ensure_fresh_directory(dir)?;
-        let parent = dir.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
-        let dir_arg = dir.to_string_lossy().into_owned();
         let url = self.settings.url.as_str();
         let feature_branch = self.feature_branch.as_str();
         let refs = self.remote_refs().await?;
@@ -113,26 +110,7 @@ impl RemoteRepo {
                 feature_branch: feature_branch.to_owned(),
             });
         };
-        self.git
-            .ok(
-                parent,
-                &[
-                    "clone",
-                    "-q",
-                    "--depth",
-                    "1",
-                    "--single-branch",
-                    "--no-tags",
-                    "--branch",
-                    clone_branch,
-                    "--",
-                    url,
-                    &dir_arg,
-                ],
-                clone_branch,
-                Net::Remote,
-            )
-            .await?;
+        self.clone_into(dir, clone_branch, "1").await?;
         let tracking = format!("refs/remotes/origin/{feature_branch}");
         let local = Net::Local;
         self.git
@@ -146,32 +124,19 @@ impl RemoteRepo {
         if refs.feature.is_none() {
             self.create_feature_branch(dir).await?;
         }
-        self.git
-            .ok(dir, &["checkout", "-q", "--detach"], feature_branch, local)
-            .await?;
-        self.git
-            .ok(
-                dir,
-                &["branch", "-q", "-D", clone_branch],
-                feature_branch,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(
-                dir,
-                &[
-                    "checkout",
-                    "-q",
-                    "--no-track",
-                    "-b",
-                    &work_branch,
-                    &tracking,
-                ],
-                feature_branch,
-                local,
-            )
-            .await?;
+        let steps: [&[&str]; 3] = [
+            &["checkout", "-q", "--detach"],
+            &["branch", "-q", "-D", clone_branch],
+            &[
+                "checkout",
+                "-q",
+                "--no-track",
+                "-b",
+                &work_branch,
+                &tracking,
+            ],
+        ];
+        self.git.ok_each(dir, &steps, feature_branch).await?;
         let start_commit = self
             .git
             .ok(dir, &["rev-parse", "HEAD"], feature_branch, local)
@@ -199,42 +164,13 @@ impl RemoteRepo {
         let pushed = pushed_work_branch(&self.feature, task);
         super::settings::validate_branch_name("work branch", &pushed)?;
         ensure_fresh_directory(dir)?;
-        let parent = dir.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
-        let dir_arg = dir.to_string_lossy().into_owned();
-        let url = self.settings.url.as_str();
-        self.git
-            .ok(
-                parent,
-                &[
-                    "clone",
-                    "-q",
-                    "--depth",
-                    "2",
-                    "--single-branch",
-                    "--no-tags",
-                    "--branch",
-                    &pushed,
-                    "--",
-                    url,
-                    &dir_arg,
-                ],
-                &pushed,
-                Net::Remote,
-            )
-            .await?;
+        self.clone_into(dir, &pushed, "2").await?;
         let local = Net::Local;
-        self.git
-            .ok(
-                dir,
-                &["checkout", "-q", "--no-track", "-b", &work_branch],
-                &pushed,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(dir, &["branch", "-q", "-D", &pushed], &pushed, local)
-            .await?;
+        let steps: [&[&str]; 2] = [
+            &["checkout", "-q", "--no-track", "-b", &work_branch],
+            &["branch", "-q", "-D", &pushed],
+        ];
+        self.git.ok_each(dir, &steps, &pushed).await?;
         let start_commit = self
             .git
             .ok(dir, &["rev-parse", "HEAD^"], &pushed, local)
@@ -255,28 +191,10 @@ impl RemoteRepo {
         let pushed = pushed_work_branch(&self.feature, &ws.attempt.task);
         let url = self.settings.url.as_str();
         let push_spec = format!("+HEAD:refs/heads/{pushed}");
-        let push = self
-            .git
-            .run(
-                &ws.dir,
-                &["push", "--porcelain", "--", url, &push_spec],
-                &pushed,
-                Net::Remote,
-            )
-            .await?;
-        if push.success {
-            return Ok(pushed);
-        }
-        match read_push_failure(&push.stdout) {
-            PushFailure::Refused(reason) => Err(WorkspaceError::PushRejected {
-                url: url.to_owned(),
-                branch: pushed,
-                reason,
-            }),
-            PushFailure::Raced | PushFailure::NoStatus => {
-                Err(self
-                    .git
-                    .failure(&["push"], &pushed, Net::Remote, &push.stderr))
+        match push(&self.git, &ws.dir, &["--", url, &push_spec], &pushed, url).await? {
+            PushEnd::Pushed => Ok(pushed),
+            PushEnd::Raced { stderr } => {
+                Err(self.git.failure(&["push"], &pushed, Net::Remote, &stderr))
             }
         }
     }
@@ -320,25 +238,12 @@ impl RemoteRepo {
         let tracking = format!("refs/remotes/origin/{pushed}");
         let work_ref = format!("refs/heads/{}", ws.work_branch);
         let local = Net::Local;
-        self.git
-            .ok(
-                &ws.dir,
-                &["symbolic-ref", "HEAD", &work_ref],
-                &pushed,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(
-                &ws.dir,
-                &["reset", "-q", "--hard", &tracking],
-                &pushed,
-                local,
-            )
-            .await?;
-        self.git
-            .ok(&ws.dir, &["clean", "-q", "-f", "-d", "-x"], &pushed, local)
-            .await?;
+        let steps: [&[&str]; 3] = [
+            &["symbolic-ref", "HEAD", &work_ref],
+            &["reset", "-q", "--hard", &tracking],
+            &["clean", "-q", "-f", "-d", "-x"],
+        ];
+        self.git.ok_each(&ws.dir, &steps, &pushed).await?;
         let empty = self
             .git
             .run(
@@ -401,43 +306,21 @@ impl RemoteRepo {
             if let Some(conflict) = rebase_onto(&self.git, ws, &head).await? {
                 return Ok(conflict);
             }
-            let push = self
-                .git
-                .run(
-                    &ws.dir,
-                    &["push", "--porcelain", "--", url, &push_spec],
-                    branch,
-                    Net::Remote,
-                )
-                .await?;
-            if push.success {
-                let commit = self
-                    .git
-                    .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
-                    .await?;
-                return Ok(IntegrationOutcome::Integrated {
-                    commit,
-                    push_attempts: attempt,
-                });
-            }
-            match read_push_failure(&push.stdout) {
-                PushFailure::Raced => push_backoff(attempt).await,
-                PushFailure::Refused(reason) => {
-                    return Err(WorkspaceError::PushRejected {
-                        url: url.to_owned(),
-                        branch: branch.to_owned(),
-                        reason,
+            match push(&self.git, &ws.dir, &["--", url, &push_spec], branch, url).await {
+                Ok(PushEnd::Pushed) => {
+                    let commit = self
+                        .git
+                        .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
+                        .await?;
+                    return Ok(IntegrationOutcome::Integrated {
+                        commit,
+                        push_attempts: attempt,
                     });
                 }
-                PushFailure::NoStatus => {
-                    let error = self
-                        .git
-                        .failure(&["push"], branch, Net::Remote, &push.stderr);
-                    if !matches!(error, WorkspaceError::Unreachable { .. }) {
-                        return Err(error);
-                    }
+                Ok(PushEnd::Raced { .. }) | Err(WorkspaceError::Unreachable { .. }) => {
                     push_backoff(attempt).await;
                 }
+                Err(error) => return Err(error),
             }
         }
         Err(WorkspaceError::PushRetriesExhausted {
@@ -447,38 +330,48 @@ impl RemoteRepo {
         })
     }
 
+    /// Clones the last `depth` commits of `branch` alone into `dir`, making its parent.
+    async fn clone_into(
+        &self,
+        dir: &Path,
+        branch: &str,
+        depth: &str,
+    ) -> Result<(), WorkspaceError> {
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(parent).map_err(WorkspaceError::io(parent))?;
+        let dir_arg = dir.to_string_lossy().into_owned();
+        let url = self.settings.url.as_str();
+        self.git
+            .ok(
+                parent,
+                &[
+                    "clone",
+                    "-q",
+                    "--depth",
+                    depth,
+                    "--single-branch",
+                    "--no-tags",
+                    "--branch",
+                    branch,
+                    "--",
+                    url,
+                    &dir_arg,
+                ],
+                branch,
+                Net::Remote,
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Pushes the cloned baseRef as the new feature branch. Another attempt creating it at
     /// the same moment is fine: its branch is used.
     async fn create_feature_branch(&self, dir: &Path) -> Result<(), WorkspaceError> {
         let url = self.settings.url.as_str();
         let branch = self.feature_branch.as_str();
         let push_spec = format!("HEAD:refs/heads/{branch}");
-        let push = self
-            .git
-            .run(
-                dir,
-                &["push", "--porcelain", "--", url, &push_spec],
-                branch,
-                Net::Remote,
-            )
-            .await?;
-        if !push.success {
-            match read_push_failure(&push.stdout) {
-                PushFailure::Raced => {}
-                PushFailure::Refused(reason) => {
-                    return Err(WorkspaceError::PushRejected {
-                        url: url.to_owned(),
-                        branch: branch.to_owned(),
-                        reason,
-                    });
-                }
-                PushFailure::NoStatus => {
-                    return Err(self
-                        .git
-                        .failure(&["push"], branch, Net::Remote, &push.stderr));
-                }
-            }
-        }
+        // Raced: another attempt created it at the same moment; its branch is used.
+        push(&self.git, dir, &["--", url, &push_spec], branch, url).await?;
         let fetch_spec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
         self.git
             .ok(

@@ -101,39 +101,43 @@ impl Credentials {
     fn validate(&self) -> Result<(), SettingsError> {
         match self {
             Self::Https { username, token } => {
-                if username.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the HTTPS username",
-                        fix: "set `username` in the credentials Secret",
-                    });
-                }
-                if token.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the HTTPS token",
-                        fix: "set `token` (or `password`) in the credentials Secret",
-                    });
-                }
+                required(
+                    username,
+                    "the HTTPS username",
+                    "set `username` in the credentials Secret",
+                )?;
+                required(
+                    token,
+                    "the HTTPS token",
+                    "set `token` (or `password`) in the credentials Secret",
+                )?;
             }
             Self::Ssh {
                 private_key,
                 known_hosts,
             } => {
-                if private_key.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the SSH private key",
-                        fix: "set `ssh-privatekey` in the credentials Secret",
-                    });
-                }
-                if known_hosts.trim().is_empty() {
-                    return Err(SettingsError::MissingValue {
-                        what: "the SSH known_hosts",
-                        fix: "set `known_hosts` in the credentials Secret (`ssh-keyscan HOST`), host keys are always checked",
-                    });
-                }
+                required(
+                    private_key,
+                    "the SSH private key",
+                    "set `ssh-privatekey` in the credentials Secret",
+                )?;
+                required(
+                    known_hosts,
+                    "the SSH known_hosts",
+                    "set `known_hosts` in the credentials Secret (`ssh-keyscan HOST`), host keys are always checked",
+                )?;
             }
         }
         Ok(())
     }
+}
+
+/// [`SettingsError::MissingValue`] naming `what` and its `fix` when `value` is blank.
+fn required(value: &str, what: &'static str, fix: &'static str) -> Result<(), SettingsError> {
+    if value.trim().is_empty() {
+        return Err(SettingsError::MissingValue { what, fix });
+    }
+    Ok(())
 }
 
 impl fmt::Debug for Credentials {
@@ -434,28 +438,28 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn ssh_credentials_do_not_fit_an_https_url() {
-        let mut settings = RepoSettings::new("https://host/repo.git", "main");
+    /// Validates the settings of `url` with SSH credentials that know `known_hosts`.
+    fn validate_with_ssh(url: &str, known_hosts: &str) -> Result<Transport, SettingsError> {
+        let mut settings = RepoSettings::new(url, "main");
         settings.credentials = Some(Credentials::Ssh {
             private_key: "key".into(),
-            known_hosts: "host ssh-ed25519 AAAA".into(),
+            known_hosts: known_hosts.into(),
         });
+        settings.validate("f")
+    }
+
+    #[test]
+    fn ssh_credentials_do_not_fit_an_https_url() {
         assert!(matches!(
-            settings.validate("f"),
+            validate_with_ssh("https://host/repo.git", "host ssh-ed25519 AAAA"),
             Err(SettingsError::CredentialsDoNotFitUrl { .. })
         ));
     }
 
     #[test]
     fn ssh_credentials_need_known_hosts() {
-        let mut settings = RepoSettings::new("git@host:repo.git", "main");
-        settings.credentials = Some(Credentials::Ssh {
-            private_key: "key".into(),
-            known_hosts: " ".into(),
-        });
         assert!(matches!(
-            settings.validate("f"),
+            validate_with_ssh("git@host:repo.git", " "),
             Err(SettingsError::MissingValue { .. })
         ));
     }

@@ -1,29 +1,12 @@
 //! The local planner and the feature's budget.
-use std::time::Duration;
 
 use super::*;
 use crate::engine::attempt::{AttemptResult, Usage};
 use crate::engine::budget::{Budget, MicroUsd};
 use crate::engine::testing as results;
-use crate::local::executor::RunnerCommand;
-use crate::local::testing::{feature, row, task};
+use crate::local::testing::{feature, row, run_options, task};
 
 const NOW: i64 = 1_000_000;
-
-fn options(parallel: usize) -> RunOptions {
-    RunOptions {
-        parallel,
-        limit: None,
-        claim_duration: Duration::from_secs(30),
-        runner: RunnerCommand {
-            program: "ralph".into(),
-            agent: vec!["agent".into()],
-            workspace: ".".into(),
-            runner_args: Vec::new(),
-        },
-        worktrees: None,
-    }
-}
 
 fn budgeted(names: &[&str], budget: Budget) -> LocalFeature {
     LocalFeature {
@@ -54,7 +37,7 @@ fn planner<'a>(feature: &'a LocalFeature, parallel: usize, rows: Vec<TaskRow>) -
         rests: Default::default(),
         spent: UsageTotals::default(),
     };
-    Planner::new(feature, &options(parallel), loaded, NOW).unwrap_or_else(|e| panic!("{e}"))
+    Planner::new(feature, &run_options(parallel), loaded, NOW).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Attempt 1 of `task` is in flight.
@@ -169,7 +152,8 @@ fn a_run_resumed_over_a_spent_budget_says_so_and_starts_nothing() {
             ..UsageTotals::default()
         },
     };
-    let plan = Planner::new(&feature, &options(1), loaded, NOW).unwrap_or_else(|e| panic!("{e}"));
+    let plan =
+        Planner::new(&feature, &run_options(1), loaded, NOW).unwrap_or_else(|e| panic!("{e}"));
     let warnings = plan.budget_warnings_at_start();
     assert!(
         warnings[0].starts_with("the token budget is spent: 12 tokens"),

@@ -2,27 +2,11 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::engine::testing as results;
-use crate::local::executor::{Ended, RunnerCommand};
+use crate::local::executor::Ended;
 use crate::local::feature::LocalFeature;
-use crate::local::testing::{feature, row, task};
+use crate::local::testing::{feature, row, run_options, task};
 
 const NOW: i64 = 1_000_000;
-const CLAIM: Duration = Duration::from_secs(30);
-
-fn options(parallel: usize) -> RunOptions {
-    RunOptions {
-        parallel,
-        limit: None,
-        claim_duration: CLAIM,
-        runner: RunnerCommand {
-            program: "ralph".into(),
-            agent: vec!["agent".into()],
-            workspace: ".".into(),
-            runner_args: Vec::new(),
-        },
-        worktrees: None,
-    }
-}
 
 fn loaded(rows: Vec<TaskRow>) -> Loaded {
     Loaded {
@@ -39,7 +23,7 @@ fn pending(names: &[&str]) -> Vec<TaskRow> {
 }
 
 fn planner<'a>(feature: &'a LocalFeature, parallel: usize, rows: Vec<TaskRow>) -> Planner<'a> {
-    Planner::new(feature, &options(parallel), loaded(rows), NOW).unwrap()
+    Planner::new(feature, &run_options(parallel), loaded(rows), NOW).unwrap()
 }
 
 /// Attempt 1 of `task`, started by this run at `NOW`; its runner spawned as pid 42.
@@ -120,7 +104,7 @@ fn nothing_starts_while_every_agent_of_the_pool_rests() {
     let feature = feature(vec![task("a", &[])]);
     let mut rested = loaded(pending(&["a"]));
     rested.rests = resting(&feature, &[("primary", NOW + 60_000)]);
-    let mut plan = Planner::new(&feature, &options(1), rested, NOW).unwrap();
+    let mut plan = Planner::new(&feature, &run_options(1), rested, NOW).unwrap();
     assert!(matches!(
         plan.begin_turn(NOW),
         Rest::Resting { until_ms, .. } if until_ms == NOW + 60_000
@@ -134,7 +118,7 @@ fn a_resting_agent_leaves_the_next_attempt_to_the_next_of_the_pool() {
     let feature = with_spare(feature(vec![task("a", &[])]));
     let mut rested = loaded(pending(&["a"]));
     rested.rests = resting(&feature, &[("primary", NOW + 60_000)]);
-    let mut plan = Planner::new(&feature, &options(1), rested, NOW).unwrap();
+    let mut plan = Planner::new(&feature, &run_options(1), rested, NOW).unwrap();
     assert_eq!(plan.begin_turn(NOW), Rest::Working);
     let Selection::Run(choice) = plan.choice(&[], NOW) else {
         panic!("expected the spare agent to run");
@@ -172,7 +156,7 @@ fn a_rest_over_before_the_run_began_is_forgotten() {
     let feature = feature(vec![task("a", &[])]);
     let mut rested = loaded(pending(&["a"]));
     rested.rests = resting(&feature, &[("primary", NOW - 1)]);
-    let plan = Planner::new(&feature, &options(1), rested, NOW).unwrap();
+    let plan = Planner::new(&feature, &run_options(1), rested, NOW).unwrap();
     assert_eq!(plan.pool_wait(NOW), None);
 }
 

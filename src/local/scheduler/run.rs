@@ -342,28 +342,15 @@ impl<'a> Run<'a> {
             live.model.as_deref(),
         );
         let command = verify::runner_command(&runner, &self.plan.feature().verify, kind);
-        let spawned = match self.attempt_worktree(task, live.number, kind)? {
-            Some(worktree) => executor::start_in_worktree(
-                &command,
-                task,
-                &live.attempt,
-                files,
-                text,
-                self.reports.clone(),
-                worktree,
-            )
-            .map(|()| None),
-            None => executor::start(
-                &command,
-                task,
-                &live.attempt,
-                files,
-                text,
-                self.reports.clone(),
-            )
-            .map(Some),
+        let worktree = self.attempt_worktree(task, live.number, kind)?;
+        let launch = executor::Launch {
+            task,
+            attempt: &live.attempt,
+            files,
+            prompt: text,
+            reports: self.reports.clone(),
         };
-        match spawned {
+        match executor::start(&command, launch, worktree) {
             Ok(pid) => {
                 live.pid = pid;
                 self.plan.track(task, live);

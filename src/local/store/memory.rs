@@ -119,17 +119,30 @@ fn insert_journal(
 }
 
 fn load_knowledge(conn: &Connection) -> Result<Vec<KnowledgeEntry>, StoreError> {
-    let mut statement =
-        conn.prepare("SELECT key, entry FROM knowledge ORDER BY recorded_at_ms, key")?;
+    read_documents(
+        conn,
+        "SELECT key, entry FROM knowledge ORDER BY recorded_at_ms, key",
+        [],
+        |key| format!("knowledge {key:?}"),
+    )
+}
+
+/// Runs `sql`, which selects a key and a JSON document, and parses each document; `what`
+/// names the document of a key in errors.
+fn read_documents<T: serde::de::DeserializeOwned>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    what: impl Fn(&str) -> String,
+) -> Result<Vec<T>, StoreError> {
+    let mut statement = conn.prepare(sql)?;
     let rows = statement
-        .query_map([], |row| {
+        .query_map(params, |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter()
-        .map(|(key, json)| {
-            serde_json::from_str(&json).map_err(|e| corrupt(format!("knowledge {key:?}"), e))
-        })
+        .map(|(key, json)| serde_json::from_str(&json).map_err(|e| corrupt(what(&key), e)))
         .collect()
 }
 
@@ -195,17 +208,9 @@ impl Store {
         sql: &str,
         params: impl rusqlite::Params,
     ) -> Result<Vec<JournalEntry>, StoreError> {
-        let mut statement = self.conn.prepare(sql)?;
-        let rows = statement
-            .query_map(params, |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(|(attempt, json)| {
-                serde_json::from_str(&json).map_err(|e| corrupt(format!("journal of {attempt}"), e))
-            })
-            .collect()
+        read_documents(&self.conn, sql, params, |attempt| {
+            format!("journal of {attempt}")
+        })
     }
 
     /// The knowledge agents wrote in this run's attempts, oldest first.

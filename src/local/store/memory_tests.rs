@@ -53,6 +53,17 @@ fn attempt(store: &mut Store, task: &str, at: i64, outcome: &str, sigils: Sigils
     row.id
 }
 
+/// Attempt 1 of task `a` failed at 1 000 ms, noting that sqlx migrations fail on CI.
+fn a_failed_noting_migrations(store: &mut Store) {
+    attempt(
+        store,
+        "a",
+        1_000,
+        "failed",
+        notes("sqlx migrations fail on CI"),
+    );
+}
+
 fn notes(text: &str) -> Sigils {
     Sigils {
         journal: vec![text.into()],
@@ -74,13 +85,7 @@ fn lesson(title: &str, body: &str) -> Sigils {
 #[test]
 fn closing_an_attempt_records_its_journal_entry() {
     let (_dir, mut store) = store_with(&["a"]);
-    attempt(
-        &mut store,
-        "a",
-        1_000,
-        "failed",
-        notes("sqlx migrations fail on CI"),
-    );
+    a_failed_noting_migrations(&mut store);
     let journal = store.journal(Some("a")).expect("journal");
     assert_eq!(journal.len(), 1);
     let entry = &journal[0];
@@ -95,13 +100,7 @@ fn closing_an_attempt_records_its_journal_entry() {
 #[test]
 fn the_journal_is_searchable_by_the_words_of_its_notes() {
     let (_dir, mut store) = store_with(&["a", "b"]);
-    attempt(
-        &mut store,
-        "a",
-        1_000,
-        "failed",
-        notes("sqlx migrations fail on CI"),
-    );
+    a_failed_noting_migrations(&mut store);
     attempt(
         &mut store,
         "b",

@@ -125,21 +125,16 @@ impl Store {
         let mut task = load(&tx, name)?;
         let from = task.phase;
         tx.execute("DELETE FROM claims WHERE task = ?1", [name])?;
-        task.phase = TaskPhase::Pending;
         task.retry_count = 0;
-        task.next_attempt_after_ms = None;
         task.previous_attempt = None;
-        save(&tx, &task)?;
         let message = format!("reset by the user (was {from:?}): claim and retries cleared");
-        events::append(&tx, now_ms, &NewEvent::task(name, "reset", message))?;
-        tx.commit()?;
-        Ok(task)
+        back_to_pending(tx, task, "reset", message, now_ms)
     }
 
     /// `ralph task retry`: sets a Failed or Blocked task back to Pending.
     pub fn retry_task(&mut self, name: &str, now_ms: i64) -> Result<TaskRow, StoreError> {
         let tx = self.conn.transaction()?;
-        let mut task = load(&tx, name)?;
+        let task = load(&tx, name)?;
         if !matches!(task.phase, TaskPhase::Failed | TaskPhase::Blocked) {
             return Err(StoreError::WrongPhase {
                 task: name.to_string(),
@@ -148,13 +143,24 @@ impl Store {
                     .to_string(),
             });
         }
-        let from = task.phase;
-        task.phase = TaskPhase::Pending;
-        task.next_attempt_after_ms = None;
-        save(&tx, &task)?;
-        let message = format!("retry requested by the user (was {from:?})");
-        events::append(&tx, now_ms, &NewEvent::task(name, "retry", message))?;
-        tx.commit()?;
-        Ok(task)
+        let message = format!("retry requested by the user (was {:?})", task.phase);
+        back_to_pending(tx, task, "retry", message, now_ms)
     }
+}
+
+/// Sets `task` Pending with no backoff, saves it and logs `kind` with `message`, in `tx`,
+/// which is committed.
+fn back_to_pending(
+    tx: rusqlite::Transaction<'_>,
+    mut task: TaskRow,
+    kind: &str,
+    message: String,
+    now_ms: i64,
+) -> Result<TaskRow, StoreError> {
+    task.phase = TaskPhase::Pending;
+    task.next_attempt_after_ms = None;
+    save(&tx, &task)?;
+    events::append(&tx, now_ms, &NewEvent::task(task.name(), kind, message))?;
+    tx.commit()?;
+    Ok(task)
 }

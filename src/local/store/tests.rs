@@ -16,6 +16,17 @@ fn store_with(tasks: Vec<LocalTask>) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// Changes the row of task `name` with `change` and saves it at 1 ms.
+fn update(store: &mut Store, name: &str, change: impl FnOnce(&mut TaskRow)) {
+    let mut task = store.task(name).expect("task");
+    change(&mut task);
+    let saved = Transition {
+        tasks: vec![task],
+        ..Default::default()
+    };
+    store.apply(&saved, 1).expect("apply");
+}
+
 #[test]
 fn new_tasks_join_pending_at_generation_one_in_manifest_order() {
     let (_dir, store) = store_with(vec![spec("b", &[]), spec("a", &["b"])]);
@@ -33,17 +44,7 @@ fn new_tasks_join_pending_at_generation_one_in_manifest_order() {
 #[test]
 fn an_edited_task_bumps_its_generation_and_keeps_its_state() {
     let (_dir, mut store) = store_with(vec![spec("a", &[])]);
-    let mut done = store.task("a").expect("a");
-    done.phase = TaskPhase::Done;
-    store
-        .apply(
-            &Transition {
-                tasks: vec![done],
-                ..Default::default()
-            },
-            1,
-        )
-        .expect("apply");
+    update(&mut store, "a", |task| task.phase = TaskPhase::Done);
     let mut edited = spec("a", &[]);
     edited.description = "Do it differently".to_string();
     let report = store.sync(&feature(vec![edited]), 2).expect("sync");
@@ -135,18 +136,10 @@ fn renewing_extends_only_claims_still_held_by_the_attempt() {
 fn reset_clears_the_claim_and_the_retry_count() {
     let (_dir, mut store) = store_with(vec![spec("a", &[])]);
     store.start_attempt("a", 0, 1000).expect("start");
-    let mut task = store.task("a").expect("a");
-    task.retry_count = 2;
-    task.phase = TaskPhase::Failed;
-    store
-        .apply(
-            &Transition {
-                tasks: vec![task],
-                ..Default::default()
-            },
-            1,
-        )
-        .expect("apply");
+    update(&mut store, "a", |task| {
+        task.retry_count = 2;
+        task.phase = TaskPhase::Failed;
+    });
     let task = store.reset_task("a", 2).expect("reset");
     assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
     assert!(store.claims().expect("claims").is_empty());
@@ -155,17 +148,7 @@ fn reset_clears_the_claim_and_the_retry_count() {
 #[test]
 fn retry_sets_a_failed_task_back_to_pending() {
     let (_dir, mut store) = store_with(vec![spec("a", &[])]);
-    let mut task = store.task("a").expect("a");
-    task.phase = TaskPhase::Failed;
-    store
-        .apply(
-            &Transition {
-                tasks: vec![task],
-                ..Default::default()
-            },
-            1,
-        )
-        .expect("apply");
+    update(&mut store, "a", |task| task.phase = TaskPhase::Failed);
     assert_eq!(
         store.retry_task("a", 2).expect("retry").phase,
         TaskPhase::Pending
