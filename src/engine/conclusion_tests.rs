@@ -1,43 +1,25 @@
-use std::time::Duration;
-
 use super::*;
 use crate::engine::attempt::StopReason;
 use crate::engine::dag::PhaseCounts;
-use crate::engine::testing;
-
-const NOW: i64 = 1_000_000;
-
-fn policy() -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryBackoff {
-        base: Duration::from_secs(10),
-        cap: Duration::from_secs(600),
-        max_retries: 2,
-    })
-}
+use crate::engine::testing::{self, NOW_MS, reported};
 
 fn task(retry_count: u32, without_verdict: u32) -> TaskState {
     TaskState {
-        name: "t".to_owned(),
         retry_count,
         without_verdict,
-        verify: Verification::default(),
-        kind: AttemptKind::Work,
+        ..testing::task_state()
     }
 }
 
-fn reported(result: AttemptResult) -> AttemptEnd {
-    AttemptEnd::Reported(Box::new(result))
+/// `end` of an attempt of task `t` that used `retry_count` retries and ended
+/// `without_verdict` attempts in a row without a verdict before this one.
+fn conclude_after(end: &AttemptEnd, retry_count: u32, without_verdict: u32) -> NextState {
+    testing::conclude(end, &task(retry_count, without_verdict))
 }
 
 #[test]
 fn an_attempt_without_a_sigil_backs_off_like_a_retry_without_counting_one() {
-    let next = conclude(
-        &reported(testing::result("t")),
-        &task(0, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude_after(&reported(testing::result("t")), 0, 0);
     assert_eq!(
         (
             next.phase,
@@ -45,26 +27,20 @@ fn an_attempt_without_a_sigil_backs_off_like_a_retry_without_counting_one() {
             next.without_verdict,
             next.next_attempt_after_ms
         ),
-        (TaskPhase::Pending, 0, 1, Some(NOW + 10_000))
+        (TaskPhase::Pending, 0, 1, Some(NOW_MS + 10_000))
     );
 }
 
 #[test]
 fn each_attempt_without_a_verdict_in_a_row_doubles_the_wait() {
     let end = reported(testing::stopped("t", StopReason::MaxTokens));
-    let next = conclude(&end, &task(0, 2), &policy(), NOW, 0.0);
-    assert_eq!(next.next_attempt_after_ms, Some(NOW + 40_000));
+    let next = conclude_after(&end, 0, 2);
+    assert_eq!(next.next_attempt_after_ms, Some(NOW_MS + 40_000));
 }
 
 #[test]
 fn the_fifth_attempt_in_a_row_without_a_verdict_fails_the_task_and_says_why() {
-    let next = conclude(
-        &reported(testing::result("t")),
-        &task(0, 4),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude_after(&reported(testing::result("t")), 0, 4);
     assert_eq!(
         (next.phase, next.next_attempt_after_ms),
         (TaskPhase::Failed, None)
@@ -79,13 +55,7 @@ fn the_fifth_attempt_in_a_row_without_a_verdict_fails_the_task_and_says_why() {
 
 #[test]
 fn a_verdict_resets_the_streak_without_a_verdict() {
-    let next = conclude(
-        &reported(testing::failed("t", None)),
-        &task(0, 3),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude_after(&reported(testing::failed("t", None)), 0, 3);
     assert_eq!(next.without_verdict, 0);
 }
 
@@ -101,14 +71,14 @@ fn the_streak_counts_only_trailing_attempts_without_a_verdict() {
 #[test]
 fn exhaustion_with_a_known_reset_time_rests_the_agent_until_then() {
     let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(5_000_000));
 }
 
 #[test]
 fn exhaustion_leaves_the_task_to_the_pool_without_a_wait_of_its_own() {
     let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert_eq!(
         (next.phase, next.next_attempt_after_ms),
         (TaskPhase::Pending, None)
@@ -118,8 +88,8 @@ fn exhaustion_leaves_the_task_to_the_pool_without_a_wait_of_its_own() {
 #[test]
 fn exhaustion_with_an_unknown_reset_time_rests_the_default() {
     let end = reported(testing::exhausted("t", "quota", None));
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
-    assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(NOW + 300_000));
+    let next = conclude_after(&end, 0, 0);
+    assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(NOW_MS + 300_000));
     assert_eq!(next.retry_count, 0);
 }
 
@@ -128,7 +98,7 @@ fn a_lost_claim_keeps_its_reason_in_the_message() {
     let end = AttemptEnd::ClaimLost {
         reason: "claim taken over by x".to_owned(),
     };
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert!(
         next.message.contains("(claim taken over by x)"),
         "{}",
@@ -142,7 +112,7 @@ fn a_superseded_attempt_is_not_reported_as_cancelled() {
         from_generation: 1,
         to_generation: 2,
     };
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert_eq!(next.decision.event.reason, "AttemptSuperseded");
     assert!(!next.message.contains("cancelled"), "{}", next.message);
 }
@@ -150,7 +120,7 @@ fn a_superseded_attempt_is_not_reported_as_cancelled() {
 #[test]
 fn a_misconfigured_agent_halts_the_feature_without_charging_a_retry() {
     let end = reported(testing::misconfigured("t", "no binary", "install it"));
-    let next = conclude(&end, &task(1, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 1, 0);
     assert!(matches!(next.feature(), FeatureEffect::Halt { .. }));
     assert_eq!(
         (next.phase, next.retry_count, next.next_attempt_after_ms),

@@ -1,32 +1,8 @@
-use std::time::Duration;
-
 use super::*;
-use crate::engine::backoff::RetryBackoff;
-use crate::engine::conclusion::{ConclusionPolicy, TaskState, conclude_with_workspace};
+use crate::engine::conclusion::{NextState, TaskState};
 use crate::engine::dag::TaskPhase;
-use crate::engine::lifecycle::AttemptEnd;
 use crate::engine::policy::FeatureEffect;
-use crate::engine::testing;
-
-const NOW: i64 = 1_000_000;
-
-fn policy() -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryBackoff {
-        base: Duration::from_secs(10),
-        cap: Duration::from_secs(600),
-        max_retries: 2,
-    })
-}
-
-fn task(retry_count: u32) -> TaskState {
-    TaskState {
-        name: "t".to_owned(),
-        retry_count,
-        without_verdict: 0,
-        verify: crate::engine::verification::Verification::default(),
-        kind: crate::engine::verification::AttemptKind::Work,
-    }
-}
+use crate::engine::testing::{self, conclude_with_workspace, reported};
 
 fn conflict() -> WorkspaceReport {
     WorkspaceReport {
@@ -37,15 +13,12 @@ fn conflict() -> WorkspaceReport {
     }
 }
 
-fn done_with(report: &WorkspaceReport, retry_count: u32) -> crate::engine::conclusion::NextState {
-    conclude_with_workspace(
-        &AttemptEnd::Reported(Box::new(testing::done("t"))),
-        Some(report),
-        &task(retry_count),
-        &policy(),
-        NOW,
-        0.0,
-    )
+fn done_with(report: &WorkspaceReport, retry_count: u32) -> NextState {
+    let task = TaskState {
+        retry_count,
+        ..testing::task_state()
+    };
+    conclude_with_workspace(&reported(testing::done("t")), Some(report), &task)
 }
 
 #[test]
@@ -109,12 +82,9 @@ fn a_git_misconfiguration_halts_the_feature_without_charging_a_retry() {
 #[test]
 fn a_report_does_not_change_an_attempt_that_was_not_done() {
     let next = conclude_with_workspace(
-        &AttemptEnd::Reported(Box::new(testing::failed("t", Some("tests fail")))),
+        &reported(testing::failed("t", Some("tests fail"))),
         Some(&WorkspaceReport::new(WorkspaceOutcome::NotCommitted)),
-        &task(0),
-        &policy(),
-        NOW,
-        0.0,
+        &testing::task_state(),
     );
     assert_eq!(next.outcome(), AttemptOutcome::Failed);
 }
