@@ -1,4 +1,7 @@
 use super::*;
+use crate::engine::testing::named_cases;
+use AttemptOutcome::{Crashed, Exhausted, Failed, Released};
+use ModelStrategy::{CostOptimized, Escalate, Fixed};
 
 const NOW: i64 = 1_800_000_000_000;
 
@@ -76,52 +79,45 @@ fn model_after(strategy: ModelStrategy, history: &[PastAttempt]) -> Option<Strin
 
 /// The agent of [`POOL`] that takes a task with `history` while `rests` hold at `now_ms`.
 fn agent_after(history: &[PastAttempt], rests: &Rests, now_ms: i64) -> String {
-    chosen(ModelStrategy::Fixed, &[], history, rests, now_ms).agent
+    chosen(Fixed, &[], history, rests, now_ms).agent
 }
 
-/// One test per row: the model `strategy` picks among [`models`] after the attempts listed
-/// (model and outcome, oldest first).
-macro_rules! model_after_tests {
-    ($($name:ident: $strategy:ident after [$($model:literal $outcome:ident),*] => $expected:literal;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                let history = [$(attempt($model, AttemptOutcome::$outcome)),*];
-                assert_eq!(
-                    model_after(ModelStrategy::$strategy, &history).as_deref(),
-                    Some($expected)
-                );
-            }
-        )*
-    };
+/// Asserts the model `strategy` picks after the attempts `history` (model and outcome, oldest
+/// first).
+fn assert_model_after(strategy: ModelStrategy, history: &[(&str, AttemptOutcome)], expected: &str) {
+    let history: Vec<PastAttempt> = history
+        .iter()
+        .map(|&(model, outcome)| attempt(model, outcome))
+        .collect();
+    assert_eq!(model_after(strategy, &history).as_deref(), Some(expected));
 }
 
 #[test]
 fn without_models_the_agent_uses_its_default() {
-    let choice = chosen(ModelStrategy::Escalate, &[], &[], &Rests::new(), NOW);
+    let choice = chosen(Escalate, &[], &[], &Rests::new(), NOW);
     assert_eq!(
         (choice.model, choice.reason),
         (None, ModelReason::AgentDefault)
     );
 }
 
-model_after_tests! {
-    fixed_keeps_the_first_model_after_a_failure: Fixed after ["haiku" Failed] => "haiku";
-    escalate_starts_with_the_cheapest_model: Escalate after [] => "haiku";
-    escalate_moves_to_the_next_model_after_a_failed_attempt:
-        Escalate after ["haiku" Failed] => "sonnet";
-    escalate_moves_to_the_next_model_after_a_crash:
-        Escalate after ["haiku" Failed, "sonnet" Crashed] => "opus";
-    escalate_stays_on_the_model_after_an_attempt_without_a_verdict:
-        Escalate after ["haiku" Failed, "sonnet" Released] => "sonnet";
-    escalate_stays_on_the_last_model_once_it_is_reached: Escalate after ["opus" Failed] => "opus";
-    // The agent jumped to opus and failed there; haiku never failed this task.
-    cost_optimized_goes_back_to_the_cheapest_model_that_has_not_failed:
-        CostOptimized after ["opus" Failed] => "haiku";
-    cost_optimized_skips_every_model_that_failed:
-        CostOptimized after ["haiku" Failed, "sonnet" Exhausted, "haiku" Crashed] => "sonnet";
-    cost_optimized_uses_the_last_model_when_all_failed:
-        CostOptimized after ["haiku" Failed, "sonnet" Failed, "opus" Failed] => "opus";
+named_cases! { assert_model_after;
+    fixed_keeps_the_first_model_after_a_failure(Fixed, &[("haiku", Failed)], "haiku");
+    escalate_starts_with_the_cheapest_model(Escalate, &[], "haiku");
+    escalate_moves_to_the_next_model_after_a_failed_attempt
+        (Escalate, &[("haiku", Failed)], "sonnet");
+    escalate_moves_to_the_next_model_after_a_crash
+        (Escalate, &[("haiku", Failed), ("sonnet", Crashed)], "opus");
+    escalate_stays_on_the_model_after_an_attempt_without_a_verdict
+        (Escalate, &[("haiku", Failed), ("sonnet", Released)], "sonnet");
+    escalate_stays_on_the_last_model_once_it_is_reached(Escalate, &[("opus", Failed)], "opus");
+    /// The agent jumped to opus and failed there; haiku never failed this task.
+    cost_optimized_goes_back_to_the_cheapest_model_that_has_not_failed
+        (CostOptimized, &[("opus", Failed)], "haiku");
+    cost_optimized_skips_every_model_that_failed
+        (CostOptimized, &[("haiku", Failed), ("sonnet", Exhausted), ("haiku", Crashed)], "sonnet");
+    cost_optimized_uses_the_last_model_when_all_failed
+        (CostOptimized, &[("haiku", Failed), ("sonnet", Failed), ("opus", Failed)], "opus");
 }
 
 #[test]
@@ -164,10 +160,7 @@ fn only_the_last_ended_attempts_hint_counts() {
         hinting("haiku", AttemptOutcome::Released, "opus"),
         attempt("opus", AttemptOutcome::Released),
     ];
-    assert_eq!(
-        model_after(ModelStrategy::Fixed, &history).as_deref(),
-        Some("haiku")
-    );
+    assert_eq!(model_after(Fixed, &history).as_deref(), Some("haiku"));
 }
 
 #[test]
@@ -201,7 +194,7 @@ fn agents_sharing_an_identity_rest_together() {
     ];
     let selection = select(
         &pool,
-        &choice(ModelStrategy::Fixed, &[]),
+        &choice(Fixed, &[]),
         &[],
         &rest("same", NOW + 1_000),
         NOW,
@@ -213,7 +206,7 @@ fn agents_sharing_an_identity_rest_together() {
 fn when_every_agent_rests_the_task_waits_for_the_first_reset_and_says_until_when() {
     let mut rests = rest("id-main", NOW + 120_000);
     rests.extend(rest("id-spare", NOW + 60_000));
-    let selection = select(&POOL, &choice(ModelStrategy::Fixed, &[]), &[], &rests, NOW);
+    let selection = select(&POOL, &choice(Fixed, &[]), &[], &rests, NOW);
     let Selection::Wait { until_ms, message } = selection else {
         panic!("expected a wait: {selection:?}");
     };

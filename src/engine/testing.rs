@@ -146,3 +146,26 @@ pub fn misconfigured(task: &str, problem: &str, fix: &str) -> AttemptResult {
         ..ended(task, OutcomeClass::Misconfigured)
     }
 }
+
+/// One `#[test]` per row, named by the row, each calling `check` with the row's arguments:
+/// a table of cases that stays a list of named specifications.
+///
+/// ```ignore
+/// named_cases! { assert_hidden;
+///     quotation_lines_are_hidden("a\n  > b\nc", "....####.");
+/// }
+/// ```
+#[cfg(test)]
+macro_rules! named_cases {
+    ($check:path; $($(#[$meta:meta])* $name:ident($($arg:expr),* $(,)?);)*) => {
+        $(
+            $(#[$meta])*
+            #[test]
+            fn $name() {
+                $check($($arg),*);
+            }
+        )*
+    };
+}
+#[cfg(test)]
+pub(crate) use named_cases;
