@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::attempt::AttemptResult;
 use super::policy::{
     AttemptOutcome, Decision, Event, EventKind, PhaseChange, PreviousAttempt, TaskContext, decide,
-    decide_verification,
+    decide_verification, retry_or_fail,
 };
 use super::verification::AttemptKind;
 
@@ -105,24 +105,22 @@ impl WorkspaceReport {
 /// True when the attempt's result is a done verdict for its task: the work is committed
 /// and integrated. The one rule the finishing step and the conclusion share.
 pub fn integrates(result: &AttemptResult) -> bool {
-    let context = TaskContext {
-        name: result.task.clone(),
-        retry_count: 0,
-        max_retries: 0,
-        verify: false,
-    };
-    decide(&context, result).outcome == AttemptOutcome::Done
+    decide(&verdict_only(result, false), result).outcome == AttemptOutcome::Done
 }
 
 /// True when a verifier's result passes the task's work: it is integrated.
 pub fn verifier_integrates(result: &AttemptResult) -> bool {
-    let context = TaskContext {
+    decide_verification(&verdict_only(result, true), result).outcome == AttemptOutcome::Done
+}
+
+/// The task of `result` with no retries in play: its verdict alone decides.
+fn verdict_only(result: &AttemptResult, verify: bool) -> TaskContext {
+    TaskContext {
         name: result.task.clone(),
         retry_count: 0,
         max_retries: 0,
-        verify: true,
-    };
-    decide_verification(&context, result).outcome == AttemptOutcome::Done
+        verify,
+    }
 }
 
 /// True when the finishing step of an attempt of `kind` commits its work: a done verdict of
@@ -169,14 +167,14 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
                 tasks: report.conflicting_tasks.clone(),
             };
             let message = format!("task {}: {previous}", task.name);
-            retry_or_fail(
-                decision,
+            let ruling = retry_or_fail(
                 task,
                 AttemptOutcome::Conflict,
                 "MergeConflict",
                 message,
                 previous,
-            )
+            );
+            keeping_feature_effects(decision, ruling)
         }
         WorkspaceOutcome::Failed => {
             let summary = format!(
@@ -184,14 +182,14 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
                 report.message.as_deref().unwrap_or("a git step failed")
             );
             let message = format!("task {}: {summary}", task.name);
-            retry_or_fail(
-                decision,
+            let ruling = retry_or_fail(
                 task,
                 AttemptOutcome::Crashed,
                 "IntegrationFailed",
                 message,
                 PreviousAttempt::Crashed { summary },
-            )
+            );
+            keeping_feature_effects(decision, ruling)
         }
         WorkspaceOutcome::Misconfigured => {
             let reason = report
@@ -221,20 +219,13 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
     }
 }
 
-/// The policy's retry-or-fail ruling, keeping what `decision` says beyond the task.
-fn retry_or_fail(
-    decision: Decision,
-    task: &TaskContext,
-    outcome: AttemptOutcome,
-    reason: &'static str,
-    message: String,
-    previous: PreviousAttempt,
-) -> Decision {
+/// `ruling` on the task, keeping what `decision` says beyond the task.
+fn keeping_feature_effects(decision: Decision, ruling: Decision) -> Decision {
     Decision {
         feature: decision.feature,
         promise_complete: decision.promise_complete,
         agent_exhausted: decision.agent_exhausted,
-        ..super::policy::retry_or_fail(task, outcome, reason, message, previous)
+        ..ruling
     }
 }
 

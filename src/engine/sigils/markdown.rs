@@ -46,6 +46,15 @@ pub(super) enum Mode {
 }
 
 impl Mode {
+    /// Inside fenced code of `len` times `marker`.
+    const fn fence(marker: u8, len: usize, at_line_start: bool) -> Mode {
+        Mode::Fence {
+            marker,
+            len,
+            at_line_start,
+        }
+    }
+
     /// Whether text read in this mode is code or quotation (never a sigil).
     pub fn hides(self) -> bool {
         !matches!(self, Mode::Text | Mode::LineStart)
@@ -108,11 +117,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             let next = match marker {
                 b'`' if fence => Mode::FenceInfo { len },
                 b'`' => Mode::Code { len },
-                _ if fence => Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                },
+                _ if fence => Mode::fence(marker, len, false),
                 _ => Mode::Text,
             };
             (next, pos)
@@ -120,14 +125,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
         Mode::FenceInfo { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
             Some(i) if bytes[pos + i] == b'`' => (Mode::CodeRun { len, run: 0 }, pos + i),
-            Some(i) => (
-                Mode::Fence {
-                    marker: b'`',
-                    len,
-                    at_line_start: true,
-                },
-                pos + i + 1,
-            ),
+            Some(i) => (Mode::fence(b'`', len, true), pos + i + 1),
         },
         Mode::Fence {
             marker,
@@ -135,14 +133,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             at_line_start: false,
         } => match memchr::memchr(b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
-            Some(i) => (
-                Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: true,
-                },
-                pos + i + 1,
-            ),
+            Some(i) => (Mode::fence(marker, len, true), pos + i + 1),
         },
         Mode::Fence { marker, len, .. } => {
             if byte == marker {
@@ -157,12 +148,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             } else if byte == b'\n' || is_blank(byte) {
                 (mode, pos + 1)
             } else {
-                let inside = Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                };
-                (inside, pos)
+                (Mode::fence(marker, len, false), pos)
             }
         }
         Mode::FenceRun { marker, len, run } => {
@@ -178,25 +164,13 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             } else if run >= len {
                 (Mode::FenceClose { marker, len }, pos)
             } else {
-                let inside = Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                };
-                (inside, pos)
+                (Mode::fence(marker, len, false), pos)
             }
         }
         Mode::FenceClose { marker, len } => match byte {
             b'\n' => (Mode::LineStart, pos + 1),
             _ if is_blank(byte) => (mode, pos + 1),
-            _ => {
-                let inside = Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                };
-                (inside, pos)
-            }
+            _ => (Mode::fence(marker, len, false), pos),
         },
         Mode::Code { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
