@@ -59,6 +59,15 @@ fn dag(nodes: Vec<TaskNode>) -> Dag {
     }
 }
 
+/// Subtask `c` of parent `p`, which depends on `x`.
+fn subtask_of_a_dependent_parent() -> Dag {
+    dag(vec![
+        task("x"),
+        task("p").after(&["x"]),
+        task("c").under("p"),
+    ])
+}
+
 /// The error messages `Dag::new` reports, in order.
 fn messages(nodes: Vec<TaskNode>) -> Vec<String> {
     match Dag::new(nodes) {

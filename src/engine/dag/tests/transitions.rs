@@ -1,5 +1,6 @@
-use super::{Build, dag, moved, ready, set, task};
+use super::{Build, dag, moved, ready, set, subtask_of_a_dependent_parent, task};
 use crate::engine::dag::{PhaseError, TaskPhase, TransitionReason};
+use crate::engine::testing::named_cases;
 
 use TaskPhase::{Blocked, Done, Failed, Pending, Running};
 
@@ -96,11 +97,7 @@ fn dependents_of_a_failed_task_are_blocked_transitively() {
 
 #[test]
 fn subtasks_of_a_parent_whose_dependency_failed_are_blocked() {
-    let mut dag = dag(vec![
-        task("x"),
-        task("p").after(&["x"]),
-        task("c").under("p"),
-    ]);
+    let mut dag = subtask_of_a_dependent_parent();
     let transitions = set(&mut dag, "x", Failed);
     assert!(transitions.contains(&moved(
         "c",
@@ -209,15 +206,16 @@ fn setting_the_current_phase_changes_nothing() {
     assert_eq!(set(&mut dag, "a", Failed), []);
 }
 
-#[test]
-fn unknown_task_is_refused() {
+/// Asserts that setting `name` of a one-task plan (task `a`) to `phase` is refused with
+/// `expected`.
+fn assert_refused(name: &str, phase: TaskPhase, expected: PhaseError) {
     let mut dag = dag(vec![task("a")]);
-    assert_eq!(
-        dag.set_phase("zz", Done),
-        Err(PhaseError::UnknownTask {
-            task: "zz".to_owned()
-        })
-    );
+    assert_eq!(dag.set_phase(name, phase), Err(expected));
+}
+
+named_cases! { assert_refused;
+    unknown_task_is_refused("zz", Done, PhaseError::UnknownTask { task: "zz".to_owned() });
+    setting_blocked_is_refused("a", Blocked, PhaseError::BlockedIsDerived { task: "a".to_owned() });
 }
 
 #[test]
@@ -227,17 +225,6 @@ fn setting_a_parent_phase_is_refused() {
     assert_eq!(
         error.as_deref(),
         Some("task \"p\" has subtasks; its phase follows them and cannot be set to Done")
-    );
-}
-
-#[test]
-fn setting_blocked_is_refused() {
-    let mut dag = dag(vec![task("a")]);
-    assert_eq!(
-        dag.set_phase("a", Blocked),
-        Err(PhaseError::BlockedIsDerived {
-            task: "a".to_owned()
-        })
     );
 }
 
