@@ -1,26 +1,19 @@
 use super::*;
+use crate::controller::testing;
 
 fn feature(budget: serde_json::Value) -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 2},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "budget": budget,
-        }
-    }))
-    .unwrap_or_else(|error| panic!("{error}"))
+    let metadata = serde_json::json!({"name": "hello", "namespace": "ns", "generation": 2});
+    let spec = serde_json::json!({
+        "agent": {"image": "agent:1", "command": ["agent"]},
+        "budget": budget,
+    });
+    testing::object("Feature", metadata, spec)
 }
 
 fn task(name: &str, status: serde_json::Value) -> Arc<Task> {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"featureRef": "hello"},
-    }))
-    .unwrap_or_else(|error| panic!("{error}"));
+    let metadata = serde_json::json!({"name": name, "namespace": "ns"});
+    let mut task: Task =
+        testing::object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     task.status = Some(serde_json::from_value(status).unwrap_or_else(|error| panic!("{error}")));
     Arc::new(task)
 }
@@ -163,23 +156,21 @@ mod planning {
     use super::*;
     use crate::api::desired_tasks;
     use crate::controller::decide::{FeaturePlan, Snapshot, plan};
+    use crate::controller::testing::claimed;
     use crate::engine::dag::FeatureOutcome;
-    use crate::engine::lifecycle::Action;
 
     /// Feature `hello` with independent tasks a, b, c, parallelism 3, and `budget`.
     fn feature3(budget: serde_json::Value) -> Feature {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "ralph.dev/v1alpha1",
-            "kind": "Feature",
-            "metadata": {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1},
-            "spec": {
-                "agent": {"image": "agent:1", "command": ["agent"]},
-                "parallelism": 3,
-                "budget": budget,
-                "tasks": [{"name": "a"}, {"name": "b"}, {"name": "c"}]
-            }
-        }))
-        .unwrap_or_else(|error| panic!("{error}"))
+        let metadata = serde_json::json!(
+            {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1}
+        );
+        let spec = serde_json::json!({
+            "agent": {"image": "agent:1", "command": ["agent"]},
+            "parallelism": 3,
+            "budget": budget,
+            "tasks": [{"name": "a"}, {"name": "b"}, {"name": "c"}]
+        });
+        testing::object("Feature", metadata, spec)
     }
 
     /// The Feature's Tasks; `a` with `status` when given.
@@ -213,14 +204,6 @@ mod planning {
             start_limit: usize::MAX,
             rests: &crate::engine::selection::Rests::new(),
         })
-    }
-
-    fn claimed(plan: &FeaturePlan) -> Vec<String> {
-        plan.tasks
-            .iter()
-            .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
-            .map(|t| t.task_id.clone())
-            .collect()
     }
 
     #[test]

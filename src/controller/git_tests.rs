@@ -5,19 +5,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::AttemptRecord;
+use crate::controller::testing::object;
 
 fn feature(git: serde_json::Value) -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "login", "namespace": "team", "generation": 2},
-        "spec": {
-            "agent": {"command": ["agent"], "image": "agent:1"},
-            "tasks": [],
-            "workspace": {"git": git}
-        }
-    }))
-    .expect("feature")
+    let metadata = serde_json::json!({"name": "login", "namespace": "team", "generation": 2});
+    let spec = serde_json::json!({
+        "agent": {"command": ["agent"], "image": "agent:1"},
+        "tasks": [],
+        "workspace": {"git": git}
+    });
+    object("Feature", metadata, spec)
 }
 
 fn https_feature() -> Feature {
@@ -99,13 +96,8 @@ fn a_url_with_a_password_in_it_is_a_configuration_problem() {
 }
 
 fn task_with(attempts: Vec<AttemptRecord>) -> Arc<Task> {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "login-a", "namespace": "team"},
-        "spec": {"featureRef": "login"}
-    }))
-    .expect("task");
+    let metadata = serde_json::json!({"name": "login-a", "namespace": "team"});
+    let mut task: Task = object("Task", metadata, serde_json::json!({"featureRef": "login"}));
     task.status = Some(TaskStatus {
         attempts,
         ..TaskStatus::default()
@@ -148,12 +140,10 @@ fn the_feature_branch_head_is_the_newest_integration() {
 
 #[test]
 fn a_feature_without_git_has_no_branch_status() {
-    let f: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "login", "namespace": "team"},
-        "spec": {"agent": {"command": ["agent"]}, "tasks": []}
-    }))
-    .expect("feature");
+    let f: Feature = object(
+        "Feature",
+        serde_json::json!({"name": "login", "namespace": "team"}),
+        serde_json::json!({"agent": {"command": ["agent"]}, "tasks": []}),
+    );
     assert_eq!(branch_status(&f, &[]), None);
 }

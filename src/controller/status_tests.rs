@@ -1,21 +1,15 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::controller::testing::object;
 use crate::engine::attempt::Usage;
 use crate::engine::dag::PhaseCounts;
 use crate::engine::policy::{self, Decision, TaskContext};
 use crate::engine::testing;
 
 fn task() -> Task {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-a", "namespace": "ns", "generation": 3},
-        "spec": {"featureRef": "hello"}
-    }))
-    .expect("task");
-    task.status = None;
-    task
+    let metadata = serde_json::json!({"name": "hello-a", "namespace": "ns", "generation": 3});
+    object("Task", metadata, serde_json::json!({"featureRef": "hello"}))
 }
 
 fn claim() -> ClaimStatus {
@@ -160,13 +154,9 @@ fn no_sigil_releases_the_task_without_a_retry() {
 }
 
 fn feature() -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 2},
-        "spec": {"agent": {"command": ["agent"]}, "tasks": []}
-    }))
-    .expect("feature")
+    let metadata = serde_json::json!({"name": "hello", "namespace": "ns", "generation": 2});
+    let spec = serde_json::json!({"agent": {"command": ["agent"]}, "tasks": []});
+    object("Feature", metadata, spec)
 }
 
 fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {

@@ -4,30 +4,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::*;
 use crate::api::{AgentSpec, AttemptOutcome, AttemptRecord, VerifySpec};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+use crate::controller::testing::object;
 use crate::engine::policy::{self as engine_policy, TaskContext};
 
 fn feature(verify: serde_json::Value) -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "team", "generation": 1},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "verify": verify,
-            "tasks": [{"name": "t"}]
-        }
-    }))
-    .expect("valid feature")
+    let metadata = serde_json::json!({"name": "hello", "namespace": "team", "generation": 1});
+    let spec = serde_json::json!({
+        "agent": {"image": "agent:1", "command": ["agent"]},
+        "verify": verify,
+        "tasks": [{"name": "t"}]
+    });
+    object("Feature", metadata, spec)
 }
 
 fn task(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> Task {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "team", "generation": 1},
-        "spec": {"featureRef": "hello"},
-    }))
-    .expect("valid task");
+    let metadata = serde_json::json!({"name": "hello-t", "namespace": "team", "generation": 1});
+    let mut task: Task = object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     let mut status = TaskStatus {
         attempt_count: u32::try_from(attempts.len()).unwrap_or(0),
         ..TaskStatus::default()
