@@ -1,6 +1,4 @@
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStatus, PodSpec, PodStatus, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, PodStatus, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
@@ -8,6 +6,7 @@ use crate::api::AgentSpec;
 use crate::api::agent::ClientFs;
 use crate::api::workspace::{GitAuthor, GitCredentialsRef};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+use crate::controller::testing::{container, pod_spec as spec, volume};
 use crate::engine::sigils::{Sigils, Verdict};
 use crate::engine::testing;
 
@@ -94,26 +93,8 @@ fn pod() -> Pod {
     )
 }
 
-fn spec(pod: &Pod) -> &PodSpec {
-    pod.spec.as_ref().expect("spec")
-}
-
-fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
-    let s = spec(pod);
-    s.containers
-        .iter()
-        .chain(s.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no container {name}"))
-}
-
 fn credentials_volume(pod: &Pod) -> &Volume {
-    spec(pod)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == CREDENTIALS_VOLUME)
-        .expect("credentials volume")
+    volume(pod, CREDENTIALS_VOLUME)
 }
 
 fn mounts_of(c: &Container) -> impl Iterator<Item = &VolumeMount> {
@@ -452,6 +433,17 @@ fn an_attempt_without_a_done_verdict_ends_without_waiting_for_the_git_step() {
     ));
 }
 
+/// The result of an attempt whose Pod `pod` ended with one.
+fn ended_result(pod: &Pod) -> AttemptResult {
+    match view(pod) {
+        RunView::Ended {
+            result: Some(result),
+            ..
+        } => *result,
+        other => panic!("not ended with a result: {other:?}"),
+    }
+}
+
 fn with_failed_clone(mut pod: Pod, report: &WorkspaceReport) -> Pod {
     pod.status = Some(PodStatus {
         phase: Some("Failed".to_owned()),
@@ -483,13 +475,7 @@ fn a_clone_refused_for_its_credentials_ends_the_attempt_misconfigured_naming_the
     let mut p = with_failed_clone(pod(), &report);
     p.spec = None;
     p.metadata.labels = Some([(TASK_LABEL.to_owned(), "api".to_owned())].into());
-    let RunView::Ended {
-        result: Some(result),
-        ..
-    } = view(&p)
-    else {
-        panic!("not ended with a result");
-    };
+    let result = ended_result(&p);
     assert_eq!(
         result.outcome,
         crate::engine::attempt::OutcomeClass::Misconfigured
@@ -505,13 +491,7 @@ fn an_unreachable_server_at_clone_time_is_a_crash_to_retry() {
         ..WorkspaceReport::new(WorkspaceOutcome::Failed)
     };
     let p = with_failed_clone(pod(), &report);
-    let RunView::Ended {
-        result: Some(result),
-        ..
-    } = view(&p)
-    else {
-        panic!("not ended with a result");
-    };
+    let result = ended_result(&p);
     assert_eq!(
         result.outcome,
         crate::engine::attempt::OutcomeClass::Crashed

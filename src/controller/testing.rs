@@ -1,5 +1,6 @@
 //! Fixtures for the controller's unit tests.
 
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Volume};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -24,4 +25,31 @@ pub fn claimed(plan: &FeaturePlan) -> Vec<String> {
         .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
         .map(|t| t.task_id.clone())
         .collect()
+}
+
+/// The spec of a built Pod (the builder always sets one).
+pub fn pod_spec(pod: &Pod) -> &PodSpec {
+    pod.spec
+        .as_ref()
+        .unwrap_or_else(|| panic!("the Pod has no spec"))
+}
+
+/// The container or init container `name` of `pod`.
+pub fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
+    let spec = pod_spec(pod);
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The volume `name` of `pod`.
+pub fn volume<'a>(pod: &'a Pod, name: &str) -> &'a Volume {
+    pod_spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no volume {name}"))
 }
