@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::AttemptRecord;
-use crate::controller::testing::object;
+use crate::controller::testing::{assert_problem, object};
 
 fn feature(git: serde_json::Value) -> Feature {
     let metadata = serde_json::json!({"name": "login", "namespace": "team", "generation": 2});
@@ -43,17 +43,10 @@ fn problem(feature: &Feature, secret: Option<&Secret>) -> Option<Problem> {
 
 #[test]
 fn a_missing_credentials_secret_is_named_with_its_namespace_and_the_fix() {
-    let found = problem(&https_feature(), None).expect("a problem");
-    assert_eq!(found.reason, conditions::REASON_GIT_CREDENTIALS_MISSING);
-    assert!(
-        found.message.contains("team/repo-creds"),
-        "{}",
-        found.message
-    );
-    assert!(
-        found.message.contains("does not exist"),
-        "{}",
-        found.message
+    assert_problem(
+        problem(&https_feature(), None),
+        conditions::REASON_GIT_CREDENTIALS_MISSING,
+        &["team/repo-creds", "does not exist"],
     );
 }
 

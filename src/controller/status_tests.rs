@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::controller::testing::object;
+use crate::controller::testing::{condition_state, object};
 use crate::engine::attempt::Usage;
 use crate::engine::dag::PhaseCounts;
 use crate::engine::policy::{self, Decision, TaskContext};
@@ -303,9 +303,8 @@ fn without_a_problem_the_feature_is_configured() {
 #[test]
 fn a_misconfigured_task_waits_and_is_written_only_once() {
     let first = misconfigured(&task(), &missing_image(), Some(5_000), 0).expect("changed");
-    let c = conditions::find(&first.conditions, CONFIGURED).expect("Configured");
     assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
+        condition_state(&first.conditions, CONFIGURED),
         ("False", "MissingAgentImage")
     );
     assert_eq!(first.next_attempt_after, Some(time(5_000)));

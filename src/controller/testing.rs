@@ -4,7 +4,9 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Volume};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::controller::decide::FeaturePlan;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::controller::decide::{FeaturePlan, Problem};
 use crate::engine::lifecycle::Action;
 
 /// A `ralph.dev/v1alpha1` object of `kind` with this metadata and spec.
@@ -52,4 +54,20 @@ pub fn volume<'a>(pod: &'a Pod, name: &str) -> &'a Volume {
         .flatten()
         .find(|v| v.name == name)
         .unwrap_or_else(|| panic!("no volume {name}"))
+}
+
+/// Status and reason of the condition `type_` among `conditions`.
+pub fn condition_state<'a>(conditions: &'a [Condition], type_: &str) -> (&'a str, &'a str) {
+    let condition = crate::api::conditions::find(conditions, type_)
+        .unwrap_or_else(|| panic!("no {type_} condition"));
+    (condition.status.as_str(), condition.reason.as_str())
+}
+
+/// Asserts that `problem` has `reason` and a message naming each of `named`.
+pub fn assert_problem(problem: Option<Problem>, reason: &str, named: &[&str]) {
+    let problem = problem.unwrap_or_else(|| panic!("no problem; expected {reason}"));
+    assert_eq!(problem.reason, reason);
+    for name in named {
+        assert!(problem.message.contains(name), "{}", problem.message);
+    }
 }

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::*;
 use crate::api::{AgentSpec, AttemptOutcome, AttemptRecord, VerifySpec};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
-use crate::controller::testing::object;
+use crate::controller::testing::{assert_problem, condition_state, object};
 use crate::engine::policy::{self as engine_policy, TaskContext};
 
 fn feature(verify: serde_json::Value) -> Feature {
@@ -81,18 +81,10 @@ fn command_spec() -> VerifySpec {
 
 #[test]
 fn a_verification_agent_without_a_git_workspace_is_a_problem_naming_the_fix() {
-    let problem = verify_problem(&feature(serde_json::json!({"agent": true})));
-    let problem = problem.expect("a problem");
-    assert_eq!(problem.reason, "VerifyNeedsWorkspace");
-    assert!(
-        problem.message.contains("spec.workspace.git"),
-        "{}",
-        problem.message
-    );
-    assert!(
-        problem.message.contains("spec.verify.command"),
-        "{}",
-        problem.message
+    assert_problem(
+        verify_problem(&feature(serde_json::json!({"agent": true}))),
+        "VerifyNeedsWorkspace",
+        &["spec.workspace.git", "spec.verify.command"],
     );
 }
 
@@ -194,9 +186,8 @@ fn a_pending_verification_shows_as_the_verifying_condition() {
         .unwrap_or_default();
     let decision = engine_policy::decide(&context(), &crate::engine::testing::done("t"));
     record_end(&mut status, &feature, &decision, Some(1), 0);
-    let c = conditions::find(&status.conditions, conditions::VERIFYING).expect("Verifying");
     assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
+        condition_state(&status.conditions, conditions::VERIFYING),
         ("True", "VerificationPending")
     );
 }
@@ -211,9 +202,8 @@ fn a_running_verification_shows_as_the_verifying_condition_and_on_its_record() {
     .unwrap_or_default();
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     assert_eq!(status.attempts[1].kind, AttemptKind::Verify);
-    let c = conditions::find(&status.conditions, conditions::VERIFYING).expect("Verifying");
     assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
+        condition_state(&status.conditions, conditions::VERIFYING),
         ("True", "VerificationRunning")
     );
 }
@@ -231,9 +221,8 @@ fn a_ruling_verification_turns_the_condition_false_with_its_reason() {
     let decision =
         engine_policy::verification_failed(&context(), "the verifier rejected the work".into());
     record_end(&mut status, &feature, &decision, Some(1), 0);
-    let c = conditions::find(&status.conditions, conditions::VERIFYING).expect("Verifying");
     assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
+        condition_state(&status.conditions, conditions::VERIFYING),
         ("False", "VerificationFailed")
     );
 }
