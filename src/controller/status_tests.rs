@@ -337,11 +337,16 @@ fn an_agent_misconfiguration_holds_until_the_spec_changes() {
     assert_eq!(recorded_misconfiguration(&halted_feature(3, 4)), None);
 }
 
-fn tokens_spent() -> crate::engine::budget::BudgetSpent {
-    crate::engine::budget::BudgetSpent::Tokens {
+/// The status of a feature whose token budget is spent (150 of 100) with these counts.
+fn with_tokens_spent(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeatureStatus {
+    let spent = crate::engine::budget::BudgetSpent::Tokens {
         spent: 150,
         limit: 100,
-    }
+    };
+    status_with(&FeaturePlan {
+        budget_spent: Some(spent),
+        ..plan(counts, outcome)
+    })
 }
 
 #[test]
@@ -351,11 +356,7 @@ fn a_feature_stopped_by_its_budget_says_which_budget_and_how_much() {
         pending: 1,
         ..PhaseCounts::default()
     };
-    let p = FeaturePlan {
-        budget_spent: Some(tokens_spent()),
-        ..plan(counts, Some(FeatureOutcome::LimitReached))
-    };
-    let status = status_with(&p);
+    let status = with_tokens_spent(counts, Some(FeatureOutcome::LimitReached));
     assert_eq!(status.phase, FeaturePhase::LimitReached);
     assert_eq!(
         status.message.as_deref(),
@@ -373,11 +374,7 @@ fn a_spent_budget_with_attempts_still_running_says_it_waits_for_them() {
         pending: 1,
         ..PhaseCounts::default()
     };
-    let p = FeaturePlan {
-        budget_spent: Some(tokens_spent()),
-        ..plan(counts, None)
-    };
-    let status = status_with(&p);
+    let status = with_tokens_spent(counts, None);
     assert_eq!(status.phase, FeaturePhase::Running);
     let message = status.message.unwrap_or_default();
     assert!(
