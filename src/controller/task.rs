@@ -463,21 +463,18 @@ where
 
 fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan, kind: AttemptKind) -> String {
     let task = &plan.task;
+    let fields = &task.spec.fields;
     let text = |t: &Task, id: String| TaskText {
         id,
         title: t.spec.fields.title.clone(),
         description: t.spec.fields.description.clone(),
     };
-    let parent = task
-        .spec
-        .fields
+    let parent = fields
         .parent
         .as_ref()
         .and_then(|p| scope.siblings.get(p))
         .map(|p| text(p, super::decide::task_id(p)));
-    let completed_blockers = task
-        .spec
-        .fields
+    let completed_blockers = fields
         .depends_on
         .iter()
         .filter_map(|d| scope.siblings.get(d))
