@@ -156,25 +156,19 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
     if decision.outcome != AttemptOutcome::Done {
         return decision;
     }
-    match report.outcome {
+    let (outcome, reason, message, previous) = match report.outcome {
         WorkspaceOutcome::Integrated
         | WorkspaceOutcome::Unchanged
         | WorkspaceOutcome::PushedWorkBranch
-        | WorkspaceOutcome::NotCommitted => decision,
+        | WorkspaceOutcome::NotCommitted => return decision,
+        WorkspaceOutcome::Misconfigured => return git_misconfigured(decision, task, report),
         WorkspaceOutcome::Conflict => {
             let previous = PreviousAttempt::Conflict {
                 files: report.conflict_files.clone(),
                 tasks: report.conflicting_tasks.clone(),
             };
             let message = format!("task {}: {previous}", task.name);
-            let ruling = retry_or_fail(
-                task,
-                AttemptOutcome::Conflict,
-                "MergeConflict",
-                message,
-                previous,
-            );
-            keeping_feature_effects(decision, ruling)
+            (AttemptOutcome::Conflict, "MergeConflict", message, previous)
         }
         WorkspaceOutcome::Failed => {
             let summary = format!(
@@ -182,50 +176,49 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
                 report.message.as_deref().unwrap_or("a git step failed")
             );
             let message = format!("task {}: {summary}", task.name);
-            let ruling = retry_or_fail(
-                task,
+            let previous = PreviousAttempt::Crashed { summary };
+            (
                 AttemptOutcome::Crashed,
                 "IntegrationFailed",
                 message,
-                PreviousAttempt::Crashed { summary },
-            );
-            keeping_feature_effects(decision, ruling)
+                previous,
+            )
         }
-        WorkspaceOutcome::Misconfigured => {
-            let reason = report
-                .message
-                .clone()
-                .unwrap_or_else(|| "the git workspace is misconfigured".to_owned());
-            Decision {
-                outcome: AttemptOutcome::Misconfigured,
-                phase: PhaseChange::Pending,
-                verify_first: false,
-                retry: None,
-                release_claim: true,
-                event: Event {
-                    kind: EventKind::Warning,
-                    reason: "GitMisconfigured",
-                    message: format!(
-                        "task {}: its work could not be integrated; no new attempts until \
-                         the workspace is fixed: {reason}",
-                        task.name
-                    ),
-                },
-                feature: super::policy::FeatureEffect::Halt { reason },
-                previous_attempt: None,
-                ..decision
-            }
-        }
-    }
-}
-
-/// `ruling` on the task, keeping what `decision` says beyond the task.
-fn keeping_feature_effects(decision: Decision, ruling: Decision) -> Decision {
+    };
+    let ruling = retry_or_fail(task, outcome, reason, message, previous);
     Decision {
         feature: decision.feature,
         promise_complete: decision.promise_complete,
         agent_exhausted: decision.agent_exhausted,
         ..ruling
+    }
+}
+
+/// A done attempt whose work the git steps could not integrate for a reason the user must
+/// fix: the feature halts.
+fn git_misconfigured(decision: Decision, task: &TaskContext, report: &WorkspaceReport) -> Decision {
+    let reason = report
+        .message
+        .clone()
+        .unwrap_or_else(|| "the git workspace is misconfigured".to_owned());
+    Decision {
+        outcome: AttemptOutcome::Misconfigured,
+        phase: PhaseChange::Pending,
+        verify_first: false,
+        retry: None,
+        release_claim: true,
+        event: Event {
+            kind: EventKind::Warning,
+            reason: "GitMisconfigured",
+            message: format!(
+                "task {}: its work could not be integrated; no new attempts until \
+                 the workspace is fixed: {reason}",
+                task.name
+            ),
+        },
+        feature: super::policy::FeatureEffect::Halt { reason },
+        previous_attempt: None,
+        ..decision
     }
 }
 
