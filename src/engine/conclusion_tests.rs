@@ -1,7 +1,7 @@
 use super::*;
 use crate::engine::attempt::StopReason;
 use crate::engine::dag::PhaseCounts;
-use crate::engine::testing::{self, NOW_MS, reported};
+use crate::engine::testing::{self, NOW_MS, named_cases, reported};
 
 fn task(retry_count: u32, without_verdict: u32) -> TaskState {
     TaskState {
@@ -146,13 +146,16 @@ fn the_gate_opens_while_slots_are_free() {
     assert_eq!(gate().next(1), FeatureGate::AtCapacity);
 }
 
-#[test]
-fn the_gate_stops_at_the_iteration_limit() {
-    let gate = Gate {
-        max_iterations: Some(3),
-        ..gate()
-    };
-    assert_eq!(gate.next(0), FeatureGate::Stopped);
+/// Asserts what `gate` says with no attempt starting.
+fn assert_gate(gate: Gate, expected: FeatureGate) {
+    assert_eq!(gate.next(0), expected);
+}
+
+named_cases! { assert_gate;
+    the_gate_stops_at_the_iteration_limit
+        (Gate { max_iterations: Some(3), ..gate() }, FeatureGate::Stopped);
+    suspension_comes_before_every_other_gate
+        (Gate { suspended: true, stopped: true, ..gate() }, FeatureGate::Suspended);
 }
 
 #[test]
@@ -163,16 +166,6 @@ fn the_iteration_limit_caps_the_free_slots() {
         ..gate()
     };
     assert_eq!(gate.free_slots(), 2);
-}
-
-#[test]
-fn suspension_comes_before_every_other_gate() {
-    let gate = Gate {
-        suspended: true,
-        stopped: true,
-        ..gate()
-    };
-    assert_eq!(gate.next(0), FeatureGate::Suspended);
 }
 
 #[test]
@@ -198,6 +191,14 @@ fn the_gate_stops_once_the_budget_is_spent() {
     assert_eq!(gate.standing(), FeatureGate::Stopped);
 }
 
+/// 120 tokens reported against maxTokens 100.
+fn overspent() -> crate::engine::budget::BudgetSpent {
+    crate::engine::budget::BudgetSpent::Tokens {
+        spent: 120,
+        limit: 100,
+    }
+}
+
 #[test]
 fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
     let counts = PhaseCounts {
@@ -205,12 +206,8 @@ fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
         pending: 1,
         ..PhaseCounts::default()
     };
-    let spent = crate::engine::budget::BudgetSpent::Tokens {
-        spent: 120,
-        limit: 100,
-    };
     assert_eq!(
-        limit_message(FeatureOutcome::LimitReached, &counts, Some(&spent)),
+        limit_message(FeatureOutcome::LimitReached, &counts, Some(&overspent())),
         "the token budget is spent: 120 tokens reported of maxTokens 100; no new attempt \
          starts; 1 of 2 tasks done"
     );
@@ -222,12 +219,8 @@ fn a_feature_that_completed_says_so_even_with_a_spent_budget() {
         done: 2,
         ..PhaseCounts::default()
     };
-    let spent = crate::engine::budget::BudgetSpent::Tokens {
-        spent: 120,
-        limit: 100,
-    };
     assert_eq!(
-        limit_message(FeatureOutcome::Complete, &counts, Some(&spent)),
+        limit_message(FeatureOutcome::Complete, &counts, Some(&overspent())),
         "all 2 tasks done"
     );
 }
