@@ -73,8 +73,13 @@ fn chosen(
     ))
 }
 
+/// The choice among [`models`] under `strategy` after `history`, with no agent resting.
+fn choice_after(strategy: ModelStrategy, history: &[PastAttempt]) -> Choice {
+    chosen(strategy, &models(), history, &Rests::new(), NOW)
+}
+
 fn model_after(strategy: ModelStrategy, history: &[PastAttempt]) -> Option<String> {
-    chosen(strategy, &models(), history, &Rests::new(), NOW).model
+    choice_after(strategy, history).model
 }
 
 /// The agent of [`POOL`] that takes a task with `history` while `rests` hold at `now_ms`.
@@ -123,13 +128,7 @@ named_cases! { assert_model_after;
 #[test]
 fn the_agents_next_model_is_honoured_when_listed() {
     let history = [hinting("haiku", AttemptOutcome::Released, "opus")];
-    let choice = chosen(
-        ModelStrategy::Fixed,
-        &models(),
-        &history,
-        &Rests::new(),
-        NOW,
-    );
+    let choice = choice_after(ModelStrategy::Fixed, &history);
     assert_eq!(
         (choice.model.as_deref(), choice.reason, choice.refused_hint),
         (Some("opus"), ModelReason::AgentHint, None)
@@ -139,13 +138,7 @@ fn the_agents_next_model_is_honoured_when_listed() {
 #[test]
 fn a_next_model_not_listed_is_refused_with_a_warning_and_the_strategy_decides() {
     let history = [hinting("haiku", AttemptOutcome::Failed, "gpt-9")];
-    let choice = chosen(
-        ModelStrategy::Escalate,
-        &models(),
-        &history,
-        &Rests::new(),
-        NOW,
-    );
+    let choice = choice_after(ModelStrategy::Escalate, &history);
     assert_eq!(choice.model.as_deref(), Some("sonnet"));
     let warning = choice.refused_hint.unwrap_or_default();
     assert!(

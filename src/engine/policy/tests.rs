@@ -31,9 +31,14 @@ fn ended(outcome: OutcomeClass) -> AttemptResult {
     }
 }
 
+/// The decision on a turn that ended with `stop` and `text`, with no retries used.
+fn stopped(stop: StopReason, text: &str) -> Decision {
+    decide(&task(), &finished(stop, text))
+}
+
 /// The decision on a turn that ended with `end_turn` and `text`, with no retries used.
 fn said(text: &str) -> Decision {
-    decide(&task(), &finished(StopReason::EndTurn, text))
+    stopped(StopReason::EndTurn, text)
 }
 
 /// The decision on `result` after `retry_count` retries.
@@ -198,10 +203,7 @@ fn promise_complete_is_recorded_and_the_outcome_still_comes_from_the_dag() {
 
 #[test]
 fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::MaxTokens, "<task-done>build-api</task-done>"),
-    );
+    let decision = stopped(StopReason::MaxTokens, "<task-done>build-api</task-done>");
     assert_eq!(
         task_effect(&decision),
         (AttemptOutcome::Blocked, PhaseChange::Pending, None, true)
@@ -212,14 +214,14 @@ fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
 
 #[test]
 fn max_turn_requests_releases_the_claim_and_records_blocked() {
-    let decision = decide(&task(), &finished(StopReason::MaxTurnRequests, ""));
+    let decision = stopped(StopReason::MaxTurnRequests, "");
     assert_eq!(decision.outcome, AttemptOutcome::Blocked);
     assert!(decision.event.message.contains("max_turn_requests"));
 }
 
 #[test]
 fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
-    let decision = decide(&task(), &finished(StopReason::Other("paused".into()), ""));
+    let decision = stopped(StopReason::Other("paused".into()), "");
     assert_eq!(decision.outcome, AttemptOutcome::Blocked);
     assert!(decision.release_claim);
     assert!(decision.event.message.contains("paused"));
@@ -227,7 +229,7 @@ fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
 
 #[test]
 fn refusal_fails_the_task_without_a_retry() {
-    let decision = decide(&task(), &finished(StopReason::Refusal, ""));
+    let decision = stopped(StopReason::Refusal, "");
     assert_eq!(
         (decision.outcome, decision.phase, decision.retry),
         (AttemptOutcome::Failed, PhaseChange::Failed, None)
@@ -236,10 +238,7 @@ fn refusal_fails_the_task_without_a_retry() {
 
 #[test]
 fn cancelled_stop_reason_is_interrupted_and_releases_the_claim() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::Cancelled, "<task-done>build-api</task-done>"),
-    );
+    let decision = stopped(StopReason::Cancelled, "<task-done>build-api</task-done>");
     assert_eq!(
         task_effect(&decision),
         (
