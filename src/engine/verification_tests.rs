@@ -78,6 +78,13 @@ fn past(kind: AttemptKind, outcome: AttemptOutcome) -> PastAttempt {
     }
 }
 
+/// The kind of the next attempt, with verification on, after `history` (kind and outcome
+/// of each attempt of generation 1, oldest first).
+fn next_kind_after(history: &[(AttemptKind, AttemptOutcome)]) -> AttemptKind {
+    let history = history.iter().map(|&(kind, outcome)| past(kind, outcome));
+    next_attempt_kind(true, 1, history)
+}
+
 #[test]
 fn a_done_work_attempt_goes_back_to_pending_for_its_verification() {
     let next = conclude(
@@ -155,13 +162,10 @@ fn an_exhausted_verifier_charges_no_retry_and_verifies_again() {
         (AttemptOutcome::Exhausted, 0)
     );
     let history = [
-        past(AttemptKind::Work, AttemptOutcome::Done),
-        past(AttemptKind::Verify, AttemptOutcome::Exhausted),
+        (AttemptKind::Work, AttemptOutcome::Done),
+        (AttemptKind::Verify, AttemptOutcome::Exhausted),
     ];
-    assert_eq!(
-        next_attempt_kind(true, 1, history.into_iter()),
-        AttemptKind::Verify
-    );
+    assert_eq!(next_kind_after(&history), AttemptKind::Verify);
 }
 
 #[test]
@@ -261,21 +265,15 @@ fn the_next_attempt_verifies_only_after_done_work_of_the_current_generation() {
 #[test]
 fn after_a_failed_verification_the_next_attempt_works_again() {
     let history = [
-        past(AttemptKind::Work, AttemptOutcome::Done),
-        past(AttemptKind::Verify, AttemptOutcome::Failed),
+        (AttemptKind::Work, AttemptOutcome::Done),
+        (AttemptKind::Verify, AttemptOutcome::Failed),
     ];
-    assert_eq!(
-        next_attempt_kind(true, 1, history.into_iter()),
-        AttemptKind::Work
-    );
+    assert_eq!(next_kind_after(&history), AttemptKind::Work);
 }
 
 #[test]
 fn a_first_attempt_works() {
-    assert_eq!(
-        next_attempt_kind(true, 1, std::iter::empty()),
-        AttemptKind::Work
-    );
+    assert_eq!(next_kind_after(&[]), AttemptKind::Work);
 }
 
 #[test]

@@ -4,6 +4,13 @@ use crate::engine::dag::TaskPhase;
 use crate::engine::policy::FeatureEffect;
 use crate::engine::testing::{self, conclude_with_workspace, reported};
 
+fn report_saying(outcome: WorkspaceOutcome, message: &str) -> WorkspaceReport {
+    WorkspaceReport {
+        message: Some(message.to_owned()),
+        ..WorkspaceReport::new(outcome)
+    }
+}
+
 fn conflict() -> WorkspaceReport {
     WorkspaceReport {
         conflict_files: vec!["src/lib.rs".to_owned()],
@@ -55,10 +62,10 @@ fn a_conflict_without_retries_left_fails_the_task() {
 
 #[test]
 fn a_failed_integration_is_retried_like_a_crash_naming_the_git_error() {
-    let report = WorkspaceReport {
-        message: Some("cannot reach https://git.example/r.git".to_owned()),
-        ..WorkspaceReport::new(WorkspaceOutcome::Failed)
-    };
+    let report = report_saying(
+        WorkspaceOutcome::Failed,
+        "cannot reach https://git.example/r.git",
+    );
     let next = done_with(&report, 0);
     assert_eq!(next.phase, TaskPhase::Pending);
     assert_eq!(next.outcome(), AttemptOutcome::Crashed);
@@ -67,10 +74,10 @@ fn a_failed_integration_is_retried_like_a_crash_naming_the_git_error() {
 
 #[test]
 fn a_git_misconfiguration_halts_the_feature_without_charging_a_retry() {
-    let report = WorkspaceReport {
-        message: Some("Secret repo-creds: wrong token".to_owned()),
-        ..WorkspaceReport::new(WorkspaceOutcome::Misconfigured)
-    };
+    let report = report_saying(
+        WorkspaceOutcome::Misconfigured,
+        "Secret repo-creds: wrong token",
+    );
     let next = done_with(&report, 0);
     assert_eq!(next.outcome(), AttemptOutcome::Misconfigured);
     assert_eq!(next.retry_count, 0);
