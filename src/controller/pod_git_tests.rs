@@ -6,7 +6,7 @@ use crate::api::AgentSpec;
 use crate::api::agent::ClientFs;
 use crate::api::workspace::{GitAuthor, GitCredentialsRef};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
-use crate::controller::testing::{container, pod_spec as spec, volume};
+use crate::controller::testing::{args, container, pod_spec as spec, volume};
 use crate::engine::sigils::{Sigils, Verdict};
 use crate::engine::testing;
 
@@ -118,11 +118,7 @@ fn the_clone_runs_in_an_init_container_after_ralph_is_installed() {
 #[test]
 fn the_clone_step_names_repository_branches_task_and_attempt() {
     let p = pod();
-    let args = container(&p, PREPARE_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
-    let joined = args.join(" ");
+    let joined = args(&p, PREPARE_CONTAINER).join(" ");
     for part in [
         "git prepare",
         "--url https://git.example.com/team/app.git",
@@ -140,10 +136,7 @@ fn the_clone_step_names_repository_branches_task_and_attempt() {
 #[test]
 fn the_finishing_step_integrates_after_reading_the_runners_result_copy() {
     let p = pod();
-    let finish = container(&p, FINISH_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
+    let finish = args(&p, FINISH_CONTAINER);
     let joined = finish.join(" ");
     assert!(joined.contains("git finish"), "{joined}");
     assert!(
@@ -288,11 +281,11 @@ fn a_work_attempt_to_be_verified_pushes_its_work_branch_only() {
         &git("https://git.example.com/team/app.git"),
         GitAttemptKind::Work { verify_after: true },
     );
-    let args = container(&p, FINISH_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
-    assert!(args.join(" ").contains("--mode push-work-branch"));
+    assert!(
+        args(&p, FINISH_CONTAINER)
+            .join(" ")
+            .contains("--mode push-work-branch")
+    );
 }
 
 #[test]
@@ -301,15 +294,9 @@ fn a_verifier_starts_from_the_work_branch_and_integrates() {
         &git("https://git.example.com/team/app.git"),
         GitAttemptKind::Verify,
     );
-    let prepare = container(&p, PREPARE_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
+    let prepare = args(&p, PREPARE_CONTAINER);
     assert!(prepare.iter().any(|a| a == "--from-work-branch"));
-    let finish = container(&p, FINISH_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
+    let finish = args(&p, FINISH_CONTAINER);
     assert!(finish.join(" ").contains("--mode integrate"));
     assert!(finish.iter().any(|a| a == "--verifier"));
 }

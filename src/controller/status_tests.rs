@@ -182,10 +182,7 @@ fn condition_status(status: &FeatureStatus, type_: &str) -> Option<String> {
 
 #[test]
 fn complete_feature_has_complete_condition_and_counts() {
-    let counts = PhaseCounts {
-        done: 3,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 3)]);
     let status = status_with(&plan(counts, Some(FeatureOutcome::Complete)));
     assert_eq!(status.phase, FeaturePhase::Complete);
     assert_eq!(status.counts.done, 3);
@@ -218,11 +215,7 @@ fn invalid_plan_sets_valid_false_with_the_dag_message() {
 
 #[test]
 fn promised_failure_fails_the_feature_and_stays_failed() {
-    let running = PhaseCounts {
-        running: 1,
-        pending: 2,
-        ..PhaseCounts::default()
-    };
+    let running = testing::phase_counts(&[(TaskPhase::Running, 1), (TaskPhase::Pending, 2)]);
     let events = FeatureEvents {
         stop_reason: Some("cannot build without a database".to_owned()),
         ..FeatureEvents::default()
@@ -251,11 +244,7 @@ fn promised_failure_fails_the_feature_and_stays_failed() {
 
 #[test]
 fn feature_with_running_tasks_is_running_and_progressing() {
-    let running = PhaseCounts {
-        running: 1,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
+    let running = testing::phase_counts(&[(TaskPhase::Running, 1), (TaskPhase::Pending, 1)]);
     let status = status_with(&plan(running, None));
     assert_eq!(status.phase, FeaturePhase::Running);
     assert_eq!(
@@ -351,11 +340,7 @@ fn with_tokens_spent(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> Fe
 
 #[test]
 fn a_feature_stopped_by_its_budget_says_which_budget_and_how_much() {
-    let counts = PhaseCounts {
-        done: 1,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 1), (TaskPhase::Pending, 1)]);
     let status = with_tokens_spent(counts, Some(FeatureOutcome::LimitReached));
     assert_eq!(status.phase, FeaturePhase::LimitReached);
     assert_eq!(
@@ -369,11 +354,7 @@ fn a_feature_stopped_by_its_budget_says_which_budget_and_how_much() {
 
 #[test]
 fn a_spent_budget_with_attempts_still_running_says_it_waits_for_them() {
-    let counts = PhaseCounts {
-        running: 2,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Running, 2), (TaskPhase::Pending, 1)]);
     let status = with_tokens_spent(counts, None);
     assert_eq!(status.phase, FeaturePhase::Running);
     let message = status.message.unwrap_or_default();

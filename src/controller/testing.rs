@@ -71,3 +71,8 @@ pub fn assert_problem(problem: Option<Problem>, reason: &str, named: &[&str]) {
         assert!(problem.message.contains(name), "{}", problem.message);
     }
 }
+
+/// The arguments of the container `name` of `pod`.
+pub fn args(pod: &Pod, name: &str) -> Vec<String> {
+    container(pod, name).args.clone().unwrap_or_default()
+}

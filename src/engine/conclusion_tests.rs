@@ -1,6 +1,5 @@
 use super::*;
 use crate::engine::attempt::StopReason;
-use crate::engine::dag::PhaseCounts;
 use crate::engine::testing::{self, NOW_MS, named_cases, reported};
 
 fn task(retry_count: u32, without_verdict: u32) -> TaskState {
@@ -170,11 +169,7 @@ fn the_iteration_limit_caps_the_free_slots() {
 
 #[test]
 fn a_limit_reached_message_says_how_many_tasks_are_done() {
-    let counts = PhaseCounts {
-        done: 1,
-        pending: 2,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 1), (TaskPhase::Pending, 2)]);
     assert_eq!(
         outcome_message(FeatureOutcome::LimitReached, &counts),
         "the attempt limit (maxIterations or --limit) is used up; 1 of 3 tasks done"
@@ -201,11 +196,7 @@ fn overspent() -> crate::engine::budget::BudgetSpent {
 
 #[test]
 fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
-    let counts = PhaseCounts {
-        done: 1,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 1), (TaskPhase::Pending, 1)]);
     assert_eq!(
         limit_message(FeatureOutcome::LimitReached, &counts, Some(&overspent())),
         "the token budget is spent: 120 tokens reported of maxTokens 100; no new attempt \
@@ -215,10 +206,7 @@ fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
 
 #[test]
 fn a_feature_that_completed_says_so_even_with_a_spent_budget() {
-    let counts = PhaseCounts {
-        done: 2,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 2)]);
     assert_eq!(
         limit_message(FeatureOutcome::Complete, &counts, Some(&overspent())),
         "all 2 tasks done"

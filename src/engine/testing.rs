@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::attempt::{AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, StopReason};
 use super::backoff::RetryBackoff;
 use super::conclusion::{self, ConclusionPolicy, NextState, TaskState};
+use super::dag::{PhaseCounts, TaskPhase};
 use super::lifecycle::AttemptEnd;
 use super::sigils::Sigils;
 use super::verification::{AttemptKind, Verification};
@@ -169,3 +170,19 @@ macro_rules! named_cases {
 }
 #[cfg(test)]
 pub(crate) use named_cases;
+
+/// Counts of `n` tasks in each listed phase, none of them ready.
+pub fn phase_counts(phases: &[(TaskPhase, usize)]) -> PhaseCounts {
+    let mut counts = PhaseCounts::default();
+    for &(phase, n) in phases {
+        let slot = match phase {
+            TaskPhase::Pending => &mut counts.pending,
+            TaskPhase::Running => &mut counts.running,
+            TaskPhase::Done => &mut counts.done,
+            TaskPhase::Failed => &mut counts.failed,
+            TaskPhase::Blocked => &mut counts.blocked,
+        };
+        *slot += n;
+    }
+    counts
+}
