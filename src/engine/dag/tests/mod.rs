@@ -87,6 +87,14 @@ fn set(dag: &mut Dag, name: &str, phase: TaskPhase) -> Vec<AutoTransition> {
     }
 }
 
+/// `task` blocked from `from` because the task it needs, `prerequisite`, failed.
+fn blocked_by(task: &str, from: TaskPhase, prerequisite: &str) -> AutoTransition {
+    let reason = TransitionReason::PrerequisiteFailed {
+        prerequisite: prerequisite.to_owned(),
+    };
+    moved(task, from, TaskPhase::Blocked, reason)
+}
+
 fn moved(task: &str, from: TaskPhase, to: TaskPhase, reason: TransitionReason) -> AutoTransition {
     AutoTransition {
         task: task.to_owned(),

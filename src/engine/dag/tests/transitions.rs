@@ -1,4 +1,4 @@
-use super::{Build, dag, moved, ready, set, subtask_of_a_dependent_parent, task};
+use super::{Build, blocked_by, dag, moved, ready, set, subtask_of_a_dependent_parent, task};
 use crate::engine::dag::{PhaseError, TaskPhase, TransitionReason};
 use crate::engine::testing::named_cases;
 
@@ -74,24 +74,7 @@ fn dependents_of_a_failed_task_are_blocked_transitively() {
     ]);
     assert_eq!(
         set(&mut dag, "a", Failed),
-        [
-            moved(
-                "b",
-                Pending,
-                Blocked,
-                TransitionReason::PrerequisiteFailed {
-                    prerequisite: "a".to_owned()
-                }
-            ),
-            moved(
-                "c",
-                Pending,
-                Blocked,
-                TransitionReason::PrerequisiteFailed {
-                    prerequisite: "b".to_owned()
-                }
-            ),
-        ]
+        [blocked_by("b", Pending, "a"), blocked_by("c", Pending, "b")]
     );
 }
 
@@ -99,14 +82,7 @@ fn dependents_of_a_failed_task_are_blocked_transitively() {
 fn subtasks_of_a_parent_whose_dependency_failed_are_blocked() {
     let mut dag = subtask_of_a_dependent_parent();
     let transitions = set(&mut dag, "x", Failed);
-    assert!(transitions.contains(&moved(
-        "c",
-        Pending,
-        Blocked,
-        TransitionReason::PrerequisiteFailed {
-            prerequisite: "x".to_owned()
-        }
-    )));
+    assert!(transitions.contains(&blocked_by("c", Pending, "x")));
 }
 
 #[test]
@@ -186,17 +162,7 @@ fn setting_a_blocked_task_pending_blocks_it_again() {
     let mut dag = dag(vec![task("a"), task("b").after(&["a"])]);
     set(&mut dag, "a", Failed);
     set(&mut dag, "b", Running);
-    assert_eq!(
-        set(&mut dag, "b", Pending),
-        [moved(
-            "b",
-            Pending,
-            Blocked,
-            TransitionReason::PrerequisiteFailed {
-                prerequisite: "a".to_owned()
-            }
-        )]
-    );
+    assert_eq!(set(&mut dag, "b", Pending), [blocked_by("b", Pending, "a")]);
 }
 
 #[test]

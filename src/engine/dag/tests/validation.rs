@@ -108,36 +108,29 @@ fn validate_accepts_a_valid_set() {
     assert_eq!(validate(&nodes), Ok(()));
 }
 
-#[test]
-fn a_very_long_dependency_chain_is_validated_without_recursion() {
-    let n = 50_000;
-    let nodes = (0..n)
+/// Tasks `t0` to `t<n-1>`, each but the first linked to the one before it by `link`.
+fn chain(n: usize, link: impl Fn(TaskNode, &str) -> TaskNode) -> Vec<TaskNode> {
+    (0..n)
         .map(|i| {
             let node = task(&format!("t{i}"));
-            if i == 0 {
-                node
-            } else {
-                node.after(&[&format!("t{}", i - 1)])
+            match i.checked_sub(1) {
+                None => node,
+                Some(previous) => link(node, &format!("t{previous}")),
             }
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_very_long_dependency_chain_is_validated_without_recursion() {
+    let nodes = chain(50_000, |node, previous| node.after(&[previous]));
     assert_eq!(dag(nodes).ready_count(), 1);
 }
 
 #[test]
 fn a_very_deep_hierarchy_is_validated_without_recursion() {
     let n = 50_000;
-    let nodes = (0..n)
-        .map(|i| {
-            let node = task(&format!("t{i}"));
-            if i == 0 {
-                node
-            } else {
-                node.under(&format!("t{}", i - 1))
-            }
-        })
-        .collect();
-    let dag = dag(nodes);
+    let dag = dag(chain(n, |node, previous| node.under(previous)));
     assert_eq!(ready(&dag), [format!("t{}", n - 1)]);
 }
 
