@@ -55,24 +55,30 @@ fn the_feature_spent_what_its_tasks_recorded() {
     assert_eq!(totals.cost_text(), "$0.50 + unknown (1 attempt)");
 }
 
+/// Task `a` in `phase` with `recorded` input tokens after 2 attempts, and the ended Pod of
+/// its second attempt, which reported `reported` input tokens.
+fn second_attempt_ended(
+    phase: &str,
+    recorded: u64,
+    reported: u64,
+) -> ([Arc<Task>; 1], BTreeMap<String, Arc<Pod>>) {
+    let status = serde_json::json!(
+        {"phase": phase, "attemptCount": 2, "usage": {"inputTokens": recorded}}
+    );
+    let pod = ended_pod("a-a2", serde_json::json!({"inputTokens": reported}));
+    ([task("a", status)], BTreeMap::from([pod]))
+}
+
 #[test]
 fn an_ended_attempt_not_yet_ingested_counts_against_the_budget() {
-    let tasks = [task(
-        "a",
-        serde_json::json!({"phase": "Running", "attemptCount": 2, "usage": {"inputTokens": 5}}),
-    )];
-    let pods = BTreeMap::from([ended_pod("a-a2", serde_json::json!({"inputTokens": 95}))]);
+    let (tasks, pods) = second_attempt_ended("Running", 5, 95);
     assert_eq!(spent(&tasks, &pods).tokens(), 100);
     assert_eq!(recorded(&tasks).tokens(), 5);
 }
 
 #[test]
 fn a_finished_pod_of_an_ingested_attempt_is_not_counted_again() {
-    let tasks = [task(
-        "a",
-        serde_json::json!({"phase": "Pending", "attemptCount": 2, "usage": {"inputTokens": 100}}),
-    )];
-    let pods = BTreeMap::from([ended_pod("a-a2", serde_json::json!({"inputTokens": 100}))]);
+    let (tasks, pods) = second_attempt_ended("Pending", 100, 100);
     assert_eq!(spent(&tasks, &pods).tokens(), 100);
 }
 

@@ -178,12 +178,15 @@ fn context() -> TaskContext {
     }
 }
 
+/// The status of a task after `attempts` (kind and outcome, oldest first).
+fn status_after(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> TaskStatus {
+    task(attempts).status.unwrap_or_default()
+}
+
 #[test]
 fn a_pending_verification_shows_as_the_verifying_condition() {
     let feature = feature(serde_json::json!({"agent": true}));
-    let mut status = task(&[(AttemptKind::Work, Some(AttemptOutcome::Done))])
-        .status
-        .unwrap_or_default();
+    let mut status = status_after(&[(AttemptKind::Work, Some(AttemptOutcome::Done))]);
     let decision = engine_policy::decide(&context(), &crate::engine::testing::done("t"));
     record_end(&mut status, &feature, &decision, Some(1), 0);
     assert_eq!(
@@ -194,12 +197,10 @@ fn a_pending_verification_shows_as_the_verifying_condition() {
 
 #[test]
 fn a_running_verification_shows_as_the_verifying_condition_and_on_its_record() {
-    let mut status = task(&[
+    let mut status = status_after(&[
         (AttemptKind::Work, Some(AttemptOutcome::Done)),
         (AttemptKind::Work, None),
-    ])
-    .status
-    .unwrap_or_default();
+    ]);
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     assert_eq!(status.attempts[1].kind, AttemptKind::Verify);
     assert_eq!(
@@ -211,12 +212,10 @@ fn a_running_verification_shows_as_the_verifying_condition_and_on_its_record() {
 #[test]
 fn a_ruling_verification_turns_the_condition_false_with_its_reason() {
     let feature = feature(serde_json::json!({"agent": true}));
-    let mut status = task(&[
+    let mut status = status_after(&[
         (AttemptKind::Work, Some(AttemptOutcome::Done)),
         (AttemptKind::Verify, Some(AttemptOutcome::Failed)),
-    ])
-    .status
-    .unwrap_or_default();
+    ]);
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     let decision =
         engine_policy::verification_failed(&context(), "the verifier rejected the work".into());
