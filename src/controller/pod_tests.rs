@@ -94,15 +94,15 @@ fn pod_carries_feature_task_and_attempt_labels() {
         .metadata
         .labels
         .unwrap_or_default();
-    assert_eq!(labels.get(FEATURE_LABEL).map(String::as_str), Some("hello"));
-    assert_eq!(labels.get(TASK_LABEL).map(String::as_str), Some("build"));
+    let label = |key: &str| labels.get(key).map(String::as_str);
     assert_eq!(
-        labels.get(TASK_OBJECT_LABEL).map(String::as_str),
-        Some("hello-build")
-    );
-    assert_eq!(
-        labels.get(ATTEMPT_LABEL).map(String::as_str),
-        Some("hello-build-a2")
+        [FEATURE_LABEL, TASK_LABEL, TASK_OBJECT_LABEL, ATTEMPT_LABEL].map(label),
+        [
+            Some("hello"),
+            Some("build"),
+            Some("hello-build"),
+            Some("hello-build-a2")
+        ]
     );
 }
 
