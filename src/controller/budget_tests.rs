@@ -212,24 +212,21 @@ mod planning {
         })
     }
 
+    /// The plan under `maxTokens: 100` once `a` is done, having spent `input_tokens`.
+    fn plan_after_a_done(input_tokens: u64) -> FeaturePlan {
+        let f = feature3(serde_json::json!({"maxTokens": 100}));
+        let a = serde_json::json!({"phase": "Done", "usage": {"inputTokens": input_tokens}});
+        planned(&f, &tasks_of(&f, Some(a)), &BTreeMap::new())
+    }
+
     #[test]
     fn below_the_budget_every_ready_task_is_claimed() {
-        let f = feature3(serde_json::json!({"maxTokens": 100}));
-        let ts = tasks_of(
-            &f,
-            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 99}})),
-        );
-        assert_eq!(claimed(&planned(&f, &ts, &BTreeMap::new())), ["b", "c"]);
+        assert_eq!(claimed(&plan_after_a_done(99)), ["b", "c"]);
     }
 
     #[test]
     fn a_spent_budget_claims_nothing_and_reaches_the_limit() {
-        let f = feature3(serde_json::json!({"maxTokens": 100}));
-        let ts = tasks_of(
-            &f,
-            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 100}})),
-        );
-        let p = planned(&f, &ts, &BTreeMap::new());
+        let p = plan_after_a_done(100);
         assert!(claimed(&p).is_empty());
         assert_eq!(p.outcome, Some(FeatureOutcome::LimitReached));
         assert!(p.budget_spent.is_some());
