@@ -1,8 +1,22 @@
 use super::{Build, blocked_by, dag, moved, ready, set, subtask_of_a_dependent_parent, task};
-use crate::engine::dag::{PhaseError, TaskPhase, TransitionReason};
+use crate::engine::dag::{Dag, PhaseError, TaskPhase, TransitionReason};
 use crate::engine::testing::named_cases;
 
 use TaskPhase::{Blocked, Done, Failed, Pending, Running};
+
+/// `c` depends on `b`, which depends on `a`.
+fn a_then_b_then_c() -> Dag {
+    dag(vec![
+        task("a"),
+        task("b").after(&["a"]),
+        task("c").after(&["b"]),
+    ])
+}
+
+/// Subtasks `a` and `b` of `p`.
+fn two_subtasks_of_p() -> Dag {
+    dag(vec![task("p"), task("a").under("p"), task("b").under("p")])
+}
 
 #[test]
 fn finishing_a_dependency_makes_its_dependent_ready() {
@@ -19,7 +33,7 @@ fn a_change_with_no_consequence_returns_no_transitions() {
 
 #[test]
 fn parent_becomes_done_when_every_subtask_is_done() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     assert_eq!(set(&mut dag, "a", Done), []);
     assert_eq!(
         set(&mut dag, "b", Done),
@@ -45,7 +59,7 @@ fn parent_fails_when_a_subtask_fails() {
 
 #[test]
 fn pending_siblings_of_a_failed_subtask_are_blocked() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     let transitions = set(&mut dag, "a", Failed);
     assert!(transitions.contains(&moved(
         "b",
@@ -59,7 +73,7 @@ fn pending_siblings_of_a_failed_subtask_are_blocked() {
 
 #[test]
 fn running_sibling_of_a_failed_subtask_keeps_running() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     set(&mut dag, "b", Running);
     set(&mut dag, "a", Failed);
     assert_eq!(dag.phase("b"), Some(Running));
@@ -67,11 +81,7 @@ fn running_sibling_of_a_failed_subtask_keeps_running() {
 
 #[test]
 fn dependents_of_a_failed_task_are_blocked_transitively() {
-    let mut dag = dag(vec![
-        task("a"),
-        task("b").after(&["a"]),
-        task("c").after(&["b"]),
-    ]);
+    let mut dag = a_then_b_then_c();
     assert_eq!(
         set(&mut dag, "a", Failed),
         [blocked_by("b", Pending, "a"), blocked_by("c", Pending, "b")]
@@ -105,11 +115,7 @@ fn parent_is_blocked_once_its_subtasks_are_resolved_and_some_blocked() {
 
 #[test]
 fn resetting_a_failed_task_unblocks_its_dependents() {
-    let mut dag = dag(vec![
-        task("a"),
-        task("b").after(&["a"]),
-        task("c").after(&["b"]),
-    ]);
+    let mut dag = a_then_b_then_c();
     set(&mut dag, "a", Failed);
     assert_eq!(
         set(&mut dag, "a", Pending),
@@ -123,7 +129,7 @@ fn resetting_a_failed_task_unblocks_its_dependents() {
 
 #[test]
 fn resetting_a_failed_subtask_reopens_its_parent_and_siblings() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     set(&mut dag, "a", Failed);
     let transitions = set(&mut dag, "a", Pending);
     assert_eq!(
