@@ -178,6 +178,17 @@ fn context() -> TaskContext {
     }
 }
 
+/// Status and reason of the Verifying condition in `status`.
+fn verifying(status: &TaskStatus) -> (&str, &str) {
+    condition_state(&status.conditions, conditions::VERIFYING)
+}
+
+/// Records the end of the current attempt with `decision`, under a verifying Feature.
+fn end_with(status: &mut TaskStatus, decision: &engine_policy::Decision) {
+    let feature = feature(serde_json::json!({"agent": true}));
+    record_end(status, &feature, decision, Some(1), 0);
+}
+
 /// The status of a task after `attempts` (kind and outcome, oldest first).
 fn status_after(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> TaskStatus {
     task(attempts).status.unwrap_or_default()
@@ -185,14 +196,10 @@ fn status_after(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> TaskStatu
 
 #[test]
 fn a_pending_verification_shows_as_the_verifying_condition() {
-    let feature = feature(serde_json::json!({"agent": true}));
     let mut status = status_after(&[(AttemptKind::Work, Some(AttemptOutcome::Done))]);
     let decision = engine_policy::decide(&context(), &crate::engine::testing::done("t"));
-    record_end(&mut status, &feature, &decision, Some(1), 0);
-    assert_eq!(
-        condition_state(&status.conditions, conditions::VERIFYING),
-        ("True", "VerificationPending")
-    );
+    end_with(&mut status, &decision);
+    assert_eq!(verifying(&status), ("True", "VerificationPending"));
 }
 
 #[test]
@@ -203,15 +210,11 @@ fn a_running_verification_shows_as_the_verifying_condition_and_on_its_record() {
     ]);
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     assert_eq!(status.attempts[1].kind, AttemptKind::Verify);
-    assert_eq!(
-        condition_state(&status.conditions, conditions::VERIFYING),
-        ("True", "VerificationRunning")
-    );
+    assert_eq!(verifying(&status), ("True", "VerificationRunning"));
 }
 
 #[test]
 fn a_ruling_verification_turns_the_condition_false_with_its_reason() {
-    let feature = feature(serde_json::json!({"agent": true}));
     let mut status = status_after(&[
         (AttemptKind::Work, Some(AttemptOutcome::Done)),
         (AttemptKind::Verify, Some(AttemptOutcome::Failed)),
@@ -219,11 +222,8 @@ fn a_ruling_verification_turns_the_condition_false_with_its_reason() {
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     let decision =
         engine_policy::verification_failed(&context(), "the verifier rejected the work".into());
-    record_end(&mut status, &feature, &decision, Some(1), 0);
-    assert_eq!(
-        condition_state(&status.conditions, conditions::VERIFYING),
-        ("False", "VerificationFailed")
-    );
+    end_with(&mut status, &decision);
+    assert_eq!(verifying(&status), ("False", "VerificationFailed"));
 }
 
 #[test]
