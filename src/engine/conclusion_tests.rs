@@ -10,6 +10,10 @@ fn task(retry_count: u32, without_verdict: u32) -> TaskState {
     }
 }
 
+fn assert_message_contains(next: &NextState, text: &str) {
+    assert!(next.message.contains(text), "{}", next.message);
+}
+
 /// `end` of an attempt of task `t` that used `retry_count` retries and ended
 /// `without_verdict` attempts in a row without a verdict before this one.
 fn conclude_after(end: &AttemptEnd, retry_count: u32, without_verdict: u32) -> NextState {
@@ -44,12 +48,7 @@ fn the_fifth_attempt_in_a_row_without_a_verdict_fails_the_task_and_says_why() {
         (next.phase, next.next_attempt_after_ms),
         (TaskPhase::Failed, None)
     );
-    assert!(
-        next.message
-            .contains("5 attempts in a row ended without a verdict"),
-        "{}",
-        next.message
-    );
+    assert_message_contains(&next, "5 attempts in a row ended without a verdict");
 }
 
 #[test]
@@ -98,11 +97,7 @@ fn a_lost_claim_keeps_its_reason_in_the_message() {
         reason: "claim taken over by x".to_owned(),
     };
     let next = conclude_after(&end, 0, 0);
-    assert!(
-        next.message.contains("(claim taken over by x)"),
-        "{}",
-        next.message
-    );
+    assert_message_contains(&next, "(claim taken over by x)");
 }
 
 #[test]

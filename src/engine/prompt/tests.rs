@@ -13,6 +13,14 @@ fn task_text(id: &str, title: &str, description: &str) -> TaskText {
     }
 }
 
+fn blocker(id: &str, title: &str, summary: Option<&str>) -> CompletedBlocker {
+    CompletedBlocker {
+        id: id.into(),
+        title: title.into(),
+        summary: summary.map(Into::into),
+    }
+}
+
 /// The prompt of retry `retry_count` after `previous`.
 fn retry_prompt(retry_count: u32, previous: PreviousAttempt) -> String {
     render(&PromptInput {
@@ -137,16 +145,8 @@ fn a_top_level_task_has_no_parent_section() {
 #[test]
 fn lists_completed_blockers_with_what_they_did() {
     let blockers = vec![
-        CompletedBlocker {
-            id: "schema".into(),
-            title: "Write the schema".into(),
-            summary: Some("Added api.yaml".into()),
-        },
-        CompletedBlocker {
-            id: "repo".into(),
-            title: "Create the repo".into(),
-            summary: None,
-        },
+        blocker("schema", "Write the schema", Some("Added api.yaml")),
+        blocker("repo", "Create the repo", None),
     ];
     let prompt = render(&PromptInput {
         completed_blockers: blockers,
