@@ -112,27 +112,22 @@ mod tests {
         }
     }
 
+    /// Valid=True (PlanValid) at generation 1, since time 10.
+    fn valid_since_10() -> Condition {
+        condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(10))
+    }
+
     #[test]
     fn set_condition_adds_a_missing_type() {
         let mut conditions = Vec::new();
-        let changed = set_condition(
-            &mut conditions,
-            condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(10)),
-        );
+        let changed = set_condition(&mut conditions, valid_since_10());
         assert!(changed);
         assert_eq!(conditions.len(), 1);
     }
 
     #[test]
     fn set_condition_keeps_transition_time_when_status_is_unchanged() {
-        let mut conditions = vec![condition(
-            VALID,
-            STATUS_TRUE,
-            "PlanValid",
-            "",
-            Some(1),
-            at(10),
-        )];
+        let mut conditions = vec![valid_since_10()];
         let changed = set_condition(
             &mut conditions,
             condition(VALID, STATUS_TRUE, "PlanValid", "", Some(2), at(20)),
@@ -144,14 +139,7 @@ mod tests {
 
     #[test]
     fn set_condition_moves_transition_time_when_status_flips() {
-        let mut conditions = vec![condition(
-            VALID,
-            STATUS_TRUE,
-            "PlanValid",
-            "",
-            Some(1),
-            at(10),
-        )];
+        let mut conditions = vec![valid_since_10()];
         set_condition(
             &mut conditions,
             condition(VALID, STATUS_FALSE, "Cycle", "a -> b -> a", Some(1), at(20)),
@@ -162,14 +150,7 @@ mod tests {
 
     #[test]
     fn set_condition_reports_no_change_for_an_identical_condition() {
-        let mut conditions = vec![condition(
-            VALID,
-            STATUS_TRUE,
-            "PlanValid",
-            "",
-            Some(1),
-            at(10),
-        )];
+        let mut conditions = vec![valid_since_10()];
         let changed = set_condition(
             &mut conditions,
             condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(30)),

@@ -24,40 +24,40 @@ fn is_label_shaped(part: &str) -> bool {
 
 /// Checks that `name` is an RFC 1123 DNS label; the error says what is wrong.
 pub fn check_dns_label(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if name.len() > DNS_LABEL_MAX_LEN {
-        return Err(format!(
-            "is {} characters long, the limit is {DNS_LABEL_MAX_LEN}",
-            name.len()
-        ));
-    }
-    if !is_label_shaped(name) {
-        return Err(
-            "must consist of lower-case letters, digits and '-', and start and end with a letter or digit"
-                .into(),
-        );
-    }
-    Ok(())
+    check_name(
+        name,
+        DNS_LABEL_MAX_LEN,
+        is_label_shaped(name),
+        "lower-case letters, digits and '-'",
+    )
 }
 
 /// Checks that `name` is an RFC 1123 DNS subdomain; the error says what is wrong.
 pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
+    check_name(
+        name,
+        DNS_SUBDOMAIN_MAX_LEN,
+        name.split('.').all(is_label_shaped),
+        "lower-case letters, digits, '-' and '.'",
+    )
+}
+
+/// Checks that `name` is not empty, at most `max_len` long, and `shaped` (made of
+/// `characters`, starting and ending with a letter or digit).
+fn check_name(name: &str, max_len: usize, shaped: bool, characters: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
-    if name.len() > DNS_SUBDOMAIN_MAX_LEN {
+    if name.len() > max_len {
         return Err(format!(
-            "is {} characters long, the limit is {DNS_SUBDOMAIN_MAX_LEN}",
+            "is {} characters long, the limit is {max_len}",
             name.len()
         ));
     }
-    if !name.split('.').all(is_label_shaped) {
-        return Err(
-            "must consist of lower-case letters, digits, '-' and '.', and start and end with a letter or digit"
-                .into(),
-        );
+    if !shaped {
+        return Err(format!(
+            "must consist of {characters}, and start and end with a letter or digit"
+        ));
     }
     Ok(())
 }

@@ -1,26 +1,19 @@
 use super::*;
+use crate::controller::testing;
 
 fn feature(budget: serde_json::Value) -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 2},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "budget": budget,
-        }
-    }))
-    .unwrap_or_else(|error| panic!("{error}"))
+    let metadata = serde_json::json!({"name": "hello", "namespace": "ns", "generation": 2});
+    let spec = serde_json::json!({
+        "agent": {"image": "agent:1", "command": ["agent"]},
+        "budget": budget,
+    });
+    testing::object("Feature", metadata, spec)
 }
 
 fn task(name: &str, status: serde_json::Value) -> Arc<Task> {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"featureRef": "hello"},
-    }))
-    .unwrap_or_else(|error| panic!("{error}"));
+    let metadata = serde_json::json!({"name": name, "namespace": "ns"});
+    let mut task: Task =
+        testing::object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     task.status = Some(serde_json::from_value(status).unwrap_or_else(|error| panic!("{error}")));
     Arc::new(task)
 }
@@ -62,24 +55,30 @@ fn the_feature_spent_what_its_tasks_recorded() {
     assert_eq!(totals.cost_text(), "$0.50 + unknown (1 attempt)");
 }
 
+/// Task `a` in `phase` with `recorded` input tokens after 2 attempts, and the ended Pod of
+/// its second attempt, which reported `reported` input tokens.
+fn second_attempt_ended(
+    phase: &str,
+    recorded: u64,
+    reported: u64,
+) -> ([Arc<Task>; 1], BTreeMap<String, Arc<Pod>>) {
+    let status = serde_json::json!(
+        {"phase": phase, "attemptCount": 2, "usage": {"inputTokens": recorded}}
+    );
+    let pod = ended_pod("a-a2", serde_json::json!({"inputTokens": reported}));
+    ([task("a", status)], BTreeMap::from([pod]))
+}
+
 #[test]
 fn an_ended_attempt_not_yet_ingested_counts_against_the_budget() {
-    let tasks = [task(
-        "a",
-        serde_json::json!({"phase": "Running", "attemptCount": 2, "usage": {"inputTokens": 5}}),
-    )];
-    let pods = BTreeMap::from([ended_pod("a-a2", serde_json::json!({"inputTokens": 95}))]);
+    let (tasks, pods) = second_attempt_ended("Running", 5, 95);
     assert_eq!(spent(&tasks, &pods).tokens(), 100);
     assert_eq!(recorded(&tasks).tokens(), 5);
 }
 
 #[test]
 fn a_finished_pod_of_an_ingested_attempt_is_not_counted_again() {
-    let tasks = [task(
-        "a",
-        serde_json::json!({"phase": "Pending", "attemptCount": 2, "usage": {"inputTokens": 100}}),
-    )];
-    let pods = BTreeMap::from([ended_pod("a-a2", serde_json::json!({"inputTokens": 100}))]);
+    let (tasks, pods) = second_attempt_ended("Pending", 100, 100);
     assert_eq!(spent(&tasks, &pods).tokens(), 100);
 }
 
@@ -163,23 +162,21 @@ mod planning {
     use super::*;
     use crate::api::desired_tasks;
     use crate::controller::decide::{FeaturePlan, Snapshot, plan};
+    use crate::controller::testing::claimed;
     use crate::engine::dag::FeatureOutcome;
-    use crate::engine::lifecycle::Action;
 
     /// Feature `hello` with independent tasks a, b, c, parallelism 3, and `budget`.
     fn feature3(budget: serde_json::Value) -> Feature {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "ralph.dev/v1alpha1",
-            "kind": "Feature",
-            "metadata": {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1},
-            "spec": {
-                "agent": {"image": "agent:1", "command": ["agent"]},
-                "parallelism": 3,
-                "budget": budget,
-                "tasks": [{"name": "a"}, {"name": "b"}, {"name": "c"}]
-            }
-        }))
-        .unwrap_or_else(|error| panic!("{error}"))
+        let metadata = serde_json::json!(
+            {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1}
+        );
+        let spec = serde_json::json!({
+            "agent": {"image": "agent:1", "command": ["agent"]},
+            "parallelism": 3,
+            "budget": budget,
+            "tasks": [{"name": "a"}, {"name": "b"}, {"name": "c"}]
+        });
+        testing::object("Feature", metadata, spec)
     }
 
     /// The Feature's Tasks; `a` with `status` when given.
@@ -215,32 +212,21 @@ mod planning {
         })
     }
 
-    fn claimed(plan: &FeaturePlan) -> Vec<String> {
-        plan.tasks
-            .iter()
-            .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
-            .map(|t| t.task_id.clone())
-            .collect()
+    /// The plan under `maxTokens: 100` once `a` is done, having spent `input_tokens`.
+    fn plan_after_a_done(input_tokens: u64) -> FeaturePlan {
+        let f = feature3(serde_json::json!({"maxTokens": 100}));
+        let a = serde_json::json!({"phase": "Done", "usage": {"inputTokens": input_tokens}});
+        planned(&f, &tasks_of(&f, Some(a)), &BTreeMap::new())
     }
 
     #[test]
     fn below_the_budget_every_ready_task_is_claimed() {
-        let f = feature3(serde_json::json!({"maxTokens": 100}));
-        let ts = tasks_of(
-            &f,
-            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 99}})),
-        );
-        assert_eq!(claimed(&planned(&f, &ts, &BTreeMap::new())), ["b", "c"]);
+        assert_eq!(claimed(&plan_after_a_done(99)), ["b", "c"]);
     }
 
     #[test]
     fn a_spent_budget_claims_nothing_and_reaches_the_limit() {
-        let f = feature3(serde_json::json!({"maxTokens": 100}));
-        let ts = tasks_of(
-            &f,
-            Some(serde_json::json!({"phase": "Done", "usage": {"inputTokens": 100}})),
-        );
-        let p = planned(&f, &ts, &BTreeMap::new());
+        let p = plan_after_a_done(100);
         assert!(claimed(&p).is_empty());
         assert_eq!(p.outcome, Some(FeatureOutcome::LimitReached));
         assert!(p.budget_spent.is_some());

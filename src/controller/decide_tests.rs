@@ -2,29 +2,27 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::{AttemptRecord, TaskStatus, desired_tasks};
+use crate::controller::testing::{self, claimed};
 
 const NOW: i64 = 10_000_000;
 
 /// Feature `hello`: a, b (after a), c (after a), d (after b and c).
 fn feature(extra: serde_json::Value) -> Feature {
-    let mut value = serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "tasks": [
-                {"name": "a"},
-                {"name": "b", "dependsOn": ["a"]},
-                {"name": "c", "dependsOn": ["a"]},
-                {"name": "d", "dependsOn": ["b", "c"]}
-            ]
-        }
+    let mut spec = serde_json::json!({
+        "agent": {"image": "agent:1", "command": ["agent"]},
+        "tasks": [
+            {"name": "a"},
+            {"name": "b", "dependsOn": ["a"]},
+            {"name": "c", "dependsOn": ["a"]},
+            {"name": "d", "dependsOn": ["b", "c"]}
+        ]
     });
-    if let (Some(spec), Some(extra)) = (value["spec"].as_object_mut(), extra.as_object()) {
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());
     }
-    serde_json::from_value(value).expect("valid feature")
+    let metadata =
+        serde_json::json!({"name": "hello", "namespace": "ns", "uid": "f-uid", "generation": 1});
+    testing::object("Feature", metadata, spec)
 }
 
 fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<Task>> {
@@ -71,14 +69,6 @@ fn plan_at(
         start_limit,
         rests,
     })
-}
-
-fn claimed(plan: &FeaturePlan) -> Vec<String> {
-    plan.tasks
-        .iter()
-        .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
-        .map(|t| t.task_id.clone())
-        .collect()
 }
 
 #[test]

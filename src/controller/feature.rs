@@ -200,13 +200,7 @@ async fn judge(
         release_claims(ctx, &namespace, &leases, &tasks, None).await?;
         stop_pods(ctx, &namespace, &pods).await?;
         if !was_invalid(feature) {
-            ctx.events
-                .warning(
-                    &feature.object_ref(&()),
-                    invalid.reason,
-                    invalid.message.clone(),
-                )
-                .await;
+            warn_of(ctx, feature, invalid).await;
         }
     } else {
         let starting = starts_attempts(&plan);
@@ -446,14 +440,19 @@ async fn report_misconfiguration(feature: &Feature, ctx: &Context, problem: Opti
         .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
         .is_some_and(|c| c.status == conditions::STATUS_FALSE && c.reason == problem.reason);
     if !shown {
-        ctx.events
-            .warning(
-                &feature.object_ref(&()),
-                problem.reason,
-                problem.message.clone(),
-            )
-            .await;
+        warn_of(ctx, feature, problem).await;
     }
+}
+
+/// A Warning event on `feature` that shows `problem`.
+async fn warn_of(ctx: &Context, feature: &Feature, problem: &Problem) {
+    ctx.events
+        .warning(
+            &feature.object_ref(&()),
+            problem.reason,
+            problem.message.clone(),
+        )
+        .await;
 }
 
 /// Shows a configuration problem on the tasks that would start now if it were fixed.

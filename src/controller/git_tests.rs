@@ -5,19 +5,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::AttemptRecord;
+use crate::controller::testing::{assert_problem, object};
 
 fn feature(git: serde_json::Value) -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "login", "namespace": "team", "generation": 2},
-        "spec": {
-            "agent": {"command": ["agent"], "image": "agent:1"},
-            "tasks": [],
-            "workspace": {"git": git}
-        }
-    }))
-    .expect("feature")
+    let metadata = serde_json::json!({"name": "login", "namespace": "team", "generation": 2});
+    let spec = serde_json::json!({
+        "agent": {"command": ["agent"], "image": "agent:1"},
+        "tasks": [],
+        "workspace": {"git": git}
+    });
+    object("Feature", metadata, spec)
 }
 
 fn https_feature() -> Feature {
@@ -46,17 +43,10 @@ fn problem(feature: &Feature, secret: Option<&Secret>) -> Option<Problem> {
 
 #[test]
 fn a_missing_credentials_secret_is_named_with_its_namespace_and_the_fix() {
-    let found = problem(&https_feature(), None).expect("a problem");
-    assert_eq!(found.reason, conditions::REASON_GIT_CREDENTIALS_MISSING);
-    assert!(
-        found.message.contains("team/repo-creds"),
-        "{}",
-        found.message
-    );
-    assert!(
-        found.message.contains("does not exist"),
-        "{}",
-        found.message
+    assert_problem(
+        problem(&https_feature(), None),
+        conditions::REASON_GIT_CREDENTIALS_MISSING,
+        &["team/repo-creds", "does not exist"],
     );
 }
 
@@ -99,13 +89,8 @@ fn a_url_with_a_password_in_it_is_a_configuration_problem() {
 }
 
 fn task_with(attempts: Vec<AttemptRecord>) -> Arc<Task> {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "login-a", "namespace": "team"},
-        "spec": {"featureRef": "login"}
-    }))
-    .expect("task");
+    let metadata = serde_json::json!({"name": "login-a", "namespace": "team"});
+    let mut task: Task = object("Task", metadata, serde_json::json!({"featureRef": "login"}));
     task.status = Some(TaskStatus {
         attempts,
         ..TaskStatus::default()
@@ -148,12 +133,10 @@ fn the_feature_branch_head_is_the_newest_integration() {
 
 #[test]
 fn a_feature_without_git_has_no_branch_status() {
-    let f: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "login", "namespace": "team"},
-        "spec": {"agent": {"command": ["agent"]}, "tasks": []}
-    }))
-    .expect("feature");
+    let f: Feature = object(
+        "Feature",
+        serde_json::json!({"name": "login", "namespace": "team"}),
+        serde_json::json!({"agent": {"command": ["agent"]}, "tasks": []}),
+    );
     assert_eq!(branch_status(&f, &[]), None);
 }

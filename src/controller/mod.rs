@@ -29,4 +29,7 @@ pub mod status;
 pub mod task;
 pub mod verify;
 
+#[cfg(test)]
+mod testing;
+
 pub use runtime::{ControllerConfig, NativeSidecars, RunError, run};

@@ -33,16 +33,16 @@ pub const SIDECAR_CONTAINER: &str = "claim-keeper";
 pub const PROMPT_FILE: &str = "prompt.md";
 
 const BIN_DIR: &str = "/ralph/bin";
-const RALPH: &str = "/ralph/bin/ralph";
+pub(super) const RALPH: &str = "/ralph/bin/ralph";
 const PROMPT_DIR: &str = "/ralph/prompt";
-const RUN_DIR: &str = "/ralph/run";
-const HEARTBEAT: &str = "/ralph/run/heartbeat";
+pub(super) const RUN_DIR: &str = "/ralph/run";
+pub(super) const HEARTBEAT: &str = "/ralph/run/heartbeat";
 /// In containers of the ralph image, `/ralph` is the binary itself: its volumes mount elsewhere.
 const INSTALL_DIR: &str = "/install";
 const INSTALL_TARGET: &str = "/install/ralph";
 const SIDECAR_RUN_DIR: &str = "/ralph-run";
 const SIDECAR_HEARTBEAT: &str = "/ralph-run/heartbeat";
-const WORKSPACE: &str = "/workspace";
+pub(super) const WORKSPACE: &str = "/workspace";
 const HOME: &str = "/home/agent";
 const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The UID and GID agent Pods run as unless overridden.

@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::{
     Volume, VolumeMount,
 };
 
-use super::pod::{AGENT_CONTAINER, env_var, mount, restricted};
+use super::pod::{
+    AGENT_CONTAINER, HEARTBEAT, RALPH, RUN_DIR, WORKSPACE, env_var, mount, restricted,
+};
 use crate::api::labels::{ATTEMPT_KIND_LABEL, TASK_LABEL};
 use crate::api::workspace::GitWorkspace;
 use crate::engine::attempt::{AttemptResult, RESULT_SCHEMA_VERSION};
@@ -30,11 +32,7 @@ pub const FINISH_CONTAINER: &str = "git-finish";
 /// Name of the volume holding the credentials Secret.
 pub const CREDENTIALS_VOLUME: &str = "git-credentials";
 
-const RALPH: &str = "/ralph/bin/ralph";
-const WORKSPACE: &str = "/workspace";
-const RUN_DIR: &str = "/ralph/run";
 const RESULT_COPY: &str = "/ralph/run/result.json";
-const HEARTBEAT: &str = "/ralph/run/heartbeat";
 const CREDENTIALS_DIR: &str = "/ralph/git-credentials";
 const STATE_DIR: &str = "/ralph/git-state";
 const STATE_FILE: &str = "/ralph/git-state/prepared.json";

@@ -1,6 +1,4 @@
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStatus, PodSpec, PodStatus, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, PodStatus, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
@@ -8,6 +6,7 @@ use crate::api::AgentSpec;
 use crate::api::agent::ClientFs;
 use crate::api::workspace::{GitAuthor, GitCredentialsRef};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+use crate::controller::testing::{args, container, pod_spec as spec, volume};
 use crate::engine::sigils::{Sigils, Verdict};
 use crate::engine::testing;
 
@@ -94,26 +93,8 @@ fn pod() -> Pod {
     )
 }
 
-fn spec(pod: &Pod) -> &PodSpec {
-    pod.spec.as_ref().expect("spec")
-}
-
-fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
-    let s = spec(pod);
-    s.containers
-        .iter()
-        .chain(s.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no container {name}"))
-}
-
 fn credentials_volume(pod: &Pod) -> &Volume {
-    spec(pod)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == CREDENTIALS_VOLUME)
-        .expect("credentials volume")
+    volume(pod, CREDENTIALS_VOLUME)
 }
 
 fn mounts_of(c: &Container) -> impl Iterator<Item = &VolumeMount> {
@@ -137,11 +118,7 @@ fn the_clone_runs_in_an_init_container_after_ralph_is_installed() {
 #[test]
 fn the_clone_step_names_repository_branches_task_and_attempt() {
     let p = pod();
-    let args = container(&p, PREPARE_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
-    let joined = args.join(" ");
+    let joined = args(&p, PREPARE_CONTAINER).join(" ");
     for part in [
         "git prepare",
         "--url https://git.example.com/team/app.git",
@@ -159,10 +136,7 @@ fn the_clone_step_names_repository_branches_task_and_attempt() {
 #[test]
 fn the_finishing_step_integrates_after_reading_the_runners_result_copy() {
     let p = pod();
-    let finish = container(&p, FINISH_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
+    let finish = args(&p, FINISH_CONTAINER);
     let joined = finish.join(" ");
     assert!(joined.contains("git finish"), "{joined}");
     assert!(
@@ -307,11 +281,11 @@ fn a_work_attempt_to_be_verified_pushes_its_work_branch_only() {
         &git("https://git.example.com/team/app.git"),
         GitAttemptKind::Work { verify_after: true },
     );
-    let args = container(&p, FINISH_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
-    assert!(args.join(" ").contains("--mode push-work-branch"));
+    assert!(
+        args(&p, FINISH_CONTAINER)
+            .join(" ")
+            .contains("--mode push-work-branch")
+    );
 }
 
 #[test]
@@ -320,15 +294,9 @@ fn a_verifier_starts_from_the_work_branch_and_integrates() {
         &git("https://git.example.com/team/app.git"),
         GitAttemptKind::Verify,
     );
-    let prepare = container(&p, PREPARE_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
+    let prepare = args(&p, PREPARE_CONTAINER);
     assert!(prepare.iter().any(|a| a == "--from-work-branch"));
-    let finish = container(&p, FINISH_CONTAINER)
-        .args
-        .clone()
-        .unwrap_or_default();
+    let finish = args(&p, FINISH_CONTAINER);
     assert!(finish.join(" ").contains("--mode integrate"));
     assert!(finish.iter().any(|a| a == "--verifier"));
 }
@@ -452,6 +420,17 @@ fn an_attempt_without_a_done_verdict_ends_without_waiting_for_the_git_step() {
     ));
 }
 
+/// The result of an attempt whose Pod `pod` ended with one.
+fn ended_result(pod: &Pod) -> AttemptResult {
+    match view(pod) {
+        RunView::Ended {
+            result: Some(result),
+            ..
+        } => *result,
+        other => panic!("not ended with a result: {other:?}"),
+    }
+}
+
 fn with_failed_clone(mut pod: Pod, report: &WorkspaceReport) -> Pod {
     pod.status = Some(PodStatus {
         phase: Some("Failed".to_owned()),
@@ -483,13 +462,7 @@ fn a_clone_refused_for_its_credentials_ends_the_attempt_misconfigured_naming_the
     let mut p = with_failed_clone(pod(), &report);
     p.spec = None;
     p.metadata.labels = Some([(TASK_LABEL.to_owned(), "api".to_owned())].into());
-    let RunView::Ended {
-        result: Some(result),
-        ..
-    } = view(&p)
-    else {
-        panic!("not ended with a result");
-    };
+    let result = ended_result(&p);
     assert_eq!(
         result.outcome,
         crate::engine::attempt::OutcomeClass::Misconfigured
@@ -505,13 +478,7 @@ fn an_unreachable_server_at_clone_time_is_a_crash_to_retry() {
         ..WorkspaceReport::new(WorkspaceOutcome::Failed)
     };
     let p = with_failed_clone(pod(), &report);
-    let RunView::Ended {
-        result: Some(result),
-        ..
-    } = view(&p)
-    else {
-        panic!("not ended with a result");
-    };
+    let result = ended_result(&p);
     assert_eq!(
         result.outcome,
         crate::engine::attempt::OutcomeClass::Crashed

@@ -2,6 +2,7 @@ use k8s_openapi::api::core::v1::{EnvFromSource, SecretEnvSource, Toleration};
 
 use super::*;
 use crate::api::agent::ClientFs;
+use crate::controller::testing::{container, pod_spec as spec, volume};
 
 fn agent() -> AgentSpec {
     AgentSpec {
@@ -71,19 +72,6 @@ fn build(mode: SidecarMode) -> Pod {
     }
 }
 
-fn spec(pod: &Pod) -> &PodSpec {
-    pod.spec.as_ref().expect("the builder always sets a spec")
-}
-
-fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
-    let s = spec(pod);
-    s.containers
-        .iter()
-        .chain(s.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no container {name}"))
-}
-
 fn mounts(c: &Container) -> Vec<(&str, &str)> {
     c.volume_mounts
         .iter()
@@ -106,15 +94,15 @@ fn pod_carries_feature_task_and_attempt_labels() {
         .metadata
         .labels
         .unwrap_or_default();
-    assert_eq!(labels.get(FEATURE_LABEL).map(String::as_str), Some("hello"));
-    assert_eq!(labels.get(TASK_LABEL).map(String::as_str), Some("build"));
+    let label = |key: &str| labels.get(key).map(String::as_str);
     assert_eq!(
-        labels.get(TASK_OBJECT_LABEL).map(String::as_str),
-        Some("hello-build")
-    );
-    assert_eq!(
-        labels.get(ATTEMPT_LABEL).map(String::as_str),
-        Some("hello-build-a2")
+        [FEATURE_LABEL, TASK_LABEL, TASK_OBJECT_LABEL, ATTEMPT_LABEL].map(label),
+        [
+            Some("hello"),
+            Some("build"),
+            Some("hello-build"),
+            Some("hello-build-a2")
+        ]
     );
 }
 
@@ -223,12 +211,9 @@ fn prompt_travels_in_a_pod_annotation() {
 #[test]
 fn prompt_volume_mounts_the_prompt_annotation() {
     let pod = build(SidecarMode::Native);
-    let files = spec(&pod)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == "prompt")
-        .and_then(|v| v.downward_api.as_ref())
+    let files = volume(&pod, "prompt")
+        .downward_api
+        .as_ref()
         .and_then(|d| d.items.clone())
         .unwrap_or_default();
     let paths: Vec<(String, String)> = files
@@ -346,12 +331,9 @@ fn plain_sidecar_is_a_regular_container_that_exits_when_stale() {
 #[test]
 fn projected_token_is_short_lived() {
     let pod = build(SidecarMode::Native);
-    let expiry = spec(&pod)
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == "token")
-        .and_then(|v| v.projected.as_ref())
+    let expiry = volume(&pod, "token")
+        .projected
+        .as_ref()
         .and_then(|p| p.sources.as_ref())
         .and_then(|s| s.iter().find_map(|p| p.service_account_token.as_ref()))
         .and_then(|t| t.expiration_seconds);

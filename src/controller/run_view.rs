@@ -148,6 +148,15 @@ mod tests {
         }
     }
 
+    /// Asserts that the attempt of `pod` ended without a result, for `reason`.
+    fn assert_ended_without_result(pod: &Pod, reason: &str) {
+        let expected = RunView::Ended {
+            result: None,
+            reason: Some(reason.to_owned()),
+        };
+        assert_eq!(run_view(Some(pod), true), expected);
+    }
+
     fn result_json() -> String {
         serde_json::json!({
             "version": RESULT_SCHEMA_VERSION,
@@ -214,13 +223,7 @@ mod tests {
     #[test]
     fn oom_killed_agent_without_result_carries_the_kubelet_reason() {
         let p = pod("Failed", Some(terminated("OOMKilled", 137, None)));
-        assert_eq!(
-            run_view(Some(&p), true),
-            RunView::Ended {
-                result: None,
-                reason: Some("OOMKilled (exit code 137)".to_owned())
-            }
-        );
+        assert_ended_without_result(&p, "OOMKilled (exit code 137)");
     }
 
     #[test]
@@ -230,13 +233,7 @@ mod tests {
             status.reason = Some("Evicted".to_owned());
             status.message = Some("node low on memory".to_owned());
         }
-        assert_eq!(
-            run_view(Some(&p), true),
-            RunView::Ended {
-                result: None,
-                reason: Some("Evicted: node low on memory".to_owned())
-            }
-        );
+        assert_ended_without_result(&p, "Evicted: node low on memory");
     }
 
     #[test]

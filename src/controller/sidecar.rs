@@ -176,6 +176,7 @@ async fn tick(leases: &Leases, config: &SidecarConfig, started: SystemTime) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::testing::named_cases;
 
     fn config() -> SidecarConfig {
         SidecarConfig {
@@ -194,34 +195,18 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(s)
     }
 
-    #[test]
-    fn recent_heartbeat_is_fresh() {
-        let beat = judge_heartbeat(Some(secs(1_000)), secs(1_600), secs(0), &config());
-        assert_eq!(beat, Heartbeat::Fresh);
+    /// Asserts how a heartbeat last written at `last` is judged at `now` (the sidecar started
+    /// at 0).
+    fn assert_heartbeat(last: Option<SystemTime>, now: SystemTime, expected: Heartbeat) {
+        assert_eq!(judge_heartbeat(last, now, secs(0), &config()), expected);
     }
 
-    #[test]
-    fn heartbeat_older_than_max_age_is_stale() {
-        let beat = judge_heartbeat(Some(secs(1_000)), secs(1_601), secs(0), &config());
-        assert_eq!(beat, Heartbeat::Stale);
-    }
-
-    #[test]
-    fn missing_heartbeat_within_startup_grace_is_starting() {
-        let beat = judge_heartbeat(None, secs(300), secs(0), &config());
-        assert_eq!(beat, Heartbeat::Starting);
-    }
-
-    #[test]
-    fn heartbeat_that_never_appeared_after_grace_is_stale() {
-        let beat = judge_heartbeat(None, secs(301), secs(0), &config());
-        assert_eq!(beat, Heartbeat::Stale);
-    }
-
-    #[test]
-    fn heartbeat_from_the_future_counts_as_fresh() {
-        let beat = judge_heartbeat(Some(secs(2_000)), secs(1_000), secs(0), &config());
-        assert_eq!(beat, Heartbeat::Fresh);
+    named_cases! { assert_heartbeat;
+        recent_heartbeat_is_fresh(Some(secs(1_000)), secs(1_600), Heartbeat::Fresh);
+        heartbeat_older_than_max_age_is_stale(Some(secs(1_000)), secs(1_601), Heartbeat::Stale);
+        missing_heartbeat_within_startup_grace_is_starting(None, secs(300), Heartbeat::Starting);
+        heartbeat_that_never_appeared_after_grace_is_stale(None, secs(301), Heartbeat::Stale);
+        heartbeat_from_the_future_counts_as_fresh(Some(secs(2_000)), secs(1_000), Heartbeat::Fresh);
     }
 
     #[test]

@@ -1,21 +1,15 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION, StopReason, Usage};
+use crate::controller::testing::{condition_state, object};
+use crate::engine::attempt::Usage;
 use crate::engine::dag::PhaseCounts;
-use crate::engine::policy::{self, TaskContext};
-use crate::engine::sigils::Sigils;
+use crate::engine::policy::{self, Decision, TaskContext};
+use crate::engine::testing;
 
 fn task() -> Task {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-a", "namespace": "ns", "generation": 3},
-        "spec": {"featureRef": "hello"}
-    }))
-    .expect("task");
-    task.status = None;
-    task
+    let metadata = serde_json::json!({"name": "hello-a", "namespace": "ns", "generation": 3});
+    object("Task", metadata, serde_json::json!({"featureRef": "hello"}))
 }
 
 fn claim() -> ClaimStatus {
@@ -38,33 +32,55 @@ fn context() -> TaskContext {
 }
 
 fn result(done: bool) -> AttemptResult {
+    let result = if done {
+        testing::done("a")
+    } else {
+        testing::result("a")
+    };
     AttemptResult {
-        version: RESULT_SCHEMA_VERSION,
-        task: "a".to_owned(),
         attempt: Some("hello-a-a1".to_owned()),
-        outcome: OutcomeClass::Finished,
-        stop_reason: Some(StopReason::EndTurn),
         exit_code: Some(0),
-        signal: None,
-        sigils: Sigils {
-            task_done: done.then(|| "a".to_owned()),
-            ..Sigils::default()
-        },
-        crash: None,
-        misconfiguration: None,
-        exhaustion: None,
-        check: None,
         agent: Some("scripted 1.0".to_owned()),
-        model: None,
-        requested_model: None,
         usage: Usage {
             input_tokens: 10,
             output_tokens: 5,
             ..Usage::default()
         },
-        timings: Default::default(),
-        truncated: vec![],
+        ..result
     }
+}
+
+/// Task `hello-a` with its first attempt started at 1 s.
+fn running() -> Task {
+    let mut task = task();
+    task.status = Some(started(&task, 1, "hello-a-a1", claim(), 1_000));
+    task
+}
+
+/// The status of `task` once `decision` on the attempt (and its `result`) is ingested at 2 s.
+fn ingest(
+    task: &Task,
+    decision: &Decision,
+    result: Option<&AttemptResult>,
+    next_attempt_after_ms: Option<i64>,
+) -> TaskStatus {
+    let ingestion = Ingestion {
+        decision,
+        result,
+        next_attempt_after_ms,
+        now_ms: 2_000,
+    };
+    ingested(task, &ingestion)
+}
+
+/// The status of `task` once the policy's decision on `result` is ingested.
+fn ingest_result(task: &Task, result: &AttemptResult) -> TaskStatus {
+    ingest(
+        task,
+        &policy::decide(&context(), result),
+        Some(result),
+        None,
+    )
 }
 
 #[test]
@@ -81,55 +97,24 @@ fn started_attempt_is_recorded_with_its_pod_generation_and_claim() {
 
 #[test]
 fn a_replayed_ingest_does_not_count_the_attempt_twice() {
-    let mut t = task();
-    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let mut t = running();
     let r = result(false);
-    let decision = policy::decide(&context(), &r);
-    let ingestion = Ingestion {
-        decision: &decision,
-        result: Some(&r),
-        next_attempt_after_ms: None,
-        now_ms: 2_000,
-    };
-    t.status = Some(ingested(&t, &ingestion));
-    let replayed = ingested(&t, &ingestion);
+    t.status = Some(ingest_result(&t, &r));
+    let replayed = ingest_result(&t, &r);
     assert_eq!(replayed.usage.tokens(), 15);
     assert_eq!(replayed.usage.attempts_with_unknown_cost, 1);
 }
 
 #[test]
 fn an_attempt_ended_without_a_result_is_counted_with_an_unknown_cost() {
-    let mut t = task();
-    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
-    let decision = policy::on_claim_lost(&context());
-    let status = ingested(
-        &t,
-        &Ingestion {
-            decision: &decision,
-            result: None,
-            next_attempt_after_ms: None,
-            now_ms: 2_000,
-        },
-    );
+    let status = ingest(&running(), &policy::on_claim_lost(&context()), None, None);
     assert_eq!(status.usage.tokens(), 0);
     assert_eq!(status.usage.attempts_with_unknown_cost, 1);
 }
 
 #[test]
 fn done_result_marks_the_task_done_and_records_the_attempt() {
-    let mut t = task();
-    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
-    let r = result(true);
-    let decision = policy::decide(&context(), &r);
-    let status = ingested(
-        &t,
-        &Ingestion {
-            decision: &decision,
-            result: Some(&r),
-            next_attempt_after_ms: None,
-            now_ms: 2_000,
-        },
-    );
+    let status = ingest_result(&running(), &result(true));
     assert_eq!(status.phase, TaskPhase::Done);
     assert_eq!(status.claim, None);
     assert_eq!(status.usage.input_tokens, 10);
@@ -142,18 +127,9 @@ fn done_result_marks_the_task_done_and_records_the_attempt() {
 
 #[test]
 fn crash_counts_a_retry_sets_the_backoff_and_is_told_to_the_next_prompt() {
-    let mut t = task();
-    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
+    let mut t = running();
     let decision = policy::on_ended_without_result(&context(), "OOMKilled (exit code 137)");
-    let status = ingested(
-        &t,
-        &Ingestion {
-            decision: &decision,
-            result: None,
-            next_attempt_after_ms: Some(12_000),
-            now_ms: 2_000,
-        },
-    );
+    let status = ingest(&t, &decision, None, Some(12_000));
     assert_eq!(status.phase, TaskPhase::Pending);
     assert_eq!(status.retry_count, 1);
     assert_eq!(status.next_attempt_after, Some(time(12_000)));
@@ -168,19 +144,7 @@ fn crash_counts_a_retry_sets_the_backoff_and_is_told_to_the_next_prompt() {
 
 #[test]
 fn no_sigil_releases_the_task_without_a_retry() {
-    let mut t = task();
-    t.status = Some(started(&t, 1, "hello-a-a1", claim(), 1_000));
-    let r = result(false);
-    let decision = policy::decide(&context(), &r);
-    let status = ingested(
-        &t,
-        &Ingestion {
-            decision: &decision,
-            result: Some(&r),
-            next_attempt_after_ms: None,
-            now_ms: 2_000,
-        },
-    );
+    let status = ingest_result(&running(), &result(false));
     assert_eq!(status.phase, TaskPhase::Pending);
     assert_eq!(status.retry_count, 0);
     assert_eq!(
@@ -190,13 +154,9 @@ fn no_sigil_releases_the_task_without_a_retry() {
 }
 
 fn feature() -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 2},
-        "spec": {"agent": {"command": ["agent"]}, "tasks": []}
-    }))
-    .expect("feature")
+    let metadata = serde_json::json!({"name": "hello", "namespace": "ns", "generation": 2});
+    let spec = serde_json::json!({"agent": {"command": ["agent"]}, "tasks": []});
+    object("Feature", metadata, spec)
 }
 
 fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
@@ -211,23 +171,19 @@ fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
     }
 }
 
+/// The status of Feature `hello` with plan `plan`, no events, at time 0.
+fn status_with(plan: &FeaturePlan) -> FeatureStatus {
+    feature_status(&feature(), plan, &[], &FeatureEvents::default(), 0)
+}
+
 fn condition_status(status: &FeatureStatus, type_: &str) -> Option<String> {
     conditions::find(&status.conditions, type_).map(|c| c.status.clone())
 }
 
 #[test]
 fn complete_feature_has_complete_condition_and_counts() {
-    let counts = PhaseCounts {
-        done: 3,
-        ..PhaseCounts::default()
-    };
-    let status = feature_status(
-        &feature(),
-        &plan(counts, Some(FeatureOutcome::Complete)),
-        &[],
-        &FeatureEvents::default(),
-        0,
-    );
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 3)]);
+    let status = status_with(&plan(counts, Some(FeatureOutcome::Complete)));
     assert_eq!(status.phase, FeaturePhase::Complete);
     assert_eq!(status.counts.done, 3);
     assert_eq!(status.counts.total, 3);
@@ -250,7 +206,7 @@ fn invalid_plan_sets_valid_false_with_the_dag_message() {
         }),
         ..plan(PhaseCounts::default(), None)
     };
-    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    let status = status_with(&p);
     assert_eq!(status.phase, FeaturePhase::Invalid);
     let valid = conditions::find(&status.conditions, VALID).expect("Valid");
     assert_eq!(valid.status, "False");
@@ -259,11 +215,7 @@ fn invalid_plan_sets_valid_false_with_the_dag_message() {
 
 #[test]
 fn promised_failure_fails_the_feature_and_stays_failed() {
-    let running = PhaseCounts {
-        running: 1,
-        pending: 2,
-        ..PhaseCounts::default()
-    };
+    let running = testing::phase_counts(&[(TaskPhase::Running, 1), (TaskPhase::Pending, 2)]);
     let events = FeatureEvents {
         stop_reason: Some("cannot build without a database".to_owned()),
         ..FeatureEvents::default()
@@ -292,18 +244,8 @@ fn promised_failure_fails_the_feature_and_stays_failed() {
 
 #[test]
 fn feature_with_running_tasks_is_running_and_progressing() {
-    let running = PhaseCounts {
-        running: 1,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
-    let status = feature_status(
-        &feature(),
-        &plan(running, None),
-        &[],
-        &FeatureEvents::default(),
-        0,
-    );
+    let running = testing::phase_counts(&[(TaskPhase::Running, 1), (TaskPhase::Pending, 1)]);
+    let status = status_with(&plan(running, None));
     assert_eq!(status.phase, FeaturePhase::Running);
     assert_eq!(
         condition_status(&status, PROGRESSING).as_deref(),
@@ -340,7 +282,7 @@ fn a_configuration_problem_is_a_false_configured_condition_and_the_message() {
 #[test]
 fn without_a_problem_the_feature_is_configured() {
     let p = plan(PhaseCounts::default(), None);
-    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    let status = status_with(&p);
     assert_eq!(
         condition_status(&status, CONFIGURED).as_deref(),
         Some("True")
@@ -350,9 +292,8 @@ fn without_a_problem_the_feature_is_configured() {
 #[test]
 fn a_misconfigured_task_waits_and_is_written_only_once() {
     let first = misconfigured(&task(), &missing_image(), Some(5_000), 0).expect("changed");
-    let c = conditions::find(&first.conditions, CONFIGURED).expect("Configured");
     assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
+        condition_state(&first.conditions, CONFIGURED),
         ("False", "MissingAgentImage")
     );
     assert_eq!(first.next_attempt_after, Some(time(5_000)));
@@ -385,25 +326,22 @@ fn an_agent_misconfiguration_holds_until_the_spec_changes() {
     assert_eq!(recorded_misconfiguration(&halted_feature(3, 4)), None);
 }
 
-fn tokens_spent() -> crate::engine::budget::BudgetSpent {
-    crate::engine::budget::BudgetSpent::Tokens {
+/// The status of a feature whose token budget is spent (150 of 100) with these counts.
+fn with_tokens_spent(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeatureStatus {
+    let spent = crate::engine::budget::BudgetSpent::Tokens {
         spent: 150,
         limit: 100,
-    }
+    };
+    status_with(&FeaturePlan {
+        budget_spent: Some(spent),
+        ..plan(counts, outcome)
+    })
 }
 
 #[test]
 fn a_feature_stopped_by_its_budget_says_which_budget_and_how_much() {
-    let counts = PhaseCounts {
-        done: 1,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
-    let p = FeaturePlan {
-        budget_spent: Some(tokens_spent()),
-        ..plan(counts, Some(FeatureOutcome::LimitReached))
-    };
-    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 1), (TaskPhase::Pending, 1)]);
+    let status = with_tokens_spent(counts, Some(FeatureOutcome::LimitReached));
     assert_eq!(status.phase, FeaturePhase::LimitReached);
     assert_eq!(
         status.message.as_deref(),
@@ -416,16 +354,8 @@ fn a_feature_stopped_by_its_budget_says_which_budget_and_how_much() {
 
 #[test]
 fn a_spent_budget_with_attempts_still_running_says_it_waits_for_them() {
-    let counts = PhaseCounts {
-        running: 2,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
-    let p = FeaturePlan {
-        budget_spent: Some(tokens_spent()),
-        ..plan(counts, None)
-    };
-    let status = feature_status(&feature(), &p, &[], &FeatureEvents::default(), 0);
+    let counts = testing::phase_counts(&[(TaskPhase::Running, 2), (TaskPhase::Pending, 1)]);
+    let status = with_tokens_spent(counts, None);
     assert_eq!(status.phase, FeaturePhase::Running);
     let message = status.message.unwrap_or_default();
     assert!(

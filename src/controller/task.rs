@@ -463,21 +463,18 @@ where
 
 fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan, kind: AttemptKind) -> String {
     let task = &plan.task;
+    let fields = &task.spec.fields;
     let text = |t: &Task, id: String| TaskText {
         id,
         title: t.spec.fields.title.clone(),
         description: t.spec.fields.description.clone(),
     };
-    let parent = task
-        .spec
-        .fields
+    let parent = fields
         .parent
         .as_ref()
         .and_then(|p| scope.siblings.get(p))
         .map(|p| text(p, super::decide::task_id(p)));
-    let completed_blockers = task
-        .spec
-        .fields
+    let completed_blockers = fields
         .depends_on
         .iter()
         .filter_map(|d| scope.siblings.get(d))
@@ -789,32 +786,24 @@ mod tests {
         task
     }
 
-    fn rv(task: &Task) -> Option<String> {
-        task.resource_version()
+    /// The resourceVersion `writes` yields for a cache at `cached`.
+    fn newest_rv(writes: &TaskWrites, cached: &str) -> Option<String> {
+        writes.newest(Arc::new(task(cached))).resource_version()
     }
 
     #[test]
     fn a_cache_behind_our_write_yields_what_we_wrote() {
         let writes = TaskWrites::default();
         writes.record(&task("1"), task("2"));
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
-            Some("2")
-        );
+        assert_eq!(newest_rv(&writes, "1").as_deref(), Some("2"));
     }
 
     #[test]
     fn a_cache_past_our_write_yields_the_cache() {
         let writes = TaskWrites::default();
         writes.record(&task("1"), task("2"));
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("3")))).as_deref(),
-            Some("3")
-        );
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
-            Some("1")
-        );
+        assert_eq!(newest_rv(&writes, "3").as_deref(), Some("3"));
+        assert_eq!(newest_rv(&writes, "1").as_deref(), Some("1"));
     }
 
     #[test]
@@ -822,9 +811,6 @@ mod tests {
         let writes = TaskWrites::default();
         writes.record(&task("1"), task("2"));
         writes.record(&task("2"), task("3"));
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("1")))).as_deref(),
-            Some("3")
-        );
+        assert_eq!(newest_rv(&writes, "1").as_deref(), Some("3"));
     }
 }

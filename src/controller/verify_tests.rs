@@ -4,30 +4,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::*;
 use crate::api::{AgentSpec, AttemptOutcome, AttemptRecord, VerifySpec};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+use crate::controller::testing::{assert_problem, condition_state, object};
 use crate::engine::policy::{self as engine_policy, TaskContext};
 
 fn feature(verify: serde_json::Value) -> Feature {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "team", "generation": 1},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "verify": verify,
-            "tasks": [{"name": "t"}]
-        }
-    }))
-    .expect("valid feature")
+    let metadata = serde_json::json!({"name": "hello", "namespace": "team", "generation": 1});
+    let spec = serde_json::json!({
+        "agent": {"image": "agent:1", "command": ["agent"]},
+        "verify": verify,
+        "tasks": [{"name": "t"}]
+    });
+    object("Feature", metadata, spec)
 }
 
 fn task(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> Task {
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "team", "generation": 1},
-        "spec": {"featureRef": "hello"},
-    }))
-    .expect("valid task");
+    let metadata = serde_json::json!({"name": "hello-t", "namespace": "team", "generation": 1});
+    let mut task: Task = object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     let mut status = TaskStatus {
         attempt_count: u32::try_from(attempts.len()).unwrap_or(0),
         ..TaskStatus::default()
@@ -89,18 +81,10 @@ fn command_spec() -> VerifySpec {
 
 #[test]
 fn a_verification_agent_without_a_git_workspace_is_a_problem_naming_the_fix() {
-    let problem = verify_problem(&feature(serde_json::json!({"agent": true})));
-    let problem = problem.expect("a problem");
-    assert_eq!(problem.reason, "VerifyNeedsWorkspace");
-    assert!(
-        problem.message.contains("spec.workspace.git"),
-        "{}",
-        problem.message
-    );
-    assert!(
-        problem.message.contains("spec.verify.command"),
-        "{}",
-        problem.message
+    assert_problem(
+        verify_problem(&feature(serde_json::json!({"agent": true}))),
+        "VerifyNeedsWorkspace",
+        &["spec.workspace.git", "spec.verify.command"],
     );
 }
 
@@ -194,56 +178,52 @@ fn context() -> TaskContext {
     }
 }
 
+/// Status and reason of the Verifying condition in `status`.
+fn verifying(status: &TaskStatus) -> (&str, &str) {
+    condition_state(&status.conditions, conditions::VERIFYING)
+}
+
+/// Records the end of the current attempt with `decision`, under a verifying Feature.
+fn end_with(status: &mut TaskStatus, decision: &engine_policy::Decision) {
+    let feature = feature(serde_json::json!({"agent": true}));
+    record_end(status, &feature, decision, Some(1), 0);
+}
+
+/// The status of a task after `attempts` (kind and outcome, oldest first).
+fn status_after(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> TaskStatus {
+    task(attempts).status.unwrap_or_default()
+}
+
 #[test]
 fn a_pending_verification_shows_as_the_verifying_condition() {
-    let feature = feature(serde_json::json!({"agent": true}));
-    let mut status = task(&[(AttemptKind::Work, Some(AttemptOutcome::Done))])
-        .status
-        .unwrap_or_default();
+    let mut status = status_after(&[(AttemptKind::Work, Some(AttemptOutcome::Done))]);
     let decision = engine_policy::decide(&context(), &crate::engine::testing::done("t"));
-    record_end(&mut status, &feature, &decision, Some(1), 0);
-    let c = conditions::find(&status.conditions, conditions::VERIFYING).expect("Verifying");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "VerificationPending")
-    );
+    end_with(&mut status, &decision);
+    assert_eq!(verifying(&status), ("True", "VerificationPending"));
 }
 
 #[test]
 fn a_running_verification_shows_as_the_verifying_condition_and_on_its_record() {
-    let mut status = task(&[
+    let mut status = status_after(&[
         (AttemptKind::Work, Some(AttemptOutcome::Done)),
         (AttemptKind::Work, None),
-    ])
-    .status
-    .unwrap_or_default();
+    ]);
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     assert_eq!(status.attempts[1].kind, AttemptKind::Verify);
-    let c = conditions::find(&status.conditions, conditions::VERIFYING).expect("Verifying");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "VerificationRunning")
-    );
+    assert_eq!(verifying(&status), ("True", "VerificationRunning"));
 }
 
 #[test]
 fn a_ruling_verification_turns_the_condition_false_with_its_reason() {
-    let feature = feature(serde_json::json!({"agent": true}));
-    let mut status = task(&[
+    let mut status = status_after(&[
         (AttemptKind::Work, Some(AttemptOutcome::Done)),
         (AttemptKind::Verify, Some(AttemptOutcome::Failed)),
-    ])
-    .status
-    .unwrap_or_default();
+    ]);
     record_start(&mut status, AttemptKind::Verify, Some(1), 0);
     let decision =
         engine_policy::verification_failed(&context(), "the verifier rejected the work".into());
-    record_end(&mut status, &feature, &decision, Some(1), 0);
-    let c = conditions::find(&status.conditions, conditions::VERIFYING).expect("Verifying");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("False", "VerificationFailed")
-    );
+    end_with(&mut status, &decision);
+    assert_eq!(verifying(&status), ("False", "VerificationFailed"));
 }
 
 #[test]

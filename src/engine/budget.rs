@@ -164,25 +164,25 @@ impl UsageTotals {
     /// Adds one ended attempt: its reported usage, or `None` when it reported nothing
     /// (its cost is then unknown).
     pub fn add_attempt(&mut self, usage: Option<&Usage>) {
+        self.add(&UsageTotals::of_attempt(usage));
+    }
+
+    /// The totals of one ended attempt (`None`: it reported nothing).
+    fn of_attempt(usage: Option<&Usage>) -> Self {
         let Some(usage) = usage else {
-            self.attempts_with_unknown_cost = self.attempts_with_unknown_cost.saturating_add(1);
-            return;
+            return UsageTotals {
+                attempts_with_unknown_cost: 1,
+                ..UsageTotals::default()
+            };
         };
-        self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
-        self.cache_read_tokens = self
-            .cache_read_tokens
-            .saturating_add(usage.cache_read_tokens);
-        self.cache_write_tokens = self
-            .cache_write_tokens
-            .saturating_add(usage.cache_write_tokens);
-        match usage.cost_usd.and_then(MicroUsd::from_dollars) {
-            Some(cost) => {
-                self.cost_usd = Some(self.cost_usd.unwrap_or_default().saturating_add(cost));
-            }
-            None => {
-                self.attempts_with_unknown_cost = self.attempts_with_unknown_cost.saturating_add(1);
-            }
+        let cost_usd = usage.cost_usd.and_then(MicroUsd::from_dollars);
+        UsageTotals {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            cost_usd,
+            attempts_with_unknown_cost: u32::from(cost_usd.is_none()),
         }
     }
 

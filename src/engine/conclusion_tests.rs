@@ -1,43 +1,28 @@
-use std::time::Duration;
-
 use super::*;
 use crate::engine::attempt::StopReason;
-use crate::engine::dag::PhaseCounts;
-use crate::engine::testing;
-
-const NOW: i64 = 1_000_000;
-
-fn policy() -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryBackoff {
-        base: Duration::from_secs(10),
-        cap: Duration::from_secs(600),
-        max_retries: 2,
-    })
-}
+use crate::engine::testing::{self, NOW_MS, named_cases, reported};
 
 fn task(retry_count: u32, without_verdict: u32) -> TaskState {
     TaskState {
-        name: "t".to_owned(),
         retry_count,
         without_verdict,
-        verify: Verification::default(),
-        kind: AttemptKind::Work,
+        ..testing::task_state()
     }
 }
 
-fn reported(result: AttemptResult) -> AttemptEnd {
-    AttemptEnd::Reported(Box::new(result))
+fn assert_message_contains(next: &NextState, text: &str) {
+    assert!(next.message.contains(text), "{}", next.message);
+}
+
+/// `end` of an attempt of task `t` that used `retry_count` retries and ended
+/// `without_verdict` attempts in a row without a verdict before this one.
+fn conclude_after(end: &AttemptEnd, retry_count: u32, without_verdict: u32) -> NextState {
+    testing::conclude(end, &task(retry_count, without_verdict))
 }
 
 #[test]
 fn an_attempt_without_a_sigil_backs_off_like_a_retry_without_counting_one() {
-    let next = conclude(
-        &reported(testing::result("t")),
-        &task(0, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude_after(&reported(testing::result("t")), 0, 0);
     assert_eq!(
         (
             next.phase,
@@ -45,47 +30,30 @@ fn an_attempt_without_a_sigil_backs_off_like_a_retry_without_counting_one() {
             next.without_verdict,
             next.next_attempt_after_ms
         ),
-        (TaskPhase::Pending, 0, 1, Some(NOW + 10_000))
+        (TaskPhase::Pending, 0, 1, Some(NOW_MS + 10_000))
     );
 }
 
 #[test]
 fn each_attempt_without_a_verdict_in_a_row_doubles_the_wait() {
     let end = reported(testing::stopped("t", StopReason::MaxTokens));
-    let next = conclude(&end, &task(0, 2), &policy(), NOW, 0.0);
-    assert_eq!(next.next_attempt_after_ms, Some(NOW + 40_000));
+    let next = conclude_after(&end, 0, 2);
+    assert_eq!(next.next_attempt_after_ms, Some(NOW_MS + 40_000));
 }
 
 #[test]
 fn the_fifth_attempt_in_a_row_without_a_verdict_fails_the_task_and_says_why() {
-    let next = conclude(
-        &reported(testing::result("t")),
-        &task(0, 4),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude_after(&reported(testing::result("t")), 0, 4);
     assert_eq!(
         (next.phase, next.next_attempt_after_ms),
         (TaskPhase::Failed, None)
     );
-    assert!(
-        next.message
-            .contains("5 attempts in a row ended without a verdict"),
-        "{}",
-        next.message
-    );
+    assert_message_contains(&next, "5 attempts in a row ended without a verdict");
 }
 
 #[test]
 fn a_verdict_resets_the_streak_without_a_verdict() {
-    let next = conclude(
-        &reported(testing::failed("t", None)),
-        &task(0, 3),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude_after(&reported(testing::failed("t", None)), 0, 3);
     assert_eq!(next.without_verdict, 0);
 }
 
@@ -101,14 +69,14 @@ fn the_streak_counts_only_trailing_attempts_without_a_verdict() {
 #[test]
 fn exhaustion_with_a_known_reset_time_rests_the_agent_until_then() {
     let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(5_000_000));
 }
 
 #[test]
 fn exhaustion_leaves_the_task_to_the_pool_without_a_wait_of_its_own() {
     let end = reported(testing::exhausted("t", "try again later", Some(5_000)));
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert_eq!(
         (next.phase, next.next_attempt_after_ms),
         (TaskPhase::Pending, None)
@@ -118,8 +86,8 @@ fn exhaustion_leaves_the_task_to_the_pool_without_a_wait_of_its_own() {
 #[test]
 fn exhaustion_with_an_unknown_reset_time_rests_the_default() {
     let end = reported(testing::exhausted("t", "quota", None));
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
-    assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(NOW + 300_000));
+    let next = conclude_after(&end, 0, 0);
+    assert_eq!(next.agent_rest.map(|r| r.until_ms), Some(NOW_MS + 300_000));
     assert_eq!(next.retry_count, 0);
 }
 
@@ -128,12 +96,8 @@ fn a_lost_claim_keeps_its_reason_in_the_message() {
     let end = AttemptEnd::ClaimLost {
         reason: "claim taken over by x".to_owned(),
     };
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
-    assert!(
-        next.message.contains("(claim taken over by x)"),
-        "{}",
-        next.message
-    );
+    let next = conclude_after(&end, 0, 0);
+    assert_message_contains(&next, "(claim taken over by x)");
 }
 
 #[test]
@@ -142,7 +106,7 @@ fn a_superseded_attempt_is_not_reported_as_cancelled() {
         from_generation: 1,
         to_generation: 2,
     };
-    let next = conclude(&end, &task(0, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 0, 0);
     assert_eq!(next.decision.event.reason, "AttemptSuperseded");
     assert!(!next.message.contains("cancelled"), "{}", next.message);
 }
@@ -150,7 +114,7 @@ fn a_superseded_attempt_is_not_reported_as_cancelled() {
 #[test]
 fn a_misconfigured_agent_halts_the_feature_without_charging_a_retry() {
     let end = reported(testing::misconfigured("t", "no binary", "install it"));
-    let next = conclude(&end, &task(1, 0), &policy(), NOW, 0.0);
+    let next = conclude_after(&end, 1, 0);
     assert!(matches!(next.feature(), FeatureEffect::Halt { .. }));
     assert_eq!(
         (next.phase, next.retry_count, next.next_attempt_after_ms),
@@ -176,13 +140,16 @@ fn the_gate_opens_while_slots_are_free() {
     assert_eq!(gate().next(1), FeatureGate::AtCapacity);
 }
 
-#[test]
-fn the_gate_stops_at_the_iteration_limit() {
-    let gate = Gate {
-        max_iterations: Some(3),
-        ..gate()
-    };
-    assert_eq!(gate.next(0), FeatureGate::Stopped);
+/// Asserts what `gate` says with no attempt starting.
+fn assert_gate(gate: Gate, expected: FeatureGate) {
+    assert_eq!(gate.next(0), expected);
+}
+
+named_cases! { assert_gate;
+    the_gate_stops_at_the_iteration_limit
+        (Gate { max_iterations: Some(3), ..gate() }, FeatureGate::Stopped);
+    suspension_comes_before_every_other_gate
+        (Gate { suspended: true, stopped: true, ..gate() }, FeatureGate::Suspended);
 }
 
 #[test]
@@ -196,22 +163,8 @@ fn the_iteration_limit_caps_the_free_slots() {
 }
 
 #[test]
-fn suspension_comes_before_every_other_gate() {
-    let gate = Gate {
-        suspended: true,
-        stopped: true,
-        ..gate()
-    };
-    assert_eq!(gate.next(0), FeatureGate::Suspended);
-}
-
-#[test]
 fn a_limit_reached_message_says_how_many_tasks_are_done() {
-    let counts = PhaseCounts {
-        done: 1,
-        pending: 2,
-        ..PhaseCounts::default()
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 1), (TaskPhase::Pending, 2)]);
     assert_eq!(
         outcome_message(FeatureOutcome::LimitReached, &counts),
         "the attempt limit (maxIterations or --limit) is used up; 1 of 3 tasks done"
@@ -228,19 +181,19 @@ fn the_gate_stops_once_the_budget_is_spent() {
     assert_eq!(gate.standing(), FeatureGate::Stopped);
 }
 
-#[test]
-fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
-    let counts = PhaseCounts {
-        done: 1,
-        pending: 1,
-        ..PhaseCounts::default()
-    };
-    let spent = crate::engine::budget::BudgetSpent::Tokens {
+/// 120 tokens reported against maxTokens 100.
+fn overspent() -> crate::engine::budget::BudgetSpent {
+    crate::engine::budget::BudgetSpent::Tokens {
         spent: 120,
         limit: 100,
-    };
+    }
+}
+
+#[test]
+fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 1), (TaskPhase::Pending, 1)]);
     assert_eq!(
-        limit_message(FeatureOutcome::LimitReached, &counts, Some(&spent)),
+        limit_message(FeatureOutcome::LimitReached, &counts, Some(&overspent())),
         "the token budget is spent: 120 tokens reported of maxTokens 100; no new attempt \
          starts; 1 of 2 tasks done"
     );
@@ -248,16 +201,9 @@ fn a_limit_reached_by_the_budget_names_the_budget_and_the_spending() {
 
 #[test]
 fn a_feature_that_completed_says_so_even_with_a_spent_budget() {
-    let counts = PhaseCounts {
-        done: 2,
-        ..PhaseCounts::default()
-    };
-    let spent = crate::engine::budget::BudgetSpent::Tokens {
-        spent: 120,
-        limit: 100,
-    };
+    let counts = testing::phase_counts(&[(TaskPhase::Done, 2)]);
     assert_eq!(
-        limit_message(FeatureOutcome::Complete, &counts, Some(&spent)),
+        limit_message(FeatureOutcome::Complete, &counts, Some(&overspent())),
         "all 2 tasks done"
     );
 }

@@ -1,8 +1,60 @@
 //! Fixtures for tests of the engine and its callers (unit and integration tests).
 #![allow(clippy::expect_used)]
 
+use std::time::Duration;
+
 use super::attempt::{AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, StopReason};
+use super::backoff::RetryBackoff;
+use super::conclusion::{self, ConclusionPolicy, NextState, TaskState};
+use super::dag::{PhaseCounts, TaskPhase};
+use super::lifecycle::AttemptEnd;
 use super::sigils::Sigils;
+use super::verification::{AttemptKind, Verification};
+use super::workspace::WorkspaceReport;
+
+/// The clock (Unix ms) at which [`conclude`] concludes.
+pub const NOW_MS: i64 = 1_000_000;
+
+/// Retries with a base of 10 s, a cap of 10 min and at most 2 retries.
+pub fn conclusion_policy() -> ConclusionPolicy {
+    ConclusionPolicy::with_retry(RetryBackoff {
+        base: Duration::from_secs(10),
+        cap: Duration::from_secs(600),
+        max_retries: 2,
+    })
+}
+
+/// Task `t` after a work attempt: no retries used, no attempts without a verdict, no
+/// verification; change what a test is about with struct update syntax.
+pub fn task_state() -> TaskState {
+    TaskState {
+        name: "t".to_owned(),
+        retry_count: 0,
+        without_verdict: 0,
+        verify: Verification::default(),
+        kind: AttemptKind::Work,
+    }
+}
+
+/// An attempt that ended with this result.
+pub fn reported(result: AttemptResult) -> AttemptEnd {
+    AttemptEnd::Reported(Box::new(result))
+}
+
+/// `end` of an attempt of `task`, concluded under [`conclusion_policy`] at [`NOW_MS`]
+/// without jitter.
+pub fn conclude(end: &AttemptEnd, task: &TaskState) -> NextState {
+    conclude_with_workspace(end, None, task)
+}
+
+/// [`conclude`] with the report of the git step.
+pub fn conclude_with_workspace(
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
+    task: &TaskState,
+) -> NextState {
+    conclusion::conclude_with_workspace(end, workspace, task, &conclusion_policy(), NOW_MS, 0.0)
+}
 
 /// A result of attempt `<task>-a1` that finished its turn with `end_turn` and said nothing:
 /// change what a test is about with struct update syntax or the helpers below.
@@ -94,4 +146,43 @@ pub fn misconfigured(task: &str, problem: &str, fix: &str) -> AttemptResult {
         }),
         ..ended(task, OutcomeClass::Misconfigured)
     }
+}
+
+/// One `#[test]` per row, named by the row, each calling `check` with the row's arguments:
+/// a table of cases that stays a list of named specifications.
+///
+/// ```ignore
+/// named_cases! { assert_hidden;
+///     quotation_lines_are_hidden("a\n  > b\nc", "....####.");
+/// }
+/// ```
+#[cfg(test)]
+macro_rules! named_cases {
+    ($check:path; $($(#[$meta:meta])* $name:ident($($arg:expr),* $(,)?);)*) => {
+        $(
+            $(#[$meta])*
+            #[test]
+            fn $name() {
+                $check($($arg),*);
+            }
+        )*
+    };
+}
+#[cfg(test)]
+pub(crate) use named_cases;
+
+/// Counts of `n` tasks in each listed phase, none of them ready.
+pub fn phase_counts(phases: &[(TaskPhase, usize)]) -> PhaseCounts {
+    let mut counts = PhaseCounts::default();
+    for &(phase, n) in phases {
+        let slot = match phase {
+            TaskPhase::Pending => &mut counts.pending,
+            TaskPhase::Running => &mut counts.running,
+            TaskPhase::Done => &mut counts.done,
+            TaskPhase::Failed => &mut counts.failed,
+            TaskPhase::Blocked => &mut counts.blocked,
+        };
+        *slot += n;
+    }
+    counts
 }

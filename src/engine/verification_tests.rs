@@ -1,33 +1,10 @@
-use std::time::Duration;
-
 use super::*;
-use crate::engine::attempt::{OutcomeClass, StopReason};
-use crate::engine::backoff::RetryBackoff;
-use crate::engine::conclusion::{self, ConclusionPolicy, TaskState};
+use crate::engine::attempt::StopReason;
+use crate::engine::conclusion::{NextState, TaskState};
 use crate::engine::dag::TaskPhase;
 use crate::engine::policy::PreviousAttempt;
-use crate::engine::sigils::{self, Sigils};
-use crate::engine::testing;
-
-const NOW: i64 = 1_000_000;
-
-fn policy() -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryBackoff {
-        base: Duration::from_secs(10),
-        cap: Duration::from_secs(600),
-        max_retries: 2,
-    })
-}
-
-fn task(kind: AttemptKind, verify: Verification, retry_count: u32) -> TaskState {
-    TaskState {
-        name: "t".to_owned(),
-        retry_count,
-        without_verdict: 0,
-        verify,
-        kind,
-    }
-}
+use crate::engine::sigils;
+use crate::engine::testing::{self, conclude, reported};
 
 const AGENT: Verification = Verification {
     agent: true,
@@ -38,12 +15,28 @@ const COMMAND: Verification = Verification {
     command: true,
 };
 
-fn reported(result: AttemptResult) -> AttemptEnd {
-    AttemptEnd::Reported(Box::new(result))
+fn task(kind: AttemptKind, verify: Verification, retry_count: u32) -> TaskState {
+    TaskState {
+        retry_count,
+        verify,
+        kind,
+        ..testing::task_state()
+    }
 }
 
-fn verifier_said(text: &str) -> AttemptEnd {
-    reported(testing::with_sigils("t", sigils::parse(text)))
+/// `end` of a verification attempt by an agent, with no retries used.
+fn verifier_ended(end: &AttemptEnd) -> NextState {
+    conclude(end, &task(AttemptKind::Verify, AGENT, 0))
+}
+
+/// A verifier's final message `text`, concluded like [`verifier_ended`].
+fn verifier_said(text: &str) -> NextState {
+    verifier_ended(&reported(testing::with_sigils("t", sigils::parse(text))))
+}
+
+/// A work attempt that reported `result`, verified by a command, with no retries used.
+fn checked_work(result: AttemptResult) -> NextState {
+    conclude(&reported(result), &task(AttemptKind::Work, COMMAND, 0))
 }
 
 fn with_check(result: AttemptResult, exit_code: i32, tail: &str) -> AttemptResult {
@@ -58,13 +51,23 @@ fn with_check(result: AttemptResult, exit_code: i32, tail: &str) -> AttemptResul
     }
 }
 
-fn previous_reason(next: &conclusion::NextState) -> String {
+fn previous_reason(next: &NextState) -> String {
     match &next.previous_attempt {
         Some(PreviousAttempt::Failed {
             reason: Some(reason),
         }) => reason.clone(),
         other => panic!("expected a failed previous attempt, got {other:?}"),
     }
+}
+
+/// Asserts a failed verification that charged one retry and whose reason contains `reason`.
+fn assert_failed_verification(next: &NextState, reason: &str) {
+    assert_eq!(
+        (next.outcome(), next.retry_count),
+        (AttemptOutcome::Failed, 1)
+    );
+    let previous = previous_reason(next);
+    assert!(previous.contains(reason), "{previous}");
 }
 
 fn past(kind: AttemptKind, outcome: AttemptOutcome) -> PastAttempt {
@@ -75,14 +78,18 @@ fn past(kind: AttemptKind, outcome: AttemptOutcome) -> PastAttempt {
     }
 }
 
+/// The kind of the next attempt, with verification on, after `history` (kind and outcome
+/// of each attempt of generation 1, oldest first).
+fn next_kind_after(history: &[(AttemptKind, AttemptOutcome)]) -> AttemptKind {
+    let history = history.iter().map(|&(kind, outcome)| past(kind, outcome));
+    next_attempt_kind(true, 1, history)
+}
+
 #[test]
 fn a_done_work_attempt_goes_back_to_pending_for_its_verification() {
-    let next = conclusion::conclude(
+    let next = conclude(
         &reported(testing::done("t")),
         &task(AttemptKind::Work, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
     );
     assert_eq!(next.phase, TaskPhase::Pending);
     assert_eq!(next.outcome(), AttemptOutcome::Done);
@@ -93,26 +100,14 @@ fn a_done_work_attempt_goes_back_to_pending_for_its_verification() {
 
 #[test]
 fn a_verifier_that_passes_makes_the_task_done() {
-    let next = conclusion::conclude(
-        &verifier_said("Tests pass.\n\n<verify-pass>t</verify-pass>"),
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = verifier_said("Tests pass.\n\n<verify-pass>t</verify-pass>");
     assert_eq!(next.phase, TaskPhase::Done);
     assert_eq!(next.decision.event.reason, "TaskVerified");
 }
 
 #[test]
 fn a_verifier_that_rejects_the_work_retries_the_task_with_its_reason() {
-    let next = conclusion::conclude(
-        &verifier_said("GET /greeting answers 500.\n\n<verify-fail>t</verify-fail>"),
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = verifier_said("GET /greeting answers 500.\n\n<verify-fail>t</verify-fail>");
     assert_eq!((next.phase, next.retry_count), (TaskPhase::Pending, 1));
     assert_eq!(next.outcome(), AttemptOutcome::Failed);
     assert!(next.next_attempt_after_ms.is_some());
@@ -124,122 +119,65 @@ fn a_verifier_that_rejects_the_work_retries_the_task_with_its_reason() {
 
 #[test]
 fn a_rejection_with_no_retries_left_fails_the_task() {
-    let next = conclusion::conclude(
-        &verifier_said("Broken.\n\n<verify-fail>t</verify-fail>"),
-        &task(AttemptKind::Verify, AGENT, 2),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let rejection = reported(testing::with_sigils(
+        "t",
+        sigils::parse("Broken.\n\n<verify-fail>t</verify-fail>"),
+    ));
+    let next = conclude(&rejection, &task(AttemptKind::Verify, AGENT, 2));
     assert_eq!(next.phase, TaskPhase::Failed);
 }
 
 #[test]
 fn a_verifier_that_crashes_is_a_failed_verification() {
-    let next = conclusion::conclude(
-        &reported(testing::crashed("t", "exit code 1: segfault")),
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
-    assert_eq!(
-        (next.outcome(), next.retry_count),
-        (AttemptOutcome::Failed, 1)
-    );
-    assert!(previous_reason(&next).contains("the verifier crashed: exit code 1: segfault"));
+    let next = verifier_ended(&reported(testing::crashed("t", "exit code 1: segfault")));
+    assert_failed_verification(&next, "the verifier crashed: exit code 1: segfault");
 }
 
 #[test]
 fn a_verifier_that_vanishes_without_a_result_is_a_failed_verification() {
-    let next = conclusion::conclude(
-        &AttemptEnd::NoResult {
-            reason: "OOMKilled".to_owned(),
-        },
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
-    assert_eq!(
-        (next.outcome(), next.retry_count),
-        (AttemptOutcome::Failed, 1)
-    );
-    assert!(previous_reason(&next).contains("OOMKilled"));
+    let next = verifier_ended(&AttemptEnd::NoResult {
+        reason: "OOMKilled".to_owned(),
+    });
+    assert_failed_verification(&next, "OOMKilled");
 }
 
 #[test]
 fn a_verifier_without_a_verdict_is_a_failed_verification_not_a_release() {
-    let next = conclusion::conclude(
-        &verifier_said("Looks fine to me. <task-done>t</task-done>"),
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
-    assert_eq!(
-        (next.outcome(), next.retry_count),
-        (AttemptOutcome::Failed, 1)
-    );
-    assert!(previous_reason(&next).contains("no verdict"));
+    let next = verifier_said("Looks fine to me. <task-done>t</task-done>");
+    assert_failed_verification(&next, "no verdict");
 }
 
 #[test]
 fn a_verdict_for_another_task_is_no_verdict() {
-    let next = conclusion::conclude(
-        &verifier_said("Fine.\n\n<verify-pass>other</verify-pass>"),
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = verifier_said("Fine.\n\n<verify-pass>other</verify-pass>");
     assert_eq!(next.outcome(), AttemptOutcome::Failed);
     assert!(previous_reason(&next).contains("names task other"));
 }
 
 #[test]
 fn an_exhausted_verifier_charges_no_retry_and_verifies_again() {
-    let next = conclusion::conclude(
-        &reported(testing::exhausted("t", "quota", None)),
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = verifier_ended(&reported(testing::exhausted("t", "quota", None)));
     assert_eq!(
         (next.outcome(), next.retry_count),
         (AttemptOutcome::Exhausted, 0)
     );
     let history = [
-        past(AttemptKind::Work, AttemptOutcome::Done),
-        past(AttemptKind::Verify, AttemptOutcome::Exhausted),
+        (AttemptKind::Work, AttemptOutcome::Done),
+        (AttemptKind::Verify, AttemptOutcome::Exhausted),
     ];
-    assert_eq!(
-        next_attempt_kind(true, 1, history.into_iter()),
-        AttemptKind::Verify
-    );
+    assert_eq!(next_kind_after(&history), AttemptKind::Verify);
 }
 
 #[test]
 fn a_failing_command_retries_the_task_with_the_end_of_its_output() {
     let result = with_check(testing::done("t"), 101, "test greeting ... FAILED\n");
-    let next = conclusion::conclude(
-        &reported(result),
-        &task(AttemptKind::Work, COMMAND, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
-    assert_eq!(
-        (next.outcome(), next.retry_count),
-        (AttemptOutcome::Failed, 1)
-    );
+    let next = checked_work(result);
+    assert_failed_verification(&next, "test greeting ... FAILED");
     let reason = previous_reason(&next);
     assert!(
         reason.starts_with("verify.command `cargo test` exited with code 101"),
         "{reason}"
     );
-    assert!(reason.contains("test greeting ... FAILED"), "{reason}");
     assert!(
         !next.message.contains("FAILED"),
         "the event shows the first line only"
@@ -249,13 +187,7 @@ fn a_failing_command_retries_the_task_with_the_end_of_its_output() {
 #[test]
 fn a_passing_command_without_a_verification_agent_makes_the_task_done() {
     let result = with_check(testing::done("t"), 0, "ok");
-    let next = conclusion::conclude(
-        &reported(result),
-        &task(AttemptKind::Work, COMMAND, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = checked_work(result);
     assert_eq!(next.phase, TaskPhase::Done);
 }
 
@@ -266,26 +198,14 @@ fn a_passing_command_with_a_verification_agent_goes_on_to_the_verifier() {
         agent: true,
         command: true,
     };
-    let next = conclusion::conclude(
-        &reported(result),
-        &task(AttemptKind::Work, both, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = conclude(&reported(result), &task(AttemptKind::Work, both, 0));
     assert_eq!(next.phase, TaskPhase::Pending);
     assert!(next.decision.verify_first);
 }
 
 #[test]
 fn a_done_verdict_without_the_commands_report_is_a_failed_verification() {
-    let next = conclusion::conclude(
-        &reported(testing::done("t")),
-        &task(AttemptKind::Work, COMMAND, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = checked_work(testing::done("t"));
     assert_eq!(next.outcome(), AttemptOutcome::Failed);
     assert!(previous_reason(&next).contains("did not run"));
 }
@@ -321,13 +241,7 @@ fn a_long_check_failure_keeps_its_first_line_and_the_end_of_the_output() {
 #[test]
 fn a_failed_work_attempt_is_not_checked() {
     let result = with_check(testing::failed("t", Some("stuck")), 1, "");
-    let next = conclusion::conclude(
-        &reported(result),
-        &task(AttemptKind::Work, COMMAND, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = checked_work(result);
     assert_eq!(next.decision.event.reason, "TaskFailed");
 }
 
@@ -351,21 +265,15 @@ fn the_next_attempt_verifies_only_after_done_work_of_the_current_generation() {
 #[test]
 fn after_a_failed_verification_the_next_attempt_works_again() {
     let history = [
-        past(AttemptKind::Work, AttemptOutcome::Done),
-        past(AttemptKind::Verify, AttemptOutcome::Failed),
+        (AttemptKind::Work, AttemptOutcome::Done),
+        (AttemptKind::Verify, AttemptOutcome::Failed),
     ];
-    assert_eq!(
-        next_attempt_kind(true, 1, history.into_iter()),
-        AttemptKind::Work
-    );
+    assert_eq!(next_kind_after(&history), AttemptKind::Work);
 }
 
 #[test]
 fn a_first_attempt_works() {
-    assert_eq!(
-        next_attempt_kind(true, 1, std::iter::empty()),
-        AttemptKind::Work
-    );
+    assert_eq!(next_kind_after(&[]), AttemptKind::Work);
 }
 
 #[test]
@@ -374,13 +282,7 @@ fn a_cancelled_verifier_turn_is_an_interruption() {
         stop_reason: Some(StopReason::Cancelled),
         ..testing::result("t")
     });
-    let next = conclusion::conclude(
-        &end,
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = verifier_ended(&end);
     assert_eq!(next.outcome(), AttemptOutcome::Interrupted);
     assert_eq!(next.retry_count, 0);
 }
@@ -388,14 +290,6 @@ fn a_cancelled_verifier_turn_is_an_interruption() {
 #[test]
 fn a_misconfigured_verifier_halts_the_feature_without_a_retry() {
     let end = reported(testing::misconfigured("t", "no binary", "install it"));
-    let next = conclusion::conclude(
-        &end,
-        &task(AttemptKind::Verify, AGENT, 0),
-        &policy(),
-        NOW,
-        0.0,
-    );
+    let next = verifier_ended(&end);
     assert_eq!(next.outcome(), AttemptOutcome::Misconfigured);
-    let _ = OutcomeClass::Misconfigured;
-    let _ = Sigils::default();
 }

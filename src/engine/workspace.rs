@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::attempt::AttemptResult;
 use super::policy::{
     AttemptOutcome, Decision, Event, EventKind, PhaseChange, PreviousAttempt, TaskContext, decide,
-    decide_verification,
+    decide_verification, retry_or_fail,
 };
 use super::verification::AttemptKind;
 
@@ -105,24 +105,22 @@ impl WorkspaceReport {
 /// True when the attempt's result is a done verdict for its task: the work is committed
 /// and integrated. The one rule the finishing step and the conclusion share.
 pub fn integrates(result: &AttemptResult) -> bool {
-    let context = TaskContext {
-        name: result.task.clone(),
-        retry_count: 0,
-        max_retries: 0,
-        verify: false,
-    };
-    decide(&context, result).outcome == AttemptOutcome::Done
+    decide(&verdict_only(result, false), result).outcome == AttemptOutcome::Done
 }
 
 /// True when a verifier's result passes the task's work: it is integrated.
 pub fn verifier_integrates(result: &AttemptResult) -> bool {
-    let context = TaskContext {
+    decide_verification(&verdict_only(result, true), result).outcome == AttemptOutcome::Done
+}
+
+/// The task of `result` with no retries in play: its verdict alone decides.
+fn verdict_only(result: &AttemptResult, verify: bool) -> TaskContext {
+    TaskContext {
         name: result.task.clone(),
         retry_count: 0,
         max_retries: 0,
-        verify: true,
-    };
-    decide_verification(&context, result).outcome == AttemptOutcome::Done
+        verify,
+    }
 }
 
 /// True when the finishing step of an attempt of `kind` commits its work: a done verdict of
@@ -158,25 +156,19 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
     if decision.outcome != AttemptOutcome::Done {
         return decision;
     }
-    match report.outcome {
+    let (outcome, reason, message, previous) = match report.outcome {
         WorkspaceOutcome::Integrated
         | WorkspaceOutcome::Unchanged
         | WorkspaceOutcome::PushedWorkBranch
-        | WorkspaceOutcome::NotCommitted => decision,
+        | WorkspaceOutcome::NotCommitted => return decision,
+        WorkspaceOutcome::Misconfigured => return git_misconfigured(decision, task, report),
         WorkspaceOutcome::Conflict => {
             let previous = PreviousAttempt::Conflict {
                 files: report.conflict_files.clone(),
                 tasks: report.conflicting_tasks.clone(),
             };
             let message = format!("task {}: {previous}", task.name);
-            retry_or_fail(
-                decision,
-                task,
-                AttemptOutcome::Conflict,
-                "MergeConflict",
-                message,
-                previous,
-            )
+            (AttemptOutcome::Conflict, "MergeConflict", message, previous)
         }
         WorkspaceOutcome::Failed => {
             let summary = format!(
@@ -184,57 +176,49 @@ pub fn after_git(decision: Decision, task: &TaskContext, report: &WorkspaceRepor
                 report.message.as_deref().unwrap_or("a git step failed")
             );
             let message = format!("task {}: {summary}", task.name);
-            retry_or_fail(
-                decision,
-                task,
+            let previous = PreviousAttempt::Crashed { summary };
+            (
                 AttemptOutcome::Crashed,
                 "IntegrationFailed",
                 message,
-                PreviousAttempt::Crashed { summary },
+                previous,
             )
         }
-        WorkspaceOutcome::Misconfigured => {
-            let reason = report
-                .message
-                .clone()
-                .unwrap_or_else(|| "the git workspace is misconfigured".to_owned());
-            Decision {
-                outcome: AttemptOutcome::Misconfigured,
-                phase: PhaseChange::Pending,
-                verify_first: false,
-                retry: None,
-                release_claim: true,
-                event: Event {
-                    kind: EventKind::Warning,
-                    reason: "GitMisconfigured",
-                    message: format!(
-                        "task {}: its work could not be integrated; no new attempts until \
-                         the workspace is fixed: {reason}",
-                        task.name
-                    ),
-                },
-                feature: super::policy::FeatureEffect::Halt { reason },
-                previous_attempt: None,
-                ..decision
-            }
-        }
-    }
-}
-
-/// The policy's retry-or-fail ruling, keeping what `decision` says beyond the task.
-fn retry_or_fail(
-    decision: Decision,
-    task: &TaskContext,
-    outcome: AttemptOutcome,
-    reason: &'static str,
-    message: String,
-    previous: PreviousAttempt,
-) -> Decision {
+    };
+    let ruling = retry_or_fail(task, outcome, reason, message, previous);
     Decision {
         feature: decision.feature,
         promise_complete: decision.promise_complete,
         agent_exhausted: decision.agent_exhausted,
-        ..super::policy::retry_or_fail(task, outcome, reason, message, previous)
+        ..ruling
+    }
+}
+
+/// A done attempt whose work the git steps could not integrate for a reason the user must
+/// fix: the feature halts.
+fn git_misconfigured(decision: Decision, task: &TaskContext, report: &WorkspaceReport) -> Decision {
+    let reason = report
+        .message
+        .clone()
+        .unwrap_or_else(|| "the git workspace is misconfigured".to_owned());
+    Decision {
+        outcome: AttemptOutcome::Misconfigured,
+        phase: PhaseChange::Pending,
+        verify_first: false,
+        retry: None,
+        release_claim: true,
+        event: Event {
+            kind: EventKind::Warning,
+            reason: "GitMisconfigured",
+            message: format!(
+                "task {}: its work could not be integrated; no new attempts until \
+                 the workspace is fixed: {reason}",
+                task.name
+            ),
+        },
+        feature: super::policy::FeatureEffect::Halt { reason },
+        previous_attempt: None,
+        ..decision
     }
 }
 

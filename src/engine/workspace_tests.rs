@@ -1,30 +1,13 @@
-use std::time::Duration;
-
 use super::*;
-use crate::engine::backoff::RetryBackoff;
-use crate::engine::conclusion::{ConclusionPolicy, TaskState, conclude_with_workspace};
+use crate::engine::conclusion::{NextState, TaskState};
 use crate::engine::dag::TaskPhase;
-use crate::engine::lifecycle::AttemptEnd;
 use crate::engine::policy::FeatureEffect;
-use crate::engine::testing;
+use crate::engine::testing::{self, conclude_with_workspace, reported};
 
-const NOW: i64 = 1_000_000;
-
-fn policy() -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryBackoff {
-        base: Duration::from_secs(10),
-        cap: Duration::from_secs(600),
-        max_retries: 2,
-    })
-}
-
-fn task(retry_count: u32) -> TaskState {
-    TaskState {
-        name: "t".to_owned(),
-        retry_count,
-        without_verdict: 0,
-        verify: crate::engine::verification::Verification::default(),
-        kind: crate::engine::verification::AttemptKind::Work,
+fn report_saying(outcome: WorkspaceOutcome, message: &str) -> WorkspaceReport {
+    WorkspaceReport {
+        message: Some(message.to_owned()),
+        ..WorkspaceReport::new(outcome)
     }
 }
 
@@ -37,15 +20,12 @@ fn conflict() -> WorkspaceReport {
     }
 }
 
-fn done_with(report: &WorkspaceReport, retry_count: u32) -> crate::engine::conclusion::NextState {
-    conclude_with_workspace(
-        &AttemptEnd::Reported(Box::new(testing::done("t"))),
-        Some(report),
-        &task(retry_count),
-        &policy(),
-        NOW,
-        0.0,
-    )
+fn done_with(report: &WorkspaceReport, retry_count: u32) -> NextState {
+    let task = TaskState {
+        retry_count,
+        ..testing::task_state()
+    };
+    conclude_with_workspace(&reported(testing::done("t")), Some(report), &task)
 }
 
 #[test]
@@ -82,10 +62,10 @@ fn a_conflict_without_retries_left_fails_the_task() {
 
 #[test]
 fn a_failed_integration_is_retried_like_a_crash_naming_the_git_error() {
-    let report = WorkspaceReport {
-        message: Some("cannot reach https://git.example/r.git".to_owned()),
-        ..WorkspaceReport::new(WorkspaceOutcome::Failed)
-    };
+    let report = report_saying(
+        WorkspaceOutcome::Failed,
+        "cannot reach https://git.example/r.git",
+    );
     let next = done_with(&report, 0);
     assert_eq!(next.phase, TaskPhase::Pending);
     assert_eq!(next.outcome(), AttemptOutcome::Crashed);
@@ -94,10 +74,10 @@ fn a_failed_integration_is_retried_like_a_crash_naming_the_git_error() {
 
 #[test]
 fn a_git_misconfiguration_halts_the_feature_without_charging_a_retry() {
-    let report = WorkspaceReport {
-        message: Some("Secret repo-creds: wrong token".to_owned()),
-        ..WorkspaceReport::new(WorkspaceOutcome::Misconfigured)
-    };
+    let report = report_saying(
+        WorkspaceOutcome::Misconfigured,
+        "Secret repo-creds: wrong token",
+    );
     let next = done_with(&report, 0);
     assert_eq!(next.outcome(), AttemptOutcome::Misconfigured);
     assert_eq!(next.retry_count, 0);
@@ -109,12 +89,9 @@ fn a_git_misconfiguration_halts_the_feature_without_charging_a_retry() {
 #[test]
 fn a_report_does_not_change_an_attempt_that_was_not_done() {
     let next = conclude_with_workspace(
-        &AttemptEnd::Reported(Box::new(testing::failed("t", Some("tests fail")))),
+        &reported(testing::failed("t", Some("tests fail"))),
         Some(&WorkspaceReport::new(WorkspaceOutcome::NotCommitted)),
-        &task(0),
-        &policy(),
-        NOW,
-        0.0,
+        &testing::task_state(),
     );
     assert_eq!(next.outcome(), AttemptOutcome::Failed);
 }

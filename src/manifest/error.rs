@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::path::FieldPath;
 use crate::engine::dag::DagError;
+use crate::engine::dag::write_one_per_line;
 
 /// Where in the input a problem is: a file, a document in it, and a line when known.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,12 +173,6 @@ pub struct ManifestErrors(pub Vec<ManifestError>);
 
 impl fmt::Display for ManifestErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (index, error) in self.0.iter().enumerate() {
-            if index > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{error}")?;
-        }
-        Ok(())
+        write_one_per_line(f, &self.0)
     }
 }

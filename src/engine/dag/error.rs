@@ -118,14 +118,19 @@ pub struct DagErrors(pub Vec<DagError>);
 
 impl fmt::Display for DagErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, error) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{error}")?;
-        }
-        Ok(())
+        write_one_per_line(f, &self.0)
     }
+}
+
+/// Writes `items` one per line (no newline after the last): how a list of problems reads.
+pub fn write_one_per_line(f: &mut fmt::Formatter<'_>, items: &[impl fmt::Display]) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            writeln!(f)?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for DagErrors {}

@@ -30,7 +30,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use error::{CycleLink, CycleStep, DagError, DagErrors, PhaseError};
+pub use error::{CycleLink, CycleStep, DagError, DagErrors, PhaseError, write_one_per_line};
 pub use outcome::{OutcomeInputs, PhaseCounts};
 pub use state::Dag;
 pub use transition::{AutoTransition, TransitionReason};

@@ -31,17 +31,58 @@ fn ended(outcome: OutcomeClass) -> AttemptResult {
     }
 }
 
+/// The decision on a turn that ended with `stop` and `text`, with no retries used.
+fn stopped(stop: StopReason, text: &str) -> Decision {
+    decide(&task(), &finished(stop, text))
+}
+
+/// The decision on a turn that ended with `end_turn` and `text`, with no retries used.
+fn said(text: &str) -> Decision {
+    stopped(StopReason::EndTurn, text)
+}
+
+/// The decision on `result` after `retry_count` retries.
+fn after_retries(retry_count: u32, result: &AttemptResult) -> Decision {
+    let task = TaskContext {
+        retry_count,
+        ..task()
+    };
+    decide(&task, result)
+}
+
+/// The decision on a turn that ended with `end_turn` and `text` after `retry_count` retries.
+fn said_after_retries(retry_count: u32, text: &str) -> Decision {
+    after_retries(retry_count, &finished(StopReason::EndTurn, text))
+}
+
+/// The decision on a verifier's turn that ended with `end_turn` and `text`.
+fn verifier_said(text: &str) -> Decision {
+    let task = TaskContext {
+        verify: true,
+        ..task()
+    };
+    decide_verification(&task, &finished(StopReason::EndTurn, text))
+}
+
+/// What `decision` does to the task: how the attempt is recorded, the new phase, the retry
+/// count it sets, and whether the claim is given back.
+fn task_effect(decision: &Decision) -> (AttemptOutcome, PhaseChange, Option<u32>, bool) {
+    (
+        decision.outcome,
+        decision.phase,
+        decision.retry,
+        decision.release_claim,
+    )
+}
+
 #[test]
 fn end_turn_with_task_done_marks_the_task_done() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
+    let decision = said("<task-done>build-api</task-done>");
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Done, PhaseChange::Done, None, true)
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Done);
-    assert_eq!(decision.phase, PhaseChange::Done);
     assert!(!decision.verify_first);
-    assert!(decision.release_claim);
-    assert_eq!(decision.retry, None);
     assert_eq!(decision.event.kind, EventKind::Normal);
 }
 
@@ -55,30 +96,21 @@ fn end_turn_with_task_done_verifies_first_when_verification_is_on() {
         &task,
         &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Done);
-    assert_eq!(decision.phase, PhaseChange::Pending);
     assert!(decision.verify_first);
-    assert!(
-        decision.release_claim,
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Done, PhaseChange::Pending, None, true),
         "the verification attempt claims the task anew"
     );
-    assert_eq!(decision.retry, None);
 }
 
 #[test]
 fn end_turn_with_task_failed_is_retried_while_retries_remain() {
-    let text = "Schema missing. <task-failed>build-api</task-failed>";
-    let decision = decide(
-        &TaskContext {
-            retry_count: 1,
-            ..task()
-        },
-        &finished(StopReason::EndTurn, text),
+    let decision = said_after_retries(1, "Schema missing. <task-failed>build-api</task-failed>");
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Failed, PhaseChange::Pending, Some(2), true)
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Failed);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, Some(2));
-    assert!(decision.release_claim);
     assert_eq!(
         decision.previous_attempt,
         Some(PreviousAttempt::Failed {
@@ -89,27 +121,21 @@ fn end_turn_with_task_failed_is_retried_while_retries_remain() {
 
 #[test]
 fn end_turn_with_task_failed_fails_the_task_when_no_retries_remain() {
-    let text = "<task-failed>build-api</task-failed>";
-    let decision = decide(
-        &TaskContext {
-            retry_count: 3,
-            ..task()
-        },
-        &finished(StopReason::EndTurn, text),
+    let decision = said_after_retries(3, "<task-failed>build-api</task-failed>");
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Failed, PhaseChange::Failed, None, true)
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Failed);
-    assert_eq!(decision.phase, PhaseChange::Failed);
-    assert_eq!(decision.retry, None);
 }
 
 #[test]
 fn done_and_failed_together_give_no_verdict_and_release_the_claim_with_a_warning() {
     let text = "<task-failed>build-api</task-failed>\n<task-done>build-api</task-done>";
-    let decision = decide(&task(), &finished(StopReason::EndTurn, text));
-    assert_eq!(decision.outcome, AttemptOutcome::Released);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert!(decision.release_claim);
-    assert_eq!(decision.retry, None);
+    let decision = said(text);
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Released, PhaseChange::Pending, None, true)
+    );
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert_eq!(decision.event.reason, "ConflictingSigils");
 }
@@ -117,20 +143,16 @@ fn done_and_failed_together_give_no_verdict_and_release_the_claim_with_a_warning
 #[test]
 fn done_for_the_task_and_failed_for_another_is_done() {
     let text = "<task-done>build-api</task-done>\n<task-failed>write-docs</task-failed>";
-    let decision = decide(&task(), &finished(StopReason::EndTurn, text));
-    assert_eq!(decision.outcome, AttemptOutcome::Done);
+    assert_eq!(said(text).outcome, AttemptOutcome::Done);
 }
 
 #[test]
 fn sigil_for_another_task_warns_without_transition_and_releases_the_claim() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::EndTurn, "<task-done>write-docs</task-done>"),
+    let decision = said("<task-done>write-docs</task-done>");
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Released, PhaseChange::Unchanged, None, true)
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Released);
-    assert_eq!(decision.phase, PhaseChange::Unchanged);
-    assert!(decision.release_claim);
-    assert_eq!(decision.retry, None);
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert_eq!(decision.event.reason, "SigilForOtherTask");
     assert!(decision.event.message.contains("write-docs"));
@@ -138,17 +160,16 @@ fn sigil_for_another_task_warns_without_transition_and_releases_the_claim() {
 
 #[test]
 fn no_sigil_releases_the_claim_back_to_pending_without_counting_a_retry() {
-    let decision = decide(&task(), &finished(StopReason::EndTurn, "I looked around."));
-    assert_eq!(decision.outcome, AttemptOutcome::Released);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert!(decision.release_claim);
-    assert_eq!(decision.retry, None);
+    assert_eq!(
+        task_effect(&said("I looked around.")),
+        (AttemptOutcome::Released, PhaseChange::Pending, None, true)
+    );
 }
 
 #[test]
 fn promise_failure_stops_the_feature_with_the_agents_reason() {
     let text = "The repository is archived; nothing can be pushed.\n<promise>FAILURE</promise>";
-    let decision = decide(&task(), &finished(StopReason::EndTurn, text));
+    let decision = said(text);
     assert_eq!(decision.outcome, AttemptOutcome::StoppedFeature);
     assert_eq!(
         decision.feature,
@@ -162,10 +183,7 @@ fn promise_failure_stops_the_feature_with_the_agents_reason() {
 
 #[test]
 fn promise_failure_without_a_reason_still_stops_the_feature() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::EndTurn, "<promise>FAILURE</promise>"),
-    );
+    let decision = said("<promise>FAILURE</promise>");
     assert!(
         matches!(decision.feature, FeatureEffect::Stop { reason } if reason.contains("without a reason"))
     );
@@ -173,10 +191,7 @@ fn promise_failure_without_a_reason_still_stops_the_feature() {
 
 #[test]
 fn promise_complete_is_recorded_and_the_outcome_still_comes_from_the_dag() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::EndTurn, "<promise>COMPLETE</promise>"),
-    );
+    let decision = said("<promise>COMPLETE</promise>");
     assert!(decision.promise_complete);
     assert_eq!(decision.feature, FeatureEffect::None);
     assert_eq!(
@@ -188,28 +203,25 @@ fn promise_complete_is_recorded_and_the_outcome_still_comes_from_the_dag() {
 
 #[test]
 fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::MaxTokens, "<task-done>build-api</task-done>"),
+    let decision = stopped(StopReason::MaxTokens, "<task-done>build-api</task-done>");
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Blocked, PhaseChange::Pending, None, true)
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Blocked);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert!(decision.release_claim);
-    assert_eq!(decision.retry, None);
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert!(decision.event.message.contains("max_tokens"));
 }
 
 #[test]
 fn max_turn_requests_releases_the_claim_and_records_blocked() {
-    let decision = decide(&task(), &finished(StopReason::MaxTurnRequests, ""));
+    let decision = stopped(StopReason::MaxTurnRequests, "");
     assert_eq!(decision.outcome, AttemptOutcome::Blocked);
     assert!(decision.event.message.contains("max_turn_requests"));
 }
 
 #[test]
 fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
-    let decision = decide(&task(), &finished(StopReason::Other("paused".into()), ""));
+    let decision = stopped(StopReason::Other("paused".into()), "");
     assert_eq!(decision.outcome, AttemptOutcome::Blocked);
     assert!(decision.release_claim);
     assert!(decision.event.message.contains("paused"));
@@ -217,22 +229,25 @@ fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
 
 #[test]
 fn refusal_fails_the_task_without_a_retry() {
-    let decision = decide(&task(), &finished(StopReason::Refusal, ""));
-    assert_eq!(decision.outcome, AttemptOutcome::Failed);
-    assert_eq!(decision.phase, PhaseChange::Failed);
-    assert_eq!(decision.retry, None);
+    let decision = stopped(StopReason::Refusal, "");
+    assert_eq!(
+        (decision.outcome, decision.phase, decision.retry),
+        (AttemptOutcome::Failed, PhaseChange::Failed, None)
+    );
 }
 
 #[test]
 fn cancelled_stop_reason_is_interrupted_and_releases_the_claim() {
-    let decision = decide(
-        &task(),
-        &finished(StopReason::Cancelled, "<task-done>build-api</task-done>"),
+    let decision = stopped(StopReason::Cancelled, "<task-done>build-api</task-done>");
+    assert_eq!(
+        task_effect(&decision),
+        (
+            AttemptOutcome::Interrupted,
+            PhaseChange::Pending,
+            None,
+            true
+        )
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert!(decision.release_claim);
-    assert_eq!(decision.retry, None);
 }
 
 #[test]
@@ -249,9 +264,10 @@ fn crash_is_retried_and_its_summary_goes_into_the_next_prompt() {
         ..ended(OutcomeClass::Crashed)
     };
     let decision = decide(&task(), &result);
-    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, Some(1));
+    assert_eq!(
+        (decision.outcome, decision.phase, decision.retry),
+        (AttemptOutcome::Crashed, PhaseChange::Pending, Some(1))
+    );
     assert_eq!(
         decision.previous_attempt,
         Some(PreviousAttempt::Crashed {
@@ -277,13 +293,7 @@ fn crash_without_a_summary_is_described_by_its_exit() {
 
 #[test]
 fn crash_fails_the_task_when_no_retries_remain() {
-    let decision = decide(
-        &TaskContext {
-            retry_count: 3,
-            ..task()
-        },
-        &ended(OutcomeClass::Crashed),
-    );
+    let decision = after_retries(3, &ended(OutcomeClass::Crashed));
     assert_eq!(decision.outcome, AttemptOutcome::Crashed);
     assert_eq!(decision.phase, PhaseChange::Failed);
 }
@@ -299,10 +309,10 @@ fn exhaustion_is_not_a_task_failure_and_benches_the_agent_until_reset() {
         ..ended(OutcomeClass::Exhausted)
     };
     let decision = decide(&task(), &result);
-    assert_eq!(decision.outcome, AttemptOutcome::Exhausted);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, None);
-    assert!(decision.release_claim);
+    assert_eq!(
+        task_effect(&decision),
+        (AttemptOutcome::Exhausted, PhaseChange::Pending, None, true)
+    );
     assert_eq!(
         decision.agent_exhausted,
         Some(AgentExhausted {
@@ -315,9 +325,10 @@ fn exhaustion_is_not_a_task_failure_and_benches_the_agent_until_reset() {
 #[test]
 fn claim_lost_is_recorded_lost_and_retried() {
     let decision = on_claim_lost(&task());
-    assert_eq!(decision.outcome, AttemptOutcome::Lost);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, Some(1));
+    assert_eq!(
+        (decision.outcome, decision.phase, decision.retry),
+        (AttemptOutcome::Lost, PhaseChange::Pending, Some(1))
+    );
     assert_eq!(decision.previous_attempt, Some(PreviousAttempt::Lost));
 }
 
@@ -345,13 +356,7 @@ fn long_crash_summaries_are_bounded() {
 
 #[test]
 fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
-    let decision = decide(
-        &TaskContext {
-            retry_count: 1,
-            ..task()
-        },
-        &ended(OutcomeClass::Crashed),
-    );
+    let decision = after_retries(1, &ended(OutcomeClass::Crashed));
     let policy = RetryBackoff::default();
     assert_eq!(
         decision.next_attempt_after(&policy, 1_000, 0.5),
@@ -361,7 +366,7 @@ fn a_counted_retry_waits_for_the_backoff_of_the_retries_used_before() {
 
 #[test]
 fn an_uncounted_release_may_run_again_at_once() {
-    let decision = decide(&task(), &finished(StopReason::EndTurn, ""));
+    let decision = said("");
     assert_eq!(
         decision.next_attempt_after(&RetryBackoff::default(), 1_000, 0.5),
         None
@@ -382,28 +387,18 @@ fn previous_attempts_read_as_prompt_sentences() {
 
 #[test]
 fn verification_pass_marks_the_task_done() {
-    let task = TaskContext {
-        verify: true,
-        ..task()
-    };
-    let decision = decide_verification(
-        &task,
-        &finished(StopReason::EndTurn, "<verify-pass>build-api</verify-pass>"),
+    let decision = verifier_said("<verify-pass>build-api</verify-pass>");
+    assert_eq!(
+        (decision.outcome, decision.phase, decision.release_claim),
+        (AttemptOutcome::Done, PhaseChange::Done, true)
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Done);
-    assert_eq!(decision.phase, PhaseChange::Done);
     assert!(!decision.verify_first);
-    assert!(decision.release_claim);
 }
 
 #[test]
 fn verification_fail_is_a_failed_attempt_with_the_verifiers_note() {
-    let task = TaskContext {
-        verify: true,
-        ..task()
-    };
     let text = "<journal>GET /greeting returns 500</journal><verify-fail>build-api</verify-fail>";
-    let decision = decide_verification(&task, &finished(StopReason::EndTurn, text));
+    let decision = verifier_said(text);
     assert_eq!(decision.outcome, AttemptOutcome::Failed);
     assert_eq!(decision.retry, Some(1));
     let reason = "the verifier rejected the work: GET /greeting returns 500";
@@ -417,30 +412,17 @@ fn verification_fail_is_a_failed_attempt_with_the_verifiers_note() {
 
 #[test]
 fn verification_without_a_verdict_ignores_task_sigils_and_is_a_failed_verification() {
-    let task = TaskContext {
-        verify: true,
-        ..task()
-    };
-    let decision = decide_verification(
-        &task,
-        &finished(StopReason::EndTurn, "<task-done>build-api</task-done>"),
+    let decision = verifier_said("<task-done>build-api</task-done>");
+    assert_eq!(
+        (decision.outcome, decision.phase, decision.retry),
+        (AttemptOutcome::Failed, PhaseChange::Pending, Some(1))
     );
-    assert_eq!(decision.outcome, AttemptOutcome::Failed);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, Some(1));
     assert_eq!(decision.event.reason, "VerificationFailed");
 }
 
 #[test]
 fn verification_verdict_for_another_task_does_not_count() {
-    let task = TaskContext {
-        verify: true,
-        ..task()
-    };
-    let decision = decide_verification(
-        &task,
-        &finished(StopReason::EndTurn, "<verify-pass>other</verify-pass>"),
-    );
+    let decision = verifier_said("<verify-pass>other</verify-pass>");
     assert_ne!(decision.phase, PhaseChange::Done);
 }
 
@@ -454,10 +436,15 @@ fn misconfiguration_halts_the_feature_without_charging_a_retry() {
         ..ended(OutcomeClass::Misconfigured)
     };
     let decision = decide(&task(), &result);
-    assert_eq!(decision.outcome, AttemptOutcome::Misconfigured);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, None);
-    assert!(decision.release_claim);
+    assert_eq!(
+        task_effect(&decision),
+        (
+            AttemptOutcome::Misconfigured,
+            PhaseChange::Pending,
+            None,
+            true
+        )
+    );
     assert_eq!(decision.event.reason, "AgentMisconfigured");
     assert!(matches!(
         &decision.feature,

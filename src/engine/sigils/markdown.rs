@@ -46,6 +46,15 @@ pub(super) enum Mode {
 }
 
 impl Mode {
+    /// Inside fenced code of `len` times `marker`.
+    const fn fence(marker: u8, len: usize, at_line_start: bool) -> Mode {
+        Mode::Fence {
+            marker,
+            len,
+            at_line_start,
+        }
+    }
+
     /// Whether text read in this mode is code or quotation (never a sigil).
     pub fn hides(self) -> bool {
         !matches!(self, Mode::Text | Mode::LineStart)
@@ -108,11 +117,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             let next = match marker {
                 b'`' if fence => Mode::FenceInfo { len },
                 b'`' => Mode::Code { len },
-                _ if fence => Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                },
+                _ if fence => Mode::fence(marker, len, false),
                 _ => Mode::Text,
             };
             (next, pos)
@@ -120,14 +125,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
         Mode::FenceInfo { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
             Some(i) if bytes[pos + i] == b'`' => (Mode::CodeRun { len, run: 0 }, pos + i),
-            Some(i) => (
-                Mode::Fence {
-                    marker: b'`',
-                    len,
-                    at_line_start: true,
-                },
-                pos + i + 1,
-            ),
+            Some(i) => (Mode::fence(b'`', len, true), pos + i + 1),
         },
         Mode::Fence {
             marker,
@@ -135,14 +133,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             at_line_start: false,
         } => match memchr::memchr(b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
-            Some(i) => (
-                Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: true,
-                },
-                pos + i + 1,
-            ),
+            Some(i) => (Mode::fence(marker, len, true), pos + i + 1),
         },
         Mode::Fence { marker, len, .. } => {
             if byte == marker {
@@ -157,12 +148,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             } else if byte == b'\n' || is_blank(byte) {
                 (mode, pos + 1)
             } else {
-                let inside = Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                };
-                (inside, pos)
+                (Mode::fence(marker, len, false), pos)
             }
         }
         Mode::FenceRun { marker, len, run } => {
@@ -178,25 +164,13 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             } else if run >= len {
                 (Mode::FenceClose { marker, len }, pos)
             } else {
-                let inside = Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                };
-                (inside, pos)
+                (Mode::fence(marker, len, false), pos)
             }
         }
         Mode::FenceClose { marker, len } => match byte {
             b'\n' => (Mode::LineStart, pos + 1),
             _ if is_blank(byte) => (mode, pos + 1),
-            _ => {
-                let inside = Mode::Fence {
-                    marker,
-                    len,
-                    at_line_start: false,
-                };
-                (inside, pos)
-            }
+            _ => (Mode::fence(marker, len, false), pos),
         },
         Mode::Code { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
             None => (mode, bytes.len()),
@@ -235,6 +209,7 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::testing::named_cases;
 
     /// Runs `text` through the machine from a line start and returns, per byte, whether it was
     /// hidden (`#`) or left to the caller as text (`.`). Text-mode bytes are skipped one by one,
@@ -272,57 +247,22 @@ mod tests {
         String::from_utf8(marks).unwrap_or_default()
     }
 
-    #[test]
-    fn inline_code_is_hidden_up_to_its_matching_run() {
-        assert_eq!(hidden("a `b` c"), "..###..");
-        assert_eq!(hidden("a ``b`c`` d"), "..#######..");
+    fn assert_hidden(text: &str, marks: &str) {
+        assert_eq!(hidden(text), marks, "{text:?}");
     }
 
-    #[test]
-    fn unmatched_backticks_hide_text_up_to_a_blank_line() {
-        assert_eq!(hidden("a `b\nc\n\nd"), "..######.");
-    }
-
-    #[test]
-    fn backtick_fence_hides_up_to_its_closing_line() {
-        assert_eq!(hidden("```rust\nx\n```\ny"), "##############.");
-    }
-
-    #[test]
-    fn closing_fence_needs_as_many_markers_and_nothing_else() {
-        assert_eq!(
-            hidden("````\n```\n```` x\n````\ny"),
-            "#####################."
-        );
-    }
-
-    #[test]
-    fn tilde_fence_may_hold_backticks() {
-        assert_eq!(hidden("~~~\n`\n~~~\ny"), "##########.");
-    }
-
-    #[test]
-    fn backticks_on_a_fence_line_make_it_inline_code() {
-        assert_eq!(hidden("```x``` y"), "#######..");
-    }
-
-    #[test]
-    fn indented_fences_count() {
-        assert_eq!(hidden("  ```\nx\n  ```\ny"), "..############.");
-    }
-
-    #[test]
-    fn quotation_lines_are_hidden() {
-        assert_eq!(hidden("a\n  > b\nc"), "....####.");
-    }
-
-    #[test]
-    fn a_greater_than_sign_inside_a_line_is_text() {
-        assert_eq!(hidden("a > b"), ".....");
-    }
-
-    #[test]
-    fn two_tildes_open_no_fence() {
-        assert_eq!(hidden("~~x\ny"), "##...");
+    named_cases! { assert_hidden;
+        inline_code_is_hidden_up_to_its_matching_run("a `b` c", "..###..");
+        inline_code_ends_at_a_run_as_long_as_its_opening("a ``b`c`` d", "..#######..");
+        unmatched_backticks_hide_text_up_to_a_blank_line("a `b\nc\n\nd", "..######.");
+        backtick_fence_hides_up_to_its_closing_line("```rust\nx\n```\ny", "##############.");
+        closing_fence_needs_as_many_markers_and_nothing_else
+            ("````\n```\n```` x\n````\ny", "#####################.");
+        tilde_fence_may_hold_backticks("~~~\n`\n~~~\ny", "##########.");
+        backticks_on_a_fence_line_make_it_inline_code("```x``` y", "#######..");
+        indented_fences_count("  ```\nx\n  ```\ny", "..############.");
+        quotation_lines_are_hidden("a\n  > b\nc", "....####.");
+        a_greater_than_sign_inside_a_line_is_text("a > b", ".....");
+        two_tildes_open_no_fence("~~x\ny", "##...");
     }
 }

@@ -2,6 +2,7 @@
 //! adversarial table).
 
 use super::*;
+use crate::engine::testing::named_cases;
 
 /// Parses a turn made of these messages.
 fn turn(messages: &[&str]) -> Sigils {
@@ -22,14 +23,61 @@ fn chunked(text: &str, size: usize) -> Sigils {
     scanner.finish()
 }
 
-#[test]
-fn task_done_names_the_task() {
+fn assert_done_verdict(text: &str, expected: Option<&str>) {
+    assert_eq!(parse(text).task_done.as_deref(), expected, "{text:?}");
+}
+
+fn assert_no_sigils(text: &str) {
+    assert!(parse(text).is_empty(), "{text:?}");
+}
+
+/// Asserts the done verdict of a turn made of `messages`.
+fn assert_turn_verdict(messages: &[&str], expected: Option<&str>) {
     assert_eq!(
-        parse("<task-done>build-api</task-done>")
-            .task_done
-            .as_deref(),
-        Some("build-api")
+        turn(messages).task_done.as_deref(),
+        expected,
+        "{messages:?}"
     );
+}
+
+named_cases! { assert_done_verdict;
+    task_done_names_the_task("<task-done>build-api</task-done>", Some("build-api"));
+    whitespace_inside_tags_is_trimmed("<task-done>\n  a1 \t</task-done>", Some("a1"));
+    unclosed_tag_is_ignored_and_later_tags_still_count
+        ("I will write <task-done> at the end. <task-done>api</task-done>", Some("api"));
+    invalid_id_does_not_take_the_first_place
+        ("<task-done>{TASK_ID}</task-done>\n<task-done>api</task-done>", Some("api"));
+    the_final_block_on_its_own_line_is_the_verdict
+        ("Implemented and tested.\n\n<task-done>api</task-done>", Some("api"));
+    whitespace_after_the_final_block_is_allowed
+        ("Done.\n<task-done>api</task-done>  \n\t\n", Some("api"));
+    a_verdict_followed_by_prose_gives_none
+        ("<task-done>api</task-done>\nThen I will write the docs.", None);
+    a_verdict_inside_a_sentence_gives_none("I will not write <task-done>api</task-done>", None);
+    a_verdict_after_a_colon_gives_none("Options: <task-done>api</task-done>", None);
+    a_verdict_after_closed_code_counts
+        ("Ran `cargo test`:\n```\nok\n```\n<task-done>api</task-done>", Some("api"));
+    a_backslash_escapes_a_tag("Done.\n\\<task-done>api</task-done>", None);
+}
+
+named_cases! { assert_no_sigils;
+    attributes_on_other_sigils_make_them_invalid("<task-done id=\"x\">a</task-done>");
+    longer_tag_names_are_not_sigils("<task-done-x>a</task-done-x><xtask-done>a</xtask-done>");
+    tag_names_are_case_sensitive("<TASK-DONE>a</TASK-DONE>");
+    stray_closing_tags_are_prose("</task-done> a </promise>");
+    invalid_task_id_is_not_a_sigil("<task-done>Build_API</task-done><task-failed>-x</task-failed>");
+    empty_text_has_no_sigils("");
+}
+
+named_cases! { assert_turn_verdict;
+    a_verdict_followed_by_another_message_gives_none
+        (&["<task-done>api</task-done>", "Now checking the docs."], None);
+    only_the_last_message_gives_the_verdict
+        (&["Let me check.", "All good.\n<task-done>api</task-done>"], Some("api"));
+    an_empty_message_leaves_the_final_answer_alone
+        (&["Done.\n<task-done>api</task-done>", " \n"], Some("api"));
+    a_code_fence_left_open_ends_with_its_message
+        (&["```\nunfinished", "<task-done>api</task-done>"], Some("api"));
 }
 
 #[test]
@@ -118,31 +166,6 @@ fn knowledge_without_a_body_is_ignored() {
 }
 
 #[test]
-fn attributes_on_other_sigils_make_them_invalid() {
-    assert!(parse("<task-done id=\"x\">a</task-done>").is_empty());
-}
-
-#[test]
-fn longer_tag_names_are_not_sigils() {
-    assert!(parse("<task-done-x>a</task-done-x><xtask-done>a</xtask-done>").is_empty());
-}
-
-#[test]
-fn tag_names_are_case_sensitive() {
-    assert!(parse("<TASK-DONE>a</TASK-DONE>").is_empty());
-}
-
-#[test]
-fn whitespace_inside_tags_is_trimmed() {
-    assert_eq!(
-        parse("<task-done>\n  a1 \t</task-done>")
-            .task_done
-            .as_deref(),
-        Some("a1")
-    );
-}
-
-#[test]
 fn first_occurrence_wins_for_single_valued_sigils() {
     let sigils = parse(
         "<task-done>a</task-done><task-done>b</task-done>\
@@ -166,12 +189,6 @@ fn done_and_failed_are_both_recorded() {
 }
 
 #[test]
-fn unclosed_tag_is_ignored_and_later_tags_still_count() {
-    let sigils = parse("I will write <task-done> at the end. <task-done>api</task-done>");
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
-}
-
-#[test]
 fn unclosed_journal_does_not_hide_later_sigils() {
     let sigils = parse("<journal>notes without end\n<task-done>api</task-done>");
     assert_eq!(sigils.task_done.as_deref(), Some("api"));
@@ -181,22 +198,6 @@ fn unclosed_journal_does_not_hide_later_sigils() {
 #[test]
 fn nested_journal_abandons_the_outer_one() {
     assert_eq!(parse("<journal>a <journal>b</journal>").journal, ["b"]);
-}
-
-#[test]
-fn stray_closing_tags_are_prose() {
-    assert!(parse("</task-done> a </promise>").is_empty());
-}
-
-#[test]
-fn invalid_task_id_is_not_a_sigil() {
-    assert!(parse("<task-done>Build_API</task-done><task-failed>-x</task-failed>").is_empty());
-}
-
-#[test]
-fn invalid_id_does_not_take_the_first_place() {
-    let sigils = parse("<task-done>{TASK_ID}</task-done>\n<task-done>api</task-done>");
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
 }
 
 #[test]
@@ -274,11 +275,6 @@ fn tags_split_across_chunks_are_found() {
 }
 
 #[test]
-fn empty_text_has_no_sigils() {
-    assert!(parse("").is_empty());
-}
-
-#[test]
 fn defused_text_has_no_sigils_and_keeps_other_markup() {
     let text = "<task-done>api</task-done> <b>bold</b> <journal>x</journal>";
     let defused = defuse(text);
@@ -290,12 +286,6 @@ fn defused_text_has_no_sigils_and_keeps_other_markup() {
 }
 
 #[test]
-fn the_final_block_on_its_own_line_is_the_verdict() {
-    let sigils = parse("Implemented and tested.\n\n<task-done>api</task-done>");
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
-}
-
-#[test]
 fn the_final_block_may_follow_a_finished_sentence() {
     for text in [
         "All tests pass. <task-done>api</task-done>",
@@ -304,12 +294,6 @@ fn the_final_block_may_follow_a_finished_sentence() {
     ] {
         assert_eq!(parse(text).task_done.as_deref(), Some("api"), "{text:?}");
     }
-}
-
-#[test]
-fn whitespace_after_the_final_block_is_allowed() {
-    let sigils = parse("Done.\n<task-done>api</task-done>  \n\t\n");
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
 }
 
 #[test]
@@ -325,21 +309,6 @@ fn the_final_block_may_hold_several_sigils_in_any_order() {
 }
 
 #[test]
-fn a_verdict_followed_by_prose_gives_none() {
-    let sigils = parse("<task-done>api</task-done>\nThen I will write the docs.");
-    assert_eq!(sigils.task_done, None);
-}
-
-#[test]
-fn a_verdict_inside_a_sentence_gives_none() {
-    assert_eq!(
-        parse("I will not write <task-done>api</task-done>").task_done,
-        None
-    );
-    assert_eq!(parse("Options: <task-done>api</task-done>").task_done, None);
-}
-
-#[test]
 fn a_verdict_in_code_or_a_quotation_gives_none() {
     for text in [
         "```\n<task-done>api</task-done>\n```\n",
@@ -349,17 +318,6 @@ fn a_verdict_in_code_or_a_quotation_gives_none() {
     ] {
         assert_eq!(parse(text).task_done, None, "{text:?}");
     }
-}
-
-#[test]
-fn a_verdict_after_closed_code_counts() {
-    let text = "Ran `cargo test`:\n```\nok\n```\n<task-done>api</task-done>";
-    assert_eq!(parse(text).task_done.as_deref(), Some("api"));
-}
-
-#[test]
-fn a_backslash_escapes_a_tag() {
-    assert_eq!(parse("Done.\n\\<task-done>api</task-done>").task_done, None);
 }
 
 #[test]
@@ -373,29 +331,9 @@ fn notes_count_anywhere_outside_code() {
 }
 
 #[test]
-fn only_the_last_message_gives_the_verdict() {
-    let sigils = turn(&["<task-done>api</task-done>", "Now checking the docs."]);
-    assert_eq!(sigils.task_done, None);
-    let sigils = turn(&["Let me check.", "All good.\n<task-done>api</task-done>"]);
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
-}
-
-#[test]
-fn an_empty_message_leaves_the_final_answer_alone() {
-    let sigils = turn(&["Done.\n<task-done>api</task-done>", " \n"]);
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
-}
-
-#[test]
 fn notes_from_every_message_are_kept() {
     let sigils = turn(&["<journal>a</journal>", "<journal>b</journal> Bye."]);
     assert_eq!(sigils.journal, ["a", "b"]);
-}
-
-#[test]
-fn a_code_fence_left_open_ends_with_its_message() {
-    let sigils = turn(&["```\nunfinished", "<task-done>api</task-done>"]);
-    assert_eq!(sigils.task_done.as_deref(), Some("api"));
 }
 
 #[test]

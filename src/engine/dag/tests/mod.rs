@@ -59,6 +59,15 @@ fn dag(nodes: Vec<TaskNode>) -> Dag {
     }
 }
 
+/// Subtask `c` of parent `p`, which depends on `x`.
+fn subtask_of_a_dependent_parent() -> Dag {
+    dag(vec![
+        task("x"),
+        task("p").after(&["x"]),
+        task("c").under("p"),
+    ])
+}
+
 /// The error messages `Dag::new` reports, in order.
 fn messages(nodes: Vec<TaskNode>) -> Vec<String> {
     match Dag::new(nodes) {
@@ -76,6 +85,14 @@ fn set(dag: &mut Dag, name: &str, phase: TaskPhase) -> Vec<AutoTransition> {
         Ok(transitions) => transitions,
         Err(error) => panic!("set_phase({name}, {phase:?}) failed: {error}"),
     }
+}
+
+/// `task` blocked from `from` because the task it needs, `prerequisite`, failed.
+fn blocked_by(task: &str, from: TaskPhase, prerequisite: &str) -> AutoTransition {
+    let reason = TransitionReason::PrerequisiteFailed {
+        prerequisite: prerequisite.to_owned(),
+    };
+    moved(task, from, TaskPhase::Blocked, reason)
 }
 
 fn moved(task: &str, from: TaskPhase, to: TaskPhase, reason: TransitionReason) -> AutoTransition {

@@ -1,10 +1,16 @@
 use super::{Build, dag, set, task};
 use crate::engine::dag::{FeatureOutcome, OutcomeInputs, PhaseCounts, TaskPhase};
 
+use crate::engine::testing::named_cases;
 use TaskPhase::{Done, Failed, Running};
 
 fn no_limits() -> OutcomeInputs {
     OutcomeInputs::default()
+}
+
+/// Asserts the outcome of a feature whose one task is ready, under `inputs`.
+fn assert_outcome_of_a_ready_task(inputs: OutcomeInputs, expected: Option<FeatureOutcome>) {
+    assert_eq!(dag(vec![task("a")]).outcome(inputs), expected);
 }
 
 #[test]
@@ -37,56 +43,16 @@ fn feature_with_a_failure_and_a_running_task_is_still_in_progress() {
     assert_eq!(dag.outcome(no_limits()), None);
 }
 
-#[test]
-fn feature_with_ready_tasks_is_in_progress() {
-    assert_eq!(dag(vec![task("a")]).outcome(no_limits()), None);
-}
-
-#[test]
-fn suspended_feature_is_suspended() {
-    let inputs = OutcomeInputs {
-        suspended: true,
-        ..no_limits()
-    };
-    assert_eq!(
-        dag(vec![task("a")]).outcome(inputs),
-        Some(FeatureOutcome::Suspended)
-    );
-}
-
-#[test]
-fn feature_at_its_iteration_limit_has_reached_it() {
-    let inputs = OutcomeInputs {
-        iterations_used: 3,
-        max_iterations: Some(3),
-        ..no_limits()
-    };
-    assert_eq!(
-        dag(vec![task("a")]).outcome(inputs),
-        Some(FeatureOutcome::LimitReached)
-    );
-}
-
-#[test]
-fn feature_below_its_iteration_limit_continues() {
-    let inputs = OutcomeInputs {
-        iterations_used: 2,
-        max_iterations: Some(3),
-        ..no_limits()
-    };
-    assert_eq!(dag(vec![task("a")]).outcome(inputs), None);
-}
-
-#[test]
-fn feature_with_a_spent_budget_has_reached_its_limit() {
-    let inputs = OutcomeInputs {
-        budget_reached: true,
-        ..no_limits()
-    };
-    assert_eq!(
-        dag(vec![task("a")]).outcome(inputs),
-        Some(FeatureOutcome::LimitReached)
-    );
+named_cases! { assert_outcome_of_a_ready_task;
+    feature_with_ready_tasks_is_in_progress(no_limits(), None);
+    suspended_feature_is_suspended
+        (OutcomeInputs { suspended: true, ..no_limits() }, Some(FeatureOutcome::Suspended));
+    feature_at_its_iteration_limit_has_reached_it
+        (OutcomeInputs { iterations_used: 3, max_iterations: Some(3), ..no_limits() }, Some(FeatureOutcome::LimitReached));
+    feature_below_its_iteration_limit_continues
+        (OutcomeInputs { iterations_used: 2, max_iterations: Some(3), ..no_limits() }, None);
+    feature_with_a_spent_budget_has_reached_its_limit
+        (OutcomeInputs { budget_reached: true, ..no_limits() }, Some(FeatureOutcome::LimitReached));
 }
 
 #[test]

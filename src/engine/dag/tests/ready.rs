@@ -1,4 +1,4 @@
-use super::{Build, dag, ready, set, task};
+use super::{Build, dag, ready, set, subtask_of_a_dependent_parent, task};
 use crate::engine::dag::TaskPhase;
 
 #[test]
@@ -37,11 +37,7 @@ fn parent_task_is_never_ready_but_its_subtasks_are() {
 
 #[test]
 fn subtask_waits_for_its_parents_dependencies() {
-    let mut dag = dag(vec![
-        task("x"),
-        task("p").after(&["x"]),
-        task("c").under("p"),
-    ]);
+    let mut dag = subtask_of_a_dependent_parent();
     assert_eq!(ready(&dag), ["x"]);
     set(&mut dag, "x", TaskPhase::Done);
     assert_eq!(ready(&dag), ["c"]);

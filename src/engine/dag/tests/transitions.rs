@@ -1,7 +1,22 @@
-use super::{Build, dag, moved, ready, set, task};
-use crate::engine::dag::{PhaseError, TaskPhase, TransitionReason};
+use super::{Build, blocked_by, dag, moved, ready, set, subtask_of_a_dependent_parent, task};
+use crate::engine::dag::{Dag, PhaseError, TaskPhase, TransitionReason};
+use crate::engine::testing::named_cases;
 
 use TaskPhase::{Blocked, Done, Failed, Pending, Running};
+
+/// `c` depends on `b`, which depends on `a`.
+fn a_then_b_then_c() -> Dag {
+    dag(vec![
+        task("a"),
+        task("b").after(&["a"]),
+        task("c").after(&["b"]),
+    ])
+}
+
+/// Subtasks `a` and `b` of `p`.
+fn two_subtasks_of_p() -> Dag {
+    dag(vec![task("p"), task("a").under("p"), task("b").under("p")])
+}
 
 #[test]
 fn finishing_a_dependency_makes_its_dependent_ready() {
@@ -18,7 +33,7 @@ fn a_change_with_no_consequence_returns_no_transitions() {
 
 #[test]
 fn parent_becomes_done_when_every_subtask_is_done() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     assert_eq!(set(&mut dag, "a", Done), []);
     assert_eq!(
         set(&mut dag, "b", Done),
@@ -44,7 +59,7 @@ fn parent_fails_when_a_subtask_fails() {
 
 #[test]
 fn pending_siblings_of_a_failed_subtask_are_blocked() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     let transitions = set(&mut dag, "a", Failed);
     assert!(transitions.contains(&moved(
         "b",
@@ -58,7 +73,7 @@ fn pending_siblings_of_a_failed_subtask_are_blocked() {
 
 #[test]
 fn running_sibling_of_a_failed_subtask_keeps_running() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     set(&mut dag, "b", Running);
     set(&mut dag, "a", Failed);
     assert_eq!(dag.phase("b"), Some(Running));
@@ -66,50 +81,18 @@ fn running_sibling_of_a_failed_subtask_keeps_running() {
 
 #[test]
 fn dependents_of_a_failed_task_are_blocked_transitively() {
-    let mut dag = dag(vec![
-        task("a"),
-        task("b").after(&["a"]),
-        task("c").after(&["b"]),
-    ]);
+    let mut dag = a_then_b_then_c();
     assert_eq!(
         set(&mut dag, "a", Failed),
-        [
-            moved(
-                "b",
-                Pending,
-                Blocked,
-                TransitionReason::PrerequisiteFailed {
-                    prerequisite: "a".to_owned()
-                }
-            ),
-            moved(
-                "c",
-                Pending,
-                Blocked,
-                TransitionReason::PrerequisiteFailed {
-                    prerequisite: "b".to_owned()
-                }
-            ),
-        ]
+        [blocked_by("b", Pending, "a"), blocked_by("c", Pending, "b")]
     );
 }
 
 #[test]
 fn subtasks_of_a_parent_whose_dependency_failed_are_blocked() {
-    let mut dag = dag(vec![
-        task("x"),
-        task("p").after(&["x"]),
-        task("c").under("p"),
-    ]);
+    let mut dag = subtask_of_a_dependent_parent();
     let transitions = set(&mut dag, "x", Failed);
-    assert!(transitions.contains(&moved(
-        "c",
-        Pending,
-        Blocked,
-        TransitionReason::PrerequisiteFailed {
-            prerequisite: "x".to_owned()
-        }
-    )));
+    assert!(transitions.contains(&blocked_by("c", Pending, "x")));
 }
 
 #[test]
@@ -132,11 +115,7 @@ fn parent_is_blocked_once_its_subtasks_are_resolved_and_some_blocked() {
 
 #[test]
 fn resetting_a_failed_task_unblocks_its_dependents() {
-    let mut dag = dag(vec![
-        task("a"),
-        task("b").after(&["a"]),
-        task("c").after(&["b"]),
-    ]);
+    let mut dag = a_then_b_then_c();
     set(&mut dag, "a", Failed);
     assert_eq!(
         set(&mut dag, "a", Pending),
@@ -150,7 +129,7 @@ fn resetting_a_failed_task_unblocks_its_dependents() {
 
 #[test]
 fn resetting_a_failed_subtask_reopens_its_parent_and_siblings() {
-    let mut dag = dag(vec![task("p"), task("a").under("p"), task("b").under("p")]);
+    let mut dag = two_subtasks_of_p();
     set(&mut dag, "a", Failed);
     let transitions = set(&mut dag, "a", Pending);
     assert_eq!(
@@ -189,17 +168,7 @@ fn setting_a_blocked_task_pending_blocks_it_again() {
     let mut dag = dag(vec![task("a"), task("b").after(&["a"])]);
     set(&mut dag, "a", Failed);
     set(&mut dag, "b", Running);
-    assert_eq!(
-        set(&mut dag, "b", Pending),
-        [moved(
-            "b",
-            Pending,
-            Blocked,
-            TransitionReason::PrerequisiteFailed {
-                prerequisite: "a".to_owned()
-            }
-        )]
-    );
+    assert_eq!(set(&mut dag, "b", Pending), [blocked_by("b", Pending, "a")]);
 }
 
 #[test]
@@ -209,15 +178,16 @@ fn setting_the_current_phase_changes_nothing() {
     assert_eq!(set(&mut dag, "a", Failed), []);
 }
 
-#[test]
-fn unknown_task_is_refused() {
+/// Asserts that setting `name` of a one-task plan (task `a`) to `phase` is refused with
+/// `expected`.
+fn assert_refused(name: &str, phase: TaskPhase, expected: PhaseError) {
     let mut dag = dag(vec![task("a")]);
-    assert_eq!(
-        dag.set_phase("zz", Done),
-        Err(PhaseError::UnknownTask {
-            task: "zz".to_owned()
-        })
-    );
+    assert_eq!(dag.set_phase(name, phase), Err(expected));
+}
+
+named_cases! { assert_refused;
+    unknown_task_is_refused("zz", Done, PhaseError::UnknownTask { task: "zz".to_owned() });
+    setting_blocked_is_refused("a", Blocked, PhaseError::BlockedIsDerived { task: "a".to_owned() });
 }
 
 #[test]
@@ -227,17 +197,6 @@ fn setting_a_parent_phase_is_refused() {
     assert_eq!(
         error.as_deref(),
         Some("task \"p\" has subtasks; its phase follows them and cannot be set to Done")
-    );
-}
-
-#[test]
-fn setting_blocked_is_refused() {
-    let mut dag = dag(vec![task("a")]);
-    assert_eq!(
-        dag.set_phase("a", Blocked),
-        Err(PhaseError::BlockedIsDerived {
-            task: "a".to_owned()
-        })
     );
 }
 

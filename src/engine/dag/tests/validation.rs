@@ -1,37 +1,42 @@
 use super::{Build, dag, messages, ready, task};
-use crate::engine::dag::{CycleLink, CycleStep, Dag, DagError, validate};
+use crate::engine::dag::{CycleLink, CycleStep, Dag, DagError, TaskNode, validate};
+use crate::engine::testing::named_cases;
+
+/// Asserts that `Dag::new` rejects `nodes` with exactly these messages, in order.
+fn assert_rejected(nodes: Vec<TaskNode>, expected: &[&str]) {
+    assert_eq!(messages(nodes), expected);
+}
 
 #[test]
 fn an_empty_task_set_is_valid() {
     assert_eq!(messages(vec![]), Vec::<String>::new());
 }
 
-#[test]
-fn duplicate_name_is_reported_once_with_its_count() {
-    let errors = messages(vec![task("a"), task("b"), task("a"), task("a")]);
-    assert_eq!(errors, ["duplicate task name \"a\" (3 tasks)"]);
-}
-
-#[test]
-fn unknown_dependency_names_the_task_and_the_missing_name() {
-    let errors = messages(vec![task("a"), task("b").after(&["x"])]);
-    assert_eq!(errors, ["task \"b\" depends on unknown task \"x\""]);
-}
-
-#[test]
-fn self_dependency_is_rejected() {
-    let errors = messages(vec![task("a").after(&["a"])]);
-    assert_eq!(errors, ["task \"a\" depends on itself"]);
-}
-
-#[test]
-fn dependency_cycle_is_reported_with_its_path() {
-    let errors = messages(vec![
-        task("a").after(&["b"]),
-        task("b").after(&["c"]),
-        task("c").after(&["a"]),
-    ]);
-    assert_eq!(errors, ["dependency cycle: a -> b -> c -> a"]);
+named_cases! { assert_rejected;
+    duplicate_name_is_reported_once_with_its_count
+        (vec![task("a"), task("b"), task("a"), task("a")], &["duplicate task name \"a\" (3 tasks)"]);
+    unknown_dependency_names_the_task_and_the_missing_name
+        (vec![task("a"), task("b").after(&["x"])], &["task \"b\" depends on unknown task \"x\""]);
+    self_dependency_is_rejected(vec![task("a").after(&["a"])], &["task \"a\" depends on itself"]);
+    dependency_cycle_is_reported_with_its_path
+        (vec![task("a").after(&["b"]), task("b").after(&["c"]), task("c").after(&["a"])], &["dependency cycle: a -> b -> c -> a"]);
+    each_separate_cycle_is_reported
+        (vec![task("a").after(&["b"]), task("b").after(&["a"]), task("c"), task("d").after(&["e"]), task("e").after(&["d"])], &["dependency cycle: a -> b -> a", "dependency cycle: d -> e -> d"]);
+    cycle_through_subtasks_names_the_subtask_links
+        (vec![task("p"), task("c1").under("p").after(&["q"]), task("q"), task("d1").under("q").after(&["p"])], &["dependency cycle: p -> subtask c1 -> q -> subtask d1 -> p"]);
+    cycle_through_an_inherited_dependency_names_the_parent
+        (vec![task("p").after(&["x"]), task("c").under("p"), task("x").after(&["c"])], &["dependency cycle: c -> parent p -> x -> c"]);
+    unknown_parent_names_the_task_and_the_missing_parent
+        (vec![task("a").under("nope")], &["task \"a\" has unknown parent \"nope\""]);
+    self_parent_is_rejected(vec![task("a").under("a")], &["task \"a\" is its own parent"]);
+    parent_cycle_is_reported_with_its_path
+        (vec![task("a").under("c"), task("b").under("a"), task("c").under("b")], &["parent cycle: a -> c -> b -> a"]);
+    subtask_depending_on_its_parent_is_rejected
+        (vec![task("p"), task("c").under("p").after(&["p"])], &["task \"c\" depends on \"p\", which contains it and cannot finish before it"]);
+    subtask_depending_on_a_grandparent_is_rejected
+        (vec![task("g"), task("p").under("g"), task("c").under("p").after(&["g"])], &["task \"c\" depends on \"g\", which contains it and cannot finish before it"]);
+    parent_depending_on_its_own_subtask_is_rejected
+        (vec![task("p").after(&["c"]), task("c").under("p")], &["task \"p\" depends on its own subtask \"c\", which waits for the dependencies of \"p\""]);
 }
 
 #[test]
@@ -49,101 +54,6 @@ fn dependency_cycle_carries_its_steps_as_data() {
             start: "a".to_owned(),
             steps: vec![step("b"), step("a")],
         }]
-    );
-}
-
-#[test]
-fn each_separate_cycle_is_reported() {
-    let errors = messages(vec![
-        task("a").after(&["b"]),
-        task("b").after(&["a"]),
-        task("c"),
-        task("d").after(&["e"]),
-        task("e").after(&["d"]),
-    ]);
-    assert_eq!(
-        errors,
-        [
-            "dependency cycle: a -> b -> a",
-            "dependency cycle: d -> e -> d",
-        ]
-    );
-}
-
-#[test]
-fn cycle_through_subtasks_names_the_subtask_links() {
-    let errors = messages(vec![
-        task("p"),
-        task("c1").under("p").after(&["q"]),
-        task("q"),
-        task("d1").under("q").after(&["p"]),
-    ]);
-    assert_eq!(
-        errors,
-        ["dependency cycle: p -> subtask c1 -> q -> subtask d1 -> p"]
-    );
-}
-
-#[test]
-fn cycle_through_an_inherited_dependency_names_the_parent() {
-    let errors = messages(vec![
-        task("p").after(&["x"]),
-        task("c").under("p"),
-        task("x").after(&["c"]),
-    ]);
-    assert_eq!(errors, ["dependency cycle: c -> parent p -> x -> c"]);
-}
-
-#[test]
-fn unknown_parent_names_the_task_and_the_missing_parent() {
-    let errors = messages(vec![task("a").under("nope")]);
-    assert_eq!(errors, ["task \"a\" has unknown parent \"nope\""]);
-}
-
-#[test]
-fn self_parent_is_rejected() {
-    let errors = messages(vec![task("a").under("a")]);
-    assert_eq!(errors, ["task \"a\" is its own parent"]);
-}
-
-#[test]
-fn parent_cycle_is_reported_with_its_path() {
-    let errors = messages(vec![
-        task("a").under("c"),
-        task("b").under("a"),
-        task("c").under("b"),
-    ]);
-    assert_eq!(errors, ["parent cycle: a -> c -> b -> a"]);
-}
-
-#[test]
-fn subtask_depending_on_its_parent_is_rejected() {
-    let errors = messages(vec![task("p"), task("c").under("p").after(&["p"])]);
-    assert_eq!(
-        errors,
-        ["task \"c\" depends on \"p\", which contains it and cannot finish before it"]
-    );
-}
-
-#[test]
-fn subtask_depending_on_a_grandparent_is_rejected() {
-    let errors = messages(vec![
-        task("g"),
-        task("p").under("g"),
-        task("c").under("p").after(&["g"]),
-    ]);
-    assert_eq!(
-        errors,
-        ["task \"c\" depends on \"g\", which contains it and cannot finish before it"]
-    );
-}
-
-#[test]
-fn parent_depending_on_its_own_subtask_is_rejected() {
-    let errors = messages(vec![task("p").after(&["c"]), task("c").under("p")]);
-    assert_eq!(
-        errors,
-        ["task \"p\" depends on its own subtask \"c\", which waits for the dependencies of \"p\""]
     );
 }
 
@@ -198,36 +108,29 @@ fn validate_accepts_a_valid_set() {
     assert_eq!(validate(&nodes), Ok(()));
 }
 
-#[test]
-fn a_very_long_dependency_chain_is_validated_without_recursion() {
-    let n = 50_000;
-    let nodes = (0..n)
+/// Tasks `t0` to `t<n-1>`, each but the first linked to the one before it by `link`.
+fn chain(n: usize, link: impl Fn(TaskNode, &str) -> TaskNode) -> Vec<TaskNode> {
+    (0..n)
         .map(|i| {
             let node = task(&format!("t{i}"));
-            if i == 0 {
-                node
-            } else {
-                node.after(&[&format!("t{}", i - 1)])
+            match i.checked_sub(1) {
+                None => node,
+                Some(previous) => link(node, &format!("t{previous}")),
             }
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_very_long_dependency_chain_is_validated_without_recursion() {
+    let nodes = chain(50_000, |node, previous| node.after(&[previous]));
     assert_eq!(dag(nodes).ready_count(), 1);
 }
 
 #[test]
 fn a_very_deep_hierarchy_is_validated_without_recursion() {
     let n = 50_000;
-    let nodes = (0..n)
-        .map(|i| {
-            let node = task(&format!("t{i}"));
-            if i == 0 {
-                node
-            } else {
-                node.under(&format!("t{}", i - 1))
-            }
-        })
-        .collect();
-    let dag = dag(nodes);
+    let dag = dag(chain(n, |node, previous| node.under(previous)));
     assert_eq!(ready(&dag), [format!("t{}", n - 1)]);
 }
 

@@ -1,0 +1,78 @@
+//! Fixtures for the controller's unit tests.
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Volume};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::controller::decide::{FeaturePlan, Problem};
+use crate::engine::lifecycle::Action;
+
+/// A `ralph.dev/v1alpha1` object of `kind` with this metadata and spec.
+pub fn object<K: DeserializeOwned>(kind: &str, metadata: Value, spec: Value) -> K {
+    let value = json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": kind,
+        "metadata": metadata,
+        "spec": spec,
+    });
+    serde_json::from_value(value).unwrap_or_else(|error| panic!("invalid {kind}: {error}"))
+}
+
+/// The tasks `plan` claims, by name.
+pub fn claimed(plan: &FeaturePlan) -> Vec<String> {
+    plan.tasks
+        .iter()
+        .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
+        .map(|t| t.task_id.clone())
+        .collect()
+}
+
+/// The spec of a built Pod (the builder always sets one).
+pub fn pod_spec(pod: &Pod) -> &PodSpec {
+    pod.spec
+        .as_ref()
+        .unwrap_or_else(|| panic!("the Pod has no spec"))
+}
+
+/// The container or init container `name` of `pod`.
+pub fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
+    let spec = pod_spec(pod);
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The volume `name` of `pod`.
+pub fn volume<'a>(pod: &'a Pod, name: &str) -> &'a Volume {
+    pod_spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no volume {name}"))
+}
+
+/// Status and reason of the condition `type_` among `conditions`.
+pub fn condition_state<'a>(conditions: &'a [Condition], type_: &str) -> (&'a str, &'a str) {
+    let condition = crate::api::conditions::find(conditions, type_)
+        .unwrap_or_else(|| panic!("no {type_} condition"));
+    (condition.status.as_str(), condition.reason.as_str())
+}
+
+/// Asserts that `problem` has `reason` and a message naming each of `named`.
+pub fn assert_problem(problem: Option<Problem>, reason: &str, named: &[&str]) {
+    let problem = problem.unwrap_or_else(|| panic!("no problem; expected {reason}"));
+    assert_eq!(problem.reason, reason);
+    for name in named {
+        assert!(problem.message.contains(name), "{}", problem.message);
+    }
+}
+
+/// The arguments of the container `name` of `pod`.
+pub fn args(pod: &Pod, name: &str) -> Vec<String> {
+    container(pod, name).args.clone().unwrap_or_default()
+}
