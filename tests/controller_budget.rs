@@ -18,7 +18,9 @@ use kube::ResourceExt;
 use ralph::api::{Feature, FeaturePhase};
 use ralph::controller::budget::{COST_REPORTED, REASON_COST_UNKNOWN};
 
-use harness::{Harness, feature_manifest, runner_arg};
+use serde_json::json;
+
+use harness::{Harness, runner_arg};
 use scripted::Scenario;
 
 /// A scripted attempt that reports `input` + `output` tokens (and `cost` dollars when
@@ -46,11 +48,11 @@ async fn run_scripted(h: &Harness, pod: &Pod, script: &str) {
 
 /// Three independent tasks, one at a time unless `parallelism` says otherwise.
 fn three_tasks() -> serde_json::Value {
-    serde_json::json!([{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    json!([{"name": "a"}, {"name": "b"}, {"name": "c"}])
 }
 
 fn budget(parallelism: u32, budget: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"parallelism": parallelism, "budget": budget})
+    json!({"parallelism": parallelism, "budget": budget})
 }
 
 /// Finishes each agent Pod as it appears with `script` until the Feature is in `phase`;
@@ -93,11 +95,11 @@ async fn message(h: &Harness, name: &str) -> String {
 #[tokio::test]
 async fn a_spent_token_budget_starts_no_new_attempt_and_ends_the_feature_limit_reached() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    h.create(
         "tokens",
         three_tasks(),
-        budget(1, serde_json::json!({"maxTokens": 150})),
-    ))
+        budget(1, json!({"maxTokens": 150})),
+    )
     .await;
 
     let finished = run_until(
@@ -131,11 +133,11 @@ async fn a_spent_token_budget_starts_no_new_attempt_and_ends_the_feature_limit_r
 #[tokio::test]
 async fn a_spent_cost_budget_ends_the_feature_with_the_exact_reported_cost() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    h.create(
         "dollars",
         three_tasks(),
-        budget(1, serde_json::json!({"maxCostUSD": "0.50"})),
-    ))
+        budget(1, json!({"maxCostUSD": "0.50"})),
+    )
     .await;
 
     let finished = run_until(
@@ -163,11 +165,11 @@ async fn a_spent_cost_budget_ends_the_feature_with_the_exact_reported_cost() {
 #[tokio::test]
 async fn attempts_running_when_the_budget_is_spent_finish_and_are_counted() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    h.create(
         "overshoot",
         three_tasks(),
-        budget(2, serde_json::json!({"maxTokens": 100})),
-    ))
+        budget(2, json!({"maxTokens": 100})),
+    )
     .await;
     let first = h.wait_for_pod("overshoot-a-a1").await;
     let second = h.wait_for_pod("overshoot-b-a1").await;
@@ -198,11 +200,11 @@ async fn attempts_running_when_the_budget_is_spent_finish_and_are_counted() {
 #[tokio::test]
 async fn a_cost_the_agent_does_not_report_is_shown_unknown_with_a_warning() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    h.create(
         "codexish",
-        serde_json::json!([{"name": "a"}]),
-        budget(1, serde_json::json!({"maxCostUSD": "1.00"})),
-    ))
+        json!([{"name": "a"}]),
+        budget(1, json!({"maxCostUSD": "1.00"})),
+    )
     .await;
 
     run_until(
@@ -236,11 +238,11 @@ async fn a_cost_the_agent_does_not_report_is_shown_unknown_with_a_warning() {
 #[tokio::test]
 async fn totals_survive_a_controller_restart_without_counting_twice() {
     let mut h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    h.create(
         "restart",
-        serde_json::json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]),
-        budget(1, serde_json::json!({"maxTokens": 100000})),
-    ))
+        json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]),
+        budget(1, json!({"maxTokens": 100000})),
+    )
     .await;
     let first = h.wait_for_pod("restart-a-a1").await;
     run_scripted(&h, &first, &done_after(100, 20, Some(0.25))).await;
@@ -265,16 +267,16 @@ async fn totals_survive_a_controller_restart_without_counting_twice() {
 #[tokio::test]
 async fn raising_a_spent_budget_lets_the_feature_go_on() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    h.create(
         "raise",
-        serde_json::json!([{"name": "a"}, {"name": "b"}]),
-        budget(1, serde_json::json!({"maxTokens": 100})),
-    ))
+        json!([{"name": "a"}, {"name": "b"}]),
+        budget(1, json!({"maxTokens": 100})),
+    )
     .await;
     let script = done_after(100, 20, None);
     run_until(&h, "raise", &script, FeaturePhase::LimitReached).await;
 
-    let patch = serde_json::json!({"spec": {"budget": {"maxTokens": 1000}}});
+    let patch = json!({"spec": {"budget": {"maxTokens": 1000}}});
     h.features()
         .patch(
             "raise",

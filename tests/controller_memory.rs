@@ -42,8 +42,7 @@ fn lesson(title: &str, tags: &[&str], body: &str) -> serde_json::Value {
 #[tokio::test]
 async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
     let h = Harness::start().await;
-    h.create_feature(feature_manifest("jr", json!([{"name": "a"}]), json!({})))
-        .await;
+    h.create("jr", json!([{"name": "a"}]), json!({})).await;
     let first = h.wait_for_pod("jr-a-a1").await;
     h.finish_attempt(&first, failed("a", "tried sqlx; the migrations are broken"))
         .await;
@@ -56,8 +55,7 @@ async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
         text.contains("Note: tried sqlx; the migrations are broken"),
         "{text}"
     );
-    h.finish_done(&second).await;
-    h.wait_for_feature_phase("jr", "Complete").await;
+    h.finish_done_to_complete(&second, "jr").await;
     h.stop().await;
 }
 
@@ -65,8 +63,7 @@ async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
 async fn a_blockers_journal_reaches_its_dependent() {
     let h = Harness::start().await;
     let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create_feature(feature_manifest("jb", tasks, json!({})))
-        .await;
+    h.create("jb", tasks, json!({})).await;
     let a = h.wait_for_pod("jb-a-a1").await;
     h.finish_attempt(
         &a,
@@ -84,8 +81,7 @@ async fn a_blockers_journal_reaches_its_dependent() {
 async fn the_journal_budget_keeps_the_newest_entries() {
     let h = Harness::start().await;
     let memory = json!({"memory": {"journalPromptChars": 170}});
-    h.create_feature(feature_manifest("jt", json!([{"name": "a"}]), memory))
-        .await;
+    h.create("jt", json!([{"name": "a"}]), memory).await;
     let first = h.wait_for_pod("jt-a-a1").await;
     h.finish_attempt(&first, failed("a", "first note")).await;
     let second = h.wait_for_pod("jt-a-a2").await;
@@ -150,8 +146,7 @@ async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
         {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
         {"name": "c", "dependsOn": ["b"], "tags": ["db"]}
     ]);
-    h.create_feature(feature_manifest("kr", tasks, json!({})))
-        .await;
+    h.create("kr", tasks, json!({})).await;
     let a = h.wait_for_pod("kr-a-a1").await;
     h.finish_attempt(
         &a,
@@ -200,12 +195,7 @@ async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts()
         ],
         "knowledgeFrom": {"name": "team-lessons", "key": "lessons.yaml"}
     }});
-    h.create_feature(feature_manifest(
-        "ks",
-        json!([{"name": "build-api"}]),
-        memory,
-    ))
-    .await;
+    h.create("ks", json!([{"name": "build-api"}]), memory).await;
     let pod = h.wait_for_pod("ks-build-api-a1").await;
     let text = prompt(&pod);
     assert!(text.contains("Use axum 0.8."), "{text}");
@@ -229,8 +219,7 @@ async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_
         fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden"),
     );
     let h = Harness::start_on(server, 100);
-    h.create_feature(feature_manifest("kf", json!([{"name": "a"}]), json!({})))
-        .await;
+    h.create("kf", json!([{"name": "a"}]), json!({})).await;
     let a = h.wait_for_pod("kf-a-a1").await;
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;
@@ -257,8 +246,7 @@ async fn knowledge_whose_write_meets_a_conflict_is_not_lost() {
     );
     let h = Harness::start_on(server, 100);
     let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create_feature(feature_manifest("kc", tasks, json!({})))
-        .await;
+    h.create("kc", tasks, json!({})).await;
     let a = h.wait_for_pod("kc-a-a1").await;
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;

@@ -24,32 +24,25 @@ use ralph::api::{AttemptOutcome, Task};
 use ralph::engine::verification::AttemptKind;
 use ralph::engine::workspace::WorkspaceOutcome;
 
+use serde_json::json;
+
 use harness::{Harness, feature_manifest, runner_arg};
 
 /// Kubelet stand-in: the runner reported its task done and `cargo test` exiting `exit_code`.
 async fn finish_checked(h: &Harness, pod: &Pod, exit_code: i32, tail: &str) {
-    let name = pod.name_any();
     let task_id = runner_arg(pod, "--task").expect("runner --task");
-    let result = serde_json::json!({
-        "version": 1,
-        "task": task_id,
-        "attempt": name,
-        "outcome": "finished",
-        "stopReason": "end_turn",
-        "exitCode": 0,
+    let fields = json!({
         "sigils": {"taskDone": task_id},
         "check": {"command": "cargo test", "exitCode": exit_code, "outputTail": tail},
-        "timings": {"startedAtMs": 0, "endedAtMs": jiff::Timestamp::now().as_millisecond()}
     });
-    h.terminate_agent(&name, 0, "Completed", Some(result.to_string()))
-        .await;
+    h.finish_with_result(pod, fields).await;
 }
 
 fn checked_feature(name: &str) -> serde_json::Value {
     feature_manifest(
         name,
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({
+        json!([{"name": "a"}]),
+        json!({
             "verify": {"command": "cargo test", "commandTimeoutSeconds": 300},
             "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
         }),
@@ -102,13 +95,7 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
             && prompt.contains("test greeting ... FAILED"),
         "{prompt}"
     );
-    let status = h
-        .tasks()
-        .get("checked-a")
-        .await
-        .expect("task")
-        .status
-        .expect("status");
+    let status = h.task_status("checked-a").await;
     assert_eq!(status.retry_count, 1);
     let record = &status.attempts[0];
     assert_eq!(record.kind, AttemptKind::Work);
@@ -140,8 +127,8 @@ fn agent_verified_feature(world: &World, name: &str, script: &str) -> serde_json
     world.feature_with(
         name,
         script,
-        serde_json::json!([{"name": "a", "description": "Serve GET /greeting."}]),
-        serde_json::json!({
+        json!([{"name": "a", "description": "Serve GET /greeting."}]),
+        json!({
             "verify": {"agent": true},
             "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
         }),

@@ -6,7 +6,9 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, describe, exit_code, feature_yaml, json_events, task};
+use local_run::{
+    Project, describe, exit_code, feature_yaml, json_events, one_task_feature, stdout, task,
+};
 
 /// Every attempt reports `input` + `output` tokens (and `cost` dollars when given), then
 /// says its task is done.
@@ -36,8 +38,14 @@ fn summary(output: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no summary event:\n{}", describe(output)))
 }
 
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// Three tasks with a budget of 100 tokens, spent by a first run (exit 5) that did `a`.
+fn spent_by_a_first_run() -> Project {
+    let project = Project::new(
+        &three_tasks("    maxTokens: 100\n", 1),
+        &spending(100, 20, None),
+    );
+    project.run_exiting(&[], 5);
+    project
 }
 
 #[test]
@@ -104,11 +112,7 @@ fn an_attempt_running_when_the_budget_is_spent_finishes_and_is_counted() {
 
 #[test]
 fn a_cost_the_agent_does_not_report_is_unknown_not_zero_and_warned_about() {
-    let manifest = feature_yaml(
-        "codexish",
-        "  budget:\n    maxCostUSD: \"5\"\n",
-        &[task("a", &[])],
-    );
+    let manifest = one_task_feature("codexish", "  budget:\n    maxCostUSD: \"5\"\n", "a");
     let project = Project::new(&manifest, &spending(100, 20, None));
     let output = project.run(&[]);
 
@@ -134,9 +138,7 @@ fn a_cost_the_agent_does_not_report_is_unknown_not_zero_and_warned_about() {
 #[test]
 fn costs_and_tokens_show_per_task_in_status_and_task_list() {
     let manifest = feature_yaml("priced", "", &[task("a", &[]), task("b", &["a"])]);
-    let project = Project::new(&manifest, &spending(100, 20, Some(0.25)));
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &spending(100, 20, Some(0.25)));
 
     let status = stdout(&project.ralph(&["status"]));
     assert!(status.contains("usage: 240 tokens"), "{status}");
@@ -151,14 +153,9 @@ fn costs_and_tokens_show_per_task_in_status_and_task_list() {
 
 #[test]
 fn a_second_run_over_a_spent_budget_starts_nothing_and_says_why() {
-    let project = Project::new(
-        &three_tasks("    maxTokens: 100\n", 1),
-        &spending(100, 20, None),
-    );
-    assert_eq!(exit_code(&project.run(&[])), 5);
+    let project = spent_by_a_first_run();
 
-    let again = project.run(&[]);
-    assert_eq!(exit_code(&again), 5, "{}", describe(&again));
+    let again = project.run_exiting(&[], 5);
     assert_eq!(project.started_order(), ["a"], "nothing more started");
     assert!(
         stdout(&again).contains("raise spec.budget to go on"),
@@ -189,11 +186,7 @@ fn an_unquoted_or_zero_cost_is_refused_naming_the_field() {
 
 #[test]
 fn a_raised_budget_lets_the_next_run_go_on() {
-    let project = Project::new(
-        &three_tasks("    maxTokens: 100\n", 1),
-        &spending(100, 20, None),
-    );
-    assert_eq!(exit_code(&project.run(&[])), 5);
+    let project = spent_by_a_first_run();
 
     project.write_manifest(&three_tasks("    maxTokens: 1000\n", 1));
     let again = project.run(&[]);

@@ -4,7 +4,7 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, describe, exit_code, feature_yaml, task};
+use local_run::{Project, describe, exit_code, feature_yaml, stdout, task};
 use ralph::engine::dag::TaskPhase;
 
 /// A run where `base` fails (no retries), `on-top` is blocked and `side` is done.
@@ -24,10 +24,6 @@ fn failed_run() -> Project {
     let project = Project::new(&manifest, script);
     project.run_exiting(&[], 1);
     project
-}
-
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod local_run;
 use std::path::Path;
 use std::process::Command;
 
-use local_run::{Project, describe, feature_yaml, json_events, task};
+use local_run::{Project, describe, feature_yaml, json_events, one_task_feature, task};
 
 /// Runs git in `dir` and returns its trimmed stdout; fails the test on an error.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -146,7 +146,7 @@ fn a_diamond_lands_four_commits_on_the_feature_branch_and_dependents_see_their_b
 #[test]
 fn the_main_checkout_is_left_as_it_was() {
     let project = git_project(
-        &feature_yaml("solo", "", &[task("a", &[])]),
+        &one_task_feature("solo", "", "a"),
         "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
     );
 
@@ -216,7 +216,7 @@ tasks:
 
 #[test]
 fn a_crash_mid_task_commits_nothing_and_keeps_its_worktree_until_reset() {
-    let project = git_project(&feature_yaml("crash", "", &[task("t", &[])]), CRASH);
+    let project = git_project(&one_task_feature("crash", "", "t"), CRASH);
 
     project.run_to_success(&[]);
 
@@ -244,7 +244,7 @@ fn a_crash_mid_task_commits_nothing_and_keeps_its_worktree_until_reset() {
 #[test]
 fn done_with_nothing_changed_says_so_and_succeeds() {
     let project = git_project(
-        &feature_yaml("idle", "", &[task("t", &[])]),
+        &one_task_feature("idle", "", "t"),
         "default:\n  - {text: \"Nothing to do. <task-done>{task}</task-done>\"}\n",
     );
     let base = git(project.dir.path(), &["rev-parse", "HEAD"]);
@@ -283,7 +283,7 @@ fn without_git_parallel_attempts_share_the_directory_with_a_warning() {
 #[test]
 fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
     let project = Project::new(
-        &feature_yaml("plain", "", &[task("a", &[])]),
+        &one_task_feature("plain", "", "a"),
         "default:\n  - {text: \"<task-done>{task}</task-done>\"}\n",
     );
     let dir = project.dir.path().display().to_string();
@@ -298,11 +298,7 @@ fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
 
 fn verified_project(script: &str) -> Project {
     git_project(
-        &feature_yaml(
-            "verified",
-            "  verify:\n    agent: true\n",
-            &[task("api", &[])],
-        ),
+        &one_task_feature("verified", "  verify:\n    agent: true\n", "api"),
         script,
     )
 }
@@ -321,14 +317,7 @@ tasks:
 
     project.run_to_success(&[]);
 
-    let log = std::fs::read_to_string(
-        project
-            .state()
-            .join("attempts")
-            .join("api-a2")
-            .join("runner.jsonl"),
-    )
-    .expect("verifier log");
+    let log = project.runner_log("api-a2");
     assert!(!log.contains("MISSING"), "the verifier saw the work");
     assert_eq!(
         subjects(&project, "ralph/verified"),
@@ -388,16 +377,23 @@ tasks:
     assert!(!worktree(&project, "api", 1).exists(), "finished: removed");
 }
 
-#[test]
-fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
+/// A git project of the Feature `name` whose task `a` writes `a.txt`, with the remote
+/// `origin`: an empty bare repository.
+fn project_with_remote(name: &str) -> (Project, tempfile::TempDir) {
     let project = git_project(
-        &feature_yaml("pushed", "", &[task("a", &[])]),
+        &one_task_feature(name, "", "a"),
         "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
     );
     let remote = tempfile::tempdir().expect("remote directory");
     git(remote.path(), &["init", "-q", "--bare"]);
     let url = remote.path().display().to_string();
     git(project.dir.path(), &["remote", "add", "origin", &url]);
+    (project, remote)
+}
+
+#[test]
+fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
+    let (project, remote) = project_with_remote("pushed");
 
     project.run_to_success(&["--push-remote", "origin"]);
 
@@ -409,14 +405,7 @@ fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
 
 #[test]
 fn without_a_push_remote_nothing_is_pushed() {
-    let project = git_project(
-        &feature_yaml("local", "", &[task("a", &[])]),
-        "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
-    );
-    let remote = tempfile::tempdir().expect("remote directory");
-    git(remote.path(), &["init", "-q", "--bare"]);
-    let url = remote.path().display().to_string();
-    git(project.dir.path(), &["remote", "add", "origin", &url]);
+    let (project, remote) = project_with_remote("local");
 
     project.run_to_success(&[]);
 

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 
-use local_run::{Project, describe, feature_yaml, task};
+use local_run::{Project, describe, feature_yaml, one_task_feature, task};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use ralph::engine::dag::TaskPhase;
@@ -170,7 +170,7 @@ fn a_runner_outliving_its_killed_run_is_waited_for_not_started_twice() {
     // `ralph run` is killed; attempt 2 completes.
     let script = "tasks:\n  a:\n    - [ {text: working}, {hang: true} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
-    let manifest = feature_yaml("orphaned", "", &[task("a", &[])]);
+    let manifest = one_task_feature("orphaned", "", "a");
     let project = Project::new(&manifest, script);
     let (mut child, _lines) = start_until_activity(
         &project,

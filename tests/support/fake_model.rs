@@ -228,6 +228,23 @@ pub trait Wire {
 
     /// The routes, on the shared script and record.
     fn routes() -> Router<Arc<Shared>>;
+
+    /// The answer to a request no route serves (see [`unserved`]): a 404 unless the API
+    /// answers it otherwise.
+    fn unserved(_method: &Method, _uri: &Uri) -> Response {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+/// The fallback route of a [`Wire`]: records the request, answers with [`Wire::unserved`].
+pub async fn unserved<W: Wire>(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    shared.record(&method, &uri, RequestKind::Other, &body);
+    W::unserved(&method, &uri)
 }
 
 /// A running fake model API speaking `W` (e.g. `FakeOpenAi`); stops when dropped.
