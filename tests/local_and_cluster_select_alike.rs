@@ -7,7 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ralph::api::pool::command_identity;
-use ralph::api::{Feature, ModelPolicy, Task};
+#[path = "support/cluster_objects.rs"]
+mod cluster_objects;
+
+use cluster_objects::{hello_feature, hello_task};
+use ralph::api::ModelPolicy;
 use ralph::engine::conclusion::AgentRest;
 use ralph::engine::selection::{ModelStrategy, Rests, Selection};
 use ralph::local::feature::{LocalAgent, LocalFeature};
@@ -55,18 +59,10 @@ fn rest(until_ms: i64) -> AgentRest {
 }
 
 fn cluster(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chosen {
-    let feature: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "fallbackAgents": [{"name": "spare", "image": "agent:1", "command": ["spare-agent"]}],
-            "model": {"strategy": strategy, "models": MODELS},
-            "tasks": [{"name": "t"}]
-        }
-    }))
-    .expect("valid feature");
+    let feature = hello_feature(serde_json::json!({
+        "fallbackAgents": [{"name": "spare", "image": "agent:1", "command": ["spare-agent"]}],
+        "model": {"strategy": strategy, "models": MODELS},
+    }));
     let attempts: Vec<serde_json::Value> = history
         .iter()
         .zip(1..)
@@ -77,14 +73,9 @@ fn cluster(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chose
             })
         })
         .collect();
-    let task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
-        "spec": {"featureRef": "hello"},
-        "status": {"phase": "Pending", "attemptCount": history.len(), "attempts": attempts}
-    }))
-    .expect("valid task");
+    let task = hello_task(
+        serde_json::json!({"phase": "Pending", "attemptCount": history.len(), "attempts": attempts}),
+    );
     let rests: Rests = resting
         .iter()
         .map(|(name, until)| {

@@ -22,6 +22,8 @@ use ralph::controller::{ControllerConfig, NativeSidecars};
 use tokio_util::sync::CancellationToken;
 
 use super::fake_apiserver::FakeApiServer;
+#[allow(unused_imports)]
+pub use super::fake_apiserver::assert_mentions;
 
 /// Namespace every test works in.
 pub const NS: &str = "team";
@@ -414,12 +416,6 @@ pub fn prompt_of(pod: &Pod) -> String {
         .get("ralph.dev/prompt")
         .cloned()
         .unwrap_or_default()
-}
-
-/// Asserts that `text` (a condition's or an Event's message) mentions every one of `parts`.
-pub fn assert_mentions(text: &str, parts: &[&str]) {
-    let missing: Vec<&&str> = parts.iter().filter(|part| !text.contains(**part)).collect();
-    assert!(missing.is_empty(), "{missing:?} not in {text:?}");
 }
 
 /// The value after `flag` in the agent container's command.
