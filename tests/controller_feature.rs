@@ -118,7 +118,7 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
     .await;
     let pod = h.wait_for_pod("one-a-a1").await;
     let text = prompt_of(&pod);
-    assert!(text.contains("Write hello.txt"), "{text}");
+    assert_mentions(&text, &["Write hello.txt"]);
     let lease = h.leases().get("one-a").await.expect("claim Lease");
     assert_eq!(
         lease.spec.and_then(|s| s.holder_identity).as_deref(),
@@ -139,7 +139,7 @@ async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
 
     let second = h.wait_for_pod("crashy-a-a2").await;
     let text = prompt_of(&second);
-    assert!(text.contains("OOMKilled"), "{text}");
+    assert_mentions(&text, &["OOMKilled"]);
     let status = h.task_status("crashy-a").await;
     assert_eq!(status.retry_count, 1);
     assert_eq!(status.attempts[0].outcome, Some(AttemptOutcome::Crashed));

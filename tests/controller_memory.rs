@@ -13,15 +13,7 @@ use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use harness::{Harness, NS, feature_manifest};
-
-/// The prompt an agent Pod carries.
-fn prompt(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    pod.annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .unwrap_or_default()
-}
+use harness::{Harness, NS, assert_mentions, feature_manifest, prompt_of};
 
 fn failed(task: &str, note: &str) -> serde_json::Value {
     json!({"taskFailed": task, "taskFailedReason": "the tests fail", "journal": [note]})
@@ -47,13 +39,15 @@ async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
     h.finish_attempt(&first, failed("a", "tried sqlx; the migrations are broken"))
         .await;
     let second = h.wait_for_pod("jr-a-a2").await;
-    let text = prompt(&second);
-    assert!(text.contains("## Journal"), "{text}");
-    assert!(text.contains("- Attempt 1: failed; took"), "{text}");
-    assert!(text.contains("120 tokens, cost unknown"), "{text}");
-    assert!(
-        text.contains("Note: tried sqlx; the migrations are broken"),
-        "{text}"
+    let text = prompt_of(&second);
+    assert_mentions(
+        &text,
+        &[
+            "## Journal",
+            "- Attempt 1: failed; took",
+            "120 tokens, cost unknown",
+            "Note: tried sqlx; the migrations are broken",
+        ],
     );
     h.finish_done_to_complete(&second, "jr").await;
     h.stop().await;
@@ -71,9 +65,11 @@ async fn a_blockers_journal_reaches_its_dependent() {
     )
     .await;
     let b = h.wait_for_pod("jb-b-a1").await;
-    let text = prompt(&b);
-    assert!(text.contains("- a, attempt 1: done;"), "{text}");
-    assert!(text.contains("Note: Created docs/api.md"), "{text}");
+    let text = prompt_of(&b);
+    assert_mentions(
+        &text,
+        &["- a, attempt 1: done;", "Note: Created docs/api.md"],
+    );
     h.stop().await;
 }
 
@@ -87,8 +83,8 @@ async fn the_journal_budget_keeps_the_newest_entries() {
     let second = h.wait_for_pod("jt-a-a2").await;
     h.finish_attempt(&second, failed("a", "second note")).await;
     let third = h.wait_for_pod("jt-a-a3").await;
-    let text = prompt(&third);
-    assert!(text.contains("second note"), "{text}");
+    let text = prompt_of(&third);
+    assert_mentions(&text, &["second note"]);
     assert!(!text.contains("first note"), "{text}");
     h.stop().await;
 }
@@ -108,16 +104,18 @@ async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap()
     let learned = lesson("Migrations", &["DB"], "Run sqlx migrate before the tests.");
     h.finish_attempt(&a, done_with("a", learned)).await;
     let b = h.wait_for_pod("kt-b-a1").await;
-    let text = prompt(&b);
-    assert!(text.contains("## Knowledge"), "{text}");
-    assert!(text.contains("### Migrations (db)"), "{text}");
-    assert!(
-        text.contains("Run sqlx migrate before the tests."),
-        "{text}"
+    let text = prompt_of(&b);
+    assert_mentions(
+        &text,
+        &[
+            "## Knowledge",
+            "### Migrations (db)",
+            "Run sqlx migrate before the tests.",
+        ],
     );
     h.finish_done(&b).await;
     let c = h.wait_for_pod("kt-c-a1").await;
-    assert!(!prompt(&c).contains("sqlx migrate"), "{}", prompt(&c));
+    assert!(!prompt_of(&c).contains("sqlx migrate"), "{}", prompt_of(&c));
 
     let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
     let stored = config_maps
@@ -154,14 +152,14 @@ async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
     )
     .await;
     let b = h.wait_for_pod("kr-b-a1").await;
-    assert!(prompt(&b).contains("use sqlite"));
+    assert!(prompt_of(&b).contains("use sqlite"));
     h.finish_attempt(
         &b,
         done_with("b", lesson("database", &["db"], "use postgres")),
     )
     .await;
     let c = h.wait_for_pod("kr-c-a1").await;
-    let text = prompt(&c);
+    let text = prompt_of(&c);
     assert!(
         text.contains("use postgres") && !text.contains("use sqlite"),
         "{text}"
@@ -197,9 +195,8 @@ async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts()
     }});
     h.create("ks", json!([{"name": "build-api"}]), memory).await;
     let pod = h.wait_for_pod("ks-build-api-a1").await;
-    let text = prompt(&pod);
-    assert!(text.contains("Use axum 0.8."), "{text}");
-    assert!(text.contains("Return RFC 7807 problems."), "{text}");
+    let text = prompt_of(&pod);
+    assert_mentions(&text, &["Use axum 0.8.", "Return RFC 7807 problems."]);
     assert!(!text.contains("Use htmx."), "{text}");
     h.stop().await;
 }
@@ -227,10 +224,7 @@ async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_
     let warnings = h.events_with_reason("KnowledgeNotKept").await;
     assert_eq!(warnings.len(), 1);
     let note = warnings[0].note.clone().unwrap_or_default();
-    assert!(
-        note.contains("kf-a-a1") && note.contains("ConfigMaps"),
-        "{note}"
-    );
+    assert_mentions(&note, &["kf-a-a1", "ConfigMaps"]);
     h.stop().await;
 }
 
@@ -251,6 +245,6 @@ async fn knowledge_whose_write_meets_a_conflict_is_not_lost() {
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;
     let b = h.wait_for_pod("kc-b-a1").await;
-    assert!(prompt(&b).contains("use rustfmt"), "{}", prompt(&b));
+    assert!(prompt_of(&b).contains("use rustfmt"), "{}", prompt_of(&b));
     h.stop().await;
 }

@@ -109,10 +109,7 @@ async fn a_next_model_the_feature_does_not_list_is_refused_with_a_warning_event(
         })
         .await;
     let note = warnings[0].note.clone().unwrap_or_default();
-    assert!(
-        note.contains("\"gpt-9\"") && note.contains("spec.models"),
-        "{note}"
-    );
+    assert_mentions(&note, &["\"gpt-9\"", "spec.models"]);
     h.stop().await;
 }
 

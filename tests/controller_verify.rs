@@ -17,7 +17,6 @@ mod harness;
 mod kubelet_standin;
 
 use git_cluster::World;
-use git_server::HTTP_TOKEN;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use ralph::api::{AttemptOutcome, Task};
@@ -26,7 +25,7 @@ use ralph::engine::workspace::WorkspaceOutcome;
 
 use serde_json::json;
 
-use harness::{Harness, feature_manifest, runner_arg};
+use harness::{Harness, assert_mentions, feature_manifest, prompt_of, runner_arg};
 
 /// Kubelet stand-in: the runner reported its task done and `cargo test` exiting `exit_code`.
 async fn finish_checked(h: &Harness, pod: &Pod, exit_code: i32, tail: &str) {
@@ -90,10 +89,12 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
         .get("ralph.dev/prompt")
         .cloned()
         .unwrap_or_default();
-    assert!(
-        prompt.contains("verify.command `cargo test` exited with code 101")
-            && prompt.contains("test greeting ... FAILED"),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &[
+            "verify.command `cargo test` exited with code 101",
+            "test greeting ... FAILED",
+        ],
     );
     let status = h.task_status("checked-a").await;
     assert_eq!(status.retry_count, 1);
@@ -113,13 +114,6 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
     h.wait_for_feature_phase("checked", "Complete").await;
     assert_eq!(h.events_with_reason("VerificationFailed").await.len(), 1);
     h.stop().await;
-}
-
-fn prompt_of(pod: &Pod) -> String {
-    pod.annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// A one-task Feature in the test repository whose work a verification agent checks.
@@ -152,8 +146,7 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_done() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let world = World::with_credentials().await;
     let h = &world.harness;
     h.create_feature(agent_verified_feature(&world, "checked", PASSING_SCRIPT))
         .await;
@@ -168,7 +161,7 @@ async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_do
     );
     let prompt = prompt_of(&verifier);
     assert!(prompt.starts_with("# Verify:"), "{prompt}");
-    assert!(prompt.contains("Added GET /greeting."), "{prompt}");
+    assert_mentions(&prompt, &["Added GET /greeting."]);
 
     h.wait_for_feature_phase("checked", "Complete").await;
     let task = world.task("checked-a").await;
@@ -214,17 +207,16 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let world = World::with_credentials().await;
     let h = &world.harness;
     h.create_feature(agent_verified_feature(&world, "checked", REJECTED_SCRIPT))
         .await;
     let retry = h.wait_for_pod("checked-a-a3").await;
     assert!(!runner_command_has(&retry, "--read-only"));
     let prompt = prompt_of(&retry);
-    assert!(
-        prompt.contains("the verifier rejected the work: GET /greeting answers 500."),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &["the verifier rejected the work: GET /greeting answers 500."],
     );
     let task = world.task("checked-a").await;
     let status = task.status.as_ref().expect("status");
@@ -237,7 +229,7 @@ async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
         ]
     );
     assert_eq!(
-        world.git.subjects("app", &world.feature_branch("checked")),
+        world.subjects("checked"),
         ["initial commit"],
         "nothing rejected reached the feature branch"
     );
@@ -252,8 +244,7 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let world = World::with_credentials().await;
     let h = &world.harness;
     h.create_feature(agent_verified_feature(&world, "checked", WORK_SCRIPT))
         .await;
@@ -267,10 +258,7 @@ async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
         world.git.subjects("app", "ralph-work/checked/a"),
         ["a: work of attempt 1", "initial commit"]
     );
-    assert_eq!(
-        world.git.subjects("app", &world.feature_branch("checked")),
-        ["initial commit"]
-    );
+    assert_eq!(world.subjects("checked"), ["initial commit"]);
 }
 
 fn runner_command_has(pod: &Pod, flag: &str) -> bool {

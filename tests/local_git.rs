@@ -11,7 +11,9 @@ mod local_run;
 use std::path::Path;
 use std::process::Command;
 
-use local_run::{Project, describe, feature_yaml, json_events, one_task_feature, task};
+use local_run::{
+    Project, assert_mentions, describe, feature_yaml, json_events, one_task_feature, task,
+};
 
 /// Runs git in `dir` and returns its trimmed stdout; fails the test on an error.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -191,9 +193,9 @@ fn parallel_tasks_editing_the_same_line_conflict_and_the_later_retries_on_the_ne
         "{outcomes:?}"
     );
     let prompt = project.prompt("second-a2");
-    assert!(
-        prompt.contains("conflicted with work integrated meanwhile by task first in shared.txt"),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &["conflicted with work integrated meanwhile by task first in shared.txt"],
     );
     let subjects = subjects(&project, "ralph/lines");
     assert_eq!(
@@ -292,7 +294,7 @@ fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
 
     assert_ne!(output.status.code(), Some(0), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not a git repository"), "{stderr}");
+    assert_mentions(&stderr, &["not a git repository"]);
     assert!(stderr.contains(&dir), "{stderr}");
 }
 

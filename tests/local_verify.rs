@@ -7,7 +7,7 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, feature_yaml, task};
+use local_run::{Project, assert_mentions, feature_yaml, task};
 
 fn verified(verify: &str) -> String {
     feature_yaml(
@@ -42,7 +42,7 @@ fn a_passing_verifier_makes_the_task_done() {
     assert_eq!(history(&project), ["Work done", "Verify done"]);
     let prompt = project.prompt("api-a2");
     assert!(prompt.starts_with("# Verify: Title of api"), "{prompt}");
-    assert!(prompt.contains("Added GET /greeting."), "{prompt}");
+    assert_mentions(&prompt, &["Added GET /greeting."]);
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn the_verifiers_edit_is_refused_and_nothing_is_written() {
         "the verifier wrote a file"
     );
     let log = project.runner_log("api-a2");
-    assert!(log.contains("read-only verification session"), "{log}");
+    assert_mentions(&log, &["read-only verification session"]);
 }
 
 #[test]
@@ -124,10 +124,12 @@ fn a_failing_verify_command_retries_with_its_output_then_a_passing_one_completes
     let project = Project::run_ok(&manifest, script);
     assert_eq!(history(&project), ["Work failed", "Work done"]);
     let retry = project.prompt("api-a2");
-    assert!(
-        retry.contains("verify.command `echo checking; test -f built.txt` exited with code 1")
-            && retry.contains("checking"),
-        "{retry}"
+    assert_mentions(
+        &retry,
+        &[
+            "verify.command `echo checking; test -f built.txt` exited with code 1",
+            "checking",
+        ],
     );
 }
 
@@ -139,6 +141,8 @@ fn task_show_names_the_verification_attempts() {
     let project = Project::run_ok(&agent_verified(), script);
     let shown = project.ralph(&["task", "show", "api"]);
     let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("api-a1 (gen 1): done"), "{text}");
-    assert!(text.contains("api-a2 (gen 1): verification done"), "{text}");
+    assert_mentions(
+        &text,
+        &["api-a1 (gen 1): done", "api-a2 (gen 1): verification done"],
+    );
 }

@@ -7,7 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use ralph::local::store::{AttemptRow, EventRow, Store};
+use ralph::local::store::{AttemptRow, EventRow, Store, TaskRow};
+
+#[path = "mentions.rs"]
+mod mentions;
+#[allow(unused_imports)]
+pub use mentions::assert_mentions;
 
 /// A temporary project: `feature.yaml`, `script.yaml`, and the state in `.ralph/`.
 pub struct Project {
@@ -182,6 +187,13 @@ impl Project {
             .into_iter()
             .map(|a| a.outcome.unwrap_or_default())
             .collect()
+    }
+
+    /// The stored row of the task `name`.
+    pub fn task(&self, name: &str) -> TaskRow {
+        self.store()
+            .task(name)
+            .unwrap_or_else(|error| panic!("task {name}: {error}"))
     }
 
     /// The prompt file of an attempt.
