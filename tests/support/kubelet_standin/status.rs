@@ -36,6 +36,19 @@ impl Termination {
         }
     }
 
+    /// How a container that exited with `code` and left `message` ended: completed on 0,
+    /// an error otherwise.
+    pub fn from_exit(code: i32, message: Option<String>) -> Self {
+        if code == 0 {
+            Self {
+                message,
+                ..Self::succeeded()
+            }
+        } else {
+            Self::error(code, message)
+        }
+    }
+
     /// A non-zero exit with an optional termination message.
     pub fn error(exit_code: i32, message: Option<String>) -> Self {
         Self {
