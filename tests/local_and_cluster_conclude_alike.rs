@@ -11,7 +11,7 @@ mod mentions;
 
 use cluster_objects::{hello_feature, hello_task};
 use mentions::assert_mentions;
-use ralph::api::{AttemptOutcome, Feature, Task};
+use ralph::api::AttemptOutcome;
 use ralph::controller::status::{self, Ingestion};
 use ralph::engine::attempt::{AttemptResult, StopReason};
 use ralph::engine::dag::TaskPhase;
@@ -590,21 +590,9 @@ fn local_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spendin
 }
 
 fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spending {
-    let mut feature: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
-        "spec": {"agent": {"image": "agent:1", "command": ["agent"]}, "tasks": [{"name": "t"}]}
-    }))
-    .expect("valid feature");
+    let mut feature = hello_feature(serde_json::json!({}));
     feature.spec.budget = Some(spec.clone());
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
-        "spec": {"featureRef": "hello"}
-    }))
-    .expect("valid task");
+    let mut task = hello_task(serde_json::Value::Null);
     for (end, number) in ends.iter().zip(1..) {
         let claim = ralph::api::ClaimStatus {
             lease: "hello-t".to_owned(),

@@ -25,7 +25,7 @@ pub fn hello_feature(spec: Value) -> Feature {
     .expect("valid feature")
 }
 
-/// The Task object `hello-t` of [`hello_feature`] with this `status`.
+/// The Task object `hello-t` of [`hello_feature`] with this `status` (`null`: none).
 pub fn hello_task(status: Value) -> Task {
     serde_json::from_value(json!({
         "apiVersion": "ralph.dev/v1alpha1",
