@@ -20,7 +20,7 @@ use ralph::controller::budget::{COST_REPORTED, REASON_COST_UNKNOWN};
 
 use serde_json::json;
 
-use harness::{Harness, runner_arg};
+use harness::{Harness, a_then_b, one_task, runner_arg};
 use scripted::Scenario;
 
 /// A scripted attempt that reports `input` + `output` tokens (and `cost` dollars when
@@ -180,13 +180,7 @@ async fn attempts_running_when_the_budget_is_spent_finish_and_are_counted() {
 
 #[tokio::test]
 async fn a_cost_the_agent_does_not_report_is_shown_unknown_with_a_warning() {
-    let h = budgeted(
-        "codexish",
-        json!([{"name": "a"}]),
-        1,
-        json!({"maxCostUSD": "1.00"}),
-    )
-    .await;
+    let h = budgeted("codexish", one_task(), 1, json!({"maxCostUSD": "1.00"})).await;
 
     let script = done_after(100, 20, None);
     run_until(&h, "codexish", &script, FeaturePhase::Complete).await;
@@ -213,13 +207,7 @@ async fn a_cost_the_agent_does_not_report_is_shown_unknown_with_a_warning() {
 
 #[tokio::test]
 async fn totals_survive_a_controller_restart_without_counting_twice() {
-    let mut h = budgeted(
-        "restart",
-        json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]),
-        1,
-        json!({"maxTokens": 100000}),
-    )
-    .await;
+    let mut h = budgeted("restart", a_then_b(), 1, json!({"maxTokens": 100000})).await;
     let first = h.wait_for_pod("restart-a-a1").await;
     run_scripted(&h, &first, &done_after(100, 20, Some(0.25))).await;
     h.wait_for_pod("restart-b-a1").await;

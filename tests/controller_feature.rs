@@ -11,13 +11,14 @@ mod harness;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use ralph::api::{AttemptOutcome, FeaturePhase};
 use ralph::engine::dag::TaskPhase;
 use serde_json::json;
 
-use harness::{Harness, NS, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg};
+use harness::{
+    Harness, NS, a_then_b, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg,
+};
 
 /// Diamond: a; b and c after a; d after b and c.
 fn diamond() -> serde_json::Value {
@@ -98,8 +99,8 @@ async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects(
         ["tidy-a-a1", "tidy-b-a1", "tidy-c-a1", "tidy-d-a1"],
         "finished Pods stay for `kubectl logs` until their retention ends"
     );
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let prompts = config_maps
+    let prompts = h
+        .config_maps()
         .list(&kube::api::ListParams::default().labels("ralph.dev/attempt"))
         .await
         .expect("list configmaps");
@@ -186,8 +187,7 @@ async fn expired_claim_makes_the_attempt_lost_deletes_its_pod_and_retries() {
 #[tokio::test]
 async fn suspend_cancels_the_running_attempt_and_starts_nothing() {
     let h = Harness::start().await;
-    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create("paused", tasks, json!({})).await;
+    h.create("paused", a_then_b(), json!({})).await;
     h.wait_for_pod("paused-a-a1").await;
     h.set_running("paused-a-a1").await;
 

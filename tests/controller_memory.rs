@@ -9,11 +9,11 @@ mod fake_apiserver;
 mod harness;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::api::PostParams;
-use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use harness::{Harness, NS, assert_mentions, feature_manifest, prompt_of};
+use harness::{Harness, a_then_b, assert_mentions, feature_manifest, one_task, prompt_of};
 
 fn failed(task: &str, note: &str) -> serde_json::Value {
     json!({"taskFailed": task, "taskFailedReason": "the tests fail", "journal": [note]})
@@ -34,7 +34,7 @@ fn lesson(title: &str, tags: &[&str], body: &str) -> serde_json::Value {
 #[tokio::test]
 async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
     let h = Harness::start().await;
-    h.create("jr", json!([{"name": "a"}]), json!({})).await;
+    h.create("jr", one_task(), json!({})).await;
     let first = h.wait_for_pod("jr-a-a1").await;
     h.finish_attempt(&first, failed("a", "tried sqlx; the migrations are broken"))
         .await;
@@ -56,8 +56,7 @@ async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
 #[tokio::test]
 async fn a_blockers_journal_reaches_its_dependent() {
     let h = Harness::start().await;
-    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create("jb", tasks, json!({})).await;
+    h.create("jb", a_then_b(), json!({})).await;
     let a = h.wait_for_pod("jb-a-a1").await;
     h.finish_attempt(
         &a,
@@ -77,7 +76,7 @@ async fn a_blockers_journal_reaches_its_dependent() {
 async fn the_journal_budget_keeps_the_newest_entries() {
     let h = Harness::start().await;
     let memory = json!({"memory": {"journalPromptChars": 170}});
-    h.create("jt", json!([{"name": "a"}]), memory).await;
+    h.create("jt", one_task(), memory).await;
     let first = h.wait_for_pod("jt-a-a1").await;
     h.finish_attempt(&first, failed("a", "first note")).await;
     let second = h.wait_for_pod("jt-a-a2").await;
@@ -117,11 +116,7 @@ async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap()
     let c = h.wait_for_pod("kt-c-a1").await;
     assert!(!prompt_of(&c).contains("sqlx migrate"), "{}", prompt_of(&c));
 
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let stored = config_maps
-        .get("kt-knowledge")
-        .await
-        .expect("knowledge ConfigMap");
+    let stored = h.config_map("kt-knowledge").await;
     let owner = stored.owner_references().first().cloned().expect("owner");
     assert_eq!(
         (owner.kind.as_str(), Some(owner.uid)),
@@ -164,11 +159,7 @@ async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
         text.contains("use postgres") && !text.contains("use sqlite"),
         "{text}"
     );
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let stored = config_maps
-        .get("kr-knowledge")
-        .await
-        .expect("knowledge ConfigMap");
+    let stored = h.config_map("kr-knowledge").await;
     assert_eq!(stored.data.map(|d| d.len()), Some(1));
     h.stop().await;
 }
@@ -176,7 +167,7 @@ async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
 #[tokio::test]
 async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts() {
     let h = Harness::start().await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let config_maps = h.config_maps();
     let seeds: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "team-lessons"},
         "data": {"lessons.yaml": "- title: Errors\n  tags: [api]\n  body: Return RFC 7807 problems.\n"}
@@ -205,18 +196,16 @@ fn is_config_map_create(request: &fake_apiserver::RequestRecord) -> bool {
     request.resource == "configmaps" && request.verb == fake_apiserver::Verb::Create
 }
 
+/// A harness whose API server answers the first ConfigMap create with `error`.
+async fn failing_a_config_map_create(error: fake_apiserver::ApiError) -> Harness {
+    Harness::start_after(|server| server.fail_next(1, is_config_map_create, error)).await
+}
+
 #[tokio::test]
 async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_ends() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.fail_next(
-        1,
-        is_config_map_create,
-        fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden"),
-    );
-    let h = Harness::start_on(server, 100);
-    h.create("kf", json!([{"name": "a"}]), json!({})).await;
+    let forbidden = fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden");
+    let h = failing_a_config_map_create(forbidden).await;
+    h.create("kf", one_task(), json!({})).await;
     let a = h.wait_for_pod("kf-a-a1").await;
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;
@@ -230,17 +219,9 @@ async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_
 
 #[tokio::test]
 async fn knowledge_whose_write_meets_a_conflict_is_not_lost() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.fail_next(
-        1,
-        is_config_map_create,
-        fake_apiserver::ApiError::already_exists("configmaps", "kc-knowledge"),
-    );
-    let h = Harness::start_on(server, 100);
-    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create("kc", tasks, json!({})).await;
+    let exists = fake_apiserver::ApiError::already_exists("configmaps", "kc-knowledge");
+    let h = failing_a_config_map_create(exists).await;
+    h.create("kc", a_then_b(), json!({})).await;
     let a = h.wait_for_pod("kc-a-a1").await;
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;

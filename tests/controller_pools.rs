@@ -10,13 +10,13 @@ mod fake_apiserver;
 #[path = "support/controller_harness.rs"]
 mod harness;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::{Api, ResourceExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use ralph::api::AttemptOutcome;
 
 use serde_json::json;
 
-use harness::{Harness, NS, assert_mentions, one_task, runner_arg};
+use harness::{Harness, assert_mentions, one_task, runner_arg};
 
 /// The spec fields choosing each attempt's model by `strategy` among `models`.
 fn models(strategy: &str, models: &[&str]) -> serde_json::Value {
@@ -139,11 +139,7 @@ async fn an_exhausted_agent_rests_for_every_feature_using_it_also_after_a_restar
     exhaust(&h, &pod, in_an_hour()).await;
     h.wait_for_feature_condition("first", "AgentsAvailable", "PoolExhausted")
         .await;
-    let rests: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let stored = rests
-        .get("ralph-agent-rests")
-        .await
-        .expect("rests ConfigMap");
+    let stored = h.config_map("ralph-agent-rests").await;
     assert_eq!(stored.data.map(|d| d.len()), Some(1));
 
     h.restart_controller().await;

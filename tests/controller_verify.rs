@@ -25,7 +25,7 @@ use ralph::engine::workspace::WorkspaceOutcome;
 
 use serde_json::json;
 
-use harness::{Harness, assert_mentions, feature_manifest, prompt_of, runner_arg};
+use harness::{Harness, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg};
 
 /// Kubelet stand-in: the runner reported its task done and `cargo test` exiting `exit_code`.
 async fn finish_checked(h: &Harness, pod: &Pod, exit_code: i32, tail: &str) {
@@ -40,7 +40,7 @@ async fn finish_checked(h: &Harness, pod: &Pod, exit_code: i32, tail: &str) {
 fn checked_feature(name: &str) -> serde_json::Value {
     feature_manifest(
         name,
-        json!([{"name": "a"}]),
+        one_task(),
         json!({
             "verify": {"command": "cargo test", "commandTimeoutSeconds": 300},
             "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
@@ -116,17 +116,21 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
     h.stop().await;
 }
 
-/// A one-task Feature in the test repository whose work a verification agent checks.
-fn agent_verified_feature(world: &World, name: &str, script: &str) -> serde_json::Value {
-    world.feature_with(
-        name,
+/// A world holding the one-task Feature `checked` of the test repository, its agent
+/// playing `script`, whose work a verification agent checks.
+async fn agent_verified(script: &str) -> World {
+    let world = World::with_credentials().await;
+    let feature = world.feature_with(
+        "checked",
         script,
         json!([{"name": "a", "description": "Serve GET /greeting."}]),
         json!({
             "verify": {"agent": true},
             "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
         }),
-    )
+    );
+    world.harness.create_feature(feature).await;
+    world
 }
 
 fn workspace_outcomes(task: &Task) -> Vec<Option<WorkspaceOutcome>> {
@@ -146,10 +150,8 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_done() {
-    let world = World::with_credentials().await;
+    let world = agent_verified(PASSING_SCRIPT).await;
     let h = &world.harness;
-    h.create_feature(agent_verified_feature(&world, "checked", PASSING_SCRIPT))
-        .await;
     let verifier = h.wait_for_pod("checked-a-a2").await;
     assert!(runner_command_has(&verifier, "--read-only"));
     assert_eq!(
@@ -207,10 +209,8 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
-    let world = World::with_credentials().await;
+    let world = agent_verified(REJECTED_SCRIPT).await;
     let h = &world.harness;
-    h.create_feature(agent_verified_feature(&world, "checked", REJECTED_SCRIPT))
-        .await;
     let retry = h.wait_for_pod("checked-a-a3").await;
     assert!(!runner_command_has(&retry, "--read-only"));
     let prompt = prompt_of(&retry);
@@ -244,10 +244,8 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
-    let world = World::with_credentials().await;
+    let world = agent_verified(WORK_SCRIPT).await;
     let h = &world.harness;
-    h.create_feature(agent_verified_feature(&world, "checked", WORK_SCRIPT))
-        .await;
     h.wait_for_pod("checked-a-a2").await;
     let task = world.task("checked-a").await;
     assert_eq!(

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use ralph::api::{Feature, Task, TaskStatus};
@@ -233,6 +233,19 @@ impl Harness {
         Api::namespaced(self.client.clone(), NS)
     }
 
+    /// ConfigMaps in [`NS`].
+    pub fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// The ConfigMap `name` in [`NS`], which must exist.
+    pub async fn config_map(&self, name: &str) -> ConfigMap {
+        self.config_maps()
+            .get(name)
+            .await
+            .unwrap_or_else(|error| panic!("ConfigMap {name}: {error}"))
+    }
+
     /// Leases in [`NS`].
     pub fn leases(&self) -> Api<Lease> {
         Api::namespaced(self.client.clone(), NS)
@@ -408,6 +421,11 @@ where
 /// The tasks of a Feature of one task, `a`.
 pub fn one_task() -> serde_json::Value {
     serde_json::json!([{"name": "a"}])
+}
+
+/// The tasks of a Feature of two tasks: `a`, then `b` after it.
+pub fn a_then_b() -> serde_json::Value {
+    serde_json::json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}])
 }
 
 /// The prompt an agent Pod carries (empty when it has none).
