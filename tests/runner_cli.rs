@@ -2,13 +2,16 @@
 //! without a result file the result is the last stdout line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
 #[path = "support/scripted.rs"]
 mod scripted;
 
 use std::process::Command;
 
+use mentions::assert_mentions;
 use ralph::engine::attempt::{AttemptResult, OutcomeClass};
-use scripted::{Scenario, assert_mentions, ralph};
+use scripted::{Scenario, ralph};
 
 /// Runs `command` and asserts that it exits with `code`; returns its stderr.
 fn stderr_of_exit(command: &mut Command, code: i32) -> String {

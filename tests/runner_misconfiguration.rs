@@ -2,11 +2,14 @@
 //! `misconfigured` (exit status 6) with the problem and its fix, never as a crash.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
 #[path = "support/scripted.rs"]
 mod scripted;
 
+use mentions::assert_mentions;
 use ralph::engine::attempt::{Misconfiguration, OutcomeClass};
-use scripted::{Scenario, assert_mentions};
+use scripted::Scenario;
 
 /// The misconfiguration `run` reported, once: exit status 6 and no crash.
 fn misconfigured(run: &scripted::Run) -> Misconfiguration {

@@ -3,11 +3,14 @@
 //! model choice, is a misconfiguration (not a crash to retry).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
 #[path = "support/scripted.rs"]
 mod scripted;
 
+use mentions::assert_mentions;
 use ralph::engine::attempt::OutcomeClass;
-use scripted::{Scenario, assert_mentions};
+use scripted::Scenario;
 
 const OFFERS_TWO: &str = r#"
 models: [small, large]

@@ -127,7 +127,7 @@ fn hello_shows_each_task_priority_and_dependencies() {
     let lines = valid(&["config/samples/hello.yaml"]);
     let review = line_of(&lines, "review");
     assert_mentions(
-        &review,
+        review,
         &["priority 0", "dependsOn: write-test, write-readme"],
     );
 }
@@ -168,7 +168,7 @@ fn standalone_task_joins_its_feature_with_its_dependency_mapped() {
     assert_eq!(tree(&lines), ["  write-code", "  calc-benchmark"]);
     let benchmark = line_of(&lines, "calc-benchmark");
     assert_mentions(
-        &benchmark,
+        benchmark,
         &["dependsOn: write-code", "(Task calc-benchmark)"],
     );
 }

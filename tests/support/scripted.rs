@@ -9,11 +9,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 
 use ralph::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 
-#[path = "mentions.rs"]
-mod mentions;
-#[allow(unused_imports)]
-pub use mentions::assert_mentions;
-
 /// The `ralph` binary under test.
 pub fn ralph() -> &'static str {
     env!("CARGO_BIN_EXE_ralph")
