@@ -7,8 +7,8 @@
 mod local_run;
 
 use local_run::{
-    Project, assert_mentions, describe, exit_code, feature_yaml, json_events, one_task_feature,
-    stdout, task,
+    Project, assert_mentions, describe, exit_code, feature_yaml, independent, json_events,
+    one_task_feature, stdout, task,
 };
 
 /// Every attempt reports `input` + `output` tokens (and `cost` dollars when given), then
@@ -26,7 +26,7 @@ fn three_tasks(budget: &str, parallelism: u32) -> String {
     feature_yaml(
         "budgeted",
         &format!("  parallelism: {parallelism}\n  budget:\n{budget}"),
-        &[task("a", &[]), task("b", &[]), task("c", &[])],
+        &independent(&["a", "b", "c"]),
     )
 }
 

@@ -4,20 +4,12 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, assert_mentions, describe, exit_code, feature_yaml, stdout, task};
+use local_run::{Project, assert_mentions, describe, exit_code, failing_base_feature, stdout};
 use ralph::engine::dag::TaskPhase;
 
 /// A run where `base` fails (no retries), `on-top` is blocked and `side` is done.
 fn failed_run() -> Project {
-    let manifest = feature_yaml(
-        "cli",
-        "",
-        &[
-            task("base", &[]).with_extra("      maxRetries: 0\n"),
-            task("on-top", &["base"]),
-            task("side", &[]),
-        ],
-    );
+    let manifest = failing_base_feature("cli", "side");
     let script = "default:\n  - text: \"<task-done>{task}</task-done>\"\ntasks:\n  base:\n    \
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";

@@ -73,6 +73,15 @@ fn warnings(output: &std::process::Output) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that the run warned with a message mentioning `part`.
+fn assert_warned(output: &std::process::Output, part: &str) {
+    assert!(
+        warnings(output).iter().any(|w| w.contains(part)),
+        "{}",
+        describe(output)
+    );
+}
+
 const DIAMOND: &str = r#"
 tasks:
   top:
@@ -254,13 +263,7 @@ fn done_with_nothing_changed_says_so_and_succeeds() {
     let output = project.run_to_success(&[]);
 
     assert_eq!(git(project.dir.path(), &["rev-parse", "ralph/idle"]), base);
-    assert!(
-        warnings(&output)
-            .iter()
-            .any(|w| w.contains("unchanged: nothing to commit")),
-        "{}",
-        describe(&output)
-    );
+    assert_warned(&output, "unchanged: nothing to commit");
     assert_eq!(project.attempt_outcomes(), ["done"]);
 }
 
@@ -273,13 +276,7 @@ fn without_git_parallel_attempts_share_the_directory_with_a_warning() {
 
     let output = project.run_to_success(&["--parallel", "2"]);
 
-    assert!(
-        warnings(&output)
-            .iter()
-            .any(|w| w.contains("one directory")),
-        "{}",
-        describe(&output)
-    );
+    assert_warned(&output, "one directory");
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 
-use local_run::{Project, describe, feature_yaml, one_task_feature, task};
+use local_run::{Project, describe, feature_yaml, independent, one_task_feature};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use ralph::engine::dag::TaskPhase;
@@ -22,16 +22,7 @@ b:\n    - [ {delay: 60s} ]\n    - [ {text: \"<task-done>{task}</task-done>\"} ]\
 const HANGS: &str = "default:\n  - delay: 60s\n";
 
 fn four_tasks() -> String {
-    feature_yaml(
-        "resumable",
-        "",
-        &[
-            task("a", &[]),
-            task("b", &[]),
-            task("c", &[]),
-            task("d", &[]),
-        ],
-    )
+    feature_yaml("resumable", "", &independent(&["a", "b", "c", "d"]))
 }
 
 /// Starts `ralph run` and returns once `count` attempts have sent their prompts.

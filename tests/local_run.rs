@@ -5,8 +5,8 @@
 mod local_run;
 
 use local_run::{
-    Project, TaskDef, assert_mentions, describe, exit_code, feature_yaml, max_concurrent,
-    one_task_feature, task,
+    Project, assert_mentions, assert_printed, describe, exit_code, failing_base_feature,
+    feature_yaml, independent, max_concurrent, one_task_feature, task,
 };
 use ralph::engine::dag::TaskPhase;
 
@@ -48,10 +48,7 @@ fn every_task_of_a_complete_run_is_done_once() {
 
 #[test]
 fn no_more_attempts_run_at_once_than_parallel_allows() {
-    let tasks: Vec<TaskDef<'_>> = ["t1", "t2", "t3", "t4", "t5", "t6"]
-        .into_iter()
-        .map(|name| task(name, &[]))
-        .collect();
+    let tasks = independent(&["t1", "t2", "t3", "t4", "t5", "t6"]);
     let script = "default:\n  - delay: 300ms\n  - text: \"<task-done>{task}</task-done>\"\n";
     let project = Project::new(&feature_yaml("wide", "", &tasks), script);
     project.run_to_success(&["--parallel", "2"]);
@@ -60,15 +57,7 @@ fn no_more_attempts_run_at_once_than_parallel_allows() {
 
 #[test]
 fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
-    let manifest = feature_yaml(
-        "failing",
-        "",
-        &[
-            task("base", &[]).with_extra("      maxRetries: 0\n"),
-            task("on-top", &["base"]),
-            task("independent", &[]),
-        ],
-    );
+    let manifest = failing_base_feature("failing", "independent");
     let script = format!(
         "{DONE}tasks:\n  base:\n    - text: \"Cannot do it. <task-failed>{{task}}</task-failed>\"\n"
     );
@@ -116,13 +105,7 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
     let project = Project::new(&manifest, script);
     project.run_exiting(&[], 1);
     assert_eq!(project.started_order(), ["first"]);
-    let status = project.ralph(&["status"]);
-    let text = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        text.contains("stopped by an agent"),
-        "{}",
-        describe(&status)
-    );
+    assert_printed(&project.ralph(&["status"]), "stopped by an agent");
 }
 
 #[test]
@@ -130,7 +113,7 @@ fn the_limit_stops_after_that_many_attempts_with_exit_5() {
     let project = Project::new(&diamond(), DONE);
     let output = project.run_exiting(&["--limit", "1"], 5);
     assert_eq!(project.started_order(), ["design"]);
-    assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
+    assert_printed(&output, "LimitReached");
 }
 
 #[test]
@@ -223,12 +206,7 @@ fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
     let project = Project::new(&manifest, silent);
     let output = project.run_exiting(&[], 1);
     assert_eq!(project.attempts().len(), 5);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        stdout.contains("without a verdict"),
-        "{}",
-        describe(&output)
-    );
+    assert_printed(&output, "without a verdict");
 }
 
 #[test]

@@ -66,6 +66,25 @@ pub fn feature_yaml(name: &str, spec_extra: &str, tasks: &[TaskDef<'_>]) -> Stri
     yaml
 }
 
+/// Tasks of these names, none depending on another.
+pub fn independent<'a>(names: &[&'a str]) -> Vec<TaskDef<'a>> {
+    names.iter().map(|name| task(name, &[])).collect()
+}
+
+/// A Feature named `name` whose task `base` fails for good (no retries) when its agent
+/// says so: `on-top` depends on it, `other` does not.
+pub fn failing_base_feature(name: &str, other: &str) -> String {
+    feature_yaml(
+        name,
+        "",
+        &[
+            task("base", &[]).with_extra("      maxRetries: 0\n"),
+            task("on-top", &["base"]),
+            task(other, &[]),
+        ],
+    )
+}
+
 /// A Feature manifest named `name` with `spec_extra` and one task, `task`, of no dependencies.
 pub fn one_task_feature(name: &str, spec_extra: &str, task_name: &str) -> String {
     feature_yaml(name, spec_extra, &[task(task_name, &[])])
@@ -222,6 +241,11 @@ pub fn exit_code(output: &Output) -> i32 {
 /// What the command printed on stdout.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Asserts that the command printed `part` on stdout.
+pub fn assert_printed(output: &Output, part: &str) {
+    assert!(stdout(output).contains(part), "{}", describe(output));
 }
 
 /// stdout and stderr, for assertion messages.
