@@ -63,9 +63,7 @@ async fn run_to_completion(h: &Harness, feature: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
-    let h = Harness::start().await;
-    h.create("hello", diamond(), json!({"parallelism": 2}))
-        .await;
+    let h = Harness::with_feature("hello", diamond(), json!({"parallelism": 2})).await;
 
     let order = run_to_completion(&h, "hello").await;
 
@@ -89,8 +87,7 @@ async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
 
 #[tokio::test]
 async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects() {
-    let h = Harness::start().await;
-    h.create("tidy", diamond(), json!({"parallelism": 4})).await;
+    let h = Harness::with_feature("tidy", diamond(), json!({"parallelism": 4})).await;
     run_to_completion(&h, "tidy").await;
 
     let pods: Vec<String> = h.agent_pods().await.iter().map(|p| p.name_any()).collect();
@@ -110,8 +107,7 @@ async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects(
 
 #[tokio::test]
 async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
-    let h = Harness::start().await;
-    h.create(
+    let h = Harness::with_feature(
         "one",
         json!([{"name": "a", "title": "Greet", "description": "Write hello.txt"}]),
         json!({}),
@@ -134,11 +130,7 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
 #[tokio::test]
 async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
     let h = Harness::start().await;
-    h.start_one_task_feature("crashy").await;
-    h.terminate_agent("crashy-a-a1", 137, "OOMKilled", None)
-        .await;
-
-    let second = h.wait_for_pod("crashy-a-a2").await;
+    let second = h.crash_first_attempt("crashy").await;
     let text = prompt_of(&second);
     assert_mentions(&text, &["OOMKilled"]);
     let status = h.task_status("crashy-a").await;
@@ -151,12 +143,11 @@ async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
 
 #[tokio::test]
 async fn failed_task_blocks_its_dependents_and_fails_the_feature() {
-    let h = Harness::start().await;
     let tasks = json!([
         {"name": "a", "maxRetries": 0},
         {"name": "b", "dependsOn": ["a"]}
     ]);
-    h.create("doomed", tasks, json!({})).await;
+    let h = Harness::with_feature("doomed", tasks, json!({})).await;
     let pod = h.wait_for_pod("doomed-a-a1").await;
     h.finish_attempt(&pod, json!({"taskFailed": "a"})).await;
 
@@ -186,8 +177,7 @@ async fn expired_claim_makes_the_attempt_lost_deletes_its_pod_and_retries() {
 
 #[tokio::test]
 async fn suspend_cancels_the_running_attempt_and_starts_nothing() {
-    let h = Harness::start().await;
-    h.create("paused", a_then_b(), json!({})).await;
+    let h = Harness::with_feature("paused", a_then_b(), json!({})).await;
     h.wait_for_pod("paused-a-a1").await;
     h.set_running("paused-a-a1").await;
 
@@ -212,12 +202,11 @@ async fn suspend_cancels_the_running_attempt_and_starts_nothing() {
 
 #[tokio::test]
 async fn invalid_plan_is_reported_and_nothing_runs() {
-    let h = Harness::start().await;
     let tasks = json!([
         {"name": "a", "dependsOn": ["b"]},
         {"name": "b", "dependsOn": ["a"]}
     ]);
-    h.create("loop", tasks, json!({})).await;
+    let h = Harness::with_feature("loop", tasks, json!({})).await;
     let feature = h.wait_for_feature_phase("loop", "Invalid").await;
     let status = feature.status.expect("status");
     let valid = status
@@ -233,9 +222,8 @@ async fn invalid_plan_is_reported_and_nothing_runs() {
 
 #[tokio::test]
 async fn parallelism_limits_concurrent_agent_pods() {
-    let h = Harness::start().await;
     let tasks = json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]);
-    h.create("narrow", tasks, json!({"parallelism": 2})).await;
+    let h = Harness::with_feature("narrow", tasks, json!({"parallelism": 2})).await;
     h.wait_for_pod("narrow-a-a1").await;
     h.wait_for_pod("narrow-b-a1").await;
     // Let the controller settle, then check that the third did not start.
@@ -459,9 +447,7 @@ async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_chang
 
 #[tokio::test]
 async fn a_verification_agent_without_a_git_workspace_is_a_condition_and_nothing_starts() {
-    let h = Harness::start().await;
-    h.create("verified", one_task(), json!({"verify": {"agent": true}}))
-        .await;
+    let h = Harness::with_feature("verified", one_task(), json!({"verify": {"agent": true}})).await;
     let condition = h
         .wait_for_feature_condition("verified", "Configured", "VerifyNeedsWorkspace")
         .await;

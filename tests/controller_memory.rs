@@ -8,12 +8,12 @@ mod fake_apiserver;
 #[path = "support/controller_harness.rs"]
 mod harness;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::PostParams;
 use serde_json::json;
 
-use harness::{Harness, a_then_b, assert_mentions, feature_manifest, one_task, prompt_of};
+use harness::{Harness, a_then_b, assert_mentions, one_task, prompt_of};
 
 fn failed(task: &str, note: &str) -> serde_json::Value {
     json!({"taskFailed": task, "taskFailedReason": "the tests fail", "journal": [note]})
@@ -31,15 +31,26 @@ fn lesson(title: &str, tags: &[&str], body: &str) -> serde_json::Value {
     json!({"knowledge": [{"tags": tags, "title": title, "body": body}]})
 }
 
+/// Kubelet stand-in: `pod`'s runner reported `sigils`; the Pod `next` that follows, and
+/// its prompt.
+async fn prompt_after(
+    h: &Harness,
+    pod: &Pod,
+    sigils: serde_json::Value,
+    next: &str,
+) -> (Pod, String) {
+    h.finish_attempt(pod, sigils).await;
+    let next = h.wait_for_pod(next).await;
+    let prompt = prompt_of(&next);
+    (next, prompt)
+}
+
 #[tokio::test]
 async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
-    let h = Harness::start().await;
-    h.create("jr", one_task(), json!({})).await;
+    let h = Harness::with_feature("jr", one_task(), json!({})).await;
     let first = h.wait_for_pod("jr-a-a1").await;
-    h.finish_attempt(&first, failed("a", "tried sqlx; the migrations are broken"))
-        .await;
-    let second = h.wait_for_pod("jr-a-a2").await;
-    let text = prompt_of(&second);
+    let journal = failed("a", "tried sqlx; the migrations are broken");
+    let (second, text) = prompt_after(&h, &first, journal, "jr-a-a2").await;
     assert_mentions(
         &text,
         &[
@@ -55,16 +66,10 @@ async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
 
 #[tokio::test]
 async fn a_blockers_journal_reaches_its_dependent() {
-    let h = Harness::start().await;
-    h.create("jb", a_then_b(), json!({})).await;
+    let h = Harness::with_feature("jb", a_then_b(), json!({})).await;
     let a = h.wait_for_pod("jb-a-a1").await;
-    h.finish_attempt(
-        &a,
-        done_with("a", json!({"journal": ["Created docs/api.md"]})),
-    )
-    .await;
-    let b = h.wait_for_pod("jb-b-a1").await;
-    let text = prompt_of(&b);
+    let journal = done_with("a", json!({"journal": ["Created docs/api.md"]}));
+    let (_, text) = prompt_after(&h, &a, journal, "jb-b-a1").await;
     assert_mentions(
         &text,
         &["- a, attempt 1: done;", "Note: Created docs/api.md"],
@@ -80,9 +85,7 @@ async fn the_journal_budget_keeps_the_newest_entries() {
     let first = h.wait_for_pod("jt-a-a1").await;
     h.finish_attempt(&first, failed("a", "first note")).await;
     let second = h.wait_for_pod("jt-a-a2").await;
-    h.finish_attempt(&second, failed("a", "second note")).await;
-    let third = h.wait_for_pod("jt-a-a3").await;
-    let text = prompt_of(&third);
+    let (_, text) = prompt_after(&h, &second, failed("a", "second note"), "jt-a-a3").await;
     assert_mentions(&text, &["second note"]);
     assert!(!text.contains("first note"), "{text}");
     h.stop().await;
@@ -96,14 +99,10 @@ async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap()
         {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
         {"name": "c", "dependsOn": ["b"], "tags": ["ui"]}
     ]);
-    let feature = h
-        .create_feature(feature_manifest("kt", tasks, json!({})))
-        .await;
+    let feature = h.create("kt", tasks, json!({})).await;
     let a = h.wait_for_pod("kt-a-a1").await;
     let learned = lesson("Migrations", &["DB"], "Run sqlx migrate before the tests.");
-    h.finish_attempt(&a, done_with("a", learned)).await;
-    let b = h.wait_for_pod("kt-b-a1").await;
-    let text = prompt_of(&b);
+    let (b, text) = prompt_after(&h, &a, done_with("a", learned), "kt-b-a1").await;
     assert_mentions(
         &text,
         &[
@@ -133,13 +132,12 @@ async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap()
 
 #[tokio::test]
 async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
-    let h = Harness::start().await;
     let tasks = json!([
         {"name": "a", "tags": ["db"]},
         {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
         {"name": "c", "dependsOn": ["b"], "tags": ["db"]}
     ]);
-    h.create("kr", tasks, json!({})).await;
+    let h = Harness::with_feature("kr", tasks, json!({})).await;
     let a = h.wait_for_pod("kr-a-a1").await;
     h.finish_attempt(
         &a,

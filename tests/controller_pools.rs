@@ -55,9 +55,8 @@ fn in_an_hour() -> i64 {
 
 #[tokio::test]
 async fn escalation_gives_the_attempt_after_a_failure_the_next_model_and_records_both() {
-    let h = Harness::start().await;
-    h.create("esc", one_task(), models("escalate", &["haiku", "sonnet"]))
-        .await;
+    let h =
+        Harness::with_feature("esc", one_task(), models("escalate", &["haiku", "sonnet"])).await;
     let first = h.wait_for_pod("esc-a-a1").await;
     assert_eq!(runner_arg(&first, "--model").as_deref(), Some("haiku"));
     h.finish_attempt(&first, json!({"taskFailed": "a"})).await;
@@ -82,9 +81,7 @@ async fn escalation_gives_the_attempt_after_a_failure_the_next_model_and_records
 
 #[tokio::test]
 async fn the_agents_next_model_is_honoured_when_the_feature_lists_it() {
-    let h = Harness::start().await;
-    h.create("hint", one_task(), models("fixed", &["haiku", "opus"]))
-        .await;
+    let h = Harness::with_feature("hint", one_task(), models("fixed", &["haiku", "opus"])).await;
     let first = h.wait_for_pod("hint-a-a1").await;
     h.finish_attempt(&first, json!({"nextModel": "opus"})).await;
     let second = h.wait_for_pod("hint-a-a2").await;
@@ -94,9 +91,7 @@ async fn the_agents_next_model_is_honoured_when_the_feature_lists_it() {
 
 #[tokio::test]
 async fn a_next_model_the_feature_does_not_list_is_refused_with_a_warning_event() {
-    let h = Harness::start().await;
-    h.create("refuse", one_task(), models("fixed", &["haiku"]))
-        .await;
+    let h = Harness::with_feature("refuse", one_task(), models("fixed", &["haiku"])).await;
     let first = h.wait_for_pod("refuse-a-a1").await;
     h.finish_attempt(&first, json!({"nextModel": "gpt-9"}))
         .await;
@@ -115,8 +110,7 @@ async fn a_next_model_the_feature_does_not_list_is_refused_with_a_warning_event(
 
 #[tokio::test]
 async fn an_exhausted_agent_hands_the_task_to_the_next_agent_of_the_pool() {
-    let h = Harness::start().await;
-    h.create("pool", one_task(), json!({"fallbackAgents": [ {"name": "spare", "image": "agent:spare", "command": ["scripted-agent"]} ]})).await;
+    let h = Harness::with_feature("pool", one_task(), json!({"fallbackAgents": [ {"name": "spare", "image": "agent:spare", "command": ["scripted-agent"]} ]})).await;
     let first = h.wait_for_pod("pool-a-a1").await;
     assert_eq!(agent_image(&first).as_deref(), Some("agent:test"));
     exhaust(&h, &first, in_an_hour()).await;
@@ -133,8 +127,7 @@ async fn an_exhausted_agent_hands_the_task_to_the_next_agent_of_the_pool() {
 
 #[tokio::test]
 async fn an_exhausted_agent_rests_for_every_feature_using_it_also_after_a_restart() {
-    let mut h = Harness::start().await;
-    h.create("first", one_task(), json!({})).await;
+    let mut h = Harness::with_feature("first", one_task(), json!({})).await;
     let pod = h.wait_for_pod("first-a-a1").await;
     exhaust(&h, &pod, in_an_hour()).await;
     h.wait_for_feature_condition("first", "AgentsAvailable", "PoolExhausted")
@@ -155,8 +148,7 @@ async fn an_exhausted_agent_rests_for_every_feature_using_it_also_after_a_restar
 
 #[tokio::test]
 async fn a_fallback_agent_without_an_image_is_a_configuration_problem_naming_it() {
-    let h = Harness::start().await;
-    h.create(
+    let h = Harness::with_feature(
         "noimage",
         one_task(),
         json!({"fallbackAgents": [{"name": "spare", "command": ["scripted-agent"]}]}),

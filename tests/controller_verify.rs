@@ -117,8 +117,8 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
 }
 
 /// A world holding the one-task Feature `checked` of the test repository, its agent
-/// playing `script`, whose work a verification agent checks.
-async fn agent_verified(script: &str) -> World {
+/// playing `script`, whose work a verification agent checks; and the Pod `pod` once it exists.
+async fn agent_verified(script: &str, pod: &str) -> (World, Pod) {
     let world = World::with_credentials().await;
     let feature = world.feature_with(
         "checked",
@@ -130,7 +130,8 @@ async fn agent_verified(script: &str) -> World {
         }),
     );
     world.harness.create_feature(feature).await;
-    world
+    let pod = world.harness.wait_for_pod(pod).await;
+    (world, pod)
 }
 
 fn workspace_outcomes(task: &Task) -> Vec<Option<WorkspaceOutcome>> {
@@ -150,9 +151,8 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_done() {
-    let world = agent_verified(PASSING_SCRIPT).await;
+    let (world, verifier) = agent_verified(PASSING_SCRIPT, "checked-a-a2").await;
     let h = &world.harness;
-    let verifier = h.wait_for_pod("checked-a-a2").await;
     assert!(runner_command_has(&verifier, "--read-only"));
     assert_eq!(
         verifier
@@ -209,9 +209,7 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
-    let world = agent_verified(REJECTED_SCRIPT).await;
-    let h = &world.harness;
-    let retry = h.wait_for_pod("checked-a-a3").await;
+    let (world, retry) = agent_verified(REJECTED_SCRIPT, "checked-a-a3").await;
     assert!(!runner_command_has(&retry, "--read-only"));
     let prompt = prompt_of(&retry);
     assert_mentions(
@@ -244,9 +242,7 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
-    let world = agent_verified(WORK_SCRIPT).await;
-    let h = &world.harness;
-    h.wait_for_pod("checked-a-a2").await;
+    let (world, _) = agent_verified(WORK_SCRIPT, "checked-a-a2").await;
     let task = world.task("checked-a").await;
     assert_eq!(
         workspace_outcomes(&task).first(),

@@ -47,6 +47,18 @@ impl Harness {
         Self::start_with(100).await
     }
 
+    /// Starts the server and the controller with the Feature `name` of `tasks` and `extra`
+    /// spec fields ([`feature_manifest`]) created.
+    pub async fn with_feature(
+        name: &str,
+        tasks: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> Harness {
+        let harness = Self::start().await;
+        harness.create(name, tasks, extra).await;
+        harness
+    }
+
     /// Same, with a controller-wide attempt limit.
     pub async fn start_with(max_concurrent_attempts: usize) -> Harness {
         let server = FakeApiServer::start().await.expect("fake API server");
@@ -166,6 +178,15 @@ impl Harness {
     pub async fn start_one_task_feature(&self, name: &str) -> Pod {
         self.create(name, one_task(), serde_json::json!({})).await;
         self.wait_for_pod(&format!("{name}-a-a1")).await
+    }
+
+    /// Starts the one-task Feature `name`; its first attempt's agent is OOM-killed. The Pod of
+    /// the retry.
+    pub async fn crash_first_attempt(&self, name: &str) -> Pod {
+        self.start_one_task_feature(name).await;
+        self.terminate_agent(&format!("{name}-a-a1"), 137, "OOMKilled", None)
+            .await;
+        self.wait_for_pod(&format!("{name}-a-a2")).await
     }
 
     /// Creates the Feature `name` of `tasks` with `extra` spec fields ([`feature_manifest`]).
