@@ -78,18 +78,12 @@ pub type FakeAnthropic = FakeApi<Anthropic>;
 impl FakeAnthropic {
     /// A call of Claude Code's `Bash` tool.
     pub fn bash(command: &str) -> Turn {
-        Turn::tool_call(
-            "Bash",
-            json!({ "command": command, "description": "Run a shell command" }),
-        )
+        Turn::shell_call("Bash", command)
     }
 
     /// A call of Claude Code's `Write` tool (`file_path` must be absolute).
     pub fn write_file(file_path: &Path, content: &str) -> Turn {
-        Turn::tool_call(
-            "Write",
-            json!({ "file_path": file_path, "content": content }),
-        )
+        Turn::write_call("Write", file_path, content)
     }
 
     /// An API error: HTTP `status` with body `{"type":"error","error":{type, message}}`.

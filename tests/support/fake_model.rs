@@ -58,6 +58,21 @@ impl Turn {
         }
     }
 
+    /// A call of the shell tool `name` running `command` (arguments `command` and
+    /// `description`, as Claude Code's `Bash` and gemini-cli's `run_shell_command` take them).
+    pub fn shell_call(name: &str, command: &str) -> Self {
+        let arguments =
+            serde_json::json!({ "command": command, "description": "Run a shell command" });
+        Self::tool_call(name, arguments)
+    }
+
+    /// A call of the file-writing tool `name` (arguments `file_path`, absolute, and
+    /// `content`, as Claude Code's `Write` and gemini-cli's `write_file` take them).
+    pub fn write_call(name: &str, file_path: &std::path::Path, content: &str) -> Self {
+        let arguments = serde_json::json!({ "file_path": file_path, "content": content });
+        Self::tool_call(name, arguments)
+    }
+
     /// A response that starts streaming `partial_text` and then hangs.
     pub fn hang(partial_text: impl Into<String>) -> Self {
         Turn::Hang(partial_text.into())
