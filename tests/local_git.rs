@@ -295,24 +295,25 @@ fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
     assert!(stderr.contains(&dir), "{stderr}");
 }
 
-fn verified_project(script: &str) -> Project {
+/// A git project of the Feature `verified` (verified by an agent) whose task `api` plays
+/// one step list (a YAML flow sequence) per attempt, in order.
+fn verified_project(attempts: &[&str]) -> Project {
+    let mut script = "tasks:\n  api:\n".to_owned();
+    for steps in attempts {
+        script.push_str(&format!("    - {steps}\n"));
+    }
     git_project(
         &one_task_feature("verified", "  verify:\n    agent: true\n", "api"),
-        script,
+        &script,
     )
 }
 
 #[test]
 fn a_verifier_checks_the_work_in_its_worktree_and_its_pass_integrates_it() {
-    let project = verified_project(
-        r#"
-tasks:
-  api:
-    - [ {tool: {path: api.txt, write: "api\n"}}, {text: "<task-done>api</task-done>"} ]
-    - [ {tool: {path: api.txt, read: true, fail_text: "MISSING api.txt"}},
-        {text: "Looks right. <verify-pass>api</verify-pass>"} ]
-"#,
-    );
+    let project = verified_project(&[
+        r#"[ {tool: {path: api.txt, write: "api\n"}}, {text: "<task-done>api</task-done>"} ]"#,
+        r#"[ {tool: {path: api.txt, read: true, fail_text: "MISSING api.txt"}}, {text: "Looks right. <verify-pass>api</verify-pass>"} ]"#,
+    ]);
 
     project.run_to_success(&[]);
 
@@ -330,16 +331,12 @@ tasks:
 
 #[test]
 fn work_a_verifier_rejects_is_not_integrated() {
-    let project = verified_project(
-        r#"
-tasks:
-  api:
-    - [ {tool: {path: api.txt, write: "wrong\n"}}, {text: "<task-done>api</task-done>"} ]
-    - [ {text: "Wrong answer. <verify-fail>api</verify-fail>"} ]
-    - [ {tool: {path: api.txt, write: "right\n"}}, {text: "<task-done>api</task-done>"} ]
-    - [ {text: "Right. <verify-pass>api</verify-pass>"} ]
-"#,
-    );
+    let project = verified_project(&[
+        r#"[ {tool: {path: api.txt, write: "wrong\n"}}, {text: "<task-done>api</task-done>"} ]"#,
+        r#"[ {text: "Wrong answer. <verify-fail>api</verify-fail>"} ]"#,
+        r#"[ {tool: {path: api.txt, write: "right\n"}}, {text: "<task-done>api</task-done>"} ]"#,
+        r#"[ {text: "Right. <verify-pass>api</verify-pass>"} ]"#,
+    ]);
 
     project.run_to_success(&[]);
 
@@ -356,14 +353,10 @@ tasks:
 
 #[test]
 fn a_verifier_passing_work_that_changed_nothing_completes_without_a_commit() {
-    let project = verified_project(
-        r#"
-tasks:
-  api:
-    - [ {text: "Already there. <task-done>api</task-done>"} ]
-    - [ {text: "Indeed. <verify-pass>api</verify-pass>"} ]
-"#,
-    );
+    let project = verified_project(&[
+        r#"[ {text: "Already there. <task-done>api</task-done>"} ]"#,
+        r#"[ {text: "Indeed. <verify-pass>api</verify-pass>"} ]"#,
+    ]);
     let base = git(project.dir.path(), &["rev-parse", "HEAD"]);
 
     project.run_to_success(&[]);
