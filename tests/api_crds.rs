@@ -27,6 +27,15 @@ fn column_names(crd: &CustomResourceDefinition) -> Vec<String> {
         .collect()
 }
 
+/// The schema of the Feature's `spec` field at `path` (`tasks/items`: the task template).
+fn feature_spec_field(path: &str) -> Value {
+    let pointer = format!("/properties/spec/properties/{path}");
+    match schema(&Feature::crd()).pointer(&pointer) {
+        Some(field) => field.clone(),
+        None => panic!("no {pointer} in the Feature schema"),
+    }
+}
+
 fn schema(crd: &CustomResourceDefinition) -> Value {
     let schema = version(crd)
         .schema
@@ -158,8 +167,7 @@ fn both_crds_enable_the_status_subresource() {
 
 #[test]
 fn feature_crd_keys_tasks_by_name_without_a_cel_rule() {
-    let schema = schema(&Feature::crd());
-    let tasks = &schema["properties"]["spec"]["properties"]["tasks"];
+    let tasks = feature_spec_field("tasks");
     assert_eq!(tasks["x-kubernetes-list-type"], "map");
     assert_eq!(
         tasks["x-kubernetes-list-map-keys"],
@@ -171,13 +179,9 @@ fn feature_crd_keys_tasks_by_name_without_a_cel_rule() {
 
 #[test]
 fn task_list_map_key_is_required() {
-    let schema = schema(&Feature::crd());
-    let items = &schema["properties"]["spec"]["properties"]["tasks"]["items"];
-    assert!(
-        items["required"]
-            .as_array()
-            .is_some_and(|required| required.contains(&Value::from("name")))
-    );
+    let required = feature_spec_field("tasks/items/required");
+    let required = required.as_array().cloned().unwrap_or_default();
+    assert!(required.contains(&Value::from("name")), "{required:?}");
 }
 
 #[test]
@@ -196,8 +200,7 @@ fn depends_on_is_a_set_in_features_and_tasks() {
 
 #[test]
 fn feature_crd_has_no_rule_per_task_template() {
-    let feature = schema(&Feature::crd());
-    let template = &feature["properties"]["spec"]["properties"]["tasks"]["items"];
+    let template = feature_spec_field("tasks/items");
     assert!(
         template.get("x-kubernetes-validations").is_none(),
         "a rule per template makes every write cost grow with the number of tasks: {}",
@@ -238,7 +241,7 @@ fn feature_crd_requires_a_budget_to_set_a_limit() {
         "/properties/spec/properties/budget",
         "has(self.maxCostUSD) || has(self.maxTokens)"
     ));
-    let tokens = &schema["properties"]["spec"]["properties"]["budget"]["properties"]["maxTokens"];
+    let tokens = feature_spec_field("budget/properties/maxTokens");
     assert_eq!(tokens["minimum"], 1.0);
 }
 
@@ -267,8 +270,7 @@ fn task_crd_makes_feature_ref_immutable() {
 
 #[test]
 fn template_names_must_be_dns_labels() {
-    let schema = schema(&Feature::crd());
-    let name = &schema["properties"]["spec"]["properties"]["tasks"]["items"]["properties"]["name"];
+    let name = feature_spec_field("tasks/items/properties/name");
     assert_eq!(name["pattern"], ralph::api::names::DNS_LABEL_PATTERN);
     assert_eq!(name["maxLength"], 63);
 }

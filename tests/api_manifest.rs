@@ -7,6 +7,10 @@ use ralph::manifest::{ManifestError, Plan, TaskOrigin, load_plan};
 use tempfile::TempDir;
 
 const AGENT: &str = "  agent:\n    command: [claude-agent-acp]\n";
+/// The tasks of a feature with one task, `a`.
+const ONE_TASK: &str = "    - name: a\n";
+/// The tasks of the feature `calc`: one task, `code`.
+const CALC: &str = "    - name: code\n";
 
 /// A temporary directory holding manifest files.
 struct Files {
@@ -62,7 +66,9 @@ impl Files {
 
     /// The one problem reported (asserting there is exactly one).
     fn only_message(&self) -> String {
-        only(self.messages())
+        let messages = self.messages();
+        assert_eq!(messages.len(), 1, "expected one problem, got {messages:#?}");
+        messages.into_iter().next().unwrap_or_default()
     }
 
     fn file(&self, name: &str) -> String {
@@ -76,18 +82,14 @@ fn feature(name: &str, tasks: &str) -> String {
     )
 }
 
-fn only(messages: Vec<String>) -> String {
-    assert_eq!(messages.len(), 1, "expected one problem, got {messages:#?}");
-    messages.into_iter().next().unwrap_or_default()
+/// The plan of the feature `hello` with `tasks`.
+fn hello_plan(tasks: &str) -> Plan {
+    Files::manifest(&feature("hello", tasks)).plan()
 }
 
 #[test]
 fn a_valid_feature_becomes_a_plan_with_template_names_as_task_ids() {
-    let files = Files::manifest(&feature(
-        "hello",
-        "    - name: a\n    - name: b\n      dependsOn: [a]\n",
-    ));
-    let plan = files.plan();
+    let plan = hello_plan("    - name: a\n    - name: b\n      dependsOn: [a]\n");
     assert_eq!(plan.features.len(), 1);
     let ids: Vec<&str> = plan.features[0]
         .tasks
@@ -100,20 +102,16 @@ fn a_valid_feature_becomes_a_plan_with_template_names_as_task_ids() {
 
 #[test]
 fn the_plan_dag_lists_what_is_ready_now() {
-    let files = Files::manifest(&feature(
-        "hello",
+    let plan = hello_plan(
         "    - name: a\n      priority: 2\n    - name: b\n      priority: 1\n    - name: c\n      dependsOn: [a]\n",
-    ));
-    let plan = files.plan();
+    );
     let ready: Vec<&str> = plan.features[0].dag.ready().collect();
     assert_eq!(ready, ["b", "a"]);
 }
 
 #[test]
 fn defaults_are_applied_to_missing_fields() {
-    let plan = Files::new()
-        .with("f.yaml", &feature("hello", "    - name: a\n"))
-        .plan();
+    let plan = hello_plan(ONE_TASK);
     let spec = &plan.features[0].feature.spec;
     assert_eq!(spec.parallelism, 1);
     assert_eq!(spec.lease_duration_seconds, 60);
@@ -130,14 +128,11 @@ fn documents_of_one_file_and_many_files_are_all_read() {
             "one.yaml",
             &format!(
                 "{}---\n{}",
-                feature("f1", "    - name: a\n"),
-                feature("f2", "    - name: a\n")
+                feature("f1", ONE_TASK),
+                feature("f2", ONE_TASK)
             ),
         )
-        .with(
-            "two.yaml",
-            &format!("---\n{}", feature("f3", "    - name: a\n")),
-        );
+        .with("two.yaml", &format!("---\n{}", feature("f3", ONE_TASK)));
     let names: Vec<String> = files.plan().features.iter().map(|f| f.name()).collect();
     assert_eq!(names, ["f1", "f2", "f3"]);
 }
@@ -146,7 +141,7 @@ fn documents_of_one_file_and_many_files_are_all_read() {
 fn empty_documents_and_comments_are_skipped() {
     let files = Files::manifest(&format!(
         "# header\n---\n---\n{}---\n# trailing\n",
-        feature("f1", "    - name: a\n")
+        feature("f1", ONE_TASK)
     ));
     assert_eq!(files.plan().features.len(), 1);
 }
@@ -158,59 +153,6 @@ fn a_feature_without_tasks_is_valid() {
     );
     let plan = Files::manifest(&text).plan();
     assert!(plan.features[0].tasks.is_empty());
-}
-
-#[test]
-fn a_typo_in_a_task_field_names_the_field_the_task_and_the_line() {
-    let files = Files::manifest(&feature(
-        "hello",
-        "    - name: a\n    - name: b\n      dependOn: [a]\n",
-    ));
-    let message = files.only_message();
-    assert_eq!(
-        message,
-        format!(
-            "{}:11 (document 1): Feature hello: spec.tasks[b].dependOn: unknown field \"dependOn\" (did you mean \"dependsOn\"?)",
-            files.file("f.yaml")
-        )
-    );
-}
-
-#[test]
-fn an_unknown_field_outside_the_tasks_is_reported() {
-    let text = feature("hello", "    - name: a\n").replace("  tasks:", "  paralelism: 2\n  tasks:");
-    let message = Files::manifest(&text).only_message();
-    assert!(
-        message.contains(
-            "spec.paralelism: unknown field \"paralelism\" (did you mean \"parallelism\"?)"
-        ),
-        "{message}"
-    );
-}
-
-#[test]
-fn an_unknown_field_in_a_kubernetes_type_is_reported() {
-    let text = feature("hello", "    - name: a\n").replace(
-        "    command: [claude-agent-acp]\n",
-        "    command: [x]\n    env:\n      - name: A\n        valu: b\n",
-    );
-    let message = Files::manifest(&text).only_message();
-    assert!(
-        message.contains("spec.agent.env[A].valu: unknown field"),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_field_of_the_wrong_type_names_expected_and_found() {
-    let files = Files::manifest(&feature("hello", "    - name: a\n      priority: high\n"));
-    let message = files.only_message();
-    assert!(
-        message.ends_with(
-            "Feature hello: spec.tasks[a].priority: expected an integer, found a string (\"high\")"
-        ),
-        "{message}"
-    );
 }
 
 #[test]
@@ -233,84 +175,6 @@ fn out_of_range_values_are_reported() {
     assert!(
         joined.contains("spec.tasks[a].maxRetries: 101 is above the maximum 100"),
         "{joined}"
-    );
-}
-
-#[test]
-fn a_missing_agent_is_reported_as_required() {
-    let text = "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: hello\nspec:\n  tasks: []\n";
-    let message = only(Files::new().with("f.yaml", text).messages());
-    assert!(
-        message.ends_with("Feature hello: spec.agent: is required"),
-        "{message}"
-    );
-}
-
-#[test]
-fn an_unknown_kind_is_reported_with_file_and_document() {
-    let text = format!(
-        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
-        feature("hello", "    - name: a\n")
-    );
-    let files = Files::manifest(&text);
-    let message = files.only_message();
-    assert_eq!(
-        message,
-        format!(
-            "{}:12 (document 2): unknown kind \"ConfigMap\", expected \"Feature\" or \"Task\"",
-            files.file("f.yaml")
-        )
-    );
-}
-
-#[test]
-fn an_unsupported_api_version_is_reported() {
-    let text = feature("hello", "    - name: a\n").replace("ralph.dev/v1alpha1", "ralph.dev/v1");
-    let message = Files::manifest(&text).only_message();
-    assert!(
-        message.ends_with(
-            "Feature: unsupported apiVersion \"ralph.dev/v1\", expected \"ralph.dev/v1alpha1\""
-        ),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_missing_name_is_reported() {
-    let text = feature("hello", "    - name: a\n").replace("  name: hello\n", "  labels: {}\n");
-    let message = Files::manifest(&text).only_message();
-    assert!(
-        message.ends_with("Feature has no metadata.name"),
-        "{message}"
-    );
-}
-
-#[test]
-fn invalid_yaml_is_reported_at_its_file_line() {
-    let text = format!(
-        "{}---\napiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: x\n   bad: indent\nspec: {{}}\n",
-        feature("hello", "    - name: a\n")
-    );
-    let files = Files::manifest(&text);
-    let message = files.only_message();
-    assert!(
-        message.starts_with(&format!(
-            "{}:15 (document 2): invalid YAML: ",
-            files.file("f.yaml")
-        )),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_file_without_documents_is_reported() {
-    let files = Files::new().with("empty.yaml", "# nothing here\n");
-    assert_eq!(
-        files.only_message(),
-        format!(
-            "{}: the file holds no Feature or Task",
-            files.file("empty.yaml")
-        )
     );
 }
 
@@ -343,29 +207,6 @@ fn problems_in_every_file_are_all_reported() {
 }
 
 #[test]
-fn a_dependency_cycle_is_reported_with_its_path() {
-    let files = Files::manifest(&feature(
-        "c",
-        "    - name: a\n      dependsOn: [b]\n    - name: b\n      dependsOn: [a]\n",
-    ));
-    let message = files.only_message();
-    assert!(
-        message.ends_with("Feature c: dependency cycle: a -> b -> a"),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_self_dependency_is_reported_naming_the_task() {
-    let files = Files::manifest(&feature("c", "    - name: a\n      dependsOn: [a]\n"));
-    assert!(
-        files
-            .only_message()
-            .ends_with("task \"a\" depends on itself")
-    );
-}
-
-#[test]
 fn a_feature_defined_twice_is_reported_with_both_places() {
     let files = Files::new()
         .with("a.yaml", &feature("same", "    - name: x\n"))
@@ -387,14 +228,19 @@ fn standalone(name: &str, feature_ref: &str, rest: &str) -> String {
     )
 }
 
+/// The feature `calc` followed by the standalone `tasks`.
+fn calc_and(tasks: &[String]) -> String {
+    format!("{}{}", feature("calc", CALC), tasks.concat())
+}
+
+/// A standalone task of `calc` that depends on its template task `code` by object name.
+fn calc_bench() -> String {
+    standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
+}
+
 #[test]
 fn a_standalone_task_joins_its_feature_after_the_templates() {
-    let text = format!(
-        "{}{}",
-        feature("calc", "    - name: code\n"),
-        standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
-    );
-    let plan = Files::manifest(&text).plan();
+    let plan = Files::manifest(&calc_and(&[calc_bench()])).plan();
     let tasks = &plan.features[0].tasks;
     assert_eq!(tasks.len(), 2);
     assert_eq!(tasks[1].id, "calc-bench");
@@ -403,12 +249,7 @@ fn a_standalone_task_joins_its_feature_after_the_templates() {
 
 #[test]
 fn a_standalone_task_dependency_on_a_template_object_maps_to_the_template_id() {
-    let text = format!(
-        "{}{}",
-        feature("calc", "    - name: code\n"),
-        standalone("calc-bench", "calc", "  dependsOn: [calc-code]\n")
-    );
-    let plan = Files::manifest(&text).plan();
+    let plan = Files::manifest(&calc_and(&[calc_bench()])).plan();
     assert_eq!(plan.features[0].tasks[1].fields.depends_on, ["code"]);
     let ready: Vec<&str> = plan.features[0].dag.ready().collect();
     assert_eq!(ready, ["code"]);
@@ -416,75 +257,24 @@ fn a_standalone_task_dependency_on_a_template_object_maps_to_the_template_id() {
 
 #[test]
 fn a_standalone_task_may_depend_on_another_standalone_task() {
-    let text = format!(
-        "{}{}{}",
-        feature("calc", "    - name: code\n"),
+    let text = calc_and(&[
         standalone("extra-one", "calc", ""),
-        standalone("extra-two", "calc", "  dependsOn: [extra-one]\n")
-    );
+        standalone("extra-two", "calc", "  dependsOn: [extra-one]\n"),
+    ]);
     let plan = Files::manifest(&text).plan();
     assert_eq!(plan.features[0].tasks[2].fields.depends_on, ["extra-one"]);
 }
 
 #[test]
-fn a_task_naming_no_feature_is_reported() {
-    let files = Files::new().with("t.yaml", &standalone("lonely", "nowhere", ""));
-    let message = files.only_message();
-    assert!(
-        message.ends_with(
-            "Task lonely: spec.featureRef: no Feature named \"nowhere\" in the given files"
-        ),
-        "{message}"
-    );
-}
-
-#[test]
 fn a_task_in_another_file_finds_its_feature() {
     let files = Files::new()
-        .with("f.yaml", &feature("calc", "    - name: code\n"))
+        .with("f.yaml", &feature("calc", CALC))
         .with("t.yaml", &standalone("calc-docs", "calc", ""));
     assert_eq!(files.plan().features[0].tasks.len(), 2);
 }
 
-#[test]
-fn a_standalone_task_named_like_a_template_task_is_reported() {
-    let text = format!(
-        "{}{}",
-        feature("calc", "    - name: code\n"),
-        standalone("calc-code", "calc", "")
-    );
-    let message = Files::manifest(&text).only_message();
-    assert!(
-        message.ends_with(
-            "Task calc-code: clashes with the Task created for template \"code\" of Feature calc"
-        ),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_task_of_a_broken_feature_is_not_reported_as_orphaned() {
-    let text = format!(
-        "{}{}",
-        feature("calc", "    - name: code\n      priority: x\n"),
-        standalone("calc-docs", "calc", "")
-    );
-    let message = Files::manifest(&text).only_message();
-    assert!(message.contains("spec.tasks[code].priority"), "{message}");
-}
-
-#[test]
-fn backoff_base_above_max_breaks_the_crd_rule() {
-    let text = feature("hello", "    - name: a\n").replace(
-        "  tasks:",
-        "  retry:\n    backoffBaseSeconds: 700\n  tasks:",
-    );
-    let message = Files::manifest(&text).only_message();
-    assert!(message.ends_with("Feature hello: spec.retry: backoffBaseSeconds (700) must not exceed backoffMaxSeconds (600)"), "{message}");
-}
-
 fn with_verify(verify: &str) -> String {
-    feature("hello", "    - name: a\n").replace("  tasks:", &format!("  verify:\n{verify}  tasks:"))
+    feature("hello", ONE_TASK).replace("  tasks:", &format!("  verify:\n{verify}  tasks:"))
 }
 
 #[test]
@@ -492,7 +282,7 @@ fn verify_takes_an_agent_and_a_command_with_its_limits() {
     let text = with_verify(
         "    agent: true\n    command: cargo test\n    commandTimeoutSeconds: 120\n    outputTailBytes: 512\n",
     );
-    let plan = Files::new().with("f.yaml", &text).plan();
+    let plan = Files::manifest(&text).plan();
     let verify = &plan.features[0].feature.spec.verify;
     assert!(verify.agent);
     assert_eq!(verify.command.as_deref(), Some("cargo test"));
@@ -501,89 +291,137 @@ fn verify_takes_an_agent_and_a_command_with_its_limits() {
         (120, 512)
     );
 }
-
-#[test]
-fn a_command_timeout_without_a_command_breaks_the_crd_rule() {
-    let text = with_verify("    agent: true\n    commandTimeoutSeconds: 120\n");
-    let message = only(Files::new().with("f.yaml", &text).messages());
-    assert!(
-        message.ends_with("Feature hello: spec.verify: commandTimeoutSeconds and outputTailBytes apply to verify.command: set command, or remove them"),
-        "{message}"
-    );
+/// What the one problem reported for a manifest must say.
+enum Problem {
+    /// The whole message: the file's path, then this.
+    At(&'static str),
+    /// The message begins with the file's path, then this.
+    StartsAt(&'static str),
+    EndsWith(&'static str),
+    Contains(&'static str),
 }
 
-#[test]
-fn a_blank_verify_command_is_reported() {
-    let text = with_verify("    command: \"  \"\n");
-    let message = only(Files::new().with("f.yaml", &text).messages());
-    assert!(message.contains("spec.verify.command"), "{message}");
+impl Files {
+    /// Asserts that exactly one problem is reported and that it says `expected`.
+    fn assert_only_problem(&self, expected: Problem) {
+        let message = self.only_message();
+        let at_file = message.strip_prefix(&self.file("f.yaml"));
+        let holds = match expected {
+            Problem::At(rest) => at_file == Some(rest),
+            Problem::StartsAt(rest) => at_file.is_some_and(|text| text.starts_with(rest)),
+            Problem::EndsWith(end) => message.ends_with(end),
+            Problem::Contains(part) => message.contains(part),
+        };
+        assert!(holds, "{message}");
+    }
 }
 
-#[test]
-fn an_output_tail_beyond_what_a_result_holds_is_reported() {
-    let text = with_verify("    command: make check\n    outputTailBytes: 4096\n");
-    let message = only(Files::new().with("f.yaml", &text).messages());
-    assert!(message.contains("spec.verify.outputTailBytes"), "{message}");
+/// One `#[test]` per row: the file `f.yaml` holding the text reports exactly one problem, as
+/// the [`Problem`] says.
+macro_rules! one_problem_tests {
+    ($($test:ident: $text:expr => $problem:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                Files::manifest(&$text).assert_only_problem($problem);
+            }
+        )*
+    };
 }
 
-#[test]
-fn a_wrong_type_points_at_the_line_of_the_field() {
-    let files = Files::manifest(&feature(
-        "hello",
-        "    - name: a\n    - name: b\n      priority: high\n",
-    ));
-    let message = files.only_message();
-    assert!(
-        message.starts_with(&format!("{}:11 (document 1): ", files.file("f.yaml"))),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_missing_field_points_at_the_line_of_its_parent() {
-    let text = feature("hello", "    - name: a\n")
-        .replace("    command: [claude-agent-acp]\n", "    image: x\n");
-    let files = Files::manifest(&text);
-    let message = files.only_message();
-    assert_eq!(
-        message,
-        format!(
-            "{}:6 (document 1): Feature hello: spec.agent.command: is required",
-            files.file("f.yaml")
+one_problem_tests! {
+    a_typo_in_a_task_field_names_the_field_the_task_and_the_line:
+        feature("hello", "    - name: a\n    - name: b\n      dependOn: [a]\n")
+        => Problem::At(":11 (document 1): Feature hello: spec.tasks[b].dependOn: \
+            unknown field \"dependOn\" (did you mean \"dependsOn\"?)");
+    an_unknown_field_outside_the_tasks_is_reported:
+        feature("hello", ONE_TASK).replace("  tasks:", "  paralelism: 2\n  tasks:")
+        => Problem::Contains("spec.paralelism: unknown field \"paralelism\" \
+            (did you mean \"parallelism\"?)");
+    an_unknown_field_in_a_kubernetes_type_is_reported:
+        feature("hello", ONE_TASK).replace(
+            "    command: [claude-agent-acp]\n",
+            "    command: [x]\n    env:\n      - name: A\n        valu: b\n",
         )
-    );
-}
-
-#[test]
-fn a_dag_problem_points_at_the_line_of_the_task() {
-    let files = Files::manifest(&feature(
-        "hello",
-        "    - name: a\n    - name: b\n      dependsOn: [zz]\n",
-    ));
-    let message = files.only_message();
-    assert_eq!(
-        message,
+        => Problem::Contains("spec.agent.env[A].valu: unknown field");
+    a_field_of_the_wrong_type_names_expected_and_found:
+        feature("hello", "    - name: a\n      priority: high\n")
+        => Problem::EndsWith("Feature hello: spec.tasks[a].priority: expected an integer, \
+            found a string (\"high\")");
+    a_missing_agent_is_reported_as_required:
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: hello\nspec:\n  \
+            tasks: []\n"
+        => Problem::EndsWith("Feature hello: spec.agent: is required");
+    an_unknown_kind_is_reported_with_file_and_document:
         format!(
-            "{}:10 (document 1): Feature hello: task \"b\" depends on unknown task \"zz\"",
-            files.file("f.yaml")
+            "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+            feature("hello", ONE_TASK)
         )
-    );
-}
-
-#[test]
-fn a_dag_problem_of_a_standalone_task_points_at_its_document() {
-    let text = format!(
-        "{}{}",
-        feature("calc", "    - name: code\n"),
-        standalone("calc-bench", "calc", "  dependsOn: [nothing]\n")
-    );
-    let files = Files::manifest(&text);
-    let message = files.only_message();
-    assert_eq!(
-        message,
+        => Problem::At(":12 (document 2): unknown kind \"ConfigMap\", expected \"Feature\" or \
+            \"Task\"");
+    an_unsupported_api_version_is_reported:
+        feature("hello", ONE_TASK).replace("ralph.dev/v1alpha1", "ralph.dev/v1")
+        => Problem::EndsWith("Feature: unsupported apiVersion \"ralph.dev/v1\", expected \
+            \"ralph.dev/v1alpha1\"");
+    a_missing_name_is_reported:
+        feature("hello", ONE_TASK).replace("  name: hello\n", "  labels: {}\n")
+        => Problem::EndsWith("Feature has no metadata.name");
+    invalid_yaml_is_reported_at_its_file_line:
         format!(
-            "{}:11 (document 2): Feature calc: task \"calc-bench\" depends on unknown task \"nothing\"",
-            files.file("f.yaml")
+            "{}---\napiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: x\n   \
+                bad: indent\nspec: {{}}\n",
+            feature("hello", ONE_TASK)
         )
-    );
+        => Problem::StartsAt(":15 (document 2): invalid YAML: ");
+    a_file_without_documents_is_reported:
+        "# nothing here\n" => Problem::At(": the file holds no Feature or Task");
+    a_dependency_cycle_is_reported_with_its_path:
+        feature("c", "    - name: a\n      dependsOn: [b]\n    - name: b\n      dependsOn: [a]\n")
+        => Problem::EndsWith("Feature c: dependency cycle: a -> b -> a");
+    a_self_dependency_is_reported_naming_the_task:
+        feature("c", "    - name: a\n      dependsOn: [a]\n")
+        => Problem::EndsWith("task \"a\" depends on itself");
+    a_task_naming_no_feature_is_reported:
+        standalone("lonely", "nowhere", "")
+        => Problem::EndsWith("Task lonely: spec.featureRef: no Feature named \"nowhere\" in \
+            the given files");
+    a_standalone_task_named_like_a_template_task_is_reported:
+        calc_and(&[standalone("calc-code", "calc", "")])
+        => Problem::EndsWith("Task calc-code: clashes with the Task created for template \
+            \"code\" of Feature calc");
+    a_task_of_a_broken_feature_is_not_reported_as_orphaned:
+        format!(
+            "{}{}",
+            feature("calc", "    - name: code\n      priority: x\n"),
+            standalone("calc-docs", "calc", "")
+        )
+        => Problem::Contains("spec.tasks[code].priority");
+    backoff_base_above_max_breaks_the_crd_rule:
+        feature("hello", ONE_TASK)
+            .replace("  tasks:", "  retry:\n    backoffBaseSeconds: 700\n  tasks:")
+        => Problem::EndsWith("Feature hello: spec.retry: backoffBaseSeconds (700) must not \
+            exceed backoffMaxSeconds (600)");
+    a_command_timeout_without_a_command_breaks_the_crd_rule:
+        with_verify("    agent: true\n    commandTimeoutSeconds: 120\n")
+        => Problem::EndsWith("Feature hello: spec.verify: commandTimeoutSeconds and \
+            outputTailBytes apply to verify.command: set command, or remove them");
+    a_blank_verify_command_is_reported:
+        with_verify("    command: \"  \"\n") => Problem::Contains("spec.verify.command");
+    an_output_tail_beyond_what_a_result_holds_is_reported:
+        with_verify("    command: make check\n    outputTailBytes: 4096\n")
+        => Problem::Contains("spec.verify.outputTailBytes");
+    a_wrong_type_points_at_the_line_of_the_field:
+        feature("hello", "    - name: a\n    - name: b\n      priority: high\n")
+        => Problem::StartsAt(":11 (document 1): ");
+    a_missing_field_points_at_the_line_of_its_parent:
+        feature("hello", ONE_TASK).replace("    command: [claude-agent-acp]\n", "    image: x\n")
+        => Problem::At(":6 (document 1): Feature hello: spec.agent.command: is required");
+    a_dag_problem_points_at_the_line_of_the_task:
+        feature("hello", "    - name: a\n    - name: b\n      dependsOn: [zz]\n")
+        => Problem::At(":10 (document 1): Feature hello: task \"b\" depends on unknown task \
+            \"zz\"");
+    a_dag_problem_of_a_standalone_task_points_at_its_document:
+        calc_and(&[standalone("calc-bench", "calc", "  dependsOn: [nothing]\n")])
+        => Problem::At(":11 (document 2): Feature calc: task \"calc-bench\" depends on unknown \
+            task \"nothing\"");
 }

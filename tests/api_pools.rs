@@ -5,16 +5,14 @@
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 
-use fake_apiserver::FakeApiServer;
+use fake_apiserver::{assert_mentions, refusal, server};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 use ralph::api::Feature;
 use serde_json::{Value, json};
 
 async fn create(spec_extra: Value) -> Result<DynamicObject, kube::Error> {
-    let server = FakeApiServer::start()
-        .await
-        .expect("fake API server starts");
+    let server = server().await;
     let mut spec = json!({"agent": {"command": ["claude-agent-acp"]}, "tasks": [{"name": "a"}]});
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), spec_extra.as_object()) {
         spec.extend(extra.clone());
@@ -31,13 +29,6 @@ async fn create(spec_extra: Value) -> Result<DynamicObject, kube::Error> {
     let features: Api<DynamicObject> =
         Api::default_namespaced_with(client, &ApiResource::erase::<Feature>(&()));
     features.create(&PostParams::default(), &feature).await
-}
-
-fn refusal(result: Result<DynamicObject, kube::Error>) -> kube::core::Status {
-    match result {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -73,11 +64,9 @@ async fn two_fallback_agents_of_one_name_are_refused_as_duplicates() {
         ]}))
         .await,
     );
-    assert!(
-        status.message.contains("spec.fallbackAgents[1]")
-            && status.message.contains("Duplicate value"),
-        "{}",
-        status.message
+    assert_mentions(
+        &status.message,
+        &["spec.fallbackAgents[1]", "Duplicate value"],
     );
 }
 
@@ -85,30 +74,18 @@ async fn two_fallback_agents_of_one_name_are_refused_as_duplicates() {
 async fn a_model_listed_twice_is_refused_as_a_duplicate() {
     let status =
         refusal(create(json!({"model": {"strategy": "fixed", "models": ["opus", "opus"]}})).await);
-    assert!(
-        status.message.contains("spec.model.models[1]"),
-        "{}",
-        status.message
-    );
+    assert_mentions(&status.message, &["spec.model.models[1]"]);
 }
 
 #[tokio::test]
 async fn a_model_policy_without_models_is_refused() {
     let status = refusal(create(json!({"model": {"strategy": "escalate", "models": []}})).await);
-    assert!(
-        status.message.contains("spec.model.models"),
-        "{}",
-        status.message
-    );
+    assert_mentions(&status.message, &["spec.model.models"]);
 }
 
 #[tokio::test]
 async fn an_unknown_model_strategy_is_refused_naming_the_known_ones() {
     let status =
         refusal(create(json!({"model": {"strategy": "cheapest", "models": ["haiku"]}})).await);
-    assert!(
-        status.message.contains("spec.model.strategy") && status.message.contains("escalate"),
-        "{}",
-        status.message
-    );
+    assert_mentions(&status.message, &["spec.model.strategy", "escalate"]);
 }

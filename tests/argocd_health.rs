@@ -52,34 +52,37 @@ fn task_health(phase: &str) -> String {
     .0
 }
 
-#[test]
-fn complete_feature_is_healthy() {
-    assert_eq!(feature_health("Complete"), "Healthy");
+/// Asserts that `health` calls an object in each of `phases` `expected`.
+fn assert_health_of_each(health: fn(&str) -> String, phases: &[&str], expected: &str) {
+    for phase in phases {
+        assert_eq!(health(phase), expected, "{phase}");
+    }
 }
 
-#[test]
-fn feature_without_tasks_is_healthy() {
-    assert_eq!(feature_health("NoPlan"), "Healthy");
+/// One `#[test]` per row: the health script calls an object in each of the phases (of a
+/// Feature for `feature_health`, of a Task for `task_health`) the status after `=>`.
+macro_rules! health_tests {
+    ($($test:ident: $health:ident($($phase:literal),+) => $status:literal;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                assert_health_of_each($health, &[$($phase),+], $status);
+            }
+        )*
+    };
 }
 
-#[test]
-fn failed_blocked_invalid_or_limited_feature_is_degraded() {
-    let phases = ["Failed", "Blocked", "Invalid", "LimitReached"];
-    let statuses: Vec<String> = phases.iter().map(|p| feature_health(p)).collect();
-    assert_eq!(statuses, ["Degraded"; 4]);
-}
-
-#[test]
-fn suspended_feature_is_suspended() {
-    assert_eq!(feature_health("Suspended"), "Suspended");
-}
-
-#[test]
-fn pending_or_running_feature_is_progressing() {
-    assert_eq!(
-        [feature_health("Pending"), feature_health("Running")],
-        ["Progressing", "Progressing"]
-    );
+health_tests! {
+    complete_feature_is_healthy: feature_health("Complete") => "Healthy";
+    feature_without_tasks_is_healthy: feature_health("NoPlan") => "Healthy";
+    failed_blocked_invalid_or_limited_feature_is_degraded:
+        feature_health("Failed", "Blocked", "Invalid", "LimitReached") => "Degraded";
+    suspended_feature_is_suspended: feature_health("Suspended") => "Suspended";
+    pending_or_running_feature_is_progressing:
+        feature_health("Pending", "Running") => "Progressing";
+    done_task_is_healthy: task_health("Done") => "Healthy";
+    failed_or_blocked_task_is_degraded: task_health("Failed", "Blocked") => "Degraded";
+    pending_or_running_task_is_progressing: task_health("Pending", "Running") => "Progressing";
 }
 
 #[test]
@@ -103,27 +106,6 @@ fn feature_message_counts_done_tasks_and_carries_the_status_message() {
     }));
     let (_, message) = health("feature-health.lua", object);
     assert_eq!(message, "Failed: 2/3 tasks done (agent promised FAILURE)");
-}
-
-#[test]
-fn done_task_is_healthy() {
-    assert_eq!(task_health("Done"), "Healthy");
-}
-
-#[test]
-fn failed_or_blocked_task_is_degraded() {
-    assert_eq!(
-        [task_health("Failed"), task_health("Blocked")],
-        ["Degraded", "Degraded"]
-    );
-}
-
-#[test]
-fn pending_or_running_task_is_progressing() {
-    assert_eq!(
-        [task_health("Pending"), task_health("Running")],
-        ["Progressing", "Progressing"]
-    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ use ralph::engine::attempt::{OutcomeClass, StopReason};
 use real_agents::fake_anthropic::{self, FakeAnthropic, claude};
 use real_agents::fake_model::Turn;
 use real_agents::real_agent::{
-    Attempt, EXIT_CANCELLED, EXIT_FINISHED, EXIT_MISCONFIGURED, HANG_DEADLINE,
+    Attempt, EXIT_CANCELLED, EXIT_FINISHED, EXIT_MISCONFIGURED, Ended, HANG_DEADLINE,
 };
 use real_agents::scenario::{self, scenario_tests};
 
@@ -48,16 +48,19 @@ fn the_agent_reports_its_name_and_usage() {
     assert!(agent.contains("claude-agent-acp"), "agent was {agent:?}");
 }
 
+/// Runs `attempt` on claude: the model calls Bash with `command`, then answers `answer`.
+fn run_bash(attempt: &Attempt, command: &str, answer: &str) -> (Ended, FakeAnthropic) {
+    let turns = vec![FakeAnthropic::bash(command), Turn::text(answer)];
+    scenario::run(claude, attempt, turns)
+}
+
 #[test]
 fn bash_tool_call_is_permitted_and_runs_in_the_workspace() {
     let attempt = Attempt::new("write-proof");
-    let (ended, fake) = scenario::run(
-        claude,
+    let (ended, fake) = run_bash(
         &attempt,
-        vec![
-            FakeAnthropic::bash("echo hi > proof.txt"),
-            Turn::text("Wrote proof.txt. <task-done>write-proof</task-done>"),
-        ],
+        "echo hi > proof.txt",
+        "Wrote proof.txt. <task-done>write-proof</task-done>",
     );
 
     ended.assert_exit(EXIT_FINISHED);
@@ -72,13 +75,10 @@ fn bash_tool_call_is_permitted_and_runs_in_the_workspace() {
 #[test]
 fn bash_tool_call_denied_by_a_pattern_does_not_run() {
     let attempt = Attempt::new("forbidden").with_runner_args(&["--deny", "*forbidden.txt*"]);
-    let (ended, fake) = scenario::run(
-        claude,
+    let (ended, fake) = run_bash(
         &attempt,
-        vec![
-            FakeAnthropic::bash("echo no > forbidden.txt"),
-            Turn::text("I was not allowed to. <task-failed>forbidden</task-failed>"),
-        ],
+        "echo no > forbidden.txt",
+        "I was not allowed to. <task-failed>forbidden</task-failed>",
     );
 
     ended.assert_outcome(OutcomeClass::Finished);

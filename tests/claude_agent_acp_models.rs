@@ -9,21 +9,24 @@ mod real_agents;
 use ralph::engine::attempt::OutcomeClass;
 use real_agents::fake_anthropic::FakeAnthropic;
 use real_agents::fake_model::{Script, Turn};
-use real_agents::real_agent::{AgentLaunch, Attempt};
+use real_agents::real_agent::{Attempt, Ended};
 
-fn claude(attempt: &Attempt, turns: Vec<Turn>) -> (FakeAnthropic, AgentLaunch) {
-    real_agents::fake_anthropic::claude(Script::new().task(attempt.task(), turns), &attempt.home())
+/// Runs claude-agent-acp with `--model model` on the task `task`, which the model answers
+/// done; the fake API and how the attempt ended.
+fn run_with_model(task: &str, model: &str) -> (FakeAnthropic, Ended) {
+    let attempt = Attempt::new(task).with_runner_args(&["--model", model]);
+    let done = Turn::text(format!("Done.\n<task-done>{task}</task-done>"));
+    let (fake, launch) = real_agents::fake_anthropic::claude(
+        Script::new().task(attempt.task(), vec![done]),
+        &attempt.home(),
+    );
+    let ended = attempt.run(&launch);
+    (fake, ended)
 }
 
 #[test]
 fn the_model_the_feature_chose_reaches_the_model_api_and_is_recorded() {
-    let attempt = Attempt::new("cheap-model").with_runner_args(&["--model", "haiku"]);
-    let (fake, launch) = claude(
-        &attempt,
-        vec![Turn::text("Done.\n<task-done>cheap-model</task-done>")],
-    );
-
-    let ended = attempt.run(&launch);
+    let (fake, ended) = run_with_model("cheap-model", "haiku");
 
     ended.assert_outcome(OutcomeClass::Finished);
     let asked = fake.main_requests("cheap-model")[0]
@@ -40,13 +43,7 @@ fn the_model_the_feature_chose_reaches_the_model_api_and_is_recorded() {
 
 #[test]
 fn a_model_claude_does_not_offer_is_a_misconfiguration_not_a_retry() {
-    let attempt = Attempt::new("unknown-model").with_runner_args(&["--model", "no-such-model-xyz"]);
-    let (fake, launch) = claude(
-        &attempt,
-        vec![Turn::text("Done.\n<task-done>unknown-model</task-done>")],
-    );
-
-    let ended = attempt.run(&launch);
+    let (fake, ended) = run_with_model("unknown-model", "no-such-model-xyz");
 
     ended.assert_outcome(OutcomeClass::Misconfigured);
     let problem = ended

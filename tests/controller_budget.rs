@@ -18,7 +18,9 @@ use kube::ResourceExt;
 use ralph::api::{Feature, FeaturePhase};
 use ralph::controller::budget::{COST_REPORTED, REASON_COST_UNKNOWN};
 
-use harness::{Harness, feature_manifest, runner_arg};
+use serde_json::json;
+
+use harness::{Harness, a_then_b, one_task, runner_arg};
 use scripted::Scenario;
 
 /// A scripted attempt that reports `input` + `output` tokens (and `cost` dollars when
@@ -46,11 +48,21 @@ async fn run_scripted(h: &Harness, pod: &Pod, script: &str) {
 
 /// Three independent tasks, one at a time unless `parallelism` says otherwise.
 fn three_tasks() -> serde_json::Value {
-    serde_json::json!([{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    json!([{"name": "a"}, {"name": "b"}, {"name": "c"}])
 }
 
-fn budget(parallelism: u32, budget: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"parallelism": parallelism, "budget": budget})
+/// Starts the controller with the Feature `name` of `tasks`, at most `parallelism` at a
+/// time, within `budget`.
+async fn budgeted(
+    name: &str,
+    tasks: serde_json::Value,
+    parallelism: u32,
+    budget: serde_json::Value,
+) -> Harness {
+    let h = Harness::start().await;
+    let spec = json!({"parallelism": parallelism, "budget": budget});
+    h.create(name, tasks, spec).await;
+    h
 }
 
 /// Finishes each agent Pod as it appears with `script` until the Feature is in `phase`;
@@ -92,21 +104,10 @@ async fn message(h: &Harness, name: &str) -> String {
 
 #[tokio::test]
 async fn a_spent_token_budget_starts_no_new_attempt_and_ends_the_feature_limit_reached() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "tokens",
-        three_tasks(),
-        budget(1, serde_json::json!({"maxTokens": 150})),
-    ))
-    .await;
+    let h = budgeted("tokens", three_tasks(), 1, json!({"maxTokens": 150})).await;
 
-    let finished = run_until(
-        &h,
-        "tokens",
-        &done_after(100, 20, None),
-        FeaturePhase::LimitReached,
-    )
-    .await;
+    let script = done_after(100, 20, None);
+    let finished = run_until(&h, "tokens", &script, FeaturePhase::LimitReached).await;
 
     assert_eq!(finished, ["tokens-a-a1", "tokens-b-a1"]);
     let status = feature_now(&h, "tokens").await.status.expect("status");
@@ -130,21 +131,10 @@ async fn a_spent_token_budget_starts_no_new_attempt_and_ends_the_feature_limit_r
 
 #[tokio::test]
 async fn a_spent_cost_budget_ends_the_feature_with_the_exact_reported_cost() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "dollars",
-        three_tasks(),
-        budget(1, serde_json::json!({"maxCostUSD": "0.50"})),
-    ))
-    .await;
+    let h = budgeted("dollars", three_tasks(), 1, json!({"maxCostUSD": "0.50"})).await;
 
-    let finished = run_until(
-        &h,
-        "dollars",
-        &done_after(10, 10, Some(0.3)),
-        FeaturePhase::LimitReached,
-    )
-    .await;
+    let script = done_after(10, 10, Some(0.3));
+    let finished = run_until(&h, "dollars", &script, FeaturePhase::LimitReached).await;
 
     assert_eq!(finished.len(), 2, "{finished:?}");
     let feature = feature_now(&h, "dollars").await;
@@ -155,20 +145,13 @@ async fn a_spent_cost_budget_ends_the_feature_with_the_exact_reported_cost() {
             .await
             .starts_with("the cost budget is spent: $0.60 reported of maxCostUSD $0.50"),
     );
-    let task = h.tasks().get("dollars-a").await.expect("task");
-    assert_eq!(task.status.expect("status").usage.cost_text(), "$0.30");
+    assert_eq!(h.task_status("dollars-a").await.usage.cost_text(), "$0.30");
     h.stop().await;
 }
 
 #[tokio::test]
 async fn attempts_running_when_the_budget_is_spent_finish_and_are_counted() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "overshoot",
-        three_tasks(),
-        budget(2, serde_json::json!({"maxTokens": 100})),
-    ))
-    .await;
+    let h = budgeted("overshoot", three_tasks(), 2, json!({"maxTokens": 100})).await;
     let first = h.wait_for_pod("overshoot-a-a1").await;
     let second = h.wait_for_pod("overshoot-b-a1").await;
 
@@ -197,21 +180,10 @@ async fn attempts_running_when_the_budget_is_spent_finish_and_are_counted() {
 
 #[tokio::test]
 async fn a_cost_the_agent_does_not_report_is_shown_unknown_with_a_warning() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "codexish",
-        serde_json::json!([{"name": "a"}]),
-        budget(1, serde_json::json!({"maxCostUSD": "1.00"})),
-    ))
-    .await;
+    let h = budgeted("codexish", one_task(), 1, json!({"maxCostUSD": "1.00"})).await;
 
-    run_until(
-        &h,
-        "codexish",
-        &done_after(100, 20, None),
-        FeaturePhase::Complete,
-    )
-    .await;
+    let script = done_after(100, 20, None);
+    run_until(&h, "codexish", &script, FeaturePhase::Complete).await;
 
     let status = feature_now(&h, "codexish").await.status.expect("status");
     assert_eq!(status.usage.cost_usd, None);
@@ -235,13 +207,7 @@ async fn a_cost_the_agent_does_not_report_is_shown_unknown_with_a_warning() {
 
 #[tokio::test]
 async fn totals_survive_a_controller_restart_without_counting_twice() {
-    let mut h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "restart",
-        serde_json::json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]),
-        budget(1, serde_json::json!({"maxTokens": 100000})),
-    ))
-    .await;
+    let mut h = budgeted("restart", a_then_b(), 1, json!({"maxTokens": 100000})).await;
     let first = h.wait_for_pod("restart-a-a1").await;
     run_scripted(&h, &first, &done_after(100, 20, Some(0.25))).await;
     h.wait_for_pod("restart-b-a1").await;
@@ -257,32 +223,24 @@ async fn totals_survive_a_controller_restart_without_counting_twice() {
         (usage.tokens(), usage.cost_text()),
         (135, "$0.30".to_owned())
     );
-    let a = h.tasks().get("restart-a").await.expect("task a");
-    assert_eq!(a.status.expect("status").usage.tokens(), 120);
+    assert_eq!(h.task_status("restart-a").await.usage.tokens(), 120);
     h.stop().await;
 }
 
 #[tokio::test]
 async fn raising_a_spent_budget_lets_the_feature_go_on() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    let h = budgeted(
         "raise",
-        serde_json::json!([{"name": "a"}, {"name": "b"}]),
-        budget(1, serde_json::json!({"maxTokens": 100})),
-    ))
+        json!([{"name": "a"}, {"name": "b"}]),
+        1,
+        json!({"maxTokens": 100}),
+    )
     .await;
     let script = done_after(100, 20, None);
     run_until(&h, "raise", &script, FeaturePhase::LimitReached).await;
 
-    let patch = serde_json::json!({"spec": {"budget": {"maxTokens": 1000}}});
-    h.features()
-        .patch(
-            "raise",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .expect("raise the budget");
+    h.patch_feature_spec("raise", json!({"budget": {"maxTokens": 1000}}))
+        .await;
     let finished = run_until(&h, "raise", &script, FeaturePhase::Complete).await;
 
     assert_eq!(finished, ["raise-a-a1", "raise-b-a1"]);

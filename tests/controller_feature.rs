@@ -11,17 +11,18 @@ mod harness;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use ralph::api::{AttemptOutcome, FeaturePhase};
 use ralph::engine::dag::TaskPhase;
+use serde_json::json;
 
-use harness::{Harness, NS, feature_manifest, runner_arg};
+use harness::{
+    Harness, NS, a_then_b, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg,
+};
 
 /// Diamond: a; b and c after a; d after b and c.
 fn diamond() -> serde_json::Value {
-    serde_json::json!([
+    json!([
         {"name": "a", "title": "Write the greeting"},
         {"name": "b", "dependsOn": ["a"]},
         {"name": "c", "dependsOn": ["a"]},
@@ -62,13 +63,7 @@ async fn run_to_completion(h: &Harness, feature: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "hello",
-        diamond(),
-        serde_json::json!({"parallelism": 2}),
-    ))
-    .await;
+    let h = Harness::with_feature("hello", diamond(), json!({"parallelism": 2})).await;
 
     let order = run_to_completion(&h, "hello").await;
 
@@ -92,13 +87,7 @@ async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
 
 #[tokio::test]
 async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "tidy",
-        diamond(),
-        serde_json::json!({"parallelism": 4}),
-    ))
-    .await;
+    let h = Harness::with_feature("tidy", diamond(), json!({"parallelism": 4})).await;
     run_to_completion(&h, "tidy").await;
 
     let pods: Vec<String> = h.agent_pods().await.iter().map(|p| p.name_any()).collect();
@@ -107,8 +96,8 @@ async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects(
         ["tidy-a-a1", "tidy-b-a1", "tidy-c-a1", "tidy-d-a1"],
         "finished Pods stay for `kubectl logs` until their retention ends"
     );
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let prompts = config_maps
+    let prompts = h
+        .config_maps()
         .list(&kube::api::ListParams::default().labels("ralph.dev/attempt"))
         .await
         .expect("list configmaps");
@@ -118,20 +107,15 @@ async fn finished_attempts_keep_their_pods_for_logs_and_write_no_prompt_objects(
 
 #[tokio::test]
 async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    let h = Harness::with_feature(
         "one",
-        serde_json::json!([{"name": "a", "title": "Greet", "description": "Write hello.txt"}]),
-        serde_json::json!({}),
-    ))
+        json!([{"name": "a", "title": "Greet", "description": "Write hello.txt"}]),
+        json!({}),
+    )
     .await;
     let pod = h.wait_for_pod("one-a-a1").await;
-    let text = pod
-        .annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .expect("prompt annotation");
-    assert!(text.contains("Write hello.txt"), "{text}");
+    let text = prompt_of(&pod);
+    assert_mentions(&text, &["Write hello.txt"]);
     let lease = h.leases().get("one-a").await.expect("claim Lease");
     assert_eq!(
         lease.spec.and_then(|s| s.holder_identity).as_deref(),
@@ -139,47 +123,33 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
     );
     let task = h.tasks().get("one-a").await.expect("task");
     assert_eq!(task.status.map(|s| s.phase), Some(TaskPhase::Running));
-    h.finish_done(&pod).await;
-    h.wait_for_feature_phase("one", "Complete").await;
+    h.finish_done_to_complete(&pod, "one").await;
     h.stop().await;
 }
 
 #[tokio::test]
 async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
     let h = Harness::start().await;
-    h.start_one_task_feature("crashy").await;
-    h.terminate_agent("crashy-a-a1", 137, "OOMKilled", None)
-        .await;
-
-    let second = h.wait_for_pod("crashy-a-a2").await;
-    let text = second
-        .annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .unwrap_or_default();
-    assert!(text.contains("OOMKilled"), "{text}");
-    let task = h.tasks().get("crashy-a").await.expect("task");
-    let status = task.status.expect("status");
+    let second = h.crash_first_attempt("crashy").await;
+    let text = prompt_of(&second);
+    assert_mentions(&text, &["OOMKilled"]);
+    let status = h.task_status("crashy-a").await;
     assert_eq!(status.retry_count, 1);
     assert_eq!(status.attempts[0].outcome, Some(AttemptOutcome::Crashed));
 
-    h.finish_done(&second).await;
-    h.wait_for_feature_phase("crashy", "Complete").await;
+    h.finish_done_to_complete(&second, "crashy").await;
     h.stop().await;
 }
 
 #[tokio::test]
 async fn failed_task_blocks_its_dependents_and_fails_the_feature() {
-    let h = Harness::start().await;
-    let tasks = serde_json::json!([
+    let tasks = json!([
         {"name": "a", "maxRetries": 0},
         {"name": "b", "dependsOn": ["a"]}
     ]);
-    h.create_feature(feature_manifest("doomed", tasks, serde_json::json!({})))
-        .await;
+    let h = Harness::with_feature("doomed", tasks, json!({})).await;
     let pod = h.wait_for_pod("doomed-a-a1").await;
-    h.finish_attempt(&pod, serde_json::json!({"taskFailed": "a"}))
-        .await;
+    h.finish_attempt(&pod, json!({"taskFailed": "a"})).await;
 
     let feature = h.wait_for_feature_phase("doomed", "Failed").await;
     let status = feature.status.expect("status");
@@ -195,37 +165,24 @@ async fn expired_claim_makes_the_attempt_lost_deletes_its_pod_and_retries() {
     let h = Harness::start().await;
     h.start_one_task_feature("lossy").await;
     h.set_running("lossy-a-a1").await;
-    // The sidecar stopped renewing long ago (node lost).
-    let stale = serde_json::json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
-    h.leases()
-        .patch("lossy-a", &PatchParams::default(), &Patch::Merge(&stale))
-        .await
-        .expect("age the lease");
+    h.expire_claim("lossy-a").await;
 
     h.wait_for_pod_gone("lossy-a-a1").await;
     let second = h.wait_for_pod("lossy-a-a2").await;
-    let task = h.tasks().get("lossy-a").await.expect("task");
-    let status = task.status.expect("status");
+    let status = h.task_status("lossy-a").await;
     assert_eq!(status.attempts[0].outcome, Some(AttemptOutcome::Lost));
-    h.finish_done(&second).await;
-    h.wait_for_feature_phase("lossy", "Complete").await;
+    h.finish_done_to_complete(&second, "lossy").await;
     h.stop().await;
 }
 
 #[tokio::test]
 async fn suspend_cancels_the_running_attempt_and_starts_nothing() {
-    let h = Harness::start().await;
-    let tasks = serde_json::json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create_feature(feature_manifest("paused", tasks, serde_json::json!({})))
-        .await;
+    let h = Harness::with_feature("paused", a_then_b(), json!({})).await;
     h.wait_for_pod("paused-a-a1").await;
     h.set_running("paused-a-a1").await;
 
-    let suspend = serde_json::json!({"spec": {"suspend": true}});
-    h.features()
-        .patch("paused", &PatchParams::default(), &Patch::Merge(&suspend))
-        .await
-        .expect("suspend");
+    h.patch_feature_spec("paused", json!({"suspend": true}))
+        .await;
 
     h.wait_for_pod_gone("paused-a-a1").await;
     h.wait_for_feature_phase("paused", "Suspended").await;
@@ -245,13 +202,11 @@ async fn suspend_cancels_the_running_attempt_and_starts_nothing() {
 
 #[tokio::test]
 async fn invalid_plan_is_reported_and_nothing_runs() {
-    let h = Harness::start().await;
-    let tasks = serde_json::json!([
+    let tasks = json!([
         {"name": "a", "dependsOn": ["b"]},
         {"name": "b", "dependsOn": ["a"]}
     ]);
-    h.create_feature(feature_manifest("loop", tasks, serde_json::json!({})))
-        .await;
+    let h = Harness::with_feature("loop", tasks, json!({})).await;
     let feature = h.wait_for_feature_phase("loop", "Invalid").await;
     let status = feature.status.expect("status");
     let valid = status
@@ -260,21 +215,15 @@ async fn invalid_plan_is_reported_and_nothing_runs() {
         .find(|c| c.type_ == "Valid")
         .expect("Valid condition");
     assert_eq!(valid.status, "False");
-    assert!(valid.message.contains("loop-a"), "{}", valid.message);
+    assert_mentions(&valid.message, &["loop-a"]);
     assert!(h.agent_pods().await.is_empty());
     h.stop().await;
 }
 
 #[tokio::test]
 async fn parallelism_limits_concurrent_agent_pods() {
-    let h = Harness::start().await;
-    let tasks = serde_json::json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]);
-    h.create_feature(feature_manifest(
-        "narrow",
-        tasks,
-        serde_json::json!({"parallelism": 2}),
-    ))
-    .await;
+    let tasks = json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]);
+    let h = Harness::with_feature("narrow", tasks, json!({"parallelism": 2})).await;
     h.wait_for_pod("narrow-a-a1").await;
     h.wait_for_pod("narrow-b-a1").await;
     // Let the controller settle, then check that the third did not start.
@@ -283,13 +232,7 @@ async fn parallelism_limits_concurrent_agent_pods() {
         (f.status?.counts.running == 2).then_some(())
     })
     .await;
-    assert!(
-        h.pods()
-            .get_opt("narrow-c-a1")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    assert!(!h.has_pod("narrow-c-a1").await);
     let first = h.pods().get("narrow-a-a1").await.expect("pod");
     h.finish_done(&first).await;
     h.wait_for_pod("narrow-c-a1").await;
@@ -298,7 +241,7 @@ async fn parallelism_limits_concurrent_agent_pods() {
 
 /// A Feature whose dependents are listed before their blockers.
 fn dependents_first() -> serde_json::Value {
-    serde_json::json!([
+    json!([
         {"name": "docs", "dependsOn": ["design", "code"]},
         {"name": "code", "dependsOn": ["design"]},
         {"name": "design"}
@@ -307,7 +250,7 @@ fn dependents_first() -> serde_json::Value {
 
 /// A harness whose Task watch delivers every event late, one after another.
 async fn with_lagging_task_watch() -> Harness {
-    Harness::start_after(|server| server.lag_watches("tasks", Duration::from_millis(40))).await
+    Harness::start_lagging("tasks", Duration::from_millis(40)).await
 }
 
 fn is_lease_create(r: &fake_apiserver::RequestRecord) -> bool {
@@ -318,12 +261,7 @@ fn is_lease_create(r: &fake_apiserver::RequestRecord) -> bool {
 async fn a_lagging_task_watch_never_shows_a_valid_feature_invalid_or_without_plan() {
     let h = with_lagging_task_watch().await;
     let phases = h.record_feature_phases("ordered");
-    h.create_feature(feature_manifest(
-        "ordered",
-        dependents_first(),
-        serde_json::json!({}),
-    ))
-    .await;
+    h.create("ordered", dependents_first(), json!({})).await;
     run_to_completion(&h, "ordered").await;
     let seen = phases.lock().expect("phases").clone();
     assert!(
@@ -338,13 +276,12 @@ async fn a_lagging_task_watch_never_shows_a_valid_feature_invalid_or_without_pla
 async fn a_lagging_task_watch_claims_nothing_for_an_invalid_feature() {
     let h = with_lagging_task_watch().await;
     // The first Task alone looks like a valid plan.
-    let tasks = serde_json::json!([
+    let tasks = json!([
         {"name": "c"},
         {"name": "a", "dependsOn": ["b"]},
         {"name": "b", "dependsOn": ["a"]}
     ]);
-    h.create_feature(feature_manifest("cyclic", tasks, serde_json::json!({})))
-        .await;
+    h.create("cyclic", tasks, json!({})).await;
     h.wait_for_feature_phase("cyclic", "Invalid").await;
     assert_eq!(h.server.count_requests(is_lease_create), 0);
     assert_eq!(h.events_with_reason("InvalidPlan").await.len(), 1);
@@ -354,14 +291,12 @@ async fn a_lagging_task_watch_claims_nothing_for_an_invalid_feature() {
 #[tokio::test]
 async fn a_restarted_controller_applies_no_unchanged_task() {
     let mut h = Harness::start().await;
-    let tasks: Vec<_> = (0..20)
-        .map(|i| serde_json::json!({"name": format!("t{i}")}))
-        .collect();
-    h.create_feature(feature_manifest(
+    let tasks: Vec<_> = (0..20).map(|i| json!({"name": format!("t{i}")})).collect();
+    h.create(
         "steady",
         serde_json::Value::Array(tasks),
-        serde_json::json!({"parallelism": 1}),
-    ))
+        json!({"parallelism": 1}),
+    )
     .await;
     let first = h.wait_for_pod("steady-t0-a1").await;
     // The new controller's Task cache fills after its first Feature reconcile could run.
@@ -384,33 +319,19 @@ async fn a_restarted_controller_applies_no_unchanged_task() {
 #[tokio::test]
 async fn missing_agent_image_is_a_condition_on_feature_and_task_with_one_warning_and_no_claim() {
     let h = Harness::start().await;
-    let mut manifest = feature_manifest(
-        "imageless",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    );
-    manifest["spec"]["agent"] = serde_json::json!({"command": ["scripted-agent"]});
+    let mut manifest = feature_manifest("imageless", one_task(), json!({}));
+    manifest["spec"]["agent"] = json!({"command": ["scripted-agent"]});
     h.create_feature(manifest).await;
     let condition = h
         .wait_for_feature_condition("imageless", "Configured", "MissingAgentImage")
         .await;
     assert_eq!(condition.status, "False");
-    assert!(
-        condition.message.contains("spec.agent.image"),
-        "{}",
-        condition.message
-    );
+    assert_mentions(&condition.message, &["spec.agent.image"]);
     h.wait_for_task_condition("imageless-a", "Configured", "MissingAgentImage")
         .await;
     // Another generation is judged the same way, without another Event.
-    h.features()
-        .patch(
-            "imageless",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"parallelism": 2}})),
-        )
-        .await
-        .expect("bump generation");
+    h.patch_feature_spec("imageless", json!({"parallelism": 2}))
+        .await;
     h.eventually("generation 2 observed", || async {
         let f = h.features().get("imageless").await.ok()?;
         (f.status?.observed_generation == Some(2)).then_some(())
@@ -436,20 +357,11 @@ async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_rele
         );
     })
     .await;
-    h.create_feature(feature_manifest(
-        "refused",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
+    h.create("refused", one_task(), json!({})).await;
     let condition = h
         .wait_for_feature_condition("refused", "Configured", "PodRejected")
         .await;
-    assert!(
-        condition.message.contains("ralph-agent"),
-        "{}",
-        condition.message
-    );
+    assert_mentions(&condition.message, &["ralph-agent"]);
     let task = h
         .wait_for_task_condition("refused-a", "Configured", "PodRejected")
         .await;
@@ -488,16 +400,16 @@ async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_templa
         );
     })
     .await;
-    h.create_feature(feature_manifest(
+    h.create(
         "rejecting",
-        serde_json::json!([{"name": "a"}, {"name": "b"}]),
-        serde_json::json!({}),
-    ))
+        json!([{"name": "a"}, {"name": "b"}]),
+        json!({}),
+    )
     .await;
     let valid = h
         .wait_for_feature_condition("rejecting", "Valid", "TaskRejected")
         .await;
-    assert!(valid.message.contains("spec.tasks[1]"), "{}", valid.message);
+    assert_mentions(&valid.message, &["spec.tasks[1]"]);
     assert_eq!(h.events_with_reason("TaskRejected").await.len(), 1);
     assert_eq!(h.server.count_requests(is_lease_create), 0);
     h.stop().await;
@@ -507,7 +419,7 @@ async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_templa
 async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_changes() {
     let h = Harness::start().await;
     let pod = h.start_one_task_feature("halting").await;
-    let result = serde_json::json!({
+    let result = json!({
         "version": 1,
         "task": "a",
         "attempt": "halting-a-a1",
@@ -522,51 +434,26 @@ async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_chang
     let condition = h
         .wait_for_feature_condition("halting", "Configured", "AgentMisconfigured")
         .await;
-    assert!(
-        condition.message.contains("command not found"),
-        "{}",
-        condition.message
-    );
-    let task = h.tasks().get("halting-a").await.expect("task");
-    let status = task.status.expect("status");
+    assert_mentions(&condition.message, &["command not found"]);
+    let status = h.task_status("halting-a").await;
     assert_eq!(status.retry_count, 0);
     assert_eq!(status.phase, TaskPhase::Pending);
-    assert!(
-        h.pods()
-            .get_opt("halting-a-a2")
-            .await
-            .expect("get")
-            .is_none()
-    );
-    h.features()
-        .patch(
-            "halting",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"agent": {"image": "agent:fixed"}}})),
-        )
-        .await
-        .expect("fix the agent");
+    assert!(!h.has_pod("halting-a-a2").await);
+    let fixed = json!({"agent": {"image": "agent:fixed"}});
+    h.patch_feature_spec("halting", fixed).await;
     h.wait_for_pod("halting-a-a2").await;
     h.stop().await;
 }
 
 #[tokio::test]
 async fn a_verification_agent_without_a_git_workspace_is_a_condition_and_nothing_starts() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "verified",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({"verify": {"agent": true}}),
-    ))
-    .await;
+    let h = Harness::with_feature("verified", one_task(), json!({"verify": {"agent": true}})).await;
     let condition = h
         .wait_for_feature_condition("verified", "Configured", "VerifyNeedsWorkspace")
         .await;
-    assert!(
-        condition.message.contains("spec.verify.agent")
-            && condition.message.contains("spec.workspace.git"),
-        "{}",
-        condition.message
+    assert_mentions(
+        &condition.message,
+        &["spec.verify.agent", "spec.workspace.git"],
     );
     assert_eq!(h.events_with_reason("VerifyNeedsWorkspace").await.len(), 1);
     assert_eq!(h.server.count_requests(is_lease_create), 0);
@@ -575,11 +462,8 @@ async fn a_verification_agent_without_a_git_workspace_is_a_condition_and_nothing
 
 #[tokio::test]
 async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost() {
-    let h = Harness::start_after(|server| {
-        // The controller sees Pod changes late: the claim's expiry reaches it first.
-        server.lag_watches("pods", Duration::from_millis(1500));
-    })
-    .await;
+    // The controller sees Pod changes late: the claim's expiry reaches it first.
+    let h = Harness::start_lagging("pods", Duration::from_millis(1500)).await;
     let pod = h.start_one_task_feature("late").await;
     h.eventually("the attempt to be recorded", || async {
         let t = h.tasks().get("late-a").await.ok()?;
@@ -587,19 +471,9 @@ async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost()
     })
     .await;
     h.finish_done(&pod).await;
-    let stale = serde_json::json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
-    h.leases()
-        .patch("late-a", &PatchParams::default(), &Patch::Merge(&stale))
-        .await
-        .expect("age the lease");
+    h.expire_claim("late-a").await;
     h.wait_for_feature_phase("late", "Complete").await;
-    let status = h
-        .tasks()
-        .get("late-a")
-        .await
-        .expect("task")
-        .status
-        .expect("status");
+    let status = h.task_status("late-a").await;
     assert_eq!(status.attempts[0].outcome, Some(AttemptOutcome::Done));
     assert_eq!(status.attempt_count, 1);
     h.stop().await;
@@ -609,12 +483,7 @@ async fn a_claim_that_expired_after_its_pod_reported_done_is_ingested_not_lost()
 async fn a_feature_deleted_while_running_gives_its_attempt_slot_back() {
     let h = Harness::start_with(1).await;
     h.start_one_task_feature("first").await;
-    h.create_feature(feature_manifest(
-        "second",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
+    h.create("second", one_task(), json!({})).await;
     h.features()
         .delete("first", &Default::default())
         .await
@@ -625,14 +494,10 @@ async fn a_feature_deleted_while_running_gives_its_attempt_slot_back() {
 
 #[tokio::test]
 async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its_own_writes() {
-    let h = Harness::start_after(|server| {
-        // The Task cache stays seconds behind the controller's own status writes.
-        server.lag_watches("tasks", Duration::from_millis(2000));
-    })
-    .await;
+    // The Task cache stays seconds behind the controller's own status writes.
+    let h = Harness::start_lagging("tasks", Duration::from_millis(2000)).await;
     let pod = h.start_one_task_feature("stale").await;
-    h.finish_done(&pod).await;
-    h.wait_for_feature_phase("stale", "Complete").await;
+    h.finish_done_to_complete(&pod, "stale").await;
     let conflicts = h.server.count_requests(|r| {
         r.resource == "tasks" && r.subresource.as_deref() == Some("status") && r.status == 409
     });
@@ -642,19 +507,11 @@ async fn a_lagging_task_cache_earns_no_conflicts_the_controller_decides_from_its
 
 #[tokio::test]
 async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_plan() {
-    let h = Harness::start_after(|server| {
-        server.lag_watches("tasks", Duration::from_millis(300));
-    })
-    .await;
+    let h = Harness::start_lagging("tasks", Duration::from_millis(300)).await;
     // The controller's caches are filled: the Task below reaches it only by the watch.
-    h.create_feature(feature_manifest(
-        "warmup",
-        serde_json::json!([]),
-        serde_json::json!({}),
-    ))
-    .await;
+    h.create("warmup", json!([]), json!({})).await;
     h.wait_for_feature_phase("warmup", "NoPlan").await;
-    let task: ralph::api::Task = serde_json::from_value(serde_json::json!({
+    let task: ralph::api::Task = serde_json::from_value(json!({
         "apiVersion": "ralph.dev/v1alpha1",
         "kind": "Task",
         "metadata": {"name": "loose", "namespace": NS},
@@ -666,15 +523,9 @@ async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_
         .await
         .expect("create task");
     let phases = h.record_feature_phases("standalone");
-    h.create_feature(feature_manifest(
-        "standalone",
-        serde_json::json!([]),
-        serde_json::json!({}),
-    ))
-    .await;
+    h.create("standalone", json!([]), json!({})).await;
     let pod = h.wait_for_pod("loose-a1").await;
-    h.finish_done(&pod).await;
-    h.wait_for_feature_phase("standalone", "Complete").await;
+    h.finish_done_to_complete(&pod, "standalone").await;
     let seen = phases.lock().expect("phases").clone();
     assert!(!seen.iter().any(|p| p == "NoPlan"), "phases seen: {seen:?}");
     h.stop().await;

@@ -17,9 +17,9 @@ mod git_cluster;
 
 use std::path::Path;
 
-use git_cluster::{PROMPT_ANNOTATION, SECRET, World};
+use git_cluster::{SECRET, World};
 use git_server::HTTP_TOKEN;
-use harness::NS;
+use harness::{NS, assert_mentions, prompt_of};
 use ralph::api::{AttemptOutcome, Task};
 use ralph::engine::workspace::WorkspaceOutcome;
 use serde_json::json;
@@ -46,6 +46,14 @@ fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// The one task `a` of a Feature.
+fn task_a() -> serde_json::Value {
+    json!([{"name": "a", "description": "A."}])
+}
+
+/// Every attempt says its task is done.
+const DONE_SCRIPT: &str = "default:\n  - {text: \"Did it. <task-done>{task}</task-done>\"}\n";
+
 const DIAMOND_SCRIPT: &str = r#"
 tasks:
   top:
@@ -60,22 +68,14 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_diamond_lands_four_commits_on_the_feature_branch_and_dependents_see_their_blockers() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let world = World::with_credentials().await;
     let tasks = json!([
         {"name": "top", "description": "Top."},
         {"name": "left", "description": "Left.", "dependsOn": ["top"]},
         {"name": "right", "description": "Right.", "dependsOn": ["top"]},
         {"name": "bottom", "description": "Bottom.", "dependsOn": ["left", "right"]}
     ]);
-    world
-        .harness
-        .create_feature(world.feature("diamond", DIAMOND_SCRIPT, tasks, 2))
-        .await;
-    let feature = world
-        .harness
-        .wait_for_feature_phase("diamond", "Complete")
-        .await;
+    let feature = world.run("diamond", DIAMOND_SCRIPT, tasks, 2).await;
 
     let branch = world.feature_branch("diamond");
     let subjects = world.git.subjects("app", &branch);
@@ -98,11 +98,7 @@ async fn a_diamond_lands_four_commits_on_the_feature_branch_and_dependents_see_t
             Some(WorkspaceOutcome::Integrated)
         )]
     );
-    let run = world
-        .standin
-        .run_info(NS, "diamond-bottom-a1")
-        .expect("bottom ran");
-    let workspace = run.paths.host_path("/workspace").expect("workspace mount");
+    let workspace = world.workspace_of("diamond-bottom-a1");
     for blocker in ["top.txt", "left.txt", "right.txt"] {
         assert!(
             workspace.join(blocker).exists(),
@@ -113,22 +109,9 @@ async fn a_diamond_lands_four_commits_on_the_feature_branch_and_dependents_see_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_agent_process_sees_no_credential_in_its_mounts_or_workspace() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let world = World::with_credentials().await;
     let script = "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"Wrote it. <task-done>{task}</task-done>\"}\n";
-    world
-        .harness
-        .create_feature(world.feature(
-            "secretless",
-            script,
-            json!([{"name": "a", "description": "A."}]),
-            1,
-        ))
-        .await;
-    world
-        .harness
-        .wait_for_feature_phase("secretless", "Complete")
-        .await;
+    world.run("secretless", script, task_a(), 1).await;
     let run = world
         .standin
         .run_info(NS, "secretless-a-a1")
@@ -174,20 +157,12 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn parallel_edits_of_one_line_conflict_and_the_retry_on_the_new_head_integrates() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let world = World::with_credentials().await;
     let tasks = json!([
         {"name": "first", "description": "First."},
         {"name": "second", "description": "Second."}
     ]);
-    world
-        .harness
-        .create_feature(world.feature("clash", SAME_LINE_SCRIPT, tasks, 2))
-        .await;
-    world
-        .harness
-        .wait_for_feature_phase("clash", "Complete")
-        .await;
+    world.run("clash", SAME_LINE_SCRIPT, tasks, 2).await;
 
     let first = world.task("clash-first").await;
     let second = world.task("clash-second").await;
@@ -216,14 +191,9 @@ async fn parallel_edits_of_one_line_conflict_and_the_retry_on_the_new_head_integ
         .get(&format!("clash-{other}-a2"))
         .await
         .expect("the retry's Pod");
-    let prompt = retry_pod
-        .metadata
-        .annotations
-        .and_then(|a| a.get(PROMPT_ANNOTATION).cloned())
-        .unwrap_or_default();
-    assert!(prompt.contains("README.md"), "{prompt}");
-    assert!(prompt.contains(&format!("task {winner}")), "{prompt}");
-    let subjects = world.git.subjects("app", &world.feature_branch("clash"));
+    let prompt = prompt_of(&retry_pod);
+    assert_mentions(&prompt, &["README.md", &format!("task {winner}")]);
+    let subjects = world.subjects("clash");
     assert_eq!(
         subjects[..2],
         [
@@ -242,21 +212,9 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crash_mid_task_leaves_no_commit_and_the_retry_starts_clean() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
-    world
-        .harness
-        .create_feature(world.feature(
-            "crashy",
-            CRASH_SCRIPT,
-            json!([{"name": "build", "description": "Build."}]),
-            1,
-        ))
-        .await;
-    world
-        .harness
-        .wait_for_feature_phase("crashy", "Complete")
-        .await;
+    let world = World::with_credentials().await;
+    let build = json!([{"name": "build", "description": "Build."}]);
+    world.run("crashy", CRASH_SCRIPT, build, 1).await;
     let task = world.task("crashy-build").await;
     let recorded = outcomes(&task);
     assert_eq!(recorded.len(), 2, "{recorded:?}");
@@ -268,13 +226,8 @@ async fn a_crash_mid_task_leaves_no_commit_and_the_retry_starts_clean() {
             Some(WorkspaceOutcome::Unchanged)
         )
     );
-    let branch = world.feature_branch("crashy");
-    assert_eq!(world.git.subjects("app", &branch), vec!["initial commit"]);
-    let retry = world
-        .standin
-        .run_info(NS, "crashy-build-a2")
-        .expect("retry ran");
-    let workspace = retry.paths.host_path("/workspace").expect("workspace");
+    assert_eq!(world.subjects("crashy"), vec!["initial commit"]);
+    let workspace = world.workspace_of("crashy-build-a2");
     assert!(
         !workspace.join("half.txt").exists(),
         "the retry starts clean"
@@ -285,21 +238,12 @@ async fn a_crash_mid_task_leaves_no_commit_and_the_retry_starts_clean() {
 async fn wrong_credentials_stop_the_feature_with_a_condition_naming_the_secret() {
     let world = World::start().await;
     world.create_secret("not-the-token").await;
-    let script = "default:\n  - {text: \"Did it. <task-done>{task}</task-done>\"}\n";
-    world
-        .harness
-        .create_feature(world.feature(
-            "locked",
-            script,
-            json!([{"name": "a", "description": "A."}]),
-            1,
-        ))
-        .await;
+    world.create("locked", DONE_SCRIPT, task_a(), 1).await;
     let condition = world
         .harness
         .wait_for_feature_condition("locked", "Configured", "AgentMisconfigured")
         .await;
-    assert!(condition.message.contains(SECRET), "{}", condition.message);
+    assert_mentions(&condition.message, &[SECRET]);
     let task = world.task("locked-a").await;
     assert_eq!(
         outcomes(&task).first().map(|o| o.0),
@@ -310,26 +254,13 @@ async fn wrong_credentials_stop_the_feature_with_a_condition_naming_the_secret()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_missing_secret_is_a_condition_and_claims_nothing() {
     let world = World::start().await;
-    let script = "default:\n  - {text: \"Did it. <task-done>{task}</task-done>\"}\n";
-    world
-        .harness
-        .create_feature(world.feature(
-            "nosecret",
-            script,
-            json!([{"name": "a", "description": "A."}]),
-            1,
-        ))
-        .await;
+    world.create("nosecret", DONE_SCRIPT, task_a(), 1).await;
     let condition = world
         .harness
         .wait_for_feature_condition("nosecret", "Configured", "GitCredentialsMissing")
         .await;
     assert_eq!(condition.status, "False");
-    assert!(
-        condition.message.contains(&format!("{NS}/{SECRET}")),
-        "{}",
-        condition.message
-    );
+    assert_mentions(&condition.message, &[&format!("{NS}/{SECRET}")]);
     let warnings = world
         .harness
         .events_with_reason("GitCredentialsMissing")

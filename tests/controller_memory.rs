@@ -8,20 +8,12 @@ mod fake_apiserver;
 #[path = "support/controller_harness.rs"]
 mod harness;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
 use kube::api::PostParams;
-use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use harness::{Harness, NS, feature_manifest};
-
-/// The prompt an agent Pod carries.
-fn prompt(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    pod.annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .unwrap_or_default()
-}
+use harness::{Harness, a_then_b, assert_mentions, one_task, prompt_of};
 
 fn failed(task: &str, note: &str) -> serde_json::Value {
     json!({"taskFailed": task, "taskFailedReason": "the tests fail", "journal": [note]})
@@ -39,44 +31,49 @@ fn lesson(title: &str, tags: &[&str], body: &str) -> serde_json::Value {
     json!({"knowledge": [{"tags": tags, "title": title, "body": body}]})
 }
 
+/// Kubelet stand-in: `pod`'s runner reported `sigils`; the Pod `next` that follows, and
+/// its prompt.
+async fn prompt_after(
+    h: &Harness,
+    pod: &Pod,
+    sigils: serde_json::Value,
+    next: &str,
+) -> (Pod, String) {
+    h.finish_attempt(pod, sigils).await;
+    let next = h.wait_for_pod(next).await;
+    let prompt = prompt_of(&next);
+    (next, prompt)
+}
+
 #[tokio::test]
 async fn the_journal_of_a_failed_attempt_reaches_the_retry() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest("jr", json!([{"name": "a"}]), json!({})))
-        .await;
+    let h = Harness::with_feature("jr", one_task(), json!({})).await;
     let first = h.wait_for_pod("jr-a-a1").await;
-    h.finish_attempt(&first, failed("a", "tried sqlx; the migrations are broken"))
-        .await;
-    let second = h.wait_for_pod("jr-a-a2").await;
-    let text = prompt(&second);
-    assert!(text.contains("## Journal"), "{text}");
-    assert!(text.contains("- Attempt 1: failed; took"), "{text}");
-    assert!(text.contains("120 tokens, cost unknown"), "{text}");
-    assert!(
-        text.contains("Note: tried sqlx; the migrations are broken"),
-        "{text}"
+    let journal = failed("a", "tried sqlx; the migrations are broken");
+    let (second, text) = prompt_after(&h, &first, journal, "jr-a-a2").await;
+    assert_mentions(
+        &text,
+        &[
+            "## Journal",
+            "- Attempt 1: failed; took",
+            "120 tokens, cost unknown",
+            "Note: tried sqlx; the migrations are broken",
+        ],
     );
-    h.finish_done(&second).await;
-    h.wait_for_feature_phase("jr", "Complete").await;
+    h.finish_done_to_complete(&second, "jr").await;
     h.stop().await;
 }
 
 #[tokio::test]
 async fn a_blockers_journal_reaches_its_dependent() {
-    let h = Harness::start().await;
-    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create_feature(feature_manifest("jb", tasks, json!({})))
-        .await;
+    let h = Harness::with_feature("jb", a_then_b(), json!({})).await;
     let a = h.wait_for_pod("jb-a-a1").await;
-    h.finish_attempt(
-        &a,
-        done_with("a", json!({"journal": ["Created docs/api.md"]})),
-    )
-    .await;
-    let b = h.wait_for_pod("jb-b-a1").await;
-    let text = prompt(&b);
-    assert!(text.contains("- a, attempt 1: done;"), "{text}");
-    assert!(text.contains("Note: Created docs/api.md"), "{text}");
+    let journal = done_with("a", json!({"journal": ["Created docs/api.md"]}));
+    let (_, text) = prompt_after(&h, &a, journal, "jb-b-a1").await;
+    assert_mentions(
+        &text,
+        &["- a, attempt 1: done;", "Note: Created docs/api.md"],
+    );
     h.stop().await;
 }
 
@@ -84,15 +81,12 @@ async fn a_blockers_journal_reaches_its_dependent() {
 async fn the_journal_budget_keeps_the_newest_entries() {
     let h = Harness::start().await;
     let memory = json!({"memory": {"journalPromptChars": 170}});
-    h.create_feature(feature_manifest("jt", json!([{"name": "a"}]), memory))
-        .await;
+    h.create("jt", one_task(), memory).await;
     let first = h.wait_for_pod("jt-a-a1").await;
     h.finish_attempt(&first, failed("a", "first note")).await;
     let second = h.wait_for_pod("jt-a-a2").await;
-    h.finish_attempt(&second, failed("a", "second note")).await;
-    let third = h.wait_for_pod("jt-a-a3").await;
-    let text = prompt(&third);
-    assert!(text.contains("second note"), "{text}");
+    let (_, text) = prompt_after(&h, &second, failed("a", "second note"), "jt-a-a3").await;
+    assert_mentions(&text, &["second note"]);
     assert!(!text.contains("first note"), "{text}");
     h.stop().await;
 }
@@ -105,29 +99,23 @@ async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap()
         {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
         {"name": "c", "dependsOn": ["b"], "tags": ["ui"]}
     ]);
-    let feature = h
-        .create_feature(feature_manifest("kt", tasks, json!({})))
-        .await;
+    let feature = h.create("kt", tasks, json!({})).await;
     let a = h.wait_for_pod("kt-a-a1").await;
     let learned = lesson("Migrations", &["DB"], "Run sqlx migrate before the tests.");
-    h.finish_attempt(&a, done_with("a", learned)).await;
-    let b = h.wait_for_pod("kt-b-a1").await;
-    let text = prompt(&b);
-    assert!(text.contains("## Knowledge"), "{text}");
-    assert!(text.contains("### Migrations (db)"), "{text}");
-    assert!(
-        text.contains("Run sqlx migrate before the tests."),
-        "{text}"
+    let (b, text) = prompt_after(&h, &a, done_with("a", learned), "kt-b-a1").await;
+    assert_mentions(
+        &text,
+        &[
+            "## Knowledge",
+            "### Migrations (db)",
+            "Run sqlx migrate before the tests.",
+        ],
     );
     h.finish_done(&b).await;
     let c = h.wait_for_pod("kt-c-a1").await;
-    assert!(!prompt(&c).contains("sqlx migrate"), "{}", prompt(&c));
+    assert!(!prompt_of(&c).contains("sqlx migrate"), "{}", prompt_of(&c));
 
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let stored = config_maps
-        .get("kt-knowledge")
-        .await
-        .expect("knowledge ConfigMap");
+    let stored = h.config_map("kt-knowledge").await;
     let owner = stored.owner_references().first().cloned().expect("owner");
     assert_eq!(
         (owner.kind.as_str(), Some(owner.uid)),
@@ -144,14 +132,12 @@ async fn knowledge_reaches_the_tasks_whose_tags_match_and_lives_in_a_configmap()
 
 #[tokio::test]
 async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
-    let h = Harness::start().await;
     let tasks = json!([
         {"name": "a", "tags": ["db"]},
         {"name": "b", "dependsOn": ["a"], "tags": ["db"]},
         {"name": "c", "dependsOn": ["b"], "tags": ["db"]}
     ]);
-    h.create_feature(feature_manifest("kr", tasks, json!({})))
-        .await;
+    let h = Harness::with_feature("kr", tasks, json!({})).await;
     let a = h.wait_for_pod("kr-a-a1").await;
     h.finish_attempt(
         &a,
@@ -159,23 +145,19 @@ async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
     )
     .await;
     let b = h.wait_for_pod("kr-b-a1").await;
-    assert!(prompt(&b).contains("use sqlite"));
+    assert!(prompt_of(&b).contains("use sqlite"));
     h.finish_attempt(
         &b,
         done_with("b", lesson("database", &["db"], "use postgres")),
     )
     .await;
     let c = h.wait_for_pod("kr-c-a1").await;
-    let text = prompt(&c);
+    let text = prompt_of(&c);
     assert!(
         text.contains("use postgres") && !text.contains("use sqlite"),
         "{text}"
     );
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let stored = config_maps
-        .get("kr-knowledge")
-        .await
-        .expect("knowledge ConfigMap");
+    let stored = h.config_map("kr-knowledge").await;
     assert_eq!(stored.data.map(|d| d.len()), Some(1));
     h.stop().await;
 }
@@ -183,7 +165,7 @@ async fn a_later_entry_with_the_same_title_replaces_the_earlier_one() {
 #[tokio::test]
 async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts() {
     let h = Harness::start().await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let config_maps = h.config_maps();
     let seeds: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "team-lessons"},
         "data": {"lessons.yaml": "- title: Errors\n  tags: [api]\n  body: Return RFC 7807 problems.\n"}
@@ -200,16 +182,10 @@ async fn seeded_knowledge_inline_and_from_a_configmap_reaches_matching_prompts()
         ],
         "knowledgeFrom": {"name": "team-lessons", "key": "lessons.yaml"}
     }});
-    h.create_feature(feature_manifest(
-        "ks",
-        json!([{"name": "build-api"}]),
-        memory,
-    ))
-    .await;
+    h.create("ks", json!([{"name": "build-api"}]), memory).await;
     let pod = h.wait_for_pod("ks-build-api-a1").await;
-    let text = prompt(&pod);
-    assert!(text.contains("Use axum 0.8."), "{text}");
-    assert!(text.contains("Return RFC 7807 problems."), "{text}");
+    let text = prompt_of(&pod);
+    assert_mentions(&text, &["Use axum 0.8.", "Return RFC 7807 problems."]);
     assert!(!text.contains("Use htmx."), "{text}");
     h.stop().await;
 }
@@ -218,19 +194,16 @@ fn is_config_map_create(request: &fake_apiserver::RequestRecord) -> bool {
     request.resource == "configmaps" && request.verb == fake_apiserver::Verb::Create
 }
 
+/// A harness whose API server answers the first ConfigMap create with `error`.
+async fn failing_a_config_map_create(error: fake_apiserver::ApiError) -> Harness {
+    Harness::start_after(|server| server.fail_next(1, is_config_map_create, error)).await
+}
+
 #[tokio::test]
 async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_ends() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.fail_next(
-        1,
-        is_config_map_create,
-        fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden"),
-    );
-    let h = Harness::start_on(server, 100);
-    h.create_feature(feature_manifest("kf", json!([{"name": "a"}]), json!({})))
-        .await;
+    let forbidden = fake_apiserver::ApiError::new(403, "Forbidden", "configmaps is forbidden");
+    let h = failing_a_config_map_create(forbidden).await;
+    h.create("kf", one_task(), json!({})).await;
     let a = h.wait_for_pod("kf-a-a1").await;
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;
@@ -238,31 +211,19 @@ async fn knowledge_the_controller_may_not_write_is_a_warning_and_the_task_still_
     let warnings = h.events_with_reason("KnowledgeNotKept").await;
     assert_eq!(warnings.len(), 1);
     let note = warnings[0].note.clone().unwrap_or_default();
-    assert!(
-        note.contains("kf-a-a1") && note.contains("ConfigMaps"),
-        "{note}"
-    );
+    assert_mentions(&note, &["kf-a-a1", "ConfigMaps"]);
     h.stop().await;
 }
 
 #[tokio::test]
 async fn knowledge_whose_write_meets_a_conflict_is_not_lost() {
-    let server = fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.fail_next(
-        1,
-        is_config_map_create,
-        fake_apiserver::ApiError::already_exists("configmaps", "kc-knowledge"),
-    );
-    let h = Harness::start_on(server, 100);
-    let tasks = json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}]);
-    h.create_feature(feature_manifest("kc", tasks, json!({})))
-        .await;
+    let exists = fake_apiserver::ApiError::already_exists("configmaps", "kc-knowledge");
+    let h = failing_a_config_map_create(exists).await;
+    h.create("kc", a_then_b(), json!({})).await;
     let a = h.wait_for_pod("kc-a-a1").await;
     h.finish_attempt(&a, done_with("a", lesson("Style", &[], "use rustfmt")))
         .await;
     let b = h.wait_for_pod("kc-b-a1").await;
-    assert!(prompt(&b).contains("use rustfmt"), "{}", prompt(&b));
+    assert!(prompt_of(&b).contains("use rustfmt"), "{}", prompt_of(&b));
     h.stop().await;
 }

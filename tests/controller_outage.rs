@@ -150,6 +150,15 @@ impl Running {
             .expect("create Feature");
     }
 
+    /// Finishes the chain `name` ([`Running::create_chain`]) from the attempt `first` of its
+    /// first task: that one, then the second task's, and waits for the Feature to complete.
+    async fn finish_chain(&self, name: &str, first: &Pod) {
+        self.finish_done(first).await;
+        let second = self.pod(&format!("{name}-second-a1")).await;
+        self.finish_done(&second).await;
+        self.wait_for_complete(name).await;
+    }
+
     async fn stop(self) -> Result<(), ralph::controller::RunError> {
         self.stop.cancel();
         tokio::time::timeout(PATIENCE, self.controller)
@@ -173,10 +182,7 @@ async fn leader_survives_an_outage_longer_than_its_lease_and_works_again_after()
         !running.controller.is_finished(),
         "the controller keeps running through the outage"
     );
-    running.finish_done(&first).await;
-    let second = running.pod("outage-second-a1").await;
-    running.finish_done(&second).await;
-    running.wait_for_complete("outage").await;
+    running.finish_chain("outage", &first).await;
     running.stop().await.expect("a clean stop");
 }
 
@@ -188,10 +194,7 @@ async fn controller_reconnects_its_watches_after_the_server_cuts_them() {
 
     running.server.disconnect_watches();
 
-    running.finish_done(&first).await;
-    let second = running.pod("cut-second-a1").await;
-    running.finish_done(&second).await;
-    running.wait_for_complete("cut").await;
+    running.finish_chain("cut", &first).await;
     running.stop().await.expect("a clean stop");
 }
 

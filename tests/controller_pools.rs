@@ -10,14 +10,17 @@ mod fake_apiserver;
 #[path = "support/controller_harness.rs"]
 mod harness;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::{Api, ResourceExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use ralph::api::AttemptOutcome;
 
-use harness::{Harness, NS, feature_manifest, runner_arg};
+use serde_json::json;
 
-fn one_task() -> serde_json::Value {
-    serde_json::json!([{"name": "a"}])
+use harness::{Harness, assert_mentions, one_task, runner_arg};
+
+/// The spec fields choosing each attempt's model by `strategy` among `models`.
+fn models(strategy: &str, models: &[&str]) -> serde_json::Value {
+    json!({"model": {"strategy": strategy, "models": models}})
 }
 
 fn agent_image(pod: &Pod) -> Option<String> {
@@ -33,7 +36,7 @@ fn agent_image(pod: &Pod) -> Option<String> {
 /// Kubelet stand-in: the runner reported the agent out of quota until `reset_at` (Unix s).
 async fn exhaust(h: &Harness, pod: &Pod, reset_at: i64) {
     let name = pod.name_any();
-    let result = serde_json::json!({
+    let result = json!({
         "version": 1,
         "task": runner_arg(pod, "--task").expect("runner --task"),
         "attempt": name,
@@ -52,17 +55,11 @@ fn in_an_hour() -> i64 {
 
 #[tokio::test]
 async fn escalation_gives_the_attempt_after_a_failure_the_next_model_and_records_both() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "esc",
-        one_task(),
-        serde_json::json!({"model": {"strategy": "escalate", "models": ["haiku", "sonnet"]}}),
-    ))
-    .await;
+    let h =
+        Harness::with_feature("esc", one_task(), models("escalate", &["haiku", "sonnet"])).await;
     let first = h.wait_for_pod("esc-a-a1").await;
     assert_eq!(runner_arg(&first, "--model").as_deref(), Some("haiku"));
-    h.finish_attempt(&first, serde_json::json!({"taskFailed": "a"}))
-        .await;
+    h.finish_attempt(&first, json!({"taskFailed": "a"})).await;
 
     let second = h.wait_for_pod("esc-a-a2").await;
     assert_eq!(runner_arg(&second, "--model").as_deref(), Some("sonnet"));
@@ -84,16 +81,9 @@ async fn escalation_gives_the_attempt_after_a_failure_the_next_model_and_records
 
 #[tokio::test]
 async fn the_agents_next_model_is_honoured_when_the_feature_lists_it() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "hint",
-        one_task(),
-        serde_json::json!({"model": {"strategy": "fixed", "models": ["haiku", "opus"]}}),
-    ))
-    .await;
+    let h = Harness::with_feature("hint", one_task(), models("fixed", &["haiku", "opus"])).await;
     let first = h.wait_for_pod("hint-a-a1").await;
-    h.finish_attempt(&first, serde_json::json!({"nextModel": "opus"}))
-        .await;
+    h.finish_attempt(&first, json!({"nextModel": "opus"})).await;
     let second = h.wait_for_pod("hint-a-a2").await;
     assert_eq!(runner_arg(&second, "--model").as_deref(), Some("opus"));
     h.stop().await;
@@ -101,15 +91,9 @@ async fn the_agents_next_model_is_honoured_when_the_feature_lists_it() {
 
 #[tokio::test]
 async fn a_next_model_the_feature_does_not_list_is_refused_with_a_warning_event() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "refuse",
-        one_task(),
-        serde_json::json!({"model": {"strategy": "fixed", "models": ["haiku"]}}),
-    ))
-    .await;
+    let h = Harness::with_feature("refuse", one_task(), models("fixed", &["haiku"])).await;
     let first = h.wait_for_pod("refuse-a-a1").await;
-    h.finish_attempt(&first, serde_json::json!({"nextModel": "gpt-9"}))
+    h.finish_attempt(&first, json!({"nextModel": "gpt-9"}))
         .await;
     let second = h.wait_for_pod("refuse-a-a2").await;
     assert_eq!(runner_arg(&second, "--model").as_deref(), Some("haiku"));
@@ -120,24 +104,13 @@ async fn a_next_model_the_feature_does_not_list_is_refused_with_a_warning_event(
         })
         .await;
     let note = warnings[0].note.clone().unwrap_or_default();
-    assert!(
-        note.contains("\"gpt-9\"") && note.contains("spec.models"),
-        "{note}"
-    );
+    assert_mentions(&note, &["\"gpt-9\"", "spec.models"]);
     h.stop().await;
 }
 
 #[tokio::test]
 async fn an_exhausted_agent_hands_the_task_to_the_next_agent_of_the_pool() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
-        "pool",
-        one_task(),
-        serde_json::json!({"fallbackAgents": [
-            {"name": "spare", "image": "agent:spare", "command": ["scripted-agent"]}
-        ]}),
-    ))
-    .await;
+    let h = Harness::with_feature("pool", one_task(), json!({"fallbackAgents": [ {"name": "spare", "image": "agent:spare", "command": ["scripted-agent"]} ]})).await;
     let first = h.wait_for_pod("pool-a-a1").await;
     assert_eq!(agent_image(&first).as_deref(), Some("agent:test"));
     exhaust(&h, &first, in_an_hour()).await;
@@ -148,42 +121,26 @@ async fn an_exhausted_agent_hands_the_task_to_the_next_agent_of_the_pool() {
     let attempts = task.status.expect("status").attempts;
     assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Exhausted));
     assert_eq!(attempts[1].pool_agent.as_deref(), Some("spare"));
-    h.finish_done(&second).await;
-    h.wait_for_feature_phase("pool", "Complete").await;
+    h.finish_done_to_complete(&second, "pool").await;
     h.stop().await;
 }
 
 #[tokio::test]
 async fn an_exhausted_agent_rests_for_every_feature_using_it_also_after_a_restart() {
-    let mut h = Harness::start().await;
-    h.create_feature(feature_manifest("first", one_task(), serde_json::json!({})))
-        .await;
+    let mut h = Harness::with_feature("first", one_task(), json!({})).await;
     let pod = h.wait_for_pod("first-a-a1").await;
     exhaust(&h, &pod, in_an_hour()).await;
     h.wait_for_feature_condition("first", "AgentsAvailable", "PoolExhausted")
         .await;
-    let rests: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
-    let stored = rests
-        .get("ralph-agent-rests")
-        .await
-        .expect("rests ConfigMap");
+    let stored = h.config_map("ralph-agent-rests").await;
     assert_eq!(stored.data.map(|d| d.len()), Some(1));
 
     h.restart_controller().await;
-    h.create_feature(feature_manifest(
-        "second",
-        one_task(),
-        serde_json::json!({}),
-    ))
-    .await;
+    h.create("second", one_task(), json!({})).await;
     let condition = h
         .wait_for_feature_condition("second", "AgentsAvailable", "PoolExhausted")
         .await;
-    assert!(
-        condition.message.contains("primary until"),
-        "{}",
-        condition.message
-    );
+    assert_mentions(&condition.message, &["primary until"]);
     let pods: Vec<String> = h.agent_pods().await.iter().map(|p| p.name_any()).collect();
     assert_eq!(pods, ["first-a-a1"]);
     h.stop().await;
@@ -191,12 +148,11 @@ async fn an_exhausted_agent_rests_for_every_feature_using_it_also_after_a_restar
 
 #[tokio::test]
 async fn a_fallback_agent_without_an_image_is_a_configuration_problem_naming_it() {
-    let h = Harness::start().await;
-    h.create_feature(feature_manifest(
+    let h = Harness::with_feature(
         "noimage",
         one_task(),
-        serde_json::json!({"fallbackAgents": [{"name": "spare", "command": ["scripted-agent"]}]}),
-    ))
+        json!({"fallbackAgents": [{"name": "spare", "command": ["scripted-agent"]}]}),
+    )
     .await;
     let condition = h
         .wait_for_feature_condition("noimage", "Configured", "MissingAgentImage")

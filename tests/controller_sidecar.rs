@@ -36,6 +36,11 @@ async fn setup() -> (FakeApiServer, Api<Lease>, Leases) {
     (server, api, leases)
 }
 
+/// The second attempt's claim request, for `duration_seconds`.
+fn second_attempt(duration_seconds: i32) -> ClaimRequest {
+    request("feat-build-a2", duration_seconds)
+}
+
 /// The first attempt's claim, created now for `duration_seconds`.
 async fn first_claim(leases: &Leases, duration_seconds: i32) -> Lease {
     first_claim_at(leases, duration_seconds, Timestamp::now()).await
@@ -62,6 +67,25 @@ fn config(heartbeat: &std::path::Path, exit_when_stale: bool) -> SidecarConfig {
     }
 }
 
+/// A heartbeat file written now, in a temporary directory (kept while it lives).
+fn fresh_heartbeat() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let heartbeat = dir.path().join("heartbeat");
+    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    (dir, heartbeat)
+}
+
+/// How the spawned sidecar `run` ended (it must end within [`PATIENCE`]).
+async fn exit_of(
+    run: tokio::task::JoinHandle<Result<SidecarExit, sidecar::SidecarError>>,
+) -> SidecarExit {
+    tokio::time::timeout(PATIENCE, run)
+        .await
+        .expect("sidecar stopped")
+        .expect("sidecar task")
+        .expect("sidecar ran")
+}
+
 fn renew_ms(lease: &Lease) -> i64 {
     lease
         .spec
@@ -74,9 +98,7 @@ fn renew_ms(lease: &Lease) -> i64 {
 async fn second_claim_on_a_held_lease_is_refused_naming_the_holder() {
     let (_server, _api, leases) = setup().await;
     first_claim(&leases, 60).await;
-    let second = leases
-        .create(&request("feat-build-a2", 60), Timestamp::now())
-        .await;
+    let second = leases.create(&second_attempt(60), Timestamp::now()).await;
     match second {
         Err(ClaimError::Held { holder, .. }) => assert_eq!(holder, "feat-build-a1"),
         other => panic!("expected Held, got {other:?}"),
@@ -89,7 +111,7 @@ async fn expired_lease_is_taken_over_with_a_higher_fencing_token() {
     let long_ago = Timestamp::from_second(1_000).expect("time");
     first_claim_at(&leases, 15, long_ago).await;
     let taken = leases
-        .acquire(&request("feat-build-a2", 15), Timestamp::now())
+        .acquire(&second_attempt(15), Timestamp::now())
         .await
         .expect("take over");
     assert_eq!(claim::holder(&taken), Some("feat-build-a2"));
@@ -100,9 +122,7 @@ async fn expired_lease_is_taken_over_with_a_higher_fencing_token() {
 async fn fresh_lease_of_another_holder_is_not_taken_over() {
     let (_server, _api, leases) = setup().await;
     first_claim(&leases, 60).await;
-    let result = leases
-        .acquire(&request("feat-build-a2", 60), Timestamp::now())
-        .await;
+    let result = leases.acquire(&second_attempt(60), Timestamp::now()).await;
     assert!(matches!(result, Err(ClaimError::Held { .. })), "{result:?}");
 }
 
@@ -124,9 +144,7 @@ async fn release_of_a_lease_changed_since_it_was_read_is_a_conflict() {
 #[tokio::test]
 async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
     let (server, api, leases) = setup().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let heartbeat = dir.path().join("heartbeat");
-    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let (_dir, heartbeat) = fresh_heartbeat();
     let created = first_claim(&leases, 3).await;
     let first_renewal = renew_ms(&created);
     let run = tokio::spawn(sidecar::run(
@@ -153,11 +171,7 @@ async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
     )
     .await
     .expect("another attempt takes the lease");
-    let exit = tokio::time::timeout(PATIENCE, run)
-        .await
-        .expect("sidecar stopped")
-        .expect("sidecar task")
-        .expect("sidecar ran");
+    let exit = exit_of(run).await;
     assert_eq!(
         exit,
         SidecarExit::Fenced {
@@ -169,9 +183,7 @@ async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
 #[tokio::test]
 async fn sidecar_with_stale_heartbeat_does_not_renew_and_exits_when_asked_to() {
     let (server, api, leases) = setup().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let heartbeat = dir.path().join("heartbeat");
-    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let (_dir, heartbeat) = fresh_heartbeat();
     let old = std::time::SystemTime::now() - Duration::from_secs(3600);
     std::fs::File::options()
         .write(true)
@@ -198,9 +210,7 @@ async fn sidecar_with_stale_heartbeat_does_not_renew_and_exits_when_asked_to() {
 #[tokio::test]
 async fn sidecar_stops_when_the_claim_is_released() {
     let (server, _api, leases) = setup().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let heartbeat = dir.path().join("heartbeat");
-    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let (_dir, heartbeat) = fresh_heartbeat();
     let lease = first_claim(&leases, 3).await;
     let run = tokio::spawn(sidecar::run(
         server.client_in(NS),
@@ -218,11 +228,7 @@ async fn sidecar_stops_when_the_claim_is_released() {
     if let Some(current) = current {
         leases.release(&current).await.expect("release");
     }
-    let exit = tokio::time::timeout(PATIENCE, run)
-        .await
-        .expect("sidecar stopped")
-        .expect("sidecar task")
-        .expect("sidecar ran");
+    let exit = exit_of(run).await;
     assert_eq!(exit, SidecarExit::Released);
 }
 
@@ -238,7 +244,7 @@ async fn a_released_claim_is_taken_over_with_the_next_fencing_token() {
         .expect("a released Lease is kept");
     assert!(claim::is_expired(&free, Timestamp::now()), "free to claim");
     let second = leases
-        .take_over(&free, &request("feat-build-a2", 60), Timestamp::now())
+        .take_over(&free, &second_attempt(60), Timestamp::now())
         .await
         .expect("take over");
     assert_eq!(claim::holder(&second), Some("feat-build-a2"));

@@ -17,39 +17,31 @@ mod harness;
 mod kubelet_standin;
 
 use git_cluster::World;
-use git_server::HTTP_TOKEN;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use ralph::api::{AttemptOutcome, Task};
 use ralph::engine::verification::AttemptKind;
 use ralph::engine::workspace::WorkspaceOutcome;
 
-use harness::{Harness, feature_manifest, runner_arg};
+use serde_json::json;
+
+use harness::{Harness, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg};
 
 /// Kubelet stand-in: the runner reported its task done and `cargo test` exiting `exit_code`.
 async fn finish_checked(h: &Harness, pod: &Pod, exit_code: i32, tail: &str) {
-    let name = pod.name_any();
     let task_id = runner_arg(pod, "--task").expect("runner --task");
-    let result = serde_json::json!({
-        "version": 1,
-        "task": task_id,
-        "attempt": name,
-        "outcome": "finished",
-        "stopReason": "end_turn",
-        "exitCode": 0,
+    let fields = json!({
         "sigils": {"taskDone": task_id},
         "check": {"command": "cargo test", "exitCode": exit_code, "outputTail": tail},
-        "timings": {"startedAtMs": 0, "endedAtMs": jiff::Timestamp::now().as_millisecond()}
     });
-    h.terminate_agent(&name, 0, "Completed", Some(result.to_string()))
-        .await;
+    h.finish_with_result(pod, fields).await;
 }
 
 fn checked_feature(name: &str) -> serde_json::Value {
     feature_manifest(
         name,
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({
+        one_task(),
+        json!({
             "verify": {"command": "cargo test", "commandTimeoutSeconds": 300},
             "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
         }),
@@ -97,18 +89,14 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
         .get("ralph.dev/prompt")
         .cloned()
         .unwrap_or_default();
-    assert!(
-        prompt.contains("verify.command `cargo test` exited with code 101")
-            && prompt.contains("test greeting ... FAILED"),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &[
+            "verify.command `cargo test` exited with code 101",
+            "test greeting ... FAILED",
+        ],
     );
-    let status = h
-        .tasks()
-        .get("checked-a")
-        .await
-        .expect("task")
-        .status
-        .expect("status");
+    let status = h.task_status("checked-a").await;
     assert_eq!(status.retry_count, 1);
     let record = &status.attempts[0];
     assert_eq!(record.kind, AttemptKind::Work);
@@ -128,24 +116,22 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
     h.stop().await;
 }
 
-fn prompt_of(pod: &Pod) -> String {
-    pod.annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// A one-task Feature in the test repository whose work a verification agent checks.
-fn agent_verified_feature(world: &World, name: &str, script: &str) -> serde_json::Value {
-    world.feature_with(
-        name,
+/// A world holding the one-task Feature `checked` of the test repository, its agent
+/// playing `script`, whose work a verification agent checks; and the Pod `pod` once it exists.
+async fn agent_verified(script: &str, pod: &str) -> (World, Pod) {
+    let world = World::with_credentials().await;
+    let feature = world.feature_with(
+        "checked",
         script,
-        serde_json::json!([{"name": "a", "description": "Serve GET /greeting."}]),
-        serde_json::json!({
+        json!([{"name": "a", "description": "Serve GET /greeting."}]),
+        json!({
             "verify": {"agent": true},
             "retry": {"maxRetries": 2, "backoffBaseSeconds": 1, "backoffMaxSeconds": 1}
         }),
-    )
+    );
+    world.harness.create_feature(feature).await;
+    let pod = world.harness.wait_for_pod(pod).await;
+    (world, pod)
 }
 
 fn workspace_outcomes(task: &Task) -> Vec<Option<WorkspaceOutcome>> {
@@ -165,12 +151,8 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_done() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
+    let (world, verifier) = agent_verified(PASSING_SCRIPT, "checked-a-a2").await;
     let h = &world.harness;
-    h.create_feature(agent_verified_feature(&world, "checked", PASSING_SCRIPT))
-        .await;
-    let verifier = h.wait_for_pod("checked-a-a2").await;
     assert!(runner_command_has(&verifier, "--read-only"));
     assert_eq!(
         verifier
@@ -181,7 +163,7 @@ async fn a_done_task_is_verified_by_a_read_only_verification_pod_before_it_is_do
     );
     let prompt = prompt_of(&verifier);
     assert!(prompt.starts_with("# Verify:"), "{prompt}");
-    assert!(prompt.contains("Added GET /greeting."), "{prompt}");
+    assert_mentions(&prompt, &["Added GET /greeting."]);
 
     h.wait_for_feature_phase("checked", "Complete").await;
     let task = world.task("checked-a").await;
@@ -227,17 +209,12 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
-    let h = &world.harness;
-    h.create_feature(agent_verified_feature(&world, "checked", REJECTED_SCRIPT))
-        .await;
-    let retry = h.wait_for_pod("checked-a-a3").await;
+    let (world, retry) = agent_verified(REJECTED_SCRIPT, "checked-a-a3").await;
     assert!(!runner_command_has(&retry, "--read-only"));
     let prompt = prompt_of(&retry);
-    assert!(
-        prompt.contains("the verifier rejected the work: GET /greeting answers 500."),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &["the verifier rejected the work: GET /greeting answers 500."],
     );
     let task = world.task("checked-a").await;
     let status = task.status.as_ref().expect("status");
@@ -250,7 +227,7 @@ async fn a_rejecting_verifier_sends_the_task_back_to_work_with_its_reason() {
         ]
     );
     assert_eq!(
-        world.git.subjects("app", &world.feature_branch("checked")),
+        world.subjects("checked"),
         ["initial commit"],
         "nothing rejected reached the feature branch"
     );
@@ -265,12 +242,7 @@ tasks:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
-    let world = World::start().await;
-    world.create_secret(HTTP_TOKEN).await;
-    let h = &world.harness;
-    h.create_feature(agent_verified_feature(&world, "checked", WORK_SCRIPT))
-        .await;
-    h.wait_for_pod("checked-a-a2").await;
+    let (world, _) = agent_verified(WORK_SCRIPT, "checked-a-a2").await;
     let task = world.task("checked-a").await;
     assert_eq!(
         workspace_outcomes(&task).first(),
@@ -280,10 +252,7 @@ async fn the_worker_of_a_verified_feature_pushes_only_its_work_branch() {
         world.git.subjects("app", "ralph-work/checked/a"),
         ["a: work of attempt 1", "initial commit"]
     );
-    assert_eq!(
-        world.git.subjects("app", &world.feature_branch("checked")),
-        ["initial commit"]
-    );
+    assert_eq!(world.subjects("checked"), ["initial commit"]);
 }
 
 fn runner_command_has(pod: &Pod, flag: &str) -> bool {

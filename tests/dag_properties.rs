@@ -11,6 +11,11 @@ use ralph::engine::dag::{
 };
 
 /// A feature's shape by position: task `i` is named `t{i}`.
+/// A test case failure carrying `error`'s message.
+fn failure(error: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(error.to_string())
+}
+
 #[derive(Clone, Debug)]
 struct Feature {
     deps: Vec<Vec<usize>>,
@@ -60,6 +65,16 @@ impl Feature {
                 phase: phases[i],
             })
             .collect()
+    }
+
+    /// The DAG of this feature, every task pending.
+    fn pending_dag(&self) -> Result<Dag, TestCaseError> {
+        Dag::new(self.pending_nodes()).map_err(failure)
+    }
+
+    /// The DAG of this feature, its leaves in the first of `phases`.
+    fn dag_with(&self, phases: &[TaskPhase]) -> Result<Dag, TestCaseError> {
+        Dag::new(self.nodes(&phases[..self.len()])).map_err(failure)
     }
 
     fn pending_nodes(&self) -> Vec<TaskNode> {
@@ -222,8 +237,7 @@ fn check_against_rules(feature: &Feature, dag: &Dag) -> Result<(), TestCaseError
     let ready: Vec<String> = dag.ready().map(str::to_owned).collect();
     prop_assert_eq!(&ready, &rules.ready());
 
-    let reloaded =
-        Dag::new(feature.nodes(&phases)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let reloaded = Dag::new(feature.nodes(&phases)).map_err(failure)?;
     prop_assert_eq!(reloaded.loaded_transitions(), &[][..]);
     prop_assert_eq!(
         reloaded.ready().collect::<Vec<_>>(),
@@ -382,8 +396,7 @@ proptest! {
         feature in acyclic_feature(30),
         phases in prop::collection::vec(leaf_phase(), 30),
     ) {
-        let dag = Dag::new(feature.nodes(&phases[..feature.len()]))
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let dag = feature.dag_with(&phases)?;
         for ready in dag.ready() {
             let t: usize = ready[1..].parse().map_err(|_| TestCaseError::fail("bad name"))?;
             prop_assert!(feature.is_leaf(t));
@@ -399,8 +412,7 @@ proptest! {
         feature in acyclic_feature(30),
         phases in prop::collection::vec(leaf_phase(), 30),
     ) {
-        let dag = Dag::new(feature.nodes(&phases[..feature.len()]))
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let dag = feature.dag_with(&phases)?;
         check_against_rules(&feature, &dag)?;
     }
 
@@ -409,7 +421,7 @@ proptest! {
         feature in acyclic_feature(40),
         choices in prop::collection::vec((prop::bool::weighted(0.2), any::<Index>()), 40),
     ) {
-        let mut dag = Dag::new(feature.pending_nodes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut dag = feature.pending_dag()?;
         let leaves = feature.leaves().len();
         let mut steps = 0;
         let mut any_failed = false;
@@ -424,7 +436,7 @@ proptest! {
             let phase = if fail { TaskPhase::Failed } else { TaskPhase::Done };
             any_failed |= fail;
             dag.set_phase(&ready[pick.index(ready.len())], phase)
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                .map_err(failure)?;
             check_against_rules(&feature, &dag)?;
             steps += 1;
         };
@@ -437,9 +449,9 @@ proptest! {
         feature in acyclic_feature(25),
         changes in prop::collection::vec((any::<Index>(), leaf_phase()), 0..60),
     ) {
-        let mut dag = Dag::new(feature.pending_nodes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut dag = feature.pending_dag()?;
         for (task, phase) in leaf_changes(&feature, changes) {
-            dag.set_phase(&task, phase).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            dag.set_phase(&task, phase).map_err(failure)?;
             check_against_rules(&feature, &dag)?;
         }
     }
@@ -449,10 +461,10 @@ proptest! {
         feature in acyclic_feature(25),
         changes in prop::collection::vec((any::<Index>(), leaf_phase()), 0..40),
     ) {
-        let mut dag = Dag::new(feature.pending_nodes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut dag = feature.pending_dag()?;
         for (task, phase) in leaf_changes(&feature, changes) {
             let mut before = phases_of(&dag, &feature);
-            let transitions = dag.set_phase(&task, phase).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let transitions = dag.set_phase(&task, phase).map_err(failure)?;
             let t: usize = task[1..].parse().map_err(|_| TestCaseError::fail("bad name"))?;
             before[t] = phase;
             for transition in &transitions {

@@ -84,14 +84,22 @@ fn open(fake: &FakeAnthropic, method: &str, path: &str, body: &str) -> TcpStream
 }
 
 /// A main-conversation request body (it offers a tool) with `prompt` as the user message.
+/// A Messages API request body of the model `claude-test` (1024 tokens, streamed unless
+/// `fields` say otherwise) with `fields`.
+fn request(fields: Value) -> Value {
+    let mut request = json!({ "model": "claude-test", "max_tokens": 1024, "stream": true });
+    if let (Some(request), Value::Object(fields)) = (request.as_object_mut(), fields) {
+        request.extend(fields);
+    }
+    request
+}
+
 fn main_request(prompt: &str, stream: bool) -> String {
-    json!({
-        "model": "claude-test",
-        "max_tokens": 1024,
+    request(json!({
         "stream": stream,
         "tools": [{ "name": "Bash", "input_schema": { "type": "object" } }],
         "messages": [{ "role": "user", "content": [{ "type": "text", "text": prompt }] }],
-    })
+    }))
     .to_string()
 }
 
@@ -247,30 +255,27 @@ fn main_requests_take_the_next_turn_and_the_last_one_repeats() {
     assert_eq!(answers, ["first", "second", "second"]);
 }
 
+/// The answer to `prompt` of a fake scripted for both `tasks`, each answering "for TASK".
+fn answer_among(tasks: [&str; 2], prompt: &str) -> String {
+    let script = tasks.into_iter().fold(Script::new(), |script, task| {
+        script.task(task, [Turn::text(format!("for {task}"))])
+    });
+    streamed_text(&post_main(&start(script), prompt))
+}
+
 #[test]
 fn the_stated_task_id_chooses_the_script_over_other_ids_in_the_prompt() {
-    let fake = start(
-        Script::new()
-            .task("write-greeting", [Turn::text("for write-greeting")])
-            .task("write-test", [Turn::text("for write-test")]),
-    );
     let prompt = "# Task: Test it\n\nYour task ID is: write-test.\n\n\
                   ## Already done\n- Greeting (write-greeting)\n";
 
-    let answer = streamed_text(&post_main(&fake, prompt));
+    let answer = answer_among(["write-greeting", "write-test"], prompt);
 
     assert_eq!(answer, "for write-test");
 }
 
 #[test]
 fn without_a_stated_task_id_a_whole_token_in_the_prompt_chooses_the_script() {
-    let fake = start(
-        Script::new()
-            .task("t-1", [Turn::text("for t-1")])
-            .task("t-10", [Turn::text("for t-10")]),
-    );
-
-    let answer = streamed_text(&post_main(&fake, "Please work on t-10 now."));
+    let answer = answer_among(["t-1", "t-10"], "Please work on t-10 now.");
 
     assert_eq!(answer, "for t-10");
 }
@@ -310,13 +315,11 @@ fn prompts_without_a_script_get_the_fallback_turn() {
 #[test]
 fn side_requests_get_a_canned_answer_and_consume_no_turn() {
     let fake = start(Script::new().task("t-1", [Turn::text("main answer")]));
-    let title_request = json!({
-        "model": "claude-test",
+    let title_request = request(json!({
         "max_tokens": 64,
-        "stream": true,
         "system": [{ "type": "text", "text": "Generate a concise title" }],
         "messages": [{ "role": "user", "content": "<session>Your task ID is: t-1</session>" }],
-    });
+    }));
 
     let side = send(&fake, "POST", "/v1/messages", &title_request.to_string());
     let main = post_main(&fake, "Your task ID is: t-1");
@@ -368,17 +371,14 @@ fn probes_are_answered_and_unknown_posts_are_not_found() {
 #[test]
 fn recorded_requests_expose_prompt_and_tool_results() {
     let fake = start(Script::new().task("t-1", [Turn::text("ok")]));
-    let body = json!({
-        "model": "claude-test",
-        "max_tokens": 1024,
-        "stream": true,
+    let body = request(json!({
         "tools": [{ "name": "Bash", "input_schema": { "type": "object" } }],
         "messages": [
             { "role": "user", "content": [{ "type": "text", "text": "Your task ID is: t-1" }] },
             { "role": "assistant", "content": [{ "type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {} }] },
             { "role": "user", "content": [{ "type": "tool_result", "tool_use_id": "toolu_1", "content": "hi", "is_error": false }] },
         ],
-    });
+    }));
 
     send(&fake, "POST", "/v1/messages", &body.to_string());
 

@@ -7,7 +7,7 @@ mod fake_apiserver;
 
 use std::time::Duration;
 
-use fake_apiserver::{ApiError, FakeApiServer, Verb};
+use fake_apiserver::{ApiError, FakeApiServer, Verb, assert_mentions, refusal, server};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -18,12 +18,6 @@ use kube::api::{
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{Value, json};
-
-async fn server() -> FakeApiServer {
-    FakeApiServer::start()
-        .await
-        .expect("fake API server starts")
-}
 
 fn config_map(name: &str, labels: Value) -> ConfigMap {
     serde_json::from_value(json!({
@@ -55,13 +49,6 @@ fn task(name: &str, mut spec: Value) -> DynamicObject {
     .expect("valid Task")
 }
 
-fn api_error(error: kube::Error) -> kube::core::Status {
-    match error {
-        kube::Error::Api(status) => *status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
 fn names(list: &[ConfigMap]) -> Vec<String> {
     list.iter()
         .map(|cm| cm.metadata.name.clone().unwrap_or_default())
@@ -84,6 +71,24 @@ async fn selected(api: &Api<ConfigMap>, selector: &str) -> Vec<String> {
         .await
         .expect("list");
     names(&list.items)
+}
+
+/// Creates the ConfigMap `name` without labels.
+async fn try_create_cm(api: &Api<ConfigMap>, name: &str) -> kube::Result<ConfigMap> {
+    api.create(&PostParams::default(), &config_map(name, json!({})))
+        .await
+}
+
+/// The server's current resource version, as objects and lists carry it.
+fn current_version(server: &FakeApiServer) -> Option<String> {
+    Some(server.resource_version().to_string())
+}
+
+/// Asserts, for each (label selector, names), that the selector selects those ConfigMaps.
+async fn assert_selections(api: &Api<ConfigMap>, cases: &[(&str, &[&str])]) {
+    for (selector, expected) in cases {
+        assert_eq!(selected(api, selector).await, *expected, "{selector}");
+    }
 }
 
 async fn create_cms(api: &Api<ConfigMap>, specs: &[(&str, Value)]) {
@@ -141,6 +146,13 @@ async fn apply(
         .await
 }
 
+/// Applies the Task `t1` with `spec` as `manager`, not forced; it must be accepted.
+async fn apply_as(api: &Api<DynamicObject>, manager: &str, spec: Value) -> DynamicObject {
+    apply(api, &PatchParams::apply(manager), spec)
+        .await
+        .unwrap_or_else(|error| panic!("apply as {manager}: {error}"))
+}
+
 /// Merge-patches the object `name` with `patch`.
 async fn merge_patch<K>(api: &Api<K>, name: &str, patch: &Value) -> kube::Result<K>
 where
@@ -150,16 +162,84 @@ where
         .await
 }
 
+/// Deletes the object `name` as `params` say; the request must succeed. Whether it was
+/// deleted at once (answered with a Status, not with the object marked for deletion).
+async fn delete<K>(api: &Api<K>, name: &str, params: &DeleteParams) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.delete(name, params)
+        .await
+        .unwrap_or_else(|error| panic!("delete {name}: {error}"))
+        .is_right()
+}
+
+/// Whether the object `name` is gone.
+async fn gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.expect("get").is_none()
+}
+
+/// The events of a watch.
+type WatchStream<K> = futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>;
+
 /// A watch of `api` (selected by `params`) from resource version `from`.
-async fn watch_from<K>(
-    api: &Api<K>,
-    params: &WatchParams,
-    from: &str,
-) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>
+async fn watch_from<K>(api: &Api<K>, params: &WatchParams, from: &str) -> WatchStream<K>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     api.watch(params, from).await.expect("watch").boxed()
+}
+
+/// A watch of every ConfigMap from the server's current resource version, and that version.
+async fn watch_from_now(
+    server: &FakeApiServer,
+    api: &Api<ConfigMap>,
+) -> (String, WatchStream<ConfigMap>) {
+    let from = server.resource_version().to_string();
+    let stream = watch_from(api, &WatchParams::default(), &from).await;
+    (from, stream)
+}
+
+/// The first event of a watch of the ConfigMaps selected by `params` from resource version
+/// `from`.
+async fn first_event(
+    api: &Api<ConfigMap>,
+    params: &WatchParams,
+    from: &str,
+) -> WatchEvent<ConfigMap> {
+    let mut stream = watch_from(api, params, from).await;
+    stream.try_next().await.expect("event").expect("open")
+}
+
+/// Creates the ConfigMap `a`, then `b`; returns the resource version between the two.
+async fn version_between_a_and_b(server: &FakeApiServer, api: &Api<ConfigMap>) -> String {
+    create_cms(api, &[("a", json!({}))]).await;
+    let between = server.resource_version().to_string();
+    create_cms(api, &[("b", json!({}))]).await;
+    between
+}
+
+/// A fake API server, its ConfigMaps, and a watch of them open from the resource version
+/// (given) of a server holding none.
+async fn watched_config_map_server() -> (
+    FakeApiServer,
+    Api<ConfigMap>,
+    String,
+    WatchStream<ConfigMap>,
+) {
+    let (server, api) = config_map_server().await;
+    let (from, stream) = watch_from_now(&server, &api).await;
+    (server, api, from, stream)
+}
+
+/// What a watch stream gives next, unless 30 seconds pass first.
+async fn next_in_time<K>(
+    stream: &mut WatchStream<K>,
+) -> Result<kube::Result<Option<WatchEvent<K>>>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await
 }
 
 /// The next event of a kube-runtime watcher stream.
@@ -176,9 +256,7 @@ async fn next_event<K>(
 #[tokio::test]
 async fn created_object_can_be_read_back() {
     let (_server, api) = config_map_server().await;
-    api.create(&PostParams::default(), &config_map("a", json!({})))
-        .await
-        .expect("create");
+    try_create_cm(&api, "a").await.expect("create");
     let read = api.get("a").await.expect("get");
     assert_eq!(
         read.data.unwrap_or_default().get("k").map(String::as_str),
@@ -189,29 +267,17 @@ async fn created_object_can_be_read_back() {
 #[tokio::test]
 async fn created_object_gets_uid_timestamp_and_resource_version() {
     let (server, api) = config_map_server().await;
-    let created = api
-        .create(&PostParams::default(), &config_map("a", json!({})))
-        .await
-        .expect("create");
+    let created = try_create_cm(&api, "a").await.expect("create");
     assert!(created.metadata.uid.is_some_and(|u| !u.is_empty()));
     assert!(created.metadata.creation_timestamp.is_some());
-    assert_eq!(
-        created.metadata.resource_version,
-        Some(server.resource_version().to_string())
-    );
+    assert_eq!(created.metadata.resource_version, current_version(&server));
 }
 
 #[tokio::test]
 async fn creating_an_existing_name_is_already_exists() {
     let (_server, api) = config_map_server().await;
-    api.create(&PostParams::default(), &config_map("a", json!({})))
-        .await
-        .expect("first create");
-    let error = api
-        .create(&PostParams::default(), &config_map("a", json!({})))
-        .await
-        .expect_err("second create fails");
-    let status = api_error(error);
+    try_create_cm(&api, "a").await.expect("first create");
+    let status = refusal(try_create_cm(&api, "a").await);
     assert_eq!(
         (status.code, status.reason.as_str()),
         (409, "AlreadyExists")
@@ -239,51 +305,42 @@ async fn generate_name_gets_a_random_suffix() {
 async fn getting_a_missing_object_is_not_found() {
     let (_server, api) = config_map_server().await;
     assert!(api.get_opt("nope").await.expect("get_opt").is_none());
-    let status = api_error(api.get("nope").await.expect_err("get fails"));
+    let status = refusal(api.get("nope").await);
     assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
 }
 
 #[tokio::test]
 async fn invalid_label_value_is_rejected_naming_the_label() {
     let (_server, api) = config_map_server().await;
-    let error = api
-        .create(
+    let status = refusal(
+        api.create(
             &PostParams::default(),
             &config_map("a", json!({ "x": "not valid!" })),
         )
-        .await
-        .expect_err("invalid label");
-    let status = api_error(error);
-    assert_eq!(status.code, 422);
-    assert!(
-        status.message.contains("metadata.labels"),
-        "{}",
-        status.message
+        .await,
     );
+    assert_eq!(status.code, 422);
+    assert_mentions(&status.message, &["metadata.labels"]);
 }
 
 #[tokio::test]
 async fn list_filters_by_label_equality_and_inequality() {
     let (_server, api) = config_map_server().await;
     create_cms(&api, &app_x_y_and_unlabelled()).await;
-    let equal = selected(&api, "app=x").await;
-    let not_equal = selected(&api, "app!=x").await;
-    assert_eq!(equal, ["a"]);
-    assert_eq!(not_equal, ["b", "c"]);
+    assert_selections(&api, &[("app=x", &["a"]), ("app!=x", &["b", "c"])]).await;
 }
 
 #[tokio::test]
 async fn list_filters_by_set_based_label_selectors() {
     let (_server, api) = config_map_server().await;
     create_cms(&api, &app_x_y_and_unlabelled()).await;
-    let within = selected(&api, "app in (x, z)").await;
-    let outside = selected(&api, "app notin (x)").await;
-    let exists = selected(&api, "app").await;
-    let absent = selected(&api, "!app").await;
-    assert_eq!(within, ["a"]);
-    assert_eq!(outside, ["b", "c"]);
-    assert_eq!(exists, ["a", "b"]);
-    assert_eq!(absent, ["c"]);
+    let cases: [(&str, &[&str]); 4] = [
+        ("app in (x, z)", &["a"]),
+        ("app notin (x)", &["b", "c"]),
+        ("app", &["a", "b"]),
+        ("!app", &["c"]),
+    ];
+    assert_selections(&api, &cases).await;
 }
 
 #[tokio::test]
@@ -302,10 +359,7 @@ async fn list_carries_the_current_resource_version() {
     let (server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let list = api.list(&ListParams::default()).await.expect("list");
-    assert_eq!(
-        list.metadata.resource_version,
-        Some(server.resource_version().to_string())
-    );
+    assert_eq!(list.metadata.resource_version, current_version(&server));
 }
 
 #[tokio::test]
@@ -350,20 +404,13 @@ async fn list_across_namespaces_sees_every_namespace() {
 #[tokio::test]
 async fn replace_with_a_stale_resource_version_conflicts() {
     let (_server, api) = config_map_server().await;
-    let stale = api
-        .create(&PostParams::default(), &config_map("a", json!({})))
-        .await
-        .expect("create");
+    let stale = try_create_cm(&api, "a").await.expect("create");
     let mut fresh = stale.clone();
     fresh.data = Some([("k".to_owned(), "w".to_owned())].into());
     api.replace("a", &PostParams::default(), &fresh)
         .await
         .expect("first replace");
-    let status = api_error(
-        api.replace("a", &PostParams::default(), &stale)
-            .await
-            .expect_err("stale replace"),
-    );
+    let status = refusal(api.replace("a", &PostParams::default(), &stale).await);
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
 }
 
@@ -397,11 +444,7 @@ async fn merge_patch_with_a_stale_resource_version_conflicts() {
     let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
     let patch = json!({ "metadata": { "resourceVersion": "1" }, "data": { "n": "1" } });
-    let status = api_error(
-        merge_patch(&api, "a", &patch)
-            .await
-            .expect_err("stale patch"),
-    );
+    let status = refusal(merge_patch(&api, "a", &patch).await);
     assert_eq!(status.code, 409);
 }
 
@@ -459,13 +502,7 @@ async fn server_side_apply_creates_a_missing_object() {
 #[tokio::test]
 async fn server_side_apply_records_the_field_manager() {
     let (_server, api) = task_server().await;
-    let applied = apply(
-        &api,
-        &PatchParams::apply("ralph-controller"),
-        json!({ "a": 1 }),
-    )
-    .await
-    .expect("apply");
+    let applied = apply_as(&api, "ralph-controller", json!({ "a": 1 })).await;
     let managers: Vec<_> = applied
         .metadata
         .managed_fields
@@ -487,25 +524,16 @@ async fn server_side_apply_records_the_field_manager() {
 #[tokio::test]
 async fn server_side_apply_removes_fields_the_same_manager_no_longer_applies() {
     let (_server, api) = task_server().await;
-    let params = PatchParams::apply("m");
-    apply(&api, &params, json!({ "a": 1, "b": 2 }))
-        .await
-        .expect("first apply");
-    let applied = apply(&api, &params, json!({ "a": 1 }))
-        .await
-        .expect("second apply");
+    apply_as(&api, "m", json!({ "a": 1, "b": 2 })).await;
+    let applied = apply_as(&api, "m", json!({ "a": 1 })).await;
     assert_eq!(applied.data["spec"], json!({ "a": 1, "featureRef": "f" }));
 }
 
 #[tokio::test]
 async fn server_side_apply_keeps_fields_of_other_managers() {
     let (_server, api) = task_server().await;
-    apply(&api, &PatchParams::apply("one"), json!({ "a": 1 }))
-        .await
-        .expect("apply one");
-    let applied = apply(&api, &PatchParams::apply("two"), json!({ "b": 2 }))
-        .await
-        .expect("apply two");
+    apply_as(&api, "one", json!({ "a": 1 })).await;
+    let applied = apply_as(&api, "two", json!({ "b": 2 })).await;
     assert_eq!(
         applied.data["spec"],
         json!({ "a": 1, "b": 2, "featureRef": "f" })
@@ -515,14 +543,11 @@ async fn server_side_apply_keeps_fields_of_other_managers() {
 #[tokio::test]
 async fn server_side_apply_conflicts_on_another_managers_field_unless_forced() {
     let (_server, api) = task_server().await;
-    apply(&api, &PatchParams::apply("one"), json!({ "a": 1 }))
-        .await
-        .expect("apply one");
+    apply_as(&api, "one", json!({ "a": 1 })).await;
     let change = task("t1", json!({ "a": 2 }));
-    let status = api_error(
+    let status = refusal(
         api.patch("t1", &PatchParams::apply("two"), &Patch::Apply(&change))
-            .await
-            .expect_err("conflict"),
+            .await,
     );
     let forced = api
         .patch(
@@ -533,7 +558,7 @@ async fn server_side_apply_conflicts_on_another_managers_field_unless_forced() {
         .await
         .expect("forced apply");
     assert_eq!(status.code, 409);
-    assert!(status.message.contains("\"one\""), "{}", status.message);
+    assert_mentions(&status.message, &["\"one\""]);
     assert_eq!(forced.data["spec"]["a"], 2);
 }
 
@@ -548,17 +573,8 @@ async fn apply_without_field_manager_is_rejected() {
     .header("content-type", "application/apply-patch+yaml")
     .body(serde_json::to_vec(&task("t1", json!({}))).expect("json"))
     .expect("request");
-    let status = api_error(
-        client
-            .request::<DynamicObject>(request)
-            .await
-            .expect_err("rejected"),
-    );
-    assert!(
-        status.message.contains("fieldManager"),
-        "{}",
-        status.message
-    );
+    let status = refusal(client.request::<DynamicObject>(request).await);
+    assert_mentions(&status.message, &["fieldManager"]);
 }
 
 #[tokio::test]
@@ -616,10 +632,9 @@ async fn strategic_merge_patch_on_a_custom_resource_is_unsupported() {
     let (_server, api) = task_server().await;
     create_task(&api, "t1", json!({})).await;
     let patch = json!({ "spec": { "a": 1 } });
-    let status = api_error(
+    let status = refusal(
         api.patch("t1", &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-            .expect_err("415"),
+            .await,
     );
     assert_eq!(status.code, 415);
 }
@@ -658,7 +673,7 @@ async fn delete_with_a_stale_resource_version_precondition_conflicts() {
         }),
         ..DeleteParams::default()
     };
-    let status = api_error(api.delete("a", &params).await.expect_err("precondition"));
+    let status = refusal(api.delete("a", &params).await);
     assert_eq!(status.code, 409);
     assert!(api.get_opt("a").await.expect("get").is_some());
 }
@@ -667,15 +682,9 @@ async fn delete_with_a_stale_resource_version_precondition_conflicts() {
 async fn delete_removes_the_object() {
     let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({}))]).await;
-    let outcome = api
-        .delete("a", &DeleteParams::default())
-        .await
-        .expect("delete");
-    assert!(
-        outcome.is_right(),
-        "deleted at once, reported with a Status"
-    );
-    assert!(api.get_opt("a").await.expect("get").is_none());
+    let deleted_at_once = delete(&api, "a", &DeleteParams::default()).await;
+    assert!(deleted_at_once, "deleted at once, reported with a Status");
+    assert!(gone(&api, "a").await);
 }
 
 async fn owner_with_dependent(server: &FakeApiServer) -> (Api<DynamicObject>, Api<ConfigMap>) {
@@ -706,21 +715,15 @@ async fn owner_with_dependent(server: &FakeApiServer) -> (Api<DynamicObject>, Ap
 async fn deleting_an_owner_deletes_its_dependents() {
     let server = server().await;
     let (tasks, cms) = owner_with_dependent(&server).await;
-    tasks
-        .delete("owner", &DeleteParams::default())
-        .await
-        .expect("delete owner");
-    assert!(cms.get_opt("dependent").await.expect("get").is_none());
+    delete(&tasks, "owner", &DeleteParams::default()).await;
+    assert!(gone(&cms, "dependent").await);
 }
 
 #[tokio::test]
 async fn orphan_propagation_keeps_dependents_without_the_reference() {
     let server = server().await;
     let (tasks, cms) = owner_with_dependent(&server).await;
-    tasks
-        .delete("owner", &DeleteParams::orphan())
-        .await
-        .expect("delete owner");
+    delete(&tasks, "owner", &DeleteParams::orphan()).await;
     let dependent = cms.get("dependent").await.expect("dependent kept");
     assert!(
         dependent
@@ -743,11 +746,8 @@ async fn deleting_a_namespace_deletes_its_objects() {
         .expect("namespace");
     let cms: Api<ConfigMap> = Api::namespaced(client, "doomed");
     create_cms(&cms, &[("a", json!({}))]).await;
-    namespaces
-        .delete("doomed", &DeleteParams::default())
-        .await
-        .expect("delete namespace");
-    assert!(cms.get_opt("a").await.expect("get").is_none());
+    delete(&namespaces, "doomed", &DeleteParams::default()).await;
+    assert!(gone(&cms, "a").await);
 }
 
 #[tokio::test]
@@ -758,18 +758,15 @@ async fn finalizers_hold_deletion_until_removed() {
     api.create(&PostParams::default(), &cm)
         .await
         .expect("create");
-    let pending = api
-        .delete("a", &DeleteParams::default())
-        .await
-        .expect("delete");
+    let deleted_at_once = delete(&api, "a", &DeleteParams::default()).await;
     let marked = api.get("a").await.expect("still there");
     let clear = json!({ "metadata": { "finalizers": null } });
     merge_patch(&api, "a", &clear)
         .await
         .expect("remove finalizer");
-    assert!(pending.is_left());
+    assert!(!deleted_at_once);
     assert!(marked.metadata.deletion_timestamp.is_some());
-    assert!(api.get_opt("a").await.expect("get").is_none());
+    assert!(gone(&api, "a").await);
 }
 
 #[tokio::test]
@@ -780,15 +777,11 @@ async fn bound_pod_deletion_waits_for_a_zero_grace_delete() {
         json!({ "nodeName": "node-1", "containers": [{ "name": "a", "image": "x" }] }),
     )
     .await;
-    api.delete("p", &DeleteParams::default())
-        .await
-        .expect("graceful delete");
+    delete(&api, "p", &DeleteParams::default()).await;
     let terminating = api.get("p").await.expect("still there");
-    api.delete("p", &DeleteParams::default().grace_period(0))
-        .await
-        .expect("kubelet confirms");
+    delete(&api, "p", &DeleteParams::default().grace_period(0)).await;
     assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
-    assert!(api.get_opt("p").await.expect("get").is_none());
+    assert!(gone(&api, "p").await);
 }
 
 #[tokio::test]
@@ -799,14 +792,12 @@ async fn unbound_pod_is_deleted_at_once() {
         json!({ "containers": [{ "name": "a", "image": "x" }] }),
     )
     .await;
-    api.delete("p", &DeleteParams::default())
-        .await
-        .expect("delete");
+    delete(&api, "p", &DeleteParams::default()).await;
     assert_eq!(
         created.status.and_then(|s| s.phase).as_deref(),
         Some("Pending")
     );
-    assert!(api.get_opt("p").await.expect("get").is_none());
+    assert!(gone(&api, "p").await);
 }
 
 #[tokio::test]
@@ -818,9 +809,7 @@ async fn watcher_sees_creation_change_and_deletion() {
     create_cms(&api, &[("a", json!({}))]).await;
     let patch = json!({ "data": { "k": "w" } });
     merge_patch(&api, "a", &patch).await.expect("patch");
-    api.delete("a", &DeleteParams::default())
-        .await
-        .expect("delete");
+    delete(&api, "a", &DeleteParams::default()).await;
     while seen.len() < 3 {
         match next_event(&mut events).await {
             watcher::Event::Apply(cm) => {
@@ -852,11 +841,8 @@ async fn streaming_list_watcher_sees_existing_objects() {
 #[tokio::test]
 async fn watch_from_a_resource_version_replays_later_changes() {
     let (server, api) = config_map_server().await;
-    create_cms(&api, &[("a", json!({}))]).await;
-    let from = server.resource_version().to_string();
-    create_cms(&api, &[("b", json!({}))]).await;
-    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
-    let first = stream.try_next().await.expect("event").expect("open");
+    let from = version_between_a_and_b(&server, &api).await;
+    let first = first_event(&api, &WatchParams::default(), &from).await;
     let WatchEvent::Added(cm) = first else {
         panic!("expected ADDED, got {first:?}");
     };
@@ -866,12 +852,9 @@ async fn watch_from_a_resource_version_replays_later_changes() {
 #[tokio::test]
 async fn watch_from_a_compacted_resource_version_gets_410_gone() {
     let (server, api) = config_map_server().await;
-    create_cms(&api, &[("a", json!({}))]).await;
-    let old = server.resource_version().to_string();
-    create_cms(&api, &[("b", json!({}))]).await;
+    let old = version_between_a_and_b(&server, &api).await;
     server.compact();
-    let mut stream = watch_from(&api, &WatchParams::default(), &old).await;
-    let event = stream.try_next().await.expect("event").expect("open");
+    let event = first_event(&api, &WatchParams::default(), &old).await;
     let WatchEvent::Error(status) = event else {
         panic!("expected an ERROR event, got {event:?}");
     };
@@ -898,8 +881,7 @@ async fn watch_with_bookmarks_receives_bookmarks() {
         .await
         .expect("server");
     let api = config_maps(&server.client());
-    let from = server.resource_version().to_string();
-    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
+    let (from, mut stream) = watch_from_now(&server, &api).await;
     let event = stream.try_next().await.expect("event").expect("open");
     let WatchEvent::Bookmark(bookmark) = event else {
         panic!("expected a BOOKMARK, got {event:?}");
@@ -915,13 +897,9 @@ async fn injected_fault_fails_the_next_matching_requests_only() {
         |r| r.verb == Verb::Create,
         ApiError::new(500, "InternalError", "injected"),
     );
-    let first = api
-        .create(&PostParams::default(), &config_map("a", json!({})))
-        .await;
-    let second = api
-        .create(&PostParams::default(), &config_map("a", json!({})))
-        .await;
-    assert_eq!(api_error(first.expect_err("injected")).code, 500);
+    let first = try_create_cm(&api, "a").await;
+    let second = try_create_cm(&api, "a").await;
+    assert_eq!(refusal(first).code, 500);
     assert!(second.is_ok());
 }
 
@@ -935,9 +913,7 @@ async fn request_log_counts_writes_by_verb_and_resource() {
         .await
         .expect("create");
     api.get("l").await.expect("get");
-    api.delete("l", &DeleteParams::default())
-        .await
-        .expect("delete");
+    delete(&api, "l", &DeleteParams::default()).await;
     let lease_writes = server.count_requests(|r| r.resource == "leases" && r.verb.is_write());
     assert_eq!(lease_writes, 2);
     assert_eq!(server.write_count(), 2);
@@ -1039,29 +1015,17 @@ async fn binding_assigns_a_pod_to_a_node_once() {
         "metadata": { "name": "p" },
         "target": { "apiVersion": "v1", "kind": "Node", "name": "node-1" },
     });
-    api.create_subresource::<_, kube::core::Status>(
-        "binding",
-        "p",
-        &PostParams::default(),
-        &binding,
-    )
-    .await
-    .expect("bind");
-    let again = api
-        .create_subresource::<_, kube::core::Status>(
-            "binding",
-            "p",
-            &PostParams::default(),
-            &binding,
-        )
-        .await
-        .expect_err("already bound");
+    let params = PostParams::default();
+    let bind =
+        || api.create_subresource::<_, kube::core::Status>("binding", "p", &params, &binding);
+    bind().await.expect("bind");
+    let again = bind().await;
     let bound = api.get("p").await.expect("get");
     assert_eq!(
         bound.spec.and_then(|s| s.node_name).as_deref(),
         Some("node-1")
     );
-    assert_eq!(api_error(again).code, 409);
+    assert_eq!(refusal(again).code, 409);
 }
 
 #[tokio::test]
@@ -1089,11 +1053,9 @@ async fn after_an_outage_the_server_answers_again() {
 
 #[tokio::test]
 async fn an_outage_cuts_open_watches() {
-    let (server, api) = config_map_server().await;
-    let from = server.resource_version().to_string();
-    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
+    let (server, _api, _, mut stream) = watched_config_map_server().await;
     server.start_outage();
-    let next = tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await;
+    let next = next_in_time(&mut stream).await;
     assert!(
         matches!(next, Ok(Ok(None) | Err(_))),
         "the watch ends: {next:?}"
@@ -1102,19 +1064,12 @@ async fn an_outage_cuts_open_watches() {
 
 #[tokio::test]
 async fn a_disconnect_ends_open_watches_but_not_the_server() {
-    let (server, api) = config_map_server().await;
-    let from = server.resource_version().to_string();
-    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
+    let (server, api, from, mut stream) = watched_config_map_server().await;
     server.disconnect_watches();
-    let next = tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await;
+    let next = next_in_time(&mut stream).await;
     assert!(matches!(next, Ok(Ok(None))), "the watch ends: {next:?}");
     create_cms(&api, &[("a", json!({}))]).await;
-    let mut resumed = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch again")
-        .boxed();
-    let event = resumed.try_next().await.expect("event").expect("open");
+    let event = first_event(&api, &WatchParams::default(), &from).await;
     assert!(matches!(event, WatchEvent::Added(_)), "got {event:?}");
 }
 
@@ -1123,8 +1078,7 @@ async fn a_lagging_watch_still_delivers_every_change_in_order() {
     let server = server().await;
     server.lag_watches("configmaps", Duration::from_millis(50));
     let api = config_maps(&server.client());
-    let from = server.resource_version().to_string();
-    let mut stream = watch_from(&api, &WatchParams::default(), &from).await;
+    let (_, mut stream) = watch_from_now(&server, &api).await;
     create_cms(&api, &[("a", json!({})), ("b", json!({}))]).await;
     let mut seen = Vec::new();
     while seen.len() < 2 {

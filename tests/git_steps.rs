@@ -106,20 +106,52 @@ impl Attempt {
         std::fs::write(self.run.join("result.json"), json).expect("result");
     }
 
-    fn finish(&self) -> WorkspaceReport {
-        let result = self.run.join("result.json");
-        let (_, report) = self.step(
-            "finish",
-            &[
-                "--result-file",
-                &result.to_string_lossy(),
-                "--runner-heartbeat-file",
-                &self.run.join("heartbeat").to_string_lossy(),
-                "--heartbeat-max-age",
-                "1s",
-            ],
-        );
+    /// Finishes with the result the runner reported, and `extra` arguments.
+    fn finish_with(&self, extra: &[&str]) -> WorkspaceReport {
+        let result = self.run.join("result.json").to_string_lossy().into_owned();
+        let (_, report) = self.step("finish", &[&["--result-file", &result], extra].concat());
         report
+    }
+
+    fn finish(&self) -> WorkspaceReport {
+        let heartbeat = self.run.join("heartbeat").to_string_lossy().into_owned();
+        self.finish_with(&[
+            "--runner-heartbeat-file",
+            &heartbeat,
+            "--heartbeat-max-age",
+            "1s",
+        ])
+    }
+
+    /// Finishes a work attempt that a verifier follows: its work goes to the work branch.
+    fn push_for_verification(&self) {
+        let report = self.finish_with(&["--mode", "push-work-branch"]);
+        assert_outcome(&report, WorkspaceOutcome::PushedWorkBranch);
+    }
+
+    /// Prepares a verifier from the work branch; it passes the work; finishes.
+    fn verify_and_pass(&self) -> WorkspaceReport {
+        let (ok, report) = self.step("prepare", &["--from-work-branch"]);
+        assert!(ok, "{report:?}");
+        self.report_result(&testing::with_sigils(
+            &self.task,
+            Sigils {
+                verdict: Some(Verdict::Pass(self.task.clone())),
+                ..Sigils::default()
+            },
+        ));
+        self.finish_with(&["--verifier"])
+    }
+
+    fn report_done(&self) {
+        self.report_result(&testing::done(&self.task));
+    }
+
+    /// Prepare, write `file` as the agent, report done.
+    fn work_done(&self, file: &str, contents: &str) {
+        self.prepare();
+        self.write(file, contents);
+        self.report_done();
     }
 
     fn write(&self, file: &str, contents: &str) {
@@ -134,7 +166,7 @@ impl Attempt {
     fn run_done(&self, work: impl FnOnce(&Path)) -> WorkspaceReport {
         self.prepare();
         work(&self.workspace);
-        self.report_result(&testing::done(&self.task));
+        self.report_done();
         self.finish()
     }
 }
@@ -143,18 +175,58 @@ fn assert_outcome(report: &WorkspaceReport, outcome: WorkspaceOutcome) {
     assert_eq!(report.outcome, outcome, "{report:?}");
 }
 
+fn message(report: &WorkspaceReport) -> &str {
+    report.message.as_deref().unwrap_or_default()
+}
+
+/// The repository `app` on a fresh git server, reached over the git daemon.
+struct App {
+    server: GitServer,
+    url: String,
+}
+
+impl App {
+    fn start() -> Self {
+        let server = GitServer::with_repo("app");
+        let url = server.daemon_url("app");
+        Self { server, url }
+    }
+
+    fn attempt(&self, task: &str, number: u32) -> Attempt {
+        Attempt::new(&self.url, task, number)
+    }
+
+    /// An attempt of `task` writes `file` and pushes it to the work branch for a verifier.
+    fn push_work(&self, task: &str, number: u32, file: &str, contents: &str) {
+        let work = self.attempt(task, number);
+        work.work_done(file, contents);
+        work.push_for_verification();
+    }
+
+    /// The commit subjects of the Feature branch, newest first.
+    fn subjects(&self) -> Vec<String> {
+        self.server.subjects("app", FEATURE_BRANCH)
+    }
+
+    fn head(&self) -> Option<String> {
+        self.server.head("app", FEATURE_BRANCH)
+    }
+
+    fn files(&self) -> Vec<String> {
+        self.server.files("app", FEATURE_BRANCH)
+    }
+}
+
 #[test]
 fn a_diamond_of_tasks_ends_with_four_commits_and_dependents_see_their_blockers_files() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let top = Attempt::new(&url, "top", 1);
+    let app = App::start();
+    let top = app.attempt("top", 1);
     assert_outcome(
         &top.run_done(|ws| std::fs::write(ws.join("top.txt"), "top").expect("w")),
         WorkspaceOutcome::Integrated,
     );
-    let left = Attempt::new(&url, "left", 1);
-    let right = Attempt::new(&url, "right", 1);
+    let left = app.attempt("left", 1);
+    let right = app.attempt("right", 1);
     left.prepare();
     right.prepare();
     assert!(
@@ -164,10 +236,10 @@ fn a_diamond_of_tasks_ends_with_four_commits_and_dependents_see_their_blockers_f
     left.write("left.txt", "left");
     right.write("right.txt", "right");
     for middle in [&left, &right] {
-        middle.report_result(&testing::done(&middle.task));
+        middle.report_done();
         assert_outcome(&middle.finish(), WorkspaceOutcome::Integrated);
     }
-    let bottom = Attempt::new(&url, "bottom", 1);
+    let bottom = app.attempt("bottom", 1);
     bottom.prepare();
     assert!(
         ["top.txt", "left.txt", "right.txt"]
@@ -176,11 +248,11 @@ fn a_diamond_of_tasks_ends_with_four_commits_and_dependents_see_their_blockers_f
         "the bottom task sees every blocker's work"
     );
     bottom.write("bottom.txt", "bottom");
-    bottom.report_result(&testing::done("bottom"));
+    bottom.report_done();
     let report = bottom.finish();
     assert_outcome(&report, WorkspaceOutcome::Integrated);
-    assert_eq!(report.feature_head, server.head("app", FEATURE_BRANCH));
-    let subjects = server.subjects("app", FEATURE_BRANCH);
+    assert_eq!(report.feature_head, app.head());
+    let subjects = app.subjects();
     for task in ["top", "left", "right", "bottom"] {
         assert!(
             subjects.contains(&format!("{task}: work of attempt 1")),
@@ -196,25 +268,19 @@ fn a_diamond_of_tasks_ends_with_four_commits_and_dependents_see_their_blockers_f
 
 #[test]
 fn two_tasks_editing_the_same_line_conflict_and_the_retry_on_the_new_head_integrates() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let first = Attempt::new(&url, "first", 1);
-    let second = Attempt::new(&url, "second", 1);
-    first.prepare();
-    second.prepare();
-    first.write("README.md", "# app\n\nstatus: first\n");
-    second.write("README.md", "# app\n\nstatus: second\n");
-    first.report_result(&testing::done("first"));
-    second.report_result(&testing::done("second"));
+    let app = App::start();
+    let first = app.attempt("first", 1);
+    let second = app.attempt("second", 1);
+    first.work_done("README.md", "# app\n\nstatus: first\n");
+    second.work_done("README.md", "# app\n\nstatus: second\n");
     assert_outcome(&first.finish(), WorkspaceOutcome::Integrated);
     let conflict = second.finish();
     assert_outcome(&conflict, WorkspaceOutcome::Conflict);
     assert_eq!(conflict.conflict_files, vec!["README.md"]);
     assert_eq!(conflict.conflicting_tasks, vec!["first"]);
-    assert_eq!(conflict.feature_head, server.head("app", FEATURE_BRANCH));
+    assert_eq!(conflict.feature_head, app.head());
 
-    let retry = Attempt::new(&url, "second", 2);
+    let retry = app.attempt("second", 2);
     retry.prepare();
     let readme = std::fs::read_to_string(retry.workspace.join("README.md")).expect("readme");
     assert!(
@@ -222,74 +288,51 @@ fn two_tasks_editing_the_same_line_conflict_and_the_retry_on_the_new_head_integr
         "the retry starts on the new head"
     );
     retry.write("README.md", "# app\n\nstatus: first and second\n");
-    retry.report_result(&testing::done("second"));
+    retry.report_done();
     assert_outcome(&retry.finish(), WorkspaceOutcome::Integrated);
-    let subjects = server.subjects("app", FEATURE_BRANCH);
+    let subjects = app.subjects();
     assert_eq!(subjects[0], "second: work of attempt 2");
     assert_eq!(subjects[1], "first: work of attempt 1");
 }
 
 #[test]
 fn a_crash_mid_task_commits_nothing_and_the_next_attempt_starts_clean() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let crashed = Attempt::new(&url, "build", 1);
+    let app = App::start();
+    let crashed = app.attempt("build", 1);
     crashed.prepare();
-    let head = server.head("app", FEATURE_BRANCH);
+    let head = app.head();
     crashed.write("half-done.txt", "partial");
     let report = crashed.finish();
     assert_outcome(&report, WorkspaceOutcome::NotCommitted);
-    assert!(
-        report
-            .message
-            .as_deref()
-            .is_some_and(|m| m.contains("without a result")),
-        "{report:?}"
-    );
-    assert_eq!(server.head("app", FEATURE_BRANCH), head, "nothing pushed");
-    let next = Attempt::new(&url, "build", 2);
+    assert!(message(&report).contains("without a result"), "{report:?}");
+    assert_eq!(app.head(), head, "nothing pushed");
+    let next = app.attempt("build", 2);
     next.prepare();
     assert!(!next.has("half-done.txt"), "the next attempt starts clean");
 }
 
 #[test]
 fn a_failed_verdict_commits_nothing() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let attempt = Attempt::new(&server.daemon_url("app"), "build", 1);
+    let app = App::start();
+    let attempt = app.attempt("build", 1);
     attempt.prepare();
     attempt.write("broken.txt", "x");
     attempt.report_result(&testing::failed("build", Some("tests fail")));
-    let report = attempt.finish();
-    assert_outcome(&report, WorkspaceOutcome::NotCommitted);
-    assert_eq!(
-        server.subjects("app", FEATURE_BRANCH),
-        vec!["initial commit"]
-    );
+    assert_outcome(&attempt.finish(), WorkspaceOutcome::NotCommitted);
+    assert_eq!(app.subjects(), vec!["initial commit"]);
 }
 
 #[test]
 fn done_with_nothing_changed_says_so_and_does_not_fail() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let attempt = Attempt::new(&server.daemon_url("app"), "noop", 1);
-    let report = attempt.run_done(|_| {});
+    let report = App::start().attempt("noop", 1).run_done(|_| {});
     assert_outcome(&report, WorkspaceOutcome::Unchanged);
-    assert!(
-        report
-            .message
-            .as_deref()
-            .is_some_and(|m| m.contains("nothing to commit"))
-    );
+    assert!(message(&report).contains("nothing to commit"), "{report:?}");
 }
 
 #[test]
 fn an_agent_that_commits_itself_and_moves_head_still_yields_one_task_commit() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let attempt = Attempt::new(&server.daemon_url("app"), "api", 1);
-    let report = attempt.run_done(|ws| {
+    let app = App::start();
+    let report = app.attempt("api", 1).run_done(|ws| {
         std::fs::write(ws.join("api.rs"), "fn api() {}").expect("write");
         git(ws, &["add", "-A"]);
         git(ws, &["commit", "-q", "-m", "wip by the agent"]);
@@ -297,29 +340,28 @@ fn an_agent_that_commits_itself_and_moves_head_still_yields_one_task_commit() {
         std::fs::write(ws.join("more.rs"), "fn more() {}").expect("write");
     });
     assert_outcome(&report, WorkspaceOutcome::Integrated);
-    let subjects = server.subjects("app", FEATURE_BRANCH);
-    assert_eq!(subjects, vec!["api: work of attempt 1", "initial commit"]);
-    let files = server.files("app", FEATURE_BRANCH);
+    assert_eq!(
+        app.subjects(),
+        vec!["api: work of attempt 1", "initial commit"]
+    );
+    let files = app.files();
     assert!(files.contains(&"api.rs".to_owned()) && files.contains(&"more.rs".to_owned()));
 }
 
 #[test]
 fn wrong_credentials_stop_the_clone_naming_the_secret() {
-    let server = GitServer::start();
-    server.create_repo("app");
+    let server = GitServer::with_repo("app");
     let attempt = Attempt::new(&server.http_url("app"), "build", 1).with_token("wrong-token");
     let (ok, report) = attempt.step("prepare", &[]);
     assert!(!ok);
     assert_outcome(&report, WorkspaceOutcome::Misconfigured);
-    let message = report.message.unwrap_or_default();
-    assert!(message.contains(SECRET), "{message}");
-    assert!(!message.contains("wrong-token"), "{message}");
+    assert!(message(&report).contains(SECRET), "{report:?}");
+    assert!(!message(&report).contains("wrong-token"), "{report:?}");
 }
 
 #[test]
 fn the_right_token_clones_and_integrates_over_https_basic_auth() {
-    let server = GitServer::start();
-    server.create_repo("app");
+    let server = GitServer::with_repo("app");
     let attempt = Attempt::new(&server.http_url("app"), "build", 1).with_token(HTTP_TOKEN);
     let report = attempt.run_done(|ws| std::fs::write(ws.join("b.txt"), "b").expect("write"));
     assert_outcome(&report, WorkspaceOutcome::Integrated);
@@ -332,26 +374,12 @@ fn the_right_token_clones_and_integrates_over_https_basic_auth() {
 
 #[test]
 fn a_missing_base_ref_is_a_misconfiguration_naming_it() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let missing = Attempt::new(&server.daemon_url("app"), "build", 2);
+    let app = App::start();
+    let missing = app.attempt("build", 2);
     let output = Command::new(env!("CARGO_BIN_EXE_ralph"))
-        .args([
-            "git",
-            "prepare",
-            "--url",
-            &missing.url,
-            "--base-ref",
-            "release-9",
-        ])
-        .args([
-            "--feature",
-            "other-feature",
-            "--task",
-            "build",
-            "--attempt",
-            "2",
-        ])
+        .args(["git", "prepare", "--url", &app.url])
+        .args(["--base-ref", "release-9", "--feature", "other-feature"])
+        .args(["--task", "build", "--attempt", "2"])
         .arg("--workspace")
         .arg(&missing.workspace)
         .arg("--state-file")
@@ -361,7 +389,7 @@ fn a_missing_base_ref_is_a_misconfiguration_naming_it() {
     assert!(!output.status.success());
     let report: WorkspaceReport = serde_json::from_slice(&output.stdout).expect("report on stdout");
     assert_outcome(&report, WorkspaceOutcome::Misconfigured);
-    assert!(report.message.unwrap_or_default().contains("release-9"));
+    assert!(message(&report).contains("release-9"));
 }
 
 #[test]
@@ -375,43 +403,23 @@ fn an_unreachable_server_is_a_failure_to_retry_not_a_misconfiguration() {
 
 #[test]
 fn a_protected_feature_branch_is_a_misconfiguration_naming_the_branch() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let attempt = Attempt::new(&url, "build", 1);
+    let app = App::start();
+    let attempt = app.attempt("build", 1);
     attempt.prepare();
-    server.protect("app", "branch ralph/shop is protected");
+    app.server.protect("app", "branch ralph/shop is protected");
     attempt.write("x.txt", "x");
-    attempt.report_result(&testing::done("build"));
+    attempt.report_done();
     let report = attempt.finish();
     assert_outcome(&report, WorkspaceOutcome::Misconfigured);
-    assert!(report.message.unwrap_or_default().contains(FEATURE_BRANCH));
+    assert!(message(&report).contains(FEATURE_BRANCH));
 }
 
 #[test]
 fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let work = Attempt::new(&url, "api", 1);
-    work.prepare();
-    work.write("api.rs", "fn api() {}");
-    work.report_result(&testing::done("api"));
-    let (_, pushed) = work.step(
-        "finish",
-        &[
-            "--result-file",
-            &work.run.join("result.json").to_string_lossy(),
-            "--mode",
-            "push-work-branch",
-        ],
-    );
-    assert_outcome(&pushed, WorkspaceOutcome::PushedWorkBranch);
-    assert_eq!(
-        server.subjects("app", FEATURE_BRANCH),
-        vec!["initial commit"]
-    );
-    let verifier = Attempt::new(&url, "api", 2);
+    let app = App::start();
+    app.push_work("api", 1, "api.rs", "fn api() {}");
+    assert_eq!(app.subjects(), vec!["initial commit"]);
+    let verifier = app.attempt("api", 2);
     let (ok, report) = verifier.step("prepare", &["--from-work-branch"]);
     assert!(ok, "{report:?}");
     assert!(verifier.has("api.rs"), "the verifier sees the work");
@@ -423,108 +431,43 @@ fn a_verifier_starts_from_the_pushed_work_branch_and_integrates_it() {
             ..Sigils::default()
         },
     ));
-    let (_, report) = verifier.step(
-        "finish",
-        &[
-            "--result-file",
-            &verifier.run.join("result.json").to_string_lossy(),
-            "--verifier",
-        ],
+    assert_outcome(
+        &verifier.finish_with(&["--verifier"]),
+        WorkspaceOutcome::Integrated,
     );
-    assert_outcome(&report, WorkspaceOutcome::Integrated);
     assert_eq!(
-        server.files("app", FEATURE_BRANCH),
+        app.files(),
         ["README.md", "api.rs"],
         "the worker's change, without the verifier's leftovers"
     );
     assert_eq!(
-        server.subjects("app", FEATURE_BRANCH),
+        app.subjects(),
         ["api: work of attempt 1", "initial commit"],
         "the worker's commit as it was verified"
     );
 }
 
-impl Attempt {
-    /// Finishes a work attempt that a verifier follows: its work goes to the work branch.
-    fn finish_for_verification(&self) -> WorkspaceReport {
-        let result = self.run.join("result.json");
-        let (_, report) = self.step(
-            "finish",
-            &[
-                "--result-file",
-                &result.to_string_lossy(),
-                "--mode",
-                "push-work-branch",
-            ],
-        );
-        report
-    }
-
-    /// Prepares a verifier from the work branch; it passes the work; finishes.
-    fn verify_and_pass(&self) -> WorkspaceReport {
-        let (ok, report) = self.step("prepare", &["--from-work-branch"]);
-        assert!(ok, "{report:?}");
-        self.report_result(&testing::with_sigils(
-            &self.task,
-            Sigils {
-                verdict: Some(Verdict::Pass(self.task.clone())),
-                ..Sigils::default()
-            },
-        ));
-        let result = self.run.join("result.json");
-        let (_, report) = self.step(
-            "finish",
-            &["--result-file", &result.to_string_lossy(), "--verifier"],
-        );
-        report
-    }
-}
-
 #[test]
 fn a_verifier_checks_the_newest_work_attempt_even_one_that_changed_nothing() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let rejected = Attempt::new(&url, "api", 1);
-    rejected.prepare();
-    rejected.write("api.rs", "fn api() { todo!() }");
-    rejected.report_result(&testing::done("api"));
-    assert_outcome(
-        &rejected.finish_for_verification(),
-        WorkspaceOutcome::PushedWorkBranch,
-    );
-    let unchanged = Attempt::new(&url, "api", 3);
+    let app = App::start();
+    app.push_work("api", 1, "api.rs", "fn api() { todo!() }");
+    let unchanged = app.attempt("api", 3);
     unchanged.prepare();
-    unchanged.report_result(&testing::done("api"));
-    assert_outcome(
-        &unchanged.finish_for_verification(),
-        WorkspaceOutcome::PushedWorkBranch,
-    );
+    unchanged.report_done();
+    unchanged.push_for_verification();
 
-    let verifier = Attempt::new(&url, "api", 4);
+    let verifier = app.attempt("api", 4);
     let report = verifier.verify_and_pass();
     assert!(!verifier.has("api.rs"), "the rejected work is gone");
     assert_outcome(&report, WorkspaceOutcome::Unchanged);
-    assert_eq!(
-        server.subjects("app", FEATURE_BRANCH),
-        vec!["initial commit"]
-    );
+    assert_eq!(app.subjects(), vec!["initial commit"]);
 }
 
 #[test]
 fn a_passed_work_that_conflicts_with_work_integrated_meanwhile_is_a_conflict_naming_the_task() {
-    let server = GitServer::start();
-    server.create_repo("app");
-    let url = server.daemon_url("app");
-    let verified = Attempt::new(&url, "second", 1);
-    verified.prepare();
-    verified.write("README.md", "# app\n\nstatus: second\n");
-    verified.report_result(&testing::done("second"));
-    assert_outcome(
-        &verified.finish_for_verification(),
-        WorkspaceOutcome::PushedWorkBranch,
-    );
-    let meanwhile = Attempt::new(&url, "first", 1);
+    let app = App::start();
+    app.push_work("second", 1, "README.md", "# app\n\nstatus: second\n");
+    let meanwhile = app.attempt("first", 1);
     assert_outcome(
         &meanwhile.run_done(|ws| {
             std::fs::write(ws.join("README.md"), "# app\n\nstatus: first\n").expect("w")
@@ -532,12 +475,12 @@ fn a_passed_work_that_conflicts_with_work_integrated_meanwhile_is_a_conflict_nam
         WorkspaceOutcome::Integrated,
     );
 
-    let report = Attempt::new(&url, "second", 2).verify_and_pass();
+    let report = app.attempt("second", 2).verify_and_pass();
     assert_outcome(&report, WorkspaceOutcome::Conflict);
     assert_eq!(report.conflict_files, ["README.md"]);
     assert_eq!(report.conflicting_tasks, ["first"]);
     assert_eq!(
-        server.subjects("app", FEATURE_BRANCH),
+        app.subjects(),
         ["first: work of attempt 1", "initial commit"]
     );
 }

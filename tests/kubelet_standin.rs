@@ -48,6 +48,20 @@ impl Cluster {
         Self { server, pods }
     }
 
+    /// [`Cluster::start`], holding the ConfigMap `name` with `data`.
+    async fn with_config_map(name: &str, data: Value) -> Self {
+        let cluster = Self::start().await;
+        cluster.create_config_map(name, data).await;
+        cluster
+    }
+
+    /// Starts a [`Cluster::node`], runs `pod` on it to its end; the node and the ended Pod.
+    async fn run_on_a_node(&self, pod: &Pod) -> (KubeletStandIn, Pod) {
+        let kubelet = self.node();
+        let ended = self.run_to_end(pod).await;
+        (kubelet, ended)
+    }
+
     /// A stand-in node running the Pods' containers as local processes.
     fn node(&self) -> KubeletStandIn {
         KubeletStandIn::node(
@@ -238,7 +252,6 @@ async fn manual_stand_in_confirms_graceful_deletion_of_a_bound_pod() {
 #[tokio::test]
 async fn node_mounts_a_pod_annotation_through_the_downward_api() {
     let cluster = Cluster::start().await;
-    let _kubelet = cluster.node();
     let container = prompt_copying_container();
     let volumes = json!([{ "name": "prompt", "downwardAPI": { "items": [{
         "path": "prompt.md",
@@ -247,20 +260,19 @@ async fn node_mounts_a_pod_annotation_through_the_downward_api() {
     let mut annotated = pod("t-a1", container, volumes);
     annotated.metadata.annotations =
         Some([("ralph.dev/prompt".to_owned(), "do the thing".to_owned())].into());
-    let ended = cluster.run_to_end(&annotated).await;
+    let (_kubelet, ended) = cluster.run_on_a_node(&annotated).await;
     assert_eq!(termination_message(&ended).as_deref(), Some("do the thing"));
 }
 
 #[tokio::test]
 async fn node_reports_the_termination_log_written_by_the_container() {
-    let cluster = Cluster::start().await;
-    cluster
-        .create_config_map("t-a1-prompt", json!({ "prompt.md": "do the thing" }))
-        .await;
-    let _kubelet = cluster.node();
+    let cluster =
+        Cluster::with_config_map("t-a1-prompt", json!({ "prompt.md": "do the thing" })).await;
     let container = prompt_copying_container();
     let volumes = json!([{ "name": "prompt", "configMap": { "name": "t-a1-prompt" } }]);
-    let ended = cluster.run_to_end(&pod("t-a1", container, volumes)).await;
+    let (_kubelet, ended) = cluster
+        .run_on_a_node(&pod("t-a1", container, volumes))
+        .await;
     assert_eq!(phase(&ended), "Succeeded");
     assert_eq!(termination_message(&ended).as_deref(), Some("do the thing"));
 }
@@ -268,9 +280,8 @@ async fn node_reports_the_termination_log_written_by_the_container() {
 #[tokio::test]
 async fn node_reports_a_failing_exit_code() {
     let cluster = Cluster::start().await;
-    let _kubelet = cluster.node();
-    let ended = cluster
-        .run_to_end(&simple_pod("t-a1", &["/bin/sh", "-c", "exit 3"]))
+    let (_kubelet, ended) = cluster
+        .run_on_a_node(&simple_pod("t-a1", &["/bin/sh", "-c", "exit 3"]))
         .await;
     assert_eq!(phase(&ended), "Failed");
     assert_eq!(agent_termination(&ended).exit_code, 3);
@@ -279,13 +290,14 @@ async fn node_reports_a_failing_exit_code() {
 #[tokio::test]
 async fn node_falls_back_to_logs_for_a_failure_without_message() {
     let cluster = Cluster::start().await;
-    let _kubelet = cluster.node();
     let container = json!({
         "name": "agent", "image": "agent:1",
         "command": ["/bin/sh", "-c", "echo boom >&2; exit 1"],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     });
-    let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
+    let (_kubelet, ended) = cluster
+        .run_on_a_node(&pod("t-a1", container, json!([])))
+        .await;
     assert_eq!(
         termination_message(&ended).as_deref().map(str::trim),
         Some("boom")
@@ -295,20 +307,15 @@ async fn node_falls_back_to_logs_for_a_failure_without_message() {
 #[tokio::test]
 async fn node_runs_the_in_pod_ralph_binary_as_the_local_one() {
     let cluster = Cluster::start().await;
-    let kubelet = cluster.node();
-    let ended = cluster
-        .run_to_end(&simple_pod("t-a1", &["/ralph/bin/ralph", "--version"]))
+    let (kubelet, ended) = cluster
+        .run_on_a_node(&simple_pod("t-a1", &["/ralph/bin/ralph", "--version"]))
         .await;
     assert_ran_ralph(&ended, &kubelet);
 }
 
 #[tokio::test]
 async fn node_resolves_environment_from_config_maps_fields_and_mounts() {
-    let cluster = Cluster::start().await;
-    cluster
-        .create_config_map("settings", json!({ "greeting": "hi" }))
-        .await;
-    let _kubelet = cluster.node();
+    let cluster = Cluster::with_config_map("settings", json!({ "greeting": "hi" })).await;
     let container = json!({
         "name": "agent", "image": "agent:1",
         "command": ["/bin/sh", "-c", "printf '%s-%s' \"$GREETING\" \"$POD\" > \"$OUT\""],
@@ -318,7 +325,9 @@ async fn node_resolves_environment_from_config_maps_fields_and_mounts() {
             { "name": "OUT", "value": "/dev/termination-log" },
         ],
     });
-    let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
+    let (_kubelet, ended) = cluster
+        .run_on_a_node(&pod("t-a1", container, json!([])))
+        .await;
     assert_eq!(termination_message(&ended).as_deref(), Some("hi-t-a1"));
 }
 
@@ -348,8 +357,9 @@ async fn node_stops_the_process_on_graceful_deletion_and_confirms_it() {
 #[tokio::test]
 async fn node_runs_a_container_without_command_as_the_ralph_entrypoint() {
     let cluster = Cluster::start().await;
-    let kubelet = cluster.node();
     let container = json!({ "name": "agent", "image": "ralph:1", "args": ["--version"] });
-    let ended = cluster.run_to_end(&pod("t-a1", container, json!([]))).await;
+    let (kubelet, ended) = cluster
+        .run_on_a_node(&pod("t-a1", container, json!([])))
+        .await;
     assert_ran_ralph(&ended, &kubelet);
 }

@@ -4,7 +4,14 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ralph::api::{AttemptOutcome, Feature, Task};
+#[path = "support/cluster_objects.rs"]
+mod cluster_objects;
+#[path = "support/mentions.rs"]
+mod mentions;
+
+use cluster_objects::{hello_feature, hello_task};
+use mentions::assert_mentions;
+use ralph::api::AttemptOutcome;
 use ralph::controller::status::{self, Ingestion};
 use ralph::engine::attempt::{AttemptResult, StopReason};
 use ralph::engine::dag::TaskPhase;
@@ -112,18 +119,10 @@ fn cluster(before: &Before, end: &AttemptEnd) -> Concluded {
 
 /// [`cluster`] for an attempt whose Pod's git steps reported `workspace`.
 fn cluster_in(before: &Before, end: &AttemptEnd, workspace: Option<&WorkspaceReport>) -> Concluded {
-    let feature: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "retry": {"maxRetries": MAX_RETRIES, "backoffBaseSeconds": 10, "backoffMaxSeconds": 600},
-            "verify": before.verify,
-            "tasks": [{"name": "t"}]
-        }
-    }))
-    .expect("valid feature");
+    let feature = hello_feature(serde_json::json!({
+        "retry": {"maxRetries": MAX_RETRIES, "backoffBaseSeconds": 10, "backoffMaxSeconds": 600},
+        "verify": before.verify,
+    }));
     let mut attempts: Vec<serde_json::Value> = before
         .history
         .iter()
@@ -131,19 +130,12 @@ fn cluster_in(before: &Before, end: &AttemptEnd, workspace: Option<&WorkspaceRep
         .map(|(outcome, number)| serde_json::json!({"number": number, "outcome": outcome}))
         .collect();
     attempts.push(serde_json::json!({"number": attempt_count(before), "kind": before.kind}));
-    let task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
-        "spec": {"featureRef": "hello"},
-        "status": {
-            "phase": "Running",
-            "retryCount": before.retry_count,
-            "attemptCount": attempt_count(before),
-            "attempts": attempts,
-        }
-    }))
-    .expect("valid task");
+    let task = hello_task(serde_json::json!({
+        "phase": "Running",
+        "retryCount": before.retry_count,
+        "attemptCount": attempt_count(before),
+        "attempts": attempts,
+    }));
     let next = ralph::controller::task::conclude_in_workspace(
         &feature, &task, "t", end, workspace, NOW, JITTER,
     );
@@ -464,18 +456,28 @@ fn both_modes_conclude_every_scenario_alike() {
     }
 }
 
+/// Asserts that the message of both modes' conclusion (after the git steps' `workspace`
+/// report, when given) mentions every one of `parts`.
+fn assert_both_modes_say(
+    before: &Before,
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
+    parts: &[&str],
+) {
+    for concluded in [
+        local_in(before, end, workspace),
+        cluster_in(before, end, workspace),
+    ] {
+        assert_mentions(&concluded.message, parts);
+    }
+}
+
 #[test]
 fn a_lost_claim_says_why_in_both_modes() {
     let end = AttemptEnd::ClaimLost {
         reason: "claim taken over by x".to_owned(),
     };
-    for concluded in [local(&fresh(), &end), cluster(&fresh(), &end)] {
-        assert!(
-            concluded.message.contains("claim taken over by x"),
-            "{}",
-            concluded.message
-        );
-    }
+    assert_both_modes_say(&fresh(), &end, None, &["claim taken over by x"]);
 }
 
 #[test]
@@ -484,27 +486,14 @@ fn a_superseded_attempt_is_not_called_cancelled_in_either_mode() {
         from_generation: 1,
         to_generation: 2,
     };
-    for concluded in [local(&fresh(), &end), cluster(&fresh(), &end)] {
-        assert!(
-            concluded.message.contains("spec changed"),
-            "{}",
-            concluded.message
-        );
-    }
+    assert_both_modes_say(&fresh(), &end, None, &["spec changed"]);
 }
 
 #[test]
 fn a_failed_verification_says_why_in_both_modes() {
     let end = verifier_said("GET /greeting answers 500.\n\n<verify-fail>t</verify-fail>");
-    for concluded in [local(&verifying(0), &end), cluster(&verifying(0), &end)] {
-        assert!(
-            concluded
-                .message
-                .contains("verification failed: the verifier rejected the work"),
-            "{}",
-            concluded.message
-        );
-    }
+    let says = "verification failed: the verifier rejected the work";
+    assert_both_modes_say(&verifying(0), &end, None, &[says]);
 }
 
 // Git: a done verdict whose work did not reach the feature branch is concluded alike from
@@ -545,16 +534,7 @@ fn both_modes_conclude_git_outcomes_of_a_done_verdict_alike() {
 fn a_conflict_names_the_files_and_the_other_task_in_both_modes() {
     let done = reported(testing::done("t"));
     let report = git_report(WorkspaceOutcome::Conflict);
-    for concluded in [
-        local_in(&fresh(), &done, Some(&report)),
-        cluster_in(&fresh(), &done, Some(&report)),
-    ] {
-        assert!(
-            concluded.message.contains("shared.txt") && concluded.message.contains("other"),
-            "{}",
-            concluded.message
-        );
-    }
+    assert_both_modes_say(&fresh(), &done, Some(&report), &["shared.txt", "other"]);
 }
 
 // Budgets: the same attempts add up to the same totals, with the same unknown costs, and
@@ -610,21 +590,9 @@ fn local_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spendin
 }
 
 fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spending {
-    let mut feature: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
-        "spec": {"agent": {"image": "agent:1", "command": ["agent"]}, "tasks": [{"name": "t"}]}
-    }))
-    .expect("valid feature");
+    let mut feature = hello_feature(serde_json::json!({}));
     feature.spec.budget = Some(spec.clone());
-    let mut task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
-        "spec": {"featureRef": "hello"}
-    }))
-    .expect("valid task");
+    let mut task = hello_task(serde_json::Value::Null);
     for (end, number) in ends.iter().zip(1..) {
         let claim = ralph::api::ClaimStatus {
             lease: "hello-t".to_owned(),

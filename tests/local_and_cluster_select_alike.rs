@@ -7,7 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ralph::api::pool::command_identity;
-use ralph::api::{Feature, ModelPolicy, Task};
+#[path = "support/cluster_objects.rs"]
+mod cluster_objects;
+
+use cluster_objects::{hello_feature, hello_task};
+use ralph::api::ModelPolicy;
 use ralph::engine::conclusion::AgentRest;
 use ralph::engine::selection::{ModelStrategy, Rests, Selection};
 use ralph::local::feature::{LocalAgent, LocalFeature};
@@ -55,18 +59,10 @@ fn rest(until_ms: i64) -> AgentRest {
 }
 
 fn cluster(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chosen {
-    let feature: Feature = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Feature",
-        "metadata": {"name": "hello", "namespace": "ns", "generation": 1},
-        "spec": {
-            "agent": {"image": "agent:1", "command": ["agent"]},
-            "fallbackAgents": [{"name": "spare", "image": "agent:1", "command": ["spare-agent"]}],
-            "model": {"strategy": strategy, "models": MODELS},
-            "tasks": [{"name": "t"}]
-        }
-    }))
-    .expect("valid feature");
+    let feature = hello_feature(serde_json::json!({
+        "fallbackAgents": [{"name": "spare", "image": "agent:1", "command": ["spare-agent"]}],
+        "model": {"strategy": strategy, "models": MODELS},
+    }));
     let attempts: Vec<serde_json::Value> = history
         .iter()
         .zip(1..)
@@ -77,14 +73,9 @@ fn cluster(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chose
             })
         })
         .collect();
-    let task: Task = serde_json::from_value(serde_json::json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
-        "spec": {"featureRef": "hello"},
-        "status": {"phase": "Pending", "attemptCount": history.len(), "attempts": attempts}
-    }))
-    .expect("valid task");
+    let task = hello_task(
+        serde_json::json!({"phase": "Pending", "attemptCount": history.len(), "attempts": attempts}),
+    );
     let rests: Rests = resting
         .iter()
         .map(|(name, until)| {
@@ -148,80 +139,53 @@ fn run(agent: &str, model: &str, hint_refused: bool) -> Chosen {
     }
 }
 
-#[test]
-fn both_modes_choose_the_same_agent_and_model() {
-    use ModelStrategy::{CostOptimized, Escalate, Fixed};
-    let scenarios: Vec<(&str, ModelStrategy, Vec<Past>, Resting, Chosen)> = vec![
-        (
-            "first attempt",
-            Escalate,
-            vec![],
-            &[],
-            run("primary", "haiku", false),
-        ),
-        (
-            "escalation after a failure",
-            Escalate,
-            vec![("haiku", "failed", None)],
-            &[],
-            run("primary", "sonnet", false),
-        ),
-        (
-            "escalation after a crash",
-            Escalate,
-            vec![("haiku", "failed", None), ("sonnet", "crashed", None)],
-            &[],
-            run("primary", "opus", false),
-        ),
-        (
-            "cost-optimized back to the cheapest unfailed",
-            CostOptimized,
-            vec![("opus", "failed", None)],
-            &[],
-            run("primary", "haiku", false),
-        ),
-        (
-            "next-model honoured",
-            Fixed,
-            vec![("haiku", "released", Some("opus"))],
-            &[],
-            run("primary", "opus", false),
-        ),
-        (
-            "next-model refused",
-            Fixed,
-            vec![("haiku", "released", Some("gpt-9"))],
-            &[],
-            run("primary", "haiku", true),
-        ),
-        (
-            "pool rotation on exhaustion",
-            Fixed,
-            vec![("haiku", "exhausted", None)],
-            &[("primary", NOW + 60_000)],
-            run("spare", "haiku", false),
-        ),
-        (
-            "back after the reset time",
-            Fixed,
-            vec![("haiku", "exhausted", None)],
-            &[("primary", NOW)],
-            run("primary", "haiku", false),
-        ),
-        (
-            "every agent resting",
-            Fixed,
-            vec![("haiku", "exhausted", None)],
-            &[("primary", NOW + 60_000), ("spare", NOW + 30_000)],
-            Chosen::Wait {
-                until_ms: NOW + 30_000,
-            },
-        ),
-    ];
-    for (name, strategy, history, resting, expected) in scenarios {
-        let on_cluster = cluster(strategy, &history, resting);
-        let locally = local(strategy, &history, resting);
-        assert_eq!(on_cluster, expected, "{name}: cluster");
-        assert_eq!(locally, expected, "{name}: local");
-    }
+/// Asserts that, with the model `strategy`, after the attempts `history` and with the agents
+/// `resting`, both modes choose `expected`.
+fn assert_both_modes_choose(
+    strategy: ModelStrategy,
+    history: &[Past],
+    resting: Resting,
+    expected: Chosen,
+) {
+    assert_eq!(cluster(strategy, history, resting), expected, "cluster");
+    assert_eq!(local(strategy, history, resting), expected, "local");
+}
+
+/// One `#[test]` per row: `strategy`, the attempts so far (model, outcome, model hint) and the
+/// resting agents (name, until) => what both modes choose.
+macro_rules! choice_tests {
+    ($($test:ident: $strategy:ident, $history:expr, $resting:expr => $expected:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                let history: &[Past] = &$history;
+                assert_both_modes_choose(ModelStrategy::$strategy, history, $resting, $expected);
+            }
+        )*
+    };
+}
+
+choice_tests! {
+    a_first_attempt_gets_the_first_model:
+        Escalate, [], &[] => run("primary", "haiku", false);
+    escalation_after_a_failure_gets_the_next_model:
+        Escalate, [("haiku", "failed", None)], &[] => run("primary", "sonnet", false);
+    escalation_after_a_crash_gets_the_next_model:
+        Escalate, [("haiku", "failed", None), ("sonnet", "crashed", None)], &[]
+        => run("primary", "opus", false);
+    cost_optimized_goes_back_to_the_cheapest_unfailed_model:
+        CostOptimized, [("opus", "failed", None)], &[] => run("primary", "haiku", false);
+    a_next_model_hint_is_honoured:
+        Fixed, [("haiku", "released", Some("opus"))], &[] => run("primary", "opus", false);
+    a_next_model_hint_not_listed_is_refused:
+        Fixed, [("haiku", "released", Some("gpt-9"))], &[] => run("primary", "haiku", true);
+    an_exhausted_agent_hands_over_to_the_next_of_the_pool:
+        Fixed, [("haiku", "exhausted", None)], &[("primary", NOW + 60_000)]
+        => run("spare", "haiku", false);
+    an_agent_is_back_after_its_reset_time:
+        Fixed, [("haiku", "exhausted", None)], &[("primary", NOW)]
+        => run("primary", "haiku", false);
+    with_every_agent_resting_the_task_waits_for_the_first_reset:
+        Fixed, [("haiku", "exhausted", None)], &[("primary", NOW + 60_000), ("spare", NOW + 30_000)]
+        => Chosen::Wait { until_ms: NOW + 30_000 };
 }

@@ -6,7 +6,10 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, describe, exit_code, feature_yaml, json_events, task};
+use local_run::{
+    Project, assert_mentions, describe, exit_code, feature_yaml, independent, json_events,
+    one_task_feature, stdout, task,
+};
 
 /// Every attempt reports `input` + `output` tokens (and `cost` dollars when given), then
 /// says its task is done.
@@ -23,7 +26,7 @@ fn three_tasks(budget: &str, parallelism: u32) -> String {
     feature_yaml(
         "budgeted",
         &format!("  parallelism: {parallelism}\n  budget:\n{budget}"),
-        &[task("a", &[]), task("b", &[]), task("c", &[])],
+        &independent(&["a", "b", "c"]),
     )
 }
 
@@ -36,8 +39,14 @@ fn summary(output: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no summary event:\n{}", describe(output)))
 }
 
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// Three tasks with a budget of 100 tokens, spent by a first run (exit 5) that did `a`.
+fn spent_by_a_first_run() -> Project {
+    let project = Project::new(
+        &three_tasks("    maxTokens: 100\n", 1),
+        &spending(100, 20, None),
+    );
+    project.run_exiting(&[], 5);
+    project
 }
 
 #[test]
@@ -97,18 +106,12 @@ fn an_attempt_running_when_the_budget_is_spent_finishes_and_is_counted() {
     );
     let usage = &summary(&output)["usage"];
     assert_eq!(usage["inputTokens"], 140, "{usage}");
-    let done = project.store().tasks().expect("tasks");
-    let b = done.iter().find(|t| t.name() == "b").expect("task b");
-    assert_eq!(b.phase, ralph::engine::dag::TaskPhase::Done);
+    assert_eq!(project.task("b").phase, ralph::engine::dag::TaskPhase::Done);
 }
 
 #[test]
 fn a_cost_the_agent_does_not_report_is_unknown_not_zero_and_warned_about() {
-    let manifest = feature_yaml(
-        "codexish",
-        "  budget:\n    maxCostUSD: \"5\"\n",
-        &[task("a", &[])],
-    );
+    let manifest = one_task_feature("codexish", "  budget:\n    maxCostUSD: \"5\"\n", "a");
     let project = Project::new(&manifest, &spending(100, 20, None));
     let output = project.run(&[]);
 
@@ -122,25 +125,24 @@ fn a_cost_the_agent_does_not_report_is_unknown_not_zero_and_warned_about() {
     assert!(usage.get("costUSD").is_none(), "{usage}");
     assert_eq!(usage["attemptsWithUnknownCost"], 1);
     let status = stdout(&project.ralph(&["status"]));
-    assert!(
-        status.contains("usage: 120 tokens (input 100, output 20, cache read 0, cache write 0); cost unknown (1 attempt)"),
-        "{status}"
+    assert_mentions(
+        &status,
+        &[
+            "usage: 120 tokens (input 100, output 20, cache read 0, cache write 0); cost unknown (1 attempt)",
+            "budget: maxCostUSD $5.00",
+        ],
     );
-    assert!(status.contains("budget: maxCostUSD $5.00"), "{status}");
     let show = stdout(&project.ralph(&["task", "show", "a"]));
-    assert!(show.contains("cost unknown (1 attempt)"), "{show}");
+    assert_mentions(&show, &["cost unknown (1 attempt)"]);
 }
 
 #[test]
 fn costs_and_tokens_show_per_task_in_status_and_task_list() {
     let manifest = feature_yaml("priced", "", &[task("a", &[]), task("b", &["a"])]);
-    let project = Project::new(&manifest, &spending(100, 20, Some(0.25)));
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &spending(100, 20, Some(0.25)));
 
     let status = stdout(&project.ralph(&["status"]));
-    assert!(status.contains("usage: 240 tokens"), "{status}");
-    assert!(status.contains("cost $0.50"), "{status}");
+    assert_mentions(&status, &["usage: 240 tokens", "cost $0.50"]);
     let list = stdout(&project.ralph(&["task", "list"]));
     let a = list
         .lines()
@@ -151,14 +153,9 @@ fn costs_and_tokens_show_per_task_in_status_and_task_list() {
 
 #[test]
 fn a_second_run_over_a_spent_budget_starts_nothing_and_says_why() {
-    let project = Project::new(
-        &three_tasks("    maxTokens: 100\n", 1),
-        &spending(100, 20, None),
-    );
-    assert_eq!(exit_code(&project.run(&[])), 5);
+    let project = spent_by_a_first_run();
 
-    let again = project.run(&[]);
-    assert_eq!(exit_code(&again), 5, "{}", describe(&again));
+    let again = project.run_exiting(&[], 5);
     assert_eq!(project.started_order(), ["a"], "nothing more started");
     assert!(
         stdout(&again).contains("raise spec.budget to go on"),
@@ -189,11 +186,7 @@ fn an_unquoted_or_zero_cost_is_refused_naming_the_field() {
 
 #[test]
 fn a_raised_budget_lets_the_next_run_go_on() {
-    let project = Project::new(
-        &three_tasks("    maxTokens: 100\n", 1),
-        &spending(100, 20, None),
-    );
-    assert_eq!(exit_code(&project.run(&[])), 5);
+    let project = spent_by_a_first_run();
 
     project.write_manifest(&three_tasks("    maxTokens: 1000\n", 1));
     let again = project.run(&[]);

@@ -13,14 +13,14 @@ use ralph::engine::dag::TaskPhase;
 use ralph::engine::verification::AttemptKind;
 use real_agents::fake_anthropic::{FakeAnthropic, claude};
 use real_agents::fake_model::{Script, Turn};
-use real_agents::local_run::{Project, describe, exit_code, feature_yaml, task};
+use real_agents::local_run::{Project, describe, exit_code, one_task_feature};
 
 #[test]
 fn claude_agent_acp_does_the_work_and_a_read_only_claude_session_verifies_it() {
-    let manifest = feature_yaml(
+    let manifest = one_task_feature(
         "greeting",
         "  verify:\n    agent: true\n    command: \"grep -q Hello greeting.txt\"\n",
-        &[task("write-greeting", &[])],
+        "write-greeting",
     );
     let project = Project::new(&manifest, "");
     let greeting = project.path("greeting.txt");

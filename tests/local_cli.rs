@@ -4,20 +4,12 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, describe, exit_code, feature_yaml, task};
+use local_run::{Project, assert_mentions, describe, exit_code, failing_base_feature, stdout};
 use ralph::engine::dag::TaskPhase;
 
 /// A run where `base` fails (no retries), `on-top` is blocked and `side` is done.
 fn failed_run() -> Project {
-    let manifest = feature_yaml(
-        "cli",
-        "",
-        &[
-            task("base", &[]).with_extra("      maxRetries: 0\n"),
-            task("on-top", &["base"]),
-            task("side", &[]),
-        ],
-    );
+    let manifest = failing_base_feature("cli", "side");
     let script = "default:\n  - text: \"<task-done>{task}</task-done>\"\ntasks:\n  base:\n    \
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
@@ -26,19 +18,15 @@ fn failed_run() -> Project {
     project
 }
 
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 #[test]
 fn status_shows_the_outcome_and_counts_per_phase() {
-    let project = failed_run();
-    let output = project.ralph_ok(&["status"]);
-    let text = stdout(&output);
-    assert!(text.contains("feature cli: Failed"), "{text}");
-    assert!(
-        text.contains("3 total, 1 done, 0 running, 0 pending, 1 failed, 1 blocked"),
-        "{text}"
+    let text = stdout(&failed_run().ralph_ok(&["status"]));
+    assert_mentions(
+        &text,
+        &[
+            "feature cli: Failed",
+            "3 total, 1 done, 0 running, 0 pending, 1 failed, 1 blocked",
+        ],
     );
 }
 
@@ -56,8 +44,7 @@ fn status_finds_the_state_next_to_the_manifest() {
 
 #[test]
 fn status_json_is_machine_readable() {
-    let project = failed_run();
-    let output = project.ralph(&["status", "--json"]);
+    let output = failed_run().ralph(&["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(status["counts"]["failed"], 1);
     assert_eq!(status["tasks"][0]["task"], "base");
@@ -77,8 +64,7 @@ fn status_without_state_says_so_and_fails() {
 
 #[test]
 fn task_list_shows_every_task_with_its_phase() {
-    let project = failed_run();
-    let text = stdout(&project.ralph(&["task", "list"]));
+    let text = stdout(&failed_run().ralph(&["task", "list"]));
     let phases: Vec<(&str, &str)> = text
         .lines()
         .skip(1)
@@ -95,44 +81,35 @@ fn task_list_shows_every_task_with_its_phase() {
 
 #[test]
 fn task_show_lists_every_attempt_with_its_outcome() {
-    let project = failed_run();
-    let output = project.ralph(&["task", "show", "base"]);
-    let text = stdout(&output);
-    assert!(text.contains("phase: Failed"), "{text}");
-    assert!(text.contains("base-a1 (gen 1): failed"), "{text}");
+    let text = stdout(&failed_run().ralph(&["task", "show", "base"]));
+    assert_mentions(&text, &["phase: Failed", "base-a1 (gen 1): failed"]);
 }
 
 #[test]
 fn task_show_of_an_unknown_task_names_it() {
-    let project = failed_run();
-    let stderr = project.ralph_failing(&["task", "show", "nope"]);
-    assert!(stderr.contains("\"nope\""), "{stderr}");
+    let stderr = failed_run().ralph_failing(&["task", "show", "nope"]);
+    assert_mentions(&stderr, &["\"nope\""]);
 }
 
 #[test]
 fn task_retry_sets_a_failed_task_pending_and_the_next_run_completes() {
     let project = failed_run();
     project.ralph_ok(&["task", "retry", "base"]);
-    assert_eq!(
-        project.store().task("base").expect("base").phase,
-        TaskPhase::Pending
-    );
+    assert_eq!(project.task("base").phase, TaskPhase::Pending);
     project.run_to_success(&[]);
-    let store = project.store();
-    assert_eq!(store.task("on-top").expect("on-top").phase, TaskPhase::Done);
+    assert_eq!(project.task("on-top").phase, TaskPhase::Done);
 }
 
 #[test]
 fn task_retry_refuses_a_done_task() {
-    let project = failed_run();
-    let stderr = project.ralph_failing(&["task", "retry", "side"]);
-    assert!(stderr.contains("is Done"), "{stderr}");
+    let stderr = failed_run().ralph_failing(&["task", "retry", "side"]);
+    assert_mentions(&stderr, &["is Done"]);
 }
 
 #[test]
 fn task_reset_clears_the_retry_count_and_sets_pending() {
     let project = failed_run();
     project.ralph_ok(&["task", "reset", "side"]);
-    let task = project.store().task("side").expect("side");
+    let task = project.task("side");
     assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
 }

@@ -11,7 +11,9 @@ mod local_run;
 use std::path::Path;
 use std::process::Command;
 
-use local_run::{Project, describe, feature_yaml, json_events, task};
+use local_run::{
+    Project, assert_mentions, describe, feature_yaml, json_events, one_task_feature, task,
+};
 
 /// Runs git in `dir` and returns its trimmed stdout; fails the test on an error.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -69,6 +71,15 @@ fn warnings(output: &std::process::Output) -> Vec<String> {
         .filter(|e| e["event"] == "warning")
         .filter_map(|e| e["message"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// Asserts that the run warned with a message mentioning `part`.
+fn assert_warned(output: &std::process::Output, part: &str) {
+    assert!(
+        warnings(output).iter().any(|w| w.contains(part)),
+        "{}",
+        describe(output)
+    );
 }
 
 const DIAMOND: &str = r#"
@@ -146,7 +157,7 @@ fn a_diamond_lands_four_commits_on_the_feature_branch_and_dependents_see_their_b
 #[test]
 fn the_main_checkout_is_left_as_it_was() {
     let project = git_project(
-        &feature_yaml("solo", "", &[task("a", &[])]),
+        &one_task_feature("solo", "", "a"),
         "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
     );
 
@@ -191,9 +202,9 @@ fn parallel_tasks_editing_the_same_line_conflict_and_the_later_retries_on_the_ne
         "{outcomes:?}"
     );
     let prompt = project.prompt("second-a2");
-    assert!(
-        prompt.contains("conflicted with work integrated meanwhile by task first in shared.txt"),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &["conflicted with work integrated meanwhile by task first in shared.txt"],
     );
     let subjects = subjects(&project, "ralph/lines");
     assert_eq!(
@@ -216,7 +227,7 @@ tasks:
 
 #[test]
 fn a_crash_mid_task_commits_nothing_and_keeps_its_worktree_until_reset() {
-    let project = git_project(&feature_yaml("crash", "", &[task("t", &[])]), CRASH);
+    let project = git_project(&one_task_feature("crash", "", "t"), CRASH);
 
     project.run_to_success(&[]);
 
@@ -244,7 +255,7 @@ fn a_crash_mid_task_commits_nothing_and_keeps_its_worktree_until_reset() {
 #[test]
 fn done_with_nothing_changed_says_so_and_succeeds() {
     let project = git_project(
-        &feature_yaml("idle", "", &[task("t", &[])]),
+        &one_task_feature("idle", "", "t"),
         "default:\n  - {text: \"Nothing to do. <task-done>{task}</task-done>\"}\n",
     );
     let base = git(project.dir.path(), &["rev-parse", "HEAD"]);
@@ -252,13 +263,7 @@ fn done_with_nothing_changed_says_so_and_succeeds() {
     let output = project.run_to_success(&[]);
 
     assert_eq!(git(project.dir.path(), &["rev-parse", "ralph/idle"]), base);
-    assert!(
-        warnings(&output)
-            .iter()
-            .any(|w| w.contains("unchanged: nothing to commit")),
-        "{}",
-        describe(&output)
-    );
+    assert_warned(&output, "unchanged: nothing to commit");
     assert_eq!(project.attempt_outcomes(), ["done"]);
 }
 
@@ -271,19 +276,13 @@ fn without_git_parallel_attempts_share_the_directory_with_a_warning() {
 
     let output = project.run_to_success(&["--parallel", "2"]);
 
-    assert!(
-        warnings(&output)
-            .iter()
-            .any(|w| w.contains("one directory")),
-        "{}",
-        describe(&output)
-    );
+    assert_warned(&output, "one directory");
 }
 
 #[test]
 fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
     let project = Project::new(
-        &feature_yaml("plain", "", &[task("a", &[])]),
+        &one_task_feature("plain", "", "a"),
         "default:\n  - {text: \"<task-done>{task}</task-done>\"}\n",
     );
     let dir = project.dir.path().display().to_string();
@@ -292,43 +291,33 @@ fn a_repo_that_is_not_a_git_repository_is_refused_naming_it() {
 
     assert_ne!(output.status.code(), Some(0), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not a git repository"), "{stderr}");
+    assert_mentions(&stderr, &["not a git repository"]);
     assert!(stderr.contains(&dir), "{stderr}");
 }
 
-fn verified_project(script: &str) -> Project {
+/// A git project of the Feature `verified` (verified by an agent) whose task `api` plays
+/// one step list (a YAML flow sequence) per attempt, in order.
+fn verified_project(attempts: &[&str]) -> Project {
+    let mut script = "tasks:\n  api:\n".to_owned();
+    for steps in attempts {
+        script.push_str(&format!("    - {steps}\n"));
+    }
     git_project(
-        &feature_yaml(
-            "verified",
-            "  verify:\n    agent: true\n",
-            &[task("api", &[])],
-        ),
-        script,
+        &one_task_feature("verified", "  verify:\n    agent: true\n", "api"),
+        &script,
     )
 }
 
 #[test]
 fn a_verifier_checks_the_work_in_its_worktree_and_its_pass_integrates_it() {
-    let project = verified_project(
-        r#"
-tasks:
-  api:
-    - [ {tool: {path: api.txt, write: "api\n"}}, {text: "<task-done>api</task-done>"} ]
-    - [ {tool: {path: api.txt, read: true, fail_text: "MISSING api.txt"}},
-        {text: "Looks right. <verify-pass>api</verify-pass>"} ]
-"#,
-    );
+    let project = verified_project(&[
+        r#"[ {tool: {path: api.txt, write: "api\n"}}, {text: "<task-done>api</task-done>"} ]"#,
+        r#"[ {tool: {path: api.txt, read: true, fail_text: "MISSING api.txt"}}, {text: "Looks right. <verify-pass>api</verify-pass>"} ]"#,
+    ]);
 
     project.run_to_success(&[]);
 
-    let log = std::fs::read_to_string(
-        project
-            .state()
-            .join("attempts")
-            .join("api-a2")
-            .join("runner.jsonl"),
-    )
-    .expect("verifier log");
+    let log = project.runner_log("api-a2");
     assert!(!log.contains("MISSING"), "the verifier saw the work");
     assert_eq!(
         subjects(&project, "ralph/verified"),
@@ -342,16 +331,12 @@ tasks:
 
 #[test]
 fn work_a_verifier_rejects_is_not_integrated() {
-    let project = verified_project(
-        r#"
-tasks:
-  api:
-    - [ {tool: {path: api.txt, write: "wrong\n"}}, {text: "<task-done>api</task-done>"} ]
-    - [ {text: "Wrong answer. <verify-fail>api</verify-fail>"} ]
-    - [ {tool: {path: api.txt, write: "right\n"}}, {text: "<task-done>api</task-done>"} ]
-    - [ {text: "Right. <verify-pass>api</verify-pass>"} ]
-"#,
-    );
+    let project = verified_project(&[
+        r#"[ {tool: {path: api.txt, write: "wrong\n"}}, {text: "<task-done>api</task-done>"} ]"#,
+        r#"[ {text: "Wrong answer. <verify-fail>api</verify-fail>"} ]"#,
+        r#"[ {tool: {path: api.txt, write: "right\n"}}, {text: "<task-done>api</task-done>"} ]"#,
+        r#"[ {text: "Right. <verify-pass>api</verify-pass>"} ]"#,
+    ]);
 
     project.run_to_success(&[]);
 
@@ -368,14 +353,10 @@ tasks:
 
 #[test]
 fn a_verifier_passing_work_that_changed_nothing_completes_without_a_commit() {
-    let project = verified_project(
-        r#"
-tasks:
-  api:
-    - [ {text: "Already there. <task-done>api</task-done>"} ]
-    - [ {text: "Indeed. <verify-pass>api</verify-pass>"} ]
-"#,
-    );
+    let project = verified_project(&[
+        r#"[ {text: "Already there. <task-done>api</task-done>"} ]"#,
+        r#"[ {text: "Indeed. <verify-pass>api</verify-pass>"} ]"#,
+    ]);
     let base = git(project.dir.path(), &["rev-parse", "HEAD"]);
 
     project.run_to_success(&[]);
@@ -388,16 +369,23 @@ tasks:
     assert!(!worktree(&project, "api", 1).exists(), "finished: removed");
 }
 
-#[test]
-fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
+/// A git project of the Feature `name` whose task `a` writes `a.txt`, with the remote
+/// `origin`: an empty bare repository.
+fn project_with_remote(name: &str) -> (Project, tempfile::TempDir) {
     let project = git_project(
-        &feature_yaml("pushed", "", &[task("a", &[])]),
+        &one_task_feature(name, "", "a"),
         "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
     );
     let remote = tempfile::tempdir().expect("remote directory");
     git(remote.path(), &["init", "-q", "--bare"]);
     let url = remote.path().display().to_string();
     git(project.dir.path(), &["remote", "add", "origin", &url]);
+    (project, remote)
+}
+
+#[test]
+fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
+    let (project, remote) = project_with_remote("pushed");
 
     project.run_to_success(&["--push-remote", "origin"]);
 
@@ -409,14 +397,7 @@ fn with_a_push_remote_the_feature_branch_is_pushed_after_each_integration() {
 
 #[test]
 fn without_a_push_remote_nothing_is_pushed() {
-    let project = git_project(
-        &feature_yaml("local", "", &[task("a", &[])]),
-        "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n",
-    );
-    let remote = tempfile::tempdir().expect("remote directory");
-    git(remote.path(), &["init", "-q", "--bare"]);
-    let url = remote.path().display().to_string();
-    git(project.dir.path(), &["remote", "add", "origin", &url]);
+    let (project, remote) = project_with_remote("local");
 
     project.run_to_success(&[]);
 

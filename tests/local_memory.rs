@@ -6,7 +6,7 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, TaskDef, describe, exit_code, feature_yaml, task};
+use local_run::{Project, TaskDef, assert_mentions, feature_yaml, one_task_feature, task};
 
 fn with_tags<'a>(name: &'a str, depends_on: &'a [&'a str], extra: &'a str) -> TaskDef<'a> {
     TaskDef {
@@ -22,7 +22,7 @@ fn answer(text: &str, verdict: &str) -> String {
 
 #[test]
 fn the_journal_of_a_failed_attempt_reaches_the_retry() {
-    let manifest = feature_yaml("retry", "", &[task("only", &[])]);
+    let manifest = one_task_feature("retry", "", "only");
     let script = format!(
         "tasks:\n  only:\n    - {}\n    - {}\n",
         answer(
@@ -31,55 +31,59 @@ fn the_journal_of_a_failed_attempt_reaches_the_retry() {
         ),
         answer("Done.", "done")
     );
-    let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &script);
     let prompt = project.prompt("only-a2");
-    assert!(prompt.contains("## Journal"), "{prompt}");
-    assert!(prompt.contains("- Attempt 1: failed; took"), "{prompt}");
-    assert!(
-        prompt.contains("Note: tried sqlx; the migrations are broken"),
-        "{prompt}"
+    assert_mentions(
+        &prompt,
+        &[
+            "## Journal",
+            "- Attempt 1: failed; took",
+            "Note: tried sqlx; the migrations are broken",
+        ],
     );
+}
+
+/// The prompt of the first attempt of `second`, after its blocker `first` answered
+/// `first_attempt` (an attempt of the script) and every other attempt was done.
+fn dependent_prompt(feature: &str, first_attempt: &str) -> String {
+    let manifest = feature_yaml(
+        feature,
+        "",
+        &[task("first", &[]), task("second", &["first"])],
+    );
+    let script = format!("{DONE_DEFAULT}tasks:\n  first:\n    - {first_attempt}\n");
+    Project::run_ok(&manifest, &script).prompt("second-a1")
 }
 
 #[test]
 fn a_blockers_journal_reaches_its_dependent() {
-    let manifest = feature_yaml(
-        "blocked",
-        "",
-        &[task("first", &[]), task("second", &["first"])],
+    let first = answer("<journal>Created docs/api.md</journal> Did it.", "done");
+    let prompt = dependent_prompt("blocked", &first);
+    assert_mentions(
+        &prompt,
+        &["- first, attempt 1: done;", "Note: Created docs/api.md"],
     );
-    let script = format!(
-        "default:\n  - text: \"Did it. <task-done>{{task}}</task-done>\"\ntasks:\n  first:\n    - {}\n",
-        answer("<journal>Created docs/api.md</journal> Did it.", "done")
-    );
-    let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    let prompt = project.prompt("second-a1");
-    assert!(prompt.contains("- first, attempt 1: done;"), "{prompt}");
-    assert!(prompt.contains("Note: Created docs/api.md"), "{prompt}");
+}
+
+#[test]
+fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
+    let first = "text: \"<journal>Created docs/api.md</journal> <task-done>{task}</task-done>\"";
+    let prompt = dependent_prompt("journaled", first);
+    assert_mentions(&prompt, &["Created docs/api.md"]);
 }
 
 #[test]
 fn the_journal_budget_keeps_the_newest_entries() {
-    let manifest = feature_yaml(
-        "budget",
-        "  memory:\n    journalPromptChars: 170\n",
-        &[task("only", &[])],
-    );
+    let manifest = one_task_feature("budget", "  memory:\n    journalPromptChars: 170\n", "only");
     let script = format!(
         "tasks:\n  only:\n    - {}\n    - {}\n    - {}\n",
         answer("<journal>first note</journal> No.", "failed"),
         answer("<journal>second note</journal> No.", "failed"),
         answer("Done.", "done")
     );
-    let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &script);
     let prompt = project.prompt("only-a3");
-    assert!(prompt.contains("second note"), "{prompt}");
+    assert_mentions(&prompt, &["second note"]);
     assert!(!prompt.contains("first note"), "{prompt}");
 }
 
@@ -107,17 +111,17 @@ fn knowledge_reaches_the_tasks_whose_tags_match() {
         "{DONE_DEFAULT}tasks:\n  a:\n    - {}\n",
         lesson("Migrations", "DB", "Run sqlx migrate before the tests.")
     );
-    let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &script);
     let b = project.prompt("b-a1");
-    assert!(b.contains("### Migrations (db)"), "{b}");
-    assert!(b.contains("Run sqlx migrate before the tests."), "{b}");
+    assert_mentions(
+        &b,
+        &["### Migrations (db)", "Run sqlx migrate before the tests."],
+    );
     let c = project.prompt("c-a1");
     assert!(!c.contains("sqlx migrate"), "{c}");
     let listed = project.ralph(&["knowledge"]);
     let listed = String::from_utf8_lossy(&listed.stdout);
-    assert!(listed.contains("Migrations [db] (from a-a1)"), "{listed}");
+    assert_mentions(&listed, &["Migrations [db] (from a-a1)"]);
 }
 
 #[test]
@@ -136,9 +140,7 @@ fn a_later_knowledge_entry_with_the_same_title_replaces_the_earlier_one() {
         lesson("Database", "db", "use sqlite"),
         lesson("database", "db", "use postgres")
     );
-    let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &script);
     let c = project.prompt("c-a1");
     assert!(
         c.contains("use postgres") && !c.contains("use sqlite"),
@@ -158,26 +160,23 @@ fn seeded_knowledge_reaches_the_tasks_whose_name_matches() {
          body: Use axum 0.8.\n      - title: Frontend\n        tags: [ui]\n        body: Use htmx.\n",
         &[task("build-api", &[])],
     );
-    let project = Project::new(&manifest, DONE_DEFAULT);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, DONE_DEFAULT);
     let prompt = project.prompt("build-api-a1");
-    assert!(prompt.contains("Use axum 0.8."), "{prompt}");
+    assert_mentions(&prompt, &["Use axum 0.8."]);
     assert!(!prompt.contains("Use htmx."), "{prompt}");
 }
 
 #[test]
 fn seeded_knowledge_from_a_configmap_is_refused_locally_naming_the_field() {
-    let manifest = feature_yaml(
+    let manifest = one_task_feature(
         "remote",
         "  memory:\n    knowledgeFrom:\n      name: lessons\n      key: lessons.yaml\n",
-        &[task("only", &[])],
+        "only",
     );
     let project = Project::new(&manifest, DONE_DEFAULT);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("spec.memory.knowledgeFrom"), "{stderr}");
+    assert_mentions(&stderr, &["spec.memory.knowledgeFrom"]);
 }
 
 #[test]
@@ -190,15 +189,12 @@ fn ralph_journal_finds_entries_by_the_words_of_their_notes() {
             "done"
         )
     );
-    let project = Project::new(&manifest, &script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&manifest, &script);
     let found = project.ralph(&["journal", "--search", "migrations"]);
     let found = String::from_utf8_lossy(&found.stdout);
-    assert!(found.contains("a-a1  done"), "{found}");
-    assert!(
-        found.contains("note: the migrations need created_at"),
-        "{found}"
+    assert_mentions(
+        &found,
+        &["a-a1  done", "note: the migrations need created_at"],
     );
     assert!(!found.contains("b-a1"), "{found}");
 }

@@ -8,7 +8,9 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, describe, exit_code, feature_yaml, task};
+use local_run::{Project, describe, exit_code, feature_yaml, one_task_feature, task};
+use std::process::Output;
+
 use ralph::engine::attempt::AttemptResult;
 
 /// The model each attempt asked for, in order (from the runner's results in the store).
@@ -33,64 +35,42 @@ fn model_feature(strategy: &str) -> String {
     )
 }
 
+/// Runs the task `a` of a Feature choosing models by `strategy` among `small` and `large`:
+/// its first attempt answers `first`, the next one is done. Returns the project and the models
+/// the attempts asked for.
+fn run_models(strategy: &str, first: &str) -> (Project, Output, Vec<Option<String>>) {
+    let script = format!(
+        "models: [small, large]\ntasks:\n  a:\n    - [{{text: \"{first}\"}}]\n    \
+         - [{{text: \"Done. <task-done>a</task-done>\"}}]\n"
+    );
+    let project = Project::new(&model_feature(strategy), &script);
+    let output = project.run_to_success(&[]);
+    let models = requested_models(&project);
+    (project, output, models)
+}
+
+fn models(names: [&str; 2]) -> Vec<Option<String>> {
+    names.iter().map(|name| Some((*name).to_owned())).collect()
+}
+
 #[test]
 fn escalation_gives_the_attempt_after_a_failure_the_next_model() {
-    let project = Project::new(
-        &model_feature("escalate"),
-        r#"
-models: [small, large]
-tasks:
-  a:
-    - [{text: "Too hard for me. <task-failed>a</task-failed>"}]
-    - [{text: "Done. <task-done>a</task-done>"}]
-"#,
-    );
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        requested_models(&project),
-        [Some("small".to_owned()), Some("large".to_owned())]
-    );
+    let (_, _, requested) = run_models("escalate", "Too hard for me. <task-failed>a</task-failed>");
+    assert_eq!(requested, models(["small", "large"]));
 }
 
 #[test]
 fn the_agents_next_model_is_honoured_when_listed() {
-    let project = Project::new(
-        &model_feature("fixed"),
-        r#"
-models: [small, large]
-tasks:
-  a:
-    - [{text: "I need a bigger model.\n<next-model>large</next-model>"}]
-    - [{text: "Done. <task-done>a</task-done>"}]
-"#,
-    );
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        requested_models(&project),
-        [Some("small".to_owned()), Some("large".to_owned())]
-    );
+    let first = "I need a bigger model.\\n<next-model>large</next-model>";
+    let (_, _, requested) = run_models("fixed", first);
+    assert_eq!(requested, models(["small", "large"]));
 }
 
 #[test]
 fn a_next_model_not_listed_is_refused_with_a_warning() {
-    let project = Project::new(
-        &model_feature("fixed"),
-        r#"
-models: [small, large]
-tasks:
-  a:
-    - [{text: "I need a bigger model.\n<next-model>huge</next-model>"}]
-    - [{text: "Done. <task-done>a</task-done>"}]
-"#,
-    );
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        requested_models(&project),
-        [Some("small".to_owned()), Some("small".to_owned())]
-    );
+    let first = "I need a bigger model.\\n<next-model>huge</next-model>";
+    let (_, output, requested) = run_models("fixed", first);
+    assert_eq!(requested, models(["small", "small"]));
     let warned = local_run::json_events(&output).iter().any(|e| {
         e["event"] == "warning"
             && e["message"]
@@ -102,10 +82,10 @@ tasks:
 
 #[test]
 fn an_exhausted_agent_hands_the_task_to_the_next_agent_of_the_pool() {
-    let manifest = feature_yaml(
+    let manifest = one_task_feature(
         "pool",
         "  fallbackAgents:\n    - name: spare\n      command: [ralph, agent, script, spare.yaml]\n",
-        &[task("a", &[])],
+        "a",
     );
     let project = Project::new(
         &manifest,

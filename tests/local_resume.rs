@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 
-use local_run::{Project, describe, feature_yaml, task};
+use local_run::{Project, describe, feature_yaml, independent, one_task_feature};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use ralph::engine::dag::TaskPhase;
@@ -22,16 +22,7 @@ b:\n    - [ {delay: 60s} ]\n    - [ {text: \"<task-done>{task}</task-done>\"} ]\
 const HANGS: &str = "default:\n  - delay: 60s\n";
 
 fn four_tasks() -> String {
-    feature_yaml(
-        "resumable",
-        "",
-        &[
-            task("a", &[]),
-            task("b", &[]),
-            task("c", &[]),
-            task("d", &[]),
-        ],
-    )
+    feature_yaml("resumable", "", &independent(&["a", "b", "c", "d"]))
 }
 
 /// Starts `ralph run` and returns once `count` attempts have sent their prompts.
@@ -170,7 +161,7 @@ fn a_runner_outliving_its_killed_run_is_waited_for_not_started_twice() {
     // `ralph run` is killed; attempt 2 completes.
     let script = "tasks:\n  a:\n    - [ {text: working}, {hang: true} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
-    let manifest = feature_yaml("orphaned", "", &[task("a", &[])]);
+    let manifest = one_task_feature("orphaned", "", "a");
     let project = Project::new(&manifest, script);
     let (mut child, _lines) = start_until_activity(
         &project,

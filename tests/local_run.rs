@@ -4,7 +4,10 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, TaskDef, describe, exit_code, feature_yaml, max_concurrent, task};
+use local_run::{
+    Project, assert_mentions, assert_printed, describe, exit_code, failing_base_feature,
+    feature_yaml, independent, max_concurrent, one_task_feature, task,
+};
 use ralph::engine::dag::TaskPhase;
 
 const DONE: &str = "default:\n  - text: \"Did {task}. <task-done>{task}</task-done>\"\n";
@@ -24,8 +27,7 @@ fn diamond() -> String {
 
 #[test]
 fn a_diamond_runs_in_dependency_then_priority_order() {
-    let project = Project::new(&diamond(), DONE);
-    project.run_to_success(&[]);
+    let project = Project::run_ok(&diamond(), DONE);
     assert_eq!(
         project.started_order(),
         ["design", "backend", "frontend", "integrate"]
@@ -34,8 +36,7 @@ fn a_diamond_runs_in_dependency_then_priority_order() {
 
 #[test]
 fn every_task_of_a_complete_run_is_done_once() {
-    let project = Project::new(&diamond(), DONE);
-    project.run_to_success(&[]);
+    let project = Project::run_ok(&diamond(), DONE);
     let tasks = project.store().tasks().expect("tasks");
     assert!(
         tasks.iter().all(|t| t.phase == TaskPhase::Done),
@@ -47,10 +48,7 @@ fn every_task_of_a_complete_run_is_done_once() {
 
 #[test]
 fn no_more_attempts_run_at_once_than_parallel_allows() {
-    let tasks: Vec<TaskDef<'_>> = ["t1", "t2", "t3", "t4", "t5", "t6"]
-        .into_iter()
-        .map(|name| task(name, &[]))
-        .collect();
+    let tasks = independent(&["t1", "t2", "t3", "t4", "t5", "t6"]);
     let script = "default:\n  - delay: 300ms\n  - text: \"<task-done>{task}</task-done>\"\n";
     let project = Project::new(&feature_yaml("wide", "", &tasks), script);
     project.run_to_success(&["--parallel", "2"]);
@@ -59,22 +57,13 @@ fn no_more_attempts_run_at_once_than_parallel_allows() {
 
 #[test]
 fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
-    let manifest = feature_yaml(
-        "failing",
-        "",
-        &[
-            task("base", &[]).with_extra("      maxRetries: 0\n"),
-            task("on-top", &["base"]),
-            task("independent", &[]),
-        ],
-    );
+    let manifest = failing_base_feature("failing", "independent");
     let script = format!(
         "{DONE}tasks:\n  base:\n    - text: \"Cannot do it. <task-failed>{{task}}</task-failed>\"\n"
     );
     let project = Project::new(&manifest, &script);
     project.run_exiting(&[], 1);
-    let store = project.store();
-    let phase = |name: &str| store.task(name).expect("task").phase;
+    let phase = |name: &str| project.task(name).phase;
     assert_eq!(
         (phase("base"), phase("on-top"), phase("independent")),
         (TaskPhase::Failed, TaskPhase::Blocked, TaskPhase::Done)
@@ -84,26 +73,24 @@ fn a_failed_task_blocks_its_dependents_and_the_feature_fails_with_exit_1() {
 
 #[test]
 fn a_failed_task_is_retried_while_retries_remain() {
-    let manifest = feature_yaml("retrying", "", &[task("flaky", &[])]);
+    let manifest = one_task_feature("retrying", "", "flaky");
     let script = "tasks:\n  flaky:\n    - [ {text: \"No. <task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"Yes. <task-done>{task}</task-done>\"} ]\n";
-    let project = Project::new(&manifest, script);
-    project.run_to_success(&[]);
+    let project = Project::run_ok(&manifest, script);
     let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["failed", "done"]);
 }
 
 #[test]
 fn a_crash_is_retried_and_the_next_prompt_says_why() {
-    let manifest = feature_yaml("crashy", "", &[task("fragile", &[])]);
+    let manifest = one_task_feature("crashy", "", "fragile");
     let script = "tasks:\n  fragile:\n    - [ {stderr: \"Error: socket hang up\"}, {exit: 1} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
-    let project = Project::new(&manifest, script);
-    project.run_to_success(&[]);
+    let project = Project::run_ok(&manifest, script);
     let outcomes = project.attempt_outcomes();
     assert_eq!(outcomes, ["crashed", "done"]);
     let prompt = project.prompt("fragile-a2");
-    assert!(prompt.contains("Previous attempt crashed"), "{prompt}");
+    assert_mentions(&prompt, &["Previous attempt crashed"]);
     assert!(!project.prompt("fragile-a1").contains("Previous attempt"));
 }
 
@@ -118,13 +105,7 @@ fn a_failure_promise_stops_the_feature_with_exit_1() {
     let project = Project::new(&manifest, script);
     project.run_exiting(&[], 1);
     assert_eq!(project.started_order(), ["first"]);
-    let status = project.ralph(&["status"]);
-    let text = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        text.contains("stopped by an agent"),
-        "{}",
-        describe(&status)
-    );
+    assert_printed(&project.ralph(&["status"]), "stopped by an agent");
 }
 
 #[test]
@@ -132,7 +113,7 @@ fn the_limit_stops_after_that_many_attempts_with_exit_5() {
     let project = Project::new(&diamond(), DONE);
     let output = project.run_exiting(&["--limit", "1"], 5);
     assert_eq!(project.started_order(), ["design"]);
-    assert!(String::from_utf8_lossy(&output.stdout).contains("LimitReached"));
+    assert_printed(&output, "LimitReached");
 }
 
 #[test]
@@ -148,10 +129,7 @@ fn an_invalid_manifest_exits_3_naming_the_problem() {
     let project = Project::new(&manifest, DONE);
     let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("feature.yaml") && stderr.contains("cycle"),
-        "{stderr}"
-    );
+    assert_mentions(&stderr, &["feature.yaml", "cycle"]);
 }
 
 #[test]
@@ -205,53 +183,30 @@ fn json_mode_prints_one_event_per_line_ending_with_the_summary() {
 }
 
 #[test]
-fn a_dependent_prompt_says_what_its_done_blockers_wrote_in_their_journal() {
-    let manifest = feature_yaml(
-        "journaled",
-        "",
-        &[task("first", &[]), task("second", &["first"])],
-    );
-    let script = format!(
-        "{DONE}tasks:\n  first:\n    - text: \"<journal>Created docs/api.md</journal> \
-         <task-done>{{task}}</task-done>\"\n"
-    );
-    let project = Project::new(&manifest, &script);
-    project.run_to_success(&[]);
-    let prompt = project.prompt("second-a1");
-    assert!(prompt.contains("Created docs/api.md"), "{prompt}");
-}
-
-#[test]
 fn spec_agent_may_be_left_out_when_agent_is_given() {
-    let manifest = feature_yaml("no-agent", "", &[task("only", &[])])
+    let manifest = one_task_feature("no-agent", "", "only")
         .replace("  agent:\n    command: [\"unused-agent\"]\n", "");
-    let project = Project::new(&manifest, DONE);
-    project.run_to_success(&[]);
+    Project::run_ok(&manifest, DONE);
 }
 
 #[test]
 fn spec_verify_as_a_bool_is_refused_naming_the_field() {
-    let manifest = feature_yaml("verified", "  verify: true\n", &[task("only", &[])]);
+    let manifest = one_task_feature("verified", "  verify: true\n", "only");
     let project = Project::new(&manifest, DONE);
     let output = project.run_exiting(&[], 3);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("spec.verify"), "{stderr}");
+    assert_mentions(&stderr, &["spec.verify"]);
     assert!(!project.state().exists(), "no run state is created");
 }
 
 #[test]
 fn a_task_that_keeps_ending_without_a_verdict_fails_and_says_so() {
     let silent = "default:\n  - text: \"I looked at {task}.\"\n";
-    let manifest = feature_yaml("silent", "", &[task("quiet", &[])]);
+    let manifest = one_task_feature("silent", "", "quiet");
     let project = Project::new(&manifest, silent);
     let output = project.run_exiting(&[], 1);
     assert_eq!(project.attempts().len(), 5);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        stdout.contains("without a verdict"),
-        "{}",
-        describe(&output)
-    );
+    assert_printed(&output, "without a verdict");
 }
 
 #[test]
@@ -259,7 +214,7 @@ fn a_retry_backoff_is_announced_while_nothing_runs() {
     let script = "default:\n  - text: \"<task-done>{task}</task-done>\"\ntasks:\n  only:\n    \
                   - [ {text: \"<task-failed>{task}</task-failed>\"} ]\n    \
                   - [ {text: \"<task-done>{task}</task-done>\"} ]\n";
-    let project = Project::new(&feature_yaml("wait", "", &[task("only", &[])]), script);
+    let project = Project::new(&one_task_feature("wait", "", "only"), script);
     let output = project.run_to_success(&[]);
     let waits: Vec<serde_json::Value> = local_run::json_events(&output)
         .into_iter()

@@ -7,8 +7,7 @@
 #[path = "support/local_run.rs"]
 mod local_run;
 
-use local_run::{Project, describe, exit_code, feature_yaml, task};
-use ralph::engine::verification::AttemptKind;
+use local_run::{Project, assert_mentions, feature_yaml, task};
 
 fn verified(verify: &str) -> String {
     feature_yaml(
@@ -22,37 +21,28 @@ fn agent_verified() -> String {
     verified("    agent: true\n")
 }
 
-/// The attempts as (kind, outcome).
-fn history(project: &Project) -> Vec<(AttemptKind, String)> {
+/// The attempts as "kind outcome", e.g. "Verify failed".
+fn history(project: &Project) -> Vec<String> {
     project
         .attempts()
         .into_iter()
-        .map(|a| (a.kind, a.outcome.unwrap_or_default()))
+        .map(|a| format!("{:?} {}", a.kind, a.outcome.unwrap_or_default()))
         .collect()
 }
 
-const WORK: AttemptKind = AttemptKind::Work;
-const VERIFY: AttemptKind = AttemptKind::Verify;
-
-fn pair(kind: AttemptKind, outcome: &str) -> (AttemptKind, String) {
-    (kind, outcome.to_owned())
-}
+/// A work attempt done, its verification failed, then both again and passed.
+const REJECTED_THEN_PASSED: [&str; 4] = ["Work done", "Verify failed", "Work done", "Verify done"];
 
 #[test]
 fn a_passing_verifier_makes_the_task_done() {
     let script = "tasks:\n  api:\n    \
         - [ {text: \"Built it. <journal>Added GET /greeting.</journal>\\n\\n<task-done>{task}</task-done>\"} ]\n    \
         - [ {text: \"Tests pass.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
-    let project = Project::new(&agent_verified(), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        history(&project),
-        [pair(WORK, "done"), pair(VERIFY, "done")]
-    );
+    let project = Project::run_ok(&agent_verified(), script);
+    assert_eq!(history(&project), ["Work done", "Verify done"]);
     let prompt = project.prompt("api-a2");
     assert!(prompt.starts_with("# Verify: Title of api"), "{prompt}");
-    assert!(prompt.contains("Added GET /greeting."), "{prompt}");
+    assert_mentions(&prompt, &["Added GET /greeting."]);
 }
 
 #[test]
@@ -62,18 +52,8 @@ fn a_rejecting_verifier_sends_the_task_back_with_its_reason_then_a_pass_complete
         - [ {text: \"GET /greeting answers 500.\\n\\n<verify-fail>{task}</verify-fail>\"} ]\n    \
         - [ {text: \"Fixed. <task-done>{task}</task-done>\"} ]\n    \
         - [ {text: \"Now it works.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
-    let project = Project::new(&agent_verified(), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        history(&project),
-        [
-            pair(WORK, "done"),
-            pair(VERIFY, "failed"),
-            pair(WORK, "done"),
-            pair(VERIFY, "done")
-        ]
-    );
+    let project = Project::run_ok(&agent_verified(), script);
+    assert_eq!(history(&project), REJECTED_THEN_PASSED);
     let retry = project.prompt("api-a3");
     assert!(retry.starts_with("# Task:"), "{retry}");
     assert!(
@@ -91,18 +71,8 @@ fn a_crashing_verifier_counts_as_a_failed_verification() {
         - [ {stderr: \"Error: socket hang up\"}, {exit: 1} ]\n    \
         - [ {text: \"Done again. <task-done>{task}</task-done>\"} ]\n    \
         - [ {text: \"Fine.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
-    let project = Project::new(&agent_verified(), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        history(&project),
-        [
-            pair(WORK, "done"),
-            pair(VERIFY, "failed"),
-            pair(WORK, "done"),
-            pair(VERIFY, "done")
-        ]
-    );
+    let project = Project::run_ok(&agent_verified(), script);
+    assert_eq!(history(&project), REJECTED_THEN_PASSED);
     assert!(
         project.prompt("api-a3").contains("the verifier crashed"),
         "{}",
@@ -126,8 +96,7 @@ fn a_verifier_that_never_passes_fails_the_task_once_retries_are_spent() {
         - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
         - [ {text: \"Still broken.\\n\\n<verify-fail>{task}</verify-fail>\"} ]\n";
     let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    project.run_exiting(&[], 1);
     assert_eq!(history(&project).len(), 4);
 }
 
@@ -137,22 +106,13 @@ fn the_verifiers_edit_is_refused_and_nothing_is_written() {
         - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
         - [ {tool: {path: fixed.txt, write: \"patched\", ok_text: \"I edited it.\", fail_text: \"I may not edit.\"}}, \
              {text: \"Looks right.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
-    let project = Project::new(&agent_verified(), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&agent_verified(), script);
     assert!(
         !project.path("fixed.txt").exists(),
         "the verifier wrote a file"
     );
-    let log = std::fs::read_to_string(
-        project
-            .state()
-            .join("attempts")
-            .join("api-a2")
-            .join("runner.jsonl"),
-    )
-    .unwrap_or_default();
-    assert!(log.contains("read-only verification session"), "{log}");
+    let log = project.runner_log("api-a2");
+    assert_mentions(&log, &["read-only verification session"]);
 }
 
 #[test]
@@ -161,18 +121,15 @@ fn a_failing_verify_command_retries_with_its_output_then_a_passing_one_completes
     let script = "tasks:\n  api:\n    \
         - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
         - [ {tool: {path: built.txt, write: \"ok\", ok_text: \"Built. <task-done>{task}</task-done>\"}} ]\n";
-    let project = Project::new(&manifest, script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
-    assert_eq!(
-        history(&project),
-        [pair(WORK, "failed"), pair(WORK, "done")]
-    );
+    let project = Project::run_ok(&manifest, script);
+    assert_eq!(history(&project), ["Work failed", "Work done"]);
     let retry = project.prompt("api-a2");
-    assert!(
-        retry.contains("verify.command `echo checking; test -f built.txt` exited with code 1")
-            && retry.contains("checking"),
-        "{retry}"
+    assert_mentions(
+        &retry,
+        &[
+            "verify.command `echo checking; test -f built.txt` exited with code 1",
+            "checking",
+        ],
     );
 }
 
@@ -181,11 +138,11 @@ fn task_show_names_the_verification_attempts() {
     let script = "tasks:\n  api:\n    \
         - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
         - [ {text: \"Fine.\\n\\n<verify-pass>{task}</verify-pass>\"} ]\n";
-    let project = Project::new(&agent_verified(), script);
-    let output = project.run(&[]);
-    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let project = Project::run_ok(&agent_verified(), script);
     let shown = project.ralph(&["task", "show", "api"]);
     let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("api-a1 (gen 1): done"), "{text}");
-    assert!(text.contains("api-a2 (gen 1): verification done"), "{text}");
+    assert_mentions(
+        &text,
+        &["api-a1 (gen 1): done", "api-a2 (gen 1): verification done"],
+    );
 }

@@ -2,11 +2,14 @@
 //! without a result file the result is the last stdout line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
 #[path = "support/scripted.rs"]
 mod scripted;
 
 use std::process::Command;
 
+use mentions::assert_mentions;
 use ralph::engine::attempt::{AttemptResult, OutcomeClass};
 use scripted::{Scenario, ralph};
 
@@ -16,6 +19,17 @@ fn stderr_of_exit(command: &mut Command, code: i32) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(code), "{stderr}");
     stderr
+}
+
+/// `ralph runner --task t` with `scenario`'s prompt file and workspace; the rest to add.
+fn runner(scenario: &Scenario) -> Command {
+    let mut command = Command::new(ralph());
+    command
+        .args(["runner", "--task", "t", "--prompt-file"])
+        .arg(scenario.path("prompt.md"))
+        .arg("--workspace")
+        .arg(scenario.workspace());
+    command
 }
 
 #[test]
@@ -32,9 +46,9 @@ fn an_unreadable_prompt_file_exits_2_naming_it() {
         ]),
         2,
     );
-    assert!(
-        stderr.contains("cannot read the prompt file /nonexistent/prompt.md"),
-        "{stderr}"
+    assert_mentions(
+        &stderr,
+        &["cannot read the prompt file /nonexistent/prompt.md"],
     );
 }
 
@@ -50,35 +64,16 @@ fn a_missing_agent_command_is_a_usage_error() {
 fn an_invalid_crash_pattern_exits_2_naming_it() {
     let scenario = Scenario::new("t", "default: [{text: hi}]\n");
     let stderr = stderr_of_exit(
-        Command::new(ralph())
-            .args([
-                "runner",
-                "--task",
-                "t",
-                "--crash-pattern",
-                "(unclosed",
-                "--prompt-file",
-            ])
-            .arg(scenario.path("prompt.md"))
-            .arg("--workspace")
-            .arg(scenario.workspace())
-            .args(["--", "true"]),
+        runner(&scenario).args(["--crash-pattern", "(unclosed", "--", "true"]),
         2,
     );
-    assert!(
-        stderr.contains("invalid crash pattern `(unclosed`"),
-        "{stderr}"
-    );
+    assert_mentions(&stderr, &["invalid crash pattern `(unclosed`"]);
 }
 
 #[test]
 fn without_a_result_file_the_result_is_the_last_stdout_line() {
     let scenario = Scenario::new("t", "default: [{text: \"<task-done>t</task-done>\"}]\n");
-    let output = Command::new(ralph())
-        .args(["runner", "--task", "t", "--prompt-file"])
-        .arg(scenario.path("prompt.md"))
-        .arg("--workspace")
-        .arg(scenario.workspace())
+    let output = runner(&scenario)
         .arg("--")
         .arg(ralph())
         .args(["agent", "script"])
@@ -102,20 +97,16 @@ fn a_script_error_names_the_file_and_step() {
             .env("RALPH_TASK", "t"),
         2,
     );
-    assert!(
-        stderr.contains("script.yaml: default step 1: unknown step `txt`"),
-        "{stderr}"
+    assert_mentions(
+        &stderr,
+        &["script.yaml: default step 1: unknown step `txt`"],
     );
 }
 
 #[test]
 fn an_agent_command_that_does_not_exist_is_misconfigured_exit_6() {
     let scenario = Scenario::new("t", "default: []\n");
-    let output = Command::new(ralph())
-        .args(["runner", "--task", "t", "--prompt-file"])
-        .arg(scenario.path("prompt.md"))
-        .arg("--workspace")
-        .arg(scenario.workspace())
+    let output = runner(&scenario)
         .arg("--result-file")
         .arg(scenario.path("result.json"))
         .args(["--", "/nonexistent/agent-cli"])

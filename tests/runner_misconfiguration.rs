@@ -2,69 +2,63 @@
 //! `misconfigured` (exit status 6) with the problem and its fix, never as a crash.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
 #[path = "support/scripted.rs"]
 mod scripted;
 
+use mentions::assert_mentions;
 use ralph::engine::attempt::{Misconfiguration, OutcomeClass};
 use scripted::Scenario;
 
+/// The misconfiguration `run` reported, once: exit status 6 and no crash.
 fn misconfigured(run: &scripted::Run) -> Misconfiguration {
-    run.assert_outcome(OutcomeClass::Misconfigured);
     assert_eq!(run.status.code(), Some(6));
     assert_eq!(run.result.crash, None);
-    run.result
-        .misconfiguration
-        .clone()
-        .expect("misconfiguration")
+    run.misconfiguration()
+}
+
+/// Asserts that `run` was [`misconfigured`] with a problem and a fix that mention these.
+fn assert_misconfigured(run: &scripted::Run, problem: &[&str], fix: &[&str]) {
+    let reported = misconfigured(run);
+    assert_mentions(&reported.problem, problem);
+    assert_mentions(&reported.fix, fix);
+}
+
+/// A scenario whose agent is the shell command `command`.
+fn shell_agent(command: &str) -> Scenario {
+    Scenario::new("t", "").agent(&["sh", "-c", command])
 }
 
 #[test]
 fn a_program_printing_plain_text_is_not_an_acp_agent_and_is_stopped_at_once() {
-    let run = Scenario::new("t", "")
-        .agent(&[
-            "sh",
-            "-c",
-            "echo 'Hello! How can I help you today?'; sleep 600",
-        ])
+    let run = shell_agent("echo 'Hello! How can I help you today?'; sleep 600")
         .args(&["--idle-timeout", "1h"])
         .run();
-    let problem = misconfigured(&run);
-    assert!(
-        problem.problem.contains("is not an ACP agent")
-            && problem.problem.contains("Hello! How can I help you today?"),
-        "{problem:?}"
+    assert_misconfigured(
+        &run,
+        &["is not an ACP agent", "Hello! How can I help you today?"],
+        &["ACP mode"],
     );
-    assert!(problem.fix.contains("ACP mode"), "{problem:?}");
 }
 
 #[test]
 fn a_program_that_prints_usage_and_exits_is_not_an_acp_agent() {
-    let run = Scenario::new("t", "")
-        .agent(&["sh", "-c", "echo 'usage: tool [options]'"])
-        .run();
-    assert!(
-        misconfigured(&run)
-            .problem
-            .contains("usage: tool [options]")
-    );
+    let run = shell_agent("echo 'usage: tool [options]'").run();
+    assert_mentions(&misconfigured(&run).problem, &["usage: tool [options]"]);
 }
 
 #[test]
 fn an_agent_that_exits_for_a_missing_api_key_needs_authentication() {
-    let run = Scenario::new("t", "")
-        .agent(&[
-            "sh",
-            "-c",
-            "echo 'Loaded settings.' >&2; echo 'Gemini API key is missing or not configured.' >&2",
-        ])
-        .run();
-    let problem = misconfigured(&run);
-    assert!(
-        problem.problem.contains("needs authentication")
-            && problem.problem.contains("Gemini API key is missing"),
-        "{problem:?}"
+    let run = shell_agent(
+        "echo 'Loaded settings.' >&2; echo 'Gemini API key is missing or not configured.' >&2",
+    )
+    .run();
+    assert_misconfigured(
+        &run,
+        &["needs authentication", "Gemini API key is missing"],
+        &["credentials"],
     );
-    assert!(problem.fix.contains("credentials"), "{problem:?}");
 }
 
 #[test]
@@ -74,23 +68,14 @@ fn an_auth_required_error_answering_the_prompt_needs_authentication() {
         "default: [{error: {code: -32000, message: \"Authentication required\"}}]\n",
     )
     .run();
-    assert!(
-        misconfigured(&run)
-            .problem
-            .contains("Authentication required")
-    );
+    assert_mentions(&misconfigured(&run).problem, &["Authentication required"]);
 }
 
 #[test]
 fn a_wrapper_that_cannot_find_the_agent_is_misconfigured() {
-    let run = Scenario::new("t", "")
-        .agent(&["sh", "-c", "exec ralph-no-such-agent-cli --acp"])
-        .run();
+    let run = shell_agent("exec ralph-no-such-agent-cli --acp").run();
     let problem = misconfigured(&run);
-    assert!(
-        problem.problem.contains("was not found (exit code 127"),
-        "{problem:?}"
-    );
+    assert_mentions(&problem.problem, &["was not found (exit code 127"]);
 }
 
 #[test]

@@ -3,9 +3,12 @@
 //! model choice, is a misconfiguration (not a crash to retry).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
 #[path = "support/scripted.rs"]
 mod scripted;
 
+use mentions::assert_mentions;
 use ralph::engine::attempt::OutcomeClass;
 use scripted::Scenario;
 
@@ -15,11 +18,16 @@ default:
   - text: "Done. <task-done>{task}</task-done>"
 "#;
 
+/// Runs the runner with `--model model` on the scripted agent playing `script`.
+fn with_model(script: &str, model: &str) -> scripted::Run {
+    Scenario::new("pick", script)
+        .args(&["--model", model])
+        .run()
+}
+
 #[test]
 fn the_chosen_model_reaches_the_agent_and_is_recorded() {
-    let run = Scenario::new("pick", OFFERS_TWO)
-        .args(&["--model", "large"])
-        .run();
+    let run = with_model(OFFERS_TWO, "large");
     assert_eq!(run.result.outcome, OutcomeClass::Finished, "{}", run.stderr);
     assert_eq!(
         (
@@ -32,35 +40,18 @@ fn the_chosen_model_reaches_the_agent_and_is_recorded() {
 
 #[test]
 fn a_model_the_agent_does_not_offer_is_a_misconfiguration_naming_what_it_offers() {
-    let run = Scenario::new("pick", OFFERS_TWO)
-        .args(&["--model", "huge"])
-        .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Misconfigured);
-    let problem = run
-        .result
-        .misconfiguration
-        .map(|m| m.problem)
-        .unwrap_or_default();
-    assert!(
-        problem.contains("\"huge\"") && problem.contains("small, large"),
-        "{problem}"
-    );
+    let run = with_model(OFFERS_TWO, "huge");
+    let problem = run.misconfiguration().problem;
+    assert_mentions(&problem, &["\"huge\"", "small, large"]);
     assert!(run.result.sigils.task_done.is_none());
 }
 
 #[test]
 fn an_agent_without_a_model_choice_cannot_be_given_a_model() {
     let script = "default:\n  - text: \"Done. <task-done>{task}</task-done>\"\n";
-    let run = Scenario::new("pick", script)
-        .args(&["--model", "large"])
-        .run();
-    assert_eq!(run.result.outcome, OutcomeClass::Misconfigured);
-    let fix = run
-        .result
-        .misconfiguration
-        .map(|m| m.fix)
-        .unwrap_or_default();
-    assert!(fix.contains("spec.model"), "{fix}");
+    let run = with_model(script, "large");
+    let fix = run.misconfiguration().fix;
+    assert_mentions(&fix, &["spec.model"]);
 }
 
 #[test]

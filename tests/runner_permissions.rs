@@ -28,6 +28,14 @@ fn permissions(stdout: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Runs `scenario`, asserts that `file` was not written in the workspace; the permission
+/// events.
+fn run_not_writing(scenario: &Scenario, file: &str) -> Vec<serde_json::Value> {
+    let run = scenario.run();
+    assert!(!scenario.workspace().join(file).exists(), "{file} written");
+    permissions(&run.stdout)
+}
+
 /// Asserts that the permission `event` refused the request for a reason `explains` accepts.
 fn assert_refused_because(event: &serde_json::Value, explains: impl Fn(&str) -> bool) {
     assert_eq!(event["allowed"], false, "{event}");
@@ -63,18 +71,14 @@ fn an_id_only_request_to_write_inside_the_workspace_is_allowed() {
 #[test]
 fn a_request_for_a_tool_call_never_described_is_refused() {
     let scenario = writing("notes.txt", "unannounced");
-    let run = scenario.run();
-    assert!(!scenario.workspace().join("notes.txt").exists());
-    let events = permissions(&run.stdout);
+    let events = run_not_writing(&scenario, "notes.txt");
     assert_refused_because(&events[0], |reason| reason.starts_with("nothing is known"));
 }
 
 #[test]
 fn a_deny_pattern_applies_to_an_id_only_request() {
     let scenario = writing("secrets.env", "id_only").args(&["--deny", "secrets.*"]);
-    let run = scenario.run();
-    assert!(!scenario.workspace().join("secrets.env").exists());
-    let events = permissions(&run.stdout);
+    let events = run_not_writing(&scenario, "secrets.env");
     assert_refused_because(&events[0], |reason| reason.contains("`secrets.*`"));
 }
 

@@ -13,6 +13,17 @@ fn script(steps: &str) -> String {
     format!("default: {steps}\n")
 }
 
+/// Runs the runner on the scripted agent playing `steps`.
+fn play(steps: &str) -> Run {
+    run_steps(steps, &[])
+}
+
+/// Runs the runner on the scripted agent playing `steps`, with these `--idle-timeout` and
+/// `--grace` (the time a cancelled agent gets before it is killed).
+fn with_timeouts(steps: &str, idle: &str, grace: &str) -> Run {
+    run_steps(steps, &["--idle-timeout", idle, "--grace", grace])
+}
+
 /// Runs the runner with `args` on the scripted agent playing `steps`.
 fn run_steps(steps: &str, args: &[&str]) -> Run {
     Scenario::new("t", &script(steps)).args(args).run()
@@ -41,7 +52,7 @@ fn assert_sigils(run: &Run, done: Option<&str>, failed: Option<&str>) {
 
 #[test]
 fn exit_1_is_a_crash_naming_the_code_and_first_stderr_line() {
-    let run = run_steps(r#"[{stderr: "fatal: disk full"}, {exit: 1}]"#, &[]);
+    let run = play(r#"[{stderr: "fatal: disk full"}, {exit: 1}]"#);
     run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.exit_code, Some(1));
     run.assert_crash("agent exited with code 1 before answering the prompt: fatal: disk full");
@@ -50,24 +61,25 @@ fn exit_1_is_a_crash_naming_the_code_and_first_stderr_line() {
 
 #[test]
 fn sigkill_mid_prompt_is_a_crash_naming_the_signal() {
-    let run = run_steps(r#"[{text: "working"}, kill]"#, &[]);
+    let run = play(r#"[{text: "working"}, kill]"#);
     run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.signal, Some(9));
-    assert!(run.crash().contains("SIGKILL"), "{}", run.result_json);
+    run.assert_crash_mentions("SIGKILL");
 }
 
 #[test]
 fn a_turn_with_no_output_at_all_is_a_crash() {
-    let run = run_steps("[]", &[]);
+    let run = play("[]");
     run.assert_outcome(OutcomeClass::Crashed);
-    assert!(run.crash().starts_with("no output"), "{}", run.result_json);
+    run.assert_crash_starts_with("no output");
 }
 
 #[test]
 fn a_crash_pattern_then_a_hang_is_killed_at_once() {
-    let run = run_steps(
+    let run = with_timeouts(
         r#"[{stderr: "Error: No messages returned"}, hang]"#,
-        &["--idle-timeout", "1h", "--grace", "1h"],
+        "1h",
+        "1h",
     );
     run.assert_outcome(OutcomeClass::Crashed);
     run.assert_crash("crash pattern `No messages returned` on stderr: Error: No messages returned");
@@ -85,37 +97,23 @@ fn a_configured_crash_pattern_is_watched() {
             "1h",
         ],
     );
-    assert!(
-        run.crash().contains("widget (exploded|melted)"),
-        "{}",
-        run.result_json
-    );
+    run.assert_crash_mentions("widget (exploded|melted)");
 }
 
 #[test]
 fn going_silent_past_the_idle_timeout_is_cancelled_and_a_crash() {
-    let run = run_steps(
-        r#"[{text: "thinking"}, {silence: 1h}]"#,
-        &["--idle-timeout", "300ms", "--grace", "1h"],
-    );
+    let run = with_timeouts(r#"[{text: "thinking"}, {silence: 1h}]"#, "300ms", "1h");
     run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.stop_reason, Some(StopReason::Cancelled));
-    assert!(
-        run.crash().starts_with("idle timeout"),
-        "{}",
-        run.result_json
-    );
+    run.assert_crash_starts_with("idle timeout");
 }
 
 #[test]
 fn a_hang_that_ignores_cancel_is_killed_after_the_grace_period() {
-    let run = run_steps(
-        r#"[{text: "thinking"}, hang]"#,
-        &["--idle-timeout", "300ms", "--grace", "200ms"],
-    );
+    let run = with_timeouts(r#"[{text: "thinking"}, hang]"#, "300ms", "200ms");
     run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.signal, Some(9));
-    assert!(run.crash().contains("was killed"), "{}", run.result_json);
+    run.assert_crash_mentions("was killed");
 }
 
 #[test]
@@ -125,18 +123,13 @@ fn the_total_timeout_ends_a_busy_agent() {
         &["--total-timeout", "500ms", "--grace", "1h"],
     );
     run.assert_outcome(OutcomeClass::Crashed);
-    assert!(
-        run.crash().starts_with("total timeout"),
-        "{}",
-        run.result_json
-    );
+    run.assert_crash_starts_with("total timeout");
 }
 
 #[test]
 fn claudes_usage_limit_error_is_exhaustion_with_its_reset_time() {
-    let run = run_steps(
+    let run = play(
         r#"[{error: {message: "Claude AI usage limit reached|1760000000", error_kind: usage_limit}}]"#,
-        &[],
     );
     run.assert_outcome(OutcomeClass::Exhausted);
     let exhaustion = run.result.exhaustion.expect("exhaustion");
@@ -146,9 +139,8 @@ fn claudes_usage_limit_error_is_exhaustion_with_its_reset_time() {
 
 #[test]
 fn a_usage_limit_in_the_agents_prose_is_not_exhaustion() {
-    let run = run_steps(
+    let run = play(
         r#"[{text: "The log said: Claude AI usage limit reached|1760000000 and insufficient_quota."}]"#,
-        &[],
     );
     run.assert_outcome(OutcomeClass::Finished);
     assert_eq!(run.result.exhaustion, None);
@@ -156,9 +148,8 @@ fn a_usage_limit_in_the_agents_prose_is_not_exhaustion() {
 
 #[test]
 fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
-    let run = run_steps(
+    let run = play(
         r#"[{stderr: "{\"type\":\"usage_limit_reached\",\"resets_at\":1760003600}"}, {exit: 1}]"#,
-        &[],
     );
     run.assert_outcome(OutcomeClass::Exhausted);
     assert_eq!(
@@ -169,19 +160,13 @@ fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
 
 #[test]
 fn a_rate_limit_prompt_error_is_exhaustion() {
-    let run = run_steps(
-        r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#,
-        &[],
-    );
+    let run = play(r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#);
     run.assert_outcome(OutcomeClass::Exhausted);
 }
 
 #[test]
 fn any_other_prompt_error_is_a_crash() {
-    let run = run_steps(
-        r#"[{error: {code: -32603, message: "API Error: 500"}}]"#,
-        &[],
-    );
+    let run = play(r#"[{error: {code: -32603, message: "API Error: 500"}}]"#);
     run.assert_outcome(OutcomeClass::Crashed);
     run.assert_crash("the agent answered the prompt with error -32603: API Error: 500");
 }
@@ -297,9 +282,10 @@ fn wait_for(mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_usage_limit_on_stderr_stops_a_hanging_agent_at_once() {
-    let run = run_steps(
+    let run = with_timeouts(
         r#"[{stderr: "Claude AI usage limit reached|1760000000"}, hang]"#,
-        &["--idle-timeout", "1h", "--grace", "1h"],
+        "1h",
+        "1h",
     );
     run.assert_outcome(OutcomeClass::Exhausted);
     assert_eq!(run.result.signal, Some(9));

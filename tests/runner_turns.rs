@@ -9,8 +9,10 @@ use ralph::engine::attempt::{OutcomeClass, RESULT_MAX_BYTES, StopReason};
 use ralph::engine::sigils::Promise;
 use scripted::Scenario;
 
-fn finished(task: &str, steps: &str) -> scripted::Run {
-    let run = Scenario::new(task, &format!("default: {steps}\n")).run();
+/// The runner's run of the task `greet` on the scripted agent playing `steps`; it must
+/// finish its turn (exit 0).
+fn finished(steps: &str) -> scripted::Run {
+    let run = Scenario::new("greet", &format!("default: {steps}\n")).run();
     run.assert_outcome(OutcomeClass::Finished);
     assert_eq!(run.status.code(), Some(0));
     run
@@ -18,10 +20,7 @@ fn finished(task: &str, steps: &str) -> scripted::Run {
 
 #[test]
 fn task_done_sigil_for_this_task_is_reported() {
-    let run = finished(
-        "greet",
-        r#"[{text: "Done. <task-done>{task}</task-done>"}]"#,
-    );
+    let run = finished(r#"[{text: "Done. <task-done>{task}</task-done>"}]"#);
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert_eq!(run.result.stop_reason, Some(StopReason::EndTurn));
     assert_eq!(run.result.task, "greet");
@@ -30,42 +29,34 @@ fn task_done_sigil_for_this_task_is_reported() {
 
 #[test]
 fn task_failed_sigil_is_reported() {
-    let run = finished(
-        "greet",
-        r#"[{text: "Cannot. <task-failed>{task}</task-failed>"}]"#,
-    );
+    let run = finished(r#"[{text: "Cannot. <task-failed>{task}</task-failed>"}]"#);
     assert_eq!(run.result.sigils.task_failed.as_deref(), Some("greet"));
     assert_eq!(run.result.sigils.task_done, None);
 }
 
 #[test]
 fn both_sigils_are_reported_for_the_policy_to_decide() {
-    let run = finished(
-        "greet",
-        r#"[{text: "<task-failed>{task}</task-failed>\n<task-done>{task}</task-done>"}]"#,
-    );
+    let run =
+        finished(r#"[{text: "<task-failed>{task}</task-failed>\n<task-done>{task}</task-done>"}]"#);
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert_eq!(run.result.sigils.task_failed.as_deref(), Some("greet"));
 }
 
 #[test]
 fn a_sigil_for_another_task_is_reported_with_its_id() {
-    let run = finished("greet", r#"[{text: "<task-done>other-task</task-done>"}]"#);
+    let run = finished(r#"[{text: "<task-done>other-task</task-done>"}]"#);
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("other-task"));
 }
 
 #[test]
 fn a_turn_without_sigils_reports_none() {
-    let run = finished("greet", r#"[{text: "I looked around."}]"#);
+    let run = finished(r#"[{text: "I looked around."}]"#);
     assert!(run.result.sigils.is_empty(), "{}", run.result_json);
 }
 
 #[test]
 fn promise_failure_carries_the_agents_reason() {
-    let run = finished(
-        "greet",
-        r#"[{text: "The spec contradicts itself. <promise>FAILURE</promise>"}]"#,
-    );
+    let run = finished(r#"[{text: "The spec contradicts itself. <promise>FAILURE</promise>"}]"#);
     assert_eq!(run.result.sigils.promise, Some(Promise::Failure));
     assert!(
         run.result.sigils.promise_reason.is_some(),
@@ -76,34 +67,25 @@ fn promise_failure_carries_the_agents_reason() {
 
 #[test]
 fn promise_complete_is_reported() {
-    let run = finished(
-        "greet",
-        r#"[{text: "<task-done>{task}</task-done> <promise>COMPLETE</promise>"}]"#,
-    );
+    let run = finished(r#"[{text: "<task-done>{task}</task-done> <promise>COMPLETE</promise>"}]"#);
     assert_eq!(run.result.sigils.promise, Some(Promise::Complete));
 }
 
 #[test]
 fn a_sigil_split_across_chunks_is_found() {
-    let run = finished("greet", r#"[{split: "ok. <task-done>{task}</task-done>"}]"#);
+    let run = finished(r#"[{split: "ok. <task-done>{task}</task-done>"}]"#);
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
 }
 
 #[test]
 fn history_replayed_on_load_does_not_complete_the_task() {
-    let run = finished(
-        "greet",
-        r#"[history, {text: "Starting over, nothing done yet."}]"#,
-    );
+    let run = finished(r#"[history, {text: "Starting over, nothing done yet."}]"#);
     assert_eq!(run.result.sigils.task_done, None, "{}", run.result_json);
 }
 
 #[test]
 fn a_ten_megabyte_message_is_collected_and_the_result_stays_small() {
-    let run = finished(
-        "greet",
-        r#"[{big: 10MB}, {text: "\n<task-done>{task}</task-done>"}]"#,
-    );
+    let run = finished(r#"[{big: 10MB}, {text: "\n<task-done>{task}</task-done>"}]"#);
     assert_eq!(run.result.sigils.task_done.as_deref(), Some("greet"));
     assert!(run.result_json.len() <= RESULT_MAX_BYTES);
     let longest = run.stdout.lines().map(str::len).max().unwrap_or(0);
@@ -112,20 +94,19 @@ fn a_ten_megabyte_message_is_collected_and_the_result_stays_small() {
 
 #[test]
 fn refusal_is_reported_as_the_stop_reason() {
-    let run = finished("greet", r#"[{text: "No."}, {stop: refusal}]"#);
+    let run = finished(r#"[{text: "No."}, {stop: refusal}]"#);
     assert_eq!(run.result.stop_reason, Some(StopReason::Refusal));
 }
 
 #[test]
 fn max_tokens_is_reported_as_the_stop_reason() {
-    let run = finished("greet", r#"[{text: "trying"}, {stop: max_tokens}]"#);
+    let run = finished(r#"[{text: "trying"}, {stop: max_tokens}]"#);
     assert_eq!(run.result.stop_reason, Some(StopReason::MaxTokens));
 }
 
 #[test]
 fn a_max_output_tokens_error_is_mapped_to_max_tokens() {
     let run = finished(
-        "greet",
         r#"[{text: "long answer"}, {error: {message: "response exceeded the output token maximum", error_kind: max_output_tokens}}]"#,
     );
     assert_eq!(run.result.stop_reason, Some(StopReason::MaxTokens));
@@ -133,10 +114,7 @@ fn a_max_output_tokens_error_is_mapped_to_max_tokens() {
 
 #[test]
 fn an_unknown_stop_reason_is_kept_and_its_text_still_scanned() {
-    let run = finished(
-        "greet",
-        r#"[{text: "<task-done>{task}</task-done>"}, {stop: paused}]"#,
-    );
+    let run = finished(r#"[{text: "<task-done>{task}</task-done>"}, {stop: paused}]"#);
     assert_eq!(
         run.result.stop_reason,
         Some(StopReason::Other("paused".into()))
@@ -147,7 +125,6 @@ fn an_unknown_stop_reason_is_kept_and_its_text_still_scanned() {
 #[test]
 fn usage_is_reported_from_the_update_and_the_prompt_response() {
     let run = finished(
-        "greet",
         r#"[{usage: {input_tokens: 1200, output_tokens: 300, cost_usd: 0.042}}, {text: "<task-done>{task}</task-done>"}]"#,
     );
     assert_eq!(run.result.usage.input_tokens, 1200);
@@ -164,7 +141,7 @@ fn the_attempt_number_selects_the_scripted_attempt() {
 
 #[test]
 fn the_agent_is_named_from_initialize() {
-    let run = finished("greet", r#"[{text: "hi"}]"#);
+    let run = finished(r#"[{text: "hi"}]"#);
     assert!(
         run.result
             .agent
@@ -176,7 +153,7 @@ fn the_agent_is_named_from_initialize() {
 
 #[test]
 fn every_session_update_is_logged_as_one_json_line() {
-    let run = finished("greet", r#"[{thought: "hmm"}, {text: "hi"}]"#);
+    let run = finished(r#"[{thought: "hmm"}, {text: "hi"}]"#);
     let events: Vec<serde_json::Value> = run
         .stdout
         .lines()

@@ -2,7 +2,12 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/mentions.rs"]
+mod mentions;
+
 use std::process::{Command, Output};
+
+use mentions::assert_mentions;
 
 struct Run {
     code: Option<i32>,
@@ -121,10 +126,9 @@ fn hello_marks_only_write_greeting_ready() {
 fn hello_shows_each_task_priority_and_dependencies() {
     let lines = valid(&["config/samples/hello.yaml"]);
     let review = line_of(&lines, "review");
-    assert!(review.contains("priority 0"), "{review}");
-    assert!(
-        review.contains("dependsOn: write-test, write-readme"),
-        "{review}"
+    assert_mentions(
+        review,
+        &["priority 0", "dependsOn: write-test, write-readme"],
     );
 }
 
@@ -163,8 +167,10 @@ fn standalone_task_joins_its_feature_with_its_dependency_mapped() {
     let lines = valid(&["config/samples/standalone-task.yaml"]);
     assert_eq!(tree(&lines), ["  write-code", "  calc-benchmark"]);
     let benchmark = line_of(&lines, "calc-benchmark");
-    assert!(benchmark.contains("dependsOn: write-code"), "{benchmark}");
-    assert!(benchmark.contains("(Task calc-benchmark)"), "{benchmark}");
+    assert_mentions(
+        benchmark,
+        &["dependsOn: write-code", "(Task calc-benchmark)"],
+    );
 }
 
 #[test]
@@ -331,8 +337,5 @@ fn run_help_lists_the_exit_codes() {
         .output()
         .expect("run ralph run --help");
     let text = String::from_utf8_lossy(&help.stdout);
-    assert!(
-        text.contains("Exit codes:") && text.contains("130"),
-        "{text}"
-    );
+    assert_mentions(&text, &["Exit codes:", "130"]);
 }

@@ -82,13 +82,7 @@ pub async fn install_crds(client: &Client) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(document)
             .unwrap_or_else(|e| panic!("{} holds an invalid CRD: {e}", path.display()));
         let name = crd.name_any();
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        apply(&api, &crd, "CRD").await;
         let established = await_condition(api.clone(), &name, conditions::is_crd_established());
         tokio::time::timeout(std::time::Duration::from_secs(60), established)
             .await
@@ -204,14 +198,23 @@ async fn apply_dynamic(client: &Client, namespace: &str, manifest: serde_json::V
         namespace,
         &ApiResource::from_gvk_with_plural(&gvk, &plural),
     );
+    apply(&api, &object, &types.kind).await;
+}
+
+/// Server-side applies `object` (a `kind`) as the suite's field manager, taking over the
+/// fields another manager holds.
+pub async fn apply<K>(api: &Api<K>, object: &K, kind: &str)
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
     let name = object.name_any();
     api.patch(
         &name,
         &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&object),
+        &Patch::Apply(object),
     )
     .await
-    .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind));
+    .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
 }
 
 /// Whether some node accepts Pods (exists, schedulable, Ready).

@@ -252,14 +252,20 @@ impl E2e {
         });
         let feature: Feature = serde_json::from_value(manifest)
             .unwrap_or_else(|e| panic!("Feature {name} manifest: {e}"));
-        self.features()
-            .patch(
-                name,
-                &PatchParams::apply(cluster::MANAGER).force(),
-                &Patch::Apply(&feature),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying Feature {name}: {e}"));
+        cluster::apply(&self.features(), &feature, "Feature").await;
+    }
+
+    /// Applies the Feature `name` run by the scripted agent playing `script`, its Pods on
+    /// this test's node, with the rest of its `spec` (tasks, limits ...).
+    pub async fn apply_scripted(&self, name: &str, script: &str, spec: Value) {
+        let mut full = json!({
+            "agent": self.scripted_agent(script),
+            "podTemplate": self.pod_template(),
+        });
+        if let (Some(full), Value::Object(spec)) = (full.as_object_mut(), spec) {
+            full.extend(spec);
+        }
+        self.apply_feature(name, full).await;
     }
 
     /// Merge-patches a Feature's spec.

@@ -14,14 +14,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use ralph::api::{Feature, Task};
+use ralph::api::{Feature, Task, TaskStatus};
 use ralph::controller::{ControllerConfig, NativeSidecars};
 use tokio_util::sync::CancellationToken;
 
 use super::fake_apiserver::FakeApiServer;
+#[allow(unused_imports)]
+pub use super::fake_apiserver::assert_mentions;
 
 /// Namespace every test works in.
 pub const NS: &str = "team";
@@ -45,6 +47,18 @@ impl Harness {
         Self::start_with(100).await
     }
 
+    /// Starts the server and the controller with the Feature `name` of `tasks` and `extra`
+    /// spec fields ([`feature_manifest`]) created.
+    pub async fn with_feature(
+        name: &str,
+        tasks: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> Harness {
+        let harness = Self::start().await;
+        harness.create(name, tasks, extra).await;
+        harness
+    }
+
     /// Same, with a controller-wide attempt limit.
     pub async fn start_with(max_concurrent_attempts: usize) -> Harness {
         let server = FakeApiServer::start().await.expect("fake API server");
@@ -57,6 +71,12 @@ impl Harness {
         let server = FakeApiServer::start().await.expect("fake API server");
         faults(&server);
         Self::start_on(server, 100)
+    }
+
+    /// Starts the server with `resource` watches delivering every event `delay` late, then the
+    /// controller.
+    pub async fn start_lagging(resource: &str, delay: Duration) -> Harness {
+        Self::start_after(|server| server.lag_watches(resource, delay)).await
     }
 
     /// Starts the controller against `server` (faults may be injected before it starts).
@@ -156,13 +176,58 @@ impl Harness {
     /// Creates the Feature `name` of one task `a` (defaults otherwise) and waits for the Pod
     /// of its first attempt.
     pub async fn start_one_task_feature(&self, name: &str) -> Pod {
-        self.create_feature(feature_manifest(
-            name,
-            serde_json::json!([{"name": "a"}]),
-            serde_json::json!({}),
-        ))
-        .await;
+        self.create(name, one_task(), serde_json::json!({})).await;
         self.wait_for_pod(&format!("{name}-a-a1")).await
+    }
+
+    /// Starts the one-task Feature `name`; its first attempt's agent is OOM-killed. The Pod of
+    /// the retry.
+    pub async fn crash_first_attempt(&self, name: &str) -> Pod {
+        self.start_one_task_feature(name).await;
+        self.terminate_agent(&format!("{name}-a-a1"), 137, "OOMKilled", None)
+            .await;
+        self.wait_for_pod(&format!("{name}-a-a2")).await
+    }
+
+    /// Creates the Feature `name` of `tasks` with `extra` spec fields ([`feature_manifest`]).
+    pub async fn create(
+        &self,
+        name: &str,
+        tasks: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> Feature {
+        self.create_feature(feature_manifest(name, tasks, extra))
+            .await
+    }
+
+    /// Merges `spec` into the Feature's spec (a new generation).
+    pub async fn patch_feature_spec(&self, name: &str, spec: serde_json::Value) {
+        let patch = serde_json::json!({ "spec": spec });
+        self.features()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|error| panic!("patch the spec of Feature {name}: {error}"));
+    }
+
+    /// Ages the claim Lease of the Task: its holder stopped renewing long ago (node lost).
+    pub async fn expire_claim(&self, task: &str) {
+        let stale = serde_json::json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
+        self.leases()
+            .patch(task, &PatchParams::default(), &Patch::Merge(&stale))
+            .await
+            .unwrap_or_else(|error| panic!("age the claim of {task}: {error}"));
+    }
+
+    /// The Task's status now.
+    pub async fn task_status(&self, name: &str) -> TaskStatus {
+        let task = self.tasks().get(name).await.expect("task");
+        task.status
+            .unwrap_or_else(|| panic!("Task {name} has no status"))
+    }
+
+    /// Whether a Pod of that name exists now.
+    pub async fn has_pod(&self, name: &str) -> bool {
+        self.pods().get_opt(name).await.expect("get pod").is_some()
     }
 
     /// Creates a Feature from its JSON manifest.
@@ -187,6 +252,19 @@ impl Harness {
     /// Pods in [`NS`].
     pub fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// ConfigMaps in [`NS`].
+    pub fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// The ConfigMap `name` in [`NS`], which must exist.
+    pub async fn config_map(&self, name: &str) -> ConfigMap {
+        self.config_maps()
+            .get(name)
+            .await
+            .unwrap_or_else(|error| panic!("ConfigMap {name}: {error}"))
     }
 
     /// Leases in [`NS`].
@@ -281,21 +359,38 @@ impl Harness {
 
     /// Kubelet stand-in: the runner reported `sigils` for its task with stop reason end_turn.
     pub async fn finish_attempt(&self, pod: &Pod, sigils: serde_json::Value) {
+        let fields = serde_json::json!({
+            "sigils": sigils,
+            "usage": {"inputTokens": 100, "outputTokens": 20},
+        });
+        self.finish_with_result(pod, fields).await;
+    }
+
+    /// Kubelet stand-in: the runner finished its turn (end_turn, exit 0) and reported a
+    /// result with these `fields` (sigils, usage, check ...).
+    pub async fn finish_with_result(&self, pod: &Pod, fields: serde_json::Value) {
         let name = pod.name_any();
         let task_id = runner_arg(pod, "--task").expect("runner --task");
-        let result = serde_json::json!({
+        let mut result = serde_json::json!({
             "version": 1,
             "task": task_id,
             "attempt": name,
             "outcome": "finished",
             "stopReason": "end_turn",
             "exitCode": 0,
-            "sigils": sigils,
-            "usage": {"inputTokens": 100, "outputTokens": 20},
             "timings": {"startedAtMs": 0, "endedAtMs": jiff::Timestamp::now().as_millisecond()}
         });
+        if let (Some(result), Some(fields)) = (result.as_object_mut(), fields.as_object()) {
+            result.extend(fields.clone());
+        }
         self.terminate_agent(&name, 0, "Completed", Some(result.to_string()))
             .await;
+    }
+
+    /// Kubelet stand-in: the runner reported its task done; waits for `feature` to complete.
+    pub async fn finish_done_to_complete(&self, pod: &Pod, feature: &str) -> Feature {
+        self.finish_done(pod).await;
+        self.wait_for_feature_phase(feature, "Complete").await
     }
 
     /// Kubelet stand-in: the runner reported its task done.
@@ -342,6 +437,24 @@ where
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The tasks of a Feature of one task, `a`.
+pub fn one_task() -> serde_json::Value {
+    serde_json::json!([{"name": "a"}])
+}
+
+/// The tasks of a Feature of two tasks: `a`, then `b` after it.
+pub fn a_then_b() -> serde_json::Value {
+    serde_json::json!([{"name": "a"}, {"name": "b", "dependsOn": ["a"]}])
+}
+
+/// The prompt an agent Pod carries (empty when it has none).
+pub fn prompt_of(pod: &Pod) -> String {
+    pod.annotations()
+        .get("ralph.dev/prompt")
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The value after `flag` in the agent container's command.

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 use super::fake_model::{
     FakeApi, RecordedRequest, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire,
-    estimate_tokens, event_stream, offers_tools, split_chars, sse,
+    estimate_tokens, event_stream, offers_tools, split_chars, sse, unserved,
 };
 use super::real_agent::{AgentLaunch, installed_agent_bin};
 
@@ -54,7 +54,21 @@ impl Wire for Anthropic {
         Router::new()
             .route("/v1/messages", post(messages))
             .route("/v1/messages/count_tokens", post(count_tokens))
-            .fallback(other)
+            .fallback(unserved::<Self>)
+    }
+
+    fn unserved(method: &Method, uri: &Uri) -> Response {
+        if method == Method::GET || method == Method::HEAD {
+            axum::Json(json!({})).into_response()
+        } else {
+            api_error(
+                404,
+                &error_body(
+                    "not_found_error",
+                    &format!("the fake Anthropic API does not serve {method} {uri}"),
+                ),
+            )
+        }
     }
 }
 
@@ -64,18 +78,12 @@ pub type FakeAnthropic = FakeApi<Anthropic>;
 impl FakeAnthropic {
     /// A call of Claude Code's `Bash` tool.
     pub fn bash(command: &str) -> Turn {
-        Turn::tool_call(
-            "Bash",
-            json!({ "command": command, "description": "Run a shell command" }),
-        )
+        Turn::shell_call("Bash", command)
     }
 
     /// A call of Claude Code's `Write` tool (`file_path` must be absolute).
     pub fn write_file(file_path: &Path, content: &str) -> Turn {
-        Turn::tool_call(
-            "Write",
-            json!({ "file_path": file_path, "content": content }),
-        )
+        Turn::write_call("Write", file_path, content)
     }
 
     /// An API error: HTTP `status` with body `{"type":"error","error":{type, message}}`.
@@ -296,26 +304,6 @@ async fn count_tokens(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) 
     shared.record(&Method::POST, &uri, RequestKind::CountTokens, &body);
     let tokens = estimate_tokens(body.len());
     axum::Json(json!({ "input_tokens": tokens })).into_response()
-}
-
-async fn other(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    shared.record(&method, &uri, RequestKind::Other, &body);
-    if method == Method::GET || method == Method::HEAD {
-        axum::Json(json!({})).into_response()
-    } else {
-        api_error(
-            404,
-            &error_body(
-                "not_found_error",
-                &format!("the fake Anthropic API does not serve {method} {uri}"),
-            ),
-        )
-    }
 }
 
 /// What one response is made of, besides its turn.

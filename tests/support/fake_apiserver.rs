@@ -25,6 +25,8 @@ mod errors;
 mod faults;
 #[path = "fake_apiserver/handlers.rs"]
 mod handlers;
+#[path = "mentions.rs"]
+mod mentions;
 #[path = "fake_apiserver/objects.rs"]
 mod objects;
 #[path = "fake_apiserver/ops.rs"]
@@ -55,6 +57,8 @@ use tokio_util::sync::CancellationToken;
 pub use errors::ApiError;
 #[allow(unused_imports)]
 pub use faults::{RequestRecord, Verb};
+#[allow(unused_imports)]
+pub use mentions::assert_mentions;
 #[allow(unused_imports)]
 pub use resources::ResourceType;
 #[allow(unused_imports)]
@@ -333,5 +337,21 @@ impl FakeApiServer {
             return 0;
         };
         store.iter(&rt, namespace).count()
+    }
+}
+
+/// A started fake API server (the test stops when it cannot start).
+pub async fn server() -> FakeApiServer {
+    FakeApiServer::start()
+        .await
+        .expect("fake API server starts")
+}
+
+/// The API server's refusal of a request; the test stops when the request succeeded or
+/// failed otherwise.
+pub fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("expected an API error, got {other:?}"),
     }
 }

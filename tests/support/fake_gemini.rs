@@ -45,18 +45,12 @@ pub type FakeGemini = FakeApi<Gemini>;
 impl FakeGemini {
     /// A call of gemini-cli's `run_shell_command` tool.
     pub fn shell(command: &str) -> Turn {
-        Turn::tool_call(
-            "run_shell_command",
-            json!({ "command": command, "description": "Run a shell command" }),
-        )
+        Turn::shell_call("run_shell_command", command)
     }
 
     /// A call of gemini-cli's `write_file` tool (`file_path` absolute).
     pub fn write_file(file_path: &Path, content: &str) -> Turn {
-        Turn::tool_call(
-            "write_file",
-            json!({ "file_path": file_path, "content": content }),
-        )
+        Turn::write_call("write_file", file_path, content)
     }
 
     /// `500 INTERNAL`, as the API answers an internal error.

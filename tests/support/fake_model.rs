@@ -58,6 +58,21 @@ impl Turn {
         }
     }
 
+    /// A call of the shell tool `name` running `command` (arguments `command` and
+    /// `description`, as Claude Code's `Bash` and gemini-cli's `run_shell_command` take them).
+    pub fn shell_call(name: &str, command: &str) -> Self {
+        let arguments =
+            serde_json::json!({ "command": command, "description": "Run a shell command" });
+        Self::tool_call(name, arguments)
+    }
+
+    /// A call of the file-writing tool `name` (arguments `file_path`, absolute, and
+    /// `content`, as Claude Code's `Write` and gemini-cli's `write_file` take them).
+    pub fn write_call(name: &str, file_path: &std::path::Path, content: &str) -> Self {
+        let arguments = serde_json::json!({ "file_path": file_path, "content": content });
+        Self::tool_call(name, arguments)
+    }
+
     /// A response that starts streaming `partial_text` and then hangs.
     pub fn hang(partial_text: impl Into<String>) -> Self {
         Turn::Hang(partial_text.into())
@@ -228,6 +243,23 @@ pub trait Wire {
 
     /// The routes, on the shared script and record.
     fn routes() -> Router<Arc<Shared>>;
+
+    /// The answer to a request no route serves (see [`unserved`]): a 404 unless the API
+    /// answers it otherwise.
+    fn unserved(_method: &Method, _uri: &Uri) -> Response {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+/// The fallback route of a [`Wire`]: records the request, answers with [`Wire::unserved`].
+pub async fn unserved<W: Wire>(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    shared.record(&method, &uri, RequestKind::Other, &body);
+    W::unserved(&method, &uri)
 }
 
 /// A running fake model API speaking `W` (e.g. `FakeOpenAi`); stops when dropped.

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::fake_model::{
     FakeApi, RequestKind, Script, Shared, TEXT_CHUNK_CHARS, Turn, Wire, estimate_tokens,
-    event_stream, json_error, offers_tools, split_chars, sse,
+    event_stream, json_error, offers_tools, split_chars, sse, unserved,
 };
 use super::real_agent::{AgentLaunch, installed_agent_bin};
 
@@ -49,7 +49,19 @@ impl Wire for OpenAi {
     fn routes() -> Router<Arc<Shared>> {
         Router::new()
             .route("/v1/responses", post(responses))
-            .fallback(other)
+            .fallback(unserved::<Self>)
+    }
+
+    fn unserved(method: &Method, uri: &Uri) -> Response {
+        if method == Method::GET && uri.path().ends_with("/models") {
+            return axum::Json(json!({ "object": "list", "data": [], "models": [] }))
+                .into_response();
+        }
+        json_error(
+            404,
+            &json!({ "error": { "message": format!("the fake OpenAI API does not serve {method} {uri}"),
+                               "type": "invalid_request_error" } }),
+        )
     }
 }
 
@@ -254,23 +266,6 @@ async fn responses(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> 
         Turn::Error { status, body } => json_error(status, &body),
         turn => Reply::new(id, &model, body.len()).stream(&turn),
     }
-}
-
-async fn other(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    shared.record(&method, &uri, RequestKind::Other, &body);
-    if method == Method::GET && uri.path().ends_with("/models") {
-        return axum::Json(json!({ "object": "list", "data": [], "models": [] })).into_response();
-    }
-    json_error(
-        404,
-        &json!({ "error": { "message": format!("the fake OpenAI API does not serve {method} {uri}"),
-                           "type": "invalid_request_error" } }),
-    )
 }
 
 /// One streamed response.

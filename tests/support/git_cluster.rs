@@ -10,15 +10,16 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
-use ralph::api::Task;
+use std::path::PathBuf;
+
+use ralph::api::{Feature, Task};
 use serde_json::{Value, json};
 
-use super::git_server::{GitServer, HTTP_USER};
+use super::git_server::{GitServer, HTTP_TOKEN, HTTP_USER};
 use super::harness::{Harness, NS, feature_manifest};
 use super::kubelet_standin::{KubeletStandIn, NodeOptions};
 
 pub const SECRET: &str = "repo-creds";
-pub const PROMPT_ANNOTATION: &str = "ralph.dev/prompt";
 
 /// The controller, the node and the git server of one test.
 pub struct World {
@@ -40,14 +41,20 @@ impl World {
             .host_dir(scripts.path());
         let standin =
             KubeletStandIn::node(harness.server.client(), options).expect("stand-in starts");
-        let git = GitServer::start();
-        git.create_repo("app");
+        let git = GitServer::with_repo("app");
         Self {
             harness,
             standin,
             git,
             scripts,
         }
+    }
+
+    /// [`World::start`], with the credentials Secret holding the git server's token.
+    pub async fn with_credentials() -> Self {
+        let world = Self::start().await;
+        world.create_secret(HTTP_TOKEN).await;
+        world
     }
 
     pub async fn create_secret(&self, password: &str) {
@@ -89,6 +96,32 @@ impl World {
             full.extend(extra);
         }
         feature_manifest(name, tasks, full)
+    }
+
+    /// Creates the Feature [`World::feature`] describes.
+    pub async fn create(&self, name: &str, script: &str, tasks: Value, parallelism: u32) {
+        let feature = self.feature(name, script, tasks, parallelism);
+        self.harness.create_feature(feature).await;
+    }
+
+    /// Creates the Feature [`World::feature`] describes and waits for it to complete.
+    pub async fn run(&self, name: &str, script: &str, tasks: Value, parallelism: u32) -> Feature {
+        self.create(name, script, tasks, parallelism).await;
+        self.harness.wait_for_feature_phase(name, "Complete").await
+    }
+
+    /// The host directory the attempt's Pod had as its workspace on this node.
+    pub fn workspace_of(&self, attempt: &str) -> PathBuf {
+        let run = self
+            .standin
+            .run_info(NS, attempt)
+            .unwrap_or_else(|| panic!("{attempt} ran"));
+        run.paths.host_path("/workspace").expect("workspace mount")
+    }
+
+    /// The commit subjects on the Feature's branch, newest first.
+    pub fn subjects(&self, feature: &str) -> Vec<String> {
+        self.git.subjects("app", &self.feature_branch(feature))
     }
 
     pub async fn task(&self, name: &str) -> Task {

@@ -108,6 +108,13 @@ impl GitServer {
         format!("git://127.0.0.1:{}/nothing.git", free_port())
     }
 
+    /// Starts a server holding the repository `name` made by [`GitServer::create_repo`].
+    pub fn with_repo(name: &str) -> Self {
+        let server = Self::start();
+        server.create_repo(name);
+        server
+    }
+
     /// Creates the bare repository `name` with one commit on `main` holding `README.md`.
     pub fn create_repo(&self, name: &str) -> PathBuf {
         self.create_repo_with(name, |dir| {
@@ -157,15 +164,7 @@ impl GitServer {
 
     /// Subjects of `branch`'s commits, newest first; empty when the branch does not exist.
     pub fn subjects(&self, name: &str, branch: &str) -> Vec<String> {
-        let output = Command::new("git")
-            .args(["log", "--format=%s", branch])
-            .current_dir(self.repo_path(name))
-            .output()
-            .expect("git log");
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        self.output_lines(name, &["log", "--format=%s", branch])
     }
 
     /// The head commit of `branch`, if it exists.
@@ -188,11 +187,16 @@ impl GitServer {
 
     /// Names of the files in `branch`'s head.
     pub fn files(&self, name: &str, branch: &str) -> Vec<String> {
+        self.output_lines(name, &["ls-tree", "-r", "--name-only", branch])
+    }
+
+    /// The lines git `args` prints in the repository `name` (none when it fails).
+    fn output_lines(&self, name: &str, args: &[&str]) -> Vec<String> {
         let output = Command::new("git")
-            .args(["ls-tree", "-r", "--name-only", branch])
+            .args(args)
             .current_dir(self.repo_path(name))
             .output()
-            .expect("git ls-tree");
+            .unwrap_or_else(|error| panic!("git {args:?}: {error}"));
         String::from_utf8_lossy(&output.stdout)
             .lines()
             .map(str::to_owned)

@@ -7,7 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use ralph::local::store::{AttemptRow, EventRow, Store};
+use ralph::local::store::{AttemptRow, EventRow, Store, TaskRow};
+
+#[path = "mentions.rs"]
+mod mentions;
+#[allow(unused_imports)]
+pub use mentions::assert_mentions;
 
 /// A temporary project: `feature.yaml`, `script.yaml`, and the state in `.ralph/`.
 pub struct Project {
@@ -61,6 +66,30 @@ pub fn feature_yaml(name: &str, spec_extra: &str, tasks: &[TaskDef<'_>]) -> Stri
     yaml
 }
 
+/// Tasks of these names, none depending on another.
+pub fn independent<'a>(names: &[&'a str]) -> Vec<TaskDef<'a>> {
+    names.iter().map(|name| task(name, &[])).collect()
+}
+
+/// A Feature named `name` whose task `base` fails for good (no retries) when its agent
+/// says so: `on-top` depends on it, `other` does not.
+pub fn failing_base_feature(name: &str, other: &str) -> String {
+    feature_yaml(
+        name,
+        "",
+        &[
+            task("base", &[]).with_extra("      maxRetries: 0\n"),
+            task("on-top", &["base"]),
+            task(other, &[]),
+        ],
+    )
+}
+
+/// A Feature manifest named `name` with `spec_extra` and one task, `task`, of no dependencies.
+pub fn one_task_feature(name: &str, spec_extra: &str, task_name: &str) -> String {
+    feature_yaml(name, spec_extra, &[task(task_name, &[])])
+}
+
 impl Project {
     /// A project with this manifest and agent script.
     pub fn new(manifest: &str, script: &str) -> Project {
@@ -68,6 +97,13 @@ impl Project {
         let project = Project { dir };
         project.write_manifest(manifest);
         std::fs::write(project.path("script.yaml"), script).expect("write script");
+        project
+    }
+
+    /// A project with this manifest and agent script, after a `ralph run` that succeeded.
+    pub fn run_ok(manifest: &str, script: &str) -> Project {
+        let project = Project::new(manifest, script);
+        project.run_to_success(&[]);
         project
     }
 
@@ -172,21 +208,44 @@ impl Project {
             .collect()
     }
 
+    /// The stored row of the task `name`.
+    pub fn task(&self, name: &str) -> TaskRow {
+        self.store()
+            .task(name)
+            .unwrap_or_else(|error| panic!("task {name}: {error}"))
+    }
+
     /// The prompt file of an attempt.
     pub fn prompt(&self, attempt: &str) -> String {
-        std::fs::read_to_string(
-            self.state()
-                .join("attempts")
-                .join(attempt)
-                .join("prompt.md"),
-        )
-        .expect("prompt kept in the state directory")
+        self.attempt_file(attempt, "prompt.md")
+    }
+
+    /// The runner's log of an attempt (JSON lines).
+    pub fn runner_log(&self, attempt: &str) -> String {
+        self.attempt_file(attempt, "runner.jsonl")
+    }
+
+    /// A file the run keeps for an attempt in the state directory.
+    fn attempt_file(&self, attempt: &str, file: &str) -> String {
+        let path = self.state().join("attempts").join(attempt).join(file);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("{} kept for the attempt: {error}", path.display()))
     }
 }
 
 /// The exit code, with the output shown when it is not the expected one.
 pub fn exit_code(output: &Output) -> i32 {
     output.status.code().unwrap_or(-1)
+}
+
+/// What the command printed on stdout.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Asserts that the command printed `part` on stdout.
+pub fn assert_printed(output: &Output, part: &str) {
+    assert!(stdout(output).contains(part), "{}", describe(output));
 }
 
 /// stdout and stderr, for assertion messages.

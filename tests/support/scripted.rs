@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-use ralph::engine::attempt::{AttemptResult, OutcomeClass};
+use ralph::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 
 /// The `ralph` binary under test.
 pub fn ralph() -> &'static str {
@@ -49,6 +49,25 @@ impl Run {
             "{}",
             self.result_json
         );
+    }
+
+    /// Asserts that the crash summary begins with `start`.
+    pub fn assert_crash_starts_with(&self, start: &str) {
+        assert!(self.crash().starts_with(start), "{}", self.result_json);
+    }
+
+    /// Asserts that the crash summary mentions `part`.
+    pub fn assert_crash_mentions(&self, part: &str) {
+        assert!(self.crash().contains(part), "{}", self.result_json);
+    }
+
+    /// The misconfiguration reported; asserts that the attempt ended misconfigured.
+    pub fn misconfiguration(&self) -> Misconfiguration {
+        self.assert_outcome(OutcomeClass::Misconfigured);
+        self.result
+            .misconfiguration
+            .clone()
+            .unwrap_or_else(|| panic!("no misconfiguration in {}", self.result_json))
     }
 
     /// The crash summary ("" when there is none).

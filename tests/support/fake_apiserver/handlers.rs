@@ -351,6 +351,18 @@ fn deleted_status(rt: &ResourceType, object: &Value) -> Value {
     })
 }
 
+/// The query parameter `name` as a number, if given; a bad request when it is not one.
+fn number<T: std::str::FromStr>(params: &Params, name: &str) -> Result<Option<T>, ApiError> {
+    params
+        .get(name)
+        .map(|value| {
+            value
+                .parse::<T>()
+                .map_err(|_| ApiError::bad_request(format!("{name} {value:?} is not a number")))
+        })
+        .transpose()
+}
+
 fn selectors(params: &Params) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(params.get("labelSelector").map_or("", String::as_str))?;
     let fields = FieldSelector::parse(params.get("fieldSelector").map_or("", String::as_str))?;
@@ -363,12 +375,7 @@ fn watch_request(
     params: &Params,
 ) -> Result<WatchRequest, ApiError> {
     let (labels, fields) = selectors(params)?;
-    let timeout = match params.get("timeoutSeconds") {
-        Some(t) => t
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request(format!("timeoutSeconds {t:?} is not a number")))?,
-        None => 1800,
-    };
+    let timeout = number::<u64>(params, "timeoutSeconds")?.unwrap_or(1800);
     Ok(WatchRequest {
         rt: rt.clone(),
         namespace: target.namespace.clone(),
@@ -390,14 +397,7 @@ fn list(
     params: &Params,
 ) -> Result<Response, ApiError> {
     let (labels, fields) = selectors(params)?;
-    let limit = match params.get("limit") {
-        Some(l) => Some(
-            l.parse::<usize>()
-                .map_err(|_| ApiError::bad_request(format!("limit {l:?} is not a number")))?,
-        )
-        .filter(|l| *l > 0),
-        None => None,
-    };
+    let limit = number::<usize>(params, "limit")?.filter(|l| *l > 0);
     let after = match params.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => Some(parse_continue(token)?),
         None => None,

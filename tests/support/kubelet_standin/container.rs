@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, Pod, Secret, Volume};
 use kube::{Api, Client};
 
@@ -153,21 +154,20 @@ pub async fn prepare_volumes(
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         let dir = volume_dir(layout, &namespace, pod_dir, volume);
         std::fs::create_dir_all(&dir)?;
-        if let Some(source) = &volume.config_map {
-            let data = config_map_data(client, &namespace, &source.name).await?;
+        let data_source = match (&volume.config_map, &volume.secret) {
+            (Some(source), _) => Some((DataSource::ConfigMap(&source.name), &source.items)),
+            (_, Some(source)) => {
+                let name = source.secret_name.as_deref().unwrap_or_default();
+                Some((DataSource::Secret(name), &source.items))
+            }
+            _ => None,
+        };
+        if let Some((data_source, items)) = data_source {
+            let data = data_source.read(client, &namespace).await?;
             write_items(
                 &dir,
                 &data,
-                source.items.iter().flatten().map(|i| (&i.key, &i.path)),
-            )?;
-        }
-        if let Some(source) = &volume.secret {
-            let name = source.secret_name.clone().unwrap_or_default();
-            let data = secret_data(client, &namespace, &name).await?;
-            write_items(
-                &dir,
-                &data,
-                source.items.iter().flatten().map(|i| (&i.key, &i.path)),
+                items.iter().flatten().map(|i| (&i.key, &i.path)),
             )?;
         }
         if let Some(source) = &volume.downward_api {
@@ -287,49 +287,61 @@ where
     Err(PrepareError::Missing(format!("{what} {name:?}")))
 }
 
-async fn config_map_data(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<BTreeMap<String, Vec<u8>>, PrepareError> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let cm = wait_for(&api, name, "ConfigMap").await?;
-    let mut data: BTreeMap<String, Vec<u8>> = cm
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.into_bytes()))
-        .collect();
-    data.extend(
-        cm.binary_data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0)),
-    );
-    Ok(data)
+/// A ConfigMap or a Secret (by name) that a volume or `envFrom` takes its data from.
+enum DataSource<'a> {
+    ConfigMap(&'a str),
+    Secret(&'a str),
 }
 
-async fn secret_data(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<BTreeMap<String, Vec<u8>>, PrepareError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = wait_for(&api, name, "Secret").await?;
-    let mut data: BTreeMap<String, Vec<u8>> = secret
-        .data
-        .unwrap_or_default()
+impl DataSource<'_> {
+    fn name(&self) -> &str {
+        match *self {
+            DataSource::ConfigMap(name) | DataSource::Secret(name) => name,
+        }
+    }
+
+    /// The data, both maps of the object merged as the API server does.
+    async fn read(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> Result<BTreeMap<String, Vec<u8>>, PrepareError> {
+        match *self {
+            DataSource::ConfigMap(name) => {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+                let cm = wait_for(&api, name, "ConfigMap").await?;
+                Ok(merged(text(cm.data), bytes(cm.binary_data)))
+            }
+            DataSource::Secret(name) => {
+                let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+                let secret = wait_for(&api, name, "Secret").await?;
+                Ok(merged(bytes(secret.data), text(secret.string_data)))
+            }
+        }
+    }
+}
+
+type Entries = Vec<(String, Vec<u8>)>;
+
+/// The entries of a text map (`data` of a ConfigMap, `stringData` of a Secret) as bytes.
+fn text(map: Option<BTreeMap<String, String>>) -> Entries {
+    map.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.into_bytes()))
+        .collect()
+}
+
+/// The entries of a base64 map (`binaryData` of a ConfigMap, `data` of a Secret).
+fn bytes(map: Option<BTreeMap<String, ByteString>>) -> Entries {
+    map.unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, v.0))
-        .collect();
-    data.extend(
-        secret
-            .string_data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.into_bytes())),
-    );
-    Ok(data)
+        .collect()
+}
+
+/// Both entries in one map; `then` wins a key both hold, as on the API server.
+fn merged(first: Entries, then: Entries) -> BTreeMap<String, Vec<u8>> {
+    first.into_iter().chain(then).collect()
 }
 
 /// Prepares one container of the Pod: its mounts, command line, environment.
@@ -401,8 +413,16 @@ async fn environment(
     for source in container.env_from.iter().flatten() {
         let prefix = source.prefix.clone().unwrap_or_default();
         let data = match (&source.config_map_ref, &source.secret_ref) {
-            (Some(cm), _) => config_map_data(client, &namespace, &cm.name).await?,
-            (_, Some(secret)) => secret_data(client, &namespace, &secret.name).await?,
+            (Some(cm), _) => {
+                DataSource::ConfigMap(&cm.name)
+                    .read(client, &namespace)
+                    .await?
+            }
+            (_, Some(secret)) => {
+                DataSource::Secret(&secret.name)
+                    .read(client, &namespace)
+                    .await?
+            }
             _ => BTreeMap::new(),
         };
         env.extend(data.into_iter().map(|(k, v)| {
@@ -428,13 +448,14 @@ async fn env_value(
     let Some(from) = &var.value_from else {
         return Ok(var.value.clone().unwrap_or_default());
     };
-    if let Some(key) = &from.config_map_key_ref {
-        let data = config_map_data(client, namespace, &key.name).await?;
-        return lookup(&data, &key.key, &key.name);
-    }
-    if let Some(key) = &from.secret_key_ref {
-        let data = secret_data(client, namespace, &key.name).await?;
-        return lookup(&data, &key.key, &key.name);
+    let key_ref = match (&from.config_map_key_ref, &from.secret_key_ref) {
+        (Some(key), _) => Some((DataSource::ConfigMap(&key.name), &key.key)),
+        (_, Some(key)) => Some((DataSource::Secret(&key.name), &key.key)),
+        _ => None,
+    };
+    if let Some((data_source, key)) = key_ref {
+        let data = data_source.read(client, namespace).await?;
+        return lookup(&data, key, data_source.name());
     }
     if let Some(field) = &from.field_ref {
         let value = match field.field_path.as_str() {

@@ -372,14 +372,7 @@ async fn run_pod(
         };
         let code = exit.map(process::exit_code).unwrap_or(137);
         let message = process::termination_message(finisher, code);
-        let termination = if code == 0 {
-            Termination {
-                message,
-                ..Termination::completed("")
-            }
-        } else {
-            Termination::error(code, message)
-        };
+        let termination = Termination::from_exit(code, message);
         others.push((finisher.name.clone(), termination));
     }
     for sidecar in &mut sidecar_children {
@@ -394,14 +387,7 @@ async fn run_pod(
         run.exit_code = Some(exit_code);
     }
     let message = process::termination_message(&agent, exit_code);
-    let termination = if exit_code == 0 {
-        Termination {
-            message,
-            ..Termination::completed("")
-        }
-    } else {
-        Termination::error(exit_code, message)
-    };
+    let termination = Termination::from_exit(exit_code, message);
     write_status(
         &pods,
         &name,

@@ -1,6 +1,6 @@
 //! Pod status documents as a kubelet writes them (pure: time passed in).
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::{Value, json};
 
 /// The kubelet's limit on a termination message.
@@ -24,6 +24,28 @@ impl Termination {
             exit_code: 0,
             reason: "Completed".into(),
             message: Some(message.into()),
+        }
+    }
+
+    /// Exit 0 without a message (a sidecar or init container that finished).
+    pub fn succeeded() -> Self {
+        Self {
+            exit_code: 0,
+            reason: "Completed".into(),
+            message: None,
+        }
+    }
+
+    /// How a container that exited with `code` and left `message` ended: completed on 0,
+    /// an error otherwise.
+    pub fn from_exit(code: i32, message: Option<String>) -> Self {
+        if code == 0 {
+            Self {
+                message,
+                ..Self::succeeded()
+            }
+        } else {
+            Self::error(code, message)
         }
     }
 
@@ -115,6 +137,59 @@ fn container_status(container: &Container, state: Value, ready: bool) -> Value {
     })
 }
 
+/// The state of a container that ended with `termination`.
+fn terminated_state(termination: &Termination, started_at: &str, now: &str) -> Value {
+    let mut terminated = json!({
+        "exitCode": termination.exit_code,
+        "reason": termination.reason,
+        "startedAt": started_at,
+        "finishedAt": now,
+    });
+    if let Some(message) = termination.message.as_deref().filter(|m| !m.is_empty()) {
+        terminated["message"] = truncate(message).into();
+    }
+    json!({ "terminated": terminated })
+}
+
+/// A Pod status of `phase` and the `conditions` (type, whether it holds); each init and
+/// main container's state and readiness as `init` and `main` say.
+fn pod_status(
+    spec: &PodSpec,
+    phase: &str,
+    conditions: &[(&str, bool)],
+    now: &str,
+    mut init: impl FnMut(&Container) -> (Value, bool),
+    mut main: impl FnMut(&Container) -> (Value, bool),
+) -> Value {
+    let conditions: Vec<Value> = conditions
+        .iter()
+        .map(|(kind, holds)| condition(kind, *holds, now))
+        .collect();
+    let init: Vec<Value> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| {
+            let (state, ready) = init(c);
+            container_status(c, state, ready)
+        })
+        .collect();
+    let main: Vec<Value> = spec
+        .containers
+        .iter()
+        .map(|c| {
+            let (state, ready) = main(c);
+            container_status(c, state, ready)
+        })
+        .collect();
+    json!({
+        "phase": phase,
+        "conditions": conditions,
+        "initContainerStatuses": init,
+        "containerStatuses": main,
+    })
+}
+
 fn condition(kind: &str, status: bool, now: &str) -> Value {
     json!({
         "type": kind,
@@ -129,38 +204,26 @@ pub fn running(pod: &Pod, now: &str) -> Value {
         return json!({ "phase": "Running" });
     };
     let running = json!({ "running": { "startedAt": now } });
-    let completed = json!({ "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now } });
-    let init: Vec<Value> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| {
-            if is_native_sidecar(c) {
-                container_status(c, running.clone(), true)
-            } else {
-                container_status(c, completed.clone(), false)
-            }
-        })
-        .collect();
-    let main: Vec<Value> = spec
-        .containers
-        .iter()
-        .map(|c| container_status(c, running.clone(), true))
-        .collect();
-    json!({
-        "phase": "Running",
-        "startTime": now,
-        "hostIP": "127.0.0.1",
-        "podIP": "127.0.0.1",
-        "conditions": [
-            condition("PodScheduled", true, now),
-            condition("Initialized", true, now),
-            condition("ContainersReady", true, now),
-            condition("Ready", true, now),
-        ],
-        "initContainerStatuses": init,
-        "containerStatuses": main,
-    })
+    let completed = terminated_state(&Termination::succeeded(), now, now);
+    let conditions = [
+        ("PodScheduled", true),
+        ("Initialized", true),
+        ("ContainersReady", true),
+        ("Ready", true),
+    ];
+    let init = |c: &Container| {
+        if is_native_sidecar(c) {
+            (running.clone(), true)
+        } else {
+            (completed.clone(), false)
+        }
+    };
+    let main = |_: &Container| (running.clone(), true);
+    let mut status = pod_status(spec, "Running", &conditions, now, init, main);
+    status["startTime"] = now.into();
+    status["hostIP"] = "127.0.0.1".into();
+    status["podIP"] = "127.0.0.1".into();
+    status
 }
 
 /// Status of a Pod whose agent container ended with `agent`; every other container is
@@ -181,47 +244,23 @@ pub fn init_failed(
     let Some(spec) = pod.spec.as_ref() else {
         return json!({ "phase": "Failed" });
     };
-    let mut terminated = json!({
-        "exitCode": termination.exit_code,
-        "reason": termination.reason,
-        "startedAt": started_at,
-        "finishedAt": now,
-    });
-    if let Some(message) = termination.message.as_deref().filter(|m| !m.is_empty()) {
-        terminated["message"] = truncate(message).into();
-    }
     let waiting = json!({ "waiting": { "reason": "PodInitializing" } });
-    let completed = json!({ "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": started_at, "finishedAt": now } });
+    let completed = terminated_state(&Termination::succeeded(), started_at, now);
     let mut seen = false;
-    let init: Vec<Value> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| {
-            if c.name == name {
-                seen = true;
-                container_status(c, json!({ "terminated": terminated.clone() }), false)
-            } else if seen {
-                container_status(c, waiting.clone(), false)
-            } else {
-                container_status(c, completed.clone(), false)
-            }
-        })
-        .collect();
-    let main: Vec<Value> = spec
-        .containers
-        .iter()
-        .map(|c| container_status(c, waiting.clone(), false))
-        .collect();
-    json!({
-        "phase": "Failed",
-        "conditions": [
-            condition("PodScheduled", true, now),
-            condition("Initialized", false, now),
-        ],
-        "initContainerStatuses": init,
-        "containerStatuses": main,
-    })
+    let init = |c: &Container| {
+        let state = if c.name == name {
+            seen = true;
+            terminated_state(termination, started_at, now)
+        } else if seen {
+            waiting.clone()
+        } else {
+            completed.clone()
+        };
+        (state, false)
+    };
+    let main = |_: &Container| (waiting.clone(), false);
+    let conditions = [("PodScheduled", true), ("Initialized", false)];
+    pod_status(spec, "Failed", &conditions, now, init, main)
 }
 
 /// [`terminated`], with how some other containers (by name) ended.
@@ -236,55 +275,27 @@ pub fn terminated_with(
         return json!({ "phase": agent.phase() });
     };
     let agent_name = agent_container(pod).map(|c| c.name.clone());
-    let state = |t: &Termination| {
-        let mut terminated = json!({
-            "exitCode": t.exit_code,
-            "reason": t.reason,
-            "startedAt": started_at,
-            "finishedAt": now,
-        });
-        if let Some(message) = t.message.as_deref().filter(|m| !m.is_empty()) {
-            terminated["message"] = truncate(message).into();
-        }
-        json!({ "terminated": terminated })
+    let state = |t: &Termination| terminated_state(t, started_at, now);
+    let other = Termination::succeeded();
+    let init = |_: &Container| (state(&other), false);
+    let main = |c: &Container| {
+        let t = if Some(&c.name) == agent_name.as_ref() {
+            agent
+        } else {
+            others
+                .iter()
+                .find(|(name, _)| *name == c.name)
+                .map_or(&other, |(_, t)| t)
+        };
+        (state(t), false)
     };
-    let other = Termination {
-        exit_code: 0,
-        reason: "Completed".into(),
-        message: None,
-    };
-    let init: Vec<Value> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| container_status(c, state(&other), false))
-        .collect();
-    let main: Vec<Value> = spec
-        .containers
-        .iter()
-        .map(|c| {
-            let t = if Some(&c.name) == agent_name.as_ref() {
-                agent
-            } else {
-                others
-                    .iter()
-                    .find(|(name, _)| *name == c.name)
-                    .map_or(&other, |(_, t)| t)
-            };
-            container_status(c, state(t), false)
-        })
-        .collect();
-    json!({
-        "phase": agent.phase(),
-        "conditions": [
-            condition("PodScheduled", true, now),
-            condition("Initialized", true, now),
-            condition("ContainersReady", false, now),
-            condition("Ready", false, now),
-        ],
-        "initContainerStatuses": init,
-        "containerStatuses": main,
-    })
+    let conditions = [
+        ("PodScheduled", true),
+        ("Initialized", true),
+        ("ContainersReady", false),
+        ("Ready", false),
+    ];
+    pod_status(spec, agent.phase(), &conditions, now, init, main)
 }
 
 /// Status of a Pod the kubelet evicted (node pressure): phase Failed, reason Evicted, the
