@@ -718,8 +718,10 @@ pub struct TaskWrites {
     written: Arc<std::sync::Mutex<HashMap<String, Written>>>,
 }
 
-/// A Task as written, and the cached resourceVersion the write replaced.
-type Written = (Arc<Task>, Option<String>);
+/// A Task as written, and the resourceVersions it supersedes: the cached one the first of
+/// this process's consecutive writes replaced, and those of the writes in between (the
+/// cache may show any of them while it catches up).
+type Written = (Arc<Task>, Vec<Option<String>>);
 
 impl TaskWrites {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
@@ -731,21 +733,26 @@ impl TaskWrites {
         let key = object_key(&written);
         let mut map = self.lock();
         let from_rv = from.resource_version();
-        let replaced = match map.get(&key) {
-            // Written from our own newer version: the cache still shows the older one.
-            Some((ours, cached_rv)) if ours.resource_version() == from_rv => cached_rv.clone(),
-            _ => from_rv,
+        let superseded = match map.remove(&key) {
+            // Written from our own newer version: the cache may still show an older one.
+            Some((ours, mut superseded)) if ours.resource_version() == from_rv => {
+                superseded.push(from_rv);
+                superseded
+            }
+            _ => vec![from_rv],
         };
-        map.insert(key, (Arc::new(written), replaced));
+        map.insert(key, (Arc::new(written), superseded));
     }
 
-    /// `cached`, or the newer version this process wrote while the cache shows the one the
-    /// write replaced. Entries the cache has moved past are dropped.
+    /// `cached`, or the newer version this process wrote while the cache shows a version
+    /// that write superseded. Entries the cache has moved past are dropped.
     pub fn newest(&self, cached: Arc<Task>) -> Arc<Task> {
         let key = object_key(&cached);
         let mut map = self.lock();
         match map.get(&key) {
-            Some((ours, replaced)) if *replaced == cached.resource_version() => Arc::clone(ours),
+            Some((ours, superseded)) if superseded.contains(&cached.resource_version()) => {
+                Arc::clone(ours)
+            }
             Some(_) => {
                 map.remove(&key);
                 cached
@@ -850,6 +857,25 @@ mod tests {
         assert_eq!(
             rv(&writes.newest(Arc::new(task("1")))).as_deref(),
             Some("1")
+        );
+    }
+
+    #[test]
+    fn a_cache_showing_our_earlier_write_yields_our_latest() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        writes.record(&task("2"), task("3"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("2")))).as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("3")))).as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("2")))).as_deref(),
+            Some("2")
         );
     }
 

@@ -862,7 +862,6 @@ proptest! {
     fn a_fresh_claim_held_by_someone_else_is_never_taken_over(
         t in any_task(), renewed in NOW - LEASE_MS + 1..NOW, run in any_run()
     ) {
-        prop_assume!(t.phase == TaskPhase::Pending);
         let c = claim("other-a1", renewed);
         let actions = decide(&t, Some(&c), &run, NOW);
         prop_assert!(
