@@ -64,8 +64,7 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    /// Attempts started so far (the last one's number).
-    pub fn attempt_number(&self) -> u32 {
+    fn attempt_number(&self) -> u32 {
         self.attempt.as_ref().map_or(0, |a| a.number)
     }
 
