@@ -1,7 +1,8 @@
 //! Claim Leases across attempts, against the fake API server. An attempt's conclusion spends
-//! its claim: the Lease is not released but left to expire; the task's next attempt takes
-//! it over at once (one write; the fencing token counts the attempts); a spent claim holds
-//! no attempt slot; and the Leases go with their Tasks.
+//! its claim: the Lease is not released but left to expire; the task's next attempt (a
+//! retry, or a run after the task is set back to Pending) takes it over at once (one write;
+//! the fencing token counts the attempts); a spent claim holds no attempt slot; and the
+//! Leases go with their Tasks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
@@ -127,5 +128,35 @@ async fn a_deleted_feature_leaves_no_claim_lease_behind() {
         (tasks.items.is_empty() && leases.items.is_empty()).then_some(())
     })
     .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_done_task_set_back_to_pending_takes_its_spent_claim_over_at_once() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest(
+        "redo",
+        serde_json::json!([{"name": "a"}]),
+        long_leases(),
+    ))
+    .await;
+    let first = h.wait_for_pod("redo-a-a1").await;
+    h.finish_done(&first).await;
+    h.wait_for_feature_phase("redo", "Complete").await;
+
+    let reset = serde_json::json!({"status": {"phase": "Pending"}});
+    h.tasks()
+        .patch_status(
+            "redo-a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&reset),
+        )
+        .await
+        .expect("set the task back to Pending");
+    h.wait_for_pod("redo-a-a2").await;
+
+    let lease = h.leases().get("redo-a").await.expect("claim Lease");
+    assert_eq!(claim::holder(&lease), Some("redo-a-a2"));
+    assert_eq!(claim::lease_transitions(&lease), 1);
     h.stop().await;
 }
