@@ -490,9 +490,11 @@ async fn release_claims(
         Api::namespaced(ctx.client.clone(), namespace),
         ctx.api_timeout,
     );
+    let now = jiff::Timestamp::now();
     for (name, lease) in leases {
         let holder = claim::holder(lease).filter(|h| !h.is_empty());
-        if holder.is_none() {
+        // An expired claim (e.g. the spent claim of a task finished long ago) is free already.
+        if holder.is_none() || claim::is_expired(lease, now) {
             continue;
         }
         let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {

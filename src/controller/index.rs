@@ -1,8 +1,8 @@
 //! Secondary indexes over the controller's caches, kept by the same watch streams that fill
 //! them (after the store, so an index never names an object its store lacks for long): the
-//! Tasks, agent Pods and claim Leases of each Feature, and the claim Leases that name a
-//! holder. A reconcile reads what belongs to its Feature instead of scanning every cached
-//! object, so its work does not grow with the other Features' sizes.
+//! Tasks, agent Pods and claim Leases of each Feature, and the Running Tasks. A reconcile
+//! reads what belongs to its Feature instead of scanning every cached object, so its work
+//! does not grow with the other Features' sizes.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -15,7 +15,6 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
-use super::claim;
 use super::pod::FEATURE_LABEL;
 use crate::api::Task;
 
@@ -183,9 +182,6 @@ pub fn feature_key(namespace: &str, feature: &str) -> String {
     format!("{namespace}/{feature}")
 }
 
-/// The key under which [`Indexes::held_leases`] keeps every Lease that names a holder.
-const HELD: &str = "held";
-
 /// The indexes a reconcile reads, one set per term of leadership.
 #[derive(Clone)]
 pub struct Indexes {
@@ -195,8 +191,8 @@ pub struct Indexes {
     pub pods: Index<Pod>,
     /// Claim Leases by `namespace/` + their `ralph.dev/feature` label.
     pub leases: Index<Lease>,
-    /// Claim Leases that name a holder (live or expired), for the attempt slots.
-    pub held_leases: Index<Lease>,
+    /// Tasks whose status records them Running, for the attempt slots.
+    pub running_tasks: Index<Task>,
 }
 
 impl Default for Indexes {
@@ -210,19 +206,15 @@ impl Default for Indexes {
             }),
             pods: Index::new(|p: &Pod| by_feature_label(&p.metadata)),
             leases: Index::new(|l: &Lease| by_feature_label(&l.metadata)),
-            held_leases: Index::new(|l: &Lease| {
-                claim::holder(l)
-                    .filter(|h| !h.is_empty())
-                    .map(|_| HELD.to_owned())
-            }),
+            running_tasks: Index::new(super::slots::running_key),
         }
     }
 }
 
 impl Indexes {
-    /// The Leases in the cache that name a holder.
-    pub fn held(&self, leases: &Store<Lease>) -> Vec<Arc<Lease>> {
-        self.held_leases.objects(leases, HELD)
+    /// The Tasks in the cache whose status records them Running.
+    pub fn running(&self, tasks: &Store<Task>) -> Vec<Arc<Task>> {
+        self.running_tasks.objects(tasks, super::slots::RUNNING)
     }
 }
 

@@ -313,7 +313,7 @@ impl Caches {
             api::<Task>(client, namespace),
             watcher::Config::default(),
             |_| {},
-            vec![indexes.tasks.clone()],
+            vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );
         let (pods, pod_changes) = cached(
@@ -327,7 +327,7 @@ impl Caches {
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |_| {},
-            vec![indexes.leases.clone(), indexes.held_leases.clone()],
+            vec![indexes.leases.clone()],
             Some(lease_significance),
         );
         Self {

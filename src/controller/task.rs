@@ -1,5 +1,7 @@
 //! Carrying out one task's lifecycle actions against the API: claim, start (prompt
-//! Pod carrying the prompt, status), ingest (status), release, cancel and delete.
+//! Pod carrying the prompt, status), ingest (status), cancel and delete. An attempt's
+//! conclusion spends its claim: the Lease is left to expire, and the task's next claim takes
+//! it over.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,11 +17,12 @@ use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
 use super::context::{Context, FIELD_MANAGER};
 use super::decide::{Problem, TaskPlan};
 use super::pod::{AttemptPod, PodError, attempt_pod};
+use super::slots::{NewClaim, SlotCaches};
 use super::status::{self, FeatureEvents, Ingestion};
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
 use crate::engine::backoff::RetryBackoff;
 use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
-use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
+use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id, is_spent};
 use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 use crate::engine::verification::AttemptKind;
@@ -109,18 +112,29 @@ pub async fn apply(
         match action {
             Action::Claim { attempt, replace } => {
                 let now = crate::controller::status::time(scope.now_ms).0;
-                let claims = ctx.indexes.held(&ctx.leases);
-                if !ctx.slots.take(&key, &claims, &ctx.tasks, now) {
+                let request = claim_request(scope.feature, task, *attempt)?;
+                let running = ctx.indexes.running(&ctx.tasks);
+                let wanted = NewClaim {
+                    key: &key,
+                    attempt: *attempt,
+                    expires_at_ms: scope.now_ms
+                        + i64::from(request.duration_seconds).saturating_mul(1000),
+                };
+                let caches = SlotCaches {
+                    running: &running,
+                    tasks: &ctx.tasks,
+                    leases: &ctx.leases,
+                };
+                if !ctx.slots.take(&wanted, caches, scope.now_ms) {
                     tracing::debug!(task = %name, "controller at --max-concurrent-attempts");
                     effects.waiting_for_slot = true;
                     return Ok(());
                 }
-                let request = claim_request(scope.feature, task, *attempt)?;
-                // A released (or expired) Lease is taken over, not re-created: the
+                // A spent, released or expired Lease is taken over, not re-created: the
                 // fencing token (leaseTransitions) counts the attempts that held it.
                 let outcome = match &held {
                     Some(existing) if *replace || super::claim::is_expired(existing, now) => {
-                        leases.take_over(existing, &request, now).await
+                        take_over(&leases, plan, existing, &request, now).await
                     }
                     _ => leases.create(&request, now).await,
                 };
@@ -160,20 +174,8 @@ pub async fn apply(
                     Confirmed::As(end) => end,
                 };
                 let fenced = fenced_off(plan, held.as_ref(), &end);
-                if fenced.is_some() {
-                    // The Lease belongs to a later term: not ours to release.
-                    held = None;
-                }
                 ingest(scope, plan, fenced.as_ref().unwrap_or(&end), effects).await?;
                 status_written = true;
-            }
-            Action::ReleaseClaim => {
-                if let Some(lease) = &held {
-                    match leases.release(lease).await {
-                        Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
-                        Err(error) => return Err(error.into()),
-                    }
-                }
             }
             // A finished Pod stays for `kubectl logs`; the retention sweep deletes it.
             Action::DeleteRun if matches!(plan.run, RunView::Ended { .. }) => {}
@@ -189,6 +191,40 @@ pub async fn apply(
         write_status(ctx, task, &status::with_phase(task, phase)).await?;
     }
     Ok(())
+}
+
+/// Takes over `existing` for `request`. When the cached Lease is behind (a renewal the
+/// cache has not shown, so the precondition fails), reads it once and takes the live one
+/// over if it is still free for the task: expired, or spent by one of its concluded attempts.
+async fn take_over(
+    leases: &Leases,
+    plan: &TaskPlan,
+    existing: &Lease,
+    request: &ClaimRequest,
+    now: jiff::Timestamp,
+) -> Result<Lease, ClaimError> {
+    match leases.take_over(existing, request, now).await {
+        Err(ClaimError::Conflict { lease }) => {
+            let live = leases.get(&request.lease).await?;
+            let status = plan.task.status.as_ref();
+            let free = live.as_ref().filter(|live| {
+                super::claim::is_expired(live, now)
+                    || super::claim::holder(live).is_some_and(|holder| {
+                        is_spent(
+                            &request.lease,
+                            status.map(|s| s.phase).unwrap_or_default(),
+                            status.map_or(0, |s| s.attempt_count),
+                            holder,
+                        )
+                    })
+            });
+            match free {
+                Some(live) => leases.take_over(live, request, now).await,
+                None => Err(ClaimError::Conflict { lease }),
+            }
+        }
+        other => other,
+    }
 }
 
 /// How long a task whose agent Pod was refused waits before it is tried again.
@@ -679,8 +715,10 @@ pub struct TaskWrites {
     written: Arc<std::sync::Mutex<HashMap<String, Written>>>,
 }
 
-/// A Task as written, and the cached resourceVersion the write replaced.
-type Written = (Arc<Task>, Option<String>);
+/// A Task as written, and the resourceVersions it supersedes: the cached one the first of
+/// this process's consecutive writes replaced, and those of the writes in between (the
+/// cache may show any of them while it catches up).
+type Written = (Arc<Task>, Vec<Option<String>>);
 
 impl TaskWrites {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
@@ -692,21 +730,26 @@ impl TaskWrites {
         let key = object_key(&written);
         let mut map = self.lock();
         let from_rv = from.resource_version();
-        let replaced = match map.get(&key) {
-            // Written from our own newer version: the cache still shows the older one.
-            Some((ours, cached_rv)) if ours.resource_version() == from_rv => cached_rv.clone(),
-            _ => from_rv,
+        let superseded = match map.remove(&key) {
+            // Written from our own newer version: the cache may still show an older one.
+            Some((ours, mut superseded)) if ours.resource_version() == from_rv => {
+                superseded.push(from_rv);
+                superseded
+            }
+            _ => vec![from_rv],
         };
-        map.insert(key, (Arc::new(written), replaced));
+        map.insert(key, (Arc::new(written), superseded));
     }
 
-    /// `cached`, or the newer version this process wrote while the cache shows the one the
-    /// write replaced. Entries the cache has moved past are dropped.
+    /// `cached`, or the newer version this process wrote while the cache shows a version
+    /// that write superseded. Entries the cache has moved past are dropped.
     pub fn newest(&self, cached: Arc<Task>) -> Arc<Task> {
         let key = object_key(&cached);
         let mut map = self.lock();
         match map.get(&key) {
-            Some((ours, replaced)) if *replaced == cached.resource_version() => Arc::clone(ours),
+            Some((ours, superseded)) if superseded.contains(&cached.resource_version()) => {
+                Arc::clone(ours)
+            }
             Some(_) => {
                 map.remove(&key);
                 cached
@@ -804,6 +847,25 @@ mod tests {
         writes.record(&task("1"), task("2"));
         assert_eq!(newest_rv(&writes, "3").as_deref(), Some("3"));
         assert_eq!(newest_rv(&writes, "1").as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn a_cache_showing_our_earlier_write_yields_our_latest() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        writes.record(&task("2"), task("3"));
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("2")))).as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("3")))).as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            rv(&writes.newest(Arc::new(task("2")))).as_deref(),
+            Some("2")
+        );
     }
 
     #[test]

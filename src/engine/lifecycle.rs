@@ -4,6 +4,11 @@
 //!
 //! [`decide`] never interprets an attempt's result itself: it says *how* the attempt ended
 //! ([`AttemptEnd`]); [`AttemptEnd::conclude`] asks the outcome policy what that means.
+//!
+//! Claims end with their attempt: once an attempt's conclusion is recorded, its claim is
+//! *spent* ([`is_spent`]). A spent claim is no claim for anyone: nothing releases it, it
+//! holds no attempt slot, and the task's next attempt takes it over at once (one write that
+//! raises the fencing token) instead of waiting for it to expire.
 
 use super::attempt::AttemptResult;
 use super::dag::TaskPhase;
@@ -93,6 +98,32 @@ impl ClaimView {
     pub fn is_expired(&self, now_ms: i64) -> bool {
         now_ms >= self.expires_at_ms()
     }
+}
+
+/// True when `holder`'s claim on `task` is spent: the task is finished (Done, Failed,
+/// Blocked), or `holder` is one of its attempts whose conclusion is recorded: an earlier
+/// one than the last started (`attempts_started`), or the last one once the task is no
+/// longer Running. The next attempt (`attempts_started + 1`, claimed and not recorded as
+/// started yet) and any other holder are not spent.
+pub fn is_spent(task: &str, phase: TaskPhase, attempts_started: u32, holder: &str) -> bool {
+    if matches!(
+        phase,
+        TaskPhase::Done | TaskPhase::Failed | TaskPhase::Blocked
+    ) {
+        return true;
+    }
+    attempt_number_of(task, holder).is_some_and(|number| {
+        number < attempts_started || (number == attempts_started && phase != TaskPhase::Running)
+    })
+}
+
+/// The attempt number `holder` names, when it is one of `task`'s attempt ids.
+fn attempt_number_of(task: &str, holder: &str) -> Option<u32> {
+    let number = holder.strip_prefix(task)?.strip_prefix("-a")?;
+    if number.starts_with('+') || number.starts_with('0') {
+        return None;
+    }
+    number.parse().ok().filter(|&n| n > 0)
 }
 
 /// The run (Pod, process) of the task's last attempt.
@@ -208,7 +239,7 @@ fn back_to_pending(reason: &'static str, message: String) -> Decision {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Take the claim for attempt `attempt`: create it, or replace the existing (expired or
-    /// our own stale) claim when `replace` is set.
+    /// spent) claim when `replace` is set.
     Claim {
         /// The attempt number the claim is for.
         attempt: u32,
@@ -222,10 +253,9 @@ pub enum Action {
     },
     /// Stop the live run gracefully (the runner gets SIGTERM and reports `cancelled`).
     Cancel,
-    /// Record how the current attempt ended and apply its conclusion to the task.
+    /// Record how the current attempt ended and apply its conclusion to the task (which
+    /// spends its claim: see [`is_spent`]).
     Ingest(AttemptEnd),
-    /// Delete the claim if we still hold it.
-    ReleaseClaim,
     /// Delete the attempt's run (and what belongs to it) now.
     DeleteRun,
     /// Decide again at this time (Unix ms) even if nothing changes.
@@ -242,26 +272,18 @@ pub fn decide(
     match task.phase {
         TaskPhase::Running => decide_running(task, claim, run, now_ms),
         TaskPhase::Pending => decide_pending(task, claim, run, now_ms),
-        TaskPhase::Done | TaskPhase::Failed | TaskPhase::Blocked => clean_up(task, claim, run),
+        TaskPhase::Done | TaskPhase::Failed | TaskPhase::Blocked => clean_up(run),
     }
 }
 
-/// Whether `claim` belongs to one of this task's attempts numbered `1..=up_to`.
-fn held_by_own_attempt(task: &TaskView, claim: &ClaimView, up_to: u32) -> bool {
-    (1..=up_to).any(|n| claim.holder == attempt_id(&task.name, n))
-}
-
-fn clean_up(task: &TaskView, claim: Option<&ClaimView>, run: &RunView) -> Vec<Action> {
-    let mut actions = Vec::new();
+/// A task that is not running: its last attempt's run is stopped or removed. Its claim,
+/// if one is left, is spent and needs nothing.
+fn clean_up(run: &RunView) -> Vec<Action> {
     match run {
-        RunView::Pending | RunView::Running => actions.push(Action::Cancel),
-        RunView::Ended { .. } => actions.push(Action::DeleteRun),
-        RunView::NotStarted | RunView::Missing => {}
+        RunView::Pending | RunView::Running => vec![Action::Cancel],
+        RunView::Ended { .. } => vec![Action::DeleteRun],
+        RunView::NotStarted | RunView::Missing => Vec::new(),
     }
-    if claim.is_some_and(|c| held_by_own_attempt(task, c, task.attempt_number())) {
-        actions.push(Action::ReleaseClaim);
-    }
-    actions
 }
 
 fn decide_pending(
@@ -270,8 +292,7 @@ fn decide_pending(
     run: &RunView,
     now_ms: i64,
 ) -> Vec<Action> {
-    let mut actions = clean_up(task, claim, run);
-    let stale_own_claim = actions.contains(&Action::ReleaseClaim);
+    let mut actions = clean_up(run);
     if !task.ready || task.gate != FeatureGate::Open {
         return actions;
     }
@@ -285,8 +306,11 @@ fn decide_pending(
         Some(c) if c.holder == attempt_id(&task.name, next) && !c.is_expired(now_ms) => {
             actions.push(Action::StartAttempt { attempt: next });
         }
-        Some(c) if stale_own_claim || c.is_expired(now_ms) => {
-            actions.retain(|a| *a != Action::ReleaseClaim);
+        // The last attempt's spent claim (or an expired one) is taken over at once.
+        Some(c)
+            if c.is_expired(now_ms)
+                || is_spent(&task.name, task.phase, task.attempt_number(), &c.holder) =>
+        {
             actions.push(Action::Claim {
                 attempt: next,
                 replace: true,
@@ -323,7 +347,7 @@ fn decide_running(
             Some(c) => format!("claim taken over by {}", c.holder),
             None => "claim was removed".to_owned(),
         };
-        return lost(run, reason, false);
+        return lost(run, reason);
     };
 
     if let RunView::Ended { result, reason } = run {
@@ -332,7 +356,7 @@ fn decide_running(
                 if ended_in_time(result, ours, now_ms) {
                     ended(AttemptEnd::Reported(result.clone()))
                 } else {
-                    lost(run, expired_reason(ours), true)
+                    lost(run, expired_reason(ours))
                 }
             }
             Some(result) => ended(AttemptEnd::NoResult {
@@ -353,22 +377,18 @@ fn decide_running(
     }
 
     if ours.is_expired(now_ms) {
-        return lost(run, expired_reason(ours), true);
+        return lost(run, expired_reason(ours));
     }
 
     match run {
-        RunView::Missing | RunView::NotStarted if task.gate == FeatureGate::Suspended => vec![
-            Action::Ingest(AttemptEnd::Interrupted {
+        RunView::Missing | RunView::NotStarted if task.gate == FeatureGate::Suspended => {
+            vec![Action::Ingest(AttemptEnd::Interrupted {
                 reason: "feature suspended".to_owned(),
-            }),
-            Action::ReleaseClaim,
-        ],
-        RunView::Missing => vec![
-            Action::Ingest(AttemptEnd::NoResult {
-                reason: "the attempt's run disappeared".to_owned(),
-            }),
-            Action::ReleaseClaim,
-        ],
+            })]
+        }
+        RunView::Missing => vec![Action::Ingest(AttemptEnd::NoResult {
+            reason: "the attempt's run disappeared".to_owned(),
+        })],
         _ if task.gate == FeatureGate::Suspended => {
             vec![Action::Cancel, Action::RequeueAt(ours.expires_at_ms())]
         }
@@ -380,7 +400,6 @@ fn decide_running(
             if run.exists() {
                 actions.push(Action::Cancel);
             }
-            actions.push(Action::ReleaseClaim);
             actions
         }
         RunView::NotStarted => vec![
@@ -412,14 +431,11 @@ fn expired_reason(claim: &ClaimView) -> String {
 }
 
 fn ended(end: AttemptEnd) -> Vec<Action> {
-    vec![Action::Ingest(end), Action::ReleaseClaim, Action::DeleteRun]
+    vec![Action::Ingest(end), Action::DeleteRun]
 }
 
-fn lost(run: &RunView, reason: String, claim_is_ours: bool) -> Vec<Action> {
+fn lost(run: &RunView, reason: String) -> Vec<Action> {
     let mut actions = vec![Action::Ingest(AttemptEnd::ClaimLost { reason })];
-    if claim_is_ours {
-        actions.push(Action::ReleaseClaim);
-    }
     if run.exists() {
         actions.push(Action::DeleteRun);
     }

@@ -205,14 +205,32 @@ fn own_claim_left_from_previous_attempt_is_replaced_for_the_next_one() {
 }
 
 #[test]
-fn own_stale_claim_is_released_when_task_cannot_run() {
+fn spent_claim_of_a_task_that_cannot_run_is_left_alone() {
     let t = TaskView {
         ready: false,
         ..pending_after(1)
     };
+    assert!(decide(&t, Some(&fresh("build-a1")), &RunView::Missing, NOW).is_empty());
+}
+
+#[test]
+fn spent_claim_waiting_for_the_retry_backoff_is_left_alone() {
+    let t = TaskView {
+        next_attempt_after_ms: Some(NOW + 5_000),
+        ..pending_after(1)
+    };
     assert_eq!(
         decide(&t, Some(&fresh("build-a1")), &RunView::Missing, NOW),
-        vec![Action::ReleaseClaim]
+        vec![Action::RequeueAt(NOW + 5_000)]
+    );
+}
+
+#[test]
+fn spent_claim_of_an_earlier_attempt_is_taken_over_without_waiting_for_its_expiry() {
+    let c = fresh("build-a1");
+    assert_eq!(
+        decide(&pending_after(3), Some(&c), &RunView::Missing, NOW),
+        claim_and_start(4, true)
     );
 }
 
@@ -294,7 +312,7 @@ fn stopped_feature_lets_a_running_attempt_finish() {
 // --- Running tasks: the attempt ended -----------------------------------------------
 
 #[test]
-fn result_of_the_claim_holder_is_ingested_then_claim_released_and_run_deleted() {
+fn result_of_the_claim_holder_is_ingested_and_its_claim_left_spent() {
     let r = result(Some("build-a1"), NOW - 10);
     assert_eq!(
         decide(
@@ -305,7 +323,6 @@ fn result_of_the_claim_holder_is_ingested_then_claim_released_and_run_deleted() 
         ),
         vec![
             Action::Ingest(AttemptEnd::Reported(Box::new(r))),
-            Action::ReleaseClaim,
             Action::DeleteRun
         ]
     );
@@ -338,7 +355,6 @@ fn run_ended_without_result_is_a_crash_with_the_executors_reason() {
             Action::Ingest(AttemptEnd::NoResult {
                 reason: "OOMKilled".to_owned()
             }),
-            Action::ReleaseClaim,
             Action::DeleteRun
         ]
     );
@@ -369,14 +385,13 @@ fn result_naming_another_attempt_is_not_ingested() {
             Action::Ingest(AttemptEnd::NoResult {
                 reason: "result names attempt build-a7 instead of build-a1".to_owned()
             }),
-            Action::ReleaseClaim,
             Action::DeleteRun
         ]
     );
 }
 
 #[test]
-fn run_that_disappeared_is_a_crash_and_releases_the_claim() {
+fn run_that_disappeared_is_a_crash() {
     assert_eq!(
         decide(
             &running(1),
@@ -384,12 +399,9 @@ fn run_that_disappeared_is_a_crash_and_releases_the_claim() {
             &RunView::Missing,
             NOW
         ),
-        vec![
-            Action::Ingest(AttemptEnd::NoResult {
-                reason: "the attempt's run disappeared".to_owned()
-            }),
-            Action::ReleaseClaim
-        ]
+        vec![Action::Ingest(AttemptEnd::NoResult {
+            reason: "the attempt's run disappeared".to_owned()
+        })]
     );
 }
 
@@ -430,7 +442,6 @@ fn expired_own_claim_makes_a_running_attempt_lost() {
             Action::Ingest(AttemptEnd::ClaimLost {
                 reason: "claim not renewed within 60 s".to_owned()
             }),
-            Action::ReleaseClaim,
             Action::DeleteRun
         ]
     );
@@ -445,12 +456,9 @@ fn expired_claim_with_run_already_gone_is_lost_without_deleting_anything() {
             &RunView::Missing,
             NOW
         ),
-        vec![
-            Action::Ingest(AttemptEnd::ClaimLost {
-                reason: "claim not renewed within 60 s".to_owned()
-            }),
-            Action::ReleaseClaim
-        ]
+        vec![Action::Ingest(AttemptEnd::ClaimLost {
+            reason: "claim not renewed within 60 s".to_owned()
+        })]
     );
 }
 
@@ -505,12 +513,9 @@ fn suspend_before_the_run_was_created_interrupts_without_starting_it() {
             &RunView::NotStarted,
             NOW
         ),
-        vec![
-            Action::Ingest(AttemptEnd::Interrupted {
-                reason: "feature suspended".to_owned()
-            }),
-            Action::ReleaseClaim
-        ]
+        vec![Action::Ingest(AttemptEnd::Interrupted {
+            reason: "feature suspended".to_owned()
+        })]
     );
 }
 
@@ -574,8 +579,7 @@ fn spec_change_while_running_supersedes_the_attempt_once() {
                 from_generation: 1,
                 to_generation: 2
             }),
-            Action::Cancel,
-            Action::ReleaseClaim
+            Action::Cancel
         ]
     );
 }
@@ -605,13 +609,10 @@ fn spec_change_before_the_run_was_created_supersedes_without_cancelling() {
     };
     assert_eq!(
         decide(&t, Some(&fresh("build-a1")), &RunView::NotStarted, NOW),
-        vec![
-            Action::Ingest(AttemptEnd::Superseded {
-                from_generation: 1,
-                to_generation: 3
-            }),
-            Action::ReleaseClaim
-        ]
+        vec![Action::Ingest(AttemptEnd::Superseded {
+            from_generation: 1,
+            to_generation: 3
+        })]
     );
 }
 
@@ -631,7 +632,7 @@ fn spec_change_after_the_run_ended_ingests_its_result() {
 // --- Finished tasks -----------------------------------------------------------------
 
 #[test]
-fn done_task_cleans_up_its_run_and_own_claim() {
+fn done_task_cleans_up_its_run_and_leaves_its_spent_claim() {
     let t = TaskView {
         attempt: Some(AttemptView {
             number: 1,
@@ -642,12 +643,12 @@ fn done_task_cleans_up_its_run_and_own_claim() {
     let run = ended_with(result(Some("build-a1"), NOW - 10));
     assert_eq!(
         decide(&t, Some(&fresh("build-a1")), &run, NOW),
-        vec![Action::DeleteRun, Action::ReleaseClaim]
+        vec![Action::DeleteRun]
     );
 }
 
 #[test]
-fn failed_task_never_releases_a_claim_it_does_not_hold() {
+fn failed_task_leaves_a_claim_it_does_not_hold_alone() {
     let t = TaskView {
         attempt: Some(AttemptView {
             number: 1,
@@ -661,6 +662,55 @@ fn failed_task_never_releases_a_claim_it_does_not_hold() {
 #[test]
 fn blocked_task_with_nothing_left_needs_nothing() {
     assert!(decide(&task(TaskPhase::Blocked), None, &RunView::NotStarted, NOW).is_empty());
+}
+
+// --- Spent claims -------------------------------------------------------------------
+
+#[test]
+fn a_finished_tasks_claim_is_spent_whoever_holds_it() {
+    for phase in [TaskPhase::Done, TaskPhase::Failed, TaskPhase::Blocked] {
+        assert!(is_spent("build", phase, 1, "build-a1"), "{phase:?}");
+        assert!(is_spent("build", phase, 1, "build-a2"), "{phase:?}");
+    }
+}
+
+#[test]
+fn the_running_attempts_claim_is_not_spent() {
+    assert!(!is_spent("build", TaskPhase::Running, 2, "build-a2"));
+}
+
+#[test]
+fn an_earlier_attempts_claim_is_spent() {
+    assert!(is_spent("build", TaskPhase::Running, 2, "build-a1"));
+    assert!(is_spent("build", TaskPhase::Pending, 3, "build-a1"));
+}
+
+#[test]
+fn the_last_attempts_claim_is_spent_once_the_task_is_no_longer_running() {
+    assert!(is_spent("build", TaskPhase::Pending, 2, "build-a2"));
+}
+
+#[test]
+fn a_claim_for_the_next_attempt_not_recorded_as_started_is_not_spent() {
+    assert!(!is_spent("build", TaskPhase::Pending, 2, "build-a3"));
+}
+
+#[test]
+fn a_claim_held_by_anything_but_the_tasks_own_attempts_is_not_spent() {
+    for holder in [
+        "other-a1",
+        "build",
+        "build-a",
+        "build-a0",
+        "build-a01",
+        "build-x1",
+    ] {
+        assert!(
+            !is_spent("build", TaskPhase::Pending, 5, holder),
+            "{holder}"
+        );
+    }
+    assert!(!is_spent("build", TaskPhase::Pending, 5, "builder-a1"));
 }
 
 // --- Conclusions -------------------------------------------------------------------
@@ -809,12 +859,15 @@ proptest! {
     }
 
     #[test]
-    fn a_claim_held_by_someone_else_is_never_released(
-        t in any_task(), renewed in NOW - 2 * LEASE_MS..NOW, run in any_run()
+    fn a_fresh_claim_held_by_someone_else_is_never_taken_over(
+        t in any_task(), renewed in NOW - LEASE_MS + 1..NOW, run in any_run()
     ) {
         let c = claim("other-a1", renewed);
         let actions = decide(&t, Some(&c), &run, NOW);
-        prop_assert!(!actions.contains(&Action::ReleaseClaim), "{actions:?}");
+        prop_assert!(
+            !actions.iter().any(|a| matches!(a, Action::Claim { .. })),
+            "{actions:?}"
+        );
     }
 
     #[test]

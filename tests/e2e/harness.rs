@@ -342,25 +342,35 @@ impl E2e {
         self.pods_seen().into_iter().map(|(name, _)| name).collect()
     }
 
-    /// Waits until none of `tasks` has a claim Lease.
-    pub async fn wait_for_released_claims(&mut self, tasks: &[&str]) {
+    /// Waits until none of `tasks` holds a live claim: each Task records no claim, and its
+    /// Lease, when one is left, is free or spent (it names an attempt whose conclusion the
+    /// Task records: a claim ends with its attempt and is left to expire, not released).
+    pub async fn wait_for_claims_to_end(&mut self, tasks: &[&str]) {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.namespace);
-        let tasks: Vec<String> = tasks.iter().map(|t| (*t).to_owned()).collect();
-        let what = format!("claims of {tasks:?} to be released");
+        let task_api = self.tasks();
+        let what = format!("claims of {tasks:?} to end");
         self.eventually(&what, || async {
-            let list = leases.list(&ListParams::default()).await.ok()?;
-            let held: Vec<_> = list
-                .items
-                .iter()
-                .filter(|l| tasks.contains(&l.name_any()))
-                .filter(|l| {
-                    l.spec
-                        .as_ref()
-                        .and_then(|s| s.holder_identity.as_ref())
-                        .is_some_and(|h| !h.is_empty())
-                })
-                .collect();
-            held.is_empty().then_some(())
+            for name in tasks {
+                let status = task_api.get(name).await.ok()?.status.unwrap_or_default();
+                if status.claim.is_some() {
+                    return None;
+                }
+                let lease = leases.get_opt(name).await.ok()?;
+                let holder = lease
+                    .and_then(|l| l.spec?.holder_identity)
+                    .filter(|h| !h.is_empty());
+                if let Some(holder) = holder
+                    && !ralph::engine::lifecycle::is_spent(
+                        name,
+                        status.phase,
+                        status.attempt_count,
+                        &holder,
+                    )
+                {
+                    return None;
+                }
+            }
+            Some(())
         })
         .await;
     }

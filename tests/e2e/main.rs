@@ -128,7 +128,7 @@ async fn feature_runs_its_plan_in_dependency_order_to_complete() {
     e2e.apply_scripted("plan", "plan.script.yaml", spec).await;
 
     let feature = e2e.wait_for_phase("plan", FeaturePhase::Complete).await;
-    e2e.wait_for_released_claims(&["plan-design", "plan-build", "plan-docs"])
+    e2e.wait_for_claims_to_end(&["plan-design", "plan-build", "plan-docs"])
         .await;
 
     let counts = feature.status.map(|s| s.counts).unwrap_or_default();
@@ -155,7 +155,7 @@ async fn crashed_attempt_is_retried_and_the_retry_completes() {
     e2e.apply_scripted("retry", "retry.script.yaml", spec).await;
 
     e2e.wait_for_phase("retry", FeaturePhase::Complete).await;
-    e2e.wait_for_released_claims(&["retry-flaky"]).await;
+    e2e.wait_for_claims_to_end(&["retry-flaky"]).await;
 
     let task = e2e
         .tasks()

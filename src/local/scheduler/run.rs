@@ -228,7 +228,6 @@ impl<'a> Run<'a> {
                 }
                 Action::Cancel => self.signal(task, Signal::SIGTERM),
                 Action::Ingest(end) => self.ingest(task, &end, now_ms, &mut transition)?,
-                Action::ReleaseClaim => release(&mut transition, task),
                 Action::DeleteRun => {
                     if let Some(live) = self.plan.untrack(task)
                         && live.is_orphan()
@@ -441,6 +440,8 @@ impl<'a> Run<'a> {
         let decision = &concluded.next.decision;
         transition.close = Some(attempt_close(&concluded, result, now_ms));
         transition.tasks.push(concluded.row.clone());
+        // The conclusion spends the claim (`engine::lifecycle::is_spent`); here dropping the
+        // spent row costs nothing, as it goes in the conclusion's own transaction.
         if decision.release_claim {
             release(transition, task);
         }
