@@ -854,18 +854,9 @@ mod tests {
         let writes = TaskWrites::default();
         writes.record(&task("1"), task("2"));
         writes.record(&task("2"), task("3"));
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("2")))).as_deref(),
-            Some("3")
-        );
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("3")))).as_deref(),
-            Some("3")
-        );
-        assert_eq!(
-            rv(&writes.newest(Arc::new(task("2")))).as_deref(),
-            Some("2")
-        );
+        assert_eq!(newest_rv(&writes, "2").as_deref(), Some("3"));
+        assert_eq!(newest_rv(&writes, "3").as_deref(), Some("3"));
+        assert_eq!(newest_rv(&writes, "2").as_deref(), Some("2"));
     }
 
     #[test]
