@@ -29,10 +29,11 @@ use super::feature::{error_policy, reconcile};
 use super::index::{Index, Indexes, reference};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
-use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
+use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
 use super::retention;
 use super::server::{self, Health, ServerError};
 use super::slots::Slots;
+use super::trim;
 use crate::api::{Feature, Task};
 
 /// Whether agent Pods use native sidecars.
@@ -311,21 +312,21 @@ impl Caches {
         let (tasks, task_changes) = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
-            |_| {},
+            trim::trim_task,
             vec![indexes.tasks.clone()],
             None,
         );
         let (pods, pod_changes) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
-            trim_pod,
+            trim::trim_pod,
             vec![indexes.pods.clone()],
             Some(pod_significance),
         );
         let (leases, lease_changes) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
-            |_| {},
+            |lease| trim::trim_metadata(&mut lease.metadata),
             vec![indexes.leases.clone(), indexes.held_leases.clone()],
             Some(lease_significance),
         );
@@ -342,16 +343,6 @@ impl Caches {
 
     fn stores(&self) -> (Store<Task>, Store<Pod>, Store<Lease>) {
         (self.tasks.clone(), self.pods.clone(), self.leases.clone())
-    }
-}
-
-/// Agent Pods are cached for their metadata and status only (the lifecycle reads nothing
-/// else): their spec and prompt annotation would make up most of the cache, and finished
-/// Pods stay for their retention time.
-fn trim_pod(pod: &mut Pod) {
-    pod.spec = None;
-    if let Some(annotations) = pod.metadata.annotations.as_mut() {
-        annotations.remove(PROMPT_ANNOTATION);
     }
 }
 
@@ -399,13 +390,7 @@ async fn run_controller(
         watcher::Config::default(),
     )
     .backoff(WatchBackoff::default())
-    .modify(|feature: &mut Feature| {
-        let meta = feature.meta_mut();
-        meta.managed_fields = None;
-        if let Some(annotations) = meta.annotations.as_mut() {
-            annotations.remove(LAST_APPLIED_ANNOTATION);
-        }
-    })
+    .modify(trim::trim_feature)
     .reflect(writer)
     .applied_objects();
     Controller::for_stream(feature_changes, features)
@@ -442,8 +427,8 @@ async fn timed_reconcile(
     result
 }
 
-/// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
-/// and kubectl's last-applied copy dropped, and what `trim` drops, to save memory) and the
+/// A cache of `K` and the stream of changed objects that keeps it filled (each object
+/// trimmed by `trim` to what reconciles read, see [`trim`]) and the
 /// `indexes` over it, reconnecting with [`WatchBackoff`]. With `significance`, a changed
 /// object triggers a reconcile only when that value changed (every object of a re-list, and
 /// every deletion, still does); the cache and indexes follow every change.
@@ -462,14 +447,7 @@ where
     let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
-        .modify(move |object: &mut K| {
-            let meta = object.meta_mut();
-            meta.managed_fields = None;
-            if let Some(annotations) = meta.annotations.as_mut() {
-                annotations.remove(LAST_APPLIED_ANNOTATION);
-            }
-            trim(object);
-        })
+        .modify(trim)
         .reflect(writer)
         .inspect(move |event| {
             if let Ok(event) = event {
@@ -551,9 +529,6 @@ fn significance_of(value: &impl std::hash::Hash) -> u64 {
     value.hash(&mut hasher);
     hasher.finish()
 }
-
-/// `kubectl apply`'s copy of the applied object: nothing the controller reads.
-const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Watch reconnect backoff: exponential from 100 ms, capped at 2 s, with jitter, reset on
 /// success. kube-runtime's default grows to 30 s, which after an API server outage leaves
