@@ -11,7 +11,8 @@
 //! - restart: a new controller process after the run, once its caches have filled.
 //!
 //! Parts: `plain` (tasks with a name only, as `benches/controller.rs applied`) and
-//! `prompts` (a title and a 1 KiB prompt per task). The controller inherits the bench's
+//! `prompts` (a title and a 1 KiB prompt per task); `run` the run phase (picking only
+//! `plain` or `prompts` measures synced and restart). The controller inherits the bench's
 //! environment: `MALLOC_ARENA_MAX=2 cargo bench --bench controller_rss -- prompts`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -179,7 +180,7 @@ async fn settle(controller: &ControllerProcess, min: Duration) {
     }
 }
 
-async fn measure(content: Content) {
+async fn measure(content: Content, with_run: bool) {
     let label = match content {
         Content::Plain => "plain (name only)",
         Content::Prompts => "prompts (title and 1 KiB prompt)",
@@ -232,6 +233,17 @@ async fn measure(content: Content) {
         &format!(" — every Feature has status after {synced_after:.1} s"),
     );
 
+    if with_run {
+        run_all(&client, &features, &controller).await;
+    }
+    controller.stop().await;
+    let controller = ControllerProcess::start(&server, NS, &[], &[]);
+    settle(&controller, Duration::from_secs(8)).await;
+    report("restart", &controller, " — after the caches filled again");
+}
+
+/// Resumes every Feature and waits until all 10,000 tasks are done.
+async fn run_all(client: &Client, features: &Api<Feature>, controller: &ControllerProcess) {
     let _kubelet = finish_every_pod(client.clone());
     let started = Instant::now();
     let resume = serde_json::json!({"spec": {"suspend": false}});
@@ -249,7 +261,7 @@ async fn measure(content: Content) {
     let all = FEATURES * TASKS_PER_FEATURE;
     let mut last_report = Instant::now();
     loop {
-        let finished = features_where(&features, done).await;
+        let finished = features_where(features, done).await;
         if finished >= all {
             break;
         }
@@ -260,17 +272,12 @@ async fn measure(content: Content) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let run_for = started.elapsed().as_secs_f64();
-    settle(&controller, Duration::from_secs(2)).await;
+    settle(controller, Duration::from_secs(2)).await;
     report(
         "run",
-        &controller,
+        controller,
         &format!(" — 10,000 tasks done in {run_for:.1} s, 10,000 finished Pods kept"),
     );
-
-    controller.stop().await;
-    let controller = ControllerProcess::start(&server, NS, &[], &[]);
-    settle(&controller, Duration::from_secs(8)).await;
-    report("restart", &controller, " — after the caches filled again");
 }
 
 fn main() {
@@ -278,18 +285,23 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    // `cargo bench --bench controller_rss -- prompts` runs only that part.
+    // `cargo bench --bench controller_rss -- prompts` runs only that part; `run` adds the
+    // run to the picked parts (a release build runs 10,000 tasks in about a minute).
     let picked: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
     let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
+    let contents = ["plain", "prompts"];
+    let any_content = picked.iter().any(|p| contents.contains(&p.as_str()));
+    let content_runs = |part: &str| !any_content || runs(part);
+    let with_run = runs("run");
     runtime.block_on(async {
-        if runs("plain") {
-            measure(Content::Plain).await;
+        if content_runs("plain") {
+            measure(Content::Plain, with_run).await;
         }
-        if runs("prompts") {
-            measure(Content::Prompts).await;
+        if content_runs("prompts") {
+            measure(Content::Prompts, with_run).await;
         }
     });
 }

@@ -26,7 +26,7 @@ use super::claim::Leases;
 use super::context::Context;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
-use super::index::{Index, Indexes, reference};
+use super::index::{Index, Indexes};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
 use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
@@ -444,7 +444,9 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
+    // objects sharing a hash would also need equal significance values to miss a trigger.
+    let mut seen: HashMap<u64, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(trim)
@@ -461,19 +463,19 @@ where
                 Ok(watcher::Event::Apply(object)) => match significance {
                     Some(value_of) => {
                         let value = value_of(&object);
-                        let changed = seen.insert(reference(&object), value) != Some(value);
+                        let changed = seen.insert(identity(&object), value) != Some(value);
                         changed.then_some(Ok(object))
                     }
                     None => Some(Ok(object)),
                 },
                 Ok(watcher::Event::InitApply(object)) => {
                     if let Some(value_of) = significance {
-                        seen.insert(reference(&object), value_of(&object));
+                        seen.insert(identity(&object), value_of(&object));
                     }
                     Some(Ok(object))
                 }
                 Ok(watcher::Event::Delete(object)) => {
-                    seen.remove(&reference(&object));
+                    seen.remove(&identity(&object));
                     Some(Ok(object))
                 }
                 // A re-list names every object again: forget those deleted meanwhile.
@@ -521,6 +523,12 @@ fn lease_significance(lease: &Lease) -> u64 {
         spec.and_then(|s| s.lease_transitions),
         spec.and_then(|s| s.lease_duration_seconds),
     ))
+}
+
+/// An object's namespace and name, hashed.
+fn identity<K: Resource>(object: &K) -> u64 {
+    let meta = object.meta();
+    significance_of(&(meta.namespace.as_deref(), meta.name.as_deref()))
 }
 
 fn significance_of(value: &impl std::hash::Hash) -> u64 {

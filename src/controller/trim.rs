@@ -11,10 +11,17 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use kube::Api;
+
+use super::call::{CallError, bounded};
+use super::context::Context;
 use crate::api::{Feature, Task};
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Objects per page of a list the controller reads (its watches' first lists included).
+pub const LIST_PAGE: u32 = 500;
 
 /// The prefix of the labels and annotations the controller reads on its own objects.
 const RALPH_PREFIX: &str = "ralph.dev/";
@@ -35,14 +42,40 @@ pub fn trim_feature(feature: &mut Feature) {
 }
 
 /// A Task as cached: only the controller's own (`ralph.dev/`) labels and annotations (the
-/// task label and the template hash are read), no finalizers; spec and status whole (a
-/// status write carries the whole status it was decided from).
+/// task label and the template hash are read), no finalizers, and no description (the
+/// prompt text, up to 32 KiB, read only when an attempt starts: [`descriptions`] reads it
+/// live); the rest of the spec and the whole status (a status write carries the whole
+/// status it was decided from).
 pub fn trim_task(task: &mut Task) {
     let meta = &mut task.metadata;
     trim_metadata(meta);
     keep_ralph_keys(&mut meta.labels);
     keep_ralph_keys(&mut meta.annotations);
     meta.finalizers = None;
+    task.spec.fields.description = String::new();
+}
+
+/// The descriptions (prompt texts) of the Tasks `names` in `namespace`, read live: the Task
+/// cache does not keep them ([`trim_task`]). A Task that is gone has none.
+pub async fn descriptions(
+    ctx: &Context,
+    namespace: &str,
+    names: &[&str],
+) -> Result<BTreeMap<String, String>, CallError> {
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut texts = BTreeMap::new();
+    for name in names {
+        let live = bounded(
+            ctx.api_timeout,
+            format!("get Task {namespace}/{name}"),
+            api.get_opt(name),
+        )
+        .await?;
+        if let Some(task) = live {
+            texts.insert((*name).to_owned(), task.spec.fields.description);
+        }
+    }
+    Ok(texts)
 }
 
 fn keep_ralph_keys(map: &mut Option<BTreeMap<String, String>>) {
@@ -314,11 +347,25 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_task_keeps_its_identity_spec_and_status() {
+    fn a_cached_task_has_no_description() {
+        let mut task = task();
+        trim_task(&mut task);
+        assert!(task.spec.fields.description.is_empty());
+    }
+
+    #[test]
+    fn a_cached_task_keeps_its_identity_the_rest_of_its_spec_and_its_status() {
         let original = task();
         let mut task = original.clone();
         trim_task(&mut task);
-        assert_eq!(task.spec, original.spec);
+        assert_eq!(task.spec.feature_ref, original.spec.feature_ref);
+        assert_eq!(
+            TaskFields {
+                description: String::new(),
+                ..original.spec.fields.clone()
+            },
+            task.spec.fields
+        );
         assert_eq!(task.status, original.status);
         let (meta, before) = (&task.metadata, &original.metadata);
         assert_eq!(meta.name, before.name);
