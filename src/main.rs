@@ -4,10 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc instead of glibc's malloc: with 10,000 cached Tasks the controller's RSS is
-/// far lower (glibc's arenas keep freed memory fragmented; docs/performance.md).
+/// jemalloc instead of glibc's malloc: glibc's arenas keep the memory freed after the
+/// controller's first sync of 10,000 Tasks fragmented; jemalloc's background threads give
+/// it back (docs/performance.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = ralph::cli::Cli::parse();
