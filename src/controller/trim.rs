@@ -229,7 +229,7 @@ mod tests {
         let original = finished_pod();
         let mut pod = original.clone();
         trim_pod(&mut pod);
-        let status = pod.status.as_ref().map(Clone::clone).unwrap_or_default();
+        let status = pod.status.clone().unwrap_or_default();
         assert_eq!(status.phase.as_deref(), Some("Failed"));
         assert_eq!(status.reason.as_deref(), Some("Evicted"));
         assert_eq!(status.message.as_deref(), Some("node pressure"));
