@@ -4,6 +4,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// jemalloc instead of glibc's malloc: glibc's arenas keep the memory freed after the
+/// controller's first sync of 10,000 Tasks fragmented; jemalloc's background threads give
+/// it back (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = ralph::cli::Cli::parse();
     ralph::cli::init_tracing(&cli);

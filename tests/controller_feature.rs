@@ -127,6 +127,30 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
     h.stop().await;
 }
 
+/// The Task cache keeps no descriptions: the prompt reads the task's and its parent's live.
+#[tokio::test]
+async fn a_subtask_prompt_carries_its_own_and_its_parents_description() {
+    let h = Harness::start().await;
+    h.create_feature(feature_manifest(
+        "nested",
+        serde_json::json!([
+            {"name": "epic", "title": "Greeter", "description": "Build the greeter service."},
+            {"name": "a", "parent": "epic", "description": "Write hello.txt"}
+        ]),
+        serde_json::json!({}),
+    ))
+    .await;
+    let pod = h.wait_for_pod("nested-a-a1").await;
+    let text = pod
+        .annotations()
+        .get("ralph.dev/prompt")
+        .cloned()
+        .expect("prompt annotation");
+    assert!(text.contains("Write hello.txt"), "{text}");
+    assert!(text.contains("Build the greeter service."), "{text}");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn crashed_attempt_is_retried_and_the_next_prompt_says_why() {
     let h = Harness::start().await;

@@ -296,25 +296,37 @@ fn cached_tasks(ctx: &Context, namespace: &str, feature: &str) -> Vec<Arc<Task>>
         .collect()
 }
 
-/// The feature's Tasks as the API server has them now.
+/// The feature's Tasks as the API server has them now, trimmed as the cache trims them
+/// (listed a page at a time: a namespace may hold 10,000 Tasks of other Features).
 async fn live_tasks(
     ctx: &Context,
     namespace: &str,
     feature: &str,
 ) -> Result<Vec<Arc<Task>>, ReconcileError> {
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
-    let list = bounded(
-        ctx.api_timeout,
-        format!("list Tasks in {namespace}"),
-        api.list(&ListParams::default()),
-    )
-    .await?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|t| t.spec.feature_ref == feature)
-        .map(Arc::new)
-        .collect())
+    let mut params = ListParams::default().limit(super::trim::LIST_PAGE);
+    let mut tasks = Vec::new();
+    loop {
+        let page = bounded(
+            ctx.api_timeout,
+            format!("list Tasks in {namespace}"),
+            api.list(&params),
+        )
+        .await?;
+        tasks.extend(
+            page.items
+                .into_iter()
+                .filter(|t| t.spec.feature_ref == feature)
+                .map(|mut t| {
+                    super::trim::trim_task(&mut t);
+                    Arc::new(t)
+                }),
+        );
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(tasks),
+        }
+    }
 }
 
 /// True when `plan` would turn the Feature Invalid or NoPlan now (a ruling worth a live read).

@@ -27,6 +27,7 @@ pub mod sidecar;
 pub mod slots;
 pub mod status;
 pub mod task;
+pub mod trim;
 pub mod verify;
 
 #[cfg(test)]

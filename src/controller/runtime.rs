@@ -27,13 +27,14 @@ use super::claim::{self, Leases};
 use super::context::Context;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
-use super::index::{Index, Indexes, reference};
+use super::index::{Index, Indexes};
 use super::leader::{self, ElectionConfig};
 use super::metrics::{Metrics, MetricsRegistry};
-use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PROMPT_ANNOTATION, PodSettings, SidecarMode};
+use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
 use super::retention;
 use super::server::{self, Health, ServerError};
 use super::slots::Slots;
+use super::trim;
 use crate::api::{Feature, Task};
 
 /// Whether agent Pods use native sidecars.
@@ -312,21 +313,21 @@ impl Caches {
         let (tasks, task_changes) = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
-            |_| {},
+            trim::trim_task,
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );
         let (pods, pod_changes) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
-            trim_pod,
+            trim::trim_pod,
             vec![indexes.pods.clone()],
             Some(pod_significance),
         );
         let (leases, lease_changes) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
-            |_| {},
+            |lease| trim::trim_metadata(&mut lease.metadata),
             vec![indexes.leases.clone()],
             Some(lease_significance),
         );
@@ -343,16 +344,6 @@ impl Caches {
 
     fn stores(&self) -> (Store<Task>, Store<Pod>, Store<Lease>) {
         (self.tasks.clone(), self.pods.clone(), self.leases.clone())
-    }
-}
-
-/// Agent Pods are cached for their metadata and status only (the lifecycle reads nothing
-/// else): their spec and prompt annotation would make up most of the cache, and finished
-/// Pods stay for their retention time.
-fn trim_pod(pod: &mut Pod) {
-    pod.spec = None;
-    if let Some(annotations) = pod.metadata.annotations.as_mut() {
-        annotations.remove(PROMPT_ANNOTATION);
     }
 }
 
@@ -400,13 +391,7 @@ async fn run_controller(
         watcher::Config::default(),
     )
     .backoff(WatchBackoff::default())
-    .modify(|feature: &mut Feature| {
-        let meta = feature.meta_mut();
-        meta.managed_fields = None;
-        if let Some(annotations) = meta.annotations.as_mut() {
-            annotations.remove(LAST_APPLIED_ANNOTATION);
-        }
-    })
+    .modify(trim::trim_feature)
     .reflect(writer)
     .applied_objects();
     Controller::for_stream(feature_changes, features)
@@ -443,8 +428,8 @@ async fn timed_reconcile(
     result
 }
 
-/// A cache of `K` and the stream of changed objects that keeps it filled (managedFields
-/// and kubectl's last-applied copy dropped, and what `trim` drops, to save memory) and the
+/// A cache of `K` and the stream of changed objects that keeps it filled (each object
+/// trimmed by `trim` to what reconciles read, see [`trim`]) and the
 /// `indexes` over it, reconnecting with [`WatchBackoff`]. With `significance`, a changed
 /// object triggers a reconcile only when that value changed (every object of a re-list, and
 /// every deletion, still does); the cache and indexes follow every change.
@@ -460,17 +445,12 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
+    // objects sharing a hash would also need equal significance values to miss a trigger.
+    let mut seen: HashMap<u64, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
-        .modify(move |object: &mut K| {
-            let meta = object.meta_mut();
-            meta.managed_fields = None;
-            if let Some(annotations) = meta.annotations.as_mut() {
-                annotations.remove(LAST_APPLIED_ANNOTATION);
-            }
-            trim(object);
-        })
+        .modify(trim)
         .reflect(writer)
         .inspect(move |event| {
             if let Ok(event) = event {
@@ -484,19 +464,19 @@ where
                 Ok(watcher::Event::Apply(object)) => match significance {
                     Some(value_of) => {
                         let value = value_of(&object);
-                        let changed = seen.insert(reference(&object), value) != Some(value);
+                        let changed = seen.insert(identity(&object), value) != Some(value);
                         changed.then_some(Ok(object))
                     }
                     None => Some(Ok(object)),
                 },
                 Ok(watcher::Event::InitApply(object)) => {
                     if let Some(value_of) = significance {
-                        seen.insert(reference(&object), value_of(&object));
+                        seen.insert(identity(&object), value_of(&object));
                     }
                     Some(Ok(object))
                 }
                 Ok(watcher::Event::Delete(object)) => {
-                    seen.remove(&reference(&object));
+                    seen.remove(&identity(&object));
                     Some(Ok(object))
                 }
                 // A re-list names every object again: forget those deleted meanwhile.
@@ -549,15 +529,18 @@ fn lease_significance(lease: &Lease) -> u64 {
     ))
 }
 
+/// An object's namespace and name, hashed.
+fn identity<K: Resource>(object: &K) -> u64 {
+    let meta = object.meta();
+    significance_of(&(meta.namespace.as_deref(), meta.name.as_deref()))
+}
+
 fn significance_of(value: &impl std::hash::Hash) -> u64 {
     use std::hash::Hasher;
     let mut hasher = fnv::FnvHasher::default();
     value.hash(&mut hasher);
     hasher.finish()
 }
-
-/// `kubectl apply`'s copy of the applied object: nothing the controller reads.
-const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Watch reconnect backoff: exponential from 100 ms, capped at 2 s, with jitter, reset on
 /// success. kube-runtime's default grows to 30 s, which after an API server outage leaves

@@ -401,7 +401,16 @@ async fn start(
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
     let kind = super::verify::next_attempt_kind(scope.feature, task);
-    let prompt = render_prompt(scope, plan, kind);
+    let parent = task.spec.fields.parent.as_deref();
+    let described: Vec<&str> = [
+        Some(name.as_str()),
+        parent.filter(|p| scope.siblings.contains_key(*p)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let descriptions = super::trim::descriptions(ctx, &namespace, &described).await?;
+    let prompt = render_prompt(scope, plan, kind, &descriptions);
     let choice = match &plan.selection {
         Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
         _ => None,
@@ -497,13 +506,23 @@ where
     }
 }
 
-fn render_prompt(scope: &TaskScope<'_>, plan: &TaskPlan, kind: AttemptKind) -> String {
+/// The attempt's prompt; `descriptions` are the task's and its parent's, read live (the
+/// Task cache keeps none).
+fn render_prompt(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    kind: AttemptKind,
+    descriptions: &BTreeMap<String, String>,
+) -> String {
     let task = &plan.task;
     let fields = &task.spec.fields;
     let text = |t: &Task, id: String| TaskText {
         id,
         title: t.spec.fields.title.clone(),
-        description: t.spec.fields.description.clone(),
+        description: descriptions
+            .get(t.metadata.name.as_deref().unwrap_or_default())
+            .cloned()
+            .unwrap_or_default(),
     };
     let parent = fields
         .parent
@@ -738,6 +757,8 @@ impl TaskWrites {
             }
             _ => vec![from_rv],
         };
+        let mut written = written;
+        super::trim::trim_task(&mut written);
         map.insert(key, (Arc::new(written), superseded));
     }
 

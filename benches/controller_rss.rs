@@ -1,0 +1,307 @@
+//! Controller memory with 10,000 Tasks, against the in-process fake API server with
+//! realistic per-request latency (2 ms reads, 8 ms writes); printed, not asserted. The
+//! controller runs as a separate `ralph controller` process, so its RSS is its own.
+//!
+//! 50 Features of 200 templated tasks are applied at once (suspended). Figures (VmRSS now,
+//! and VmHWM, the peak so far):
+//! - synced: every Feature has a status counting its 200 tasks;
+//! - run: the Features resumed (parallelism 10 each), a kubelet stand-in finishing every
+//!   agent Pod at once with a task-done result carrying a journal note, until all 10,000
+//!   tasks are done (the 10,000 finished Pods stay, under `--finished-pod-ttl`);
+//! - restart: a new controller process after the run, once its caches have filled.
+//!
+//! Parts: `plain` (tasks with a name only, as `benches/controller.rs applied`) and
+//! `prompts` (a title and a 1 KiB prompt per task); `run` the run phase (picking only
+//! `plain` or `prompts` measures synced and restart). The controller inherits the bench's
+//! environment: `MALLOC_ARENA_MAX=2 cargo bench --bench controller_rss -- prompts`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/support/controller_harness.rs"]
+mod controller_harness;
+#[path = "../tests/support/controller_process.rs"]
+mod controller_process;
+#[path = "../tests/support/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use controller_harness::{NS, create_agent_service_account, runner_arg};
+use controller_process::ControllerProcess;
+use fake_apiserver::FakeApiServer;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use ralph::api::Feature;
+
+const FEATURES: usize = 50;
+const TASKS_PER_FEATURE: usize = 200;
+
+/// What each task's template holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Content {
+    /// A name only.
+    Plain,
+    /// A title and a prompt of about 1 KiB.
+    Prompts,
+}
+
+fn template(feature: usize, task: usize, content: Content) -> serde_json::Value {
+    let name = format!("t{task}");
+    match content {
+        Content::Plain => serde_json::json!({"name": name}),
+        Content::Prompts => {
+            let description = format!(
+                "Implement step {task} of feature {feature}. {}",
+                "Read the module, write the failing test first, make it pass, keep the \
+                 public interface as it is, run the linters and describe what changed. "
+                    .repeat(6)
+            );
+            serde_json::json!({
+                "name": name,
+                "title": format!("Step {task} of feature {feature}: implement and test"),
+                "description": description,
+            })
+        }
+    }
+}
+
+fn feature(index: usize, content: Content) -> Feature {
+    let tasks: Vec<_> = (0..TASKS_PER_FEATURE)
+        .map(|task| template(index, task, content))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Feature",
+        "metadata": {"name": format!("g{index}"), "namespace": NS},
+        "spec": {
+            "agent": {"image": "agent:bench", "command": ["agent"]},
+            "parallelism": 10,
+            "suspend": true,
+            "tasks": tasks
+        }
+    }))
+    .expect("bench feature")
+}
+
+/// Kubelet stand-in: every new agent Pod ends at once with a task-done result, a journal
+/// note and usage, as a real runner reports them.
+fn finish_every_pod(client: Client) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(client, NS);
+        let mut finished = BTreeSet::new();
+        let mut stream = watcher(
+            pods.clone(),
+            watcher::Config::default().labels("ralph.dev/attempt"),
+        )
+        .applied_objects()
+        .boxed();
+        while let Some(Ok(pod)) = stream.next().await {
+            let name = pod.name_any();
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) || !finished.insert(name.clone()) {
+                continue;
+            }
+            let task = runner_arg(&pod, "--task").unwrap_or_default();
+            let pods = pods.clone();
+            tokio::spawn(async move {
+                let journal = format!(
+                    "Task {task}: added the test, implemented the change, all checks pass. {}",
+                    "Touched the parser and its tests; nothing else changed. ".repeat(6)
+                );
+                let result = serde_json::json!({
+                    "version": 1, "task": task, "attempt": name, "outcome": "finished",
+                    "stopReason": "end_turn", "agent": "claude-agent-acp 0.5.1",
+                    "model": "claude-sonnet-4-5",
+                    "sigils": {"taskDone": task, "journal": [journal]},
+                    "usage": {"inputTokens": 48213, "outputTokens": 5120, "costUsd": 0.21}
+                });
+                let now = jiff::Timestamp::now().to_string();
+                let status = serde_json::json!({"status": {
+                    "phase": "Succeeded", "startTime": now,
+                    "conditions": [
+                        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                        {"type": "Ready", "status": "False", "lastTransitionTime": now,
+                         "reason": "PodCompleted"},
+                        {"type": "ContainersReady", "status": "False",
+                         "lastTransitionTime": now, "reason": "PodCompleted"},
+                        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
+                    ],
+                    "hostIP": "10.0.3.17", "podIP": "10.244.3.121",
+                    "podIPs": [{"ip": "10.244.3.121"}], "qosClass": "BestEffort",
+                    "containerStatuses": [{
+                        "name": "agent", "image": "agent:bench",
+                        "imageID": "docker.io/library/agent@sha256:0f3c5d4a9b8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a",
+                        "containerID": "containerd://6c1f0e2d3b4a59687766554433221100ffeeddccbbaa99887766554433221100",
+                        "ready": false, "restartCount": 0, "started": false,
+                        "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                            "startedAt": now, "finishedAt": now,
+                            "containerID": "containerd://6c1f0e2d3b4a59687766554433221100ffeeddccbbaa99887766554433221100",
+                            "message": result.to_string()}}
+                    }]
+                }});
+                let _ = pods
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await;
+            });
+        }
+    })
+}
+
+async fn features_where(features: &Api<Feature>, counted: impl Fn(&Feature) -> usize) -> usize {
+    features
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.iter().map(&counted).sum())
+        .unwrap_or(0)
+}
+
+fn report(stage: &str, controller: &ControllerProcess, extra: &str) {
+    println!(
+        "  {stage:<8} RSS {:>6.1} MiB (anon {:>6.1}, peak {:>6.1}){extra}",
+        controller.rss_mib(),
+        controller.status_mib("RssAnon"),
+        controller.status_mib("VmHWM"),
+    );
+}
+
+/// Waits until the controller's RSS has not grown for 3 s (and at least `min`).
+async fn settle(controller: &ControllerProcess, min: Duration) {
+    tokio::time::sleep(min).await;
+    let mut last = controller.rss_mib();
+    let mut steady = 0;
+    while steady < 3 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = controller.rss_mib();
+        steady = if now > last + 0.2 { 0 } else { steady + 1 };
+        last = now;
+    }
+}
+
+async fn measure(content: Content, with_run: bool) {
+    let label = match content {
+        Content::Plain => "plain (name only)",
+        Content::Prompts => "prompts (title and 1 KiB prompt)",
+    };
+    let env: Vec<String> = ["MALLOC_ARENA_MAX"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+        .collect();
+    println!(
+        "10,000 Tasks, {label}{}:",
+        if env.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", env.join(" "))
+        }
+    );
+    let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
+    let client = server.client_in(NS);
+    create_agent_service_account(&client).await;
+    let controller = ControllerProcess::start(&server, NS, &[], &[]);
+    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
+    let started = Instant::now();
+    let creates = (0..FEATURES).map(|i| {
+        let features = features.clone();
+        async move {
+            features
+                .create(&PostParams::default(), &feature(i, content))
+                .await
+        }
+    });
+    for created in futures::future::join_all(creates).await {
+        created.expect("create feature");
+    }
+    let total = |f: &Feature| {
+        usize::from(
+            f.status
+                .as_ref()
+                .is_some_and(|s| s.counts.total as usize == TASKS_PER_FEATURE),
+        )
+    };
+    while features_where(&features, total).await < FEATURES {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let synced_after = started.elapsed().as_secs_f64();
+    settle(&controller, Duration::from_secs(2)).await;
+    report(
+        "synced",
+        &controller,
+        &format!(" — every Feature has status after {synced_after:.1} s"),
+    );
+
+    if with_run {
+        run_all(&client, &features, &controller).await;
+    }
+    controller.stop().await;
+    let controller = ControllerProcess::start(&server, NS, &[], &[]);
+    settle(&controller, Duration::from_secs(8)).await;
+    report("restart", &controller, " — after the caches filled again");
+}
+
+/// Resumes every Feature and waits until all 10,000 tasks are done.
+async fn run_all(client: &Client, features: &Api<Feature>, controller: &ControllerProcess) {
+    let _kubelet = finish_every_pod(client.clone());
+    let started = Instant::now();
+    let resume = serde_json::json!({"spec": {"suspend": false}});
+    for i in 0..FEATURES {
+        features
+            .patch(
+                &format!("g{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&resume),
+            )
+            .await
+            .expect("resume feature");
+    }
+    let done = |f: &Feature| f.status.as_ref().map_or(0, |s| s.counts.done as usize);
+    let all = FEATURES * TASKS_PER_FEATURE;
+    let mut last_report = Instant::now();
+    loop {
+        let finished = features_where(features, done).await;
+        if finished >= all {
+            break;
+        }
+        if last_report.elapsed() > Duration::from_secs(15) {
+            eprintln!("  ... {finished} of {all} tasks done");
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let run_for = started.elapsed().as_secs_f64();
+    settle(controller, Duration::from_secs(2)).await;
+    report(
+        "run",
+        controller,
+        &format!(" — 10,000 tasks done in {run_for:.1} s, 10,000 finished Pods kept"),
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    // `cargo bench --bench controller_rss -- prompts` runs only that part; `run` adds the
+    // run to the picked parts (a release build runs 10,000 tasks in about a minute).
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
+    let contents = ["plain", "prompts"];
+    let any_content = picked.iter().any(|p| contents.contains(&p.as_str()));
+    let content_runs = |part: &str| !any_content || runs(part);
+    let with_run = runs("run");
+    runtime.block_on(async {
+        if content_runs("plain") {
+            measure(Content::Plain, with_run).await;
+        }
+        if content_runs("prompts") {
+            measure(Content::Prompts, with_run).await;
+        }
+    });
+}

@@ -1,0 +1,396 @@
+//! What the controller's caches keep of each object: only what a reconcile reads from
+//! them. The watch streams trim every object before the store holds it, so 10,000 Tasks and
+//! their finished agent Pods fit in a small controller. A field dropped here is read by no
+//! reconcile from the cache (a live read fetches what a rare step needs).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod,
+    PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use kube::Api;
+
+use super::call::{CallError, bounded};
+use super::context::Context;
+use crate::api::{Feature, Task};
+
+/// `kubectl apply`'s copy of the applied object: nothing the controller reads.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Objects per page of a list the controller reads (its watches' first lists included).
+pub const LIST_PAGE: u32 = 500;
+
+/// The prefix of the labels and annotations the controller reads on its own objects.
+const RALPH_PREFIX: &str = "ralph.dev/";
+
+/// What no cached object keeps: managedFields (they name every field of the object) and
+/// kubectl's last-applied copy.
+pub fn trim_metadata(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+}
+
+/// A Feature as cached: its metadata trimmed ([`trim_metadata`]); the reconcile reads its
+/// whole spec and status.
+pub fn trim_feature(feature: &mut Feature) {
+    trim_metadata(&mut feature.metadata);
+}
+
+/// A Task as cached: only the controller's own (`ralph.dev/`) labels and annotations (the
+/// task label and the template hash are read), no finalizers, and no description (the
+/// prompt text, up to 32 KiB, read only when an attempt starts: [`descriptions`] reads it
+/// live); the rest of the spec and the whole status (a status write carries the whole
+/// status it was decided from).
+pub fn trim_task(task: &mut Task) {
+    let meta = &mut task.metadata;
+    trim_metadata(meta);
+    keep_ralph_keys(&mut meta.labels);
+    keep_ralph_keys(&mut meta.annotations);
+    meta.finalizers = None;
+    task.spec.fields.description = String::new();
+}
+
+/// The descriptions (prompt texts) of the Tasks `names` in `namespace`, read live: the Task
+/// cache does not keep them ([`trim_task`]). A Task that is gone has none.
+pub async fn descriptions(
+    ctx: &Context,
+    namespace: &str,
+    names: &[&str],
+) -> Result<BTreeMap<String, String>, CallError> {
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut texts = BTreeMap::new();
+    for name in names {
+        let live = bounded(
+            ctx.api_timeout,
+            format!("get Task {namespace}/{name}"),
+            api.get_opt(name),
+        )
+        .await?;
+        if let Some(task) = live {
+            texts.insert((*name).to_owned(), task.spec.fields.description);
+        }
+    }
+    Ok(texts)
+}
+
+fn keep_ralph_keys(map: &mut Option<BTreeMap<String, String>>) {
+    if let Some(entries) = map.as_mut() {
+        entries.retain(|key, _| key.starts_with(RALPH_PREFIX));
+        if entries.is_empty() {
+            *map = None;
+        }
+    }
+}
+
+/// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion and creation times, and of its
+/// status the phase, reason, message, start time and each container's name and how it runs
+/// or ended (the runner's result is the agent container's termination message). No spec,
+/// no prompt annotation, no conditions, addresses, images or container ids: the lifecycle,
+/// the git steps and the retention sweep read none of them.
+pub fn trim_pod(pod: &mut Pod) {
+    trim_metadata(&mut pod.metadata);
+    pod.spec = None;
+    pod.metadata.annotations = None;
+    pod.metadata.finalizers = None;
+    pod.status = pod.status.take().map(|status| PodStatus {
+        phase: status.phase,
+        reason: status.reason,
+        message: status.message,
+        start_time: status.start_time,
+        container_statuses: status.container_statuses.map(trim_containers),
+        init_container_statuses: status.init_container_statuses.map(trim_containers),
+        ..PodStatus::default()
+    });
+}
+
+fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
+    statuses
+        .into_iter()
+        .map(|status| ContainerStatus {
+            name: status.name,
+            state: status.state.map(|state| ContainerState {
+                running: state.running.map(|running| ContainerStateRunning {
+                    started_at: running.started_at,
+                }),
+                terminated: state.terminated.map(|ended| ContainerStateTerminated {
+                    container_id: None,
+                    ..ended
+                }),
+                waiting: None,
+            }),
+            ..ContainerStatus::default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{TaskFields, TaskSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+
+    fn map(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
+        Some(
+            entries
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    }
+
+    fn pod_from(json: serde_json::Value) -> Pod {
+        match serde_json::from_value(json) {
+            Ok(pod) => pod,
+            Err(error) => panic!("test pod does not parse: {error}"),
+        }
+    }
+
+    fn finished_pod() -> Pod {
+        pod_from(serde_json::json!({
+            "metadata": {
+                "name": "t-a1", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "creationTimestamp": "2026-11-23T10:00:00Z",
+                "deletionTimestamp": "2026-11-23T11:00:00Z",
+                "labels": {"ralph.dev/feature": "f", "ralph.dev/attempt": "t-a1", "team": "x"},
+                "annotations": {"ralph.dev/prompt": "a long prompt", "note": "n"},
+                "ownerReferences": [{"apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+                    "name": "t", "uid": "tu"}],
+                "finalizers": ["example.com/keep"],
+                "managedFields": [{"manager": "kubelet"}]
+            },
+            "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
+            "status": {
+                "phase": "Failed", "reason": "Evicted", "message": "node pressure",
+                "startTime": "2026-11-23T10:00:01Z",
+                "conditions": [{"type": "Ready", "status": "False"}],
+                "hostIP": "10.0.0.1", "podIP": "10.1.0.1", "podIPs": [{"ip": "10.1.0.1"}],
+                "qosClass": "BestEffort",
+                "initContainerStatuses": [{
+                    "name": "prepare", "image": "ralph:1", "imageID": "sha", "ready": false,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "message": "{\"outcome\":\"prepared\"}"}}
+                }],
+                "containerStatuses": [{
+                    "name": "agent", "image": "agent:1", "imageID": "sha256:abc",
+                    "containerID": "containerd://1", "ready": true, "restartCount": 2,
+                    "lastState": {"terminated": {"exitCode": 1}},
+                    "state": {"terminated": {"exitCode": 3, "signal": 9, "reason": "Error",
+                        "message": "{\"version\":1}", "containerID": "containerd://1",
+                        "startedAt": "2026-11-23T10:00:02Z",
+                        "finishedAt": "2026-11-23T10:05:00Z"}}
+                }, {
+                    "name": "sidecar", "image": "ralph:1", "imageID": "sha", "ready": true,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-11-23T10:00:02Z"},
+                        "waiting": {"reason": "CrashLoopBackOff"}}
+                }]
+            }
+        }))
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_its_identity_labels_owner_and_times() {
+        let mut pod = finished_pod();
+        trim_pod(&mut pod);
+        let meta = &pod.metadata;
+        assert_eq!(meta.name.as_deref(), Some("t-a1"));
+        assert_eq!(meta.namespace.as_deref(), Some("ns"));
+        assert_eq!(meta.resource_version.as_deref(), Some("7"));
+        assert_eq!(
+            meta.labels,
+            map(&[
+                ("ralph.dev/feature", "f"),
+                ("ralph.dev/attempt", "t-a1"),
+                ("team", "x")
+            ])
+        );
+        assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
+        assert!(meta.creation_timestamp.is_some());
+        assert!(meta.deletion_timestamp.is_some());
+    }
+
+    #[test]
+    fn a_cached_pod_has_no_spec_annotations_finalizers_or_managed_fields() {
+        let mut pod = finished_pod();
+        trim_pod(&mut pod);
+        assert!(pod.spec.is_none());
+        assert!(pod.metadata.annotations.is_none());
+        assert!(pod.metadata.finalizers.is_none());
+        assert!(pod.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_how_each_container_ran_and_ended() {
+        let original = finished_pod();
+        let mut pod = original.clone();
+        trim_pod(&mut pod);
+        let status = pod.status.clone().unwrap_or_default();
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some("Evicted"));
+        assert_eq!(status.message.as_deref(), Some("node pressure"));
+        assert!(status.start_time.is_some());
+        let containers = status.container_statuses.unwrap_or_default();
+        let agent = containers[0]
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.clone());
+        let before = original
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()[0]
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.clone());
+        assert_eq!(
+            agent,
+            before.map(|t| ContainerStateTerminated {
+                container_id: None,
+                ..t
+            })
+        );
+        let sidecar = containers[1].state.as_ref();
+        assert_eq!(
+            sidecar
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.clone()),
+            Some(Time("2026-11-23T10:00:02Z".parse().unwrap_or_default()))
+        );
+        let init = status.init_container_statuses.unwrap_or_default();
+        assert_eq!(init[0].name, "prepare");
+        assert_eq!(
+            init[0]
+                .state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .and_then(|t| t.message.as_deref()),
+            Some("{\"outcome\":\"prepared\"}")
+        );
+    }
+
+    #[test]
+    fn a_cached_pod_has_no_conditions_addresses_images_or_waiting_states() {
+        let mut pod = finished_pod();
+        trim_pod(&mut pod);
+        let status = pod.status.unwrap_or_default();
+        assert!(status.conditions.is_none());
+        assert!(status.host_ip.is_none() && status.pod_ip.is_none());
+        assert!(status.pod_ips.is_none() && status.qos_class.is_none());
+        for container in status.container_statuses.unwrap_or_default() {
+            assert!(container.image.is_empty() && container.image_id.is_empty());
+            assert!(container.container_id.is_none() && container.last_state.is_none());
+            assert!(container.state.is_some_and(|s| s.waiting.is_none()));
+        }
+    }
+
+    fn task() -> Task {
+        let mut task = Task::new(
+            "f-a",
+            TaskSpec {
+                feature_ref: "f".to_owned(),
+                fields: TaskFields {
+                    title: "A".to_owned(),
+                    description: "do a".to_owned(),
+                    depends_on: vec!["f-b".to_owned()],
+                    ..TaskFields::default()
+                },
+            },
+        );
+        task.metadata = ObjectMeta {
+            name: Some("f-a".to_owned()),
+            namespace: Some("ns".to_owned()),
+            uid: Some("u".to_owned()),
+            resource_version: Some("9".to_owned()),
+            generation: Some(2),
+            labels: map(&[
+                ("ralph.dev/feature", "f"),
+                ("ralph.dev/task", "a"),
+                ("app.kubernetes.io/instance", "demo"),
+            ]),
+            annotations: map(&[
+                ("ralph.dev/template-hash", "abc"),
+                (LAST_APPLIED_ANNOTATION, "{}"),
+                (
+                    "argocd.argoproj.io/tracking-id",
+                    "demo:ralph.dev/Task:ns/f-a",
+                ),
+            ]),
+            finalizers: Some(vec!["example.com/keep".to_owned()]),
+            managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+            ..ObjectMeta::default()
+        };
+        task.status = Some(crate::api::TaskStatus {
+            attempt_count: 1,
+            ..Default::default()
+        });
+        task
+    }
+
+    #[test]
+    fn a_cached_task_keeps_only_the_controllers_labels_and_annotations() {
+        let mut task = task();
+        trim_task(&mut task);
+        assert_eq!(
+            task.metadata.labels,
+            map(&[("ralph.dev/feature", "f"), ("ralph.dev/task", "a")])
+        );
+        assert_eq!(
+            task.metadata.annotations,
+            map(&[("ralph.dev/template-hash", "abc")])
+        );
+        assert!(task.metadata.finalizers.is_none());
+        assert!(task.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cached_task_has_no_description() {
+        let mut task = task();
+        trim_task(&mut task);
+        assert!(task.spec.fields.description.is_empty());
+    }
+
+    #[test]
+    fn a_cached_task_keeps_its_identity_the_rest_of_its_spec_and_its_status() {
+        let original = task();
+        let mut task = original.clone();
+        trim_task(&mut task);
+        assert_eq!(task.spec.feature_ref, original.spec.feature_ref);
+        assert_eq!(
+            TaskFields {
+                description: String::new(),
+                ..original.spec.fields.clone()
+            },
+            task.spec.fields
+        );
+        assert_eq!(task.status, original.status);
+        let (meta, before) = (&task.metadata, &original.metadata);
+        assert_eq!(meta.name, before.name);
+        assert_eq!(meta.namespace, before.namespace);
+        assert_eq!(meta.uid, before.uid);
+        assert_eq!(meta.resource_version, before.resource_version);
+        assert_eq!(meta.generation, before.generation);
+    }
+
+    #[test]
+    fn a_cached_feature_loses_managed_fields_and_the_last_applied_copy_only() {
+        let mut feature: Feature = match serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1", "kind": "Feature",
+            "metadata": {"name": "f", "namespace": "ns",
+                "annotations": {(LAST_APPLIED_ANNOTATION): "{}", "team": "x"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"agent": {"command": ["agent"]}, "tasks": [{"name": "a"}]}
+        })) {
+            Ok(feature) => feature,
+            Err(error) => panic!("test feature does not parse: {error}"),
+        };
+        let spec = feature.spec.clone();
+        trim_feature(&mut feature);
+        assert!(feature.metadata.managed_fields.is_none());
+        assert_eq!(feature.metadata.annotations, map(&[("team", "x")]));
+        assert_eq!(feature.spec, spec);
+    }
+}

@@ -1,0 +1,100 @@
+//! A `ralph controller` process against the in-process fake API server, for benches that
+//! measure the controller's own CPU time and memory (`/proc/PID/...`).
+#![allow(dead_code)]
+
+use super::fake_apiserver::FakeApiServer;
+
+/// A `ralph controller` process (no leader election), killed on drop.
+pub struct ControllerProcess {
+    child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl ControllerProcess {
+    /// Starts the controller watching `namespace` of `server` with the extra `args` (e.g. a
+    /// rate limit) and `env` (e.g. `MALLOC_ARENA_MAX`). The log level is `RALPH_BENCH_LOG`
+    /// (default `warn`); `RALPH_BENCH_BIN` runs another `ralph` binary (e.g. an older
+    /// build, to compare).
+    pub fn start(
+        server: &FakeApiServer,
+        namespace: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml(namespace)).expect("kubeconfig");
+        let binary = std::env::var("RALPH_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ralph").to_owned());
+        let child = tokio::process::Command::new(binary)
+            .args([
+                "controller",
+                "--namespace",
+                namespace,
+                "--ralph-image",
+                "ralph:bench",
+                "--no-leader-election",
+                "--native-sidecars",
+                "true",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--max-concurrent-attempts",
+                "10000",
+                "--log",
+                &std::env::var("RALPH_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
+            ])
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("KUBECONFIG", &kubeconfig)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn ralph controller");
+        Self { child, _dir: dir }
+    }
+
+    /// The process id (0 once it has exited).
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    /// User + system CPU seconds so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        let after_name = stat.rsplit(')').next().unwrap_or_default();
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // Fields 14 and 15 of /proc/PID/stat (utime, stime), counted after the name.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    /// A `/proc/PID/status` figure in kB, as MiB (e.g. `VmRSS`, `VmHWM`, `RssAnon`).
+    pub fn status_mib(&self, field: &str) -> f64 {
+        let prefix = format!("{field}:");
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(&prefix))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+            .unwrap_or(0.0)
+            / 1024.0
+    }
+
+    /// Resident memory now, MiB.
+    pub fn rss_mib(&self) -> f64 {
+        self.status_mib("VmRSS")
+    }
+
+    /// Stops the process and waits for it.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
