@@ -593,17 +593,18 @@ mod tests {
     }
 
     fn claim_lease(renewed: Timestamp) -> Lease {
-        let mut lease = Lease::default();
-        lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
-            holder_identity: Some("controller-1".into()),
-            lease_duration_seconds: Some(30),
-            lease_transitions: Some(0),
-            renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                renewed,
-            )),
+        Lease {
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some("controller-1".into()),
+                lease_duration_seconds: Some(30),
+                lease_transitions: Some(0),
+                renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                    renewed,
+                )),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
-        lease
+        }
     }
 
     #[test]
