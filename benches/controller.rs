@@ -20,6 +20,8 @@
 
 #[path = "../tests/support/controller_harness.rs"]
 mod controller_harness;
+#[path = "../tests/support/controller_process.rs"]
+mod controller_process;
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 
@@ -27,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use controller_harness::runner_arg;
+use controller_process::ControllerProcess;
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
@@ -69,88 +72,23 @@ async fn create_agent_service_account(client: &Client) {
         .expect("create ServiceAccount");
 }
 
-/// A `ralph controller` process against `server` (no leader election; `qps`: the client-side
-/// rate limit, burst twice that; `None`: unlimited), killed on drop.
-struct ControllerProcess {
-    child: tokio::process::Child,
-    _dir: tempfile::TempDir,
+/// The client-side rate limit of a `ralph controller`: `qps` with a burst of twice that, or
+/// none.
+fn rate_args(qps: Option<f64>) -> Vec<String> {
+    match qps {
+        Some(qps) => vec![
+            "--kube-api-qps".to_owned(),
+            qps.to_string(),
+            "--kube-api-burst".to_owned(),
+            ((qps * 2.0) as u32).to_string(),
+        ],
+        None => vec!["--kube-api-qps".to_owned(), "0".to_owned()],
+    }
 }
 
-impl ControllerProcess {
-    fn start(server: &FakeApiServer) -> Self {
-        Self::start_with_qps(server, None)
-    }
-
-    fn start_with_qps(server: &FakeApiServer, qps: Option<f64>) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml(NS)).expect("kubeconfig");
-        let rate: Vec<String> = match qps {
-            Some(qps) => vec![
-                "--kube-api-qps".to_owned(),
-                qps.to_string(),
-                "--kube-api-burst".to_owned(),
-                ((qps * 2.0) as u32).to_string(),
-            ],
-            None => vec!["--kube-api-qps".to_owned(), "0".to_owned()],
-        };
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
-            .args([
-                "controller",
-                "--namespace",
-                NS,
-                "--ralph-image",
-                "ralph:bench",
-                "--no-leader-election",
-                "--native-sidecars",
-                "true",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--max-concurrent-attempts",
-                "10000",
-                "--log",
-                &std::env::var("RALPH_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
-            ])
-            .args(&rate)
-            .env("KUBECONFIG", &kubeconfig)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn ralph controller");
-        Self { child, _dir: dir }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().unwrap_or(0)
-    }
-
-    /// User + system CPU seconds so far.
-    fn cpu_seconds(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        let after_name = stat.rsplit(')').next().unwrap_or_default();
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // Fields 14 and 15 of /proc/PID/stat (utime, stime), counted after the name.
-        (ticks(11) + ticks(12)) / 100.0
-    }
-
-    fn rss_mib(&self) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|v| v.parse::<f64>().ok())
-            })
-            .unwrap_or(0.0)
-            / 1024.0
-    }
+/// A `ralph controller` process against `server`, watching the bench's namespace.
+fn start_controller(server: &FakeApiServer, qps: Option<f64>) -> ControllerProcess {
+    ControllerProcess::start(server, NS, &rate_args(qps), &[])
 }
 
 /// `n` standalone Tasks of Feature `feature` (`<feature>-s<i>`), created 64 at a time.
@@ -271,7 +209,7 @@ async fn attempts(n: usize) {
     server.add_realistic_latency();
     let client = server.client_in(NS);
     create_agent_service_account(&client).await;
-    let controller = ControllerProcess::start(&server);
+    let controller = start_controller(&server, None);
     let _kubelet = finish_every_pod(client.clone());
     let features: Api<Feature> = Api::namespaced(client.clone(), NS);
     let name = format!("f{n}");
@@ -346,7 +284,7 @@ async fn applied_10k() {
     server.add_realistic_latency();
     let client = server.client_in(NS);
     create_agent_service_account(&client).await;
-    let controller = ControllerProcess::start(&server);
+    let controller = start_controller(&server, None);
     let features: Api<Feature> = Api::namespaced(client, NS);
     let mut manifests: Vec<Feature> = (0..50)
         .map(|i| {
@@ -500,7 +438,7 @@ async fn equal_qps(qps: f64) {
 
     let client = server.client_in(NS);
     create_agent_service_account(&client).await;
-    let _controller = ControllerProcess::start_with_qps(&server, Some(qps));
+    let _controller = start_controller(&server, Some(qps));
     let _agents = finish_every_pod(client.clone());
     let features: Api<Feature> = Api::namespaced(client, NS);
     let started = Instant::now();

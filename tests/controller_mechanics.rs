@@ -97,8 +97,9 @@ async fn a_successful_attempt_costs_four_writes_and_no_task_event() {
     h.stop().await;
 }
 
-#[tokio::test]
-async fn a_missing_agent_service_account_is_a_condition_with_one_warning_and_no_claim() {
+/// A harness whose namespace has no `ralph-agent` ServiceAccount (the harness creates one;
+/// it is deleted once it exists).
+async fn harness_without_agent_service_account() -> Harness {
     let h = Harness::start().await;
     let accounts: Api<ServiceAccount> = Api::namespaced(h.client.clone(), NS);
     h.eventually("the harness's ServiceAccount", || async {
@@ -109,13 +110,15 @@ async fn a_missing_agent_service_account_is_a_condition_with_one_warning_and_no_
         .delete("ralph-agent", &DeleteParams::default())
         .await
         .expect("delete the ServiceAccount");
+    h
+}
 
-    h.create_feature(feature_manifest(
-        "accountless",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
+#[tokio::test]
+async fn a_missing_agent_service_account_is_a_condition_with_one_warning_and_no_claim() {
+    let h = harness_without_agent_service_account().await;
+
+    h.create("accountless", harness::one_task(), serde_json::json!({}))
+        .await;
     let condition = h
         .wait_for_feature_condition("accountless", "Configured", "MissingServiceAccount")
         .await;
@@ -142,22 +145,9 @@ async fn a_missing_agent_service_account_is_a_condition_with_one_warning_and_no_
 
 #[tokio::test]
 async fn the_feature_runs_once_its_missing_service_account_is_created() {
-    let h = Harness::start().await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(h.client.clone(), NS);
-    h.eventually("the harness's ServiceAccount", || async {
-        accounts.get_opt("ralph-agent").await.ok()?.map(|_| ())
-    })
-    .await;
-    accounts
-        .delete("ralph-agent", &DeleteParams::default())
-        .await
-        .expect("delete the ServiceAccount");
-    h.create_feature(feature_manifest(
-        "late-account",
-        serde_json::json!([{"name": "a"}]),
-        serde_json::json!({}),
-    ))
-    .await;
+    let h = harness_without_agent_service_account().await;
+    h.create("late-account", harness::one_task(), serde_json::json!({}))
+        .await;
     h.wait_for_feature_condition("late-account", "Configured", "MissingServiceAccount")
         .await;
 

@@ -88,6 +88,36 @@ fn claim_and_start(attempt: u32, replace: bool) -> Vec<Action> {
     ]
 }
 
+/// A pending, ready task of a Feature whose gate is `gate`.
+fn pending_behind(gate: FeatureGate) -> TaskView {
+    TaskView {
+        gate,
+        ..task(TaskPhase::Pending)
+    }
+}
+
+/// A task that failed its first attempt and may retry from `at_ms`.
+fn retry_due_at(at_ms: i64) -> TaskView {
+    TaskView {
+        next_attempt_after_ms: Some(at_ms),
+        ..pending_after(1)
+    }
+}
+
+/// What a ready task that has never run does about claim `c`.
+fn first_attempt_meeting(c: &ClaimView) -> Vec<Action> {
+    decide(
+        &task(TaskPhase::Pending),
+        Some(c),
+        &RunView::NotStarted,
+        NOW,
+    )
+}
+
+fn assert_starts_nothing(t: TaskView) {
+    assert!(decide(&t, None, &RunView::NotStarted, NOW).is_empty());
+}
+
 #[test]
 fn attempt_id_is_task_name_dash_a_number() {
     assert_eq!(attempt_id("build", 3), "build-a3");
@@ -109,46 +139,30 @@ fn pending_task_after_attempt_two_starts_attempt_three() {
 
 #[test]
 fn task_that_is_not_ready_is_left_alone() {
-    let t = TaskView {
+    assert_starts_nothing(TaskView {
         ready: false,
         ..task(TaskPhase::Pending)
-    };
-    assert!(decide(&t, None, &RunView::NotStarted, NOW).is_empty());
+    });
 }
 
 #[test]
 fn feature_at_capacity_starts_nothing() {
-    let t = TaskView {
-        gate: FeatureGate::AtCapacity,
-        ..task(TaskPhase::Pending)
-    };
-    assert!(decide(&t, None, &RunView::NotStarted, NOW).is_empty());
+    assert_starts_nothing(pending_behind(FeatureGate::AtCapacity));
 }
 
 #[test]
 fn suspended_feature_starts_nothing() {
-    let t = TaskView {
-        gate: FeatureGate::Suspended,
-        ..task(TaskPhase::Pending)
-    };
-    assert!(decide(&t, None, &RunView::NotStarted, NOW).is_empty());
+    assert_starts_nothing(pending_behind(FeatureGate::Suspended));
 }
 
 #[test]
 fn stopped_feature_starts_nothing() {
-    let t = TaskView {
-        gate: FeatureGate::Stopped,
-        ..task(TaskPhase::Pending)
-    };
-    assert!(decide(&t, None, &RunView::NotStarted, NOW).is_empty());
+    assert_starts_nothing(pending_behind(FeatureGate::Stopped));
 }
 
 #[test]
 fn backoff_not_yet_elapsed_requeues_at_next_attempt_time() {
-    let t = TaskView {
-        next_attempt_after_ms: Some(NOW + 5_000),
-        ..pending_after(1)
-    };
+    let t = retry_due_at(NOW + 5_000);
     assert_eq!(
         decide(&t, None, &RunView::Missing, NOW),
         vec![Action::RequeueAt(NOW + 5_000)]
@@ -157,10 +171,7 @@ fn backoff_not_yet_elapsed_requeues_at_next_attempt_time() {
 
 #[test]
 fn elapsed_backoff_lets_the_retry_start() {
-    let t = TaskView {
-        next_attempt_after_ms: Some(NOW),
-        ..pending_after(1)
-    };
+    let t = retry_due_at(NOW);
     assert_eq!(
         decide(&t, None, &RunView::Missing, NOW),
         claim_and_start(2, false)
@@ -171,12 +182,7 @@ fn elapsed_backoff_lets_the_retry_start() {
 fn claim_held_fresh_by_someone_else_waits_for_its_expiry() {
     let c = fresh("other-a1");
     assert_eq!(
-        decide(
-            &task(TaskPhase::Pending),
-            Some(&c),
-            &RunView::NotStarted,
-            NOW
-        ),
+        first_attempt_meeting(&c),
         vec![Action::RequeueAt(c.expires_at_ms())]
     );
 }
@@ -184,15 +190,7 @@ fn claim_held_fresh_by_someone_else_waits_for_its_expiry() {
 #[test]
 fn expired_foreign_claim_is_reclaimed_by_replacing_it() {
     let c = expired("other-a1");
-    assert_eq!(
-        decide(
-            &task(TaskPhase::Pending),
-            Some(&c),
-            &RunView::NotStarted,
-            NOW
-        ),
-        claim_and_start(1, true)
-    );
+    assert_eq!(first_attempt_meeting(&c), claim_and_start(1, true));
 }
 
 #[test]
@@ -215,10 +213,7 @@ fn spent_claim_of_a_task_that_cannot_run_is_left_alone() {
 
 #[test]
 fn spent_claim_waiting_for_the_retry_backoff_is_left_alone() {
-    let t = TaskView {
-        next_attempt_after_ms: Some(NOW + 5_000),
-        ..pending_after(1)
-    };
+    let t = retry_due_at(NOW + 5_000);
     assert_eq!(
         decide(&t, Some(&fresh("build-a1")), &RunView::Missing, NOW),
         vec![Action::RequeueAt(NOW + 5_000)]
