@@ -28,7 +28,7 @@ mod fake_apiserver;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use controller_harness::runner_arg;
+use controller_harness::finish_every_pod_with;
 use controller_process::ControllerProcess;
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
@@ -124,41 +124,25 @@ fn finish_every_pod_in(
     namespace: &'static str,
     label: &'static str,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let pods: Api<Pod> = Api::namespaced(client, namespace);
-        let mut finished = BTreeSet::new();
-        let mut stream = watcher(pods.clone(), watcher::Config::default().labels(label))
-            .applied_objects()
-            .boxed();
-        while let Some(Ok(pod)) = stream.next().await {
-            let name = pod.name_any();
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            if matches!(phase, Some("Succeeded" | "Failed")) || !finished.insert(name.clone()) {
-                continue;
-            }
-            let task = runner_arg(&pod, "--task").unwrap_or_default();
-            let pods = pods.clone();
-            tokio::spawn(async move {
-                let result = serde_json::json!({
-                    "version": 1, "task": task, "attempt": name, "outcome": "finished",
-                    "stopReason": "end_turn", "sigils": {"taskDone": task}
-                });
-                let now = jiff::Timestamp::now().to_string();
-                let status = serde_json::json!({"status": {
-                "phase": "Succeeded", "startTime": now,
-                "containerStatuses": [{
-                    "name": "agent", "image": "agent", "imageID": "", "ready": false,
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                        "startedAt": now, "finishedAt": now,
-                        "message": result.to_string()}}
-                }]}});
-                let _ = pods
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                    .await;
-            });
-        }
-    })
+    finish_every_pod_with(client, namespace, label, task_done_status)
+}
+
+/// The status of an agent Pod whose runner reported `task` done.
+fn task_done_status(task: &str, pod: &str) -> serde_json::Value {
+    let result = serde_json::json!({
+        "version": 1, "task": task, "attempt": pod, "outcome": "finished",
+        "stopReason": "end_turn", "sigils": {"taskDone": task}
+    });
+    let now = jiff::Timestamp::now().to_string();
+    serde_json::json!({"status": {
+    "phase": "Succeeded", "startTime": now,
+    "containerStatuses": [{
+        "name": "agent", "image": "agent", "imageID": "", "ready": false,
+        "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+            "startedAt": now, "finishedAt": now,
+            "message": result.to_string()}}
+    }]}})
 }
 
 fn kind_of(record: &RequestRecord) -> String {

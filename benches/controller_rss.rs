@@ -23,17 +23,13 @@ mod controller_process;
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use controller_harness::{NS, create_agent_service_account, runner_arg};
+use controller_harness::{NS, create_agent_service_account, finish_every_pod_with};
 use controller_process::ControllerProcess;
 use fake_apiserver::FakeApiServer;
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use ralph::api::Feature;
 
 const FEATURES: usize = 50;
@@ -89,65 +85,46 @@ fn feature(index: usize, content: Content) -> Feature {
 /// Kubelet stand-in: every new agent Pod ends at once with a task-done result, a journal
 /// note and usage, as a real runner reports them.
 fn finish_every_pod(client: Client) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let pods: Api<Pod> = Api::namespaced(client, NS);
-        let mut finished = BTreeSet::new();
-        let mut stream = watcher(
-            pods.clone(),
-            watcher::Config::default().labels("ralph.dev/attempt"),
-        )
-        .applied_objects()
-        .boxed();
-        while let Some(Ok(pod)) = stream.next().await {
-            let name = pod.name_any();
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            if matches!(phase, Some("Succeeded" | "Failed")) || !finished.insert(name.clone()) {
-                continue;
-            }
-            let task = runner_arg(&pod, "--task").unwrap_or_default();
-            let pods = pods.clone();
-            tokio::spawn(async move {
-                let journal = format!(
-                    "Task {task}: added the test, implemented the change, all checks pass. {}",
-                    "Touched the parser and its tests; nothing else changed. ".repeat(6)
-                );
-                let result = serde_json::json!({
-                    "version": 1, "task": task, "attempt": name, "outcome": "finished",
-                    "stopReason": "end_turn", "agent": "claude-agent-acp 0.5.1",
-                    "model": "claude-sonnet-4-5",
-                    "sigils": {"taskDone": task, "journal": [journal]},
-                    "usage": {"inputTokens": 48213, "outputTokens": 5120, "costUsd": 0.21}
-                });
-                let now = jiff::Timestamp::now().to_string();
-                let status = serde_json::json!({"status": {
-                    "phase": "Succeeded", "startTime": now,
-                    "conditions": [
-                        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                        {"type": "Ready", "status": "False", "lastTransitionTime": now,
-                         "reason": "PodCompleted"},
-                        {"type": "ContainersReady", "status": "False",
-                         "lastTransitionTime": now, "reason": "PodCompleted"},
-                        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
-                    ],
-                    "hostIP": "10.0.3.17", "podIP": "10.244.3.121",
-                    "podIPs": [{"ip": "10.244.3.121"}], "qosClass": "BestEffort",
-                    "containerStatuses": [{
-                        "name": "agent", "image": "agent:bench",
-                        "imageID": "docker.io/library/agent@sha256:0f3c5d4a9b8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a",
-                        "containerID": "containerd://6c1f0e2d3b4a59687766554433221100ffeeddccbbaa99887766554433221100",
-                        "ready": false, "restartCount": 0, "started": false,
-                        "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                            "startedAt": now, "finishedAt": now,
-                            "containerID": "containerd://6c1f0e2d3b4a59687766554433221100ffeeddccbbaa99887766554433221100",
-                            "message": result.to_string()}}
-                    }]
-                }});
-                let _ = pods
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                    .await;
-            });
-        }
-    })
+    finish_every_pod_with(client, NS, "ralph.dev/attempt", task_done_status)
+}
+
+/// The status of an agent Pod whose runner reported `task` done, as a kubelet writes it.
+fn task_done_status(task: &str, pod: &str) -> serde_json::Value {
+    let journal = format!(
+        "Task {task}: added the test, implemented the change, all checks pass. {}",
+        "Touched the parser and its tests; nothing else changed. ".repeat(6)
+    );
+    let result = serde_json::json!({
+        "version": 1, "task": task, "attempt": pod, "outcome": "finished",
+        "stopReason": "end_turn", "agent": "claude-agent-acp 0.5.1",
+        "model": "claude-sonnet-4-5",
+        "sigils": {"taskDone": task, "journal": [journal]},
+        "usage": {"inputTokens": 48213, "outputTokens": 5120, "costUsd": 0.21}
+    });
+    let now = jiff::Timestamp::now().to_string();
+    serde_json::json!({"status": {
+        "phase": "Succeeded", "startTime": now,
+        "conditions": [
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": "False", "lastTransitionTime": now,
+             "reason": "PodCompleted"},
+            {"type": "ContainersReady", "status": "False",
+             "lastTransitionTime": now, "reason": "PodCompleted"},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
+        ],
+        "hostIP": "10.0.3.17", "podIP": "10.244.3.121",
+        "podIPs": [{"ip": "10.244.3.121"}], "qosClass": "BestEffort",
+        "containerStatuses": [{
+            "name": "agent", "image": "agent:bench",
+            "imageID": "docker.io/library/agent@sha256:0f3c5d4a9b8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a",
+            "containerID": "containerd://6c1f0e2d3b4a59687766554433221100ffeeddccbbaa99887766554433221100",
+            "ready": false, "restartCount": 0, "started": false,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                "startedAt": now, "finishedAt": now,
+                "containerID": "containerd://6c1f0e2d3b4a59687766554433221100ffeeddccbbaa99887766554433221100",
+                "message": result.to_string()}}
+        }]
+    }})
 }
 
 async fn features_where(features: &Api<Feature>, counted: impl Fn(&Feature) -> usize) -> usize {

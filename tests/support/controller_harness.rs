@@ -457,6 +457,37 @@ pub fn prompt_of(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// Kubelet stand-in for the benches: every new Pod labelled `label` in `namespace` ends at
+/// once, with the status patch `status_of(task, pod name)` gives.
+pub fn finish_every_pod_with(
+    client: Client,
+    namespace: &'static str,
+    label: &'static str,
+    status_of: fn(&str, &str) -> serde_json::Value,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let mut finished = std::collections::BTreeSet::new();
+        let mut stream = watcher(pods.clone(), watcher::Config::default().labels(label))
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(pod)) = stream.next().await {
+            let name = pod.name_any();
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) || !finished.insert(name.clone()) {
+                continue;
+            }
+            let status = status_of(&runner_arg(&pod, "--task").unwrap_or_default(), &name);
+            let pods = pods.clone();
+            tokio::spawn(async move {
+                let _ = pods
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await;
+            });
+        }
+    })
+}
+
 /// The value after `flag` in the agent container's command.
 pub fn runner_arg(pod: &Pod, flag: &str) -> Option<String> {
     let command = pod
