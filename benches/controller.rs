@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use controller_harness::finish_every_pod_with;
-use controller_process::ControllerProcess;
+use controller_process::{ControllerProcess, bench_parts};
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
@@ -454,10 +454,7 @@ fn main() {
         .build()
         .expect("tokio runtime");
     // `cargo bench --bench controller -- 100 applied` runs only those parts.
-    let picked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let picked = bench_parts();
     let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
     runtime.block_on(async {
         for n in [100, 1_000, 10_000] {

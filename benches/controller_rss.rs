@@ -26,7 +26,7 @@ mod fake_apiserver;
 use std::time::{Duration, Instant};
 
 use controller_harness::{NS, create_agent_service_account, finish_every_pod_with};
-use controller_process::ControllerProcess;
+use controller_process::{ControllerProcess, bench_parts};
 use fake_apiserver::FakeApiServer;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -264,10 +264,7 @@ fn main() {
         .expect("tokio runtime");
     // `cargo bench --bench controller_rss -- prompts` runs only that part; `run` adds the
     // run to the picked parts (a release build runs 10,000 tasks in about a minute).
-    let picked: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let picked = bench_parts();
     let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
     let contents = ["plain", "prompts"];
     let any_content = picked.iter().any(|p| contents.contains(&p.as_str()));

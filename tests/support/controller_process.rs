@@ -98,3 +98,12 @@ impl ControllerProcess {
         let _ = self.child.kill().await;
     }
 }
+
+/// The parts a bench binary was asked to run (`cargo bench --bench NAME -- PART...`, flags
+/// left out); none named: every part.
+pub fn bench_parts() -> Vec<String> {
+    std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect()
+}
