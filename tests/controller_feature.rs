@@ -127,7 +127,8 @@ async fn agent_pod_gets_the_prompt_and_the_claim_lease_names_the_attempt() {
     h.stop().await;
 }
 
-/// The Task cache keeps no descriptions: the prompt reads the task's and its parent's live.
+/// The Task cache keeps no descriptions: a templated task's prompt takes its own and its
+/// parent's from the Feature's templates, without reading any Task.
 #[tokio::test]
 async fn a_subtask_prompt_carries_its_own_and_its_parents_description() {
     let h = Harness::start().await;
@@ -148,6 +149,31 @@ async fn a_subtask_prompt_carries_its_own_and_its_parents_description() {
         .expect("prompt annotation");
     assert!(text.contains("Write hello.txt"), "{text}");
     assert!(text.contains("Build the greeter service."), "{text}");
+    let task_reads = h.server.count_requests(|r| {
+        r.verb == fake_apiserver::Verb::Get && r.resource == "tasks" && r.name.is_some()
+    });
+    assert_eq!(task_reads, 0);
+    h.stop().await;
+}
+
+/// A standalone Task's description is read live when its attempt starts.
+#[tokio::test]
+async fn a_standalone_task_prompt_carries_its_description() {
+    let h = Harness::start().await;
+    let task: ralph::api::Task = serde_json::from_value(json!({
+        "apiVersion": "ralph.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": "solo", "namespace": NS},
+        "spec": {"featureRef": "loose", "description": "Write goodbye.txt"}
+    }))
+    .expect("task manifest");
+    h.tasks()
+        .create(&Default::default(), &task)
+        .await
+        .expect("create task");
+    h.create("loose", json!([]), json!({})).await;
+    let text = prompt_of(&h.wait_for_pod("solo-a1").await);
+    assert!(text.contains("Write goodbye.txt"), "{text}");
     h.stop().await;
 }
 

@@ -409,7 +409,8 @@ async fn start(
     .into_iter()
     .flatten()
     .collect();
-    let descriptions = super::trim::descriptions(ctx, &namespace, &described).await?;
+    let descriptions =
+        super::trim::descriptions(ctx, scope.feature, scope.siblings, &described).await?;
     let prompt = render_prompt(scope, plan, kind, &descriptions);
     let choice = match &plan.selection {
         Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
@@ -506,8 +507,8 @@ where
     }
 }
 
-/// The attempt's prompt; `descriptions` are the task's and its parent's, read live (the
-/// Task cache keeps none).
+/// The attempt's prompt; `descriptions` are the task's and its parent's
+/// ([`super::trim::descriptions`]: the Task cache keeps none).
 fn render_prompt(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,

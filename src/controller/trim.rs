@@ -11,11 +11,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use kube::Api;
+use std::sync::Arc;
+
+use kube::{Api, ResourceExt};
 
 use super::call::{CallError, bounded};
 use super::context::Context;
-use crate::api::{Feature, Task};
+use super::feature::TEMPLATE_HASH_ANNOTATION;
+use crate::api::{Feature, TASK_LABEL, Task, TaskTemplate};
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -55,27 +58,56 @@ pub fn trim_task(task: &mut Task) {
     task.spec.fields.description = String::new();
 }
 
-/// The descriptions (prompt texts) of the Tasks `names` in `namespace`, read live: the Task
-/// cache does not keep them ([`trim_task`]). A Task that is gone has none.
+/// The descriptions (prompt texts) of the Tasks `names` of `feature`: the Task cache does
+/// not keep them ([`trim_task`]). A Task applied from one of the Feature's templates has its
+/// template's text (the Feature cache holds it; the template is what the Task is applied
+/// from); a standalone Task's is read live. A Task that is gone has none.
 pub async fn descriptions(
     ctx: &Context,
-    namespace: &str,
+    feature: &Feature,
+    siblings: &BTreeMap<String, Arc<Task>>,
     names: &[&str],
 ) -> Result<BTreeMap<String, String>, CallError> {
-    let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
     let mut texts = BTreeMap::new();
     for name in names {
-        let live = bounded(
-            ctx.api_timeout,
-            format!("get Task {namespace}/{name}"),
-            api.get_opt(name),
-        )
-        .await?;
-        if let Some(task) = live {
-            texts.insert((*name).to_owned(), task.spec.fields.description);
+        let cached = siblings.get(*name);
+        let text = match cached.and_then(|task| template_of(feature, task)) {
+            Some(template) => Some(template.fields.description.clone()),
+            None => read_description(ctx, feature, name).await?,
+        };
+        if let Some(text) = text {
+            texts.insert((*name).to_owned(), text);
         }
     }
     Ok(texts)
+}
+
+/// The template of `feature` that `task` was applied from, if it is one of its templated
+/// Tasks.
+fn template_of<'f>(feature: &'f Feature, task: &Task) -> Option<&'f TaskTemplate> {
+    let uid = feature.metadata.uid.as_deref()?;
+    let owned = task.owner_references().iter().any(|o| o.uid == uid);
+    let templated = task.annotations().contains_key(TEMPLATE_HASH_ANNOTATION);
+    let template_name = task.labels().get(TASK_LABEL)?;
+    (owned && templated)
+        .then(|| feature.spec.tasks.iter().find(|t| &t.name == template_name))
+        .flatten()
+}
+
+async fn read_description(
+    ctx: &Context,
+    feature: &Feature,
+    name: &str,
+) -> Result<Option<String>, CallError> {
+    let namespace = feature.namespace().unwrap_or_default();
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
+    let live = bounded(
+        ctx.api_timeout,
+        format!("get Task {namespace}/{name}"),
+        api.get_opt(name),
+    )
+    .await?;
+    Ok(live.map(|task| task.spec.fields.description))
 }
 
 fn keep_ralph_keys(map: &mut Option<BTreeMap<String, String>>) {
