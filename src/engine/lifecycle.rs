@@ -221,7 +221,6 @@ fn back_to_pending(reason: &'static str, message: String) -> Decision {
         phase: PhaseChange::Pending,
         verify_first: false,
         retry: None,
-        release_claim: true,
         event: Event {
             kind: EventKind::Normal,
             reason,

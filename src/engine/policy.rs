@@ -81,7 +81,8 @@ impl fmt::Display for AttemptOutcome {
     }
 }
 
-/// The task's phase after the attempt. The claim is handled by [`Decision::release_claim`].
+/// The task's phase after the attempt. Concluding spends the claim
+/// ([`crate::engine::lifecycle::is_spent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PhaseChange {
     /// No transition: the task keeps the phase it had before it was claimed (Pending), so it
@@ -211,8 +212,6 @@ pub struct Decision {
     /// `Some(n)`: the attempt counts as a retry and the task's retry count becomes `n`; the
     /// next attempt waits for the backoff (see [`Decision::next_attempt_after`]).
     pub retry: Option<u32>,
-    /// Give the claim Lease back (delete it).
-    pub release_claim: bool,
     /// The event to emit.
     pub event: Event,
     /// Effect on the whole feature.
@@ -400,7 +399,6 @@ fn base(outcome: AttemptOutcome, phase: PhaseChange, event: Event) -> Decision {
         phase,
         verify_first: false,
         retry: None,
-        release_claim: true,
         event,
         feature: FeatureEffect::None,
         promise_complete: false,

@@ -206,7 +206,6 @@ fn git_misconfigured(decision: Decision, task: &TaskContext, report: &WorkspaceR
         phase: PhaseChange::Pending,
         verify_first: false,
         retry: None,
-        release_claim: true,
         event: Event {
             kind: EventKind::Warning,
             reason: "GitMisconfigured",

@@ -64,15 +64,10 @@ fn verifier_said(text: &str) -> Decision {
     decide_verification(&task, &finished(StopReason::EndTurn, text))
 }
 
-/// What `decision` does to the task: how the attempt is recorded, the new phase, the retry
-/// count it sets, and whether the claim is given back.
-fn task_effect(decision: &Decision) -> (AttemptOutcome, PhaseChange, Option<u32>, bool) {
-    (
-        decision.outcome,
-        decision.phase,
-        decision.retry,
-        decision.release_claim,
-    )
+/// What `decision` does to the task: how the attempt is recorded, the new phase and the
+/// retry count it sets.
+fn task_effect(decision: &Decision) -> (AttemptOutcome, PhaseChange, Option<u32>) {
+    (decision.outcome, decision.phase, decision.retry)
 }
 
 #[test]
@@ -80,7 +75,7 @@ fn end_turn_with_task_done_marks_the_task_done() {
     let decision = said("<task-done>build-api</task-done>");
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Done, PhaseChange::Done, None, true)
+        (AttemptOutcome::Done, PhaseChange::Done, None)
     );
     assert!(!decision.verify_first);
     assert_eq!(decision.event.kind, EventKind::Normal);
@@ -99,7 +94,7 @@ fn end_turn_with_task_done_verifies_first_when_verification_is_on() {
     assert!(decision.verify_first);
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Done, PhaseChange::Pending, None, true),
+        (AttemptOutcome::Done, PhaseChange::Pending, None),
         "the verification attempt claims the task anew"
     );
 }
@@ -109,7 +104,7 @@ fn end_turn_with_task_failed_is_retried_while_retries_remain() {
     let decision = said_after_retries(1, "Schema missing. <task-failed>build-api</task-failed>");
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Failed, PhaseChange::Pending, Some(2), true)
+        (AttemptOutcome::Failed, PhaseChange::Pending, Some(2))
     );
     assert_eq!(
         decision.previous_attempt,
@@ -124,7 +119,7 @@ fn end_turn_with_task_failed_fails_the_task_when_no_retries_remain() {
     let decision = said_after_retries(3, "<task-failed>build-api</task-failed>");
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Failed, PhaseChange::Failed, None, true)
+        (AttemptOutcome::Failed, PhaseChange::Failed, None)
     );
 }
 
@@ -134,7 +129,7 @@ fn done_and_failed_together_give_no_verdict_and_release_the_claim_with_a_warning
     let decision = said(text);
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Released, PhaseChange::Pending, None, true)
+        (AttemptOutcome::Released, PhaseChange::Pending, None)
     );
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert_eq!(decision.event.reason, "ConflictingSigils");
@@ -151,7 +146,7 @@ fn sigil_for_another_task_warns_without_transition_and_releases_the_claim() {
     let decision = said("<task-done>write-docs</task-done>");
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Released, PhaseChange::Unchanged, None, true)
+        (AttemptOutcome::Released, PhaseChange::Unchanged, None)
     );
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert_eq!(decision.event.reason, "SigilForOtherTask");
@@ -162,7 +157,7 @@ fn sigil_for_another_task_warns_without_transition_and_releases_the_claim() {
 fn no_sigil_releases_the_claim_back_to_pending_without_counting_a_retry() {
     assert_eq!(
         task_effect(&said("I looked around.")),
-        (AttemptOutcome::Released, PhaseChange::Pending, None, true)
+        (AttemptOutcome::Released, PhaseChange::Pending, None)
     );
 }
 
@@ -177,7 +172,6 @@ fn promise_failure_stops_the_feature_with_the_agents_reason() {
             reason: "The repository is archived; nothing can be pushed.".into()
         }
     );
-    assert!(decision.release_claim);
     assert_eq!(decision.retry, None);
 }
 
@@ -206,7 +200,7 @@ fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
     let decision = stopped(StopReason::MaxTokens, "<task-done>build-api</task-done>");
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Blocked, PhaseChange::Pending, None, true)
+        (AttemptOutcome::Blocked, PhaseChange::Pending, None)
     );
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert!(decision.event.message.contains("max_tokens"));
@@ -223,7 +217,6 @@ fn max_turn_requests_releases_the_claim_and_records_blocked() {
 fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
     let decision = stopped(StopReason::Other("paused".into()), "");
     assert_eq!(decision.outcome, AttemptOutcome::Blocked);
-    assert!(decision.release_claim);
     assert!(decision.event.message.contains("paused"));
 }
 
@@ -241,12 +234,7 @@ fn cancelled_stop_reason_is_interrupted_and_releases_the_claim() {
     let decision = stopped(StopReason::Cancelled, "<task-done>build-api</task-done>");
     assert_eq!(
         task_effect(&decision),
-        (
-            AttemptOutcome::Interrupted,
-            PhaseChange::Pending,
-            None,
-            true
-        )
+        (AttemptOutcome::Interrupted, PhaseChange::Pending, None)
     );
 }
 
@@ -254,7 +242,6 @@ fn cancelled_stop_reason_is_interrupted_and_releases_the_claim() {
 fn cancelled_attempt_is_interrupted_and_releases_the_claim() {
     let decision = decide(&task(), &ended(OutcomeClass::Cancelled));
     assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
-    assert!(decision.release_claim);
 }
 
 #[test]
@@ -311,7 +298,7 @@ fn exhaustion_is_not_a_task_failure_and_benches_the_agent_until_reset() {
     let decision = decide(&task(), &result);
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Exhausted, PhaseChange::Pending, None, true)
+        (AttemptOutcome::Exhausted, PhaseChange::Pending, None)
     );
     assert_eq!(
         decision.agent_exhausted,
@@ -389,8 +376,8 @@ fn previous_attempts_read_as_prompt_sentences() {
 fn verification_pass_marks_the_task_done() {
     let decision = verifier_said("<verify-pass>build-api</verify-pass>");
     assert_eq!(
-        (decision.outcome, decision.phase, decision.release_claim),
-        (AttemptOutcome::Done, PhaseChange::Done, true)
+        (decision.outcome, decision.phase),
+        (AttemptOutcome::Done, PhaseChange::Done)
     );
     assert!(!decision.verify_first);
 }
@@ -438,12 +425,7 @@ fn misconfiguration_halts_the_feature_without_charging_a_retry() {
     let decision = decide(&task(), &result);
     assert_eq!(
         task_effect(&decision),
-        (
-            AttemptOutcome::Misconfigured,
-            PhaseChange::Pending,
-            None,
-            true
-        )
+        (AttemptOutcome::Misconfigured, PhaseChange::Pending, None)
     );
     assert_eq!(decision.event.reason, "AgentMisconfigured");
     assert!(matches!(

@@ -442,9 +442,7 @@ impl<'a> Run<'a> {
         transition.tasks.push(concluded.row.clone());
         // The conclusion spends the claim (`engine::lifecycle::is_spent`); here dropping the
         // spent row costs nothing, as it goes in the conclusion's own transaction.
-        if decision.release_claim {
-            release(transition, task);
-        }
+        release(transition, task);
         transition.events.push(NewEvent::attempt(
             task,
             &concluded.attempt,
