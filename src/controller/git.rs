@@ -2,6 +2,7 @@
 //! names, the credentials Secret and its keys), the git steps of an attempt's Pod, the
 //! finishing step's report on ingest, and the feature branch's head in the Feature status.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -177,40 +178,41 @@ pub fn record_report(status: &mut TaskStatus, report: Option<WorkspaceReport>) {
     }
 }
 
-/// The feature branch and its head: the newest integrated commit any task recorded.
+/// The feature branch and its head: the integrated commit no later integration was put on
+/// top of. (Attempts' end times do not order pushes: two tasks' git steps race, and the
+/// status keeps whole seconds.) Reports without `integratedOnto` (recorded by an older
+/// version) fall back to the newest end time.
 pub fn branch_status(feature: &Feature, tasks: &[Arc<Task>]) -> Option<FeatureBranchStatus> {
     let git = feature.spec.git()?;
     let branch = git
         .feature_branch
         .clone()
         .unwrap_or_else(|| crate::workspace::default_feature_branch(&feature.name_any()));
-    let integrated = tasks
+    let integrated: Vec<_> = tasks
         .iter()
         .filter_map(|t| t.status.as_ref())
         .flat_map(|s| s.attempts.iter())
         .filter_map(|a| {
             let report = a.workspace.as_ref()?;
             (report.outcome == WorkspaceOutcome::Integrated).then_some((a, report))
-        });
-    let mut count = 0u32;
-    let mut newest: Option<(
-        Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-        &str,
-    )> = None;
-    for (attempt, report) in integrated {
-        count += 1;
-        let Some(head) = report.feature_head.as_deref() else {
-            continue;
-        };
-        let at = attempt.ended_at.as_ref();
-        if newest.is_none_or(|(t, _)| at.map(|a| a.0) > t.map(|t| t.0)) {
-            newest = Some((at, head));
-        }
-    }
+        })
+        .collect();
+    let built_upon: BTreeSet<&str> = integrated
+        .iter()
+        .filter_map(|(_, report)| report.integrated_onto.as_deref())
+        .collect();
+    let head = integrated
+        .iter()
+        .filter_map(|(attempt, report)| {
+            Some((attempt.ended_at.as_ref(), report.feature_head.as_deref()?))
+        })
+        .filter(|(_, head)| !built_upon.contains(head))
+        .max_by_key(|(ended_at, _)| ended_at.map(|t| t.0))
+        .map(|(_, head)| head.to_owned());
     Some(FeatureBranchStatus {
         branch,
-        head: newest.map(|(_, head)| head.to_owned()),
-        integrated: count,
+        head,
+        integrated: u32::try_from(integrated.len()).unwrap_or(u32::MAX),
     })
 }
 

@@ -131,6 +131,28 @@ fn the_feature_branch_head_is_the_newest_integration() {
     assert_eq!(status.integrated, 2);
 }
 
+/// An integration of `head` put on top of `onto`, ended at `ended_ms`.
+fn integrated_onto(head: &str, onto: &str, ended_ms: i64) -> AttemptRecord {
+    let mut record = integrated(1, head, ended_ms);
+    if let Some(report) = record.workspace.as_mut() {
+        report.integrated_onto = Some(onto.to_owned());
+    }
+    record
+}
+
+#[test]
+fn the_feature_branch_head_is_the_integration_nothing_was_put_on_top_of() {
+    // "ccc" was pushed last, on top of "bbb", though its agent ended first.
+    let tasks = vec![
+        task_with(vec![integrated_onto("bbb", "aaa", 2_000)]),
+        task_with(vec![integrated_onto("ccc", "bbb", 1_000)]),
+        task_with(vec![integrated_onto("aaa", "base", 1_000)]),
+    ];
+    let status = branch_status(&https_feature(), &tasks).expect("branch status");
+    assert_eq!(status.head.as_deref(), Some("ccc"));
+    assert_eq!(status.integrated, 3);
+}
+
 #[test]
 fn a_feature_without_git_has_no_branch_status() {
     let f: Feature = object(

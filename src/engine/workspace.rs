@@ -54,6 +54,10 @@ pub struct WorkspaceReport {
     /// change conflicted with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature_head: Option<String>,
+    /// The feature branch head the integrated commit was put on top of: the next report's
+    /// `featureHead` names it, which orders integrations without clocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrated_onto: Option<String>,
     /// Pushes the integration took (more than one when other tasks pushed first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_attempts: Option<u32>,
@@ -76,6 +80,7 @@ impl WorkspaceReport {
             commit: None,
             work_branch: None,
             feature_head: None,
+            integrated_onto: None,
             push_attempts: None,
             conflict_files: Vec::new(),
             conflicting_tasks: Vec::new(),

@@ -85,6 +85,8 @@ pub enum IntegrationOutcome {
     /// The feature branch now ends with `commit` (the attempt's commit, rebased).
     Integrated {
         commit: String,
+        /// The feature branch head `commit` was put on top of (its parent).
+        onto: String,
         /// Pushes it took (more than one when other tasks pushed first).
         push_attempts: u32,
     },

@@ -185,6 +185,7 @@ impl LocalRepo {
             }
             return Ok(IntegrationOutcome::Integrated {
                 commit,
+                onto: head,
                 push_attempts: attempt,
             });
         }

@@ -314,6 +314,7 @@ impl RemoteRepo {
                         .await?;
                     return Ok(IntegrationOutcome::Integrated {
                         commit,
+                        onto: head,
                         push_attempts: attempt,
                     });
                 }

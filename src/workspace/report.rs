@@ -26,11 +26,13 @@ pub fn integration(
     match outcome {
         IntegrationOutcome::Integrated {
             commit,
+            onto,
             push_attempts,
         } => WorkspaceReport {
             commit: Some(commit.clone()),
             work_branch: Some(ws.work_branch.clone()),
             feature_head: Some(commit),
+            integrated_onto: Some(onto),
             push_attempts: Some(push_attempts),
             message: Some(format!("integrated into {}", ws.feature_branch)),
             ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
