@@ -243,6 +243,8 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
             .as_ref()
             .and_then(|a| snapshot.pods.get(&attempt_id(&name, a.number)));
         let run = run_view(pod.map(|p| p.as_ref()), view.attempt.is_some());
+        let run =
+            super::pod_start::with_start_problem(pod.map(|p| p.as_ref()), run, snapshot.now_ms);
         let actions = lifecycle::decide(&view, claim.as_ref(), &run, snapshot.now_ms);
         tasks.push(TaskPlan {
             task_id: task_id(task),

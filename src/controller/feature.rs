@@ -355,7 +355,7 @@ fn start_limit(
 ) -> usize {
     match (precheck, recorded) {
         (Some(_), _) => 0,
-        (None, Some(problem)) if problem.reason == conditions::REASON_AGENT_MISCONFIGURED => 0,
+        (None, Some(problem)) if super::pod_start::halts_until_spec_changes(problem.reason) => 0,
         (None, Some(_)) => {
             let waiting = tasks.iter().filter_map(|t| t.status.as_ref()).any(|s| {
                 conditions::find(&s.conditions, conditions::CONFIGURED)
@@ -422,7 +422,7 @@ fn misconfiguration(
     effects: &FeatureEvents,
 ) -> Option<Problem> {
     let halted = effects.halt_reason.as_ref().map(|reason| Problem {
-        reason: conditions::REASON_AGENT_MISCONFIGURED,
+        reason: super::pod_start::halt_reason(reason),
         message: format!(
             "the agent of Feature {}/{} is misconfigured: {reason}; fix spec.agent (image, \
              command, credentials); no attempt starts until the Feature's spec changes",
@@ -442,7 +442,7 @@ fn misconfiguration(
 /// per retry). An agent that reported itself misconfigured has its Warning on the Task
 /// already (the outcome policy's event).
 async fn report_misconfiguration(feature: &Feature, ctx: &Context, problem: Option<&Problem>) {
-    let Some(problem) = problem.filter(|p| p.reason != conditions::REASON_AGENT_MISCONFIGURED)
+    let Some(problem) = problem.filter(|p| !super::pod_start::halts_until_spec_changes(p.reason))
     else {
         return;
     };

@@ -15,6 +15,7 @@ pub mod memory;
 pub mod metrics;
 pub mod pod;
 pub mod pod_git;
+pub mod pod_start;
 pub mod preflight;
 pub mod rests;
 pub mod retention;

@@ -179,8 +179,9 @@ pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
         conditions::REASON_POD_REJECTED,
     ]
     .into_iter()
-    .find(|r| *r == c.reason)?;
-    let halted_for_this_spec = reason != conditions::REASON_AGENT_MISCONFIGURED
+    .find(|r| *r == c.reason)
+    .or_else(|| super::pod_start::condition_reason(&c.reason))?;
+    let halted_for_this_spec = !super::pod_start::halts_until_spec_changes(reason)
         || c.observed_generation == feature.metadata.generation;
     halted_for_this_spec.then(|| Problem {
         reason,

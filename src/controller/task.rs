@@ -178,7 +178,9 @@ pub async fn apply(
                 status_written = true;
             }
             // A finished Pod stays for `kubectl logs`; the retention sweep deletes it.
-            Action::DeleteRun if matches!(plan.run, RunView::Ended { .. }) => {}
+            Action::DeleteRun
+                if matches!(plan.run, RunView::Ended { .. })
+                    && !super::pod_start::is_start_failure(&plan.run) => {}
             Action::DeleteRun => {
                 if let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) {
                     delete_pod(ctx, &namespace, &attempt_id(&name, number)).await?;
@@ -316,6 +318,13 @@ async fn confirm_end(
                 return Ok(Confirmed::CacheBehind);
             }
             let pod = live_pod().await?;
+            let now_ms = crate::clock::now_ms();
+            if let Some(result) = pod
+                .as_ref()
+                .and_then(|p| super::pod_start::never_started(p, now_ms))
+            {
+                return Ok(Confirmed::As(AttemptEnd::Reported(Box::new(result))));
+            }
             Ok(match super::run_view::run_view(pod.as_ref(), true) {
                 crate::engine::lifecycle::RunView::Ended {
                     result: Some(result),
@@ -687,6 +696,14 @@ async fn ingest(
             .await?;
     }
     super::git::record_report(&mut new_status, workspace);
+    if let Some(result) = result {
+        super::pod_start::record_on_task(
+            &mut new_status,
+            result,
+            task.metadata.generation,
+            scope.now_ms,
+        );
+    }
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {
         FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),

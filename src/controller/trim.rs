@@ -119,11 +119,13 @@ fn keep_ralph_keys(map: &mut Option<BTreeMap<String, String>>) {
     }
 }
 
-/// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion and creation times, and of its
-/// status the phase, reason, message, start time and each container's name and how it runs
-/// or ended (the runner's result is the agent container's termination message). No spec,
-/// no prompt annotation, no conditions, addresses, images or container ids: the lifecycle,
-/// the git steps and the retention sweep read none of them.
+/// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion
+/// and creation times, and of its status the phase, reason, message, start time and each
+/// container's name and how it runs or ended (the runner's result is the agent container's
+/// termination message); of a waiting container only a start problem (the kubelet's reason,
+/// its message bounded, and the image: [`super::pod_start`]). No spec, no prompt
+/// annotation, no conditions, addresses or container ids: the lifecycle, the git steps and
+/// the retention sweep read none of them.
 pub fn trim_pod(pod: &mut Pod) {
     trim_metadata(&mut pod.metadata);
     pod.spec = None;
@@ -143,19 +145,27 @@ pub fn trim_pod(pod: &mut Pod) {
 fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
     statuses
         .into_iter()
-        .map(|status| ContainerStatus {
-            name: status.name,
-            state: status.state.map(|state| ContainerState {
-                running: state.running.map(|running| ContainerStateRunning {
-                    started_at: running.started_at,
+        .map(|status| {
+            let start_problem = super::pod_start::trimmed_waiting(&status);
+            let (waiting, image) = match start_problem {
+                Some((waiting, image)) => (Some(waiting), image),
+                None => (None, String::new()),
+            };
+            ContainerStatus {
+                name: status.name,
+                image,
+                state: status.state.map(|state| ContainerState {
+                    running: state.running.map(|running| ContainerStateRunning {
+                        started_at: running.started_at,
+                    }),
+                    terminated: state.terminated.map(|ended| ContainerStateTerminated {
+                        container_id: None,
+                        ..ended
+                    }),
+                    waiting,
                 }),
-                terminated: state.terminated.map(|ended| ContainerStateTerminated {
-                    container_id: None,
-                    ..ended
-                }),
-                waiting: None,
-            }),
-            ..ContainerStatus::default()
+                ..ContainerStatus::default()
+            }
         })
         .collect()
 }
@@ -164,6 +174,7 @@ fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
 mod tests {
     use super::*;
     use crate::api::{TaskFields, TaskSpec};
+    use k8s_openapi::api::core::v1::ContainerStateWaiting;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
 
     fn map(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
@@ -305,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_pod_has_no_conditions_addresses_images_or_waiting_states() {
+    fn a_cached_pod_has_no_conditions_addresses_images_or_ordinary_waiting_states() {
         let mut pod = finished_pod();
         trim_pod(&mut pod);
         let status = pod.status.unwrap_or_default();
@@ -317,6 +328,55 @@ mod tests {
             assert!(container.container_id.is_none() && container.last_state.is_none());
             assert!(container.state.is_some_and(|s| s.waiting.is_none()));
         }
+    }
+
+    fn pod_waiting_for(reason: &str, message: &str) -> Pod {
+        pod_from(serde_json::json!({
+            "metadata": {"name": "t-a1", "namespace": "ns"},
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [{
+                    "name": "agent", "image": "registry.invalid/agent:1", "imageID": "",
+                    "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": reason, "message": message}}
+                }]
+            }
+        }))
+    }
+
+    fn first_waiting(pod: &Pod) -> Option<(String, ContainerStateWaiting)> {
+        let containers = pod.status.as_ref()?.container_statuses.as_ref()?;
+        let container = containers.first()?;
+        let waiting = container.state.as_ref()?.waiting.clone()?;
+        Some((container.image.clone(), waiting))
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_the_reason_message_and_image_of_a_container_that_cannot_start() {
+        let mut pod = pod_waiting_for("ErrImagePull", "pull access denied");
+        trim_pod(&mut pod);
+        let (image, waiting) = first_waiting(&pod).unwrap_or_default();
+        assert_eq!(image, "registry.invalid/agent:1");
+        assert_eq!(waiting.reason.as_deref(), Some("ErrImagePull"));
+        assert_eq!(waiting.message.as_deref(), Some("pull access denied"));
+    }
+
+    #[test]
+    fn a_cached_pod_bounds_the_kubelets_message() {
+        let mut pod = pod_waiting_for("ErrImagePull", &"x".repeat(10_000));
+        trim_pod(&mut pod);
+        let (_, waiting) = first_waiting(&pod).unwrap_or_default();
+        let kept = waiting.message.unwrap_or_default();
+        assert!(kept.len() < 1_000, "kept {} bytes", kept.len());
+    }
+
+    #[test]
+    fn a_cached_pod_drops_an_ordinary_waiting_state_and_its_image() {
+        let mut pod = pod_waiting_for("ContainerCreating", "");
+        trim_pod(&mut pod);
+        assert_eq!(first_waiting(&pod), None);
+        let containers = pod.status.and_then(|s| s.container_statuses);
+        assert!(containers.unwrap_or_default()[0].image.is_empty());
     }
 
     fn task() -> Task {

@@ -1,0 +1,351 @@
+//! Agent Pods that cannot start (pure): a container the kubelet keeps `waiting` for a
+//! reason only the user can fix (an image that cannot be pulled, a Secret or ConfigMap the
+//! Pod references that is missing). Such a Pod would stay Pending until its claim expired,
+//! and every retry would do the same; instead its attempt ends as `misconfigured` (the
+//! outcome policy's path for configuration errors: no retry charged, the Feature halts
+//! until its spec changes), with a result that names the Pod, the container, the image,
+//! the kubelet's own reason and message, and the fix.
+//!
+//! When it ends: at once for a reason that cannot clear by itself (`InvalidImageName`,
+//! `ErrImageNeverPull`); after [`START_GRACE_MS`] from the Pod's creation for the others
+//! (the kubelet retries a pull and re-reads a Secret by itself, so a registry hiccup or a
+//! Secret created a moment later recovers); and in any case when the claim expires first
+//! (the live read of the Pod before ruling a claim lost).
+
+use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Pod};
+use kube::ResourceExt;
+
+use super::decide::Problem;
+use super::pod::{AGENT_CONTAINER, FEATURE_LABEL, TASK_LABEL};
+use crate::api::{TaskStatus, conditions};
+use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
+use crate::engine::lifecycle::RunView;
+
+/// How long after its Pod was created a container may wait for a reason that can clear by
+/// itself before the attempt is ruled misconfigured: the kubelet retries a failed pull
+/// after 10 s, 20 s, 40 s, so a short registry outage or a Secret created late recovers.
+pub const START_GRACE_MS: i64 = 60_000;
+
+/// The longest kubelet message a problem quotes (a pull error can be long; the runner's
+/// result and the condition message are bounded).
+const MAX_KUBELET_MESSAGE_CHARS: usize = 240;
+
+/// What a container's waiting reason means for its Pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFailure {
+    /// The image cannot be pulled or looked up.
+    Image {
+        /// True when the kubelet will not succeed by retrying (the spec must change).
+        permanent: bool,
+    },
+    /// The container cannot be created from its spec (a referenced Secret, ConfigMap or
+    /// key is missing; the runtime refused the container).
+    Config,
+}
+
+impl StartFailure {
+    /// How long the kubelet may keep trying before the attempt is ruled misconfigured, ms.
+    pub fn grace_ms(self) -> i64 {
+        match self {
+            StartFailure::Image { permanent: true } => 0,
+            StartFailure::Image { permanent: false } | StartFailure::Config => START_GRACE_MS,
+        }
+    }
+}
+
+/// The kubelet's waiting reasons that keep a container from ever starting, and what each
+/// means. Anything else (`ContainerCreating`, `PodInitializing`, `CrashLoopBackOff` ...) is
+/// no start problem.
+const REASONS: [(&str, StartFailure); 8] = [
+    ("InvalidImageName", StartFailure::Image { permanent: true }),
+    ("ErrImageNeverPull", StartFailure::Image { permanent: true }),
+    ("ErrImagePull", StartFailure::Image { permanent: false }),
+    ("ImagePullBackOff", StartFailure::Image { permanent: false }),
+    (
+        "RegistryUnavailable",
+        StartFailure::Image { permanent: false },
+    ),
+    (
+        "SignatureValidationFailed",
+        StartFailure::Image { permanent: false },
+    ),
+    ("CreateContainerConfigError", StartFailure::Config),
+    ("CreateContainerError", StartFailure::Config),
+];
+
+/// What a kubelet waiting `reason` means, when it is a start problem.
+pub fn classify(reason: &str) -> Option<StartFailure> {
+    REASONS
+        .iter()
+        .find(|(known, _)| *known == reason)
+        .map(|(_, failure)| *failure)
+}
+
+/// The reason as a `'static` condition reason, when it is one of [`REASONS`].
+pub fn condition_reason(reason: &str) -> Option<&'static str> {
+    REASONS
+        .iter()
+        .map(|(known, _)| *known)
+        .find(|known| *known == reason)
+}
+
+/// True for a condition reason that holds the Feature until its spec changes: an agent
+/// that reported itself misconfigured, or an agent Pod that could not start.
+pub fn halts_until_spec_changes(reason: &str) -> bool {
+    reason == conditions::REASON_AGENT_MISCONFIGURED || condition_reason(reason).is_some()
+}
+
+/// A container of an agent Pod that cannot start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartProblem {
+    /// The container.
+    pub container: String,
+    /// Its image, when the Pod's status names it.
+    pub image: Option<String>,
+    /// The kubelet's waiting reason (one of [`REASONS`]).
+    pub reason: &'static str,
+    /// The kubelet's message.
+    pub message: Option<String>,
+    /// What the reason means.
+    pub failure: StartFailure,
+}
+
+/// The first container of `pod` (init containers first, as the kubelet starts them) that
+/// waits for a start problem.
+pub fn start_problem(pod: &Pod) -> Option<StartProblem> {
+    let status = pod.status.as_ref()?;
+    let containers = status.init_container_statuses.iter().flatten();
+    containers
+        .chain(status.container_statuses.iter().flatten())
+        .find_map(|container| {
+            let waiting = container.state.as_ref()?.waiting.as_ref()?;
+            let reason = condition_reason(waiting.reason.as_deref()?)?;
+            Some(StartProblem {
+                container: container.name.clone(),
+                image: Some(container.image.clone()).filter(|i| !i.is_empty()),
+                reason,
+                message: waiting.message.clone().filter(|m| !m.trim().is_empty()),
+                failure: classify(reason)?,
+            })
+        })
+}
+
+/// Of a container's status, only a start problem's waiting state (reason, message bounded,
+/// image): what the controller's Pod cache keeps of waiting containers.
+pub fn trimmed_waiting(status: &ContainerStatus) -> Option<(ContainerStateWaiting, String)> {
+    let waiting = status.state.as_ref()?.waiting.as_ref()?;
+    let reason = condition_reason(waiting.reason.as_deref()?)?;
+    let message = waiting
+        .message
+        .as_deref()
+        .map(|m| bounded(m, MAX_KUBELET_MESSAGE_CHARS));
+    Some((
+        ContainerStateWaiting {
+            reason: Some(reason.to_owned()),
+            message,
+        },
+        status.image.clone(),
+    ))
+}
+
+/// The run of an attempt whose Pod cannot start, as ended misconfigured, once the problem
+/// is past its grace at `now_ms`; `view` otherwise. Only a run not yet ended is looked at.
+pub fn with_start_problem(pod: Option<&Pod>, view: RunView, now_ms: i64) -> RunView {
+    if !matches!(view, RunView::Pending | RunView::Running) {
+        return view;
+    }
+    let Some(pod) = pod else {
+        return view;
+    };
+    match ruled_at(pod, now_ms) {
+        Some(at) => ended(pod, at),
+        None => view,
+    }
+}
+
+/// When the start problem of `pod` ends its attempt, if it does by `now_ms`.
+fn ruled_at(pod: &Pod, now_ms: i64) -> Option<i64> {
+    let problem = start_problem(pod)?;
+    let created = created_ms(pod).unwrap_or(now_ms);
+    let at = created.saturating_add(problem.failure.grace_ms());
+    (at <= now_ms).then_some(at)
+}
+
+/// The result of an attempt whose Pod, read live before its claim is ruled lost, never
+/// started for a start problem: misconfigured (whatever its grace), not lost.
+pub fn never_started(pod: &Pod, now_ms: i64) -> Option<AttemptResult> {
+    let problem = start_problem(pod)?;
+    Some(result(pod, &problem, now_ms))
+}
+
+/// True when `view` is the end [`with_start_problem`] made: the Pod never ran, so nothing
+/// in it is worth keeping for `kubectl logs`.
+pub fn is_start_failure(view: &RunView) -> bool {
+    match view {
+        RunView::Ended {
+            result: Some(result),
+            ..
+        } => problem_reason(result).is_some(),
+        _ => false,
+    }
+}
+
+fn ended(pod: &Pod, at_ms: i64) -> RunView {
+    match never_started(pod, at_ms) {
+        Some(result) => RunView::Ended {
+            reason: result
+                .misconfiguration
+                .as_ref()
+                .and_then(|m| reason_prefix(&m.problem))
+                .map(str::to_owned),
+            result: Some(Box::new(result)),
+        },
+        None => RunView::Pending,
+    }
+}
+
+fn created_ms(pod: &Pod) -> Option<i64> {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+}
+
+/// The result standing in for the runner's: the agent never ran.
+fn result(pod: &Pod, problem: &StartProblem, at_ms: i64) -> AttemptResult {
+    let labels = pod.labels();
+    let task = labels.get(TASK_LABEL).cloned().unwrap_or_default();
+    let mut result =
+        AttemptResult::new(task, pod.metadata.name.clone(), OutcomeClass::Misconfigured);
+    result.misconfiguration = Some(Misconfiguration {
+        problem: describe(pod, problem),
+        fix: fix(pod, problem),
+    });
+    result.timings.started_at_ms = created_ms(pod).unwrap_or(at_ms);
+    result.timings.ended_at_ms = at_ms;
+    result
+}
+
+/// `<Reason>: agent Pod <ns>/<pod> cannot start: container <c> (image <i>): <kubelet's
+/// message>`. The leading reason is what [`problem_reason`] reads back.
+fn describe(pod: &Pod, problem: &StartProblem) -> String {
+    let image = problem
+        .image
+        .as_deref()
+        .map(|i| format!(" (image {i})"))
+        .unwrap_or_default();
+    let said = problem
+        .message
+        .as_deref()
+        .map(|m| format!(": {}", bounded(m, MAX_KUBELET_MESSAGE_CHARS)))
+        .unwrap_or_default();
+    format!(
+        "{}: agent Pod {}/{} cannot start: container {}{image} waits{said}",
+        problem.reason,
+        pod.namespace().unwrap_or_default(),
+        pod.name_any(),
+        problem.container,
+    )
+}
+
+/// What the user should change, by container and reason.
+fn fix(pod: &Pod, problem: &StartProblem) -> String {
+    let namespace = pod.namespace().unwrap_or_default();
+    let feature = format!(
+        "Feature {namespace}/{}",
+        pod.labels().get(FEATURE_LABEL).cloned().unwrap_or_default()
+    );
+    let agent = problem.container == AGENT_CONTAINER;
+    let image_owner = if agent {
+        format!("spec.agent.image (or the pool agent's image) of {feature}")
+    } else {
+        "the controller's ralph image (its --ralph-image setting, the chart's image)".to_owned()
+    };
+    let pull_secrets = format!(
+        "imagePullSecrets in spec.podTemplate of {feature} or on the agent Pods' ServiceAccount"
+    );
+    match problem.failure {
+        StartFailure::Image { permanent: true } if problem.reason == "InvalidImageName" => {
+            format!("set {image_owner} to a valid image reference")
+        }
+        StartFailure::Image { .. } => format!(
+            "set {image_owner} to an image that exists, and let the node pull it \
+             ({pull_secrets}); then change the Feature's spec to resume"
+        ),
+        StartFailure::Config => format!(
+            "create the Secret or ConfigMap (or key) the message names in namespace \
+             {namespace}, or fix the reference in {feature} (spec.agent.env, envFrom, \
+             spec.workspace.git credentials); then change the Feature's spec to resume"
+        ),
+    }
+}
+
+/// The kubelet reason a result made here starts with.
+fn problem_reason(result: &AttemptResult) -> Option<&'static str> {
+    if result.outcome != OutcomeClass::Misconfigured {
+        return None;
+    }
+    let problem = &result.misconfiguration.as_ref()?.problem;
+    reason_prefix(problem).filter(|_| problem.contains(" cannot start: container "))
+}
+
+fn reason_prefix(text: &str) -> Option<&'static str> {
+    let (reason, _) = text.split_once(": ")?;
+    condition_reason(reason)
+}
+
+/// The condition reason of a problem text that a Pod which could not start caused (the
+/// kubelet's reason it starts with), else `AgentMisconfigured`.
+pub fn halt_reason(text: &str) -> &'static str {
+    match reason_prefix(text) {
+        Some(reason) if text.contains(" cannot start: container ") => reason,
+        _ => conditions::REASON_AGENT_MISCONFIGURED,
+    }
+}
+
+/// The problem a Task shows after an attempt whose Pod could not start (`None` for any
+/// other result).
+pub fn task_problem(result: &AttemptResult) -> Option<Problem> {
+    let reason = problem_reason(result)?;
+    let misconfiguration = result.misconfiguration.as_ref()?;
+    Some(Problem {
+        reason,
+        message: format!(
+            "{}; fix: {}",
+            misconfiguration.problem, misconfiguration.fix
+        ),
+    })
+}
+
+/// Sets the Task's `Configured=False` condition for an attempt whose Pod could not start
+/// (nothing for any other result); a later attempt's Pod sets it back to `True`.
+pub fn record_on_task(
+    status: &mut TaskStatus,
+    result: &AttemptResult,
+    generation: Option<i64>,
+    now_ms: i64,
+) {
+    if let Some(problem) = task_problem(result) {
+        let condition = conditions::condition(
+            conditions::CONFIGURED,
+            conditions::STATUS_FALSE,
+            problem.reason,
+            problem.message,
+            generation,
+            super::status::time(now_ms),
+        );
+        conditions::set_condition(&mut status.conditions, condition);
+    }
+}
+
+fn bounded(text: &str, max_chars: usize) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+#[path = "pod_start_tests.rs"]
+mod tests;

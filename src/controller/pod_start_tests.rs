@@ -1,0 +1,246 @@
+use k8s_openapi::api::core::v1::Pod;
+
+use super::*;
+use crate::engine::testing::named_cases;
+
+const CREATED_MS: i64 = 1_800_000_000_000;
+
+fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> Pod {
+    let statuses = serde_json::json!([{
+        "name": container, "image": "registry.invalid/agent:1", "imageID": "",
+        "ready": false, "restartCount": 0,
+        "state": {"waiting": {"reason": reason, "message": message}}
+    }]);
+    let key = if init {
+        "initContainerStatuses"
+    } else {
+        "containerStatuses"
+    };
+    let created = jiff::Timestamp::from_millisecond(CREATED_MS)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .to_string();
+    match serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "f-build-a1", "namespace": "team", "creationTimestamp": created,
+            "labels": {"ralph.dev/feature": "f", "ralph.dev/task": "build"}
+        },
+        "status": {"phase": "Pending", key: statuses}
+    })) {
+        Ok(pod) => pod,
+        Err(error) => panic!("test pod does not parse: {error}"),
+    }
+}
+
+fn agent_waiting(reason: &str, message: &str) -> Pod {
+    waiting_pod(AGENT_CONTAINER, false, reason, message)
+}
+
+/// The misconfiguration of the result `view` ended with.
+fn misconfiguration(view: &RunView) -> Misconfiguration {
+    match view {
+        RunView::Ended {
+            result: Some(result),
+            ..
+        } => {
+            assert_eq!(result.outcome, OutcomeClass::Misconfigured);
+            result
+                .misconfiguration
+                .clone()
+                .unwrap_or_else(|| panic!("no misconfiguration"))
+        }
+        other => panic!("not ended with a result: {other:?}"),
+    }
+}
+
+fn assert_classified(reason: &str, expected: Option<StartFailure>, grace_ms: Option<i64>) {
+    let failure = classify(reason);
+    assert_eq!(failure, expected, "{reason}");
+    assert_eq!(failure.map(StartFailure::grace_ms), grace_ms, "{reason}");
+}
+
+named_cases! { assert_classified;
+    an_invalid_image_name_is_permanent(
+        "InvalidImageName", Some(StartFailure::Image { permanent: true }), Some(0));
+    an_image_the_node_may_never_pull_is_permanent(
+        "ErrImageNeverPull", Some(StartFailure::Image { permanent: true }), Some(0));
+    a_pull_error_waits_out_the_grace(
+        "ErrImagePull", Some(StartFailure::Image { permanent: false }), Some(START_GRACE_MS));
+    a_pull_back_off_waits_out_the_grace(
+        "ImagePullBackOff", Some(StartFailure::Image { permanent: false }), Some(START_GRACE_MS));
+    an_unavailable_registry_waits_out_the_grace(
+        "RegistryUnavailable", Some(StartFailure::Image { permanent: false }), Some(START_GRACE_MS));
+    a_missing_secret_or_config_map_waits_out_the_grace(
+        "CreateContainerConfigError", Some(StartFailure::Config), Some(START_GRACE_MS));
+    a_container_the_runtime_refused_waits_out_the_grace(
+        "CreateContainerError", Some(StartFailure::Config), Some(START_GRACE_MS));
+    a_container_being_created_is_no_problem("ContainerCreating", None, None);
+    a_pod_initializing_is_no_problem("PodInitializing", None, None);
+    a_crash_loop_is_no_start_problem("CrashLoopBackOff", None, None);
+}
+
+#[test]
+fn a_pull_error_within_the_grace_leaves_the_run_pending() {
+    let pod = agent_waiting("ErrImagePull", "pull access denied");
+    let view = with_start_problem(
+        Some(&pod),
+        RunView::Pending,
+        CREATED_MS + START_GRACE_MS - 1,
+    );
+    assert_eq!(view, RunView::Pending);
+}
+
+#[test]
+fn a_pull_error_past_the_grace_ends_the_run_misconfigured() {
+    let pod = agent_waiting("ErrImagePull", "pull access denied");
+    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS + START_GRACE_MS);
+    assert!(
+        misconfiguration(&view)
+            .problem
+            .starts_with("ErrImagePull: ")
+    );
+}
+
+#[test]
+fn an_invalid_image_name_ends_the_run_at_once() {
+    let pod = agent_waiting("InvalidImageName", "couldn't parse image name");
+    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS);
+    assert!(
+        misconfiguration(&view)
+            .problem
+            .starts_with("InvalidImageName: ")
+    );
+}
+
+#[test]
+fn the_ruling_ends_the_attempt_when_its_grace_ran_out_not_when_it_was_seen() {
+    let pod = agent_waiting("ErrImagePull", "pull access denied");
+    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS + 600_000);
+    let RunView::Ended {
+        result: Some(result),
+        ..
+    } = view
+    else {
+        panic!("not ended: {view:?}");
+    };
+    assert_eq!(result.timings.ended_at_ms, CREATED_MS + START_GRACE_MS);
+    assert_eq!(result.attempt.as_deref(), Some("f-build-a1"));
+    assert_eq!(result.task, "build");
+}
+
+#[test]
+fn an_ended_run_is_left_as_it_ended() {
+    let pod = agent_waiting("InvalidImageName", "bad");
+    let ended = RunView::Ended {
+        result: None,
+        reason: Some("Error (exit code 1)".to_owned()),
+    };
+    assert_eq!(
+        with_start_problem(Some(&pod), ended.clone(), CREATED_MS),
+        ended
+    );
+}
+
+#[test]
+fn a_pod_waiting_for_an_ordinary_reason_is_no_start_problem() {
+    let pod = agent_waiting("ContainerCreating", "");
+    assert_eq!(start_problem(&pod), None);
+    assert_eq!(never_started(&pod, CREATED_MS + 600_000), None);
+}
+
+#[test]
+fn a_live_read_at_claim_expiry_rules_a_pod_that_never_started_misconfigured_within_its_grace() {
+    let pod = agent_waiting("ImagePullBackOff", "Back-off pulling image");
+    let result = never_started(&pod, CREATED_MS + 1_000).unwrap_or_else(|| panic!("no ruling"));
+    assert_eq!(result.outcome, OutcomeClass::Misconfigured);
+}
+
+#[test]
+fn the_problem_names_the_pod_container_image_and_the_kubelets_message() {
+    let pod = agent_waiting("ErrImagePull", "failed to resolve reference");
+    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS + START_GRACE_MS);
+    let problem = misconfiguration(&view).problem;
+    for part in [
+        "team/f-build-a1",
+        "container agent",
+        "registry.invalid/agent:1",
+        "failed to resolve reference",
+    ] {
+        assert!(problem.contains(part), "{part:?} not in {problem:?}");
+    }
+}
+
+#[test]
+fn the_fix_of_an_agent_image_names_spec_agent_image_and_pull_secrets() {
+    let pod = agent_waiting("ErrImagePull", "denied");
+    let fix = misconfiguration(&with_start_problem(Some(&pod), RunView::Pending, i64::MAX)).fix;
+    for part in [
+        "spec.agent.image",
+        "Feature team/f",
+        "imagePullSecrets",
+        "ServiceAccount",
+    ] {
+        assert!(fix.contains(part), "{part:?} not in {fix:?}");
+    }
+}
+
+#[test]
+fn the_fix_of_a_ralph_image_names_the_controllers_image_setting() {
+    let pod = waiting_pod("install-ralph", true, "ErrImagePull", "denied");
+    let fix = misconfiguration(&with_start_problem(Some(&pod), RunView::Pending, i64::MAX)).fix;
+    assert!(fix.contains("--ralph-image"), "{fix:?}");
+}
+
+#[test]
+fn the_fix_of_a_missing_secret_says_to_create_it_in_the_namespace() {
+    let pod = agent_waiting(
+        "CreateContainerConfigError",
+        "secret \"agent-key\" not found",
+    );
+    let view = with_start_problem(Some(&pod), RunView::Pending, i64::MAX);
+    let misconfiguration = misconfiguration(&view);
+    assert!(
+        misconfiguration
+            .problem
+            .contains("secret \"agent-key\" not found")
+    );
+    assert!(misconfiguration.fix.contains("create the Secret"));
+    assert!(misconfiguration.fix.contains("namespace team"));
+}
+
+#[test]
+fn a_long_kubelet_message_is_bounded() {
+    let pod = agent_waiting("ErrImagePull", &"y".repeat(5_000));
+    let view = with_start_problem(Some(&pod), RunView::Pending, i64::MAX);
+    assert!(misconfiguration(&view).problem.len() < 1_000);
+}
+
+#[test]
+fn the_condition_reason_of_a_pod_that_could_not_start_is_the_kubelets() {
+    let pod = agent_waiting("CreateContainerConfigError", "secret \"s\" not found");
+    let view = with_start_problem(Some(&pod), RunView::Pending, i64::MAX);
+    assert!(is_start_failure(&view));
+    let RunView::Ended {
+        result: Some(result),
+        ..
+    } = &view
+    else {
+        panic!("not ended");
+    };
+    let problem = task_problem(result).unwrap_or_else(|| panic!("no problem"));
+    assert_eq!(problem.reason, "CreateContainerConfigError");
+    assert_eq!(
+        halt_reason(&misconfiguration(&view).problem),
+        "CreateContainerConfigError"
+    );
+    assert!(halts_until_spec_changes(problem.reason));
+}
+
+#[test]
+fn an_agents_own_misconfiguration_keeps_its_reason() {
+    assert_eq!(
+        halt_reason("the agent binary claude is missing Fix: install it"),
+        conditions::REASON_AGENT_MISCONFIGURED
+    );
+    let result = crate::engine::testing::misconfigured("t", "ErrImagePull: quoted", "x");
+    assert_eq!(task_problem(&result), None);
+}
