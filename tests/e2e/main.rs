@@ -23,6 +23,7 @@ mod kubelet_standin;
 mod cluster;
 mod controller_process;
 mod harness;
+mod pod_start;
 
 use ralph::api::{AttemptOutcome, FeaturePhase};
 use serde_json::json;

@@ -3,13 +3,15 @@
 //!
 //! Mode A ([`KubeletStandIn::manual`] plus the functions in [`manual`]): the test binds Pods
 //! and writes their status (Running, then Succeeded/Failed with a termination message, or
-//! OOMKilled/Evicted); the stand-in only confirms graceful deletions, as a kubelet does.
+//! OOMKilled/Evicted, or Pending with a container the kubelet cannot start); the stand-in only confirms graceful deletions, as a kubelet does.
 //! Mode B ([`KubeletStandIn::node`]): the stand-in is the node. It binds each Pod, writes
 //! its ConfigMap/Secret volumes to a temp directory, runs the agent container's command
 //! (`/ralph/bin/ralph runner ...` rewritten to the local `ralph` binary and to the temp
 //! paths) as a local process, reports Running, and on exit reports the agent container
 //! terminated with the termination-log file's content as its message. A graceful deletion
 //! sends SIGTERM, waits the grace period, then kills, reports, and confirms the deletion.
+//! A container whose image is under the `.invalid` domain (e.g. `registry.invalid/x`) is
+//! never pulled: the Pod stays Pending with that container waiting in `ErrImagePull`.
 //! A container without `command` is taken to run the ralph image's entrypoint (the local
 //! binary). With a kubeconfig, `ralph sidecar` containers (plain or native) run too, with
 //! `KUBECONFIG` set, and get SIGTERM once the agent has ended; other init containers (the

@@ -72,6 +72,26 @@ pub async fn set_running(pods: &Api<Pod>, name: &str) -> Result<Pod, kube::Error
     write_status(pods, name, status::running(&pod, &now())).await
 }
 
+/// Binds the Pod and reports container `container` waiting with the kubelet's `reason`
+/// and `message`, as a kubelet that cannot start it does (e.g. `ErrImagePull`,
+/// `CreateContainerConfigError`); the Pod stays Pending.
+pub async fn set_waiting(
+    pods: &Api<Pod>,
+    name: &str,
+    container: &str,
+    reason: &str,
+    message: &str,
+) -> Result<Pod, kube::Error> {
+    bind(pods, name, "standin").await?;
+    let pod = pods.get(name).await?;
+    write_status(
+        pods,
+        name,
+        status::waiting(&pod, container, reason, message, &now()),
+    )
+    .await
+}
+
 /// Reports the agent container terminated as given (and the Pod Succeeded or Failed).
 pub async fn set_terminated(
     pods: &Api<Pod>,

@@ -270,6 +270,14 @@ async fn run_pod(
     if let Err(error) = manual::bind(&pods, &name, &node_name).await {
         return fail(format!("binding to node {node_name:?}: {error}")).await;
     }
+    // An image no registry serves: the Pod stays Pending, its container waiting, as a
+    // kubelet's failed pull leaves it (nothing runs; a deletion is confirmed at once).
+    if let Some((container, message)) = status::unpullable_container(&pod) {
+        let waiting = status::waiting(&pod, &container, "ErrImagePull", &message, &started_at);
+        write_status(&pods, &name, waiting).await;
+        shared.controls().remove(&key);
+        return;
+    }
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let pod_dir = layout
         .root

@@ -306,3 +306,80 @@ pub fn evicted(pod: &Pod, message: &str, started_at: &str, now: &str) -> Value {
     status["message"] = message.into();
     status
 }
+
+/// Status of a Pod the kubelet cannot start: bound, phase Pending, container `name`
+/// waiting with `reason` and `message` (an image it cannot pull, a Secret it cannot find).
+/// Init containers before it completed (native sidecars running), later ones and the main
+/// containers waiting for initialization; when `name` is a main container, the others run.
+pub fn waiting(pod: &Pod, name: &str, reason: &str, message: &str, now: &str) -> Value {
+    let Some(spec) = pod.spec.as_ref() else {
+        return json!({ "phase": "Pending" });
+    };
+    let stuck = json!({ "waiting": { "reason": reason, "message": message } });
+    let initializing = json!({ "waiting": { "reason": "PodInitializing" } });
+    let running = json!({ "running": { "startedAt": now } });
+    let completed = terminated_state(&Termination::succeeded(), now, now);
+    let in_init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .any(|c| c.name == name);
+    let mut seen = false;
+    let init = |c: &Container| {
+        let state = if c.name == name {
+            seen = true;
+            stuck.clone()
+        } else if seen {
+            initializing.clone()
+        } else if is_native_sidecar(c) {
+            running.clone()
+        } else {
+            completed.clone()
+        };
+        (state, false)
+    };
+    let main = |c: &Container| match () {
+        () if c.name == name => (stuck.clone(), false),
+        () if in_init => (initializing.clone(), false),
+        () => (running.clone(), true),
+    };
+    let conditions = [
+        ("PodScheduled", true),
+        ("Initialized", !in_init),
+        ("ContainersReady", false),
+        ("Ready", false),
+    ];
+    let mut status = pod_status(spec, "Pending", &conditions, now, init, main);
+    status["startTime"] = now.into();
+    status
+}
+
+/// True for an image no node can ever pull: its registry is under the reserved `.invalid`
+/// top-level domain (RFC 6761), e.g. `registry.invalid/agent:1`.
+pub fn unpullable(image: &str) -> bool {
+    let Some((first, _)) = image.split_once('/') else {
+        return false;
+    };
+    let host = first.split(':').next().unwrap_or(first);
+    host == "invalid" || host.ends_with(".invalid")
+}
+
+/// The first container of the Pod (init containers first) whose image is [`unpullable`],
+/// with the message a kubelet's pull of it leaves.
+pub fn unpullable_container(pod: &Pod) -> Option<(String, String)> {
+    let spec = pod.spec.as_ref()?;
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    containers.into_iter().find_map(|c| {
+        let image = c.image.as_deref().filter(|i| unpullable(i))?;
+        let host = image.split('/').next().unwrap_or(image);
+        let message = format!(
+            "failed to pull and unpack image \"{image}\": failed to resolve reference \
+             \"{image}\": dial tcp: lookup {host}: no such host"
+        );
+        Some((c.name.clone(), message))
+    })
+}

@@ -1,0 +1,200 @@
+//! Agent Pods that cannot start (the real controller against the fake API server; the
+//! kubelet stand-in leaves a Pod Pending with a container waiting, as a kubelet that cannot
+//! pull an image or find a Secret does): the Task and the Feature say why, with the
+//! kubelet's reason, in one Warning Event; the attempt ends misconfigured, no retry is
+//! charged and no new Pod is created until the spec changes; a problem that clears within
+//! its grace lets the attempt go on.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/controller_harness.rs"]
+mod harness;
+#[path = "support/kubelet_standin.rs"]
+mod kubelet_standin;
+
+use harness::{Harness, assert_mentions};
+use kube::ResourceExt;
+use ralph::api::AttemptOutcome;
+use ralph::engine::dag::TaskPhase;
+
+const PULL_FAILED: &str = "failed to pull and unpack image \"agent:test\": pull access denied";
+
+/// Starts the one-task Feature `name`; the kubelet cannot start the first attempt's agent
+/// container for `reason` (saying `message`). Returns the Pod's name.
+async fn cannot_start(h: &Harness, name: &str, reason: &str, message: &str) -> String {
+    let pod = h.start_one_task_feature(name).await.name_any();
+    kubelet_standin::manual::set_waiting(&h.pods(), &pod, "agent", reason, message)
+        .await
+        .expect("report the agent container waiting");
+    pod
+}
+
+/// [`cannot_start`], and the attempt's claim expired (the sidecar stopped renewing it: no
+/// runner heartbeat): the controller reads the Pod before ruling the claim lost.
+async fn cannot_start_until_the_claim_expires(
+    h: &Harness,
+    name: &str,
+    reason: &str,
+    message: &str,
+) -> String {
+    let pod = cannot_start(h, name, reason, message).await;
+    h.expire_claim(&format!("{name}-a")).await;
+    pod
+}
+
+fn attempt_outcomes(status: &ralph::api::TaskStatus) -> Vec<Option<AttemptOutcome>> {
+    status.attempts.iter().map(|a| a.outcome).collect()
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_is_a_task_condition_naming_the_pod_image_and_fix() {
+    let h = Harness::start().await;
+    cannot_start_until_the_claim_expires(&h, "pull", "ErrImagePull", PULL_FAILED).await;
+
+    let condition = h
+        .wait_for_task_condition("pull-a", "Configured", "ErrImagePull")
+        .await;
+    assert_eq!(condition.status, "False");
+    assert_mentions(
+        &condition.message,
+        &[
+            "team/pull-a-a1",
+            "container agent",
+            "agent:test",
+            "pull access denied",
+            "spec.agent.image",
+            "imagePullSecrets",
+        ],
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_is_the_features_configured_condition() {
+    let h = Harness::start().await;
+    cannot_start_until_the_claim_expires(&h, "pullf", "ErrImagePull", PULL_FAILED).await;
+
+    let condition = h
+        .wait_for_feature_condition("pullf", "Configured", "ErrImagePull")
+        .await;
+    assert_eq!(condition.status, "False");
+    assert_mentions(&condition.message, &["team/pullf-a-a1", "spec.agent.image"]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_that_cannot_start_ends_its_attempt_misconfigured_without_a_retry_or_a_new_pod() {
+    let h = Harness::start().await;
+    let pod = cannot_start_until_the_claim_expires(&h, "noloop", "ErrImagePull", PULL_FAILED).await;
+    h.wait_for_feature_condition("noloop", "Configured", "ErrImagePull")
+        .await;
+    // The Pod that cannot start is deleted (it never ran: there are no logs to keep).
+    h.wait_for_pod_gone(&pod).await;
+
+    let status = h.task_status("noloop-a").await;
+    assert_eq!(status.phase, TaskPhase::Pending);
+    assert_eq!(status.retry_count, 0);
+    assert_eq!(
+        attempt_outcomes(&status),
+        vec![Some(AttemptOutcome::Misconfigured)]
+    );
+    assert!(h.agent_pods().await.is_empty());
+    assert_eq!(h.events_with_reason("AgentMisconfigured").await.len(), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn once_the_image_is_fixed_in_the_spec_the_work_resumes_and_succeeds() {
+    let h = Harness::start().await;
+    let pod = cannot_start_until_the_claim_expires(&h, "fixed", "ErrImagePull", PULL_FAILED).await;
+    h.wait_for_feature_condition("fixed", "Configured", "ErrImagePull")
+        .await;
+    h.wait_for_pod_gone(&pod).await;
+
+    h.patch_feature_spec(
+        "fixed",
+        serde_json::json!({"agent": {"image": "agent:fixed", "command": ["scripted-agent"]}}),
+    )
+    .await;
+    let retry = h.wait_for_pod("fixed-a-a2").await;
+    h.finish_done_to_complete(&retry, "fixed").await;
+
+    let status = h.task_status("fixed-a").await;
+    assert_eq!(status.retry_count, 0);
+    let configured = h
+        .wait_for_feature_condition("fixed", "Configured", "Configured")
+        .await;
+    assert_eq!(configured.status, "True");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_secret_is_a_condition_that_names_it_and_says_to_create_it() {
+    let h = Harness::start().await;
+    let message = "secret \"agent-credentials\" not found";
+    cannot_start_until_the_claim_expires(&h, "nosecret", "CreateContainerConfigError", message)
+        .await;
+
+    let condition = h
+        .wait_for_task_condition("nosecret-a", "Configured", "CreateContainerConfigError")
+        .await;
+    assert_mentions(
+        &condition.message,
+        &[
+            "team/nosecret-a-a1",
+            "secret \"agent-credentials\" not found",
+            "create the Secret",
+            "namespace team",
+        ],
+    );
+    h.wait_for_feature_condition("nosecret", "Configured", "CreateContainerConfigError")
+        .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_invalid_image_name_ends_the_attempt_without_waiting_for_the_claim() {
+    let h = Harness::start().await;
+    cannot_start(
+        &h,
+        "badname",
+        "InvalidImageName",
+        "Failed to apply default image tag \"Agent:Test\": invalid reference format",
+    )
+    .await;
+
+    h.wait_for_task_condition("badname-a", "Configured", "InvalidImageName")
+        .await;
+    let status = h.task_status("badname-a").await;
+    assert_eq!(
+        attempt_outcomes(&status),
+        vec![Some(AttemptOutcome::Misconfigured)]
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_pull_error_that_clears_within_the_grace_lets_the_attempt_go_on() {
+    let h = Harness::start().await;
+    let pod = cannot_start(&h, "hiccup", "ErrImagePull", PULL_FAILED).await;
+    // The registry answers again: the kubelet's next pull succeeds and the agent runs.
+    let pod = kubelet_standin::manual::set_running(&h.pods(), &pod)
+        .await
+        .expect("report the Pod running");
+    h.finish_done_to_complete(&pod, "hiccup").await;
+
+    let status = h.task_status("hiccup-a").await;
+    assert_eq!(attempt_outcomes(&status), vec![Some(AttemptOutcome::Done)]);
+    assert_eq!(status.retry_count, 0);
+    assert!(
+        status
+            .conditions
+            .iter()
+            .all(|c| !(c.type_ == "Configured" && c.status == "False")),
+        "{:?}",
+        status.conditions
+    );
+    assert!(h.events_with_reason("AgentMisconfigured").await.is_empty());
+    h.stop().await;
+}
