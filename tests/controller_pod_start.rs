@@ -20,6 +20,13 @@ use ralph::engine::dag::TaskPhase;
 
 const PULL_FAILED: &str = "failed to pull and unpack image \"agent:test\": pull access denied";
 
+/// A harness whose kubelet stand-in confirms the graceful deletion of bound Pods.
+async fn start() -> (Harness, kubelet_standin::KubeletStandIn) {
+    let (h, _kubelet) = start().await;
+    let kubelet = kubelet_standin::KubeletStandIn::manual(h.client.clone(), Some(harness::NS));
+    (h, kubelet)
+}
+
 /// Starts the one-task Feature `name`; the kubelet cannot start the first attempt's agent
 /// container for `reason` (saying `message`). Returns the Pod's name.
 async fn cannot_start(h: &Harness, name: &str, reason: &str, message: &str) -> String {
@@ -49,7 +56,7 @@ fn attempt_outcomes(status: &ralph::api::TaskStatus) -> Vec<Option<AttemptOutcom
 
 #[tokio::test]
 async fn an_image_that_cannot_be_pulled_is_a_task_condition_naming_the_pod_image_and_fix() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     cannot_start_until_the_claim_expires(&h, "pull", "ErrImagePull", PULL_FAILED).await;
 
     let condition = h
@@ -72,7 +79,7 @@ async fn an_image_that_cannot_be_pulled_is_a_task_condition_naming_the_pod_image
 
 #[tokio::test]
 async fn an_image_that_cannot_be_pulled_is_the_features_configured_condition() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     cannot_start_until_the_claim_expires(&h, "pullf", "ErrImagePull", PULL_FAILED).await;
 
     let condition = h
@@ -85,7 +92,7 @@ async fn an_image_that_cannot_be_pulled_is_the_features_configured_condition() {
 
 #[tokio::test]
 async fn a_pod_that_cannot_start_ends_its_attempt_misconfigured_without_a_retry_or_a_new_pod() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     let pod = cannot_start_until_the_claim_expires(&h, "noloop", "ErrImagePull", PULL_FAILED).await;
     h.wait_for_feature_condition("noloop", "Configured", "ErrImagePull")
         .await;
@@ -100,13 +107,41 @@ async fn a_pod_that_cannot_start_ends_its_attempt_misconfigured_without_a_retry_
         vec![Some(AttemptOutcome::Misconfigured)]
     );
     assert!(h.agent_pods().await.is_empty());
-    assert_eq!(h.events_with_reason("AgentMisconfigured").await.len(), 1);
+    let mut warnings = 0;
+    for reason in ["ErrImagePull", "AgentMisconfigured"] {
+        warnings += h.events_with_reason(reason).await.len();
+    }
+    assert_eq!(warnings, 1, "one Warning Event for the problem");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn as_soon_as_the_pod_waits_the_task_and_feature_say_so_with_one_warning() {
+    let (h, _kubelet) = start().await;
+    cannot_start(&h, "early", "ErrImagePull", PULL_FAILED).await;
+
+    let condition = h
+        .wait_for_task_condition("early-a", "Configured", "ErrImagePull")
+        .await;
+    assert_eq!(condition.status, "False");
+    assert_mentions(
+        &condition.message,
+        &[
+            "team/early-a-a1",
+            "pull access denied",
+            "unless the kubelet starts it first",
+        ],
+    );
+    h.wait_for_feature_condition("early", "Configured", "ErrImagePull")
+        .await;
+    assert_eq!(h.events_with_reason("ErrImagePull").await.len(), 1);
+    assert_eq!(h.task_status("early-a").await.phase, TaskPhase::Running);
     h.stop().await;
 }
 
 #[tokio::test]
 async fn once_the_image_is_fixed_in_the_spec_the_work_resumes_and_succeeds() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     let pod = cannot_start_until_the_claim_expires(&h, "fixed", "ErrImagePull", PULL_FAILED).await;
     h.wait_for_feature_condition("fixed", "Configured", "ErrImagePull")
         .await;
@@ -131,7 +166,7 @@ async fn once_the_image_is_fixed_in_the_spec_the_work_resumes_and_succeeds() {
 
 #[tokio::test]
 async fn a_missing_secret_is_a_condition_that_names_it_and_says_to_create_it() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     let message = "secret \"agent-credentials\" not found";
     cannot_start_until_the_claim_expires(&h, "nosecret", "CreateContainerConfigError", message)
         .await;
@@ -155,7 +190,7 @@ async fn a_missing_secret_is_a_condition_that_names_it_and_says_to_create_it() {
 
 #[tokio::test]
 async fn an_invalid_image_name_ends_the_attempt_without_waiting_for_the_claim() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     cannot_start(
         &h,
         "badname",
@@ -176,8 +211,10 @@ async fn an_invalid_image_name_ends_the_attempt_without_waiting_for_the_claim() 
 
 #[tokio::test]
 async fn a_pull_error_that_clears_within_the_grace_lets_the_attempt_go_on() {
-    let h = Harness::start().await;
+    let (h, _kubelet) = start().await;
     let pod = cannot_start(&h, "hiccup", "ErrImagePull", PULL_FAILED).await;
+    h.wait_for_task_condition("hiccup-a", "Configured", "ErrImagePull")
+        .await;
     // The registry answers again: the kubelet's next pull succeeds and the agent runs.
     let pod = kubelet_standin::manual::set_running(&h.pods(), &pod)
         .await
@@ -196,5 +233,9 @@ async fn a_pull_error_that_clears_within_the_grace_lets_the_attempt_go_on() {
         status.conditions
     );
     assert!(h.events_with_reason("AgentMisconfigured").await.is_empty());
+    let configured = h
+        .wait_for_feature_condition("hiccup", "Configured", "Configured")
+        .await;
+    assert_eq!(configured.status, "True");
     h.stop().await;
 }

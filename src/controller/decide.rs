@@ -245,7 +245,9 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         let run = run_view(pod.map(|p| p.as_ref()), view.attempt.is_some());
         let run =
             super::pod_start::with_start_problem(pod.map(|p| p.as_ref()), run, snapshot.now_ms);
-        let actions = lifecycle::decide(&view, claim.as_ref(), &run, snapshot.now_ms);
+        let mut actions = lifecycle::decide(&view, claim.as_ref(), &run, snapshot.now_ms);
+        let ruling = pod.and_then(|p| super::pod_start::ruling_due(p, snapshot.now_ms));
+        actions.extend(ruling.map(Action::RequeueAt));
         tasks.push(TaskPlan {
             task_id: task_id(task),
             task: Arc::clone(task),

@@ -436,6 +436,7 @@ fn misconfiguration(
         .or(halted)
         .or_else(|| effects.pod_rejected.clone())
         .or(still_recorded)
+        .or_else(|| effects.pod_start.clone())
 }
 
 /// One Warning Event when the Feature's configuration problem appears or changes (not one

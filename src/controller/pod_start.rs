@@ -10,16 +10,24 @@
 //! `ErrImageNeverPull`); after [`START_GRACE_MS`] from the Pod's creation for the others
 //! (the kubelet retries a pull and re-reads a Secret by itself, so a registry hiccup or a
 //! Secret created a moment later recovers); and in any case when the claim expires first
-//! (the live read of the Pod before ruling a claim lost).
+//! (the live read of the Pod before ruling a claim lost). Within the grace the Task and its
+//! Feature already show the problem (`Configured=False` with the kubelet's reason, one
+//! Warning Event on the Task); the Pod getting past it clears it.
+//!
+//! Everything here is pure but [`show_waiting`], which writes the Task's status.
 
 use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Pod};
-use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 
-use super::decide::Problem;
+use super::call::CallError;
+use super::context::Context;
+use super::decide::{Problem, TaskPlan};
 use super::pod::{AGENT_CONTAINER, FEATURE_LABEL, TASK_LABEL};
 use crate::api::{TaskStatus, conditions};
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
-use crate::engine::lifecycle::RunView;
+use crate::engine::dag::TaskPhase;
+use crate::engine::lifecycle::{RunView, attempt_id};
 
 /// How long after its Pod was created a container may wait for a reason that can clear by
 /// itself before the attempt is ruled misconfigured: the kubelet retries a failed pull
@@ -163,11 +171,58 @@ pub fn with_start_problem(pod: Option<&Pod>, view: RunView, now_ms: i64) -> RunV
     }
 }
 
+/// The words that mark a problem still within its grace (the attempt goes on): a Feature
+/// condition with them is no halt.
+const WITHIN_GRACE: &str = "the attempt ends as misconfigured at";
+
+/// The problem the Task and its Feature show as soon as the agent Pod waits for a start
+/// problem that is still within its grace (the kubelet keeps trying; `None` once ruled).
+pub fn waiting_problem(pod: &Pod, now_ms: i64) -> Option<Problem> {
+    let problem = start_problem(pod)?;
+    let at = ruling_time(pod, &problem, now_ms);
+    (at > now_ms).then(|| Problem {
+        reason: problem.reason,
+        message: format!(
+            "{}; {WITHIN_GRACE} {} unless the kubelet starts it first; fix: {}",
+            describe(pod, &problem),
+            super::status::time(at).0,
+            fix(pod, &problem)
+        ),
+    })
+}
+
+/// True when a condition message is a [`waiting_problem`]'s: the attempt still goes on.
+pub fn is_within_grace(message: &str) -> bool {
+    message.contains(WITHIN_GRACE)
+}
+
+/// When the start problem of `pod`, still within its grace at `now_ms`, ends its attempt:
+/// the reconcile must look again then (a waiting Pod's next status may be minutes away).
+pub fn ruling_due(pod: &Pod, now_ms: i64) -> Option<i64> {
+    let problem = start_problem(pod)?;
+    Some(ruling_time(pod, &problem, now_ms)).filter(|at| *at > now_ms)
+}
+
+fn ruling_time(pod: &Pod, problem: &StartProblem, now_ms: i64) -> i64 {
+    created_ms(pod)
+        .unwrap_or(now_ms)
+        .saturating_add(problem.failure.grace_ms())
+}
+
+/// True when the Task's status shows a start problem of its Pod already (its Warning
+/// Event was sent when it appeared): `Configured=False` with one of the kubelet's reasons.
+pub fn shown_on(status: Option<&TaskStatus>) -> bool {
+    status
+        .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
+        .is_some_and(|c| {
+            c.status == conditions::STATUS_FALSE && condition_reason(&c.reason).is_some()
+        })
+}
+
 /// When the start problem of `pod` ends its attempt, if it does by `now_ms`.
 fn ruled_at(pod: &Pod, now_ms: i64) -> Option<i64> {
     let problem = start_problem(pod)?;
-    let created = created_ms(pod).unwrap_or(now_ms);
-    let at = created.saturating_add(problem.failure.grace_ms());
+    let at = ruling_time(pod, &problem, now_ms);
     (at <= now_ms).then_some(at)
 }
 
@@ -317,25 +372,100 @@ pub fn task_problem(result: &AttemptResult) -> Option<Problem> {
     })
 }
 
-/// Sets the Task's `Configured=False` condition for an attempt whose Pod could not start
-/// (nothing for any other result); a later attempt's Pod sets it back to `True`.
+/// Sets the Task's `Configured` condition once its attempt ended: `False` with the
+/// kubelet's reason when its Pod could not start; `True` when the Pod got past a start
+/// problem the Task showed within its grace; unchanged otherwise (a later attempt's Pod
+/// sets it back to `True`).
 pub fn record_on_task(
     status: &mut TaskStatus,
-    result: &AttemptResult,
+    result: Option<&AttemptResult>,
     generation: Option<i64>,
     now_ms: i64,
 ) {
-    if let Some(problem) = task_problem(result) {
-        let condition = conditions::condition(
+    let condition = match result.and_then(task_problem) {
+        Some(problem) => conditions::condition(
             conditions::CONFIGURED,
             conditions::STATUS_FALSE,
             problem.reason,
             problem.message,
             generation,
             super::status::time(now_ms),
-        );
-        conditions::set_condition(&mut status.conditions, condition);
-    }
+        ),
+        None if shown_within_grace(Some(status)) => started(generation, now_ms),
+        None => return,
+    };
+    conditions::set_condition(&mut status.conditions, condition);
+}
+
+fn started(
+    generation: Option<i64>,
+    now_ms: i64,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    conditions::condition(
+        conditions::CONFIGURED,
+        conditions::STATUS_TRUE,
+        "PodStarted",
+        "the agent Pod got past its start problem",
+        generation,
+        super::status::time(now_ms),
+    )
+}
+
+fn shown_within_grace(status: Option<&TaskStatus>) -> bool {
+    shown_on(status)
+        && status
+            .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
+            .is_some_and(|c| is_within_grace(&c.message))
+}
+
+/// Shows on the Task a start problem of its running attempt's Pod that is still within its
+/// grace (`Configured=False` with the kubelet's reason, and one Warning Event when it
+/// appears), or clears one its Pod got past. Returns the problem (for the Feature's
+/// condition) and whether the Task's status was written.
+pub async fn show_waiting(
+    ctx: &Context,
+    plan: &TaskPlan,
+    now_ms: i64,
+) -> Result<(Option<Problem>, bool), CallError> {
+    let task = &plan.task;
+    let attempt = plan.view.attempt.as_ref().map(|a| a.number);
+    let (Some(number), TaskPhase::Running) = (attempt, plan.view.phase) else {
+        return Ok((None, false));
+    };
+    let namespace = task.namespace().unwrap_or_default();
+    let id = attempt_id(&task.name_any(), number);
+    let pod = ctx.pods.get(&ObjectRef::new(&id).within(&namespace));
+    let problem = pod.as_deref().and_then(|p| waiting_problem(p, now_ms));
+    let status = task.status.as_ref();
+    let new = match &problem {
+        Some(problem) => {
+            let first = !shown_on(status);
+            let new = super::status::misconfigured(task, problem, None, now_ms);
+            if new.is_some() && first {
+                let regarding = task.object_ref(&());
+                let message = problem.message.clone();
+                ctx.events
+                    .warning(&regarding, problem.reason, message)
+                    .await;
+            }
+            new
+        }
+        None if shown_within_grace(status) && plan.run == RunView::Running => {
+            let mut new = status.cloned().unwrap_or_default();
+            let condition = started(task.metadata.generation, now_ms);
+            conditions::set_condition(&mut new.conditions, condition);
+            Some(new)
+        }
+        None => None,
+    };
+    let written = match new {
+        Some(new) => {
+            super::task::write_status(ctx, task, &new).await?;
+            true
+        }
+        None => false,
+    };
+    Ok((problem, written))
 }
 
 fn bounded(text: &str, max_chars: usize) -> String {

@@ -493,8 +493,8 @@ where
     (reader, stream)
 }
 
-/// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, and
-/// how its containers ended. The kubelet's other status updates (conditions, readiness, IPs)
+/// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
+/// its containers ended, and a start problem a container waits for. The kubelet's other status updates (conditions, readiness, IPs)
 /// trigger nothing.
 fn pod_significance(pod: &Pod) -> u64 {
     let status = pod.status.as_ref();
@@ -511,6 +511,7 @@ fn pod_significance(pod: &Pod) -> u64 {
         status.and_then(|s| s.phase.as_deref()),
         pod.metadata.deletion_timestamp.is_some(),
         ended,
+        super::pod_start::start_problem(pod).map(|problem| problem.reason),
     ))
 }
 

@@ -181,8 +181,9 @@ pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
     .into_iter()
     .find(|r| *r == c.reason)
     .or_else(|| super::pod_start::condition_reason(&c.reason))?;
-    let halted_for_this_spec = !super::pod_start::halts_until_spec_changes(reason)
-        || c.observed_generation == feature.metadata.generation;
+    let halted_for_this_spec = (!super::pod_start::halts_until_spec_changes(reason)
+        || c.observed_generation == feature.metadata.generation)
+        && !super::pod_start::is_within_grace(&c.message);
     halted_for_this_spec.then(|| Problem {
         reason,
         message: c.message.clone(),
@@ -230,6 +231,8 @@ pub struct FeatureEvents {
     pub halt_reason: Option<String>,
     /// The API server refused an agent Pod for a reason the user must fix.
     pub pod_rejected: Option<Problem>,
+    /// An agent Pod waits for a start problem within its grace ([`super::pod_start`]).
+    pub pod_start: Option<Problem>,
     /// An agent Pod was created.
     pub started: bool,
     /// A ready task found every controller-wide attempt slot in use.
@@ -250,6 +253,9 @@ impl FeatureEvents {
         }
         if self.pod_rejected.is_none() {
             self.pod_rejected = other.pod_rejected;
+        }
+        if self.pod_start.is_none() {
+            self.pod_start = other.pod_start;
         }
         self.started |= other.started;
         self.waiting_for_slot |= other.waiting_for_slot;

@@ -189,6 +189,11 @@ pub async fn apply(
             Action::RequeueAt(_) => {}
         }
     }
+    if !status_written {
+        let (waiting, written) = super::pod_start::show_waiting(ctx, plan, scope.now_ms).await?;
+        effects.pod_start = waiting;
+        status_written = written;
+    }
     if let (Some(phase), false) = (plan.derived_phase, status_written) {
         write_status(ctx, task, &status::with_phase(task, phase)).await?;
     }
@@ -696,14 +701,12 @@ async fn ingest(
             .await?;
     }
     super::git::record_report(&mut new_status, workspace);
-    if let Some(result) = result {
-        super::pod_start::record_on_task(
-            &mut new_status,
-            result,
-            task.metadata.generation,
-            scope.now_ms,
-        );
-    }
+    super::pod_start::record_on_task(
+        &mut new_status,
+        result,
+        task.metadata.generation,
+        scope.now_ms,
+    );
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {
         FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),
@@ -713,7 +716,12 @@ async fn ingest(
     ctx.metrics.attempt_ended(decision.outcome.as_str());
     // A done task is in its status and the Feature's counts; one Normal Event per finished
     // task would be most of the operator's writes. Every other outcome gets its Event.
-    if !(decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal) {
+    // A Pod that could not start had its Warning when the Task first showed the problem.
+    let shown = result.is_some_and(|r| super::pod_start::task_problem(r).is_some())
+        && super::pod_start::shown_on(task.status.as_ref());
+    if !(decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal)
+        && !shown
+    {
         ctx.events
             .decision(&task.object_ref(&()), &decision.event)
             .await;
