@@ -22,7 +22,7 @@ const PULL_FAILED: &str = "failed to pull and unpack image \"agent:test\": pull 
 
 /// A harness whose kubelet stand-in confirms the graceful deletion of bound Pods.
 async fn start() -> (Harness, kubelet_standin::KubeletStandIn) {
-    let (h, _kubelet) = start().await;
+    let h = Harness::start().await;
     let kubelet = kubelet_standin::KubeletStandIn::manual(h.client.clone(), Some(harness::NS));
     (h, kubelet)
 }
