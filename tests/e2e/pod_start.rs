@@ -60,7 +60,11 @@ async fn an_agent_image_that_cannot_be_pulled_is_a_visible_condition_and_no_retr
         .await;
     assert_eq!(attempts(&task), [(1, Some(AttemptOutcome::Misconfigured))]);
     assert_eq!(task.status.map(|s| s.retry_count), Some(0));
-    assert_eq!(e2e.events_with_reason("AgentMisconfigured").await.len(), 1);
+    let mut warnings = 0;
+    for reason in PULL_REASONS.iter().chain(&["AgentMisconfigured"]) {
+        warnings += e2e.events_with_reason(reason).await.len();
+    }
+    assert_eq!(warnings, 1, "one Warning Event for the problem");
     let pods = e2e.pod_names();
     assert_eq!(pods, ["unpullable-design-a1"], "no attempt after the first");
 }
