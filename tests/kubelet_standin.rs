@@ -363,3 +363,96 @@ async fn node_runs_a_container_without_command_as_the_ralph_entrypoint() {
         .await;
     assert_ran_ralph(&ended, &kubelet);
 }
+
+/// The waiting state of the Pod's first container.
+fn first_waiting(pod: &Pod) -> Option<(String, Option<String>)> {
+    let container = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    let waiting = container.state.as_ref()?.waiting.as_ref()?;
+    Some((waiting.reason.clone()?, waiting.message.clone()))
+}
+
+#[tokio::test]
+async fn manual_waiting_leaves_the_pod_pending_with_the_kubelets_reason() {
+    let cluster = Cluster::start().await;
+    cluster.create(&simple_pod("t-a1", &["true"])).await;
+    let waiting = manual::set_waiting(
+        &cluster.pods,
+        "t-a1",
+        "agent",
+        "CreateContainerConfigError",
+        "secret \"key\" not found",
+    )
+    .await
+    .expect("waiting");
+    assert_eq!(phase(&waiting), "Pending");
+    assert!(
+        waiting
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .is_some()
+    );
+    assert_eq!(
+        first_waiting(&waiting),
+        Some((
+            "CreateContainerConfigError".to_owned(),
+            Some("secret \"key\" not found".to_owned())
+        ))
+    );
+}
+
+#[tokio::test]
+async fn node_never_pulls_an_image_of_an_invalid_registry() {
+    let cluster = Cluster::start().await;
+    let _kubelet = cluster.node();
+    let unpullable = pod(
+        "t-a1",
+        json!({ "name": "agent", "image": "registry.invalid/agent:1", "command": ["true"] }),
+        json!([]),
+    );
+    cluster.create(&unpullable).await;
+    let waiting = await_condition(cluster.pods.clone(), "t-a1", |pod: Option<&Pod>| {
+        pod.and_then(first_waiting).is_some()
+    })
+    .await
+    .expect("watch")
+    .expect("pod");
+    assert_eq!(phase(&waiting), "Pending");
+    let (reason, message) = first_waiting(&waiting).unwrap_or_default();
+    assert_eq!(reason, "ErrImagePull");
+    assert!(
+        message.is_some_and(|m| m.contains("registry.invalid/agent:1")),
+        "{waiting:?}"
+    );
+}
+
+#[tokio::test]
+async fn node_confirms_the_deletion_of_a_pod_it_could_not_start() {
+    let cluster = Cluster::start().await;
+    let _kubelet = cluster.node();
+    let unpullable = pod(
+        "t-a1",
+        json!({ "name": "agent", "image": "registry.invalid/agent:1", "command": ["true"] }),
+        json!([]),
+    );
+    cluster.create(&unpullable).await;
+    let waiting = await_condition(cluster.pods.clone(), "t-a1", |pod: Option<&Pod>| {
+        pod.and_then(first_waiting).is_some()
+    })
+    .await
+    .expect("watch")
+    .expect("pod");
+    let uid = waiting.metadata.uid.unwrap_or_default();
+    cluster.delete_and_wait_until_gone("t-a1", &uid).await;
+}
+
+#[test]
+fn only_images_of_an_invalid_registry_are_unpullable() {
+    use kubelet_standin::status::unpullable;
+    assert!(unpullable("registry.invalid/agent:1"));
+    assert!(unpullable("registry.invalid:5000/team/agent@sha256:abc"));
+    assert!(!unpullable("agent:1"));
+    assert!(!unpullable("ghcr.io/team/agent:1"));
+    assert!(!unpullable("invalid-looking/agent:1"));
+    assert!(!unpullable("invalid/agent:1"));
+}

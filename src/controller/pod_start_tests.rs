@@ -244,3 +244,63 @@ fn an_agents_own_misconfiguration_keeps_its_reason() {
     let result = crate::engine::testing::misconfigured("t", "ErrImagePull: quoted", "x");
     assert_eq!(task_problem(&result), None);
 }
+
+fn feature_configured(
+    reason: &str,
+    message: &str,
+    observed: i64,
+    generation: i64,
+) -> crate::api::Feature {
+    match serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1", "kind": "Feature",
+        "metadata": {"name": "f", "namespace": "team", "generation": generation},
+        "spec": {"agent": {"command": ["agent"]}, "tasks": [{"name": "a"}]},
+        "status": {"conditions": [{
+            "type": "Configured", "status": "False", "reason": reason, "message": message,
+            "observedGeneration": observed, "lastTransitionTime": "2026-11-23T10:00:00Z"
+        }]}
+    })) {
+        Ok(feature) => feature,
+        Err(error) => panic!("test feature does not parse: {error}"),
+    }
+}
+
+#[test]
+fn a_feature_halted_for_a_pod_that_could_not_start_stays_halted_until_its_spec_changes() {
+    let message = "the agent of Feature team/f is misconfigured: ErrImagePull: agent Pod \
+                   team/f-a-a1 cannot start: container agent waits";
+    let held = super::super::status::recorded_misconfiguration(&feature_configured(
+        "ErrImagePull",
+        message,
+        3,
+        3,
+    ));
+    assert_eq!(held.map(|p| p.reason), Some("ErrImagePull"));
+    let after_a_spec_change = feature_configured("ErrImagePull", message, 3, 4);
+    assert_eq!(
+        super::super::status::recorded_misconfiguration(&after_a_spec_change),
+        None
+    );
+}
+
+#[test]
+fn a_start_problem_within_its_grace_does_not_halt_the_feature() {
+    let pod = agent_waiting("ErrImagePull", "denied");
+    let waiting = waiting_problem(&pod, CREATED_MS).unwrap_or_else(|| panic!("not shown"));
+    assert!(is_within_grace(&waiting.message));
+    let feature = feature_configured("ErrImagePull", &waiting.message, 3, 3);
+    assert_eq!(
+        super::super::status::recorded_misconfiguration(&feature),
+        None
+    );
+}
+
+#[test]
+fn a_start_problem_is_shown_until_its_grace_ends_and_then_ruled() {
+    let pod = agent_waiting("ErrImagePull", "denied");
+    let end = CREATED_MS + START_GRACE_MS;
+    assert_eq!(ruling_due(&pod, CREATED_MS), Some(end));
+    assert!(waiting_problem(&pod, end - 1).is_some());
+    assert_eq!(waiting_problem(&pod, end), None);
+    assert_eq!(ruling_due(&pod, end), None);
+}

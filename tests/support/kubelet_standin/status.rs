@@ -360,8 +360,10 @@ pub fn unpullable(image: &str) -> bool {
     let Some((first, _)) = image.split_once('/') else {
         return false;
     };
+    // A first component names a registry only with a dot or a port (else it is a Docker
+    // Hub namespace).
     let host = first.split(':').next().unwrap_or(first);
-    host == "invalid" || host.ends_with(".invalid")
+    (first.contains('.') || first.contains(':')) && host.ends_with(".invalid")
 }
 
 /// The first container of the Pod (init containers first) whose image is [`unpullable`],
