@@ -719,8 +719,8 @@ async fn ingest(
     // A Pod that could not start had its Warning when the Task first showed the problem.
     let shown = result.is_some_and(|r| super::pod_start::task_problem(r).is_some())
         && super::pod_start::shown_on(task.status.as_ref());
-    if !(decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal)
-        && !shown
+    if !(shown
+        || (decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal))
     {
         ctx.events
             .decision(&task.object_ref(&()), &decision.event)
