@@ -494,8 +494,8 @@ where
 }
 
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
-/// its containers ended, and a start problem a container waits for. The kubelet's other status updates (conditions, readiness, IPs)
-/// trigger nothing.
+/// its containers ended, and a start problem a container waits for. The kubelet's other
+/// status updates (conditions, readiness, IPs) trigger nothing.
 fn pod_significance(pod: &Pod) -> u64 {
     let status = pod.status.as_ref();
     let ended: Vec<(&str, Option<i32>)> = status
