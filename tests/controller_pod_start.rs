@@ -14,7 +14,9 @@ mod harness;
 mod kubelet_standin;
 
 use harness::{Harness, assert_mentions};
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
 use ralph::api::AttemptOutcome;
 use ralph::engine::dag::TaskPhase;
 
@@ -237,5 +239,69 @@ async fn a_pull_error_that_clears_within_the_grace_lets_the_attempt_go_on() {
         .wait_for_feature_condition("hiccup", "Configured", "Configured")
         .await;
     assert_eq!(configured.status, "True");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn once_the_missing_secret_exists_stamping_the_pod_template_resumes_the_work() {
+    let (h, _kubelet) = start().await;
+    let message = "secret \"agent-credentials\" not found";
+    let pod =
+        cannot_start_until_the_claim_expires(&h, "stamped", "CreateContainerConfigError", message)
+            .await;
+    h.wait_for_feature_condition("stamped", "Configured", "CreateContainerConfigError")
+        .await;
+    h.wait_for_pod_gone(&pod).await;
+
+    // The user creates the Secret (outside the spec), then changes the spec without changing
+    // the work, as `kubectl rollout restart` does (docs/deploy.md).
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "agent-credentials"}, "stringData": {"token": "t"}
+    }))
+    .expect("Secret");
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), harness::NS);
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the Secret");
+    h.patch_feature_spec(
+        "stamped",
+        serde_json::json!({"podTemplate": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": "2026-11-23T16:00:00Z"
+        }}}),
+    )
+    .await;
+    let retry = h.wait_for_pod("stamped-a-a2").await;
+    h.finish_done_to_complete(&retry, "stamped").await;
+    assert_eq!(h.task_status("stamped-a").await.retry_count, 0);
+    h.stop().await;
+}
+
+/// How late the controller's Feature watch delivers changes in the lagging-cache test.
+const FEATURE_CACHE_LAG: std::time::Duration = std::time::Duration::from_millis(500);
+
+#[tokio::test]
+async fn a_feature_cache_behind_the_halt_starts_no_new_pod() {
+    let h = Harness::start_lagging("features", FEATURE_CACHE_LAG).await;
+    let _kubelet = kubelet_standin::KubeletStandIn::manual(h.client.clone(), Some(harness::NS));
+    let pod = cannot_start(
+        &h,
+        "lagging",
+        "InvalidImageName",
+        "invalid reference format",
+    )
+    .await;
+    h.wait_for_feature_condition("lagging", "Configured", "InvalidImageName")
+        .await;
+    h.wait_for_pod_gone(&pod).await;
+    // Reconciles triggered meanwhile read a Feature without the halt; the Task shows it.
+    tokio::time::sleep(FEATURE_CACHE_LAG * 4).await;
+
+    assert!(h.agent_pods().await.is_empty());
+    let status = h.task_status("lagging-a").await;
+    assert_eq!(
+        attempt_outcomes(&status),
+        vec![Some(AttemptOutcome::Misconfigured)]
+    );
     h.stop().await;
 }

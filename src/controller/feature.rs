@@ -145,7 +145,9 @@ async fn judge(
         Some(problem) => Some(problem),
         None => super::git::configuration_problem(feature, ctx).await,
     };
-    let recorded = status::recorded_misconfiguration(feature);
+    let tasks = super::pod_start::clear_on_spec_change(ctx, feature, tasks, now_ms).await?;
+    let recorded = status::recorded_misconfiguration(feature)
+        .or_else(|| super::pod_start::unrecorded_halt(&tasks));
     let mut start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
     let rests = ctx
         .rests

@@ -24,7 +24,9 @@ use super::call::CallError;
 use super::context::Context;
 use super::decide::{Problem, TaskPlan};
 use super::pod::{AGENT_CONTAINER, FEATURE_LABEL, TASK_LABEL};
-use crate::api::{TaskStatus, conditions};
+use std::sync::Arc;
+
+use crate::api::{Feature, Task, TaskStatus, conditions};
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::{RunView, attempt_id};
@@ -416,6 +418,68 @@ fn shown_within_grace(status: Option<&TaskStatus>) -> bool {
         && status
             .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
             .is_some_and(|c| is_within_grace(&c.message))
+}
+
+/// The halt the Feature's Tasks show: a Task whose attempt was ruled misconfigured because
+/// its Pod could not start (`Configured=False` with the kubelet's reason, past its grace).
+/// The Feature's status keeps the halt too, but its write may have failed, or a reconcile
+/// may read a Feature cache that has not caught up with it; the Tasks (read-your-writes)
+/// say it again, so no claim is made meanwhile. [`clear_on_spec_change`] lifts it.
+pub fn unrecorded_halt(tasks: &[Arc<Task>]) -> Option<Problem> {
+    tasks.iter().find_map(|task| halt_on(task))
+}
+
+fn halt_on(task: &Task) -> Option<Problem> {
+    let status = task.status.as_ref()?;
+    let c = conditions::find(&status.conditions, conditions::CONFIGURED)?;
+    let reason = condition_reason(&c.reason)?;
+    let ruled = c.status == conditions::STATUS_FALSE && !is_within_grace(&c.message);
+    ruled.then(|| Problem {
+        reason,
+        message: c.message.clone(),
+    })
+}
+
+/// Once the Feature's spec changed since its status was last written (the user's fix),
+/// sets `Configured=True` on the Tasks that show a halt ([`unrecorded_halt`]), so the next
+/// attempt may start; returns the Tasks as they are now.
+pub async fn clear_on_spec_change(
+    ctx: &Context,
+    feature: &Feature,
+    tasks: Vec<Arc<Task>>,
+    now_ms: i64,
+) -> Result<Vec<Arc<Task>>, CallError> {
+    let generation = feature.metadata.generation;
+    let observed = feature.status.as_ref().and_then(|s| s.observed_generation);
+    if observed.is_none() || observed >= generation {
+        return Ok(tasks);
+    }
+    let mut now = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        if halt_on(&task).is_none() {
+            now.push(task);
+            continue;
+        }
+        let mut status = task.status.clone().unwrap_or_default();
+        let message = format!(
+            "Feature {}/{} changed (generation {}): the next attempt may start",
+            feature.namespace().unwrap_or_default(),
+            feature.name_any(),
+            generation.unwrap_or_default()
+        );
+        let condition = conditions::condition(
+            conditions::CONFIGURED,
+            conditions::STATUS_TRUE,
+            "SpecChanged",
+            message,
+            task.metadata.generation,
+            super::status::time(now_ms),
+        );
+        conditions::set_condition(&mut status.conditions, condition);
+        super::task::write_status(ctx, &task, &status).await?;
+        now.push(ctx.task_writes.newest(task));
+    }
+    Ok(now)
 }
 
 /// Shows on the Task a start problem of its running attempt's Pod that is still within its
