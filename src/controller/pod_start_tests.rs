@@ -304,3 +304,44 @@ fn a_start_problem_is_shown_until_its_grace_ends_and_then_ruled() {
     assert_eq!(waiting_problem(&pod, end), None);
     assert_eq!(ruling_due(&pod, end), None);
 }
+
+fn task_configured(status: &str, reason: &str, message: &str) -> std::sync::Arc<crate::api::Task> {
+    match serde_json::from_value(serde_json::json!({
+        "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+        "metadata": {"name": "f-a", "namespace": "team"},
+        "spec": {"featureRef": "f"},
+        "status": {"conditions": [{
+            "type": "Configured", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2026-11-23T10:00:00Z"
+        }]}
+    })) {
+        Ok(task) => std::sync::Arc::new(task),
+        Err(error) => panic!("test task does not parse: {error}"),
+    }
+}
+
+#[test]
+fn a_task_ruled_misconfigured_for_its_pod_halts_the_feature() {
+    let tasks = [task_configured(
+        "False",
+        "ErrImagePull",
+        "ErrImagePull: agent Pod ...",
+    )];
+    assert_eq!(
+        unrecorded_halt(&tasks).map(|p| p.reason),
+        Some("ErrImagePull")
+    );
+}
+
+#[test]
+fn a_task_within_its_grace_or_configured_again_halts_nothing() {
+    let pod = agent_waiting("ErrImagePull", "denied");
+    let waiting = waiting_problem(&pod, CREATED_MS).unwrap_or_else(|| panic!("not shown"));
+    let within_grace = task_configured("False", "ErrImagePull", &waiting.message);
+    let configured_again = task_configured("True", "SpecChanged", "Feature changed");
+    let other_problem = task_configured("False", "PodRejected", "refused");
+    assert_eq!(
+        unrecorded_halt(&[within_grace, configured_again, other_problem]),
+        None
+    );
+}
