@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use controller_harness::{NS, create_agent_service_account, finish_every_pod_with};
 use controller_process::{ControllerProcess, bench_parts};
-use fake_apiserver::FakeApiServer;
+use fake_apiserver::{FakeApiServer, Verb};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ralph::api::Feature;
@@ -135,6 +135,40 @@ async fn features_where(features: &Api<Feature>, counted: impl Fn(&Feature) -> u
         .unwrap_or(0)
 }
 
+/// The controller's reads so far by resource: GETs of one object (the bench reads none;
+/// it lists Features, and its kubelet stand-in watches Pods).
+fn reads(server: &FakeApiServer) -> std::collections::BTreeMap<String, usize> {
+    let mut by_resource = std::collections::BTreeMap::new();
+    for record in server.requests() {
+        if record.verb == Verb::Get {
+            *by_resource.entry(record.resource).or_default() += 1;
+        }
+    }
+    by_resource
+}
+
+/// `after` minus `before`, each divided by `per` (e.g. attempts), as `resource n.nn, ...`.
+fn reads_between(
+    before: &std::collections::BTreeMap<String, usize>,
+    after: &std::collections::BTreeMap<String, usize>,
+    per: f64,
+) -> String {
+    let figures: Vec<String> = after
+        .iter()
+        .map(|(resource, n)| {
+            let earlier = before.get(resource).copied().unwrap_or(0);
+            (resource, (n - earlier) as f64 / per)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .map(|(resource, n)| format!("{resource} {n:.2}"))
+        .collect();
+    if figures.is_empty() {
+        "none".to_owned()
+    } else {
+        figures.join(", ")
+    }
+}
+
 fn report(stage: &str, controller: &ControllerProcess, extra: &str) {
     println!(
         "  {stage:<8} RSS {:>6.1} MiB (anon {:>6.1}, peak {:>6.1}){extra}",
@@ -207,21 +241,38 @@ async fn measure(content: Content, with_run: bool) {
     report(
         "synced",
         &controller,
-        &format!(" — every Feature has status after {synced_after:.1} s"),
+        &format!(
+            " — every Feature has status after {synced_after:.1} s; GETs: {}",
+            reads_between(&Default::default(), &reads(&server), 1.0)
+        ),
     );
 
     if with_run {
-        run_all(&client, &features, &controller).await;
+        run_all(&server, &client, &features, &controller).await;
     }
     controller.stop().await;
+    let before_restart = reads(&server);
     let controller = ControllerProcess::start(&server, NS, &[], &[]);
     settle(&controller, Duration::from_secs(8)).await;
-    report("restart", &controller, " — after the caches filled again");
+    report(
+        "restart",
+        &controller,
+        &format!(
+            " — after the caches filled again; GETs: {}",
+            reads_between(&before_restart, &reads(&server), 1.0)
+        ),
+    );
 }
 
 /// Resumes every Feature and waits until all 10,000 tasks are done.
-async fn run_all(client: &Client, features: &Api<Feature>, controller: &ControllerProcess) {
+async fn run_all(
+    server: &FakeApiServer,
+    client: &Client,
+    features: &Api<Feature>,
+    controller: &ControllerProcess,
+) {
     let _kubelet = finish_every_pod(client.clone());
+    let before = reads(server);
     let started = Instant::now();
     let resume = serde_json::json!({"spec": {"suspend": false}});
     for i in 0..FEATURES {
@@ -253,7 +304,10 @@ async fn run_all(client: &Client, features: &Api<Feature>, controller: &Controll
     report(
         "run",
         controller,
-        &format!(" — 10,000 tasks done in {run_for:.1} s, 10,000 finished Pods kept"),
+        &format!(
+            " — 10,000 tasks done in {run_for:.1} s, 10,000 finished Pods kept; GETs per attempt: {}",
+            reads_between(&before, &reads(server), all as f64)
+        ),
     );
 }
 

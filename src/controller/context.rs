@@ -52,6 +52,8 @@ pub struct Context {
     pub preflight: super::preflight::Preflight,
     /// Task template applies in flight over all Features (each holds a connection).
     pub template_applies: Arc<tokio::sync::Semaphore>,
+    /// Whole Feature specs (prompt texts) read on demand; the Feature cache keeps none.
+    pub specs: super::spec_cache::SpecCache,
 }
 
 /// Most Task template applies in flight at once over all Features.

@@ -612,28 +612,28 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
     if applied_before && templated == feature.spec.tasks.len() {
         return Ok(sync);
     }
-    let Ok(desired) = desired_tasks(feature) else {
+    // The cached Feature holds no prompt texts: the hashes recorded when it was cached say
+    // which Tasks differ, and only those are read whole (below). None without a uid.
+    let hashes = super::trim::template_hashes(feature);
+    if hashes.len() != feature.spec.tasks.len() {
         return Ok(sync);
-    };
+    }
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut wanted = std::collections::BTreeSet::new();
     let mut stale = Vec::new();
-    for (index, mut task) in desired.into_iter().enumerate() {
-        let name = task.name_any();
+    for (index, (template, hash)) in feature.spec.tasks.iter().zip(&hashes).enumerate() {
+        let name = crate::api::task_object_name(&feature.name_any(), &template.name);
         wanted.insert(name.clone());
-        let hash = template_hash(&task);
         let up_to_date = cached
             .get(&name)
-            .is_some_and(|c| c.annotations().get(TEMPLATE_HASH_ANNOTATION) == Some(&hash));
+            .is_some_and(|c| c.annotations().get(TEMPLATE_HASH_ANNOTATION) == Some(hash));
         if !up_to_date {
-            task.annotations_mut()
-                .insert(TEMPLATE_HASH_ANNOTATION.to_owned(), hash);
-            stale.push((index, name, task));
+            stale.push((index, name));
         }
     }
     // Applied for this generation already and not in the cache: the watch lags, unless a
     // live read says the Task is gone (deleted by someone), then it is applied again.
-    if applied_before && let Some((_, first, _)) = stale.first() {
+    if applied_before && let Some((_, first)) = stale.first() {
         let live = bounded(
             ctx.api_timeout,
             format!("get Task {namespace}/{first}"),
@@ -641,10 +641,21 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
         )
         .await?;
         if live.is_some_and(|t| t.annotations().get(TEMPLATE_HASH_ANNOTATION).is_some()) {
-            sync.missing = stale.into_iter().map(|(_, name, _)| name).collect();
+            sync.missing = stale.into_iter().map(|(_, name)| name).collect();
             return Ok(sync);
         }
     }
+    let turn = match stale.is_empty() {
+        true => None,
+        false => ctx.specs.applying().await,
+    };
+    let stale = match stale_tasks(feature, ctx, stale).await? {
+        WholeTasks::Built(tasks) => tasks,
+        WholeTasks::SpecMoved(names) => {
+            sync.missing = names;
+            return Ok(sync);
+        }
+    };
     let applies = stale
         .into_iter()
         .map(|(index, name, task)| apply_template(ctx, &api, index, name, task));
@@ -652,6 +663,7 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
         .buffer_unordered(CONCURRENT_TEMPLATE_APPLIES)
         .collect()
         .await;
+    drop(turn);
     let mut first_error = None;
     for (index, name, result) in applied {
         match result {
@@ -711,6 +723,54 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
     Ok(sync)
 }
 
+/// The Tasks to apply for the changed templates of a cached Feature.
+enum WholeTasks {
+    /// Each (template index, Task name, Task with its hash annotation).
+    Built(Vec<(usize, String, Task)>),
+    /// The API server has a newer generation than the cache (or no Feature): nothing is
+    /// applied from the cached one; the names of the Tasks not applied.
+    SpecMoved(Vec<String>),
+}
+
+/// The whole Tasks to apply for the templates `stale` (index, Task name) of the cached
+/// `feature`, built from the Feature's whole spec of the same generation
+/// ([`super::spec_cache`]). When the spec moved on, the watch brings the newer Feature and
+/// its reconcile applies that.
+async fn stale_tasks(
+    feature: &Feature,
+    ctx: &Context,
+    stale: Vec<(usize, String)>,
+) -> Result<WholeTasks, CallError> {
+    if stale.is_empty() {
+        return Ok(WholeTasks::Built(Vec::new()));
+    }
+    let spec = ctx
+        .specs
+        .spec(&ctx.client, ctx.api_timeout, feature)
+        .await?;
+    let same_generation = spec
+        .as_ref()
+        .filter(|f| f.metadata.generation == feature.metadata.generation);
+    let Some(desired) = same_generation.and_then(|f| desired_tasks(f).ok()) else {
+        return Ok(WholeTasks::SpecMoved(
+            stale.into_iter().map(|(_, name)| name).collect(),
+        ));
+    };
+    let mut desired: Vec<Option<Task>> = desired.into_iter().map(Some).collect();
+    Ok(WholeTasks::Built(
+        stale
+            .into_iter()
+            .filter_map(|(index, name)| {
+                let mut task = desired.get_mut(index)?.take()?;
+                let hash = template_hash(&task);
+                task.annotations_mut()
+                    .insert(TEMPLATE_HASH_ANNOTATION.to_owned(), hash);
+                Some((index, name, task))
+            })
+            .collect(),
+    ))
+}
+
 /// Applies one templated Task (server-side apply, forced: the controller owns templates).
 async fn apply_template(
     ctx: &Context,
@@ -737,7 +797,7 @@ async fn apply_template(
 }
 
 /// A stable hash of what is applied for a templated Task (spec, labels, owner).
-fn template_hash(task: &Task) -> String {
+pub fn template_hash(task: &Task) -> String {
     use std::hash::Hasher;
     let applied = serde_json::json!({
         "spec": task.spec,

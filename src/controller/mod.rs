@@ -26,6 +26,7 @@ pub mod server;
 pub mod shutdown;
 pub mod sidecar;
 pub mod slots;
+pub mod spec_cache;
 pub mod status;
 pub mod task;
 pub mod trim;

@@ -289,6 +289,7 @@ impl Term<'_> {
             template_applies: Arc::new(tokio::sync::Semaphore::new(
                 super::context::TEMPLATE_APPLIES,
             )),
+            specs: Default::default(),
         }
     }
 }
@@ -386,12 +387,16 @@ async fn run_controller(
     // Features are cached without managedFields: with 200 templates those name every field
     // of every template and would be most of the Feature cache.
     let (features, writer) = reflector::store();
+    let cached = features.clone();
     let feature_changes = watcher(
         api::<Feature>(client, namespace),
-        watcher::Config::default(),
+        watcher::Config::default().page_size(trim::FEATURE_LIST_PAGE),
     )
     .backoff(WatchBackoff::default())
-    .modify(trim::trim_feature)
+    .modify(move |feature| {
+        let before = cached.get(&ObjectRef::from_obj(feature));
+        trim::trim_feature(feature, before.as_deref());
+    })
     .reflect(writer)
     .applied_objects();
     Controller::for_stream(feature_changes, features)

@@ -17,14 +17,18 @@ use kube::{Api, ResourceExt};
 
 use super::call::{CallError, bounded};
 use super::context::Context;
-use super::feature::TEMPLATE_HASH_ANNOTATION;
-use crate::api::{Feature, TASK_LABEL, Task, TaskTemplate};
+use super::feature::{TEMPLATE_HASH_ANNOTATION, template_hash};
+use crate::api::{Feature, TASK_LABEL, Task, desired_tasks};
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Objects per page of a list the controller reads (its watches' first lists included).
 pub const LIST_PAGE: u32 = 500;
+
+/// Features per page of the Feature watch's lists: a Feature with its prompt texts is up
+/// to 1.5 MiB, held whole until it is trimmed.
+pub const FEATURE_LIST_PAGE: u32 = 10;
 
 /// The prefix of the labels and annotations the controller reads on its own objects.
 const RALPH_PREFIX: &str = "ralph.dev/";
@@ -36,12 +40,6 @@ pub fn trim_metadata(meta: &mut ObjectMeta) {
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
-}
-
-/// A Feature as cached: its metadata trimmed ([`trim_metadata`]); the reconcile reads its
-/// whole spec and status.
-pub fn trim_feature(feature: &mut Feature) {
-    trim_metadata(&mut feature.metadata);
 }
 
 /// A Task as cached: only the controller's own (`ralph.dev/`) labels and annotations (the
@@ -58,10 +56,71 @@ pub fn trim_task(task: &mut Task) {
     task.spec.fields.description = String::new();
 }
 
-/// The descriptions (prompt texts) of the Tasks `names` of `feature`: the Task cache does
-/// not keep them ([`trim_task`]). A Task applied from one of the Feature's templates has its
-/// template's text (the Feature cache holds it; the template is what the Task is applied
-/// from); a standalone Task's is read live. A Task that is gone has none.
+/// Cache-only annotation of a trimmed Feature: the hash of what is applied for each of its
+/// templates ([`super::feature::template_hash`], computed from the whole template before its
+/// text was dropped), comma-separated in template order. Never written to the API server.
+pub const TEMPLATE_HASHES_ANNOTATION: &str = "ralph.dev/cached-template-hashes";
+
+/// A Feature as cached: its metadata trimmed ([`trim_metadata`]), and its templates without
+/// their descriptions (the prompt texts, 1 KiB each is 10 MiB over 10,000 templates). What
+/// a reconcile needs of the texts is kept instead: each template's applied hash
+/// ([`TEMPLATE_HASHES_ANNOTATION`], read by [`template_hashes`]). The texts are read on
+/// demand ([`super::spec_cache`]): to apply a changed Task and to start an attempt.
+/// `cached` is the cache's version of the Feature, if any: when it is of the same uid and
+/// generation (the spec has not changed, e.g. a status write), its hashes are taken over
+/// instead of hashing every template again.
+pub fn trim_feature(feature: &mut Feature, cached: Option<&Feature>) {
+    trim_metadata(&mut feature.metadata);
+    let meta = &feature.metadata;
+    let unchanged = cached
+        .filter(|_| meta.generation.is_some() && meta.uid.is_some())
+        .filter(|c| c.metadata.uid == meta.uid && c.metadata.generation == meta.generation)
+        .and_then(|c| c.annotations().get(TEMPLATE_HASHES_ANNOTATION).cloned());
+    feature.annotations_mut().remove(TEMPLATE_HASHES_ANNOTATION);
+    let hashes = match unchanged {
+        Some(hashes) => hashes,
+        // A watched object always has a uid; without one no Task can be applied from it.
+        None => match desired_tasks(feature) {
+            Ok(desired) => desired
+                .iter()
+                .map(template_hash)
+                .collect::<Vec<_>>()
+                .join(","),
+            Err(_) => return,
+        },
+    };
+    feature
+        .annotations_mut()
+        .insert(TEMPLATE_HASHES_ANNOTATION.to_owned(), hashes);
+    for template in &mut feature.spec.tasks {
+        template.fields.description = String::new();
+    }
+}
+
+/// The applied hash of each of `feature`'s templates, in template order: those recorded
+/// when it was trimmed, or computed from its templates when it was not (a Feature read
+/// live).
+pub fn template_hashes(feature: &Feature) -> Vec<String> {
+    let recorded = feature
+        .annotations()
+        .get(TEMPLATE_HASHES_ANNOTATION)
+        .map(|joined| joined.split(',').map(str::to_owned).collect::<Vec<_>>())
+        .filter(|hashes| hashes.len() == feature.spec.tasks.len());
+    match recorded {
+        Some(hashes) => hashes,
+        None if feature.spec.tasks.is_empty() => Vec::new(),
+        None => desired_tasks(feature)
+            .map(|tasks| tasks.iter().map(template_hash).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The descriptions (prompt texts) of the Tasks `names` of `feature`: neither the Task nor
+/// the Feature cache keeps them ([`trim_task`], [`trim_feature`]). A Task applied from one
+/// of the Feature's templates has its template's text, from the Feature's whole spec (one
+/// GET per Feature generation while the spec cache holds it; a spec newer than the cache's
+/// is the user's latest text, and used); a standalone Task's is read live. A Task that is
+/// gone has none.
 pub async fn descriptions(
     ctx: &Context,
     feature: &Feature,
@@ -69,12 +128,27 @@ pub async fn descriptions(
     names: &[&str],
 ) -> Result<BTreeMap<String, String>, CallError> {
     let mut texts = BTreeMap::new();
+    let mut spec = None;
     for name in names {
-        let cached = siblings.get(*name);
-        let text = match cached.and_then(|task| template_of(feature, task)) {
-            Some(template) => Some(template.fields.description.clone()),
-            None => read_description(ctx, feature, name).await?,
-        };
+        let template = siblings.get(*name).and_then(|t| template_name(feature, t));
+        let mut text = None;
+        if let Some(template) = template {
+            if spec.is_none() {
+                spec = ctx
+                    .specs
+                    .spec(&ctx.client, ctx.api_timeout, feature)
+                    .await?;
+            }
+            text = spec
+                .as_ref()
+                .and_then(|f| f.spec.tasks.iter().find(|t| t.name == template))
+                .map(|t| t.fields.description.clone());
+        }
+        // A standalone Task, or a template gone from the newest spec: the Task holds what
+        // it was applied with.
+        if text.is_none() {
+            text = read_description(ctx, feature, name).await?;
+        }
         if let Some(text) = text {
             texts.insert((*name).to_owned(), text);
         }
@@ -82,16 +156,15 @@ pub async fn descriptions(
     Ok(texts)
 }
 
-/// The template of `feature` that `task` was applied from, if it is one of its templated
-/// Tasks.
-fn template_of<'f>(feature: &'f Feature, task: &Task) -> Option<&'f TaskTemplate> {
+/// The name of the template of `feature` that `task` was applied from, if it is one of its
+/// templated Tasks.
+fn template_name<'t>(feature: &Feature, task: &'t Task) -> Option<&'t str> {
     let uid = feature.metadata.uid.as_deref()?;
     let owned = task.owner_references().iter().any(|o| o.uid == uid);
     let templated = task.annotations().contains_key(TEMPLATE_HASH_ANNOTATION);
     let template_name = task.labels().get(TASK_LABEL)?;
-    (owned && templated)
-        .then(|| feature.spec.tasks.iter().find(|t| &t.name == template_name))
-        .flatten()
+    let in_plan = feature.spec.tasks.iter().any(|t| &t.name == template_name);
+    (owned && templated && in_plan).then_some(template_name.as_str())
 }
 
 async fn read_description(
@@ -467,22 +540,103 @@ mod tests {
         assert_eq!(meta.generation, before.generation);
     }
 
-    #[test]
-    fn a_cached_feature_loses_managed_fields_and_the_last_applied_copy_only() {
-        let mut feature: Feature = match serde_json::from_value(serde_json::json!({
+    fn feature_with(description: &str) -> Feature {
+        match serde_json::from_value(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Feature",
-            "metadata": {"name": "f", "namespace": "ns",
+            "metadata": {"name": "f", "namespace": "ns", "uid": "fu", "generation": 2,
                 "annotations": {(LAST_APPLIED_ANNOTATION): "{}", "team": "x"},
                 "managedFields": [{"manager": "kubectl"}]},
-            "spec": {"agent": {"command": ["agent"]}, "tasks": [{"name": "a"}]}
+            "spec": {"agent": {"command": ["agent"]}, "tasks": [
+                {"name": "a", "title": "A", "description": description, "priority": 3},
+                {"name": "b", "title": "B", "description": "do b", "dependsOn": ["a"]}
+            ]}
         })) {
             Ok(feature) => feature,
             Err(error) => panic!("test feature does not parse: {error}"),
-        };
-        let spec = feature.spec.clone();
-        trim_feature(&mut feature);
+        }
+    }
+
+    fn trimmed(feature: &Feature) -> Feature {
+        let mut trimmed = feature.clone();
+        trim_feature(&mut trimmed, None);
+        trimmed
+    }
+
+    #[test]
+    fn a_cached_feature_loses_managed_fields_and_the_last_applied_copy() {
+        let feature = trimmed(&feature_with("do a"));
         assert!(feature.metadata.managed_fields.is_none());
-        assert_eq!(feature.metadata.annotations, map(&[("team", "x")]));
-        assert_eq!(feature.spec, spec);
+        let annotations = feature.metadata.annotations.unwrap_or_default();
+        assert!(!annotations.contains_key(LAST_APPLIED_ANNOTATION));
+        assert_eq!(annotations.get("team").map(String::as_str), Some("x"));
+    }
+
+    #[test]
+    fn a_cached_feature_keeps_its_templates_without_their_descriptions() {
+        let original = feature_with("do a");
+        let feature = trimmed(&original);
+        let mut expected = original.spec.clone();
+        for template in &mut expected.tasks {
+            template.fields.description = String::new();
+        }
+        assert_eq!(feature.spec, expected);
+        assert_eq!(feature.metadata.generation, original.metadata.generation);
+        assert_eq!(feature.metadata.uid, original.metadata.uid);
+    }
+
+    #[test]
+    fn a_cached_feature_keeps_the_hash_of_each_whole_template_as_applied() {
+        let original = feature_with("do a");
+        let applied: Vec<String> = match desired_tasks(&original) {
+            Ok(tasks) => tasks.iter().map(template_hash).collect(),
+            Err(error) => panic!("desired tasks: {error}"),
+        };
+        assert_eq!(template_hashes(&trimmed(&original)), applied);
+        assert_eq!(template_hashes(&original), applied);
+    }
+
+    #[test]
+    fn a_template_hash_changes_with_its_description_only() {
+        let before = template_hashes(&trimmed(&feature_with("do a")));
+        let after = template_hashes(&trimmed(&feature_with("do a, and test it")));
+        assert_ne!(before[0], after[0]);
+        assert_eq!(before[1], after[1]);
+    }
+
+    #[test]
+    fn template_hashes_on_the_object_read_from_the_api_server_are_not_trusted() {
+        let mut feature = feature_with("do a");
+        feature.metadata.uid = None;
+        feature
+            .annotations_mut()
+            .insert(TEMPLATE_HASHES_ANNOTATION.to_owned(), "x,y".to_owned());
+        assert!(template_hashes(&trimmed(&feature)).is_empty());
+    }
+
+    #[test]
+    fn a_feature_of_the_cached_generation_takes_over_the_cached_hashes() {
+        let cached = trimmed(&feature_with("do a"));
+        // Same uid and generation: the spec is the cached one's, so nothing is hashed
+        // again (the text differs here only to tell the two apart), and hashes the object
+        // itself carries are not taken.
+        let mut update = feature_with("a text changed without a new generation");
+        update
+            .annotations_mut()
+            .insert(TEMPLATE_HASHES_ANNOTATION.to_owned(), "x,y".to_owned());
+        trim_feature(&mut update, Some(&cached));
+        assert_eq!(template_hashes(&update), template_hashes(&cached));
+    }
+
+    #[test]
+    fn a_feature_of_a_new_generation_is_hashed_again() {
+        let cached = trimmed(&feature_with("do a"));
+        let mut update = feature_with("do a, and test it");
+        update.metadata.generation = Some(3);
+        trim_feature(&mut update, Some(&cached));
+        assert_eq!(
+            template_hashes(&update),
+            template_hashes(&trimmed(&feature_with("do a, and test it")))
+        );
+        assert_ne!(template_hashes(&update), template_hashes(&cached));
     }
 }
