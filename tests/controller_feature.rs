@@ -75,7 +75,7 @@ async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
     assert_eq!(status.counts.done, 4);
     assert_eq!(status.counts.total, 4);
     assert_eq!(status.iterations, 4);
-    assert_eq!(status.usage.input_tokens, 400);
+    assert_eq!(status.usage.tokens.input, 400);
     for task in ["a", "b", "c", "d"] {
         let t = h.tasks().get(&format!("hello-{task}")).await.expect("task");
         let s = t.status.expect("task status");

@@ -274,9 +274,10 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             spent.tokens(),
             spent.cost_column(),
             attempt
+                .details
                 .crash
                 .as_deref()
-                .or(attempt.message.as_deref())
+                .or(attempt.details.message.as_deref())
                 .unwrap_or("")
         );
     }

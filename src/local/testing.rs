@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::engine::attempt::Usage;
 use crate::engine::dag::TaskPhase;
 use crate::local::feature::{LocalFeature, LocalTask};
-use crate::local::store::{AttemptRow, TaskRow};
+use crate::local::store::{AttemptRow, EndDetails, TaskRow};
 
 /// Task `name` depending on `depends_on`, with a title and description derived from it.
 pub fn task(name: &str, depends_on: &[&str]) -> LocalTask {
@@ -71,11 +71,7 @@ pub fn attempt(task: &str, number: u32, outcome: &str) -> AttemptRow {
         started_at_ms: 0,
         ended_at_ms: Some(1),
         outcome: Some(outcome.to_owned()),
-        stop_reason: None,
-        crash: None,
-        message: None,
-        usage: Usage::default(),
-        result: None,
+        details: EndDetails::default(),
     }
 }
 

@@ -27,7 +27,9 @@ use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
 use crate::clock::now_ms;
-use crate::engine::attempt::{AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, Timings};
+use crate::engine::attempt::{
+    AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, RanBy, Timings,
+};
 use crate::sync::lock;
 
 /// Longest wait for the stderr watcher after the agent's group is gone.
@@ -341,6 +343,7 @@ impl Ended {
             verdict.crash = None;
             verdict.misconfiguration = Some(problem);
         }
+        let requested_model = config.model.clone();
         AttemptResult {
             outcome: verdict.outcome,
             stop_reason: verdict.stop_reason,
@@ -350,8 +353,11 @@ impl Ended {
             crash: verdict.crash,
             misconfiguration: verdict.misconfiguration,
             exhaustion: observations.exhaustion,
-            agent: turn.agent.clone(),
-            model: turn.model.clone(),
+            ran_by: RanBy {
+                agent: turn.agent.clone(),
+                model: turn.model.clone(),
+                requested_model,
+            },
             usage: turn.usage.clone(),
             timings: Timings {
                 started_at_ms,
@@ -438,7 +444,10 @@ fn not_started(config: &RunnerConfig, started_at_ms: i64, start: Start) -> Attem
 /// A result for `config`'s task and attempt with nothing observed yet.
 fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
     AttemptResult {
-        requested_model: config.model.clone(),
+        ran_by: RanBy {
+            requested_model: config.model.clone(),
+            ..RanBy::default()
+        },
         ..AttemptResult::new(config.task.clone(), config.attempt.clone(), outcome)
     }
 }

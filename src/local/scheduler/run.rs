@@ -22,7 +22,7 @@ use crate::local::feature::LocalFeature;
 use crate::local::process;
 use crate::local::prompt;
 use crate::local::run_event::RunEvent;
-use crate::local::store::{AttemptClose, NewEvent, Store, Transition, keys};
+use crate::local::store::{AttemptClose, EndDetails, NewEvent, Store, Transition, keys};
 use crate::local::verify;
 use crate::local::worktree::AttemptWorktree;
 
@@ -546,13 +546,15 @@ fn attempt_close(
         id: concluded.attempt.clone(),
         ended_at_ms: now_ms,
         outcome: next.decision.outcome.as_str().to_string(),
-        stop_reason: result
-            .and_then(|r| r.stop_reason.as_ref())
-            .map(|r| r.as_str().to_owned()),
-        crash: next.crash.clone(),
-        message: Some(next.message.clone()),
-        usage: next.usage.clone(),
-        result: result.and_then(|r| serde_json::to_string(r).ok()),
+        details: EndDetails {
+            stop_reason: result
+                .and_then(|r| r.stop_reason.as_ref())
+                .map(|r| r.as_str().to_owned()),
+            crash: next.crash.clone(),
+            message: Some(next.message.clone()),
+            usage: next.usage.clone(),
+            result: result.and_then(|r| serde_json::to_string(r).ok()),
+        },
     }
 }
 

@@ -115,7 +115,7 @@ fn an_expired_claim_is_taken_over_by_the_next_attempt() {
         .events(0)
         .expect("events")
         .into_iter()
-        .map(|e| e.kind)
+        .map(|e| e.event.kind)
         .collect();
     assert!(kinds.contains(&"reclaimed".to_string()), "{kinds:?}");
 }
