@@ -137,19 +137,14 @@ fn seconds(ms: i64) -> String {
 mod tests {
     use super::*;
     use crate::engine::attempt::{Tokens, Usage};
-    use crate::local::feature::LocalTask;
     use crate::local::store::EndDetails;
     use crate::local::testing;
 
     fn task(name: &str, phase: TaskPhase) -> TaskRow {
-        TaskRow {
-            spec: LocalTask {
-                title: String::new(),
-                description: String::new(),
-                ..testing::task(name, &[])
-            },
-            ..testing::row(name, phase)
-        }
+        let mut row = testing::row(name, phase);
+        row.spec.fields.title.clear();
+        row.spec.fields.description.clear();
+        row
     }
 
     fn attempt(task: &str, number: u32, ms: (i64, i64), outcome: &str, tokens: u64) -> AttemptRow {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::api::TaskFields;
 use crate::engine::attempt::Usage;
 use crate::engine::dag::TaskPhase;
 use crate::local::feature::{LocalFeature, LocalTask};
@@ -11,13 +12,12 @@ use crate::local::store::{AttemptRow, EndDetails, TaskRow};
 pub fn task(name: &str, depends_on: &[&str]) -> LocalTask {
     LocalTask {
         name: name.to_owned(),
-        title: format!("Title of {name}"),
-        description: format!("Do {name}"),
-        depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
-        parent: None,
-        priority: 0,
-        max_retries: None,
-        tags: Vec::new(),
+        fields: TaskFields {
+            title: format!("Title of {name}"),
+            description: format!("Do {name}"),
+            depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
+            ..TaskFields::default()
+        },
     }
 }
 

@@ -104,8 +104,7 @@ impl Store {
             &ClaimRow {
                 task: task.to_string(),
                 holder: id.clone(),
-                pid: None,
-                pid_start: None,
+                process: None,
                 acquired_at_ms: now_ms,
                 expires_at_ms: now_ms + claim_ms,
             },

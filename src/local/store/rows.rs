@@ -4,6 +4,7 @@ use crate::engine::attempt::{AttemptResult, Usage};
 use crate::engine::dag::TaskPhase;
 use crate::engine::verification::AttemptKind;
 use crate::local::feature::LocalTask;
+use crate::local::process::ProcessId;
 
 /// One task's state.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,10 +46,8 @@ pub struct ClaimRow {
     pub task: String,
     /// The attempt ID holding the claim.
     pub holder: String,
-    /// The runner's process ID, once spawned.
-    pub pid: Option<u32>,
-    /// The runner's start time (clock ticks since boot), to tell a reused pid apart.
-    pub pid_start: Option<i64>,
+    /// The runner process, once spawned.
+    pub process: Option<ProcessId>,
     /// When the claim was taken, Unix ms.
     pub acquired_at_ms: i64,
     /// When the claim expires unless renewed, Unix ms.
