@@ -251,7 +251,7 @@ impl Running {
             supervised.interruption = unread_noise(&mut stdout_reader, &mut noise).await;
         }
         stdout_reader.abort();
-        self.shut_down(supervised, config.grace).await
+        self.shut_down(supervised, config.timeouts.grace).await
     }
 
     /// What the ACP client needs for this attempt.
@@ -289,10 +289,8 @@ impl Running {
             events: &self.events,
             alarms: &mut self.alarms,
             noise,
-            idle_timeout: config.idle_timeout,
-            total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
-            total_timeout: config.total_timeout,
-            grace: config.grace,
+            timeouts: config.timeouts,
+            total_deadline: tokio::time::Instant::from_std(started + config.timeouts.total),
             cancel,
         }
     }
