@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use git_server::{GitServer, HTTP_TOKEN, HTTP_USER, git};
 use ralph::workspace::{
-    AttemptWorkspace, CommitOutcome, Credentials, GitOptions, IntegrationOutcome, RemoteRepo,
-    RepoSettings,
+    AttemptWorkspace, CloneFrom, CommitOutcome, Credentials, GitOptions, IntegrationOutcome,
+    RemoteRepo, RepoSettings,
 };
 use rand::RngCore;
 
@@ -272,7 +272,12 @@ fn clone_figures(server: &GitServer, runtime: &tokio::runtime::Runtime) {
         let target = tempfile::tempdir().expect("target");
         let started = Instant::now();
         runtime
-            .block_on(repo.prepare(&target.path().join("ws"), "t-1", attempt))
+            .block_on(repo.prepare(
+                &target.path().join("ws"),
+                "t-1",
+                attempt,
+                CloneFrom::FeatureBranch,
+            ))
             .expect("prepare");
         times.push(started.elapsed());
     }
@@ -295,9 +300,14 @@ fn daemon_repo(server: &GitServer, name: &str, options: GitOptions) -> RemoteRep
 
 /// Prepares task `t{task}`'s first attempt under `root`.
 async fn prepare_task(repo: &RemoteRepo, root: &Path, task: u32) -> AttemptWorkspace {
-    repo.prepare(&root.join(format!("t{task}")), &format!("t{task}"), 1)
-        .await
-        .expect("prepare")
+    repo.prepare(
+        &root.join(format!("t{task}")),
+        &format!("t{task}"),
+        1,
+        CloneFrom::FeatureBranch,
+    )
+    .await
+    .expect("prepare")
 }
 
 /// Writes task `t{task}`'s file `t{task}.txt` in `ws`.

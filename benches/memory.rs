@@ -8,12 +8,12 @@
 
 use std::time::Instant;
 
-use ralph::engine::attempt::{AttemptResult, OutcomeClass, Usage};
+use ralph::engine::attempt::{AttemptResult, OutcomeClass, RanBy, Tokens, Usage};
 use ralph::engine::memory::{self, Budgets, JournalEntry, KnowledgeEntry, RecallInput};
 use ralph::engine::policy::AttemptOutcome;
 use ralph::engine::prompt::{self, FeatureText, PromptInput, TaskText};
 use ralph::engine::sigils::{Knowledge, Sigils};
-use ralph::local::store::{AttemptClose, Store, Transition};
+use ralph::local::store::{AttemptClose, EndDetails, Store, Transition};
 
 const JOURNAL_ENTRIES: usize = 100;
 const KNOWLEDGE_ENTRIES: usize = 500;
@@ -113,7 +113,10 @@ fn result_json(task: &str, n: usize) -> String {
             journal: vec![note(n)],
             ..Sigils::default()
         },
-        agent: Some("claude-agent-acp 0.5".into()),
+        ran_by: RanBy {
+            agent: Some("claude-agent-acp 0.5".into()),
+            ..RanBy::default()
+        },
         ..AttemptResult::new(task, None, OutcomeClass::Finished)
     };
     serde_json::to_string(&result).unwrap()
@@ -141,15 +144,15 @@ fn store_figures() {
                 id: row.id,
                 ended_at_ms: at + 500,
                 outcome: "failed".into(),
-                stop_reason: Some("end_turn".into()),
-                crash: None,
-                message: None,
-                usage: Usage {
-                    input_tokens: 40_000,
-                    output_tokens: 8_000,
-                    ..Usage::default()
+                details: EndDetails {
+                    stop_reason: Some("end_turn".into()),
+                    usage: Usage {
+                        tokens: Tokens::new(40_000, 8_000),
+                        ..Usage::default()
+                    },
+                    result: Some(result_json(&task, n)),
+                    ..EndDetails::default()
                 },
-                result: Some(result_json(&task, n)),
             };
             let transition = Transition {
                 close: Some(close),

@@ -44,7 +44,7 @@ fn task_done_sigil_in_the_models_answer_finishes_the_attempt() {
 fn the_agent_reports_its_name_and_usage() {
     let (ended, _fake) = scenario::the_agent_reports_its_usage(claude);
 
-    let agent = ended.result.agent.clone().unwrap_or_default();
+    let agent = ended.result.ran_by.agent.clone().unwrap_or_default();
     assert!(agent.contains("claude-agent-acp"), "agent was {agent:?}");
 }
 

@@ -38,7 +38,10 @@ fn the_model_the_feature_chose_reaches_the_model_api_and_is_recorded() {
         "the API was asked for {asked:?}\n{}",
         ended.explain("")
     );
-    assert_eq!(ended.result.requested_model.as_deref(), Some("haiku"));
+    assert_eq!(
+        ended.result.ran_by.requested_model.as_deref(),
+        Some("haiku")
+    );
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn the_model_claude_reports_and_its_tokens_are_recorded() {
         .model()
         .unwrap_or_default()
         .to_owned();
-    let model = ended.result.model.clone().unwrap_or_default();
+    let model = ended.result.ran_by.model.clone().unwrap_or_default();
     assert!(
         !model.is_empty() && model != "default",
         "the model is the one the agent reports (it asked the API for {asked:?}), not {model:?}\n{}",

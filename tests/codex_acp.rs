@@ -55,7 +55,7 @@ fn task_done_sigil_ending_the_final_answer_finishes_the_attempt() {
 
     ended.assert_usage_reported();
     assert_eq!(
-        ended.result.model.as_deref(),
+        ended.result.ran_by.model.as_deref(),
         Some(CODEX_MODEL),
         "{}",
         ended.explain(&fake.traffic())
@@ -64,7 +64,7 @@ fn task_done_sigil_ending_the_final_answer_finishes_the_attempt() {
         ended.result.usage.cost_usd, None,
         "codex reports no cost: unknown, not 0"
     );
-    let agent = ended.result.agent.clone().unwrap_or_default();
+    let agent = ended.result.ran_by.agent.clone().unwrap_or_default();
     assert!(agent.contains("codex-acp"), "agent was {agent:?}");
 }
 

@@ -17,7 +17,7 @@ use ralph::engine::dag::TaskPhase;
 use serde_json::json;
 
 use harness::{
-    Harness, NS, a_then_b, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg,
+    Harness, a_then_b, assert_mentions, feature_manifest, one_task, prompt_of, runner_arg,
 };
 
 /// Diamond: a; b and c after a; d after b and c.
@@ -75,7 +75,7 @@ async fn feature_runs_its_tasks_in_dependency_order_to_complete() {
     assert_eq!(status.counts.done, 4);
     assert_eq!(status.counts.total, 4);
     assert_eq!(status.iterations, 4);
-    assert_eq!(status.usage.input_tokens, 400);
+    assert_eq!(status.usage.tokens.input, 400);
     for task in ["a", "b", "c", "d"] {
         let t = h.tasks().get(&format!("hello-{task}")).await.expect("task");
         let s = t.status.expect("task status");
@@ -142,11 +142,7 @@ async fn a_subtask_prompt_carries_its_own_and_its_parents_description() {
     ))
     .await;
     let pod = h.wait_for_pod("nested-a-a1").await;
-    let text = pod
-        .annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .expect("prompt annotation");
+    let text = prompt_of(&pod);
     assert!(text.contains("Write hello.txt"), "{text}");
     assert!(text.contains("Build the greeter service."), "{text}");
     let task_reads = h.server.count_requests(|r| {
@@ -160,17 +156,11 @@ async fn a_subtask_prompt_carries_its_own_and_its_parents_description() {
 #[tokio::test]
 async fn a_standalone_task_prompt_carries_its_description() {
     let h = Harness::start().await;
-    let task: ralph::api::Task = serde_json::from_value(json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "solo", "namespace": NS},
-        "spec": {"featureRef": "loose", "description": "Write goodbye.txt"}
-    }))
-    .expect("task manifest");
-    h.tasks()
-        .create(&Default::default(), &task)
-        .await
-        .expect("create task");
+    h.create_task(
+        "solo",
+        json!({"featureRef": "loose", "description": "Write goodbye.txt"}),
+    )
+    .await;
     h.create("loose", json!([]), json!({})).await;
     let text = prompt_of(&h.wait_for_pod("solo-a1").await);
     assert!(text.contains("Write goodbye.txt"), "{text}");
@@ -561,17 +551,11 @@ async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_
     // The controller's caches are filled: the Task below reaches it only by the watch.
     h.create("warmup", json!([]), json!({})).await;
     h.wait_for_feature_phase("warmup", "NoPlan").await;
-    let task: ralph::api::Task = serde_json::from_value(json!({
-        "apiVersion": "ralph.dev/v1alpha1",
-        "kind": "Task",
-        "metadata": {"name": "loose", "namespace": NS},
-        "spec": {"featureRef": "standalone", "title": "A task of its own"}
-    }))
-    .expect("task manifest");
-    h.tasks()
-        .create(&Default::default(), &task)
-        .await
-        .expect("create task");
+    h.create_task(
+        "loose",
+        json!({"featureRef": "standalone", "title": "A task of its own"}),
+    )
+    .await;
     let phases = h.record_feature_phases("standalone");
     h.create("standalone", json!([]), json!({})).await;
     let pod = h.wait_for_pod("loose-a1").await;

@@ -67,7 +67,7 @@ async fn escalation_gives_the_attempt_after_a_failure_the_next_model_and_records
     let attempts = status.expect("status").attempts;
     let recorded: Vec<_> = attempts
         .iter()
-        .map(|a| (a.pool_agent.as_deref(), a.requested_model.as_deref()))
+        .map(|a| (a.pool_agent.as_deref(), a.ran_by.requested_model.as_deref()))
         .collect();
     assert_eq!(
         recorded,

@@ -84,11 +84,7 @@ async fn a_failing_verify_command_retries_the_task_with_its_output_then_a_pass_c
     .await;
 
     let second = h.wait_for_pod("checked-a-a2").await;
-    let prompt = second
-        .annotations()
-        .get("ralph.dev/prompt")
-        .cloned()
-        .unwrap_or_default();
+    let prompt = prompt_of(&second);
     assert_mentions(
         &prompt,
         &[

@@ -50,7 +50,7 @@ fn task_done_sigil_ending_the_final_answer_finishes_the_attempt() {
     let (ended, fake) =
         scenario::task_done_sigil_ending_the_final_answer_finishes_the_attempt(gemini);
 
-    let agent = ended.result.agent.clone().unwrap_or_default();
+    let agent = ended.result.ran_by.agent.clone().unwrap_or_default();
     assert!(agent.contains("gemini-cli"), "agent was {agent:?}");
     assert_eq!(
         fake.main_requests("write-greeting").len(),
@@ -67,7 +67,7 @@ fn the_tokens_and_model_gemini_reports_are_recorded() {
     let (ended, _fake) = scenario::the_agent_reports_its_usage(gemini);
 
     assert_eq!(
-        ended.result.model.as_deref(),
+        ended.result.ran_by.model.as_deref(),
         Some(GEMINI_MODEL),
         "{}",
         ended.explain("")

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use git_server::{GitServer, HTTP_TOKEN, HTTP_USER, git};
 use ralph::workspace::{
-    AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions, IntegrationOutcome,
-    LocalRepo, RemoteRepo, RepoSettings, WorkspaceError,
+    AttemptWorkspace, CloneFrom, CommitAuthor, CommitOutcome, Credentials, GitOptions,
+    IntegrationOutcome, LocalRepo, RemoteRepo, RepoSettings, WorkspaceError,
 };
 use tempfile::TempDir;
 
@@ -70,7 +70,9 @@ impl Fixture {
 
 async fn prepare(repo: &RemoteRepo, root: &TempDir, task: &str, attempt: u32) -> AttemptWorkspace {
     let dir = root.path().join(format!("{task}-a{attempt}"));
-    repo.prepare(&dir, task, attempt).await.expect("prepare")
+    repo.prepare(&dir, task, attempt, CloneFrom::FeatureBranch)
+        .await
+        .expect("prepare")
 }
 
 /// The error preparing a first attempt ends in, with the handle `repo` makes on a server that
@@ -84,7 +86,7 @@ async fn first_prepare_error(repo: impl FnOnce(&GitServer) -> RemoteRepo) -> Wor
 /// The error preparing a first attempt with `repo` ends in.
 async fn prepare_error(repo: &RemoteRepo) -> WorkspaceError {
     let root = TempDir::new().unwrap();
-    repo.prepare(&root.path().join("ws"), "t-1", 1)
+    repo.prepare(&root.path().join("ws"), "t-1", 1, CloneFrom::FeatureBranch)
         .await
         .unwrap_err()
 }
@@ -228,7 +230,11 @@ async fn an_attempt_never_reuses_a_dirty_directory() {
     let crashed = app.prepare("t-1", 1).await;
     write(&crashed, "half-done.txt", "partial\n");
 
-    let error = app.repo.prepare(&crashed.dir, "t-1", 2).await.unwrap_err();
+    let error = app
+        .repo
+        .prepare(&crashed.dir, "t-1", 2, CloneFrom::FeatureBranch)
+        .await
+        .unwrap_err();
 
     assert_matches!(error, WorkspaceError::DirectoryNotEmpty { .. });
 }

@@ -21,7 +21,7 @@ use ralph::engine::testing;
 use ralph::engine::verification::{AttemptKind, CheckReport};
 use ralph::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use ralph::local::feature::LocalFeature;
-use ralph::local::store::{AttemptRow, TaskRow};
+use ralph::local::store::{AttemptRow, EndDetails, TaskRow};
 use ralph::local::testing as local_testing;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -552,7 +552,7 @@ struct Spending {
 /// An attempt without a verdict that reported `input` tokens and `cost` dollars.
 fn spending(input: u64, cost: Option<f64>) -> AttemptEnd {
     let mut result = testing::result("t");
-    result.usage.input_tokens = input;
+    result.usage.tokens.input = input;
     result.usage.cost_usd = cost;
     reported(result)
 }
@@ -576,8 +576,11 @@ fn local_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spendin
         );
         // What the local executor stores: the usage, and the result when one was reported.
         history.push(AttemptRow {
-            usage: next.usage.clone(),
-            result: matches!(end, AttemptEnd::Reported(_)).then(|| "{}".to_owned()),
+            details: EndDetails {
+                usage: next.usage.clone(),
+                result: matches!(end, AttemptEnd::Reported(_)).then(|| "{}".to_owned()),
+                ..EndDetails::default()
+            },
             ..local_testing::attempt("t", number, next.outcome().as_str())
         });
     }

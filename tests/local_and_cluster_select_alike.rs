@@ -15,7 +15,7 @@ use ralph::api::ModelPolicy;
 use ralph::engine::conclusion::AgentRest;
 use ralph::engine::selection::{ModelStrategy, Rests, Selection};
 use ralph::local::feature::{LocalAgent, LocalFeature};
-use ralph::local::store::AttemptRow;
+use ralph::local::store::{AttemptRow, EndDetails};
 use ralph::local::testing as local_testing;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -110,7 +110,10 @@ fn local(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chosen 
                 result["sigils"]["nextModel"] = serde_json::json!(hint);
             }
             AttemptRow {
-                result: Some(result.to_string()),
+                details: EndDetails {
+                    result: Some(result.to_string()),
+                    ..EndDetails::default()
+                },
                 ..local_testing::attempt("t", number, outcome)
             }
         })

@@ -11,19 +11,12 @@ mod local_run;
 use local_run::{Project, describe, exit_code, feature_yaml, one_task_feature, task};
 use std::process::Output;
 
-use ralph::engine::attempt::AttemptResult;
-
 /// The model each attempt asked for, in order (from the runner's results in the store).
 fn requested_models(project: &Project) -> Vec<Option<String>> {
     project
         .attempts()
         .iter()
-        .map(|a| {
-            a.result
-                .as_deref()
-                .and_then(|json| serde_json::from_str::<AttemptResult>(json).ok())
-                .and_then(|r| r.requested_model)
-        })
+        .map(|a| a.details.reported().and_then(|r| r.ran_by.requested_model))
         .collect()
 }
 

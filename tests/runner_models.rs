@@ -31,8 +31,8 @@ fn the_chosen_model_reaches_the_agent_and_is_recorded() {
     assert_eq!(run.result.outcome, OutcomeClass::Finished, "{}", run.stderr);
     assert_eq!(
         (
-            run.result.model.as_deref(),
-            run.result.requested_model.as_deref()
+            run.result.ran_by.model.as_deref(),
+            run.result.ran_by.requested_model.as_deref()
         ),
         (Some("large"), Some("large"))
     );
@@ -58,6 +58,6 @@ fn an_agent_without_a_model_choice_cannot_be_given_a_model() {
 fn without_a_model_the_agent_keeps_its_own() {
     let run = Scenario::new("pick", OFFERS_TWO).run();
     assert_eq!(run.result.outcome, OutcomeClass::Finished);
-    assert_eq!(run.result.model.as_deref(), Some("small"));
-    assert_eq!(run.result.requested_model, None);
+    assert_eq!(run.result.ran_by.model.as_deref(), Some("small"));
+    assert_eq!(run.result.ran_by.requested_model, None);
 }

@@ -103,15 +103,15 @@ fn tokens_reported_only_in_the_quota_meta_are_recorded_with_the_model() {
         "model: gemini-2.5-pro\ndefault: [{text: hi}, {quota_tokens: {input_tokens: 1200, output_tokens: 80}}]\n",
     )
     .run();
-    assert_eq!(run.result.usage.input_tokens, 1200);
-    assert_eq!(run.result.usage.output_tokens, 80);
-    assert_eq!(run.result.model.as_deref(), Some("gemini-2.5-pro"));
+    assert_eq!(run.result.usage.tokens.input, 1200);
+    assert_eq!(run.result.usage.tokens.output, 80);
+    assert_eq!(run.result.ran_by.model.as_deref(), Some("gemini-2.5-pro"));
 }
 
 #[test]
 fn tokens_without_a_cost_leave_the_cost_unknown() {
     let run = run(r#"[{usage: {input_tokens: 500, output_tokens: 20}}, {text: hi}]"#);
-    assert_eq!(run.result.usage.input_tokens, 500);
+    assert_eq!(run.result.usage.tokens.input, 500);
     assert_eq!(run.result.usage.cost_usd, None, "{}", run.result_json);
     assert!(!run.result_json.contains("costUsd"), "{}", run.result_json);
 }

@@ -127,8 +127,8 @@ fn usage_is_reported_from_the_update_and_the_prompt_response() {
     let run = finished(
         r#"[{usage: {input_tokens: 1200, output_tokens: 300, cost_usd: 0.042}}, {text: "<task-done>{task}</task-done>"}]"#,
     );
-    assert_eq!(run.result.usage.input_tokens, 1200);
-    assert_eq!(run.result.usage.output_tokens, 300);
+    assert_eq!(run.result.usage.tokens.input, 1200);
+    assert_eq!(run.result.usage.tokens.output, 300);
     assert_eq!(run.result.usage.cost_usd, Some(0.042));
 }
 
@@ -144,6 +144,7 @@ fn the_agent_is_named_from_initialize() {
     let run = finished(r#"[{text: "hi"}]"#);
     assert!(
         run.result
+            .ran_by
             .agent
             .as_deref()
             .is_some_and(|agent| agent.starts_with("ralph-script "))
@@ -176,5 +177,5 @@ fn every_session_update_is_logged_as_one_json_line() {
 #[test]
 fn the_model_comes_from_the_sessions_model_selector() {
     let run = Scenario::new("greet", "model: scripted-large\ndefault: [{text: hi}]\n").run();
-    assert_eq!(run.result.model.as_deref(), Some("scripted-large"));
+    assert_eq!(run.result.ran_by.model.as_deref(), Some("scripted-large"));
 }

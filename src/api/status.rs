@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::attempt::Usage;
+use crate::engine::attempt::{RanBy, Usage};
 use crate::engine::budget::UsageTotals;
 use crate::engine::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use crate::engine::sigils::Sigils;
@@ -124,21 +124,13 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
 
-    /// The agent's name and version, as it reported them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
-
-    /// The model the agent used, when it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    /// The agent and model that ran it: `agent`, `model`, `requestedModel`.
+    #[serde(flatten)]
+    pub ran_by: RanBy,
 
     /// The agent of the Feature's pool that ran it (`primary` is `spec.agent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_agent: Option<String>,
-
-    /// The model the attempt asked the agent for (`spec.model`); unset: the agent's default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_model: Option<String>,
 
     /// When the attempt started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -377,5 +369,39 @@ mod tests {
             FeaturePhase::from(FeatureOutcome::LimitReached),
             FeaturePhase::LimitReached
         );
+    }
+
+    /// A Task status as controllers before the shared `RanBy` and `Tokens` wrote it.
+    const WRITTEN_BEFORE: &str = r#"{
+        "phase": "Done", "ready": false, "attemptCount": 1, "retryCount": 0,
+        "usage": {"inputTokens": 10, "outputTokens": 5, "cacheReadTokens": 2,
+                  "cacheWriteTokens": 1, "costUSD": "0.25"},
+        "attempts": [{
+            "number": 1, "kind": "work", "pod": "t-a1", "agent": "claude-agent-acp 0.5",
+            "model": "sonnet", "poolAgent": "primary", "requestedModel": "sonnet",
+            "stopReason": "end_turn", "exitCode": 0, "outcome": "done",
+            "usage": {"inputTokens": 10, "outputTokens": 5, "cacheReadTokens": 2,
+                      "cacheWriteTokens": 1, "costUsd": 0.25}
+        }]
+    }"#;
+
+    #[test]
+    fn a_status_written_before_reads_with_every_field() {
+        let status: TaskStatus = serde_json::from_str(WRITTEN_BEFORE).expect("reads");
+        let record = &status.attempts[0];
+        assert_eq!(record.ran_by.agent.as_deref(), Some("claude-agent-acp 0.5"));
+        assert_eq!(record.ran_by.model.as_deref(), Some("sonnet"));
+        assert_eq!(record.ran_by.requested_model.as_deref(), Some("sonnet"));
+        assert_eq!(record.pool_agent.as_deref(), Some("primary"));
+        assert_eq!(record.usage.tokens.cache_write, 1);
+        assert_eq!(status.usage.tokens.cache_read, 2);
+        assert_eq!(status.usage.cost_text(), "$0.25");
+    }
+
+    #[test]
+    fn a_status_written_before_is_written_again_unchanged() {
+        let before: serde_json::Value = serde_json::from_str(WRITTEN_BEFORE).expect("json");
+        let status: TaskStatus = serde_json::from_value(before.clone()).expect("reads");
+        assert_eq!(serde_json::to_value(&status).ok(), Some(before));
     }
 }

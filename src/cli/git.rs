@@ -14,8 +14,8 @@ use crate::engine::attempt::AttemptResult;
 use crate::engine::verification::AttemptKind;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, finish_commits};
 use crate::workspace::{
-    AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, Credentials, GitOptions, RemoteRepo,
-    RepoSettings, WorkspaceError, credential_file, report,
+    AttemptRef, AttemptWorkspace, CloneFrom, CommitAuthor, CommitOutcome, Credentials, GitOptions,
+    RemoteRepo, RepoSettings, WorkspaceError, credential_file, report,
 };
 
 /// The git steps.
@@ -169,16 +169,14 @@ async fn prepare(args: &PrepareArgs) -> WorkspaceReport {
     let heartbeat = keep_heartbeat(repo.heartbeat_file.clone());
     let result = async {
         let remote = remote_repo(repo)?;
-        let ws = if args.from_work_branch {
-            remote
-                .prepare_from_work_branch(&repo.workspace, &repo.task, repo.attempt)
-                .await?
+        let from = if args.from_work_branch {
+            CloneFrom::PushedWork
         } else {
-            remote
-                .prepare(&repo.workspace, &repo.task, repo.attempt)
-                .await?
+            CloneFrom::FeatureBranch
         };
-        Ok::<_, WorkspaceError>(ws)
+        remote
+            .prepare(&repo.workspace, &repo.task, repo.attempt, from)
+            .await
     }
     .await;
     heartbeat.abort();

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt::OutcomeClass;
 use crate::runner::check::CheckCommand;
-use crate::runner::config::ClientFs;
+use crate::runner::config::{ClientFs, Timeouts};
 use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
 
 /// The kubelet's termination-message file, the default result file when it exists.
@@ -112,9 +112,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         workspace,
         agent_command: args.agent,
         heartbeat_file: args.heartbeat_file,
-        idle_timeout: args.idle_timeout,
-        total_timeout: args.total_timeout,
-        grace: args.grace,
+        timeouts: Timeouts {
+            idle: args.idle_timeout,
+            total: args.total_timeout,
+            grace: args.grace,
+        },
         crash_patterns: args.crash_patterns,
         exhaustion_patterns: args.exhaustion_patterns,
         deny: args.deny,

@@ -15,7 +15,7 @@ pub fn history(task: &Task) -> Vec<PastAttempt> {
                 .attempts
                 .iter()
                 .map(|a| PastAttempt {
-                    model: a.requested_model.clone(),
+                    model: a.ran_by.requested_model.clone(),
                     outcome: a.outcome,
                     next_model: a.sigils.next_model.clone(),
                 })
@@ -66,7 +66,7 @@ pub fn select(feature: &Feature, task: &Task, rests: &Rests, now_ms: i64) -> Sel
 pub fn record_choice(status: &mut TaskStatus, choice: &Choice) {
     if let Some(record) = status.attempts.last_mut() {
         record.pool_agent = Some(choice.agent.clone());
-        record.requested_model = choice.model.clone();
+        record.ran_by.requested_model = choice.model.clone();
     }
 }
 

@@ -110,8 +110,8 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
         _ => {}
     }
     if let Some(result) = ingestion.result {
-        record.agent = result.agent.clone();
-        record.model = result.model.clone();
+        record.ran_by.agent = result.ran_by.agent.clone();
+        record.ran_by.model = result.ran_by.model.clone();
         record.stop_reason = result.stop_reason.as_ref().map(|r| r.as_str().to_owned());
         record.exit_code = result.exit_code;
         record.sigils = result.sigils.clone();

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::controller::testing::{condition_state, object};
-use crate::engine::attempt::Usage;
+use crate::engine::attempt::{RanBy, Tokens, Usage};
 use crate::engine::dag::PhaseCounts;
 use crate::engine::policy::{self, Decision, TaskContext};
 use crate::engine::testing;
@@ -40,10 +40,12 @@ fn result(done: bool) -> AttemptResult {
     AttemptResult {
         attempt: Some("hello-a-a1".to_owned()),
         exit_code: Some(0),
-        agent: Some("scripted 1.0".to_owned()),
+        ran_by: RanBy {
+            agent: Some("scripted 1.0".to_owned()),
+            ..RanBy::default()
+        },
         usage: Usage {
-            input_tokens: 10,
-            output_tokens: 5,
+            tokens: Tokens::new(10, 5),
             ..Usage::default()
         },
         ..result
@@ -117,12 +119,12 @@ fn done_result_marks_the_task_done_and_records_the_attempt() {
     let status = ingest_result(&running(), &result(true));
     assert_eq!(status.phase, TaskPhase::Done);
     assert_eq!(status.claim, None);
-    assert_eq!(status.usage.input_tokens, 10);
+    assert_eq!(status.usage.tokens.input, 10);
     let record = status.attempts.last().expect("record");
     assert_eq!(record.outcome, Some(AttemptOutcome::Done));
     assert_eq!(record.stop_reason.as_deref(), Some("end_turn"));
     assert_eq!(record.sigils.task_done.as_deref(), Some("a"));
-    assert_eq!(record.agent.as_deref(), Some("scripted 1.0"));
+    assert_eq!(record.ran_by.agent.as_deref(), Some("scripted 1.0"));
 }
 
 #[test]

@@ -83,22 +83,57 @@ pub enum OutcomeClass {
     Misconfigured,
 }
 
+/// Tokens by kind: of one attempt ([`Usage`]) or summed over attempts
+/// ([`UsageTotals`](super::budget::UsageTotals)); both flatten it, so their documents keep
+/// these fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Tokens {
+    /// Input (prompt) tokens.
+    #[serde(default, rename = "inputTokens")]
+    pub input: u64,
+    /// Output (completion) tokens.
+    #[serde(default, rename = "outputTokens")]
+    pub output: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default, rename = "cacheReadTokens")]
+    pub cache_read: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default, rename = "cacheWriteTokens")]
+    pub cache_write: u64,
+}
+
+impl Tokens {
+    /// `input` and `output` tokens, no cache use.
+    pub fn new(input: u64, output: u64) -> Tokens {
+        Tokens {
+            input,
+            output,
+            ..Tokens::default()
+        }
+    }
+
+    /// Adds other counts to these, saturating.
+    pub fn add(&mut self, other: &Tokens) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+    }
+
+    /// Input plus output tokens (what `maxTokens` counts; cache reads and writes are
+    /// shown, not counted).
+    pub fn total(&self) -> u64 {
+        self.input.saturating_add(self.output)
+    }
+}
+
 /// Token and cost usage of one attempt (or a sum of attempts).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
-    /// Input (prompt) tokens.
-    #[serde(default)]
-    pub input_tokens: u64,
-    /// Output (completion) tokens.
-    #[serde(default)]
-    pub output_tokens: u64,
-    /// Input tokens read from the provider's prompt cache.
-    #[serde(default)]
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache.
-    #[serde(default)]
-    pub cache_write_tokens: u64,
+    /// Tokens by kind.
+    #[serde(flatten)]
+    pub tokens: Tokens,
     /// Cost in US dollars, when the agent reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
@@ -107,10 +142,7 @@ pub struct Usage {
 impl Usage {
     /// Adds another usage record to this one.
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
+        self.tokens.add(&other.tokens);
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
@@ -119,7 +151,7 @@ impl Usage {
 
     /// Input plus output tokens.
     pub fn total_tokens(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.tokens.total()
     }
 }
 
@@ -142,6 +174,24 @@ pub struct Misconfiguration {
     pub problem: String,
     /// What the user should do about it.
     pub fix: String,
+}
+
+/// The agent and model that ran an attempt: one definition for the runner's result and the
+/// Task status's attempt record (both flatten it, so their documents keep these fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RanBy {
+    /// The agent's name and version, as it reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+
+    /// The model the agent used, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+
+    /// The model the attempt asked the agent for (`spec.model`); unset: the agent's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_model: Option<String>,
 }
 
 /// When the attempt ran, in Unix milliseconds and durations.
@@ -191,15 +241,9 @@ pub struct AttemptResult {
     /// Set when the agent reported a usage limit or exhausted quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exhaustion: Option<Exhaustion>,
-    /// The agent's name and version, from `initialize`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
-    /// The model the agent used, when it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// The model the runner asked the agent for (`ralph runner --model`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_model: Option<String>,
+    /// The agent and model that ran the attempt (`requestedModel`: `ralph runner --model`).
+    #[serde(flatten)]
+    pub ran_by: RanBy,
     /// Tokens and cost.
     #[serde(default)]
     pub usage: Usage,
@@ -229,13 +273,62 @@ impl AttemptResult {
             crash: None,
             misconfiguration: None,
             exhaustion: None,
-            agent: None,
-            model: None,
-            requested_model: None,
+            ran_by: RanBy::default(),
             usage: Usage::default(),
             timings: Timings::default(),
             check: None,
             truncated: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result document as runners before the shared `RanBy` and `Tokens` wrote it, in
+    /// their field order.
+    const WRITTEN_BEFORE: &str = concat!(
+        r#"{"version":1,"task":"t","attempt":"t-a1","outcome":"finished","#,
+        r#""stopReason":"end_turn","exitCode":0,"sigils":{},"#,
+        r#""agent":"claude-agent-acp 0.5","model":"sonnet","requestedModel":"sonnet","#,
+        r#""usage":{"inputTokens":10,"outputTokens":5,"cacheReadTokens":2,"#,
+        r#""cacheWriteTokens":1,"costUsd":0.25},"#,
+        r#""timings":{"startedAtMs":1,"endedAtMs":2}}"#
+    );
+
+    #[test]
+    fn a_result_written_before_reads_with_every_field() {
+        let result: AttemptResult = serde_json::from_str(WRITTEN_BEFORE).expect("reads");
+        assert_eq!(result.ran_by.agent.as_deref(), Some("claude-agent-acp 0.5"));
+        assert_eq!(result.ran_by.model.as_deref(), Some("sonnet"));
+        assert_eq!(result.ran_by.requested_model.as_deref(), Some("sonnet"));
+        assert_eq!(
+            result.usage.tokens,
+            Tokens {
+                input: 10,
+                output: 5,
+                cache_read: 2,
+                cache_write: 1,
+            }
+        );
+        assert_eq!(result.usage.cost_usd, Some(0.25));
+    }
+
+    #[test]
+    fn a_result_written_before_is_written_again_byte_for_byte() {
+        let result: AttemptResult = serde_json::from_str(WRITTEN_BEFORE).expect("reads");
+        assert_eq!(
+            serde_json::to_string(&result).ok().as_deref(),
+            Some(WRITTEN_BEFORE)
+        );
+    }
+
+    #[test]
+    fn tokens_add_saturating() {
+        let mut tokens = Tokens::new(u64::MAX - 1, 1);
+        tokens.add(&Tokens::new(5, 2));
+        assert_eq!((tokens.input, tokens.output), (u64::MAX, 3));
+        assert_eq!(tokens.total(), u64::MAX);
     }
 }

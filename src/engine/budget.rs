@@ -16,7 +16,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::attempt::Usage;
+use super::attempt::{Tokens, Usage};
 
 /// Digits after the decimal point a dollar amount may have.
 pub const USD_DECIMALS: usize = 6;
@@ -124,18 +124,9 @@ impl JsonSchema for MicroUsd {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageTotals {
-    /// Input (prompt) tokens.
-    #[serde(default)]
-    pub input_tokens: u64,
-    /// Output (completion) tokens.
-    #[serde(default)]
-    pub output_tokens: u64,
-    /// Input tokens read from the provider's prompt cache.
-    #[serde(default)]
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache.
-    #[serde(default)]
-    pub cache_write_tokens: u64,
+    /// Tokens by kind.
+    #[serde(flatten)]
+    pub tokens: Tokens,
     /// US dollars the agents reported, as a decimal string; absent when no attempt
     /// reported a cost. Attempts without a reported cost are left out (see
     /// attemptsWithUnknownCost): then this is a lower bound.
@@ -177,10 +168,7 @@ impl UsageTotals {
         };
         let cost_usd = usage.cost_usd.and_then(MicroUsd::from_dollars);
         UsageTotals {
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            cache_read_tokens: usage.cache_read_tokens,
-            cache_write_tokens: usage.cache_write_tokens,
+            tokens: usage.tokens,
             cost_usd,
             attempts_with_unknown_cost: u32::from(cost_usd.is_none()),
         }
@@ -188,14 +176,7 @@ impl UsageTotals {
 
     /// Adds other totals (a feature's totals are its tasks' totals added).
     pub fn add(&mut self, other: &UsageTotals) {
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cache_read_tokens = self
-            .cache_read_tokens
-            .saturating_add(other.cache_read_tokens);
-        self.cache_write_tokens = self
-            .cache_write_tokens
-            .saturating_add(other.cache_write_tokens);
+        self.tokens.add(&other.tokens);
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or_default().saturating_add(b.unwrap_or_default())),
@@ -208,7 +189,7 @@ impl UsageTotals {
     /// The tokens `maxTokens` counts: input plus output (cache reads and writes are shown,
     /// not counted).
     pub fn tokens(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
+        self.tokens.total()
     }
 
     /// The cost for people: `$1.25`, `$1.25 + unknown (2 attempts)`, `unknown (3 attempts)`,
@@ -246,10 +227,10 @@ impl UsageTotals {
         format!(
             "{} tokens (input {}, output {}, cache read {}, cache write {})",
             self.tokens(),
-            self.input_tokens,
-            self.output_tokens,
-            self.cache_read_tokens,
-            self.cache_write_tokens
+            self.tokens.input,
+            self.tokens.output,
+            self.tokens.cache_read,
+            self.tokens.cache_write
         )
     }
 }

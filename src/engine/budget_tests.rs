@@ -2,10 +2,8 @@ use super::*;
 
 fn usage(input: u64, output: u64, cost: Option<f64>) -> Usage {
     Usage {
-        input_tokens: input,
-        output_tokens: output,
+        tokens: Tokens::new(input, output),
         cost_usd: cost,
-        ..Usage::default()
     }
 }
 
@@ -88,7 +86,7 @@ fn totals_add_tokens_by_kind_and_reported_costs() {
         Some(usage(50, 5, Some(0.5))),
     ]);
     assert_eq!(
-        (t.input_tokens, t.output_tokens, t.tokens()),
+        (t.tokens.input, t.tokens.output, t.tokens()),
         (150, 25, 175)
     );
     assert_eq!(t.cost_usd, Some(usd("0.75")));
@@ -170,10 +168,8 @@ fn a_cost_budget_is_spent_once_the_reported_costs_reach_it() {
 #[test]
 fn a_token_budget_counts_input_and_output_but_not_cache_tokens() {
     let b = budget(None, Some(100));
-    let cached = Usage {
-        cache_read_tokens: 1_000,
-        ..usage(50, 49, None)
-    };
+    let mut cached = usage(50, 49, None);
+    cached.tokens.cache_read = 1_000;
     assert_eq!(b.spent(&totals(&[Some(cached)])), None);
     assert_eq!(
         b.spent(&totals(&[Some(usage(60, 45, None))])),

@@ -11,7 +11,10 @@ pub fn attempt_totals<'a>(attempts: impl IntoIterator<Item = &'a AttemptRow>) ->
         attempts
             .into_iter()
             .filter(|attempt| attempt.ended_at_ms.is_some())
-            .map(|attempt| attempt.result.is_some().then_some(&attempt.usage)),
+            .map(|attempt| {
+                let details = &attempt.details;
+                details.result.is_some().then_some(&details.usage)
+            }),
     )
 }
 
@@ -23,19 +26,21 @@ pub fn task_totals(task: &str, attempts: &[AttemptRow]) -> UsageTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::attempt::Usage;
+    use crate::engine::attempt::{Tokens, Usage};
+    use crate::local::store::EndDetails;
     use crate::local::testing;
 
     fn ended(task: &str, number: u32, cost: Option<f64>, result: bool) -> AttemptRow {
         AttemptRow {
             ended_at_ms: Some(2_000),
-            usage: Usage {
-                input_tokens: 10,
-                output_tokens: 5,
-                cost_usd: cost,
-                ..Usage::default()
+            details: EndDetails {
+                usage: Usage {
+                    tokens: Tokens::new(10, 5),
+                    cost_usd: cost,
+                },
+                result: result.then(|| "{}".to_owned()),
+                ..EndDetails::default()
             },
-            result: result.then(|| "{}".to_owned()),
             ..testing::attempt(task, number, "done")
         }
     }

@@ -11,6 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::engine::attempt::AttemptResult;
 use crate::engine::workspace::WorkspaceReport;
 use crate::local::activity;
+use crate::local::process::ProcessId;
 use crate::local::worktree::AttemptWorktree;
 
 /// Errors starting an attempt.
@@ -86,12 +87,7 @@ impl AttemptFiles {
 #[derive(Clone, Debug)]
 pub enum Report {
     /// The runner process started.
-    Spawned {
-        /// Its process ID.
-        pid: u32,
-        /// Its start time (see [`crate::local::process::start_time`]).
-        start: Option<i64>,
-    },
+    Spawned(ProcessId),
     /// The agent did something (a short description of a runner stdout line).
     Activity(String),
     /// The runner exited.
@@ -237,12 +233,9 @@ pub fn start(
 
 /// Reports a started runner's pid and start time; its pid.
 fn announce(child: &mut Child, send: &impl Fn(Report)) -> u32 {
-    let pid = child.id().unwrap_or_default();
-    send(Report::Spawned {
-        pid,
-        start: crate::local::process::start_time(pid),
-    });
-    pid
+    let process = ProcessId::of(child.id().unwrap_or_default());
+    send(Report::Spawned(process));
+    process.pid
 }
 
 fn ended(

@@ -7,28 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::budget::Budget;
 
-/// One task as the manifest declares it. Changing any field bumps the task's generation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LocalTask {
-    /// Task ID (the template name).
-    pub name: String,
-    /// Short title.
-    pub title: String,
-    /// The task's prompt text.
-    pub description: String,
-    /// Tasks that must be done first.
-    pub depends_on: Vec<String>,
-    /// Parent task, if any.
-    pub parent: Option<String>,
-    /// Lower runs first.
-    pub priority: i32,
-    /// Overrides the feature's retry limit.
-    pub max_retries: Option<u32>,
-    /// Tags that pick knowledge for its prompts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tags: Vec<String>,
-}
+/// One task as the manifest declares it, its title defaulted to its name (see
+/// [`crate::local::plan`]). Changing any field bumps the task's generation.
+pub type LocalTask = crate::api::TaskTemplate;
 
 /// The feature-level settings local mode applies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

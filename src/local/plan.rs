@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::api::budget::{BudgetError, budget_of};
-use crate::api::{MemorySpec, TextSource};
+use crate::api::{MemorySpec, TaskFields, TextSource};
 use crate::local::feature::{LocalAgent, LocalFeature, LocalTask};
 use crate::manifest::FeaturePlan;
 
@@ -102,13 +102,10 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
             .iter()
             .map(|task| LocalTask {
                 name: task.id.clone(),
-                title: task.title().to_string(),
-                description: task.fields.description.clone(),
-                depends_on: task.fields.depends_on.clone(),
-                parent: task.fields.parent.clone(),
-                priority: task.fields.priority,
-                max_retries: task.fields.max_retries,
-                tags: task.fields.tags.clone(),
+                fields: TaskFields {
+                    title: task.title().to_string(),
+                    ..task.fields.clone()
+                },
             })
             .collect(),
         name,

@@ -16,41 +16,74 @@ pub fn parse_start_time(stat: &str) -> Option<i64> {
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Whether process `pid` is alive and, when `expected_start` is known, is the same process
-/// that was recorded (not a later process that reused the pid). A zombie counts as gone.
-pub fn is_alive(pid: u32, expected_start: Option<i64>) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return signal_zero(pid);
-    };
-    let state = stat
-        .rfind(')')
-        .and_then(|end| stat[end + 1..].split_whitespace().next());
-    if matches!(state, Some("Z" | "X")) {
-        return false;
+/// A process, told apart from a later process that reuses its pid by its start time:
+/// written `pid:starttime` (or `pid` when the start time is unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessId {
+    /// The process ID.
+    pub pid: u32,
+    /// Its start time ([`start_time`]), when known.
+    pub start: Option<i64>,
+}
+
+impl ProcessId {
+    /// Process `pid`, with its start time as read now.
+    pub fn of(pid: u32) -> ProcessId {
+        ProcessId {
+            pid,
+            start: start_time(pid),
+        }
     }
-    match expected_start {
-        Some(expected) => parse_start_time(&stat) == Some(expected),
-        None => true,
+
+    /// This process.
+    pub fn own() -> ProcessId {
+        ProcessId::of(std::process::id())
+    }
+
+    /// The process a `pid:starttime` (or `pid`) token names; `None` when it is malformed.
+    pub fn parse(token: &str) -> Option<ProcessId> {
+        let mut parts = token.splitn(2, ':');
+        let pid = parts.next()?.parse().ok()?;
+        let start = parts.next().and_then(|s| s.parse().ok());
+        Some(ProcessId { pid, start })
+    }
+
+    /// Whether the process is alive and, when its start time is known, is the same process
+    /// (not a later process that reused the pid). A zombie counts as gone.
+    pub fn is_alive(&self) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return signal_zero(self.pid);
+        };
+        let state = stat
+            .rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next());
+        if matches!(state, Some("Z" | "X")) {
+            return false;
+        }
+        match self.start {
+            Some(expected) => parse_start_time(&stat) == Some(expected),
+            None => true,
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.start {
+            Some(start) => write!(f, "{}:{start}", self.pid),
+            None => write!(f, "{}", self.pid),
+        }
     }
 }
 
 /// `pid:starttime` naming this process, for records other processes check.
 pub fn own_token() -> String {
-    let pid = std::process::id();
-    match start_time(pid) {
-        Some(start) => format!("{pid}:{start}"),
-        None => pid.to_string(),
-    }
+    ProcessId::own().to_string()
 }
 
 /// Whether the process named by a token from [`own_token`] is still alive.
 pub fn token_alive(token: &str) -> bool {
-    let mut parts = token.splitn(2, ':');
-    let Some(Ok(pid)) = parts.next().map(str::parse::<u32>) else {
-        return false;
-    };
-    let start = parts.next().and_then(|s| s.parse().ok());
-    is_alive(pid, start)
+    ProcessId::parse(token).is_some_and(|process| process.is_alive())
 }
 
 /// The direct children of process `pid` (Linux `/proc/PID/task/*/children`).
@@ -111,10 +144,9 @@ mod tests {
 
     #[test]
     fn this_process_is_alive_with_its_own_start_time() {
-        let pid = std::process::id();
-        let start = start_time(pid);
-        assert!(start.is_some());
-        assert!(is_alive(pid, start));
+        let own = ProcessId::own();
+        assert!(own.start.is_some());
+        assert!(own.is_alive());
     }
 
     #[test]
@@ -135,14 +167,28 @@ mod tests {
     }
 
     #[test]
+    fn a_token_reads_back_as_the_process_it_names() {
+        let own = ProcessId::own();
+        assert_eq!(ProcessId::parse(&own.to_string()), Some(own));
+        let no_start = ProcessId {
+            pid: 42,
+            start: None,
+        };
+        assert_eq!(ProcessId::parse("42"), Some(no_start));
+    }
+
+    #[test]
     fn a_malformed_token_names_no_live_process() {
         assert!(!token_alive("not-a-pid"));
     }
 
     #[test]
     fn a_different_start_time_means_another_process() {
-        let pid = std::process::id();
-        let start = start_time(pid).map(|s| s + 1);
-        assert!(!is_alive(pid, start));
+        let own = ProcessId::own();
+        let other = ProcessId {
+            start: own.start.map(|s| s + 1),
+            ..own
+        };
+        assert!(!other.is_alive());
     }
 }

@@ -11,8 +11,8 @@ use crate::local::store::{Store, StoreError, TaskRow};
 fn text(row: &TaskRow) -> TaskText {
     TaskText {
         id: row.spec.name.clone(),
-        title: row.spec.title.clone(),
-        description: row.spec.description.clone(),
+        title: row.spec.fields.title.clone(),
+        description: row.spec.fields.description.clone(),
     }
 }
 
@@ -28,18 +28,20 @@ pub fn input(
         task: text(row),
         parent: row
             .spec
+            .fields
             .parent
             .as_ref()
             .and_then(|parent| tasks.get(parent))
             .map(text),
         completed_blockers: row
             .spec
+            .fields
             .depends_on
             .iter()
             .filter_map(|name| tasks.get(name))
             .map(|blocker| CompletedBlocker {
                 id: blocker.spec.name.clone(),
-                title: blocker.spec.title.clone(),
+                title: blocker.spec.fields.title.clone(),
                 summary: None,
             })
             .collect(),
@@ -49,7 +51,7 @@ pub fn input(
             plan: feature.plan_text.clone(),
         },
         retry_count: row.retry_count,
-        max_retries: row.spec.max_retries.unwrap_or(feature.max_retries),
+        max_retries: row.spec.fields.max_retries.unwrap_or(feature.max_retries),
         previous_attempt: row
             .previous_attempt
             .as_deref()
@@ -75,13 +77,13 @@ pub fn render(
 pub fn recall(store: &Store, feature: &LocalFeature, row: &TaskRow) -> Result<Recall, StoreError> {
     let own = store.journal(Some(row.name()))?;
     let mut blockers = Vec::new();
-    for blocker in &row.spec.depends_on {
+    for blocker in &row.spec.fields.depends_on {
         blockers.extend(store.journal(Some(blocker))?);
     }
     let book = knowledge::merged(&feature.memory.seeded(), &store.learned_knowledge()?);
     Ok(memory::recall(&RecallInput {
         task: row.name(),
-        tags: &row.spec.tags,
+        tags: &row.spec.fields.tags,
         own: &own,
         blockers: &blockers,
         knowledge: &book,

@@ -5,7 +5,6 @@
 
 use crate::api::PRIMARY_AGENT;
 use crate::api::pool::{command_identity, model_choice};
-use crate::engine::attempt::AttemptResult;
 use crate::engine::conclusion::AgentRest;
 use crate::engine::selection::{self, PastAttempt, PoolAgent, Rests, Selection};
 use crate::local::executor::RunnerCommand;
@@ -45,12 +44,11 @@ pub fn history(attempts: &[AttemptRow]) -> Vec<PastAttempt> {
     attempts
         .iter()
         .map(|row| {
-            let result = row
-                .result
-                .as_deref()
-                .and_then(|json| serde_json::from_str::<AttemptResult>(json).ok());
+            let result = row.details.reported();
             PastAttempt {
-                model: result.as_ref().and_then(|r| r.requested_model.clone()),
+                model: result
+                    .as_ref()
+                    .and_then(|r| r.ran_by.requested_model.clone()),
                 outcome: recorded_outcome(row.outcome.as_deref()),
                 next_model: result.and_then(|r| r.sigils.next_model),
             }

@@ -133,7 +133,7 @@ pub fn task_lines(
                 .find(|c| c.task == task.name())
                 .map(|c| ClaimLine {
                     holder: c.holder.clone(),
-                    pid: c.pid,
+                    pid: c.process.map(|p| p.pid),
                     expires_at_ms: c.expires_at_ms,
                 }),
             next_attempt_after_ms: task.next_attempt_after_ms,
@@ -218,17 +218,17 @@ pub fn render_status(view: &StatusView, now_ms: i64) -> String {
 pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[AttemptRow]) -> String {
     let spec = &task.spec;
     let mut out = String::new();
-    let _ = writeln!(out, "task {}: {}", spec.name, spec.title);
+    let _ = writeln!(out, "task {}: {}", spec.name, spec.fields.title);
     let _ = writeln!(
         out,
         "phase: {:?} (generation {})",
         task.phase, task.generation
     );
-    let _ = writeln!(out, "priority: {}", spec.priority);
-    if !spec.depends_on.is_empty() {
-        let _ = writeln!(out, "depends on: {}", spec.depends_on.join(", "));
+    let _ = writeln!(out, "priority: {}", spec.fields.priority);
+    if !spec.fields.depends_on.is_empty() {
+        let _ = writeln!(out, "depends on: {}", spec.fields.depends_on.join(", "));
     }
-    if let Some(parent) = &spec.parent {
+    if let Some(parent) = &spec.fields.parent {
         let _ = writeln!(out, "parent: {parent}");
     }
     let _ = writeln!(
@@ -241,7 +241,7 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             out,
             "claim: {} (pid {}), expires at {} ms",
             claim.holder,
-            claim.pid.map_or("-".to_string(), |p| p.to_string()),
+            claim.process.map_or("-".to_string(), |p| p.pid.to_string()),
             claim.expires_at_ms
         );
     }
@@ -274,13 +274,14 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             spent.tokens(),
             spent.cost_column(),
             attempt
+                .details
                 .crash
                 .as_deref()
-                .or(attempt.message.as_deref())
+                .or(attempt.details.message.as_deref())
                 .unwrap_or("")
         );
     }
-    let _ = writeln!(out, "description:\n{}", spec.description);
+    let _ = writeln!(out, "description:\n{}", spec.fields.description);
     out
 }
 

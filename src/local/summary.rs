@@ -136,31 +136,29 @@ fn seconds(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::attempt::Usage;
-    use crate::local::feature::LocalTask;
+    use crate::engine::attempt::{Tokens, Usage};
+    use crate::local::store::EndDetails;
     use crate::local::testing;
 
     fn task(name: &str, phase: TaskPhase) -> TaskRow {
-        TaskRow {
-            spec: LocalTask {
-                title: String::new(),
-                description: String::new(),
-                ..testing::task(name, &[])
-            },
-            ..testing::row(name, phase)
-        }
+        let mut row = testing::row(name, phase);
+        row.spec.fields.title.clear();
+        row.spec.fields.description.clear();
+        row
     }
 
     fn attempt(task: &str, number: u32, ms: (i64, i64), outcome: &str, tokens: u64) -> AttemptRow {
         AttemptRow {
             started_at_ms: ms.0,
             ended_at_ms: Some(ms.1),
-            usage: Usage {
-                input_tokens: tokens,
-                cost_usd: Some(0.5),
-                ..Usage::default()
+            details: EndDetails {
+                usage: Usage {
+                    tokens: Tokens::new(tokens, 0),
+                    cost_usd: Some(0.5),
+                },
+                result: Some("{}".to_owned()),
+                ..EndDetails::default()
             },
-            result: Some("{}".to_owned()),
             ..testing::attempt(task, number, outcome)
         }
     }
@@ -175,13 +173,13 @@ mod tests {
         let summary = Summary::build("f", Some(FeatureOutcome::Complete), &tasks, &attempts);
         let a = &summary.tasks[0];
         assert_eq!(
-            (a.attempts, a.duration_ms, a.usage.input_tokens),
+            (a.attempts, a.duration_ms, a.usage.tokens.input),
             (2, 1500, 15)
         );
         assert_eq!(a.last_outcome.as_deref(), Some("done"));
         assert_eq!(a.usage.cost_text(), "$1.00");
         assert_eq!(summary.tasks[1].attempts, 0);
-        assert_eq!((summary.attempts, summary.usage.input_tokens), (2, 15));
+        assert_eq!((summary.attempts, summary.usage.tokens.input), (2, 15));
     }
 
     #[test]
@@ -204,9 +202,12 @@ mod tests {
     fn a_cost_no_attempt_reported_is_shown_unknown_not_zero() {
         let tasks = [task("a", TaskPhase::Done)];
         let attempts = [AttemptRow {
-            usage: Usage {
-                input_tokens: 7,
-                ..Usage::default()
+            details: EndDetails {
+                usage: Usage {
+                    tokens: Tokens::new(7, 0),
+                    ..Usage::default()
+                },
+                ..EndDetails::default()
             },
             ..attempt("a", 1, (0, 10), "done", 7)
         }];

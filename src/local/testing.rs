@@ -2,22 +2,22 @@
 
 use std::time::Duration;
 
+use crate::api::TaskFields;
 use crate::engine::attempt::Usage;
 use crate::engine::dag::TaskPhase;
 use crate::local::feature::{LocalFeature, LocalTask};
-use crate::local::store::{AttemptRow, TaskRow};
+use crate::local::store::{AttemptRow, EndDetails, TaskRow};
 
 /// Task `name` depending on `depends_on`, with a title and description derived from it.
 pub fn task(name: &str, depends_on: &[&str]) -> LocalTask {
     LocalTask {
         name: name.to_owned(),
-        title: format!("Title of {name}"),
-        description: format!("Do {name}"),
-        depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
-        parent: None,
-        priority: 0,
-        max_retries: None,
-        tags: Vec::new(),
+        fields: TaskFields {
+            title: format!("Title of {name}"),
+            description: format!("Do {name}"),
+            depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
+            ..TaskFields::default()
+        },
     }
 }
 
@@ -71,11 +71,7 @@ pub fn attempt(task: &str, number: u32, outcome: &str) -> AttemptRow {
         started_at_ms: 0,
         ended_at_ms: Some(1),
         outcome: Some(outcome.to_owned()),
-        stop_reason: None,
-        crash: None,
-        message: None,
-        usage: Usage::default(),
-        result: None,
+        details: EndDetails::default(),
     }
 }
 

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use crate::api::VerifySpec;
-use crate::engine::attempt::AttemptResult;
 use crate::engine::prompt;
 use crate::engine::verification::{self, AttemptKind, PastAttempt};
 use crate::local::executor::RunnerCommand;
@@ -62,13 +61,9 @@ pub fn reported_work(history: &[AttemptRow]) -> Option<String> {
         .iter()
         .rev()
         .find(|a| a.kind == AttemptKind::Work)?
-        .result
-        .as_deref()?;
-    let notes = serde_json::from_str::<AttemptResult>(result)
-        .ok()?
-        .sigils
-        .journal
-        .join("\n");
+        .details
+        .reported()?;
+    let notes = result.sigils.journal.join("\n");
     (!notes.trim().is_empty()).then_some(notes)
 }
 
@@ -90,6 +85,8 @@ pub fn prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::attempt::AttemptResult;
+    use crate::local::store::EndDetails;
     use crate::local::testing;
 
     fn row(number: u32, kind: AttemptKind, outcome: &str) -> AttemptRow {
@@ -146,7 +143,10 @@ mod tests {
         };
         let history = [
             AttemptRow {
-                result: serde_json::to_string(&result).ok(),
+                details: EndDetails {
+                    result: serde_json::to_string(&result).ok(),
+                    ..EndDetails::default()
+                },
                 ..row(1, AttemptKind::Work, "done")
             },
             row(2, AttemptKind::Verify, "failed"),

@@ -27,7 +27,9 @@ use super::transport::agent_lines;
 use super::turn::TurnState;
 use super::workspace::Workspace;
 use crate::clock::now_ms;
-use crate::engine::attempt::{AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, Timings};
+use crate::engine::attempt::{
+    AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, RanBy, Timings,
+};
 use crate::sync::lock;
 
 /// Longest wait for the stderr watcher after the agent's group is gone.
@@ -249,7 +251,7 @@ impl Running {
             supervised.interruption = unread_noise(&mut stdout_reader, &mut noise).await;
         }
         stdout_reader.abort();
-        self.shut_down(supervised, config.grace).await
+        self.shut_down(supervised, config.timeouts.grace).await
     }
 
     /// What the ACP client needs for this attempt.
@@ -287,10 +289,8 @@ impl Running {
             events: &self.events,
             alarms: &mut self.alarms,
             noise,
-            idle_timeout: config.idle_timeout,
-            total_deadline: tokio::time::Instant::from_std(started + config.total_timeout),
-            total_timeout: config.total_timeout,
-            grace: config.grace,
+            timeouts: config.timeouts,
+            total_deadline: tokio::time::Instant::from_std(started + config.timeouts.total),
             cancel,
         }
     }
@@ -341,6 +341,7 @@ impl Ended {
             verdict.crash = None;
             verdict.misconfiguration = Some(problem);
         }
+        let requested_model = config.model.clone();
         AttemptResult {
             outcome: verdict.outcome,
             stop_reason: verdict.stop_reason,
@@ -350,8 +351,11 @@ impl Ended {
             crash: verdict.crash,
             misconfiguration: verdict.misconfiguration,
             exhaustion: observations.exhaustion,
-            agent: turn.agent.clone(),
-            model: turn.model.clone(),
+            ran_by: RanBy {
+                agent: turn.agent.clone(),
+                model: turn.model.clone(),
+                requested_model,
+            },
             usage: turn.usage.clone(),
             timings: Timings {
                 started_at_ms,
@@ -438,7 +442,10 @@ fn not_started(config: &RunnerConfig, started_at_ms: i64, start: Start) -> Attem
 /// A result for `config`'s task and attempt with nothing observed yet.
 fn base_result(config: &RunnerConfig, outcome: OutcomeClass) -> AttemptResult {
     AttemptResult {
-        requested_model: config.model.clone(),
+        ran_by: RanBy {
+            requested_model: config.model.clone(),
+            ..RanBy::default()
+        },
         ..AttemptResult::new(config.task.clone(), config.attempt.clone(), outcome)
     }
 }

@@ -27,12 +27,8 @@ pub struct RunnerConfig {
     pub agent_command: Vec<String>,
     /// A file touched (at most once a second) while the agent sends ACP traffic.
     pub heartbeat_file: Option<PathBuf>,
-    /// No ACP traffic for this long: cancel, grace, kill; the attempt crashed.
-    pub idle_timeout: Duration,
-    /// The attempt ran this long: cancel, grace, kill; the attempt crashed.
-    pub total_timeout: Duration,
-    /// Time the agent gets to stop after `session/cancel` before its process group is killed.
-    pub grace: Duration,
+    /// How long the agent may be idle and run, and how long it gets to stop.
+    pub timeouts: Timeouts,
     /// Regexes that mark a crash when a stderr line matches (in addition to the defaults).
     pub crash_patterns: Vec<String>,
     /// Regexes that mark quota exhaustion (in addition to the built-in recognisers).
@@ -53,6 +49,27 @@ pub struct RunnerConfig {
     /// The model to ask the agent for (its ACP `model` session option), when the Feature
     /// chose one; `None`: the agent's default.
     pub model: Option<String>,
+}
+
+/// How long an attempt's agent may be idle and run, and how long it gets to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// No ACP traffic for this long: cancel, grace, kill; the attempt crashed.
+    pub idle: Duration,
+    /// The attempt ran this long: cancel, grace, kill; the attempt crashed.
+    pub total: Duration,
+    /// Time the agent gets to stop after `session/cancel` before its process group is killed.
+    pub grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            idle: DEFAULT_IDLE_TIMEOUT,
+            total: DEFAULT_TOTAL_TIMEOUT,
+            grace: DEFAULT_GRACE,
+        }
+    }
 }
 
 pub use crate::api::agent::ClientFs;
@@ -105,9 +122,7 @@ impl RunnerConfig {
             workspace: workspace.into(),
             agent_command,
             heartbeat_file: None,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            total_timeout: DEFAULT_TOTAL_TIMEOUT,
-            grace: DEFAULT_GRACE,
+            timeouts: Timeouts::default(),
             crash_patterns: Vec::new(),
             exhaustion_patterns: Vec::new(),
             deny: Vec::new(),

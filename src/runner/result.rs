@@ -69,8 +69,8 @@ const DROPS: &[Shrink] = &[
     ("sigils.nextModel", |r, max| {
         shorten_opt(&mut r.sigils.next_model, max)
     }),
-    ("agent", |r, max| shorten_opt(&mut r.agent, max)),
-    ("model", |r, max| shorten_opt(&mut r.model, max)),
+    ("agent", |r, max| shorten_opt(&mut r.ran_by.agent, max)),
+    ("model", |r, max| shorten_opt(&mut r.ran_by.model, max)),
 ];
 
 /// The result as it will be written: at most [`RESULT_MAX_BYTES`] of JSON, with the

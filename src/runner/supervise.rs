@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::activity::Activity;
 use super::client::SessionHandle;
+use super::config::Timeouts;
 use super::events::EventLog;
 use super::outcome::{Interruption, TurnEnd};
 use super::process::{AgentProcess, exit_fields};
@@ -41,14 +42,11 @@ pub struct Supervision<'a> {
     pub alarms: &'a mut mpsc::UnboundedReceiver<StderrAlarm>,
     /// Lines on the agent's stdout that are not JSON-RPC.
     pub noise: &'a mut mpsc::UnboundedReceiver<String>,
-    /// No traffic for this long is a hang.
-    pub idle_timeout: Duration,
+    /// The attempt's timeouts: idle (a hang), total, grace (between `session/cancel` and
+    /// the kill).
+    pub timeouts: Timeouts,
     /// When the attempt must end.
     pub total_deadline: Instant,
-    /// The attempt's total timeout (for the report).
-    pub total_timeout: Duration,
-    /// Time between `session/cancel` and the kill.
-    pub grace: Duration,
     /// Cancels the attempt.
     pub cancel: &'a CancellationToken,
 }
@@ -113,7 +111,7 @@ pub async fn supervise(
             }
             () = sleep_until(idle_deadline), if !stopping => watch.idle_deadline_passed(),
             () = sleep_until(total_deadline), if !stopping => {
-                let timeout = watch.watched.total_timeout;
+                let timeout = watch.watched.timeouts.total;
                 watch.stop(Interruption::TotalTimeout(timeout), "total_timeout");
             }
             () = sleep_until(escalation_at), if watch.escalation.is_some() => {
@@ -143,15 +141,15 @@ struct Watch<'a> {
 impl Watch<'_> {
     /// When the agent counts as hung unless it sends ACP traffic before.
     fn idle_deadline(&self) -> Instant {
-        Instant::from_std(self.watched.activity.last_traffic() + self.watched.idle_timeout)
+        Instant::from_std(self.watched.activity.last_traffic() + self.watched.timeouts.idle)
     }
 
     /// The idle deadline seen at the start of the wait passed: the agent is stopped when it
     /// sent nothing since.
     fn idle_deadline_passed(&mut self) {
         let watched = &self.watched;
-        if watched.activity.last_traffic() + watched.idle_timeout <= std::time::Instant::now() {
-            let timeout = self.watched.idle_timeout;
+        if watched.activity.last_traffic() + watched.timeouts.idle <= std::time::Instant::now() {
+            let timeout = self.watched.timeouts.idle;
             self.stop(Interruption::IdleTimeout(timeout), "idle_timeout");
         }
     }
@@ -214,7 +212,7 @@ impl Watch<'_> {
             reason,
             self.session.as_ref(),
             self.watched.agent,
-            self.watched.grace,
+            self.watched.timeouts.grace,
         ));
     }
 

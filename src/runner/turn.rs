@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::protocol::TurnUsage;
 use super::reports;
-use crate::engine::attempt::Usage;
+use crate::engine::attempt::{Tokens, Usage};
 use crate::engine::sigils::{SigilScanner, Sigils};
 
 /// What the sigil scanner reads for an image, resource or other non-text content block.
@@ -130,8 +130,8 @@ impl TurnState {
         if self.usage.total_tokens() == 0
             && let Some((input, output)) = reports::tokens_in_response_meta(meta)
         {
-            self.usage.input_tokens = input;
-            self.usage.output_tokens = output;
+            self.usage.tokens.input = input;
+            self.usage.tokens.output = output;
         }
         if let Some(model) = reports::model_in_response_meta(meta) {
             self.model = Some(model);
@@ -158,10 +158,12 @@ impl TurnState {
 
     /// Takes in the token usage of the prompt response.
     pub fn record_turn_usage(&mut self, usage: &TurnUsage) {
-        self.usage.input_tokens = usage.input_tokens;
-        self.usage.output_tokens = usage.output_tokens;
-        self.usage.cache_read_tokens = usage.cached_read_tokens.unwrap_or(0);
-        self.usage.cache_write_tokens = usage.cached_write_tokens.unwrap_or(0);
+        self.usage.tokens = Tokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_read: usage.cached_read_tokens.unwrap_or(0),
+            cache_write: usage.cached_write_tokens.unwrap_or(0),
+        };
     }
 
     /// The sigils of the turn's agent messages (verdicts from the last one).

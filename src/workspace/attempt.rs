@@ -172,9 +172,7 @@ pub(crate) async fn commit_workspace(
         Net::Local,
     )
     .await?;
-    let commit = git
-        .ok(dir, &["rev-parse", "HEAD"], branch, Net::Local)
-        .await?;
+    let commit = git.commit_at(dir, "HEAD", branch).await?;
     Ok(CommitOutcome::Committed { commit })
 }
 
@@ -187,9 +185,7 @@ pub(crate) async fn rebase_onto(
 ) -> Result<Option<IntegrationOutcome>, WorkspaceError> {
     let dir = &ws.dir;
     let branch = ws.feature_branch.as_str();
-    let parent = git
-        .ok(dir, &["rev-parse", "HEAD^"], branch, Net::Local)
-        .await?;
+    let parent = git.commit_at(dir, "HEAD^", branch).await?;
     if parent == head {
         return Ok(None);
     }

@@ -221,6 +221,16 @@ impl Git {
         }
     }
 
+    /// The commit `rev` names in the repository at `cwd` (`HEAD`, `HEAD^`, a ref).
+    pub async fn commit_at(
+        &self,
+        cwd: &Path,
+        rev: &str,
+        git_ref: &str,
+    ) -> Result<String, WorkspaceError> {
+        self.ok(cwd, &["rev-parse", rev], git_ref, Net::Local).await
+    }
+
     /// Runs local commands in `cwd` one after the other; each must succeed.
     pub async fn ok_each(
         &self,

@@ -128,10 +128,7 @@ impl LocalRepo {
                 Net::Local,
             )
             .await?;
-        let start_commit = self
-            .git
-            .ok(dir, &["rev-parse", "HEAD"], &work_branch, Net::Local)
-            .await?;
+        let start_commit = self.git.commit_at(dir, "HEAD", &work_branch).await?;
         Ok(AttemptWorkspace {
             dir: PathBuf::from(dir_arg),
             attempt: AttemptRef::new(&self.feature, task, attempt),
@@ -156,17 +153,11 @@ impl LocalRepo {
         let branch = ws.feature_branch.as_str();
         let feature_ref = format!("refs/heads/{branch}");
         for attempt in 1..=self.options.max_push_attempts {
-            let head = self
-                .git
-                .ok(&ws.dir, &["rev-parse", &feature_ref], branch, Net::Local)
-                .await?;
+            let head = self.git.commit_at(&ws.dir, &feature_ref, branch).await?;
             if let Some(conflict) = rebase_onto(&self.git, ws, &head).await? {
                 return Ok(conflict);
             }
-            let commit = self
-                .git
-                .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
-                .await?;
+            let commit = self.git.commit_at(&ws.dir, "HEAD", branch).await?;
             let swap = self
                 .git
                 .run(

@@ -20,7 +20,7 @@ pub use attempt::{AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, Integ
 pub use error::WorkspaceError;
 pub use git::CredentialFiles;
 pub use local::{LocalRepo, local_work_branch};
-pub use remote::{RemoteRepo, attempt_dir, clone_work_branch, pushed_work_branch};
+pub use remote::{CloneFrom, RemoteRepo, attempt_dir, clone_work_branch, pushed_work_branch};
 pub use settings::{
     CommitAuthor, Credentials, RepoSettings, SettingsError, Transport, default_feature_branch,
     validate_branch_name, validate_url,

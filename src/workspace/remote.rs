@@ -12,6 +12,18 @@ use super::error::WorkspaceError;
 use super::git::{CredentialFiles, Git, Net};
 use super::settings::RepoSettings;
 
+/// Where an attempt's clone starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloneFrom {
+    /// The feature branch: a work attempt builds on the integrated work of the others.
+    FeatureBranch,
+    /// The task's pushed work branch ([`pushed_work_branch`]), for a verifier: the work
+    /// branch is at the work commit and `start_commit` is its parent, so
+    /// [`RemoteRepo::integrate`] after [`RemoteRepo::commit`] integrates the work (and
+    /// whatever the verifier changed).
+    PushedWork,
+}
+
 /// A Feature's repository on a git server.
 #[derive(Debug)]
 pub struct RemoteRepo {
@@ -84,17 +96,37 @@ impl RemoteRepo {
         Ok(refs.feature)
     }
 
-    /// Clones the feature branch (creating it from baseRef and pushing it the first time)
-    /// into `dir`, which must be absent or empty, and makes the work branch
-    /// `ralph/<feature>/<task>`.
+    /// Clones the attempt's start ([`CloneFrom`]) into `dir`, which must be absent or
+    /// empty, and makes the work branch `ralph/<feature>/<task>` there.
     pub async fn prepare(
         &self,
         dir: &Path,
         task: &str,
         attempt: u32,
+        from: CloneFrom,
     ) -> Result<AttemptWorkspace, WorkspaceError> {
         let work_branch = clone_work_branch(&self.feature, task);
-        super::settings::validate_branch_name("work branch", &work_branch)?;
+        let start_commit = match from {
+            CloneFrom::FeatureBranch => self.clone_feature_branch(dir, &work_branch).await?,
+            CloneFrom::PushedWork => self.clone_pushed_work(dir, task, &work_branch).await?,
+        };
+        Ok(AttemptWorkspace {
+            dir: dir.to_owned(),
+            attempt: AttemptRef::new(&self.feature, task, attempt),
+            work_branch,
+            feature_branch: self.feature_branch.clone(),
+            start_commit,
+        })
+    }
+
+    /// [`CloneFrom::FeatureBranch`], creating the feature branch from baseRef and pushing
+    /// it the first time. Returns the start commit: the feature branch's head.
+    async fn clone_feature_branch(
+        &self,
+        dir: &Path,
+        work_branch: &str,
+    ) -> Result<String, WorkspaceError> {
+        super::settings::validate_branch_name("work branch", work_branch)?;
         ensure_fresh_directory(dir)?;
         let url = self.settings.url.as_str();
         let feature_branch = self.feature_branch.as_str();
@@ -112,13 +144,12 @@ impl RemoteRepo {
         };
         self.clone_into(dir, clone_branch, "1").await?;
         let tracking = format!("refs/remotes/origin/{feature_branch}");
-        let local = Net::Local;
         self.git
             .ok(
                 dir,
                 &["remote", "set-branches", "origin", feature_branch],
                 feature_branch,
-                local,
+                Net::Local,
             )
             .await?;
         if refs.feature.is_none() {
@@ -127,61 +158,30 @@ impl RemoteRepo {
         let steps: [&[&str]; 3] = [
             &["checkout", "-q", "--detach"],
             &["branch", "-q", "-D", clone_branch],
-            &[
-                "checkout",
-                "-q",
-                "--no-track",
-                "-b",
-                &work_branch,
-                &tracking,
-            ],
+            &["checkout", "-q", "--no-track", "-b", work_branch, &tracking],
         ];
         self.git.ok_each(dir, &steps, feature_branch).await?;
-        let start_commit = self
-            .git
-            .ok(dir, &["rev-parse", "HEAD"], feature_branch, local)
-            .await?;
-        Ok(AttemptWorkspace {
-            dir: dir.to_owned(),
-            attempt: AttemptRef::new(&self.feature, task, attempt),
-            work_branch,
-            feature_branch: feature_branch.to_owned(),
-            start_commit,
-        })
+        self.git.commit_at(dir, "HEAD", feature_branch).await
     }
 
-    /// Clones the task's pushed work branch ([`pushed_work_branch`]) into `dir` (absent or
-    /// empty) for a verifier: the work branch `ralph/<feature>/<task>` is at the work
-    /// commit, and `start_commit` is its parent, so [`RemoteRepo::integrate`] after
-    /// [`RemoteRepo::commit`] integrates the work (and whatever the verifier changed).
-    pub async fn prepare_from_work_branch(
+    /// [`CloneFrom::PushedWork`]: the work branch is at the pushed work commit. Returns the
+    /// start commit: its parent.
+    async fn clone_pushed_work(
         &self,
         dir: &Path,
         task: &str,
-        attempt: u32,
-    ) -> Result<AttemptWorkspace, WorkspaceError> {
-        let work_branch = clone_work_branch(&self.feature, task);
+        work_branch: &str,
+    ) -> Result<String, WorkspaceError> {
         let pushed = pushed_work_branch(&self.feature, task);
         super::settings::validate_branch_name("work branch", &pushed)?;
         ensure_fresh_directory(dir)?;
         self.clone_into(dir, &pushed, "2").await?;
-        let local = Net::Local;
         let steps: [&[&str]; 2] = [
-            &["checkout", "-q", "--no-track", "-b", &work_branch],
+            &["checkout", "-q", "--no-track", "-b", work_branch],
             &["branch", "-q", "-D", &pushed],
         ];
         self.git.ok_each(dir, &steps, &pushed).await?;
-        let start_commit = self
-            .git
-            .ok(dir, &["rev-parse", "HEAD^"], &pushed, local)
-            .await?;
-        Ok(AttemptWorkspace {
-            dir: dir.to_owned(),
-            attempt: AttemptRef::new(&self.feature, task, attempt),
-            work_branch,
-            feature_branch: self.feature_branch.clone(),
-            start_commit,
-        })
+        self.git.commit_at(dir, "HEAD^", &pushed).await
     }
 
     /// Pushes the attempt's commit (see [`RemoteRepo::commit`]) to the task's
@@ -220,12 +220,10 @@ impl RemoteRepo {
                 Net::Local,
             )
             .await?;
-        self.git
-            .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
-            .await
+        self.git.commit_at(&ws.dir, "HEAD", branch).await
     }
 
-    /// For a verifier (see [`RemoteRepo::prepare_from_work_branch`]): puts the work branch
+    /// For a verifier (see [`CloneFrom::PushedWork`]): puts the work branch
     /// back at the pushed work commit and drops whatever the verifier left in the workspace
     /// (build output of the checks it ran), so that [`RemoteRepo::integrate`] integrates the
     /// worker's commit as it was verified. Unchanged when that commit changes nothing (see
@@ -256,10 +254,7 @@ impl RemoteRepo {
         if empty.success {
             return Ok(CommitOutcome::Unchanged);
         }
-        let commit = self
-            .git
-            .ok(&ws.dir, &["rev-parse", "HEAD"], &pushed, local)
-            .await?;
+        let commit = self.git.commit_at(&ws.dir, "HEAD", &pushed).await?;
         Ok(CommitOutcome::Committed { commit })
     }
 
@@ -299,19 +294,13 @@ impl RemoteRepo {
                 }
                 other => other?,
             };
-            let head = self
-                .git
-                .ok(&ws.dir, &["rev-parse", &tracking], branch, Net::Local)
-                .await?;
+            let head = self.git.commit_at(&ws.dir, &tracking, branch).await?;
             if let Some(conflict) = rebase_onto(&self.git, ws, &head).await? {
                 return Ok(conflict);
             }
             match push(&self.git, &ws.dir, &["--", url, &push_spec], branch, url).await {
                 Ok(PushEnd::Pushed) => {
-                    let commit = self
-                        .git
-                        .ok(&ws.dir, &["rev-parse", "HEAD"], branch, Net::Local)
-                        .await?;
+                    let commit = self.git.commit_at(&ws.dir, "HEAD", branch).await?;
                     return Ok(IntegrationOutcome::Integrated {
                         commit,
                         onto: head,

@@ -150,12 +150,8 @@ impl Harness {
         type_: &str,
         reason: &str,
     ) -> Condition {
-        let what = format!("feature {name} condition {type_} {reason}");
-        self.eventually(&what, || async {
-            let conditions = self.features().get(name).await.ok()?.status?.conditions;
-            condition_with(conditions, type_, reason)
-        })
-        .await
+        self.wait_for_condition(&self.features(), name, type_, reason)
+            .await
     }
 
     /// The condition `type_` of the Task's status, once it has that reason.
@@ -165,9 +161,21 @@ impl Harness {
         type_: &str,
         reason: &str,
     ) -> Condition {
-        let what = format!("task {name} condition {type_} {reason}");
+        self.wait_for_condition(&self.tasks(), name, type_, reason)
+            .await
+    }
+
+    /// The condition of `name`'s status with this type and reason, once it has it.
+    async fn wait_for_condition<K: WithConditions>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        type_: &str,
+        reason: &str,
+    ) -> Condition {
+        let what = format!("{} {name} condition {type_} {reason}", K::KIND);
         self.eventually(&what, || async {
-            let conditions = self.tasks().get(name).await.ok()?.status?.conditions;
+            let conditions = api.get(name).await.ok()?.conditions()?;
             condition_with(conditions, type_, reason)
         })
         .await
@@ -198,6 +206,21 @@ impl Harness {
     ) -> Feature {
         self.create_feature(feature_manifest(name, tasks, extra))
             .await
+    }
+
+    /// Creates a standalone Task `name` (one no Feature template made) with `spec`.
+    pub async fn create_task(&self, name: &str, spec: serde_json::Value) -> Task {
+        let task: Task = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1",
+            "kind": "Task",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec
+        }))
+        .expect("task manifest");
+        self.tasks()
+            .create(&PostParams::default(), &task)
+            .await
+            .expect("create task")
     }
 
     /// Merges `spec` into the Feature's spec (a new generation).
@@ -409,6 +432,33 @@ impl Harness {
 }
 
 /// The condition of type `type_` among `conditions`, if it has `reason`.
+/// An object whose status holds conditions.
+trait WithConditions:
+    kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync
+{
+    /// How errors name its kind.
+    const KIND: &'static str;
+
+    /// Its status's conditions, once it has a status.
+    fn conditions(self) -> Option<Vec<Condition>>;
+}
+
+impl WithConditions for Feature {
+    const KIND: &'static str = "feature";
+
+    fn conditions(self) -> Option<Vec<Condition>> {
+        Some(self.status?.conditions)
+    }
+}
+
+impl WithConditions for Task {
+    const KIND: &'static str = "task";
+
+    fn conditions(self) -> Option<Vec<Condition>> {
+        Some(self.status?.conditions)
+    }
+}
+
 fn condition_with(conditions: Vec<Condition>, type_: &str, reason: &str) -> Option<Condition> {
     conditions
         .into_iter()

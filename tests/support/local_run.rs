@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use ralph::local::store::{AttemptRow, EventRow, Store, TaskRow};
+use ralph::local::store::{AttemptRow, NewEvent, Store, TaskRow};
 
 #[path = "mentions.rs"]
 mod mentions;
@@ -182,8 +182,9 @@ impl Project {
     }
 
     /// Every event in log order.
-    pub fn events(&self) -> Vec<EventRow> {
-        self.store().events(0).expect("events")
+    pub fn events(&self) -> Vec<NewEvent> {
+        let rows = self.store().events(0).expect("events");
+        rows.into_iter().map(|row| row.event).collect()
     }
 
     /// Tasks in the order their attempts started (from the event log).

@@ -370,7 +370,7 @@ impl Ended {
     /// Asserts that the agent reported tokens both ways.
     pub fn assert_usage_reported(&self) {
         assert!(
-            self.result.usage.input_tokens > 0 && self.result.usage.output_tokens > 0,
+            self.result.usage.tokens.input > 0 && self.result.usage.tokens.output > 0,
             "usage tokens; result: {}\n{}",
             self.document,
             self.logs

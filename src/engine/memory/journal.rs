@@ -75,7 +75,7 @@ pub fn entry(facts: &AttemptFacts<'_>) -> JournalEntry {
         .filter(|d| !d.is_empty())
         .map(|d| cut(d, MAX_DETAIL_CHARS));
     let tokens =
-        facts.usage.total_tokens() + facts.usage.cache_read_tokens + facts.usage.cache_write_tokens;
+        facts.usage.total_tokens() + facts.usage.tokens.cache_read + facts.usage.tokens.cache_write;
     JournalEntry {
         task: facts.task.to_owned(),
         attempt: facts.attempt,

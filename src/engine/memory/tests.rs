@@ -3,7 +3,7 @@
 use super::journal::{self, AttemptFacts};
 use super::knowledge::{self, KnowledgeEntry};
 use super::*;
-use crate::engine::attempt::Usage;
+use crate::engine::attempt::{Tokens, Usage};
 use crate::engine::policy::AttemptOutcome;
 use crate::engine::sigils::{Knowledge, Sigils};
 
@@ -57,10 +57,8 @@ fn budgets(journal_chars: usize, knowledge_chars: usize) -> Budgets {
 #[test]
 fn an_entry_keeps_what_the_attempt_reported() {
     let usage = Usage {
-        input_tokens: 100,
-        output_tokens: 20,
+        tokens: Tokens::new(100, 20),
         cost_usd: Some(0.5),
-        ..Usage::default()
     };
     let sigils = Sigils {
         journal: vec!["  added tests  ".into()],

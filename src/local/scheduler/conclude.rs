@@ -86,7 +86,7 @@ pub fn policy(feature: &LocalFeature, row: &TaskRow) -> ConclusionPolicy {
     ConclusionPolicy::with_retry(RetryBackoff {
         base: feature.backoff_base,
         cap: feature.backoff_max,
-        max_retries: row.spec.max_retries.unwrap_or(feature.max_retries),
+        max_retries: row.spec.fields.max_retries.unwrap_or(feature.max_retries),
     })
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::attempt::Usage;
+use crate::engine::attempt::{Tokens, Usage};
 use crate::engine::testing;
 use crate::local::feature::LocalFeature;
 use crate::local::testing as local_testing;
@@ -23,7 +23,7 @@ fn conclude(row: &mut TaskRow, end: AttemptEnd) -> NextState {
 fn reported(result: crate::engine::attempt::AttemptResult) -> AttemptEnd {
     AttemptEnd::Reported(Box::new(crate::engine::attempt::AttemptResult {
         usage: Usage {
-            input_tokens: 7,
+            tokens: Tokens::new(7, 0),
             ..Usage::default()
         },
         ..result
@@ -34,7 +34,7 @@ fn reported(result: crate::engine::attempt::AttemptResult) -> AttemptEnd {
 fn a_done_sigil_makes_the_task_done_and_adds_its_usage() {
     let mut row = row(0);
     conclude(&mut row, reported(testing::done("t")));
-    assert_eq!((row.phase, row.usage.input_tokens), (TaskPhase::Done, 7));
+    assert_eq!((row.phase, row.usage.tokens.input), (TaskPhase::Done, 7));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use super::planner::Liveness;
 use crate::engine::lifecycle::{AttemptView, ClaimView, RunView};
 use crate::local::executor::Ended;
+use crate::local::process::ProcessId;
 use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
 
 /// An attempt whose task is Running.
@@ -14,10 +15,8 @@ pub(super) struct Live {
     pub number: u32,
     /// Task generation it was spawned for.
     pub generation: i64,
-    /// The runner process, once spawned.
-    pub pid: Option<u32>,
-    /// The runner's start time, to tell a reused pid apart.
-    pub pid_start: Option<i64>,
+    /// The runner process, once spawned (its start time once it reported it).
+    pub process: Option<ProcessId>,
     /// True for our own child; false for a runner left by an earlier `ralph run` (polled).
     pub child: bool,
     /// When it started, Unix ms.
@@ -50,8 +49,7 @@ impl Live {
             attempt,
             number,
             generation,
-            pid: None,
-            pid_start: None,
+            process: None,
             child: true,
             claimed: true,
             started_at_ms: now_ms,
@@ -77,8 +75,7 @@ impl Live {
             attempt: holder,
             number: attempt.map_or(row.attempt_count, |a| a.number),
             generation: attempt.map_or(row.generation, |a| a.generation),
-            pid: claim.and_then(|c| c.pid),
-            pid_start: claim.and_then(|c| c.pid_start),
+            process: claim.and_then(|c| c.process),
             child: false,
             claimed: claim.is_some(),
             started_at_ms: attempt.map_or(now_ms, |a| a.started_at_ms),
@@ -111,13 +108,13 @@ impl Live {
     /// The run as the lifecycle sees it; `alive` tells whether a runner of an earlier run
     /// still runs.
     pub fn run_view(&self, alive: Liveness) -> RunView {
-        match (&self.ended, self.pid) {
+        match (&self.ended, self.process) {
             (Some(ended), _) => RunView::Ended {
                 result: ended.result.clone().ok().map(Box::new),
                 reason: ended.result.clone().err(),
             },
             (None, None) => RunView::NotStarted,
-            (None, Some(pid)) if self.child || alive(pid, self.pid_start) => RunView::Running,
+            (None, Some(process)) if self.child || alive(&process) => RunView::Running,
             (None, Some(_)) => RunView::Missing,
         }
     }
@@ -129,6 +126,6 @@ impl Live {
 
     /// Whether its runner process still runs (spawned and not ended).
     pub fn is_running(&self) -> bool {
-        self.pid.is_some() && self.ended.is_none()
+        self.process.is_some() && self.ended.is_none()
     }
 }

@@ -21,6 +21,7 @@ use crate::engine::memory::Recall;
 use crate::engine::policy::FeatureEffect;
 use crate::engine::selection::{Rests, Selection};
 use crate::local::feature::LocalFeature;
+use crate::local::process::ProcessId;
 use crate::local::prompt;
 use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
 
@@ -30,7 +31,7 @@ const KILL_WINDOW: Duration = Duration::from_secs(3);
 const ORPHAN_POLL_MS: i64 = 250;
 
 /// Whether the runner process `pid` (started at the given time) still runs.
-pub(super) type Liveness = fn(u32, Option<i64>) -> bool;
+pub(super) type Liveness = fn(&ProcessId) -> bool;
 
 /// What the store holds when a run begins.
 #[derive(Debug)]
@@ -134,9 +135,9 @@ pub(super) struct Planner<'a> {
 fn node(row: &TaskRow) -> TaskNode {
     TaskNode {
         name: row.spec.name.clone(),
-        depends_on: row.spec.depends_on.clone(),
-        parent: row.spec.parent.clone(),
-        priority: row.spec.priority,
+        depends_on: row.spec.fields.depends_on.clone(),
+        parent: row.spec.fields.parent.clone(),
+        priority: row.spec.fields.priority,
         order: row.order,
         phase: row.phase,
     }

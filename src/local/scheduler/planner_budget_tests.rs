@@ -1,7 +1,7 @@
 //! The local planner and the feature's budget.
 
 use super::*;
-use crate::engine::attempt::{AttemptResult, Usage};
+use crate::engine::attempt::{AttemptResult, Tokens, Usage};
 use crate::engine::budget::{Budget, MicroUsd};
 use crate::engine::testing as results;
 use crate::local::testing::{feature, row, run_options, task};
@@ -49,9 +49,8 @@ fn running(plan: &mut Planner<'_>, name: &str) {
 fn done_spending(name: &str, input: u64, cost: Option<f64>) -> AttemptEnd {
     AttemptEnd::Reported(Box::new(AttemptResult {
         usage: Usage {
-            input_tokens: input,
+            tokens: Tokens::new(input, 0),
             cost_usd: cost,
-            ..Usage::default()
         },
         ..results::done(name)
     }))
@@ -148,7 +147,7 @@ fn a_run_resumed_over_a_spent_budget_says_so_and_starts_nothing() {
         stopped: None,
         rests: Default::default(),
         spent: UsageTotals {
-            input_tokens: 12,
+            tokens: Tokens::new(12, 0),
             ..UsageTotals::default()
         },
     };

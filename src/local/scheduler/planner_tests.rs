@@ -29,11 +29,14 @@ fn planner<'a>(feature: &'a LocalFeature, parallel: usize, rows: Vec<TaskRow>) -
 /// Attempt 1 of `task`, started by this run at `NOW`; its runner spawned as pid 42.
 fn spawned(task: &str) -> Live {
     let mut live = Live::started(lifecycle::attempt_id(task, 1), 1, 1, NOW, 30_000);
-    live.pid = Some(42);
+    live.process = Some(ProcessId {
+        pid: 42,
+        start: None,
+    });
     live
 }
 
-fn alive(_: u32, _: Option<i64>) -> bool {
+fn alive(_: &ProcessId) -> bool {
     true
 }
 

@@ -6,7 +6,6 @@ use super::{Run, RunError};
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::executor::{self, AttemptFiles, Ended};
-use crate::local::process;
 use crate::local::scheduler::live::Live;
 use crate::local::store::NewEvent;
 
@@ -37,10 +36,11 @@ impl Run<'_> {
                 now_ms,
                 claim_ms,
             );
-            match live.pid {
-                Some(pid) if process::is_alive(pid, live.pid_start) => {
+            match live.process {
+                Some(process) if process.is_alive() => {
                     let message = format!(
-                        "runner {holder} (pid {pid}) of an earlier run still runs; waiting for it"
+                        "runner {holder} (pid {}) of an earlier run still runs; waiting for it",
+                        process.pid
                     );
                     self.store.record_event(
                         now_ms,
@@ -62,9 +62,7 @@ impl Run<'_> {
         let Some(live) = self.plan.live(task) else {
             return Ok(());
         };
-        let gone = live
-            .pid
-            .is_none_or(|pid| !process::is_alive(pid, live.pid_start));
+        let gone = live.process.is_none_or(|process| !process.is_alive());
         if gone {
             let ended = self.leftover_result(&live.attempt.clone());
             let attempt = live.attempt.clone();

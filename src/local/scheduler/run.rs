@@ -19,10 +19,10 @@ use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::display::Display;
 use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
 use crate::local::feature::LocalFeature;
-use crate::local::process;
+use crate::local::process::{self, ProcessId};
 use crate::local::prompt;
 use crate::local::run_event::RunEvent;
-use crate::local::store::{AttemptClose, NewEvent, Store, Transition, keys};
+use crate::local::store::{AttemptClose, EndDetails, NewEvent, Store, Transition, keys};
 use crate::local::verify;
 use crate::local::worktree::AttemptWorktree;
 
@@ -153,17 +153,16 @@ impl<'a> Run<'a> {
         let Some(live) = self.plan.current(&report.task, &report.attempt) else {
             // A runner started in its worktree after its attempt was concluded (interrupted
             // while the worktree was prepared): it must not work, nor integrate anything.
-            if let Report::Spawned { pid, .. } = report.report {
-                process::kill_runner(pid);
+            if let Report::Spawned(runner) = report.report {
+                process::kill_runner(runner.pid);
             }
             return Ok(());
         };
         match report.report {
-            Report::Spawned { pid, start } => {
-                live.pid = Some(pid);
-                live.pid_start = start;
+            Report::Spawned(runner) => {
+                live.process = Some(runner);
                 self.store
-                    .set_claim_process(&report.task, &report.attempt, pid, start)?;
+                    .set_claim_process(&report.task, &report.attempt, runner)?;
             }
             Report::Activity(text) => self.display.show(&RunEvent::Activity {
                 task: report.task,
@@ -211,7 +210,7 @@ impl<'a> Run<'a> {
 
     /// Asks the planner what to do about a running task's attempt, and does it.
     fn decide_running(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
-        let actions = self.plan.running_actions(task, now_ms, process::is_alive);
+        let actions = self.plan.running_actions(task, now_ms, ProcessId::is_alive);
         self.execute(task, actions, now_ms)
     }
 
@@ -231,10 +230,10 @@ impl<'a> Run<'a> {
                 Action::DeleteRun => {
                     if let Some(live) = self.plan.untrack(task)
                         && live.is_orphan()
-                        && let Some(pid) = live.pid
-                        && process::is_alive(pid, live.pid_start)
+                        && let Some(runner) = live.process
+                        && runner.is_alive()
                     {
-                        process::kill_runner(pid);
+                        process::kill_runner(runner.pid);
                     }
                 }
                 Action::RequeueAt(at) => self.plan.wake_at(at),
@@ -351,7 +350,7 @@ impl<'a> Run<'a> {
         };
         match executor::start(&command, launch, worktree) {
             Ok(pid) => {
-                live.pid = pid;
+                live.process = pid.map(|pid| ProcessId { pid, start: None });
                 self.plan.track(task, live);
             }
             Err(error) => {
@@ -522,8 +521,8 @@ impl<'a> Run<'a> {
     /// The pid of `task`'s runner while it runs.
     fn running_pid(&self, task: &str) -> Option<u32> {
         let live = self.plan.live(task).filter(|live| live.is_running())?;
-        let pid = live.pid?;
-        (live.child || process::is_alive(pid, live.pid_start)).then_some(pid)
+        let runner = live.process?;
+        (live.child || runner.is_alive()).then_some(runner.pid)
     }
 
     fn warn(&mut self, task: &str, message: String) {
@@ -546,13 +545,15 @@ fn attempt_close(
         id: concluded.attempt.clone(),
         ended_at_ms: now_ms,
         outcome: next.decision.outcome.as_str().to_string(),
-        stop_reason: result
-            .and_then(|r| r.stop_reason.as_ref())
-            .map(|r| r.as_str().to_owned()),
-        crash: next.crash.clone(),
-        message: Some(next.message.clone()),
-        usage: next.usage.clone(),
-        result: result.and_then(|r| serde_json::to_string(r).ok()),
+        details: EndDetails {
+            stop_reason: result
+                .and_then(|r| r.stop_reason.as_ref())
+                .map(|r| r.as_str().to_owned()),
+            crash: next.crash.clone(),
+            message: Some(next.message.clone()),
+            usage: next.usage.clone(),
+            result: result.and_then(|r| serde_json::to_string(r).ok()),
+        },
     }
 }
 

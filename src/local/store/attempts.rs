@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, params};
 
-use super::rows::{AttemptClose, AttemptRow, ClaimRow, NewEvent, Transition};
+use super::rows::{AttemptClose, AttemptRow, ClaimRow, EndDetails, NewEvent, Transition};
 use super::{Store, StoreError, claims, events, keys, tasks, write_meta};
 use crate::engine::dag::TaskPhase;
 use crate::engine::verification::AttemptKind;
@@ -26,11 +26,13 @@ fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<(AttemptRow, String)> {
             started_at_ms: row.get(4)?,
             ended_at_ms: row.get(5)?,
             outcome: row.get(6)?,
-            stop_reason: row.get(7)?,
-            crash: row.get(8)?,
-            message: row.get(9)?,
-            usage: Default::default(),
-            result: row.get(11)?,
+            details: EndDetails {
+                stop_reason: row.get(7)?,
+                crash: row.get(8)?,
+                message: row.get(9)?,
+                usage: Default::default(),
+                result: row.get(11)?,
+            },
             kind: AttemptKind::parse(&row.get::<_, String>(12)?),
         },
         row.get(10)?,
@@ -38,7 +40,8 @@ fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<(AttemptRow, String)> {
 }
 
 fn close(conn: &Connection, close: &AttemptClose) -> Result<(), StoreError> {
-    let usage = serde_json::to_string(&close.usage).map_err(|error| StoreError::Corrupt {
+    let details = &close.details;
+    let usage = serde_json::to_string(&details.usage).map_err(|error| StoreError::Corrupt {
         what: format!("attempt {} usage", close.id),
         detail: error.to_string(),
     })?;
@@ -50,11 +53,11 @@ fn close(conn: &Connection, close: &AttemptClose) -> Result<(), StoreError> {
             close.id,
             close.ended_at_ms,
             close.outcome,
-            close.stop_reason,
-            close.crash,
-            close.message,
+            details.stop_reason,
+            details.crash,
+            details.message,
             usage,
-            close.result
+            details.result
         ],
     )?;
     Ok(())
@@ -101,8 +104,7 @@ impl Store {
             &ClaimRow {
                 task: task.to_string(),
                 holder: id.clone(),
-                pid: None,
-                pid_start: None,
+                process: None,
                 acquired_at_ms: now_ms,
                 expires_at_ms: now_ms + claim_ms,
             },
@@ -142,11 +144,7 @@ impl Store {
             started_at_ms: now_ms,
             ended_at_ms: None,
             outcome: None,
-            stop_reason: None,
-            crash: None,
-            message: None,
-            usage: Default::default(),
-            result: None,
+            details: EndDetails::default(),
         })
     }
 
@@ -188,7 +186,7 @@ impl Store {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         raws.into_iter()
             .map(|(mut attempt, usage)| {
-                attempt.usage =
+                attempt.details.usage =
                     serde_json::from_str(&usage).map_err(|error| StoreError::Corrupt {
                         what: format!("attempt {} usage", attempt.id),
                         detail: error.to_string(),

@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::ClaimRow;
 use super::{Store, StoreError};
+use crate::local::process::ProcessId;
 
 pub(super) fn load(conn: &Connection, task: &str) -> rusqlite::Result<Option<ClaimRow>> {
     conn.query_row(
@@ -17,11 +18,12 @@ pub(super) fn load(conn: &Connection, task: &str) -> rusqlite::Result<Option<Cla
 }
 
 fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<ClaimRow> {
+    let pid: Option<u32> = row.get(2)?;
+    let start: Option<i64> = row.get(3)?;
     Ok(ClaimRow {
         task: row.get(0)?,
         holder: row.get(1)?,
-        pid: row.get(2)?,
-        pid_start: row.get(3)?,
+        process: pid.map(|pid| ProcessId { pid, start }),
         acquired_at_ms: row.get(4)?,
         expires_at_ms: row.get(5)?,
     })
@@ -34,8 +36,8 @@ pub(super) fn insert(conn: &Connection, claim: &ClaimRow) -> rusqlite::Result<()
         params![
             claim.task,
             claim.holder,
-            claim.pid,
-            claim.pid_start,
+            claim.process.map(|p| p.pid),
+            claim.process.and_then(|p| p.start),
             claim.acquired_at_ms,
             claim.expires_at_ms
         ],
@@ -66,13 +68,12 @@ impl Store {
         &mut self,
         task: &str,
         holder: &str,
-        pid: u32,
-        pid_start: Option<i64>,
+        process: ProcessId,
     ) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
         tx.execute(
             "UPDATE claims SET pid = ?3, pid_start = ?4 WHERE task = ?1 AND holder = ?2",
-            params![task, holder, pid, pid_start],
+            params![task, holder, process.pid, process.start],
         )?;
         tx.commit()?;
         Ok(())

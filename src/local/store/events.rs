@@ -33,10 +33,12 @@ impl Store {
                 Ok(EventRow {
                     seq: row.get(0)?,
                     at_ms: row.get(1)?,
-                    task: row.get(2)?,
-                    attempt: row.get(3)?,
-                    kind: row.get(4)?,
-                    message: row.get(5)?,
+                    event: NewEvent {
+                        task: row.get(2)?,
+                        attempt: row.get(3)?,
+                        kind: row.get(4)?,
+                        message: row.get(5)?,
+                    },
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -62,7 +62,7 @@ pub(super) fn record(conn: &Connection, close: &AttemptClose) -> Result<(), Stor
     let outcome: AttemptOutcome =
         serde_json::from_value(serde_json::Value::String(close.outcome.clone()))
             .map_err(|e| corrupt(format!("attempt {} outcome", close.id), e))?;
-    let sigils = match close.result.as_deref() {
+    let sigils = match close.details.result.as_deref() {
         Some(json) => serde_json::from_str::<AttemptResult>(json)
             .map(|result| result.sigils)
             .unwrap_or_default(),
@@ -74,9 +74,9 @@ pub(super) fn record(conn: &Connection, close: &AttemptClose) -> Result<(), Stor
         outcome,
         started_at_ms: Some(started_at_ms),
         ended_at_ms: close.ended_at_ms,
-        usage: &close.usage,
+        usage: &close.details.usage,
         sigils: &sigils,
-        crash: close.crash.as_deref(),
+        crash: close.details.crash.as_deref(),
     });
     insert_journal(conn, &close.id, &entry)?;
     let learned: Vec<KnowledgeEntry> = sigils

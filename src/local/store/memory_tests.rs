@@ -1,9 +1,9 @@
 //! The local journal and knowledge, as closing attempts records them.
 
 use super::*;
-use crate::engine::attempt::{OutcomeClass, Usage};
+use crate::engine::attempt::{OutcomeClass, Tokens, Usage};
 use crate::engine::sigils::Knowledge;
-use crate::local::store::Transition;
+use crate::local::store::{EndDetails, Transition};
 use crate::local::testing::{self, task as spec};
 
 fn store_with(names: &[&str]) -> (tempfile::TempDir, Store) {
@@ -30,15 +30,15 @@ fn attempt(store: &mut Store, task: &str, at: i64, outcome: &str, sigils: Sigils
         id: row.id.clone(),
         ended_at_ms: at + 2_000,
         outcome: outcome.into(),
-        stop_reason: Some("end_turn".into()),
-        crash: None,
-        message: None,
-        usage: Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            ..Usage::default()
+        details: EndDetails {
+            stop_reason: Some("end_turn".into()),
+            usage: Usage {
+                tokens: Tokens::new(10, 5),
+                ..Usage::default()
+            },
+            result: Some(result(task, sigils)),
+            ..EndDetails::default()
         },
-        result: Some(result(task, sigils)),
     };
     store
         .apply(

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-pub use rows::{AttemptClose, AttemptRow, ClaimRow, EventRow, NewEvent, TaskRow, Transition};
+pub use rows::{
+    AttemptClose, AttemptRow, ClaimRow, EndDetails, EventRow, NewEvent, TaskRow, Transition,
+};
 pub use sync::SyncReport;
 
 use crate::engine::dag::TaskPhase;

@@ -1,9 +1,10 @@
 //! Plain values read from and written to the store.
 
-use crate::engine::attempt::Usage;
+use crate::engine::attempt::{AttemptResult, Usage};
 use crate::engine::dag::TaskPhase;
 use crate::engine::verification::AttemptKind;
 use crate::local::feature::LocalTask;
+use crate::local::process::ProcessId;
 
 /// One task's state.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,10 +46,8 @@ pub struct ClaimRow {
     pub task: String,
     /// The attempt ID holding the claim.
     pub holder: String,
-    /// The runner's process ID, once spawned.
-    pub pid: Option<u32>,
-    /// The runner's start time (clock ticks since boot), to tell a reused pid apart.
-    pub pid_start: Option<i64>,
+    /// The runner process, once spawned.
+    pub process: Option<ProcessId>,
     /// When the claim was taken, Unix ms.
     pub acquired_at_ms: i64,
     /// When the claim expires unless renewed, Unix ms.
@@ -74,6 +73,26 @@ pub struct AttemptRow {
     pub ended_at_ms: Option<i64>,
     /// Recorded outcome (done, failed, released, crashed, interrupted, lost ...).
     pub outcome: Option<String>,
+    /// What its end recorded besides the outcome (empty while it runs).
+    pub details: EndDetails,
+}
+
+/// How an attempt ended, to record on its row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptClose {
+    /// Attempt ID.
+    pub id: String,
+    /// End, Unix ms.
+    pub ended_at_ms: i64,
+    /// Recorded outcome.
+    pub outcome: String,
+    /// What else to record.
+    pub details: EndDetails,
+}
+
+/// What is recorded of an ended attempt besides its end time and outcome.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EndDetails {
     /// The agent's stop reason.
     pub stop_reason: Option<String>,
     /// Crash summary.
@@ -86,42 +105,22 @@ pub struct AttemptRow {
     pub result: Option<String>,
 }
 
-/// How an attempt ended, to record on its row.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AttemptClose {
-    /// Attempt ID.
-    pub id: String,
-    /// End, Unix ms.
-    pub ended_at_ms: i64,
-    /// Recorded outcome.
-    pub outcome: String,
-    /// The agent's stop reason.
-    pub stop_reason: Option<String>,
-    /// Crash summary.
-    pub crash: Option<String>,
-    /// Warning or explanation.
-    pub message: Option<String>,
-    /// Tokens and cost.
-    pub usage: Usage,
-    /// The runner's result document, as JSON.
-    pub result: Option<String>,
+impl EndDetails {
+    /// The runner's result document, read; `None` when there was none or it does not parse.
+    pub fn reported(&self) -> Option<AttemptResult> {
+        serde_json::from_str(self.result.as_deref()?).ok()
+    }
 }
 
-/// An entry of the event log.
+/// An entry of the event log: an appended [`NewEvent`] with its place and time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventRow {
     /// Sequence number (log order).
     pub seq: i64,
     /// When, Unix ms.
     pub at_ms: i64,
-    /// The task concerned.
-    pub task: Option<String>,
-    /// The attempt concerned.
-    pub attempt: Option<String>,
-    /// What happened (`claimed`, `started`, `done`, `retry`, ...).
-    pub kind: String,
-    /// Human-readable detail.
-    pub message: String,
+    /// What was appended.
+    pub event: NewEvent,
 }
 
 /// An event to append.
@@ -131,7 +130,7 @@ pub struct NewEvent {
     pub task: Option<String>,
     /// The attempt concerned.
     pub attempt: Option<String>,
-    /// What happened.
+    /// What happened (`claimed`, `started`, `done`, `retry`, ...).
     pub kind: String,
     /// Human-readable detail.
     pub message: String,

@@ -46,7 +46,7 @@ fn an_edited_task_bumps_its_generation_and_keeps_its_state() {
     let (_dir, mut store) = store_with(vec![spec("a", &[])]);
     update(&mut store, "a", |task| task.phase = TaskPhase::Done);
     let mut edited = spec("a", &[]);
-    edited.description = "Do it differently".to_string();
+    edited.fields.description = "Do it differently".to_string();
     let report = store.sync(&feature(vec![edited]), 2).expect("sync");
     assert_eq!(report.edited, vec!["a".to_string()]);
     let task = store.task("a").expect("a");
@@ -115,7 +115,7 @@ fn an_expired_claim_is_taken_over_by_the_next_attempt() {
         .events(0)
         .expect("events")
         .into_iter()
-        .map(|e| e.kind)
+        .map(|e| e.event.kind)
         .collect();
     assert!(kinds.contains(&"reclaimed".to_string()), "{kinds:?}");
 }
@@ -208,4 +208,12 @@ fn a_dead_run_owner_is_replaced() {
         store.meta(keys::RUN_OWNER).expect("meta").as_deref(),
         Some("2:2")
     );
+}
+
+#[test]
+fn a_task_spec_stored_by_an_earlier_version_reads_as_the_same_task() {
+    let stored = r#"{"name":"a","title":"Title of a","description":"Do a","dependsOn":["b"],
+        "parent":null,"priority":0,"maxRetries":null}"#;
+    let task: LocalTask = serde_json::from_str(stored).expect("reads");
+    assert_eq!(task, spec("a", &["b"]));
 }
