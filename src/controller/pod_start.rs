@@ -12,9 +12,14 @@
 //! Secret created a moment later recovers); and in any case when the claim expires first
 //! (the live read of the Pod before ruling a claim lost). Within the grace the Task and its
 //! Feature already show the problem (`Configured=False` with the kubelet's reason, one
-//! Warning Event on the Task); the Pod getting past it clears it.
+//! Warning Event on the Task); the Pod getting past it clears it. The halt is kept on the
+//! Task too ([`unrecorded_halt`]) and lifted when the Feature's spec changes
+//! ([`clear_on_spec_change`]).
 //!
-//! Everything here is pure but [`show_waiting`], which writes the Task's status.
+//! Everything here is pure but [`show_waiting`] and [`clear_on_spec_change`], which write
+//! the Task's status.
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Pod};
 use kube::runtime::reflector::ObjectRef;
@@ -24,7 +29,6 @@ use super::call::CallError;
 use super::context::Context;
 use super::decide::{Problem, TaskPlan};
 use super::pod::{AGENT_CONTAINER, FEATURE_LABEL, TASK_LABEL};
-use std::sync::Arc;
 
 use crate::api::{Feature, Task, TaskStatus, conditions};
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
@@ -283,8 +287,12 @@ fn result(pod: &Pod, problem: &StartProblem, at_ms: i64) -> AttemptResult {
     result
 }
 
-/// `<Reason>: agent Pod <ns>/<pod> cannot start: container <c> (image <i>): <kubelet's
-/// message>`. The leading reason is what [`problem_reason`] reads back.
+/// What [`describe`] says between the Pod and the container: with the leading reason, what
+/// marks a problem text as a Pod's that could not start.
+const CANNOT_START: &str = " cannot start: container ";
+
+/// `<Reason>: agent Pod <ns>/<pod> cannot start: container <c> (image <i>) waits: <the
+/// kubelet's message>`. The leading reason is what [`start_reason_of`] reads back.
 fn describe(pod: &Pod, problem: &StartProblem) -> String {
     let image = problem
         .image
@@ -297,7 +305,7 @@ fn describe(pod: &Pod, problem: &StartProblem) -> String {
         .map(|m| format!(": {}", bounded(m, MAX_KUBELET_MESSAGE_CHARS)))
         .unwrap_or_default();
     format!(
-        "{}: agent Pod {}/{} cannot start: container {}{image} waits{said}",
+        "{}: agent Pod {}/{}{CANNOT_START}{}{image} waits{said}",
         problem.reason,
         pod.namespace().unwrap_or_default(),
         pod.name_any(),
@@ -342,8 +350,12 @@ fn problem_reason(result: &AttemptResult) -> Option<&'static str> {
     if result.outcome != OutcomeClass::Misconfigured {
         return None;
     }
-    let problem = &result.misconfiguration.as_ref()?.problem;
-    reason_prefix(problem).filter(|_| problem.contains(" cannot start: container "))
+    start_reason_of(&result.misconfiguration.as_ref()?.problem)
+}
+
+/// The kubelet's reason a text [`describe`] wrote (or one that begins with it) starts with.
+fn start_reason_of(text: &str) -> Option<&'static str> {
+    reason_prefix(text).filter(|_| text.contains(CANNOT_START))
 }
 
 fn reason_prefix(text: &str) -> Option<&'static str> {
@@ -351,13 +363,10 @@ fn reason_prefix(text: &str) -> Option<&'static str> {
     condition_reason(reason)
 }
 
-/// The condition reason of a problem text that a Pod which could not start caused (the
-/// kubelet's reason it starts with), else `AgentMisconfigured`.
+/// The condition reason of a halt whose problem text is `text`: the kubelet's reason when a
+/// Pod that could not start caused it, else `AgentMisconfigured`.
 pub fn halt_reason(text: &str) -> &'static str {
-    match reason_prefix(text) {
-        Some(reason) if text.contains(" cannot start: container ") => reason,
-        _ => conditions::REASON_AGENT_MISCONFIGURED,
-    }
+    start_reason_of(text).unwrap_or(conditions::REASON_AGENT_MISCONFIGURED)
 }
 
 /// The problem a Task shows after an attempt whose Pod could not start (`None` for any
