@@ -10,6 +10,10 @@
 //!   tasks are done (the 10,000 finished Pods stay, under `--finished-pod-ttl`);
 //! - restart: a new controller process after the run, once its caches have filled.
 //!
+//! Each stage also prints the controller's GETs of single objects by resource (reads count
+//! against the client's QPS limit): in all up to the sync, per attempt in the run, and
+//! since the restart.
+//!
 //! Parts: `plain` (tasks with a name only, as `benches/controller.rs applied`) and
 //! `prompts` (a title and a 1 KiB prompt per task); `run` the run phase (picking only
 //! `plain` or `prompts` measures synced and restart). The controller inherits the bench's

@@ -113,3 +113,17 @@ async fn a_feature_is_read_at_most_once_per_generation() {
     assert!(h.server.count_requests(reads_feature("gens")) <= 2);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_feature_without_prompt_texts_is_never_read() {
+    let h = Harness::with_feature(
+        "bare",
+        json!([{"name": "a", "title": "Write a"}, {"name": "b", "title": "Write b"}]),
+        json!({"parallelism": 2}),
+    )
+    .await;
+    h.wait_for_pod("bare-a-a1").await;
+    h.wait_for_pod("bare-b-a1").await;
+    assert_eq!(h.server.count_requests(reads_feature("bare")), 0);
+    h.stop().await;
+}

@@ -733,8 +733,8 @@ enum WholeTasks {
 }
 
 /// The whole Tasks to apply for the templates `stale` (index, Task name) of the cached
-/// `feature`, built from the Feature's whole spec of the same generation
-/// ([`super::spec_cache`]). When the spec moved on, the watch brings the newer Feature and
+/// `feature`, built from the Feature's whole spec of the same generation (read,
+/// [`super::spec_cache`], unless the cached Feature is whole, [`super::trim::is_whole`]). When the spec moved on, the watch brings the newer Feature and
 /// its reconcile applies that.
 async fn stale_tasks(
     feature: &Feature,
@@ -744,17 +744,27 @@ async fn stale_tasks(
     if stale.is_empty() {
         return Ok(WholeTasks::Built(Vec::new()));
     }
-    let spec = ctx
-        .specs
-        .spec(&ctx.client, ctx.api_timeout, feature)
-        .await?;
-    let same_generation = spec
-        .as_ref()
-        .filter(|f| f.metadata.generation == feature.metadata.generation);
-    let Some(desired) = same_generation.and_then(|f| desired_tasks(f).ok()) else {
-        return Ok(WholeTasks::SpecMoved(
+    let moved = |stale: Vec<(usize, String)>| {
+        Ok(WholeTasks::SpecMoved(
             stale.into_iter().map(|(_, name)| name).collect(),
-        ));
+        ))
+    };
+    let read = match super::trim::is_whole(feature) {
+        true => None,
+        false => match ctx
+            .specs
+            .spec(&ctx.client, ctx.api_timeout, feature)
+            .await?
+        {
+            Some(read) => Some(read),
+            None => return moved(stale),
+        },
+    };
+    let whole = read.as_deref().unwrap_or(feature);
+    let same_generation = whole.metadata.generation == feature.metadata.generation;
+    let desired = match desired_tasks(whole) {
+        Ok(desired) if same_generation => desired,
+        _ => return moved(stale),
     };
     let mut desired: Vec<Option<Task>> = desired.into_iter().map(Some).collect();
     Ok(WholeTasks::Built(

@@ -65,7 +65,8 @@ pub const TEMPLATE_HASHES_ANNOTATION: &str = "ralph.dev/cached-template-hashes";
 /// their descriptions (the prompt texts, 1 KiB each is 10 MiB over 10,000 templates). What
 /// a reconcile needs of the texts is kept instead: each template's applied hash
 /// ([`TEMPLATE_HASHES_ANNOTATION`], read by [`template_hashes`]). The texts are read on
-/// demand ([`super::spec_cache`]): to apply a changed Task and to start an attempt.
+/// demand ([`super::spec_cache`]): to apply a changed Task and to start an attempt. A
+/// Feature without prompt texts is kept whole ([`is_whole`]: nothing to read on demand).
 /// `cached` is the cache's version of the Feature, if any: when it is of the same uid and
 /// generation (the spec has not changed, e.g. a status write), its hashes are taken over
 /// instead of hashing every template again.
@@ -77,6 +78,14 @@ pub fn trim_feature(feature: &mut Feature, cached: Option<&Feature>) {
         .filter(|c| c.metadata.uid == meta.uid && c.metadata.generation == meta.generation)
         .and_then(|c| c.annotations().get(TEMPLATE_HASHES_ANNOTATION).cloned());
     feature.annotations_mut().remove(TEMPLATE_HASHES_ANNOTATION);
+    if feature
+        .spec
+        .tasks
+        .iter()
+        .all(|t| t.fields.description.is_empty())
+    {
+        return;
+    }
     let hashes = match unchanged {
         Some(hashes) => hashes,
         // A watched object always has a uid; without one no Task can be applied from it.
@@ -95,6 +104,13 @@ pub fn trim_feature(feature: &mut Feature, cached: Option<&Feature>) {
     for template in &mut feature.spec.tasks {
         template.fields.description = String::new();
     }
+}
+
+/// True when `feature` holds its templates' texts: it was not trimmed, or had none to drop.
+pub fn is_whole(feature: &Feature) -> bool {
+    !feature
+        .annotations()
+        .contains_key(TEMPLATE_HASHES_ANNOTATION)
 }
 
 /// The applied hash of each of `feature`'s templates, in template order: those recorded
@@ -133,15 +149,18 @@ pub async fn descriptions(
         let template = siblings.get(*name).and_then(|t| template_name(feature, t));
         let mut text = None;
         if let Some(template) = template {
-            if spec.is_none() {
+            if spec.is_none() && !is_whole(feature) {
                 spec = ctx
                     .specs
                     .spec(&ctx.client, ctx.api_timeout, feature)
                     .await?;
             }
-            text = spec
-                .as_ref()
-                .and_then(|f| f.spec.tasks.iter().find(|t| t.name == template))
+            let whole = spec.as_deref().unwrap_or(feature);
+            text = whole
+                .spec
+                .tasks
+                .iter()
+                .find(|t| t.name == template)
                 .map(|t| t.fields.description.clone());
         }
         // A standalone Task, or a template gone from the newest spec: the Task holds what
@@ -611,6 +630,21 @@ mod tests {
             .annotations_mut()
             .insert(TEMPLATE_HASHES_ANNOTATION.to_owned(), "x,y".to_owned());
         assert!(template_hashes(&trimmed(&feature)).is_empty());
+    }
+
+    #[test]
+    fn a_feature_without_prompt_texts_is_cached_whole() {
+        let mut original = feature_with("");
+        original.spec.tasks[1].fields.description = String::new();
+        let feature = trimmed(&original);
+        assert!(is_whole(&feature));
+        assert_eq!(feature.spec, original.spec);
+    }
+
+    #[test]
+    fn a_feature_with_prompt_texts_is_not_cached_whole() {
+        assert!(is_whole(&feature_with("do a")));
+        assert!(!is_whole(&trimmed(&feature_with("do a"))));
     }
 
     #[test]
