@@ -217,7 +217,7 @@ impl Running {
         Self {
             agent,
             activity: Arc::new(Activity::new(config.heartbeat_file.clone())),
-            turn: Arc::new(Mutex::new(TurnState::default())),
+            turn: Arc::new(Mutex::new(TurnState::asking_for(config.model.clone()))),
             stderr,
             stderr_task,
             alarms,
@@ -341,7 +341,6 @@ impl Ended {
             verdict.crash = None;
             verdict.misconfiguration = Some(problem);
         }
-        let requested_model = config.model.clone();
         AttemptResult {
             outcome: verdict.outcome,
             stop_reason: verdict.stop_reason,
@@ -351,11 +350,7 @@ impl Ended {
             crash: verdict.crash,
             misconfiguration: verdict.misconfiguration,
             exhaustion: observations.exhaustion,
-            ran_by: RanBy {
-                agent: turn.agent.clone(),
-                model: turn.model.clone(),
-                requested_model,
-            },
+            ran_by: turn.ran_by.clone(),
             usage: turn.usage.clone(),
             timings: Timings {
                 started_at_ms,

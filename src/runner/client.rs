@@ -286,7 +286,7 @@ impl Setup {
         {
             let mut turn = lock(&handlers.turn);
             turn.phase = Phase::Initialized;
-            turn.agent = agent.clone();
+            turn.ran_by.agent = agent.clone();
             turn.initialize_ms = u64::try_from(self.started.elapsed().as_millis()).ok();
         }
         handlers.events.emit(
@@ -315,7 +315,7 @@ async fn new_session(
         let mut turn = lock(&handlers.turn);
         turn.phase = Phase::SessionCreated;
         if model.is_some() {
-            turn.model = model.clone();
+            turn.ran_by.model = model.clone();
         }
     }
     handlers.events.emit(

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::protocol::TurnUsage;
 use super::reports;
-use crate::engine::attempt::{Tokens, Usage};
+use crate::engine::attempt::{RanBy, Tokens, Usage};
 use crate::engine::sigils::{SigilScanner, Sigils};
 
 /// What the sigil scanner reads for an image, resource or other non-text content block.
@@ -56,12 +56,11 @@ pub struct TurnState {
     pub updates_in_turn: usize,
     /// Tokens and cost reported so far.
     pub usage: Usage,
-    /// The agent's name and version, from `initialize`.
-    pub agent: Option<String>,
+    /// The agent (its name and version, from `initialize`), the model the session uses
+    /// (as the agent last reported it) and the model the runner asked for.
+    pub ran_by: RanBy,
     /// From runner start to the answer to `initialize`, milliseconds.
     pub initialize_ms: Option<u64>,
-    /// The model the session uses, as the agent last reported it.
-    pub model: Option<String>,
     /// Errors the agent reported in this turn's session updates.
     pub reports: reports::TurnReports,
     /// The agent rejected the model the runner asked for (`--model`): no prompt was sent.
@@ -77,9 +76,8 @@ impl Default for TurnState {
             phase: Phase::default(),
             updates_in_turn: 0,
             usage: Usage::default(),
-            agent: None,
+            ran_by: RanBy::default(),
             initialize_ms: None,
-            model: None,
             reports: reports::TurnReports::default(),
             model_rejected: None,
             scanner: SigilScanner::new(),
@@ -89,6 +87,13 @@ impl Default for TurnState {
 }
 
 impl TurnState {
+    /// The state before `initialize`, the runner asking for `requested_model`.
+    pub fn asking_for(requested_model: Option<String>) -> TurnState {
+        let mut turn = TurnState::default();
+        turn.ran_by.requested_model = requested_model;
+        turn
+    }
+
     /// Takes in one `session/update` (raw JSON); returns its kind for the log.
     pub fn record_update(&mut self, update: &serde_json::Value) {
         let counted = self.phase == Phase::Prompted;
@@ -97,7 +102,7 @@ impl TurnState {
             self.reports.record(update);
         }
         if let Some(model) = reports::model_in_update(update) {
-            self.model = Some(model);
+            self.ran_by.model = Some(model);
         }
         match SessionUpdate::deserialize(update) {
             Ok(SessionUpdate::AgentMessageChunk(chunk))
@@ -134,7 +139,7 @@ impl TurnState {
             self.usage.tokens.output = output;
         }
         if let Some(model) = reports::model_in_response_meta(meta) {
-            self.model = Some(model);
+            self.ran_by.model = Some(model);
         }
     }
 

@@ -41,10 +41,8 @@ fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<(AttemptRow, String)> {
 
 fn close(conn: &Connection, close: &AttemptClose) -> Result<(), StoreError> {
     let details = &close.details;
-    let usage = serde_json::to_string(&details.usage).map_err(|error| StoreError::Corrupt {
-        what: format!("attempt {} usage", close.id),
-        detail: error.to_string(),
-    })?;
+    let usage = serde_json::to_string(&details.usage)
+        .map_err(|error| StoreError::corrupt(format!("attempt {} usage", close.id), error))?;
     conn.execute(
         "UPDATE attempts SET ended_at_ms = ?2, outcome = ?3, stop_reason = ?4, crash = ?5,
              message = ?6, usage = ?7, result = ?8
@@ -186,11 +184,9 @@ impl Store {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         raws.into_iter()
             .map(|(mut attempt, usage)| {
-                attempt.details.usage =
-                    serde_json::from_str(&usage).map_err(|error| StoreError::Corrupt {
-                        what: format!("attempt {} usage", attempt.id),
-                        detail: error.to_string(),
-                    })?;
+                attempt.details.usage = serde_json::from_str(&usage).map_err(|error| {
+                    StoreError::corrupt(format!("attempt {} usage", attempt.id), error)
+                })?;
                 Ok(attempt)
             })
             .collect()

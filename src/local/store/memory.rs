@@ -40,13 +40,6 @@ CREATE TABLE IF NOT EXISTS knowledge (
 );
 ";
 
-fn corrupt(what: String, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        what,
-        detail: error.to_string(),
-    }
-}
-
 /// Records the journal entry of the attempt `close` ends, and the knowledge it brought.
 pub(super) fn record(conn: &Connection, close: &AttemptClose) -> Result<(), StoreError> {
     let started: Option<(String, u32, i64)> = conn
@@ -61,7 +54,7 @@ pub(super) fn record(conn: &Connection, close: &AttemptClose) -> Result<(), Stor
     };
     let outcome: AttemptOutcome =
         serde_json::from_value(serde_json::Value::String(close.outcome.clone()))
-            .map_err(|e| corrupt(format!("attempt {} outcome", close.id), e))?;
+            .map_err(|e| StoreError::corrupt(format!("attempt {} outcome", close.id), e))?;
     let sigils = match close.details.result.as_deref() {
         Some(json) => serde_json::from_str::<AttemptResult>(json)
             .map(|result| result.sigils)
@@ -98,8 +91,8 @@ fn insert_journal(
     attempt: &str,
     entry: &JournalEntry,
 ) -> Result<(), StoreError> {
-    let json =
-        serde_json::to_string(entry).map_err(|e| corrupt(format!("journal of {attempt}"), e))?;
+    let json = serde_json::to_string(entry)
+        .map_err(|e| StoreError::corrupt(format!("journal of {attempt}"), e))?;
     let notes = entry.notes.join("\n");
     conn.execute(
         "INSERT OR IGNORE INTO journal (attempt, task, number, ended_at_ms, outcome, detail, notes, entry)
@@ -142,7 +135,9 @@ fn read_documents<T: serde::de::DeserializeOwned>(
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter()
-        .map(|(key, json)| serde_json::from_str(&json).map_err(|e| corrupt(what(&key), e)))
+        .map(|(key, json)| {
+            serde_json::from_str(&json).map_err(|e| StoreError::corrupt(what(&key), e))
+        })
         .collect()
 }
 
@@ -150,7 +145,7 @@ fn save_knowledge(conn: &Connection, book: &[KnowledgeEntry]) -> Result<(), Stor
     conn.execute("DELETE FROM knowledge", [])?;
     for entry in book {
         let json = serde_json::to_string(entry)
-            .map_err(|e| corrupt(format!("knowledge {:?}", entry.title), e))?;
+            .map_err(|e| StoreError::corrupt(format!("knowledge {:?}", entry.title), e))?;
         conn.execute(
             "INSERT INTO knowledge (key, recorded_at_ms, entry) VALUES (?1, ?2, ?3)",
             params![entry.key(), entry.recorded_at_ms, json],

@@ -83,6 +83,16 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// `what` (a record and field) holds a value that cannot be read or written: `detail`.
+    pub(crate) fn corrupt(what: impl Into<String>, detail: impl std::fmt::Display) -> Self {
+        StoreError::Corrupt {
+            what: what.into(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
 /// Handle on the state database of one local run.
 pub struct Store {
     conn: Connection,

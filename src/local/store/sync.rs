@@ -24,10 +24,7 @@ pub struct SyncReport {
 }
 
 fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|error| StoreError::Corrupt {
-        what: what.to_string(),
-        detail: error.to_string(),
-    })
+    serde_json::to_string(value).map_err(|error| StoreError::corrupt(what, error))
 }
 
 impl Store {
@@ -103,10 +100,8 @@ impl Store {
     pub fn feature(&self) -> Result<Option<LocalFeature>, StoreError> {
         self.meta(keys::FEATURE)?
             .map(|json| {
-                serde_json::from_str(&json).map_err(|error| StoreError::Corrupt {
-                    what: "feature spec".to_string(),
-                    detail: error.to_string(),
-                })
+                serde_json::from_str(&json)
+                    .map_err(|error| StoreError::corrupt("feature spec", error))
             })
             .transpose()
     }

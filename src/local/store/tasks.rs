@@ -9,13 +9,6 @@ use crate::engine::dag::TaskPhase;
 const COLUMNS: &str = "spec, ord, generation, phase, retry_count, attempt_count, \
     next_attempt_after_ms, previous_attempt, usage, removed";
 
-fn corrupt(what: String, detail: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        what,
-        detail: detail.to_string(),
-    }
-}
-
 struct RawTask {
     spec: String,
     ord: i64,
@@ -46,11 +39,13 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawTask> {
 
 fn decode(raw: RawTask) -> Result<TaskRow, StoreError> {
     let spec: crate::local::feature::LocalTask =
-        serde_json::from_str(&raw.spec).map_err(|error| corrupt("task spec".to_string(), error))?;
+        serde_json::from_str(&raw.spec).map_err(|error| StoreError::corrupt("task spec", error))?;
     let what = |field: &str| format!("task {:?} field {field}", spec.name);
-    let phase = TaskPhase::parse(&raw.phase).ok_or_else(|| corrupt(what("phase"), &raw.phase))?;
-    let usage = serde_json::from_str(&raw.usage).map_err(|error| corrupt(what("usage"), error))?;
-    let order = u64::try_from(raw.ord).map_err(|error| corrupt(what("ord"), error))?;
+    let phase = TaskPhase::parse(&raw.phase)
+        .ok_or_else(|| StoreError::corrupt(what("phase"), &raw.phase))?;
+    let usage = serde_json::from_str(&raw.usage)
+        .map_err(|error| StoreError::corrupt(what("usage"), error))?;
+    let order = u64::try_from(raw.ord).map_err(|error| StoreError::corrupt(what("ord"), error))?;
     Ok(TaskRow {
         spec,
         order,
@@ -87,7 +82,7 @@ pub(super) fn load(conn: &Connection, name: &str) -> Result<TaskRow, StoreError>
 /// Saves the mutable fields of a task row.
 pub(super) fn save(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> {
     let usage = serde_json::to_string(&task.usage)
-        .map_err(|error| corrupt(format!("task {:?} usage", task.name()), error))?;
+        .map_err(|error| StoreError::corrupt(format!("task {:?} usage", task.name()), error))?;
     let changed = conn.execute(
         "UPDATE tasks SET phase = ?2, retry_count = ?3, attempt_count = ?4,
              next_attempt_after_ms = ?5, previous_attempt = ?6, usage = ?7
