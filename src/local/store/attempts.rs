@@ -16,27 +16,28 @@ pub fn attempt_id(task: &str, number: u32) -> String {
     format!("{task}-a{number}")
 }
 
-fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<(AttemptRow, String)> {
-    Ok((
-        AttemptRow {
-            id: row.get(0)?,
-            task: row.get(1)?,
-            number: row.get(2)?,
-            generation: row.get(3)?,
-            started_at_ms: row.get(4)?,
-            ended_at_ms: row.get(5)?,
-            outcome: row.get(6)?,
-            details: EndDetails {
-                stop_reason: row.get(7)?,
-                crash: row.get(8)?,
-                message: row.get(9)?,
-                usage: Default::default(),
-                result: row.get(11)?,
-            },
-            kind: AttemptKind::parse(&row.get::<_, String>(12)?),
+/// Reads an attempt row: its columns ([`COLUMNS`]), the usage JSON decoded.
+fn decode(row: &rusqlite::Row<'_>) -> Result<AttemptRow, StoreError> {
+    let id: String = row.get(0)?;
+    let usage = serde_json::from_str(&row.get::<_, String>(10)?)
+        .map_err(|error| StoreError::corrupt(format!("attempt {id} usage"), error))?;
+    Ok(AttemptRow {
+        id,
+        task: row.get(1)?,
+        number: row.get(2)?,
+        generation: row.get(3)?,
+        started_at_ms: row.get(4)?,
+        ended_at_ms: row.get(5)?,
+        outcome: row.get(6)?,
+        details: EndDetails {
+            stop_reason: row.get(7)?,
+            crash: row.get(8)?,
+            message: row.get(9)?,
+            usage,
+            result: row.get(11)?,
         },
-        row.get(10)?,
-    ))
+        kind: AttemptKind::parse(&row.get::<_, String>(12)?),
+    })
 }
 
 fn close(conn: &Connection, close: &AttemptClose) -> Result<(), StoreError> {
@@ -179,17 +180,7 @@ impl Store {
             "SELECT {COLUMNS} FROM attempts WHERE (?1 IS NULL OR task = ?1)
              ORDER BY started_at_ms, task, number"
         ))?;
-        let raws = statement
-            .query_map([task], read)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        raws.into_iter()
-            .map(|(mut attempt, usage)| {
-                attempt.details.usage = serde_json::from_str(&usage).map_err(|error| {
-                    StoreError::corrupt(format!("attempt {} usage", attempt.id), error)
-                })?;
-                Ok(attempt)
-            })
-            .collect()
+        statement.query_and_then([task], decode)?.collect()
     }
 
     /// Number of attempts ever started (the feature's iterations).

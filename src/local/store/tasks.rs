@@ -1,6 +1,6 @@
 //! Reading and saving task rows; `task reset` and `task retry`.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
 use super::rows::{NewEvent, TaskRow};
 use super::{Store, StoreError, events};
@@ -9,74 +9,41 @@ use crate::engine::dag::TaskPhase;
 const COLUMNS: &str = "spec, ord, generation, phase, retry_count, attempt_count, \
     next_attempt_after_ms, previous_attempt, usage, removed";
 
-struct RawTask {
-    spec: String,
-    ord: i64,
-    generation: i64,
-    phase: String,
-    retry_count: u32,
-    attempt_count: u32,
-    next_attempt_after_ms: Option<i64>,
-    previous_attempt: Option<String>,
-    usage: String,
-    removed: bool,
-}
-
-fn raw(row: &Row<'_>) -> rusqlite::Result<RawTask> {
-    Ok(RawTask {
-        spec: row.get(0)?,
-        ord: row.get(1)?,
+/// Reads a task row: its columns ([`COLUMNS`]), the JSON and the phase decoded.
+fn decode(row: &Row<'_>) -> Result<TaskRow, StoreError> {
+    let spec: crate::local::feature::LocalTask = serde_json::from_str(&row.get::<_, String>(0)?)
+        .map_err(|error| StoreError::corrupt("task spec", error))?;
+    let what = |field: &str| format!("task {:?} field {field}", spec.name);
+    let order = u64::try_from(row.get::<_, i64>(1)?)
+        .map_err(|error| StoreError::corrupt(what("ord"), error))?;
+    let phase: String = row.get(3)?;
+    let phase =
+        TaskPhase::parse(&phase).ok_or_else(|| StoreError::corrupt(what("phase"), &phase))?;
+    let usage = serde_json::from_str(&row.get::<_, String>(8)?)
+        .map_err(|error| StoreError::corrupt(what("usage"), error))?;
+    Ok(TaskRow {
+        spec,
+        order,
         generation: row.get(2)?,
-        phase: row.get(3)?,
+        phase,
         retry_count: row.get(4)?,
         attempt_count: row.get(5)?,
         next_attempt_after_ms: row.get(6)?,
         previous_attempt: row.get(7)?,
-        usage: row.get(8)?,
-        removed: row.get(9)?,
-    })
-}
-
-fn decode(raw: RawTask) -> Result<TaskRow, StoreError> {
-    let spec: crate::local::feature::LocalTask =
-        serde_json::from_str(&raw.spec).map_err(|error| StoreError::corrupt("task spec", error))?;
-    let what = |field: &str| format!("task {:?} field {field}", spec.name);
-    let phase = TaskPhase::parse(&raw.phase)
-        .ok_or_else(|| StoreError::corrupt(what("phase"), &raw.phase))?;
-    let usage = serde_json::from_str(&raw.usage)
-        .map_err(|error| StoreError::corrupt(what("usage"), error))?;
-    let order = u64::try_from(raw.ord).map_err(|error| StoreError::corrupt(what("ord"), error))?;
-    Ok(TaskRow {
-        spec,
-        order,
-        generation: raw.generation,
-        phase,
-        retry_count: raw.retry_count,
-        attempt_count: raw.attempt_count,
-        next_attempt_after_ms: raw.next_attempt_after_ms,
-        previous_attempt: raw.previous_attempt,
         usage,
-        removed: raw.removed,
+        removed: row.get(9)?,
     })
 }
 
 pub(super) fn load_all(conn: &Connection) -> Result<Vec<TaskRow>, StoreError> {
     let mut statement = conn.prepare(&format!("SELECT {COLUMNS} FROM tasks ORDER BY ord, name"))?;
-    let raws = statement
-        .query_map([], raw)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    raws.into_iter().map(decode).collect()
+    statement.query_and_then([], decode)?.collect()
 }
 
 pub(super) fn load(conn: &Connection, name: &str) -> Result<TaskRow, StoreError> {
-    let found = conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM tasks WHERE name = ?1"),
-            [name],
-            raw,
-        )
-        .optional()?;
-    decode(found.ok_or_else(|| StoreError::UnknownTask(name.to_string()))?)
+    let mut statement = conn.prepare(&format!("SELECT {COLUMNS} FROM tasks WHERE name = ?1"))?;
+    let found = statement.query_and_then([name], decode)?.next();
+    found.unwrap_or_else(|| Err(StoreError::UnknownTask(name.to_string())))
 }
 
 /// Saves the mutable fields of a task row.

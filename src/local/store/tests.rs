@@ -217,3 +217,32 @@ fn a_task_spec_stored_by_an_earlier_version_reads_as_the_same_task() {
     let task: LocalTask = serde_json::from_str(stored).expect("reads");
     assert_eq!(task, spec("a", &["b"]));
 }
+
+#[test]
+fn a_corrupt_task_usage_is_an_error_naming_the_task_and_field() {
+    let (_dir, store) = store_with(vec![spec("a", &[])]);
+    store
+        .conn
+        .execute("UPDATE tasks SET usage = 'not json' WHERE name = 'a'", [])
+        .expect("corrupt the row");
+    let error = store.task("a").expect_err("corrupt");
+    assert!(
+        matches!(&error, StoreError::Corrupt { what, .. } if what == "task \"a\" field usage"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_corrupt_attempt_usage_is_an_error_naming_the_attempt() {
+    let (_dir, mut store) = store_with(vec![spec("a", &[])]);
+    store.start_attempt("a", 0, 1000).expect("start");
+    store
+        .conn
+        .execute("UPDATE attempts SET usage = 'not json'", [])
+        .expect("corrupt the row");
+    let error = store.attempts(None).expect_err("corrupt");
+    assert!(
+        matches!(&error, StoreError::Corrupt { what, .. } if what == "attempt a-a1 usage"),
+        "{error}"
+    );
+}
