@@ -18,6 +18,8 @@
 //!   resumption): pods/s and tasks/s, and every request each client sent (the limiter
 //!   counts reads too) per Pod and per task, by kind. The issue measured the real Job
 //!   controller on a real API server at QPS 500: 44.6–48.1 pods/s.
+//! - templated20, templated50, templated500: the same with 200 tasks (Pods) as the
+//!   Feature's templates, whose descriptions need no read.
 //!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -313,6 +315,8 @@ async fn applied_10k() {
 
 /// Tasks, and the Job's Pods, in the side-by-side runs: the issue's 500 instant ones.
 const SIDE_RUNS: usize = 500;
+/// Tasks, and Pods, in the templated side-by-side runs: the most a Feature holds.
+const SIDE_TEMPLATED_RUNS: usize = ralph::api::feature::MAX_TASKS;
 /// Parallelism of the side-by-side runs (the issue's).
 const SIDE_PARALLELISM: usize = 50;
 
@@ -373,7 +377,7 @@ fn per_run(by_kind: &BTreeMap<String, usize>, runs: usize) -> (f64, f64, f64) {
 
 /// The Job controller model with its own client under `qps` (burst twice that) on a server
 /// of its own, the kubelet stand-in finishing its Pods: Pods per second and its requests.
-async fn job_controller_run(qps: Option<f64>) -> (f64, BTreeMap<String, usize>) {
+async fn job_controller_run(qps: Option<f64>, runs: usize) -> (f64, BTreeMap<String, usize>) {
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let _kubelet = finish_every_pod_in(server.client_in(NS), NS, job_controller::JOB_LABEL);
@@ -381,26 +385,33 @@ async fn job_controller_run(qps: Option<f64>) -> (f64, BTreeMap<String, usize>) 
         qps.and_then(|qps| ralph::controller::client::ThrottleLayer::new(qps, (qps * 2.0) as u32));
     let client = ralph::controller::client::build(server.config(NS), throttle)
         .expect("Job controller client");
-    let pods_per_second = job_controller::run_job(client, NS, SIDE_RUNS, SIDE_PARALLELISM).await;
+    let pods_per_second = job_controller::run_job(client, NS, runs, SIDE_PARALLELISM).await;
     (pods_per_second, requests_by_kind(&server))
 }
 
-/// A `ralph controller` under `qps` (burst twice that) running a Feature of [`SIDE_RUNS`]
-/// standalone tasks at [`SIDE_PARALLELISM`], applied suspended and measured from its
-/// resumption: tasks per second and the controller's requests.
-async fn ralph_run(qps: Option<f64>) -> (f64, BTreeMap<String, usize>) {
+/// A `ralph controller` under `qps` (burst twice that) running a Feature of `runs` tasks
+/// (templated, or standalone Tasks) at [`SIDE_PARALLELISM`], applied suspended and measured
+/// from its resumption: tasks per second and the controller's requests.
+async fn ralph_run(
+    qps: Option<f64>,
+    runs: usize,
+    templated: bool,
+) -> (f64, BTreeMap<String, usize>) {
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let client = server.client_in(NS);
     create_agent_service_account(&client).await;
     let features: Api<Feature> = Api::namespaced(client.clone(), NS);
-    let mut manifest = feature("side", 0, SIDE_PARALLELISM);
+    let templates = if templated { runs } else { 0 };
+    let mut manifest = feature("side", templates, SIDE_PARALLELISM);
     manifest.spec.suspend = true;
     features
         .create(&PostParams::default(), &manifest)
         .await
         .expect("create feature");
-    create_standalone_tasks(&client, "side", SIDE_RUNS).await;
+    if !templated {
+        create_standalone_tasks(&client, "side", runs).await;
+    }
     let _controller = start_controller(&server, qps);
     let _agents = finish_every_pod(client.clone());
     loop {
@@ -409,7 +420,7 @@ async fn ralph_run(qps: Option<f64>) -> (f64, BTreeMap<String, usize>) {
             .await
             .ok()
             .and_then(|f| f.status)
-            .is_some_and(|s| s.counts.total as usize == SIDE_RUNS);
+            .is_some_and(|s| s.counts.total as usize == runs);
         if counted {
             break;
         }
@@ -422,10 +433,10 @@ async fn ralph_run(qps: Option<f64>) -> (f64, BTreeMap<String, usize>) {
         .patch("side", &PatchParams::default(), &Patch::Merge(&resume))
         .await
         .expect("resume feature");
-    while done_count(&features, "side").await < SIDE_RUNS {
+    while done_count(&features, "side").await < runs {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let tasks_per_second = SIDE_RUNS as f64 / started.elapsed().as_secs_f64();
+    let tasks_per_second = runs as f64 / started.elapsed().as_secs_f64();
     (tasks_per_second, requests_by_kind(&server))
 }
 
@@ -436,18 +447,24 @@ fn print_requests(by_kind: &BTreeMap<String, usize>, runs: usize) {
 }
 
 /// The Job controller model and ralph side by side at the client rate limit `qps` (none:
-/// unthrottled), 500 instant tasks at parallelism 50 each.
-async fn side_by_side(qps: Option<f64>) {
+/// unthrottled), at parallelism 50: 500 instant tasks as standalone Tasks, or 200 as the
+/// Feature's templates.
+async fn side_by_side(qps: Option<f64>, templated: bool) {
+    let (runs, kind) = if templated {
+        (SIDE_TEMPLATED_RUNS, "templated")
+    } else {
+        (SIDE_RUNS, "standalone")
+    };
     let limit = qps.map_or("unthrottled".to_owned(), |q| {
         format!("client QPS {q} (burst {})", q * 2.0)
     });
-    let (pods_per_second, job_requests) = job_controller_run(qps).await;
+    let (pods_per_second, job_requests) = job_controller_run(qps, runs).await;
     let job_load = load_average();
-    let (tasks_per_second, ralph_requests) = ralph_run(qps).await;
-    let (job_all, job_writes, job_reads) = per_run(&job_requests, SIDE_RUNS);
-    let (all, writes, reads) = per_run(&ralph_requests, SIDE_RUNS);
+    let (tasks_per_second, ralph_requests) = ralph_run(qps, runs, templated).await;
+    let (job_all, job_writes, job_reads) = per_run(&job_requests, runs);
+    let (all, writes, reads) = per_run(&ralph_requests, runs);
     println!(
-        "{limit}, {SIDE_RUNS} instant tasks at parallelism {SIDE_PARALLELISM}: \
+        "{limit}, {runs} instant {kind} tasks at parallelism {SIDE_PARALLELISM}: \
          Job controller model {pods_per_second:.1} pods/s ({job_all:.2} requests per Pod: \
          {job_writes:.2} writes, {job_reads:.2} reads; load {job_load}); \
          ralph {tasks_per_second:.1} tasks/s ({all:.2} requests per task: {writes:.2} writes, \
@@ -456,9 +473,9 @@ async fn side_by_side(qps: Option<f64>) {
         tasks_per_second / pods_per_second
     );
     println!("  Job controller model requests:");
-    print_requests(&job_requests, SIDE_RUNS);
+    print_requests(&job_requests, runs);
     println!("  ralph requests:");
-    print_requests(&ralph_requests, SIDE_RUNS);
+    print_requests(&ralph_requests, runs);
 }
 
 fn main() {
@@ -480,11 +497,14 @@ fn main() {
         }
         for qps in [20.0, 50.0, 500.0] {
             if runs(&format!("qps{qps}")) {
-                side_by_side(Some(qps)).await;
+                side_by_side(Some(qps), false).await;
+            }
+            if runs(&format!("templated{qps}")) {
+                side_by_side(Some(qps), true).await;
             }
         }
         if runs("unthrottled") {
-            side_by_side(None).await;
+            side_by_side(None, false).await;
         }
     });
 }
