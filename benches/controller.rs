@@ -9,11 +9,17 @@
 //!   all): tasks/s, API writes per attempt (by kind, Events included), controller CPU per task.
 //! - applied: 50 Features of 200 tasks (10,000 Tasks) applied at once: seconds until every
 //!   Feature has a status counting all its tasks, and the controller's RSS then.
-//! - qps50, qps500: at an equal client-side rate limit (`--kube-api-qps`, burst twice that),
-//!   a Job-controller-like baseline (per Pod: create it, see it finish, remove its tracking
-//!   finalizer; the Job's counts written at most once a second) runs 200 Pods, then ralph
-//!   runs a Feature of 200 tasks; both at parallelism 100, Pods finished by the same
-//!   stand-in: pods/s and tasks/s, writes per Pod and per task.
+//! - qps20, qps50, qps500, unthrottled: side by side at an equal client-side rate limit
+//!   (`--kube-api-qps`, burst twice that; kube-controller-manager's default is QPS 20),
+//!   each on a server of its own with the same latency and stand-in: a model of Kubernetes'
+//!   Job controller (`support/job_controller.rs`: what bounds the real one, read from its
+//!   source) runs one Job of 500 instant Pods at parallelism 50, then ralph runs a Feature
+//!   of 500 standalone tasks at parallelism 50 (applied suspended, measured from its
+//!   resumption): pods/s and tasks/s, and every request each client sent (the limiter
+//!   counts reads too) per Pod and per task, by kind. The issue measured the real Job
+//!   controller on a real API server at QPS 500: 44.6–48.1 pods/s.
+//! - templated20, templated50, templated500: the same with 200 tasks (Pods) as the
+//!   Feature's templates, whose descriptions need no read.
 //!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,18 +30,19 @@ mod controller_harness;
 mod controller_process;
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
+#[path = "support/job_controller.rs"]
+mod job_controller;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use controller_harness::finish_every_pod_with;
 use controller_process::{ControllerProcess, bench_parts};
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use ralph::api::Feature;
 
 const NS: &str = "bench";
@@ -157,10 +164,7 @@ fn kind_of(record: &RequestRecord) -> String {
 fn attempt_writes(server: &FakeApiServer) -> BTreeMap<String, usize> {
     let mut by_kind = BTreeMap::new();
     for record in server.requests() {
-        if !record.verb.is_write()
-            || record.status >= 400
-            || record.namespace.as_deref() == Some(BASELINE_NS)
-        {
+        if !record.verb.is_write() || record.status >= 400 {
             continue;
         }
         let kind = kind_of(&record);
@@ -309,143 +313,169 @@ async fn applied_10k() {
     );
 }
 
-/// Namespace of the Job-controller-like baseline.
-const BASELINE_NS: &str = "baseline";
-/// Pods (and tasks) run at an equal rate limit.
-const EQUAL_QPS_RUNS: usize = 200;
+/// Tasks, and the Job's Pods, in the side-by-side runs: the issue's 500 instant ones.
+const SIDE_RUNS: usize = 500;
+/// Tasks, and Pods, in the templated side-by-side runs: the most a Feature holds.
+const SIDE_TEMPLATED_RUNS: usize = ralph::api::feature::MAX_TASKS;
+/// Parallelism of the side-by-side runs (the issue's).
+const SIDE_PARALLELISM: usize = 50;
 
-/// A baseline Pod: like a Job's, with the Job's tracking finalizer.
-fn baseline_pod(index: usize) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": format!("baseline-{index}"),
-            "namespace": BASELINE_NS,
-            "labels": {"job-name": "baseline"},
-            "finalizers": ["batch.kubernetes.io/job-tracking"]
-        },
-        "spec": {"restartPolicy": "Never", "containers": [{
-            "name": "agent", "image": "agent:bench",
-            "command": ["agent", "--task", format!("p{index}")]
-        }]}
-    }))
-    .expect("baseline pod")
+/// The load average, to print beside figures measured on a shared machine.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
-/// What Kubernetes' Job controller does per Pod, with its own client limited to `qps`:
-/// create the Pod, see it finish in its watch, remove the tracking finalizer, and write the
-/// Job's counts (here a ConfigMap) at most once a second. Returns Pods per second.
-async fn job_baseline(server: &FakeApiServer, total: usize, parallelism: usize, qps: f64) -> f64 {
-    let throttle = ralph::controller::client::ThrottleLayer::new(qps, (qps * 2.0) as u32);
-    let client = ralph::controller::client::build(server.config(BASELINE_NS), throttle)
-        .expect("baseline client");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), BASELINE_NS);
-    let counts: Api<ConfigMap> = Api::namespaced(client.clone(), BASELINE_NS);
-    let job: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "baseline-job"}, "data": {"succeeded": "0"}
-    }))
-    .expect("job");
-    counts
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("create job status");
-    let create = |index: usize| {
-        let pods = pods.clone();
-        tokio::spawn(async move {
-            let _ = pods
-                .create(&PostParams::default(), &baseline_pod(index))
-                .await;
-        })
+/// A request's kind with its verb, and its status when refused.
+fn request_kind(record: &RequestRecord) -> String {
+    let kind = format!(
+        "{:?} {}",
+        record.verb,
+        kind_of(record).split_once(' ').map_or("", |k| k.1)
+    );
+    if record.status >= 400 {
+        format!("{kind} ({})", record.status)
+    } else {
+        kind
+    }
+}
+
+/// Requests a client of ours (a `ralph controller`, or the Job controller model) sent, by
+/// kind: everything the rate limiter counts, watches and refused requests included.
+fn requests_by_kind(server: &FakeApiServer) -> BTreeMap<String, usize> {
+    let mut by_kind = BTreeMap::new();
+    for record in server.requests() {
+        if record.user_agent.as_deref() == Some(ralph::controller::client::USER_AGENT) {
+            *by_kind.entry(request_kind(&record)).or_default() += 1;
+        }
+    }
+    by_kind
+}
+
+/// Requests per run: all, writes, reads (gets, lists and watches).
+fn per_run(by_kind: &BTreeMap<String, usize>, runs: usize) -> (f64, f64, f64) {
+    let count = |pick: &dyn Fn(&str) -> bool| {
+        by_kind
+            .iter()
+            .filter(|(kind, _)| pick(kind))
+            .map(|(_, n)| n)
+            .sum::<usize>() as f64
+            / runs as f64
     };
-    let started = Instant::now();
-    let mut created = 0;
-    while created < parallelism.min(total) {
-        create(created);
-        created += 1;
-    }
-    let mut stream = watcher(pods.clone(), watcher::Config::default().labels("job-name"))
-        .applied_objects()
-        .boxed();
-    let mut succeeded = BTreeSet::new();
-    let mut last_flush = Instant::now();
-    while succeeded.len() < total {
-        let Some(Ok(pod)) = stream.next().await else {
-            continue;
-        };
-        let done = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
-        if !done || !succeeded.insert(pod.name_any()) {
-            continue;
-        }
-        let (pods, name) = (pods.clone(), pod.name_any());
-        tokio::spawn(async move {
-            let patch = serde_json::json!({"metadata": {"finalizers": null}});
-            let _ = pods
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await;
-        });
-        if created < total {
-            create(created);
-            created += 1;
-        }
-        if last_flush.elapsed() >= Duration::from_secs(1) || succeeded.len() == total {
-            last_flush = Instant::now();
-            let patch = serde_json::json!({"data": {"succeeded": succeeded.len().to_string()}});
-            let _ = counts
-                .patch(
-                    "baseline-job",
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await;
-        }
-    }
-    total as f64 / started.elapsed().as_secs_f64()
+    let read = |kind: &str| {
+        ["Get ", "List ", "Watch "]
+            .iter()
+            .any(|v| kind.starts_with(v))
+    };
+    (
+        count(&|_| true),
+        count(&|kind| !read(kind) && !kind.starts_with("Discovery")),
+        count(&read),
+    )
 }
 
-/// Writes of the baseline (not the stand-in's Pod statuses, not the setup).
-fn baseline_writes(server: &FakeApiServer) -> usize {
-    server.count_requests(|r| {
-        r.verb.is_write()
-            && r.status < 400
-            && r.namespace.as_deref() == Some(BASELINE_NS)
-            && kind_of(r) != "PATCH pods/status"
-    })
-}
-
-/// The baseline and ralph at the same client-side rate limit.
-async fn equal_qps(qps: f64) {
+/// The Job controller model with its own client under `qps` (burst twice that) on a server
+/// of its own, the kubelet stand-in finishing its Pods: Pods per second and its requests.
+async fn job_controller_run(qps: Option<f64>, runs: usize) -> (f64, BTreeMap<String, usize>) {
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
-    let _kubelet = finish_every_pod_in(server.client_in(BASELINE_NS), BASELINE_NS, "job-name");
-    let pods_per_second = job_baseline(&server, EQUAL_QPS_RUNS, 100, qps).await;
-    let baseline_per_pod = (baseline_writes(&server) - 1) as f64 / EQUAL_QPS_RUNS as f64;
+    let _kubelet = finish_every_pod_in(server.client_in(NS), NS, job_controller::JOB_LABEL);
+    let throttle =
+        qps.and_then(|qps| ralph::controller::client::ThrottleLayer::new(qps, (qps * 2.0) as u32));
+    let client = ralph::controller::client::build(server.config(NS), throttle)
+        .expect("Job controller client");
+    let pods_per_second = job_controller::run_job(client, NS, runs, SIDE_PARALLELISM).await;
+    (pods_per_second, requests_by_kind(&server))
+}
 
+/// A `ralph controller` under `qps` (burst twice that) running a Feature of `runs` tasks
+/// (templated, or standalone Tasks) at [`SIDE_PARALLELISM`], applied suspended and measured
+/// from its resumption: tasks per second and the controller's requests.
+async fn ralph_run(
+    qps: Option<f64>,
+    runs: usize,
+    templated: bool,
+) -> (f64, BTreeMap<String, usize>) {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
     let client = server.client_in(NS);
     create_agent_service_account(&client).await;
-    let _controller = start_controller(&server, Some(qps));
-    let _agents = finish_every_pod(client.clone());
-    let features: Api<Feature> = Api::namespaced(client, NS);
-    let started = Instant::now();
+    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
+    let templates = if templated { runs } else { 0 };
+    let mut manifest = feature("side", templates, SIDE_PARALLELISM);
+    manifest.spec.suspend = true;
     features
-        .create(
-            &PostParams::default(),
-            &feature("equal", EQUAL_QPS_RUNS, 100),
-        )
+        .create(&PostParams::default(), &manifest)
         .await
         .expect("create feature");
-    while done_count(&features, "equal").await < EQUAL_QPS_RUNS {
+    if !templated {
+        create_standalone_tasks(&client, "side", runs).await;
+    }
+    let _controller = start_controller(&server, qps);
+    let _agents = finish_every_pod(client.clone());
+    loop {
+        let counted = features
+            .get("side")
+            .await
+            .ok()
+            .and_then(|f| f.status)
+            .is_some_and(|s| s.counts.total as usize == runs);
+        if counted {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let tasks_per_second = EQUAL_QPS_RUNS as f64 / started.elapsed().as_secs_f64();
-    let ralph_per_task =
-        attempt_writes(&server).values().sum::<usize>() as f64 / EQUAL_QPS_RUNS as f64;
+    server.clear_requests();
+    let started = Instant::now();
+    let resume = serde_json::json!({"spec": {"suspend": false}});
+    features
+        .patch("side", &PatchParams::default(), &Patch::Merge(&resume))
+        .await
+        .expect("resume feature");
+    while done_count(&features, "side").await < runs {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tasks_per_second = runs as f64 / started.elapsed().as_secs_f64();
+    (tasks_per_second, requests_by_kind(&server))
+}
+
+fn print_requests(by_kind: &BTreeMap<String, usize>, runs: usize) {
+    for (kind, count) in by_kind {
+        println!("    {kind:<34} {:.3}/run", *count as f64 / runs as f64);
+    }
+}
+
+/// The Job controller model and ralph side by side at the client rate limit `qps` (none:
+/// unthrottled), at parallelism 50: 500 instant tasks as standalone Tasks, or 200 as the
+/// Feature's templates.
+async fn side_by_side(qps: Option<f64>, templated: bool) {
+    let (runs, kind) = if templated {
+        (SIDE_TEMPLATED_RUNS, "templated")
+    } else {
+        (SIDE_RUNS, "standalone")
+    };
+    let limit = qps.map_or("unthrottled".to_owned(), |q| {
+        format!("client QPS {q} (burst {})", q * 2.0)
+    });
+    let (pods_per_second, job_requests) = job_controller_run(qps, runs).await;
+    let job_load = load_average();
+    let (tasks_per_second, ralph_requests) = ralph_run(qps, runs, templated).await;
+    let (job_all, job_writes, job_reads) = per_run(&job_requests, runs);
+    let (all, writes, reads) = per_run(&ralph_requests, runs);
     println!(
-        "client QPS {qps}: Job-controller-like baseline {pods_per_second:.1} pods/s \
-         ({baseline_per_pod:.2} writes per Pod); ralph {tasks_per_second:.1} tasks/s \
-         ({ralph_per_task:.2} writes per task, Task apply and Feature status not counted): \
-         {:.2} of the baseline",
+        "{limit}, {runs} instant {kind} tasks at parallelism {SIDE_PARALLELISM}: \
+         Job controller model {pods_per_second:.1} pods/s ({job_all:.2} requests per Pod: \
+         {job_writes:.2} writes, {job_reads:.2} reads; load {job_load}); \
+         ralph {tasks_per_second:.1} tasks/s ({all:.2} requests per task: {writes:.2} writes, \
+         {reads:.2} reads; load {}): {:.2} of the Job controller",
+        load_average(),
         tasks_per_second / pods_per_second
     );
+    println!("  Job controller model requests:");
+    print_requests(&job_requests, runs);
+    println!("  ralph requests:");
+    print_requests(&ralph_requests, runs);
 }
 
 fn main() {
@@ -465,10 +495,16 @@ fn main() {
         if runs("applied") {
             applied_10k().await;
         }
-        for qps in [50.0, 500.0] {
+        for qps in [20.0, 50.0, 500.0] {
             if runs(&format!("qps{qps}")) {
-                equal_qps(qps).await;
+                side_by_side(Some(qps), false).await;
             }
+            if runs(&format!("templated{qps}")) {
+                side_by_side(Some(qps), true).await;
+            }
+        }
+        if runs("unthrottled") {
+            side_by_side(None, false).await;
         }
     });
 }

@@ -1,8 +1,9 @@
 //! Claim Leases across attempts, against the fake API server. An attempt's conclusion spends
 //! its claim: the Lease is not released but left to expire; the task's next attempt (a
 //! retry, or a run after the task is set back to Pending) takes it over at once (one write;
-//! the fencing token counts the attempts); a spent claim holds no attempt slot; and the
-//! Leases go with their Tasks.
+//! the fencing token counts the attempts); a spent claim holds no attempt slot; the
+//! Leases go with their Tasks; and a claim whose Pod exists but whose start was never
+//! recorded is adopted, not made again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
@@ -158,5 +159,67 @@ async fn a_done_task_set_back_to_pending_takes_its_spent_claim_over_at_once() {
     let lease = h.leases().get("redo-a").await.expect("claim Lease");
     assert_eq!(claim::holder(&lease), Some("redo-a-a2"));
     assert_eq!(claim::lease_transitions(&lease), 1);
+    h.stop().await;
+}
+
+fn is_task_status_write(record: &RequestRecord) -> bool {
+    record.resource == "tasks"
+        && record.subresource.as_deref() == Some("status")
+        && record.verb.is_write()
+}
+
+#[tokio::test]
+async fn a_controller_restarted_between_the_pod_and_the_running_write_adopts_the_pod() {
+    // Every Task status write fails until after the restart: the claim and the Pod exist,
+    // the Task does not record the attempt.
+    let mut h = Harness::start_after(|server| {
+        server.fail_next(
+            usize::MAX,
+            is_task_status_write,
+            fake_apiserver::ApiError::new(500, "InternalError", "etcd is away"),
+        );
+    })
+    .await;
+    h.create_feature(feature_manifest(
+        "adopt",
+        serde_json::json!([{"name": "a"}]),
+        long_leases(),
+    ))
+    .await;
+    let pod = h.wait_for_pod("adopt-a-a1").await;
+    h.eventually("the Running write to be refused", || async {
+        let refused = h
+            .server
+            .count_requests(|r| is_task_status_write(r) && r.status == 500);
+        (refused > 0).then_some(())
+    })
+    .await;
+    h.restart_controller().await;
+    h.server.clear_faults();
+
+    let status = h
+        .eventually("the attempt to be recorded Running", || async {
+            let status = h.tasks().get("adopt-a").await.ok()?.status?;
+            (status.phase == TaskPhase::Running).then_some(status)
+        })
+        .await;
+    assert_eq!(status.attempt_count, 1);
+    let adopted = h.pods().get("adopt-a-a1").await.expect("the attempt's Pod");
+    assert_eq!(
+        adopted.metadata.uid, pod.metadata.uid,
+        "the same Pod, not a new one"
+    );
+    let lease = h.leases().get("adopt-a").await.expect("claim Lease");
+    assert_eq!(claim::holder(&lease), Some("adopt-a-a1"));
+    assert_eq!(
+        claim::lease_transitions(&lease),
+        0,
+        "the claim was not made again"
+    );
+
+    h.finish_done(&adopted).await;
+    h.wait_for_feature_phase("adopt", "Complete").await;
+    assert_eq!(h.task_status("adopt-a").await.attempt_count, 1);
+    assert!(!h.has_pod("adopt-a-a2").await);
     h.stop().await;
 }
