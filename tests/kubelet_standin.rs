@@ -401,22 +401,27 @@ async fn manual_waiting_leaves_the_pod_pending_with_the_kubelets_reason() {
     );
 }
 
-#[tokio::test]
-async fn node_never_pulls_an_image_of_an_invalid_registry() {
-    let cluster = Cluster::start().await;
-    let _kubelet = cluster.node();
+/// Pod `t-a1` of an image under a `.invalid` registry, created on the node, once it waits.
+async fn unpullable_pod_waiting(cluster: &Cluster) -> Pod {
     let unpullable = pod(
         "t-a1",
         json!({ "name": "agent", "image": "registry.invalid/agent:1", "command": ["true"] }),
         json!([]),
     );
     cluster.create(&unpullable).await;
-    let waiting = await_condition(cluster.pods.clone(), "t-a1", |pod: Option<&Pod>| {
+    await_condition(cluster.pods.clone(), "t-a1", |pod: Option<&Pod>| {
         pod.and_then(first_waiting).is_some()
     })
     .await
     .expect("watch")
-    .expect("pod");
+    .expect("pod")
+}
+
+#[tokio::test]
+async fn node_never_pulls_an_image_of_an_invalid_registry() {
+    let cluster = Cluster::start().await;
+    let _kubelet = cluster.node();
+    let waiting = unpullable_pod_waiting(&cluster).await;
     assert_eq!(phase(&waiting), "Pending");
     let (reason, message) = first_waiting(&waiting).unwrap_or_default();
     assert_eq!(reason, "ErrImagePull");
@@ -430,18 +435,7 @@ async fn node_never_pulls_an_image_of_an_invalid_registry() {
 async fn node_confirms_the_deletion_of_a_pod_it_could_not_start() {
     let cluster = Cluster::start().await;
     let _kubelet = cluster.node();
-    let unpullable = pod(
-        "t-a1",
-        json!({ "name": "agent", "image": "registry.invalid/agent:1", "command": ["true"] }),
-        json!([]),
-    );
-    cluster.create(&unpullable).await;
-    let waiting = await_condition(cluster.pods.clone(), "t-a1", |pod: Option<&Pod>| {
-        pod.and_then(first_waiting).is_some()
-    })
-    .await
-    .expect("watch")
-    .expect("pod");
+    let waiting = unpullable_pod_waiting(&cluster).await;
     let uid = waiting.metadata.uid.unwrap_or_default();
     cluster.delete_and_wait_until_gone("t-a1", &uid).await;
 }

@@ -10,6 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -266,6 +267,32 @@ impl E2e {
             full.extend(spec);
         }
         self.apply_feature(name, full).await;
+    }
+
+    /// Applies the Feature `name` of one task, "design", run by `agent` (a scripted agent's
+    /// spec, changed by the test), its Pods on this test's node.
+    pub async fn apply_one_task_feature(&self, name: &str, agent: Value) {
+        let spec = json!({
+            "agent": agent,
+            "podTemplate": self.pod_template(),
+            "tasks": [{ "name": "design", "description": "Design it." }],
+        });
+        self.apply_feature(name, spec).await;
+    }
+
+    /// Waits (bounded) until the Feature has condition `type_` with `status`; returns it.
+    pub async fn wait_for_condition(&mut self, name: &str, type_: &str, status: &str) -> Condition {
+        let features = self.features();
+        let what = format!("Feature {name} to be {type_}={status}");
+        self.eventually(&what, || async {
+            let feature = features.get_opt(name).await.ok().flatten()?;
+            feature
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == type_ && c.status == status)
+        })
+        .await
     }
 
     /// Merge-patches a Feature's spec.

@@ -66,22 +66,9 @@ async fn a_missing_agent_image_is_a_visible_condition_and_claims_nothing() {
     if let Some(agent) = agent.as_object_mut() {
         agent.remove("image");
     }
-    let spec = json!({
-        "agent": agent,
-        "podTemplate": e2e.pod_template(),
-        "tasks": [{ "name": "design", "description": "Design it." }],
-    });
-    e2e.apply_feature("imageless", spec).await;
-    let features = e2e.features();
+    e2e.apply_one_task_feature("imageless", agent).await;
     let condition = e2e
-        .eventually("Feature imageless to be Configured=False", || async {
-            let feature = features.get_opt("imageless").await.ok().flatten()?;
-            feature
-                .status?
-                .conditions
-                .into_iter()
-                .find(|c| c.type_ == "Configured" && c.status == "False")
-        })
+        .wait_for_condition("imageless", "Configured", "False")
         .await;
     assert_eq!(condition.reason, "MissingAgentImage");
     fake_apiserver::assert_mentions(&condition.message, &["spec.agent.image"]);

@@ -19,23 +19,10 @@ async fn an_agent_image_that_cannot_be_pulled_is_a_visible_condition_and_no_retr
     let mut e2e = E2e::setup("unpullable").await;
     let mut agent = e2e.scripted_agent("plan.script.yaml");
     agent["image"] = json!(UNPULLABLE);
-    let spec = json!({
-        "agent": agent,
-        "podTemplate": e2e.pod_template(),
-        "tasks": [{ "name": "design", "description": "Design it." }],
-    });
-    e2e.apply_feature("unpullable", spec).await;
+    e2e.apply_one_task_feature("unpullable", agent).await;
 
-    let features = e2e.features();
     let condition = e2e
-        .eventually("Feature unpullable to be Configured=False", || async {
-            let feature = features.get_opt("unpullable").await.ok().flatten()?;
-            feature
-                .status?
-                .conditions
-                .into_iter()
-                .find(|c| c.type_ == "Configured" && c.status == "False")
-        })
+        .wait_for_condition("unpullable", "Configured", "False")
         .await;
     assert!(
         PULL_REASONS.contains(&condition.reason.as_str()),
