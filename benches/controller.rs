@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use controller_harness::finish_every_pod_with;
-use controller_process::{ControllerProcess, bench_parts};
+use controller_process::{ControllerProcess, run_bench};
 use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -479,31 +479,25 @@ async fn side_by_side(qps: Option<f64>, templated: bool) {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     // `cargo bench --bench controller -- 100 applied` runs only those parts.
-    let picked = bench_parts();
-    let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
-    runtime.block_on(async {
+    run_bench(|parts| async move {
         for n in [100, 1_000, 10_000] {
-            if runs(&n.to_string()) {
+            if parts.runs(&n.to_string()) {
                 attempts(n).await;
             }
         }
-        if runs("applied") {
+        if parts.runs("applied") {
             applied_10k().await;
         }
         for qps in [20.0, 50.0, 500.0] {
-            if runs(&format!("qps{qps}")) {
+            if parts.runs(&format!("qps{qps}")) {
                 side_by_side(Some(qps), false).await;
             }
-            if runs(&format!("templated{qps}")) {
+            if parts.runs(&format!("templated{qps}")) {
                 side_by_side(Some(qps), true).await;
             }
         }
-        if runs("unthrottled") {
+        if parts.runs("unthrottled") {
             side_by_side(None, false).await;
         }
     });

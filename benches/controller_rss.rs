@@ -30,7 +30,7 @@ mod fake_apiserver;
 use std::time::{Duration, Instant};
 
 use controller_harness::{NS, create_agent_service_account, finish_every_pod_with};
-use controller_process::{ControllerProcess, bench_parts};
+use controller_process::{ControllerProcess, run_bench};
 use fake_apiserver::{FakeApiServer, Verb};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -316,24 +316,15 @@ async fn run_all(
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     // `cargo bench --bench controller_rss -- prompts` runs only that part; `run` adds the
-    // run to the picked parts (a release build runs 10,000 tasks in about a minute).
-    let picked = bench_parts();
-    let runs = |part: &str| picked.is_empty() || picked.iter().any(|p| p == part);
-    let contents = ["plain", "prompts"];
-    let any_content = picked.iter().any(|p| contents.contains(&p.as_str()));
-    let content_runs = |part: &str| !any_content || runs(part);
-    let with_run = runs("run");
-    runtime.block_on(async {
-        if content_runs("plain") {
-            measure(Content::Plain, with_run).await;
-        }
-        if content_runs("prompts") {
-            measure(Content::Prompts, with_run).await;
+    // run phase (10,000 tasks at the default client QPS: about 15 minutes in release).
+    run_bench(|parts| async move {
+        let content_named = parts.names_any(&["plain", "prompts"]);
+        let with_run = parts.runs("run");
+        for (content, name) in [(Content::Plain, "plain"), (Content::Prompts, "prompts")] {
+            if !content_named || parts.runs(name) {
+                measure(content, with_run).await;
+            }
         }
     });
 }

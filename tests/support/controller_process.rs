@@ -101,9 +101,35 @@ impl ControllerProcess {
 
 /// The parts a bench binary was asked to run (`cargo bench --bench NAME -- PART...`, flags
 /// left out); none named: every part.
-pub fn bench_parts() -> Vec<String> {
-    std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect()
+pub struct BenchParts(Vec<String>);
+
+impl BenchParts {
+    /// The parts named on the command line.
+    pub fn from_args() -> Self {
+        Self(
+            std::env::args()
+                .skip(1)
+                .filter(|a| !a.starts_with('-'))
+                .collect(),
+        )
+    }
+
+    /// True when `part` runs: it was named, or nothing was.
+    pub fn runs(&self, part: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|p| p == part)
+    }
+
+    /// True when any of `parts` was named.
+    pub fn names_any(&self, parts: &[&str]) -> bool {
+        self.0.iter().any(|p| parts.contains(&p.as_str()))
+    }
+}
+
+/// Runs a bench's `parts` on a multi-threaded runtime.
+pub fn run_bench<F: std::future::Future<Output = ()>>(parts: impl FnOnce(BenchParts) -> F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(parts(BenchParts::from_args()));
 }
