@@ -423,13 +423,14 @@ fn misconfiguration(
     recorded: Option<Problem>,
     effects: &FeatureEvents,
 ) -> Option<Problem> {
-    let halted = effects.halt_reason.as_ref().map(|reason| Problem {
-        reason: super::pod_start::halt_reason(reason),
+    let halted = effects.halt.as_ref().map(|halt| Problem {
+        reason: halt.reason,
         message: format!(
-            "the agent of Feature {}/{} is misconfigured: {reason}; fix spec.agent (image, \
+            "the agent of Feature {}/{} is misconfigured: {}; fix spec.agent (image, \
              command, credentials); no attempt starts until the Feature's spec changes",
             feature.namespace().unwrap_or_default(),
-            feature.name_any()
+            feature.name_any(),
+            halt.message
         ),
     });
     let still_recorded =

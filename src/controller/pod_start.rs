@@ -254,11 +254,7 @@ pub fn is_start_failure(view: &RunView) -> bool {
 fn ended(pod: &Pod, at_ms: i64) -> RunView {
     match never_started(pod, at_ms) {
         Some(result) => RunView::Ended {
-            reason: result
-                .misconfiguration
-                .as_ref()
-                .and_then(|m| reason_prefix(&m.problem))
-                .map(str::to_owned),
+            reason: problem_reason(&result).map(str::to_owned),
             result: Some(Box::new(result)),
         },
         None => RunView::Pending,
@@ -281,18 +277,15 @@ fn result(pod: &Pod, problem: &StartProblem, at_ms: i64) -> AttemptResult {
     result.misconfiguration = Some(Misconfiguration {
         problem: describe(pod, problem),
         fix: fix(pod, problem),
+        reason: Some(problem.reason.to_owned()),
     });
     result.timings.started_at_ms = created_ms(pod).unwrap_or(at_ms);
     result.timings.ended_at_ms = at_ms;
     result
 }
 
-/// What [`describe`] says between the Pod and the container: with the leading reason, what
-/// marks a problem text as a Pod's that could not start.
-const CANNOT_START: &str = " cannot start: container ";
-
 /// `<Reason>: agent Pod <ns>/<pod> cannot start: container <c> (image <i>) waits: <the
-/// kubelet's message>`. The leading reason is what [`start_reason_of`] reads back.
+/// kubelet's message>`.
 fn describe(pod: &Pod, problem: &StartProblem) -> String {
     let image = problem
         .image
@@ -305,7 +298,7 @@ fn describe(pod: &Pod, problem: &StartProblem) -> String {
         .map(|m| format!(": {}", bounded(m, MAX_KUBELET_MESSAGE_CHARS)))
         .unwrap_or_default();
     format!(
-        "{}: agent Pod {}/{}{CANNOT_START}{}{image} waits{said}",
+        "{}: agent Pod {}/{} cannot start: container {}{image} waits{said}",
         problem.reason,
         pod.namespace().unwrap_or_default(),
         pod.name_any(),
@@ -345,28 +338,13 @@ fn fix(pod: &Pod, problem: &StartProblem) -> String {
     }
 }
 
-/// The kubelet reason a result made here starts with.
-fn problem_reason(result: &AttemptResult) -> Option<&'static str> {
+/// The kubelet's reason of an attempt that ended misconfigured because its Pod could not
+/// start (`None` for any other result, an agent's own misconfiguration included).
+pub fn problem_reason(result: &AttemptResult) -> Option<&'static str> {
     if result.outcome != OutcomeClass::Misconfigured {
         return None;
     }
-    start_reason_of(&result.misconfiguration.as_ref()?.problem)
-}
-
-/// The kubelet's reason a text [`describe`] wrote (or one that begins with it) starts with.
-fn start_reason_of(text: &str) -> Option<&'static str> {
-    reason_prefix(text).filter(|_| text.contains(CANNOT_START))
-}
-
-fn reason_prefix(text: &str) -> Option<&'static str> {
-    let (reason, _) = text.split_once(": ")?;
-    condition_reason(reason)
-}
-
-/// The condition reason of a halt whose problem text is `text`: the kubelet's reason when a
-/// Pod that could not start caused it, else `AgentMisconfigured`.
-pub fn halt_reason(text: &str) -> &'static str {
-    start_reason_of(text).unwrap_or(conditions::REASON_AGENT_MISCONFIGURED)
+    condition_reason(result.misconfiguration.as_ref()?.reason.as_deref()?)
 }
 
 /// The problem a Task shows after an attempt whose Pod could not start (`None` for any

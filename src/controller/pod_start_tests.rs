@@ -229,19 +229,16 @@ fn the_condition_reason_of_a_pod_that_could_not_start_is_the_kubelets() {
     let problem = task_problem(result).unwrap_or_else(|| panic!("no problem"));
     assert_eq!(problem.reason, "CreateContainerConfigError");
     assert_eq!(
-        halt_reason(&misconfiguration(&view).problem),
-        "CreateContainerConfigError"
+        misconfiguration(&view).reason.as_deref(),
+        Some("CreateContainerConfigError")
     );
     assert!(halts_until_spec_changes(problem.reason));
 }
 
 #[test]
-fn an_agents_own_misconfiguration_keeps_its_reason() {
-    assert_eq!(
-        halt_reason("the agent binary claude is missing Fix: install it"),
-        conditions::REASON_AGENT_MISCONFIGURED
-    );
+fn an_agents_own_misconfiguration_naming_a_kubelet_reason_is_no_pod_start_problem() {
     let result = crate::engine::testing::misconfigured("t", "ErrImagePull: quoted", "x");
+    assert_eq!(problem_reason(&result), None);
     assert_eq!(task_problem(&result), None);
 }
 

@@ -227,8 +227,9 @@ pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
 pub struct FeatureEvents {
     /// An agent promised FAILURE with this reason.
     pub stop_reason: Option<String>,
-    /// The runner reported the agent misconfigured (the feature halts until its spec changes).
-    pub halt_reason: Option<String>,
+    /// An attempt ended misconfigured (the feature halts until its spec changes): the
+    /// condition reason, and what is wrong and how to fix it.
+    pub halt: Option<Problem>,
     /// The API server refused an agent Pod for a reason the user must fix.
     pub pod_rejected: Option<Problem>,
     /// An agent Pod waits for a start problem within its grace ([`super::pod_start`]).
@@ -248,8 +249,8 @@ impl FeatureEvents {
         if self.stop_reason.is_none() {
             self.stop_reason = other.stop_reason;
         }
-        if self.halt_reason.is_none() {
-            self.halt_reason = other.halt_reason;
+        if self.halt.is_none() {
+            self.halt = other.halt;
         }
         if self.pod_rejected.is_none() {
             self.pod_rejected = other.pod_rejected;

@@ -710,7 +710,14 @@ async fn ingest(
     write_status(ctx, task, &new_status).await?;
     match &decision.feature {
         FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),
-        FeatureEffect::Halt { reason } => effects.halt_reason = Some(reason.clone()),
+        FeatureEffect::Halt { reason } => {
+            effects.halt = Some(Problem {
+                reason: result
+                    .and_then(super::pod_start::problem_reason)
+                    .unwrap_or(crate::api::conditions::REASON_AGENT_MISCONFIGURED),
+                message: reason.clone(),
+            })
+        }
         FeatureEffect::None => {}
     }
     ctx.metrics.attempt_ended(decision.outcome.as_str());

@@ -174,6 +174,11 @@ pub struct Misconfiguration {
     pub problem: String,
     /// What the user should do about it.
     pub fix: String,
+    /// The condition reason naming the problem where one more precise than
+    /// `AgentMisconfigured` is known (the kubelet's waiting reason of an agent Pod that
+    /// could not start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The agent and model that ran an attempt: one definition for the runner's result and the

@@ -143,6 +143,7 @@ pub fn misconfigured(task: &str, problem: &str, fix: &str) -> AttemptResult {
         misconfiguration: Some(Misconfiguration {
             problem: problem.to_owned(),
             fix: fix.to_owned(),
+            reason: None,
         }),
         ..ended(task, OutcomeClass::Misconfigured)
     }

@@ -151,6 +151,7 @@ fn unstartable(command: &str, error: &std::io::Error) -> Option<Misconfiguration
     Some(Misconfiguration {
         problem,
         fix: fix.into(),
+        reason: None,
     })
 }
 
@@ -174,6 +175,7 @@ fn unwritable_workspace(workspace: &Workspace, error: &std::io::Error) -> Miscon
         fix: "give the runner a writable workspace directory (--workspace, or the volume \
               mounted at the workspace)"
             .into(),
+        reason: None,
     }
 }
 

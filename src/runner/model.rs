@@ -165,6 +165,7 @@ pub fn no_model_choice(model: &str) -> Misconfiguration {
         fix: "leave the Feature's spec.model unset and choose the model in the agent's own \
               configuration (e.g. its environment in spec.agent.env)"
             .to_owned(),
+        reason: None,
     }
 }
 
@@ -180,6 +181,7 @@ pub fn rejected(model: &str, reason: &str, offered: &[String]) -> Misconfigurati
         fix: "list only models the agent offers in the Feature's spec.model.models (or fix the \
               agent's <next-model> hint)"
             .to_owned(),
+        reason: None,
     }
 }
 

@@ -226,6 +226,7 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
             fix: "give the agent its credentials: an API key in its environment (for a \
                   Feature, spec.agent.env or a Secret in spec.agent.envFrom) or a login in its HOME"
                 .into(),
+            reason: None,
         });
     }
     let unstarted = matches!(
@@ -245,6 +246,7 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
                 stderr_note(&observations.stderr)
             ),
             fix: "install the agent in the image (or on PATH) or correct the agent command".into(),
+            reason: None,
         }),
         Some(126) if unstarted => Some(Misconfiguration {
             problem: format!(
@@ -252,6 +254,7 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
                 stderr_note(&observations.stderr)
             ),
             fix: "make the agent program executable or correct the agent command".into(),
+            reason: None,
         }),
         _ => None,
     }
@@ -267,6 +270,7 @@ pub fn not_acp(command: &str, line: &str) -> Misconfiguration {
         fix: "run the agent in its ACP mode (e.g. `claude-agent-acp`, `codex-acp`, \
               `gemini --acp`) and make sure nothing else writes to its stdout"
             .into(),
+        reason: None,
     }
 }
 

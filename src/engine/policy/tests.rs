@@ -419,6 +419,7 @@ fn misconfiguration_halts_the_feature_without_charging_a_retry() {
         misconfiguration: Some(Misconfiguration {
             problem: "agent command `claude-agent-acp` not found on PATH".into(),
             fix: "install the agent in the image or set spec.agent.command".into(),
+            reason: None,
         }),
         ..ended(OutcomeClass::Misconfigured)
     };
