@@ -455,22 +455,32 @@ async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_templa
     h.stop().await;
 }
 
-#[tokio::test]
-async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_changes() {
-    let h = Harness::start().await;
-    let pod = h.start_one_task_feature("halting").await;
-    let result = json!({
+/// The result of attempt 1 of task "a" of Feature `feature` whose agent binary is missing.
+fn misconfigured_result(feature: &str) -> String {
+    json!({
         "version": 1,
         "task": "a",
-        "attempt": "halting-a-a1",
+        "attempt": format!("{feature}-a-a1"),
         "outcome": "misconfigured",
         "exitCode": 127,
         "misconfiguration": {"problem": "claude-agent-acp: command not found",
                              "fix": "use an image that contains claude-agent-acp"},
         "timings": {"startedAtMs": 0, "endedAtMs": 1}
-    });
-    h.terminate_agent(&pod.name_any(), 127, "Error", Some(result.to_string()))
-        .await;
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_changes() {
+    let h = Harness::start().await;
+    let pod = h.start_one_task_feature("halting").await;
+    h.terminate_agent(
+        &pod.name_any(),
+        127,
+        "Error",
+        Some(misconfigured_result("halting")),
+    )
+    .await;
     let condition = h
         .wait_for_feature_condition("halting", "Configured", "AgentMisconfigured")
         .await;
@@ -482,6 +492,32 @@ async fn agent_reporting_misconfiguration_halts_the_feature_until_its_spec_chang
     let fixed = json!({"agent": {"image": "agent:fixed"}});
     h.patch_feature_spec("halting", fixed).await;
     h.wait_for_pod("halting-a-a2").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_feature_cache_behind_an_agents_misconfiguration_starts_no_new_pod() {
+    let h = Harness::start_lagging("features", Duration::from_millis(1500)).await;
+    let pod = h.start_one_task_feature("lagging").await;
+    h.terminate_agent(
+        &pod.name_any(),
+        127,
+        "Error",
+        Some(misconfigured_result("lagging")),
+    )
+    .await;
+    h.wait_for_task_condition("lagging-a", "Configured", "AgentMisconfigured")
+        .await;
+    // Reconciles triggered meanwhile read a Feature without the halt; the Task shows it.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    assert!(!h.has_pod("lagging-a-a2").await);
+    let status = h.task_status("lagging-a").await;
+    assert_eq!(
+        status.attempts[0].outcome,
+        Some(AttemptOutcome::Misconfigured)
+    );
+    assert_eq!(status.retry_count, 0);
     h.stop().await;
 }
 

@@ -347,13 +347,16 @@ pub fn problem_reason(result: &AttemptResult) -> Option<&'static str> {
     condition_reason(result.misconfiguration.as_ref()?.reason.as_deref()?)
 }
 
-/// The problem a Task shows after an attempt whose Pod could not start (`None` for any
-/// other result).
+/// The problem a Task shows after an attempt that ended misconfigured: the kubelet's
+/// reason when its Pod could not start, else `AgentMisconfigured` (`None` for any other
+/// result).
 pub fn task_problem(result: &AttemptResult) -> Option<Problem> {
-    let reason = problem_reason(result)?;
+    if result.outcome != OutcomeClass::Misconfigured {
+        return None;
+    }
     let misconfiguration = result.misconfiguration.as_ref()?;
     Some(Problem {
-        reason,
+        reason: problem_reason(result).unwrap_or(conditions::REASON_AGENT_MISCONFIGURED),
         message: format!(
             "{}; fix: {}",
             misconfiguration.problem, misconfiguration.fix
@@ -362,7 +365,9 @@ pub fn task_problem(result: &AttemptResult) -> Option<Problem> {
 }
 
 /// Sets the Task's `Configured` condition once its attempt ended: `False` with the
-/// kubelet's reason when its Pod could not start; `True` when the Pod got past a start
+/// kubelet's reason when its Pod could not start, `AgentMisconfigured` when the agent
+/// reported itself misconfigured (the Task keeps the halt too: [`unrecorded_halt`]);
+/// `True` when the Pod got past a start
 /// problem the Task showed within its grace; unchanged otherwise (a later attempt's Pod
 /// sets it back to `True`).
 pub fn record_on_task(
@@ -407,8 +412,8 @@ fn shown_within_grace(status: Option<&TaskStatus>) -> bool {
             .is_some_and(|c| is_within_grace(&c.message))
 }
 
-/// The halt the Feature's Tasks show: a Task whose attempt was ruled misconfigured because
-/// its Pod could not start (`Configured=False` with the kubelet's reason, past its grace).
+/// The halt the Feature's Tasks show: a Task whose attempt ended misconfigured
+/// (`Configured=False` with the kubelet's reason past its grace, or `AgentMisconfigured`).
 /// The Feature's status keeps the halt too, but its write may have failed, or a reconcile
 /// may read a Feature cache that has not caught up with it; the Tasks (read-your-writes)
 /// say it again, so no claim is made meanwhile. [`clear_on_spec_change`] lifts it.
@@ -419,7 +424,10 @@ pub fn unrecorded_halt(tasks: &[Arc<Task>]) -> Option<Problem> {
 fn halt_on(task: &Task) -> Option<Problem> {
     let status = task.status.as_ref()?;
     let c = conditions::find(&status.conditions, conditions::CONFIGURED)?;
-    let reason = condition_reason(&c.reason)?;
+    let reason = condition_reason(&c.reason).or_else(|| {
+        (c.reason == conditions::REASON_AGENT_MISCONFIGURED)
+            .then_some(conditions::REASON_AGENT_MISCONFIGURED)
+    })?;
     let ruled = c.status == conditions::STATUS_FALSE && !is_within_grace(&c.message);
     ruled.then(|| Problem {
         reason,

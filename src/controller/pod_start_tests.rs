@@ -239,7 +239,10 @@ fn the_condition_reason_of_a_pod_that_could_not_start_is_the_kubelets() {
 fn an_agents_own_misconfiguration_naming_a_kubelet_reason_is_no_pod_start_problem() {
     let result = crate::engine::testing::misconfigured("t", "ErrImagePull: quoted", "x");
     assert_eq!(problem_reason(&result), None);
-    assert_eq!(task_problem(&result), None);
+    assert_eq!(
+        task_problem(&result).map(|p| p.reason),
+        Some(crate::api::conditions::REASON_AGENT_MISCONFIGURED)
+    );
 }
 
 fn feature_configured(

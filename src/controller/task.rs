@@ -724,7 +724,7 @@ async fn ingest(
     // A done task is in its status and the Feature's counts; one Normal Event per finished
     // task would be most of the operator's writes. Every other outcome gets its Event.
     // A Pod that could not start had its Warning when the Task first showed the problem.
-    let shown = result.is_some_and(|r| super::pod_start::task_problem(r).is_some())
+    let shown = result.is_some_and(|r| super::pod_start::problem_reason(r).is_some())
         && super::pod_start::shown_on(task.status.as_ref());
     if !(shown
         || (decision.outcome == AttemptOutcome::Done && decision.event.kind == EventKind::Normal))
