@@ -127,3 +127,21 @@ async fn a_feature_without_prompt_texts_is_never_read() {
     assert_eq!(h.server.count_requests(reads_feature("bare")), 0);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_slow_read_of_one_feature_holds_up_no_other_feature() {
+    // Under the controller's API timeout (5 s), far over a reconcile's own time.
+    let slow_read = std::time::Duration::from_millis(4_500);
+    let h =
+        Harness::start_after(|server| server.add_latency(reads_feature("slow"), slow_read)).await;
+    h.create("slow", independent(1), json!({})).await;
+    // Let Feature slow's first reconcile start its read.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    h.create("quick", independent(1), json!({})).await;
+
+    let pod = h.wait_for_pod("quick-t0-a1").await;
+    assert!(prompt_of(&pod).contains("Write step 0."));
+    let slow_task = h.tasks().get_opt("slow-t0").await.expect("get Task");
+    assert!(slow_task.is_none(), "Feature slow is still being read");
+    h.stop().await;
+}

@@ -5,6 +5,7 @@
 //! cache is small and bounded ([`MAX_ENTRIES`], [`MAX_TEXT_BYTES`]): least recently used
 //! entries go first.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,8 +31,9 @@ pub const FEATURES_APPLYING: usize = 8;
 #[derive(Clone)]
 pub struct SpecCache {
     entries: Arc<Mutex<Vec<Entry>>>,
-    /// Held while a spec is read: attempts starting together share one read.
-    reading: Arc<tokio::sync::Mutex<()>>,
+    /// The Features being read, by uid, each with the lock its readers share: attempts of
+    /// one Feature starting together share one read, while other Features' reads go on.
+    reading: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     applying: Arc<tokio::sync::Semaphore>,
 }
 
@@ -68,7 +70,8 @@ impl SpecCache {
         if let Some(hit) = self.get(&uid, generation) {
             return Ok(Some(hit));
         }
-        let _reading = self.reading.lock().await;
+        let gate = lock(&self.reading).entry(uid.clone()).or_default().clone();
+        let _reading = gate.lock().await;
         if let Some(hit) = self.get(&uid, generation) {
             return Ok(Some(hit));
         }
@@ -80,15 +83,19 @@ impl SpecCache {
             format!("get Feature {namespace}/{name}"),
             api.get_opt(&name),
         )
-        .await?;
-        Ok(live
-            .filter(|f| f.metadata.uid.as_deref() == Some(uid.as_str()))
-            .map(|mut feature| {
-                trim_metadata(&mut feature.metadata);
-                let feature = Arc::new(feature);
-                self.insert(feature.clone());
-                feature
-            }))
+        .await
+        .map(|live| {
+            live.filter(|f| f.metadata.uid.as_deref() == Some(uid.as_str()))
+                .map(|mut feature| {
+                    trim_metadata(&mut feature.metadata);
+                    let feature = Arc::new(feature);
+                    self.insert(feature.clone());
+                    feature
+                })
+        });
+        // Kept before the gate goes: readers waiting on it, or arriving now, find the entry.
+        lock(&self.reading).remove(&uid);
+        live
     }
 
     /// A turn to build and apply a Feature's changed Tasks ([`FEATURES_APPLYING`] at once);
