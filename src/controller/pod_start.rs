@@ -34,6 +34,7 @@ use crate::api::{Feature, Task, TaskStatus, conditions};
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::{RunView, attempt_id};
+use crate::engine::policy::cut_chars;
 
 /// How long after its Pod was created a container may wait for a reason that can clear by
 /// itself before the attempt is ruled misconfigured: the kubelet retries a failed pull
@@ -152,7 +153,7 @@ pub fn trimmed_waiting(status: &ContainerStatus) -> Option<(ContainerStateWaitin
     let message = waiting
         .message
         .as_deref()
-        .map(|m| bounded(m, MAX_KUBELET_MESSAGE_CHARS));
+        .map(|m| cut_chars(m.trim(), MAX_KUBELET_MESSAGE_CHARS));
     Some((
         ContainerStateWaiting {
             reason: Some(reason.to_owned()),
@@ -295,7 +296,7 @@ fn describe(pod: &Pod, problem: &StartProblem) -> String {
     let said = problem
         .message
         .as_deref()
-        .map(|m| format!(": {}", bounded(m, MAX_KUBELET_MESSAGE_CHARS)))
+        .map(|m| format!(": {}", cut_chars(m.trim(), MAX_KUBELET_MESSAGE_CHARS)))
         .unwrap_or_default();
     format!(
         "{}: agent Pod {}/{} cannot start: container {}{image} waits{said}",
@@ -525,14 +526,6 @@ pub async fn show_waiting(
         None => false,
     };
     Ok((problem, written))
-}
-
-fn bounded(text: &str, max_chars: usize) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -645,7 +645,12 @@ fn crash_summary(result: &AttemptResult) -> String {
 
 /// Cuts text to [`MAX_SUMMARY_CHARS`] characters, marking the cut.
 fn bounded(text: &str) -> String {
-    match text.char_indices().nth(MAX_SUMMARY_CHARS) {
+    cut_chars(text, MAX_SUMMARY_CHARS)
+}
+
+/// `text` cut to `max_chars` characters, the cut marked with `…`.
+pub fn cut_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
     }
