@@ -147,7 +147,7 @@ async fn judge(
     };
     let tasks = super::pod_start::clear_on_spec_change(ctx, feature, tasks, now_ms).await?;
     let recorded = status::recorded_misconfiguration(feature)
-        .or_else(|| super::pod_start::unrecorded_halt(&tasks));
+        .or_else(|| super::pod_start::halt_shown_by_tasks(&tasks));
     let mut start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
     let rests = ctx
         .rests

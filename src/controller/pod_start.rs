@@ -13,7 +13,7 @@
 //! (the live read of the Pod before ruling a claim lost). Within the grace the Task and its
 //! Feature already show the problem (`Configured=False` with the kubelet's reason, one
 //! Warning Event on the Task); the Pod getting past it clears it. The halt is kept on the
-//! Task too ([`unrecorded_halt`]) and lifted when the Feature's spec changes
+//! Task too ([`halt_shown_by_tasks`]) and lifted when the Feature's spec changes
 //! ([`clear_on_spec_change`]).
 //!
 //! Everything here is pure but [`show_waiting`] and [`clear_on_spec_change`], which write
@@ -34,7 +34,7 @@ use crate::api::{Feature, Task, TaskStatus, conditions};
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::{RunView, attempt_id};
-use crate::engine::policy::cut_chars;
+use crate::engine::policy::{AttemptOutcome, cut_chars};
 
 /// How long after its Pod was created a container may wait for a reason that can clear by
 /// itself before the attempt is ruled misconfigured: the kubelet retries a failed pull
@@ -178,10 +178,6 @@ pub fn with_start_problem(pod: Option<&Pod>, view: RunView, now_ms: i64) -> RunV
     }
 }
 
-/// The words that mark a problem still within its grace (the attempt goes on): a Feature
-/// condition with them is no halt.
-const WITHIN_GRACE: &str = "the attempt ends as misconfigured at";
-
 /// The problem the Task and its Feature show as soon as the agent Pod waits for a start
 /// problem that is still within its grace (the kubelet keeps trying; `None` once ruled).
 pub fn waiting_problem(pod: &Pod, now_ms: i64) -> Option<Problem> {
@@ -190,17 +186,13 @@ pub fn waiting_problem(pod: &Pod, now_ms: i64) -> Option<Problem> {
     (at > now_ms).then(|| Problem {
         reason: problem.reason,
         message: format!(
-            "{}; {WITHIN_GRACE} {} unless the kubelet starts it first; fix: {}",
+            "{}; the attempt ends as misconfigured at {} unless the kubelet starts it first; \
+             fix: {}",
             describe(pod, &problem),
             super::status::time(at).0,
             fix(pod, &problem)
         ),
     })
-}
-
-/// True when a condition message is a [`waiting_problem`]'s: the attempt still goes on.
-pub fn is_within_grace(message: &str) -> bool {
-    message.contains(WITHIN_GRACE)
 }
 
 /// When the start problem of `pod`, still within its grace at `now_ms`, ends its attempt:
@@ -367,7 +359,7 @@ pub fn task_problem(result: &AttemptResult) -> Option<Problem> {
 
 /// Sets the Task's `Configured` condition once its attempt ended: `False` with the
 /// kubelet's reason when its Pod could not start, `AgentMisconfigured` when the agent
-/// reported itself misconfigured (the Task keeps the halt too: [`unrecorded_halt`]);
+/// reported itself misconfigured (the Task keeps the halt too: [`halt_shown_by_tasks`]);
 /// `True` when the Pod got past a start
 /// problem the Task showed within its grace; unchanged otherwise (a later attempt's Pod
 /// sets it back to `True`).
@@ -386,7 +378,8 @@ pub fn record_on_task(
             generation,
             super::status::time(now_ms),
         ),
-        None if shown_within_grace(Some(status)) => started(generation, now_ms),
+        // Shown, and this attempt ended otherwise: its Pod got past the problem.
+        None if shown_on(Some(status)) => started(generation, now_ms),
         None => return,
     };
     conditions::set_condition(&mut status.conditions, condition);
@@ -406,19 +399,29 @@ fn started(
     )
 }
 
+/// True when the Task shows a start problem ([`shown_on`]) of an attempt that goes on: its
+/// grace has not ended (a ruled attempt has its outcome recorded).
 fn shown_within_grace(status: Option<&TaskStatus>) -> bool {
-    shown_on(status)
-        && status
-            .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
-            .is_some_and(|c| is_within_grace(&c.message))
+    shown_on(status) && status.is_some_and(|s| last_outcome(s).is_none())
 }
 
-/// The halt the Feature's Tasks show: a Task whose attempt ended misconfigured
-/// (`Configured=False` with the kubelet's reason past its grace, or `AgentMisconfigured`).
-/// The Feature's status keeps the halt too, but its write may have failed, or a reconcile
-/// may read a Feature cache that has not caught up with it; the Tasks (read-your-writes)
-/// say it again, so no claim is made meanwhile. [`clear_on_spec_change`] lifts it.
-pub fn unrecorded_halt(tasks: &[Arc<Task>]) -> Option<Problem> {
+/// The outcome of the Task's latest attempt; `None` while it runs (or before the first).
+fn last_outcome(status: &TaskStatus) -> Option<AttemptOutcome> {
+    status
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.number == status.attempt_count)
+        .and_then(|a| a.outcome)
+}
+
+/// The halt the Feature's Tasks show: a Task whose latest attempt ended `misconfigured`
+/// and that shows why (`Configured=False` with the kubelet's reason, or
+/// `AgentMisconfigured`); a start problem within its grace is no halt (the attempt goes
+/// on). The Tasks decide, not the Feature's condition: its write may have failed, or a
+/// reconcile may read a Feature cache that has not caught up with it, while the Tasks are
+/// read with this process's writes applied. [`clear_on_spec_change`] lifts it.
+pub fn halt_shown_by_tasks(tasks: &[Arc<Task>]) -> Option<Problem> {
     tasks.iter().find_map(|task| halt_on(task))
 }
 
@@ -429,7 +432,8 @@ fn halt_on(task: &Task) -> Option<Problem> {
         (c.reason == conditions::REASON_AGENT_MISCONFIGURED)
             .then_some(conditions::REASON_AGENT_MISCONFIGURED)
     })?;
-    let ruled = c.status == conditions::STATUS_FALSE && !is_within_grace(&c.message);
+    let ruled = c.status == conditions::STATUS_FALSE
+        && last_outcome(status) == Some(AttemptOutcome::Misconfigured);
     ruled.then(|| Problem {
         reason,
         message: c.message.clone(),
@@ -437,7 +441,7 @@ fn halt_on(task: &Task) -> Option<Problem> {
 }
 
 /// Once the Feature's spec changed since its status was last written (the user's fix),
-/// sets `Configured=True` on the Tasks that show a halt ([`unrecorded_halt`]), so the next
+/// sets `Configured=True` on the Tasks that show a halt ([`halt_shown_by_tasks`]), so the next
 /// attempt may start; returns the Tasks as they are now.
 pub async fn clear_on_spec_change(
     ctx: &Context,

@@ -266,33 +266,19 @@ fn feature_configured(
 }
 
 #[test]
-fn a_feature_halted_for_a_pod_that_could_not_start_stays_halted_until_its_spec_changes() {
-    let message = "the agent of Feature team/f is misconfigured: ErrImagePull: agent Pod \
-                   team/f-a-a1 cannot start: container agent waits";
-    let held = super::super::status::recorded_misconfiguration(&feature_configured(
-        "ErrImagePull",
-        message,
-        3,
-        3,
-    ));
-    assert_eq!(held.map(|p| p.reason), Some("ErrImagePull"));
-    let after_a_spec_change = feature_configured("ErrImagePull", message, 3, 4);
-    assert_eq!(
-        super::super::status::recorded_misconfiguration(&after_a_spec_change),
-        None
-    );
-}
-
-#[test]
-fn a_start_problem_within_its_grace_does_not_halt_the_feature() {
+fn a_pod_start_problem_on_the_feature_alone_is_no_halt() {
     let pod = agent_waiting("ErrImagePull", "denied");
     let waiting = waiting_problem(&pod, CREATED_MS).unwrap_or_else(|| panic!("not shown"));
-    assert!(is_within_grace(&waiting.message));
-    let feature = feature_configured("ErrImagePull", &waiting.message, 3, 3);
-    assert_eq!(
-        super::super::status::recorded_misconfiguration(&feature),
-        None
-    );
+    let ruled = "the agent of Feature team/f is misconfigured: ErrImagePull: agent Pod \
+                 team/f-a-a1 cannot start: container agent waits";
+    for message in [waiting.message.as_str(), ruled] {
+        let feature = feature_configured("ErrImagePull", message, 3, 3);
+        assert_eq!(
+            super::super::status::recorded_misconfiguration(&feature),
+            None,
+            "{message}"
+        );
+    }
 }
 
 #[test]
@@ -305,15 +291,25 @@ fn a_start_problem_is_shown_until_its_grace_ends_and_then_ruled() {
     assert_eq!(ruling_due(&pod, end), None);
 }
 
-fn task_configured(status: &str, reason: &str, message: &str) -> std::sync::Arc<crate::api::Task> {
+/// A Task on its first attempt (ended with `outcome`, or running) showing `Configured`.
+fn task_configured(
+    status: &str,
+    reason: &str,
+    message: &str,
+    outcome: Option<&str>,
+) -> std::sync::Arc<crate::api::Task> {
     match serde_json::from_value(serde_json::json!({
         "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
         "metadata": {"name": "f-a", "namespace": "team"},
         "spec": {"featureRef": "f"},
-        "status": {"conditions": [{
-            "type": "Configured", "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": "2026-11-23T10:00:00Z"
-        }]}
+        "status": {
+            "attemptCount": 1,
+            "attempts": [{"number": 1, "outcome": outcome}],
+            "conditions": [{
+                "type": "Configured", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": "2026-11-23T10:00:00Z"
+            }]
+        }
     })) {
         Ok(task) => std::sync::Arc::new(task),
         Err(error) => panic!("test task does not parse: {error}"),
@@ -326,10 +322,25 @@ fn a_task_ruled_misconfigured_for_its_pod_halts_the_feature() {
         "False",
         "ErrImagePull",
         "ErrImagePull: agent Pod ...",
+        Some("misconfigured"),
     )];
     assert_eq!(
-        unrecorded_halt(&tasks).map(|p| p.reason),
+        halt_shown_by_tasks(&tasks).map(|p| p.reason),
         Some("ErrImagePull")
+    );
+}
+
+#[test]
+fn a_task_whose_agent_reported_itself_misconfigured_halts_the_feature() {
+    let tasks = [task_configured(
+        "False",
+        "AgentMisconfigured",
+        "agent binary not found; fix: ...",
+        Some("misconfigured"),
+    )];
+    assert_eq!(
+        halt_shown_by_tasks(&tasks).map(|p| p.reason),
+        Some("AgentMisconfigured")
     );
 }
 
@@ -337,11 +348,35 @@ fn a_task_ruled_misconfigured_for_its_pod_halts_the_feature() {
 fn a_task_within_its_grace_or_configured_again_halts_nothing() {
     let pod = agent_waiting("ErrImagePull", "denied");
     let waiting = waiting_problem(&pod, CREATED_MS).unwrap_or_else(|| panic!("not shown"));
-    let within_grace = task_configured("False", "ErrImagePull", &waiting.message);
-    let configured_again = task_configured("True", "SpecChanged", "Feature changed");
-    let other_problem = task_configured("False", "PodRejected", "refused");
+    let within_grace = task_configured("False", "ErrImagePull", &waiting.message, None);
+    let configured_again = task_configured(
+        "True",
+        "SpecChanged",
+        "Feature changed",
+        Some("misconfigured"),
+    );
+    let other_problem = task_configured("False", "PodRejected", "refused", None);
+    let ended_otherwise = task_configured("False", "ErrImagePull", "...", Some("lost"));
     assert_eq!(
-        unrecorded_halt(&[within_grace, configured_again, other_problem]),
+        halt_shown_by_tasks(&[
+            within_grace,
+            configured_again,
+            other_problem,
+            ended_otherwise
+        ]),
         None
+    );
+}
+
+#[test]
+fn an_attempt_that_ended_otherwise_clears_the_start_problem_its_pod_got_past() {
+    let shown = task_configured("False", "ErrImagePull", "ErrImagePull: ...", Some("done"));
+    let mut status = shown.status.clone().unwrap_or_default();
+    record_on_task(&mut status, None, Some(1), CREATED_MS);
+    let configured = conditions::find(&status.conditions, conditions::CONFIGURED)
+        .unwrap_or_else(|| panic!("no Configured condition"));
+    assert_eq!(
+        (configured.status.as_str(), configured.reason.as_str()),
+        ("True", "PodStarted")
     );
 }

@@ -168,6 +168,9 @@ pub fn misconfigured(
 
 /// The configuration problem the Feature's status records and that still holds: an agent
 /// that reported itself misconfigured for this generation of the spec, or a rejected Pod.
+/// An agent Pod that could not start is judged from its Task
+/// ([`super::pod_start::halt_shown_by_tasks`]): the Feature's condition shows it within its
+/// grace too, and only the Task records whether the attempt was ruled.
 pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
     let status = feature.status.as_ref()?;
     let c = conditions::find(&status.conditions, CONFIGURED)?;
@@ -179,11 +182,9 @@ pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
         conditions::REASON_POD_REJECTED,
     ]
     .into_iter()
-    .find(|r| *r == c.reason)
-    .or_else(|| super::pod_start::condition_reason(&c.reason))?;
-    let halted_for_this_spec = (!super::pod_start::halts_until_spec_changes(reason)
-        || c.observed_generation == feature.metadata.generation)
-        && !super::pod_start::is_within_grace(&c.message);
+    .find(|r| *r == c.reason)?;
+    let halted_for_this_spec = !super::pod_start::halts_until_spec_changes(reason)
+        || c.observed_generation == feature.metadata.generation;
     halted_for_this_spec.then(|| Problem {
         reason,
         message: c.message.clone(),
