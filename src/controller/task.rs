@@ -811,6 +811,35 @@ impl TaskWrites {
             None => cached,
         }
     }
+
+    /// [`TaskWrites::newest`] of each Task, under one lock and without a key allocated per
+    /// Task (a reconcile of a large Feature reads thousands).
+    pub fn newest_of_all(&self, cached: Vec<Arc<Task>>) -> Vec<Arc<Task>> {
+        let mut map = self.lock();
+        if map.is_empty() {
+            return cached;
+        }
+        let mut key = String::new();
+        cached
+            .into_iter()
+            .map(|cached| {
+                key.clear();
+                key.push_str(cached.metadata.namespace.as_deref().unwrap_or(""));
+                key.push('/');
+                key.push_str(cached.metadata.name.as_deref().unwrap_or(""));
+                match map.get(key.as_str()) {
+                    Some((ours, superseded)) if superseded.contains(&cached.resource_version()) => {
+                        Arc::clone(ours)
+                    }
+                    Some(_) => {
+                        map.remove(key.as_str());
+                        cached
+                    }
+                    None => cached,
+                }
+            })
+            .collect()
+    }
 }
 
 fn object_key(task: &Task) -> String {
