@@ -216,10 +216,9 @@ async fn judge(
     } else {
         let starting = starts_attempts(&plan);
         // Prompts name a task's parent and blockers: read only when an attempt starts.
-        let siblings = if starting {
-            by_name(tasks.clone())
-        } else {
-            BTreeMap::new()
+        let siblings = match starting {
+            true => prompt_siblings(&plan, &tasks),
+            false => BTreeMap::new(),
         };
         let texts = feature_texts(feature, ctx, starting).await?;
         let knowledge = match starting {
@@ -867,6 +866,31 @@ async fn stop_pods(
         task::delete_pod(ctx, namespace, name).await?;
     }
     Ok(())
+}
+
+/// The Tasks the prompts of the attempts `plan` starts read (each starting Task, its
+/// parent and the tasks it depends on), by name: not every Task of a large Feature.
+fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
+    let read: std::collections::HashSet<&str> = plan
+        .tasks
+        .iter()
+        .filter(|t| {
+            t.actions
+                .iter()
+                .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
+        })
+        .flat_map(|t| {
+            let fields = &t.task.spec.fields;
+            std::iter::once(t.view.name.as_str())
+                .chain(fields.parent.as_deref())
+                .chain(fields.depends_on.iter().map(String::as_str))
+        })
+        .collect();
+    tasks
+        .iter()
+        .filter(|t| t.metadata.name.as_deref().is_some_and(|n| read.contains(n)))
+        .filter_map(|t| Some((t.metadata.name.clone()?, Arc::clone(t))))
+        .collect()
 }
 
 /// True when `plan` starts an attempt.

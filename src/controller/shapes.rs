@@ -155,7 +155,7 @@ fn fit(
 /// A hash of everything a Task's place in its Feature's DAG depends on besides its name:
 /// its identity (uid, creation time), `dependsOn`, `parent`, `priority` and template position.
 fn fingerprint(templates: &TemplatePositions<'_>, task: &Task) -> u64 {
-    let mut hasher = fnv::FnvHasher::default();
+    let mut hasher = rustc_hash::FxHasher::default();
     let mut write = |bytes: &[u8]| {
         hasher.write_usize(bytes.len());
         hasher.write(bytes);
