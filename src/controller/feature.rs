@@ -871,7 +871,7 @@ async fn stop_pods(
 /// The Tasks the prompts of the attempts `plan` starts read (each starting Task, its
 /// parent and the tasks it depends on), by name: not every Task of a large Feature.
 fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
-    let read: std::collections::HashSet<&str> = plan
+    let read: rustc_hash::FxHashSet<&str> = plan
         .tasks
         .iter()
         .filter(|t| {
