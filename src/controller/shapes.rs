@@ -20,10 +20,20 @@ use super::decide::{Layout, TemplatePositions, lay_out};
 /// How many Features' shapes are kept; the least recently used goes first.
 const KEPT: usize = 64;
 
+/// Features with fewer Tasks are laid out afresh each time (cheap at that size), and keep
+/// no memory here.
+const KEPT_FROM_TASKS: usize = 500;
+
 /// The kept shapes, by Feature (`namespace/name`).
-#[derive(Default)]
 pub struct Shapes {
     entries: Mutex<Entries>,
+    kept_from_tasks: usize,
+}
+
+impl Default for Shapes {
+    fn default() -> Self {
+        Shapes::kept_from(KEPT_FROM_TASKS)
+    }
 }
 
 #[derive(Default)]
@@ -57,6 +67,14 @@ impl FeatureIdentity {
 }
 
 impl Shapes {
+    /// Keeps the shapes of Features with at least `tasks` Tasks.
+    pub fn kept_from(tasks: usize) -> Self {
+        Shapes {
+            entries: Mutex::default(),
+            kept_from_tasks: tasks,
+        }
+    }
+
     /// `tasks` of `feature` laid out for planning: from the kept shape when it still fits
     /// them, otherwise laid out and validated again (and kept when valid).
     pub fn layout(
@@ -65,8 +83,11 @@ impl Shapes {
         feature: &Feature,
         tasks: &[Arc<Task>],
     ) -> Result<Layout, DagErrors> {
-        let identity = FeatureIdentity::of(feature);
         let templates = TemplatePositions::of(feature);
+        if tasks.len() < self.kept_from_tasks {
+            return lay_out(&templates, tasks);
+        }
+        let identity = FeatureIdentity::of(feature);
         let kept = {
             let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
             entries.uses += 1;

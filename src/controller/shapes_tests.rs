@@ -66,7 +66,7 @@ use std::collections::BTreeMap;
 
 #[test]
 fn the_same_tasks_reuse_the_kept_shape() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     let first = layout(&shapes, &f, &independent());
     let mut again = independent();
     again.reverse();
@@ -83,7 +83,7 @@ fn the_same_tasks_reuse_the_kept_shape() {
 
 #[test]
 fn a_phase_change_alone_reuses_the_kept_shape() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     let first = layout(&shapes, &f, &independent());
     let mut tasks = independent();
     Arc::make_mut(&mut tasks[0]).status = Some(crate::api::TaskStatus {
@@ -95,7 +95,7 @@ fn a_phase_change_alone_reuses_the_kept_shape() {
 
 #[test]
 fn an_added_task_is_laid_out_and_planned() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     let first = layout(&shapes, &f, &independent());
     let mut tasks = independent();
     tasks.push(task("d", &[], 4));
@@ -107,7 +107,7 @@ fn an_added_task_is_laid_out_and_planned() {
 
 #[test]
 fn a_deleted_task_is_no_longer_planned() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     layout(&shapes, &f, &independent());
     let tasks = vec![task("a", &[], 1), task("c", &[], 3)];
     let second = layout(&shapes, &f, &tasks);
@@ -118,7 +118,7 @@ fn a_deleted_task_is_no_longer_planned() {
 
 #[test]
 fn a_task_deleted_and_another_added_in_its_place_is_laid_out_again() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     let first = layout(&shapes, &f, &independent());
     let tasks = vec![task("a", &[], 1), task("b", &[], 2), task("e", &[], 5)];
     let second = layout(&shapes, &f, &tasks);
@@ -128,7 +128,7 @@ fn a_task_deleted_and_another_added_in_its_place_is_laid_out_again() {
 
 #[test]
 fn a_depends_on_edit_takes_effect_at_once() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     assert_eq!(planned(&f, &independent(), &shapes), ["a", "b", "c"]);
     let edited = vec![task("a", &[], 1), task("b", &["a"], 2), task("c", &[], 3)];
     assert_eq!(planned(&f, &edited, &shapes), ["a", "c"]);
@@ -136,7 +136,7 @@ fn a_depends_on_edit_takes_effect_at_once() {
 
 #[test]
 fn a_task_re_created_under_the_same_name_is_laid_out_again() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     let first = layout(&shapes, &f, &independent());
     let mut tasks = independent();
     Arc::make_mut(&mut tasks[1]).metadata.uid = Some("b-second-uid".to_owned());
@@ -145,7 +145,7 @@ fn a_task_re_created_under_the_same_name_is_laid_out_again() {
 
 #[test]
 fn a_new_generation_of_the_feature_is_laid_out_again() {
-    let shapes = Shapes::default();
+    let shapes = Shapes::kept_from(1);
     let first = layout(&shapes, &feature(1), &independent());
     let second = layout(&shapes, &feature(2), &independent());
     assert!(!second.shape.is_same(&first.shape));
@@ -153,7 +153,7 @@ fn a_new_generation_of_the_feature_is_laid_out_again() {
 
 #[test]
 fn an_invalid_task_set_is_reported_every_time_and_not_kept() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     let cycle = vec![task("a", &["b"], 1), task("b", &["a"], 2)];
     assert!(shapes.layout(KEY, &f, &cycle).is_err());
     assert!(shapes.layout(KEY, &f, &cycle).is_err());
@@ -162,7 +162,7 @@ fn an_invalid_task_set_is_reported_every_time_and_not_kept() {
 
 #[test]
 fn a_task_that_turns_the_kept_shape_invalid_is_reported() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     layout(&shapes, &f, &independent());
     let mut tasks = independent();
     tasks.push(task("d", &["missing"], 4));
@@ -171,8 +171,15 @@ fn a_task_that_turns_the_kept_shape_invalid_is_reported() {
 }
 
 #[test]
+fn a_small_feature_keeps_no_shape() {
+    let shapes = Shapes::kept_from(4);
+    layout(&shapes, &feature(1), &independent());
+    assert!(shapes.is_empty());
+}
+
+#[test]
 fn only_so_many_features_are_kept() {
-    let (shapes, f) = (Shapes::default(), feature(1));
+    let (shapes, f) = (Shapes::kept_from(1), feature(1));
     for i in 0..KEPT + 5 {
         shapes
             .layout(&format!("ns/f{i}"), &f, &independent())
