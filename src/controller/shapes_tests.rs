@@ -1,7 +1,8 @@
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::controller::decide::{Snapshot, TaskPlan, plan_kept};
+use crate::controller::decide::{Snapshot, plan_kept};
 use crate::controller::testing;
 use crate::engine::dag::TaskPhase;
 use crate::engine::selection::Rests;
@@ -58,11 +59,9 @@ fn planned(feature: &Feature, tasks: &[Arc<Task>], shapes: &Shapes) -> Vec<Strin
     plan.tasks
         .iter()
         .filter(|t| !t.actions.is_empty())
-        .map(|t: &TaskPlan| t.task_id.clone())
+        .map(|t| t.task_id.clone())
         .collect()
 }
-
-use std::collections::BTreeMap;
 
 #[test]
 fn the_same_tasks_reuse_the_kept_shape() {
