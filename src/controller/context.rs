@@ -54,6 +54,8 @@ pub struct Context {
     pub template_applies: Arc<tokio::sync::Semaphore>,
     /// Whole Feature specs (prompt texts) read on demand; the Feature cache keeps none.
     pub specs: super::spec_cache::SpecCache,
+    /// Each Feature's validated task structure, kept between its reconciles.
+    pub shapes: Arc<super::shapes::Shapes>,
 }
 
 /// Most Task template applies in flight at once over all Features.

@@ -5,7 +5,7 @@
 //! parallelism limit is handed out in ready order, both without races because kube-runtime
 //! never reconciles the same Feature twice at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -13,11 +13,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
 use super::claim::claim_view;
+use super::index::feature_key;
 use super::run_view::run_view;
+use super::shapes::Shapes;
 use crate::api::{Feature, TASK_LABEL, Task, conditions};
 use crate::engine::budget::BudgetSpent;
 use crate::engine::conclusion::Gate;
-use crate::engine::dag::{Dag, FeatureOutcome, OutcomeInputs, PhaseCounts, TaskPhase};
+use crate::engine::dag::{
+    Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseCounts, Shape, TaskPhase,
+};
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
@@ -73,7 +77,8 @@ pub struct TaskPlan {
     pub derived_phase: Option<TaskPhase>,
     /// The steps, in order.
     pub actions: Vec<Action>,
-    /// The agent and model of the attempt it would start now (ready, pending tasks only).
+    /// The agent and model of the attempt it starts now (ready, pending tasks handed a
+    /// slot), or the wait while every agent of the pool rests (every ready, pending task).
     pub selection: Option<Selection>,
 }
 
@@ -82,7 +87,9 @@ pub struct TaskPlan {
 pub struct FeaturePlan {
     /// Why the plan cannot run (the DAG is invalid); nothing runs while set.
     pub invalid: Option<Problem>,
-    /// Per-task plans, in DAG ready order first, then the rest by name.
+    /// The plans of the tasks that must act (an action, or a derived phase to record) and
+    /// of the first `parallelism` ready Pending tasks, in DAG ready order first, then the
+    /// rest in plan order. The other tasks need nothing; [`FeaturePlan::counts`] counts all.
     pub tasks: Vec<TaskPlan>,
     /// Task counts by phase (after derivations).
     pub counts: PhaseCounts,
@@ -133,18 +140,102 @@ pub fn is_stopped(feature: &Feature) -> bool {
         .is_some_and(|c| c.status == conditions::STATUS_TRUE)
 }
 
-/// Plans every task of the feature.
+/// Plans the feature's tasks (laying them out and validating their DAG afresh).
 pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
+    let templates = TemplatePositions::of(snapshot.feature);
+    plan_laid_out(snapshot, lay_out(&templates, snapshot.tasks))
+}
+
+/// [`plan`], with the feature's DAG structure from `shapes` while its Tasks' structure is
+/// the same as when it was kept (a reconcile of a large feature validates nothing again).
+pub fn plan_kept(snapshot: &Snapshot<'_>, shapes: &Shapes) -> FeaturePlan {
+    let feature = snapshot.feature;
+    let key = feature_key(
+        feature.metadata.namespace.as_deref().unwrap_or(""),
+        feature.metadata.name.as_deref().unwrap_or(""),
+    );
+    plan_laid_out(snapshot, shapes.layout(&key, feature, snapshot.tasks))
+}
+
+/// A feature's tasks laid out for its DAG: the validated shape, its positions in plan
+/// order, and the index in the snapshot's tasks of the Task at each position.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The validated structure.
+    pub shape: Shape,
+    /// `tasks[task_at[position]]` is the Task at `position`.
+    pub task_at: Vec<u32>,
+}
+
+/// The spec position of each template of a Feature, for the plan order of its Tasks.
+pub struct TemplatePositions<'f> {
+    feature_uid: Option<&'f str>,
+    positions: HashMap<&'f str, usize>,
+}
+
+impl<'f> TemplatePositions<'f> {
+    /// The template positions of `feature` (the first of a repeated name).
+    pub fn of(feature: &'f Feature) -> Self {
+        TemplatePositions {
+            feature_uid: feature.metadata.uid.as_deref(),
+            positions: feature
+                .spec
+                .tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.as_str(), i))
+                .rev()
+                .collect(),
+        }
+    }
+
+    /// The position of the template `task` was made from, when the Feature owns it.
+    pub fn index_of(&self, task: &Task) -> Option<usize> {
+        let template = task.labels().get(TASK_LABEL)?;
+        let owned = task
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "Feature" && Some(o.uid.as_str()) == self.feature_uid);
+        owned.then(|| self.positions.get(template.as_str()).copied())?
+    }
+}
+
+/// Lays `tasks` out in plan order (templates in spec order, then standalone Tasks by
+/// creation time and name) and validates their DAG.
+pub fn lay_out(
+    templates: &TemplatePositions<'_>,
+    tasks: &[Arc<Task>],
+) -> Result<Layout, DagErrors> {
+    let mut keyed: Vec<_> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, task)| {
+            let key = (
+                templates.index_of(task).unwrap_or(usize::MAX),
+                task.creation_timestamp().map(|t| t.0),
+                task.name_any_ref(),
+            );
+            (key, u32::try_from(i).unwrap_or(u32::MAX))
+        })
+        .collect();
+    keyed.sort_unstable();
+    let nodes: Vec<_> = keyed
+        .iter()
+        .enumerate()
+        .filter_map(|(order, (_, i))| Some(tasks.get(*i as usize)?.task_node(order as u64)))
+        .collect();
+    let shape = Shape::new(&nodes)?;
+    Ok(Layout {
+        shape,
+        task_at: keyed.into_iter().map(|(_, i)| i).collect(),
+    })
+}
+
+fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> FeaturePlan {
     let feature = snapshot.feature;
     let iterations: u32 = snapshot.tasks.iter().map(|t| attempt_count(t)).sum();
-    let ordered = in_plan_order(feature, snapshot.tasks);
-    let dag = match Dag::new(
-        ordered
-            .iter()
-            .map(|(order, t)| t.task_node(*order))
-            .collect(),
-    ) {
-        Ok(dag) => dag,
+    let Layout { shape, task_at } = match layout {
+        Ok(layout) => layout,
         Err(errors) => {
             return FeaturePlan {
                 invalid: Some(Problem {
@@ -160,52 +251,68 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
             };
         }
     };
+    let task_of = |position: usize| {
+        task_at
+            .get(position)
+            .and_then(|&i| snapshot.tasks.get(i as usize))
+    };
+    let dag = Dag::from_shape(
+        &shape,
+        (0..shape.len()).map(|p| task_of(p).map(|t| recorded_phase(t)).unwrap_or_default()),
+    );
     let spec = &feature.spec;
     let max_iterations = spec.max_iterations.map(u64::from);
     let budget_spent = super::budget::budget_spent(feature, snapshot.tasks, snapshot.pods);
+    let parallelism = usize::try_from(spec.parallelism).unwrap_or(usize::MAX);
     let limits = Gate {
         suspended: spec.suspend,
         stopped: is_stopped(feature),
-        parallelism: usize::try_from(spec.parallelism).unwrap_or(usize::MAX),
+        parallelism,
         running: dag.counts().running,
         iterations_used: u64::from(iterations),
         max_iterations,
         budget_spent: budget_spent.is_some(),
     };
     let mut handed_out = 0;
-    let mut pool_resting = None;
     let pool = super::selection::FeaturePool::of(feature);
+    // Whether every agent of the pool rests does not depend on the task
+    // (`engine::selection::select`): asked of the first ready task, then reused.
+    let mut pool_rest: Option<Option<(i64, String)>> = None;
+    let mut ready_seen = 0usize;
+    let mut view = TaskView {
+        name: String::new(),
+        phase: TaskPhase::Pending,
+        ready: false,
+        generation: 0,
+        next_attempt_after_ms: None,
+        attempt: None,
+        gate: limits.standing(),
+    };
 
-    let mut tasks = Vec::with_capacity(ordered.len());
+    let mut tasks = Vec::new();
     // Ready tasks first, in run order, so the free slots go to them.
-    let ready: Vec<&str> = dag.ready().collect();
-    let by_name: BTreeMap<&str, &Arc<Task>> = ordered
-        .iter()
-        .map(|(_, t)| (t.name_any_ref(), *t))
-        .collect();
-    let mut visit: Vec<&Arc<Task>> = ready
-        .iter()
-        .filter_map(|n| by_name.get(n).copied())
-        .collect();
-    visit.extend(
-        ordered
-            .iter()
-            .map(|(_, t)| *t)
-            .filter(|t| !dag.is_ready(t.name_any_ref())),
-    );
-    for task in visit {
-        let name = task.name_any();
-        let phase = dag.phase(&name).unwrap_or_default();
-        let recorded = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
-        let ready = dag.is_ready(&name);
-        // Which agent and model would run it; every agent of the pool resting makes it wait.
-        let selection = (phase == TaskPhase::Pending && ready)
-            .then(|| pool.select(task, snapshot.rests, snapshot.now_ms));
-        let pool_wait = match &selection {
-            Some(Selection::Wait { until_ms, message }) => {
-                pool_resting.get_or_insert((*until_ms, message.clone()));
-                Some(*until_ms)
-            }
+    let ready: Vec<usize> = dag.ready_positions().collect();
+    let rest = (0..shape.len()).filter(|&p| !dag.is_ready_at(p));
+    for position in ready.iter().copied().chain(rest) {
+        let Some(task) = task_of(position) else {
+            continue;
+        };
+        let name = task.name_any_ref();
+        let phase = dag.phase_at(position).unwrap_or_default();
+        let recorded = recorded_phase(task);
+        let ready = dag.is_ready_at(position);
+        let pending_ready = phase == TaskPhase::Pending && ready;
+        let mut first_selection = None;
+        if pending_ready && pool_rest.is_none() {
+            let selection = pool.select(task, snapshot.rests, snapshot.now_ms);
+            pool_rest = Some(match &selection {
+                Selection::Wait { until_ms, message } => Some((*until_ms, message.clone())),
+                Selection::Run(_) => None,
+            });
+            first_selection = Some(selection);
+        }
+        let pool_wait = match &pool_rest {
+            Some(Some((until_ms, _))) if pending_ready => Some(*until_ms),
             _ => None,
         };
         let next_attempt_after_ms = task
@@ -215,7 +322,7 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
             .map(|t| t.0.as_millisecond())
             .max(pool_wait);
         let waiting = next_attempt_after_ms.is_some_and(|at| snapshot.now_ms < at);
-        let gate = if phase == TaskPhase::Pending && ready && !waiting {
+        let gate = if pending_ready && !waiting {
             // The controller-wide limit on attempts (derived from live claims) caps this pass too.
             let gate = match limits.next(handed_out) {
                 FeatureGate::Open if handed_out >= snapshot.start_limit => FeatureGate::AtCapacity,
@@ -228,31 +335,50 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         } else {
             limits.standing()
         };
-        let view = TaskView {
-            name: name.clone(),
-            phase,
-            ready,
-            generation: task.metadata.generation.unwrap_or(0),
-            next_attempt_after_ms,
-            attempt: last_attempt(task),
-            gate,
-        };
-        let claim = snapshot.leases.get(&name).and_then(|l| claim_view(l));
+        // One view, its name buffer reused: most tasks of a large feature need nothing.
+        view.name.clear();
+        view.name.push_str(name);
+        view.phase = phase;
+        view.ready = ready;
+        view.generation = task.metadata.generation.unwrap_or(0);
+        view.next_attempt_after_ms = next_attempt_after_ms;
+        view.attempt = last_attempt(task);
+        view.gate = gate;
+        let claim = snapshot.leases.get(name).and_then(|l| claim_view(l));
         let pod = view
             .attempt
             .as_ref()
-            .and_then(|a| snapshot.pods.get(&attempt_id(&name, a.number)));
+            .and_then(|a| snapshot.pods.get(&attempt_id(name, a.number)));
         let run = run_view(pod.map(|p| p.as_ref()), view.attempt.is_some());
         let run =
             super::pod_start::with_start_problem(pod.map(|p| p.as_ref()), run, snapshot.now_ms);
         let mut actions = lifecycle::decide(&view, claim.as_ref(), &run, snapshot.now_ms);
         let ruling = pod.and_then(|p| super::pod_start::ruling_due(p, snapshot.now_ms));
         actions.extend(ruling.map(Action::RequeueAt));
+        let derived_phase = (phase != recorded).then_some(phase);
+        ready_seen += usize::from(pending_ready);
+        let among_first_ready = pending_ready && ready_seen <= parallelism;
+        if actions.is_empty() && derived_phase.is_none() && !among_first_ready {
+            continue;
+        }
+        // Which agent and model would run it; every agent of the pool resting makes it wait.
+        let selection = match &pool_rest {
+            _ if !pending_ready => None,
+            Some(Some((until_ms, message))) => Some(Selection::Wait {
+                until_ms: *until_ms,
+                message: message.clone(),
+            }),
+            _ if gate != FeatureGate::Open => None,
+            _ => Some(
+                first_selection
+                    .unwrap_or_else(|| pool.select(task, snapshot.rests, snapshot.now_ms)),
+            ),
+        };
         tasks.push(TaskPlan {
             task_id: task_id(task),
             task: Arc::clone(task),
-            derived_phase: (phase != recorded).then_some(phase),
-            view,
+            derived_phase,
+            view: view.clone(),
             claim,
             run,
             actions,
@@ -272,46 +398,13 @@ pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
         outcome,
         iterations,
         budget_spent,
-        pool_resting,
+        pool_resting: pool_rest.flatten(),
     }
 }
 
-/// The tasks with their DAG order: templates in spec order, then standalone Tasks by
-/// creation time and name.
-fn in_plan_order<'t>(feature: &Feature, tasks: &'t [Arc<Task>]) -> Vec<(u64, &'t Arc<Task>)> {
-    let positions: std::collections::HashMap<&str, usize> = feature
-        .spec
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), i))
-        .rev()
-        .collect();
-    let template_index = |task: &Task| {
-        let template = task.labels().get(TASK_LABEL)?;
-        let owned = task
-            .owner_references()
-            .iter()
-            .any(|o| o.kind == "Feature" && Some(&o.uid) == feature.metadata.uid.as_ref());
-        owned.then(|| positions.get(template.as_str()).copied())?
-    };
-    let mut keyed: Vec<_> = tasks
-        .iter()
-        .map(|task| {
-            let key = (
-                template_index(task).unwrap_or(usize::MAX),
-                task.creation_timestamp().map(|t| t.0),
-                task.name_any(),
-            );
-            (key, task)
-        })
-        .collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    keyed
-        .into_iter()
-        .enumerate()
-        .map(|(i, (_, task))| (i as u64, task))
-        .collect()
+/// The phase a Task's status records (Pending without one).
+fn recorded_phase(task: &Task) -> TaskPhase {
+    task.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
 
 fn last_attempt(task: &Task) -> Option<AttemptView> {

@@ -108,6 +108,25 @@ fn the_start_limit_caps_claims_below_parallelism() {
 }
 
 #[test]
+fn tasks_that_need_nothing_are_counted_but_not_planned() {
+    let f = feature(serde_json::json!({"parallelism": 1}));
+    let plan = plan_for(&f, &tasks(&f, &[("a", TaskPhase::Done)]));
+    let planned: Vec<_> = plan.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    assert_eq!(planned, ["b"]);
+    assert_eq!((plan.counts.total(), plan.counts.done), (4, 1));
+    assert_eq!(plan.counts.ready, 2);
+}
+
+#[test]
+fn the_first_parallelism_ready_tasks_are_planned_while_none_may_start() {
+    let f = feature(serde_json::json!({"parallelism": 2}));
+    let plan = plan_limited(&f, &tasks(&f, &[("a", TaskPhase::Done)]), 0);
+    let planned: Vec<_> = plan.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    assert_eq!(planned, ["b", "c"]);
+    assert!(plan.tasks.iter().all(|t| t.actions.is_empty()));
+}
+
+#[test]
 fn running_tasks_use_up_parallelism() {
     let f = feature(serde_json::json!({"parallelism": 2}));
     let ts = tasks(&f, &[("a", TaskPhase::Done), ("b", TaskPhase::Running)]);

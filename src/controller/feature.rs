@@ -108,12 +108,18 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
         tracing::debug!("caches not synced yet; not judging");
         return Ok(Requeue::requeue(STALE_RETRY));
     }
-    let synced = sync_tasks(feature, ctx).await?;
+    let key = feature_key(&namespace, &name);
+    let listed = ctx.indexes.tasks.objects(&ctx.tasks, &key);
+    let synced = sync_tasks(feature, ctx, &listed).await?;
     if !synced.missing.is_empty() {
         tracing::debug!(missing = ?synced.missing, "Task cache behind the templates; not judging");
         return Ok(Requeue::requeue(STALE_RETRY));
     }
-    let tasks = cached_tasks(ctx, &namespace, &name);
+    let listed = match synced.wrote {
+        true => ctx.indexes.tasks.objects(&ctx.tasks, &key),
+        false => listed,
+    };
+    let tasks = ctx.task_writes.newest_of_all(listed);
     let rejected = synced.rejected.map(|(_, problem)| problem);
     match judge(feature, ctx, rejected.clone(), tasks).await {
         // A write found the Task cache behind (409): decide again from a fresh read, once,
@@ -164,7 +170,7 @@ async fn judge(
         start_limit,
         rests: &rests,
     };
-    let mut plan = decide::plan(&snapshot);
+    let mut plan = decide::plan_kept(&snapshot, &ctx.shapes);
     if let Some(rejected) = rejected {
         plan.invalid = Some(rejected);
         plan.tasks.clear();
@@ -189,10 +195,13 @@ async fn judge(
         && let Some(problem) = missing_service_account(feature, ctx).await
     {
         start_limit = 0;
-        plan = decide::plan(&Snapshot {
-            start_limit,
-            ..snapshot.clone()
-        });
+        plan = decide::plan_kept(
+            &Snapshot {
+                start_limit,
+                ..snapshot.clone()
+            },
+            &ctx.shapes,
+        );
         precheck = Some(problem);
     }
 
@@ -207,10 +216,9 @@ async fn judge(
     } else {
         let starting = starts_attempts(&plan);
         // Prompts name a task's parent and blockers: read only when an attempt starts.
-        let siblings = if starting {
-            by_name(tasks.clone())
-        } else {
-            BTreeMap::new()
+        let siblings = match starting {
+            true => prompt_siblings(&plan, &tasks),
+            false => BTreeMap::new(),
         };
         let texts = feature_texts(feature, ctx, starting).await?;
         let knowledge = match starting {
@@ -285,17 +293,6 @@ fn caches_synced(ctx: &Context) -> bool {
     })) && ready(Box::pin(async {
         ctx.leases.wait_until_ready().await.is_ok()
     }))
-}
-
-/// The feature's Tasks from the cache, each replaced by the newer version this process
-/// wrote when the cache has not caught up with that write yet.
-fn cached_tasks(ctx: &Context, namespace: &str, feature: &str) -> Vec<Arc<Task>> {
-    ctx.indexes
-        .tasks
-        .objects(&ctx.tasks, &feature_key(namespace, feature))
-        .into_iter()
-        .map(|t| ctx.task_writes.newest(t))
-        .collect()
 }
 
 /// The feature's Tasks as the API server has them now, trimmed as the cache trims them
@@ -590,6 +587,8 @@ struct TaskSync {
     missing: Vec<String>,
     /// A Task the API server refused (the first in spec order), with its template's index.
     rejected: Option<(usize, Problem)>,
+    /// Whether it applied or deleted a Task (the listing it was given is behind).
+    wrote: bool,
 }
 
 /// Applies the Task objects the Feature's templates describe (only those whose applied
@@ -597,22 +596,26 @@ struct TaskSync {
 /// the client's QPS) and deletes templated Tasks whose template is gone, unless they are
 /// running. Once this process applied a generation and the cache shows every templated
 /// Task, later reconciles of that generation skip the templates altogether.
-async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, ReconcileError> {
+async fn sync_tasks(
+    feature: &Feature,
+    ctx: &Context,
+    listed: &[Arc<Task>],
+) -> Result<TaskSync, ReconcileError> {
     let mut sync = TaskSync::default();
     let namespace = feature.namespace().unwrap_or_default();
     let key = feature_key(&namespace, &feature.name_any());
     let generation = feature.metadata.generation.unwrap_or(0);
     let applied_before = ctx.applied_generation(&key) == Some(generation);
     let uid = feature.metadata.uid.clone().unwrap_or_default();
-    let cached: BTreeMap<String, Arc<Task>> = by_name(ctx.indexes.tasks.objects(&ctx.tasks, &key));
     let owned = |t: &Task| t.owner_references().iter().any(|o| o.uid == uid);
-    let templated = cached
-        .values()
+    let templated = listed
+        .iter()
         .filter(|t| owned(t) && t.annotations().contains_key(TEMPLATE_HASH_ANNOTATION))
         .count();
     if applied_before && templated == feature.spec.tasks.len() {
         return Ok(sync);
     }
+    let cached: BTreeMap<String, Arc<Task>> = by_name(listed.to_vec());
     // The cached Feature holds no prompt texts: the hashes recorded when it was cached say
     // which Tasks differ, and only those are read whole (below). None without a uid.
     let hashes = super::trim::template_hashes(feature);
@@ -657,6 +660,7 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
             return Ok(sync);
         }
     };
+    sync.wrote = !stale.is_empty();
     let applies = stale
         .into_iter()
         .map(|(index, name, task)| apply_template(ctx, &api, index, name, task));
@@ -709,6 +713,7 @@ async fn sync_tasks(feature: &Feature, ctx: &Context) -> Result<TaskSync, Reconc
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });
     for orphan in orphans {
+        sync.wrote = true;
         let name = orphan.name_any();
         let deleted = bounded(
             ctx.api_timeout,
@@ -861,6 +866,31 @@ async fn stop_pods(
         task::delete_pod(ctx, namespace, name).await?;
     }
     Ok(())
+}
+
+/// The Tasks the prompts of the attempts `plan` starts read (each starting Task, its
+/// parent and the tasks it depends on), by name: not every Task of a large Feature.
+fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
+    let read: rustc_hash::FxHashSet<&str> = plan
+        .tasks
+        .iter()
+        .filter(|t| {
+            t.actions
+                .iter()
+                .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
+        })
+        .flat_map(|t| {
+            let fields = &t.task.spec.fields;
+            std::iter::once(t.view.name.as_str())
+                .chain(fields.parent.as_deref())
+                .chain(fields.depends_on.iter().map(String::as_str))
+        })
+        .collect();
+    tasks
+        .iter()
+        .filter(|t| t.metadata.name.as_deref().is_some_and(|n| read.contains(n)))
+        .filter_map(|t| Some((t.metadata.name.clone()?, Arc::clone(t))))
+        .collect()
 }
 
 /// True when `plan` starts an attempt.

@@ -23,6 +23,7 @@ pub mod run_view;
 pub mod runtime;
 pub mod selection;
 pub mod server;
+pub mod shapes;
 pub mod shutdown;
 pub mod sidecar;
 pub mod slots;

@@ -290,6 +290,7 @@ impl Term<'_> {
                 super::context::TEMPLATE_APPLIES,
             )),
             specs: Default::default(),
+            shapes: Default::default(),
         }
     }
 }

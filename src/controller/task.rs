@@ -811,6 +811,45 @@ impl TaskWrites {
             None => cached,
         }
     }
+
+    /// [`TaskWrites::newest`] of each Task, under one lock and without a key allocated per
+    /// Task (a reconcile of a large Feature reads thousands).
+    pub fn newest_of_all(&self, cached: Vec<Arc<Task>>) -> Vec<Arc<Task>> {
+        let mut map = self.lock();
+        if map.is_empty() {
+            return cached;
+        }
+        let mut passed = Vec::new();
+        let newest = {
+            let written: rustc_hash::FxHashMap<(&str, &str), (&String, &Written)> = map
+                .iter()
+                .filter_map(|(key, w)| Some((key.split_once('/')?, (key, w))))
+                .collect();
+            cached
+                .into_iter()
+                .map(|cached| {
+                    let namespace = cached.metadata.namespace.as_deref().unwrap_or("");
+                    let name = cached.metadata.name.as_deref().unwrap_or("");
+                    match written.get(&(namespace, name)) {
+                        Some((_, (ours, superseded)))
+                            if superseded.contains(&cached.resource_version()) =>
+                        {
+                            Arc::clone(ours)
+                        }
+                        Some((key, _)) => {
+                            passed.push((*key).clone());
+                            cached
+                        }
+                        None => cached,
+                    }
+                })
+                .collect()
+        };
+        for key in passed {
+            map.remove(&key);
+        }
+        newest
+    }
 }
 
 fn object_key(task: &Task) -> String {
@@ -893,6 +932,25 @@ mod tests {
         let writes = TaskWrites::default();
         writes.record(&task("1"), task("2"));
         assert_eq!(newest_rv(&writes, "1").as_deref(), Some("2"));
+    }
+
+    /// The resourceVersions `writes` yields for a listing of `cached` (one Task each).
+    fn newest_rvs(writes: &TaskWrites, cached: &[&str]) -> Vec<Option<String>> {
+        let listed = cached.iter().map(|rv| Arc::new(task(rv))).collect();
+        writes
+            .newest_of_all(listed)
+            .iter()
+            .map(|t| t.resource_version())
+            .collect()
+    }
+
+    #[test]
+    fn a_listing_behind_our_write_yields_what_we_wrote_then_the_cache_once_past_it() {
+        let writes = TaskWrites::default();
+        writes.record(&task("1"), task("2"));
+        assert_eq!(newest_rvs(&writes, &["1"]), [Some("2".to_owned())]);
+        assert_eq!(newest_rvs(&writes, &["3"]), [Some("3".to_owned())]);
+        assert_eq!(newest_rvs(&writes, &["1"]), [Some("1".to_owned())]);
     }
 
     #[test]

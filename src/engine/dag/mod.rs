@@ -23,6 +23,7 @@ mod graph;
 mod outcome;
 mod query;
 mod reason;
+mod shape;
 mod state;
 mod transition;
 mod validate;
@@ -32,6 +33,7 @@ mod tests;
 
 pub use error::{CycleLink, CycleStep, DagError, DagErrors, PhaseError, write_one_per_line};
 pub use outcome::{OutcomeInputs, PhaseCounts};
+pub use shape::Shape;
 pub use state::Dag;
 pub use transition::{AutoTransition, TransitionReason};
 pub use validate::validate;

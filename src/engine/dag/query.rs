@@ -26,6 +26,21 @@ impl Dag {
         self.ready.iter().map(|&(_, _, t)| self.graph.name(t))
     }
 
+    /// Input positions of the ready tasks, in the order they should run.
+    pub fn ready_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.ready.iter().map(|&(_, _, t)| t as usize)
+    }
+
+    /// Whether the task at input position `position` is ready.
+    pub fn is_ready_at(&self, position: usize) -> bool {
+        self.tasks.get(position).is_some_and(|t| t.in_ready)
+    }
+
+    /// Current phase of the task at input position `position`.
+    pub fn phase_at(&self, position: usize) -> Option<TaskPhase> {
+        self.tasks.get(position).map(|t| t.phase)
+    }
+
     /// Number of ready tasks.
     pub fn ready_count(&self) -> usize {
         self.ready.len()

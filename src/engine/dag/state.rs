@@ -7,11 +7,12 @@
 //! whose inputs changed, so one change costs O(affected tasks · degree · log n).
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use super::error::{DagErrors, PhaseError};
 use super::graph::Graph;
+use super::shape::Shape;
 use super::transition::{AutoTransition, TransitionReason};
-use super::validate::resolve;
 use super::{TaskNode, TaskPhase};
 
 /// Ordering key of the ready set: priority, creation order, input position.
@@ -22,7 +23,7 @@ const NO_SLOT: u32 = u32::MAX;
 /// A validated feature's tasks with their phases and ready set. Build with [`Dag::new`].
 #[derive(Clone, Debug)]
 pub struct Dag {
-    pub(super) graph: Graph,
+    pub(super) graph: Arc<Graph>,
     pub(super) tasks: Vec<TaskState>,
     pub(super) ready: BTreeSet<ReadyKey>,
     pub(super) phase_counts: [usize; 5],
@@ -82,15 +83,20 @@ impl Dag {
     /// Validates `nodes` (reporting every problem) and derives the phases the rules imply
     /// from the given ones; the changes this made are in [`Dag::loaded_transitions`].
     pub fn new(nodes: Vec<TaskNode>) -> Result<Dag, DagErrors> {
-        let graph = resolve(&nodes)?;
+        let shape = Shape::new(&nodes)?;
+        Ok(Dag::from_shape(&shape, nodes.iter().map(|node| node.phase)))
+    }
+
+    /// The tasks of an already validated `shape` in `phases` (by input position; missing
+    /// ones Pending), with the phases the rules imply derived as [`Dag::new`] does. Linear
+    /// in the number of tasks and edges: no validation.
+    pub fn from_shape(shape: &Shape, phases: impl IntoIterator<Item = TaskPhase>) -> Dag {
+        let graph = Arc::clone(&shape.0);
         let n = graph.len();
-        let mut tasks: Vec<TaskState> = nodes
-            .iter()
-            .map(|node| TaskState {
-                phase: node.phase,
-                ..TaskState::default()
-            })
-            .collect();
+        let mut tasks = vec![TaskState::default(); n];
+        for (state, phase) in tasks.iter_mut().zip(phases) {
+            state.phase = phase;
+        }
         let mut phase_counts = [0usize; 5];
         for t in 0..n as u32 {
             let phase = tasks[t as usize].phase;
@@ -119,7 +125,7 @@ impl Dag {
             loaded: Vec::new(),
         };
         dag.loaded = dag.settle();
-        Ok(dag)
+        dag
     }
 
     /// Records that a task (not a parent) is now in `phase`, as a runner or user decided,
