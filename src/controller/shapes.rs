@@ -10,10 +10,11 @@
 
 use std::collections::HashMap;
 use std::hash::Hasher;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::api::{Feature, Task};
 use crate::engine::dag::{DagErrors, Shape};
+use crate::sync::lock;
 
 use super::decide::{Layout, TemplatePositions, lay_out};
 
@@ -89,7 +90,7 @@ impl Shapes {
         }
         let identity = FeatureIdentity::of(feature);
         let kept = {
-            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut entries = lock(&self.entries);
             entries.uses += 1;
             let uses = entries.uses;
             entries
@@ -113,7 +114,7 @@ impl Shapes {
             .filter_map(|&i| tasks.get(i as usize))
             .map(|t| fingerprint(&templates, t))
             .collect();
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entries = lock(&self.entries);
         entries.uses += 1;
         let last_use = entries.uses;
         if entries.by_feature.len() >= KEPT && !entries.by_feature.contains_key(key) {
@@ -140,7 +141,7 @@ impl Shapes {
 
     /// How many Features' shapes are kept.
     pub fn len(&self) -> usize {
-        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = lock(&self.entries);
         entries.by_feature.len()
     }
 
