@@ -200,7 +200,7 @@ async fn measure(content: Content, with_run: bool) {
         Content::Plain => "plain (name only)",
         Content::Prompts => "prompts (title and 1 KiB prompt)",
     };
-    let env: Vec<String> = ["MALLOC_ARENA_MAX"]
+    let env: Vec<String> = ["MALLOC_ARENA_MAX", "_RJEM_MALLOC_CONF"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
         .collect();

@@ -2,16 +2,20 @@
 //! `ttlSecondsAfterFinished`), then a sweep deletes them. A Pod whose result the controller
 //! has not recorded yet is never deleted.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DeleteParams;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
 use super::call::bounded;
 use super::run_view::{finished_at, run_view};
+use super::runtime::{SharedWriter, lock};
+use super::trim;
 use crate::api::Task;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::RunView;
@@ -33,28 +37,74 @@ pub fn is_due(pod: &Pod, task: Option<&Task>, now: Timestamp, ttl: Duration) -> 
     finished.is_some_and(|at| now.duration_since(at).as_secs_f64() >= ttl.as_secs_f64())
 }
 
-/// Deletes due Pods from the cache every `ttl / 4` (between 1 s and 1 min), for ever.
-pub async fn sweep(
-    client: Client,
-    pods: Store<Pod>,
-    tasks: Store<Task>,
-    ttl: Duration,
-    api_timeout: Duration,
-) {
+/// The agent Pod cache as the sweep sees it: the Pods, their cache's writer (to replace a
+/// finished Pod by its slim form), and the Tasks that own them.
+pub struct PodCache {
+    /// The cached agent Pods.
+    pub pods: Store<Pod>,
+    /// The Pod cache's writer, shared with its watch.
+    pub writer: SharedWriter<Pod>,
+    /// The cached Tasks.
+    pub tasks: Store<Task>,
+}
+
+/// How often finished Pods whose attempt is recorded are replaced by their slim form.
+pub const SLIM_PERIOD: Duration = Duration::from_secs(2);
+
+/// The Task that owns `pod`, if it is cached.
+fn owner(pod: &Pod, tasks: &Store<Task>) -> Option<Arc<Task>> {
+    let namespace = pod.namespace().unwrap_or_default();
+    pod.owner_references()
+        .iter()
+        .find(|o| o.kind == "Task")
+        .and_then(|o| tasks.get(&ObjectRef::new(&o.name).within(&namespace)))
+}
+
+/// `pod`'s slim form ([`trim::slim_recorded_pod`]) when it has ended and its cached Task
+/// has recorded its attempt ([`trim::is_recorded`]); `None` while anything may still read
+/// its result, and for a Pod already slim (a slim Pod has no uid).
+pub fn slim_if_recorded(pod: &Pod, tasks: &Store<Task>) -> Option<Pod> {
+    if pod.metadata.uid.is_none() || !matches!(run_view(Some(pod), true), RunView::Ended { .. }) {
+        return None;
+    }
+    let task = owner(pod, tasks)?;
+    trim::is_recorded(pod, &task).then(|| trim::slim_recorded_pod(pod))
+}
+
+/// Replaces every cached finished Pod whose attempt is recorded by its slim form, unless
+/// the watch brought a newer version of it meanwhile.
+fn slim_recorded(cache: &PodCache) {
+    for pod in cache.pods.state() {
+        let Some(slim) = slim_if_recorded(&pod, &cache.tasks) else {
+            continue;
+        };
+        let mut writer = lock(&cache.writer);
+        let current = cache.pods.get(&ObjectRef::from_obj(pod.as_ref()));
+        if current.is_some_and(|c| c.metadata.resource_version == pod.metadata.resource_version) {
+            writer.apply_watcher_event(&watcher::Event::Apply(slim));
+        }
+    }
+}
+
+/// Every [`SLIM_PERIOD`], slims the cached finished Pods whose attempt is recorded; every
+/// `ttl / 4` (between 1 s and 1 min) deletes the due ones; for ever.
+pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: Duration) {
     let period = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut last_deletions = tokio::time::Instant::now();
     loop {
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(SLIM_PERIOD.min(period)).await;
+        slim_recorded(&cache);
+        if last_deletions.elapsed() < period {
+            continue;
+        }
+        last_deletions = tokio::time::Instant::now();
         let now = Timestamp::now();
-        for pod in pods.state() {
-            let namespace = pod.namespace().unwrap_or_default();
-            let task = pod
-                .owner_references()
-                .iter()
-                .find(|o| o.kind == "Task")
-                .and_then(|o| tasks.get(&ObjectRef::new(&o.name).within(&namespace)));
+        for pod in cache.pods.state() {
+            let task = owner(&pod, &cache.tasks);
             if !is_due(&pod, task.as_deref(), now, ttl) {
                 continue;
             }
+            let namespace = pod.namespace().unwrap_or_default();
             let name = pod.name_any();
             let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
             let op = format!("delete finished Pod {namespace}/{name}");

@@ -241,8 +241,11 @@ impl Term<'_> {
         let gauges = tokio::spawn(count_tasks_periodically(Arc::clone(&ctx)));
         let retention = tokio::spawn(retention::sweep(
             self.client.clone(),
-            caches.pods.clone(),
-            caches.tasks.clone(),
+            retention::PodCache {
+                pods: caches.pods.clone(),
+                writer: Arc::clone(&caches.pod_writer),
+                tasks: caches.tasks.clone(),
+            },
             self.config.finished_pod_ttl,
             self.config.api_timeout,
         ));
@@ -305,27 +308,36 @@ struct Caches {
     task_changes: Touched<Task>,
     pod_changes: Touched<Pod>,
     lease_changes: Touched<Lease>,
+    pod_writer: SharedWriter<Pod>,
     indexes: Indexes,
 }
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
         let indexes = Indexes::default();
-        let (tasks, task_changes) = cached(
+        let (tasks, task_changes, _) = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
             trim::trim_task,
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );
-        let (pods, pod_changes) = cached(
+        // A finished Pod whose attempt the cached Task already records (e.g. after a
+        // restart) is cached slim at once; the retention sweep slims those recorded later.
+        let recorded_by = tasks.clone();
+        let (pods, pod_changes, pod_writer) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
-            trim::trim_pod,
+            move |pod: &mut Pod| {
+                trim::trim_pod(pod);
+                if let Some(slim) = retention::slim_if_recorded(pod, &recorded_by) {
+                    *pod = slim;
+                }
+            },
             vec![indexes.pods.clone()],
             Some(pod_significance),
         );
-        let (leases, lease_changes) = cached(
+        let (leases, lease_changes, _) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |lease| trim::trim_metadata(&mut lease.metadata),
@@ -339,6 +351,7 @@ impl Caches {
             task_changes,
             pod_changes,
             lease_changes,
+            pod_writer,
             indexes,
         }
     }
@@ -433,32 +446,39 @@ async fn timed_reconcile(
     result
 }
 
+/// The writer of a cache, shared by its watch and whatever else replaces cached objects
+/// (the retention sweep slims finished Pods whose attempt is recorded).
+pub type SharedWriter<K> = Arc<std::sync::Mutex<reflector::store::Writer<K>>>;
+
 /// A cache of `K` and the stream of changed objects that keeps it filled (each object
 /// trimmed by `trim` to what reconciles read, see [`trim`]) and the
-/// `indexes` over it, reconnecting with [`WatchBackoff`]. With `significance`, a changed
-/// object triggers a reconcile only when that value changed (every object of a re-list, and
-/// every deletion, still does); the cache and indexes follow every change.
+/// `indexes` over it, reconnecting with [`WatchBackoff`], and the cache's writer. With
+/// `significance`, a changed object triggers a reconcile only when that value changed
+/// (every object of a re-list, and every deletion, still does); the cache and indexes
+/// follow every change.
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
-    trim: fn(&mut K),
+    trim: impl FnMut(&mut K) + Send + 'static,
     indexes: Vec<Index<K>>,
     significance: Option<fn(&K) -> u64>,
-) -> (Store<K>, Touched<K>)
+) -> (Store<K>, Touched<K>, SharedWriter<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
+    let writer: SharedWriter<K> = Arc::default();
+    let reader = lock(&writer).as_reader();
+    let watch_writer = Arc::clone(&writer);
     // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
     // objects sharing a hash would also need equal significance values to miss a trigger.
     let mut seen: HashMap<u64, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(trim)
-        .reflect(writer)
         .inspect(move |event| {
             if let Ok(event) = event {
+                lock(&watch_writer).apply_watcher_event(event);
                 for index in &indexes {
                     index.apply(event);
                 }
@@ -495,7 +515,18 @@ where
             std::future::ready(trigger)
         })
         .boxed();
-    (reader, stream)
+    (reader, stream, writer)
+}
+
+/// The writer, also when a holder panicked (every write leaves the cache whole).
+pub fn lock<K>(writer: &SharedWriter<K>) -> std::sync::MutexGuard<'_, reflector::store::Writer<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
