@@ -1,7 +1,7 @@
-//! Finished agent Pods stay cached slim once their Task records the attempt (no result, no
-//! other containers): a Pod whose result is not recorded yet keeps it, also when the
-//! controller restarts meanwhile, and the retention sweep keeps and deletes finished Pods
-//! as before.
+//! Finished agent Pods leave the controller's cache once their Task records the attempt
+//! (the retention sweep remembers when they finished): a Pod whose result is not recorded
+//! yet stays cached with it, also when the controller restarts meanwhile, and the sweep
+//! keeps and deletes finished Pods as before.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
@@ -14,7 +14,7 @@ use std::time::Duration;
 use fake_apiserver::{ApiError, RequestRecord};
 use harness::{Harness, one_task, runner_arg};
 use ralph::api::TaskStatus;
-use ralph::controller::retention::SLIM_PERIOD;
+use ralph::controller::retention::RETIRE_PERIOD;
 use ralph::engine::dag::TaskPhase;
 use ralph::engine::policy::AttemptOutcome;
 use serde_json::json;
@@ -35,7 +35,7 @@ fn refuse_task_status_writes(h: &Harness) {
 }
 
 /// Waits until the controller tried to record something and was refused, then for several
-/// slimming passes of the retention sweep.
+/// retiring passes of the retention sweep.
 async fn wait_for_a_refused_write_and_sweeps(h: &Harness) {
     h.eventually("a Task status write to be refused", || async {
         let refused = h
@@ -44,7 +44,7 @@ async fn wait_for_a_refused_write_and_sweeps(h: &Harness) {
         (refused > 0).then_some(())
     })
     .await;
-    tokio::time::sleep(SLIM_PERIOD * 3).await;
+    tokio::time::sleep(RETIRE_PERIOD * 3).await;
 }
 
 /// The runner's result: task done, a journal note, and usage.
@@ -106,7 +106,7 @@ async fn a_result_not_recorded_before_a_restart_is_ingested_after_it() {
     finish_with_journal(&h, &pod).await;
     wait_for_a_refused_write_and_sweeps(&h).await;
     h.restart_controller().await;
-    tokio::time::sleep(SLIM_PERIOD * 3).await;
+    tokio::time::sleep(RETIRE_PERIOD * 3).await;
     h.server.clear_faults();
 
     assert_result_ingested(&recorded_done(&h, "away-a").await);
@@ -119,15 +119,15 @@ async fn the_finished_pod_of_a_recorded_attempt_stays_for_its_retention() {
     let pod = h.wait_for_pod("kept-a-a1").await;
     finish_with_journal(&h, &pod).await;
     recorded_done(&h, "kept-a").await;
-    tokio::time::sleep(SLIM_PERIOD * 3).await;
+    tokio::time::sleep(RETIRE_PERIOD * 3).await;
     h.restart_controller().await;
-    tokio::time::sleep(SLIM_PERIOD * 3).await;
+    tokio::time::sleep(RETIRE_PERIOD * 3).await;
 
     assert!(h.has_pod("kept-a-a1").await, "kept for `kubectl logs`");
     let status = h.task_status("kept-a").await;
     assert_eq!(
         status.attempt_count, 1,
-        "the slim Pod started no new attempt"
+        "the retired Pod started no new attempt"
     );
     assert_result_ingested(&status);
     h.stop().await;

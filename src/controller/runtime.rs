@@ -244,6 +244,8 @@ impl Term<'_> {
             retention::PodCache {
                 pods: caches.pods.clone(),
                 writer: Arc::clone(&caches.pod_writer),
+                index: caches.indexes.pods.clone(),
+                retired: caches.retired_pods.clone(),
                 tasks: caches.tasks.clone(),
             },
             self.config.finished_pod_ttl,
@@ -309,6 +311,7 @@ struct Caches {
     pod_changes: Touched<Pod>,
     lease_changes: Touched<Lease>,
     pod_writer: SharedWriter<Pod>,
+    retired_pods: retention::Retired,
     indexes: Indexes,
 }
 
@@ -319,21 +322,19 @@ impl Caches {
             api::<Task>(client, namespace),
             watcher::Config::default(),
             trim::trim_task,
+            Some,
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );
         // A finished Pod whose attempt the cached Task already records (e.g. after a
-        // restart) is cached slim at once; the retention sweep slims those recorded later.
-        let recorded_by = tasks.clone();
+        // restart) is retired at once; the retention sweep retires those recorded later.
+        let retired_pods = retention::Retired::default();
+        let (retired, recorded_by) = (retired_pods.clone(), tasks.clone());
         let (pods, pod_changes, pod_writer) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
-            move |pod: &mut Pod| {
-                trim::trim_pod(pod);
-                if let Some(slim) = retention::slim_if_recorded(pod, &recorded_by) {
-                    *pod = slim;
-                }
-            },
+            trim::trim_pod,
+            move |event| retention::retiring(event, &retired, &recorded_by),
             vec![indexes.pods.clone()],
             Some(pod_significance),
         );
@@ -341,6 +342,7 @@ impl Caches {
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |lease| trim::trim_metadata(&mut lease.metadata),
+            Some,
             vec![indexes.leases.clone()],
             Some(lease_significance),
         );
@@ -352,6 +354,7 @@ impl Caches {
             pod_changes,
             lease_changes,
             pod_writer,
+            retired_pods,
             indexes,
         }
     }
@@ -446,12 +449,13 @@ async fn timed_reconcile(
     result
 }
 
-/// The writer of a cache, shared by its watch and whatever else replaces cached objects
-/// (the retention sweep slims finished Pods whose attempt is recorded).
+/// The writer of a cache, shared by its watch and whatever else changes the cache (the
+/// retention sweep retires finished Pods whose attempt is recorded).
 pub type SharedWriter<K> = Arc<std::sync::Mutex<reflector::store::Writer<K>>>;
 
 /// A cache of `K` and the stream of changed objects that keeps it filled (each object
-/// trimmed by `trim` to what reconciles read, see [`trim`]) and the
+/// trimmed by `trim` to what reconciles read, see [`trim`], and each event passed through
+/// `admit`, which may drop it or turn it into another) and the
 /// `indexes` over it, reconnecting with [`WatchBackoff`], and the cache's writer. With
 /// `significance`, a changed object triggers a reconcile only when that value changed
 /// (every object of a re-list, and every deletion, still does); the cache and indexes
@@ -460,6 +464,7 @@ fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
     trim: impl FnMut(&mut K) + Send + 'static,
+    mut admit: impl FnMut(watcher::Event<K>) -> Option<watcher::Event<K>> + Send + 'static,
     indexes: Vec<Index<K>>,
     significance: Option<fn(&K) -> u64>,
 ) -> (Store<K>, Touched<K>, SharedWriter<K>)
@@ -476,9 +481,17 @@ where
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(trim)
+        .filter_map(move |event| {
+            std::future::ready(match event {
+                Ok(event) => admit(event).map(Ok),
+                Err(error) => Some(Err(error)),
+            })
+        })
         .inspect(move |event| {
             if let Ok(event) = event {
-                lock(&watch_writer).apply_watcher_event(event);
+                // The cache and its indexes change together (others write the cache too).
+                let mut writer = lock(&watch_writer);
+                writer.apply_watcher_event(event);
                 for index in &indexes {
                     index.apply(event);
                 }

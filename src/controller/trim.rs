@@ -18,7 +18,6 @@ use kube::{Api, ResourceExt};
 use super::call::{CallError, bounded};
 use super::context::Context;
 use super::feature::{TEMPLATE_HASH_ANNOTATION, template_hash};
-use super::pod::{AGENT_CONTAINER, FEATURE_LABEL};
 use crate::api::{Feature, TASK_LABEL, Task, desired_tasks};
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
@@ -235,67 +234,11 @@ pub fn trim_pod(pod: &mut Pod) {
     });
 }
 
-/// A finished agent Pod whose attempt its Task has recorded ([`is_recorded`]), as cached
-/// from then on (it stays for `kubectl logs` under `--finished-pod-ttl`): what the clean-up
-/// of a task that is not running, the trigger filter, the indexes and the retention sweep
-/// read, and nothing else. Kept: name, namespace, resourceVersion, the Feature label, the
-/// owner (the Task), creation and deletion times, the phase, and the agent container's end
-/// without its termination message (exit code, signal, reason, start and finish times): the
-/// Pod still reads as ended ([`super::run_view::run_view`]) and finished at the same time.
-/// Dropped: the runner's result and every other message (the Task holds what it concluded
-/// from them), the other containers, the other labels.
-pub fn slim_recorded_pod(pod: &Pod) -> Pod {
-    let meta = &pod.metadata;
-    let labels = meta
-        .labels
-        .as_ref()
-        .and_then(|l| l.get_key_value(FEATURE_LABEL))
-        .map(|(k, v)| BTreeMap::from([(k.clone(), v.clone())]));
-    let agent = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.iter().find(|c| c.name == AGENT_CONTAINER))
-        .and_then(|c| Some((c.name.clone(), c.state.as_ref()?.terminated.as_ref()?)))
-        .map(|(name, ended)| ContainerStatus {
-            name,
-            state: Some(ContainerState {
-                terminated: Some(ContainerStateTerminated {
-                    exit_code: ended.exit_code,
-                    signal: ended.signal,
-                    reason: ended.reason.clone(),
-                    started_at: ended.started_at.clone(),
-                    finished_at: ended.finished_at.clone(),
-                    ..ContainerStateTerminated::default()
-                }),
-                ..ContainerState::default()
-            }),
-            ..ContainerStatus::default()
-        });
-    Pod {
-        metadata: ObjectMeta {
-            name: meta.name.clone(),
-            namespace: meta.namespace.clone(),
-            resource_version: meta.resource_version.clone(),
-            labels,
-            owner_references: meta.owner_references.clone(),
-            creation_timestamp: meta.creation_timestamp.clone(),
-            deletion_timestamp: meta.deletion_timestamp.clone(),
-            ..ObjectMeta::default()
-        },
-        spec: None,
-        status: Some(PodStatus {
-            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
-            container_statuses: agent.map(|agent| vec![agent]),
-            ..PodStatus::default()
-        }),
-    }
-}
-
 /// True when `task`'s status has recorded the conclusion of the attempt `pod` ran: a record
 /// of that Pod with an outcome, or a later attempt started (one starts only after the last
-/// one's end is recorded). A Pod of a Task that is not cached, or whose result the Task has
-/// not recorded yet (e.g. one that finished while the controller was down), is not.
+/// one's end is recorded). Nothing reads such a Pod from the cache any more once it has
+/// ended ([`super::retention`] keeps it out). A Pod whose result the Task has not recorded
+/// yet (e.g. one that finished while the controller was down) is not.
 pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
     let (Some(name), Some(status)) = (pod.metadata.name.as_deref(), task.status.as_ref()) else {
         return false;
@@ -547,89 +490,6 @@ mod tests {
         assert_eq!(first_waiting(&pod), None);
         let containers = pod.status.and_then(|s| s.container_statuses);
         assert!(containers.unwrap_or_default()[0].image.is_empty());
-    }
-
-    fn agent_terminated(pod: &Pod) -> Option<ContainerStateTerminated> {
-        let containers = pod.status.as_ref()?.container_statuses.as_ref()?;
-        let agent = containers.iter().find(|c| c.name == AGENT_CONTAINER)?;
-        agent.state.as_ref()?.terminated.clone()
-    }
-
-    fn agent_pod_done() -> Pod {
-        let mut pod = finished_pod();
-        if let Some(containers) = pod
-            .status
-            .as_mut()
-            .and_then(|s| s.container_statuses.as_mut())
-        {
-            containers[0].name = AGENT_CONTAINER.to_owned();
-        }
-        pod
-    }
-
-    #[test]
-    fn a_slim_pod_keeps_its_identity_feature_label_owner_and_times() {
-        let pod = agent_pod_done();
-        let slim = slim_recorded_pod(&pod);
-        let (meta, before) = (&slim.metadata, &pod.metadata);
-        assert_eq!(meta.name, before.name);
-        assert_eq!(meta.namespace, before.namespace);
-        assert_eq!(meta.resource_version, before.resource_version);
-        assert_eq!(meta.labels, map(&[("ralph.dev/feature", "f")]));
-        assert_eq!(meta.owner_references, before.owner_references);
-        assert_eq!(meta.creation_timestamp, before.creation_timestamp);
-        assert_eq!(meta.deletion_timestamp, before.deletion_timestamp);
-    }
-
-    #[test]
-    fn a_slim_pod_has_no_uid_annotations_spec_or_other_labels() {
-        let slim = slim_recorded_pod(&agent_pod_done());
-        assert!(slim.metadata.uid.is_none());
-        assert!(slim.metadata.annotations.is_none());
-        assert!(slim.metadata.managed_fields.is_none() && slim.metadata.finalizers.is_none());
-        assert!(slim.spec.is_none());
-    }
-
-    #[test]
-    fn a_slim_pod_keeps_how_the_agent_container_ended_without_its_message() {
-        let pod = agent_pod_done();
-        let slim = slim_recorded_pod(&pod);
-        let before = agent_terminated(&pod).unwrap_or_default();
-        assert!(before.message.is_some());
-        assert_eq!(
-            agent_terminated(&slim),
-            Some(ContainerStateTerminated {
-                message: None,
-                container_id: None,
-                ..before
-            })
-        );
-        let status = slim.status.unwrap_or_default();
-        assert_eq!(status.phase.as_deref(), Some("Failed"));
-        assert!(status.message.is_none() && status.reason.is_none());
-    }
-
-    #[test]
-    fn a_slim_pod_has_no_other_containers() {
-        let status = slim_recorded_pod(&agent_pod_done())
-            .status
-            .unwrap_or_default();
-        assert_eq!(status.container_statuses.map(|c| c.len()), Some(1));
-        assert!(status.init_container_statuses.is_none());
-    }
-
-    #[test]
-    fn a_slim_pod_still_reads_as_ended_at_the_same_time() {
-        let pod = agent_pod_done();
-        let slim = slim_recorded_pod(&pod);
-        assert!(matches!(
-            super::super::run_view::run_view(Some(&slim), true),
-            crate::engine::lifecycle::RunView::Ended { result: None, .. }
-        ));
-        assert_eq!(
-            super::super::run_view::finished_at(&slim),
-            super::super::run_view::finished_at(&pod)
-        );
     }
 
     fn task_with_status(status: serde_json::Value) -> Task {
