@@ -17,7 +17,9 @@
 //! Parts: `plain` (tasks with a name only, as `benches/controller.rs applied`) and
 //! `prompts` (a title and a 1 KiB prompt per task); `run` the run phase (picking only
 //! `plain` or `prompts` measures synced and restart). The controller inherits the bench's
-//! environment: `MALLOC_ARENA_MAX=2 cargo bench --bench controller_rss -- prompts`.
+//! environment; with the Helm chart's allocator settings (the figures in
+//! docs/performance.md): `_RJEM_MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1
+//! MALLOC_ARENA_MAX=2 cargo bench --bench controller_rss -- prompts run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/controller_harness.rs"]
@@ -200,7 +202,7 @@ async fn measure(content: Content, with_run: bool) {
         Content::Plain => "plain (name only)",
         Content::Prompts => "prompts (title and 1 KiB prompt)",
     };
-    let env: Vec<String> = ["MALLOC_ARENA_MAX"]
+    let env: Vec<String> = ["MALLOC_ARENA_MAX", "_RJEM_MALLOC_CONF"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
         .collect();

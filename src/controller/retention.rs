@@ -1,20 +1,106 @@
 //! Finished agent Pods stay for `kubectl logs` for a retention time (like a Job's
 //! `ttlSecondsAfterFinished`), then a sweep deletes them. A Pod whose result the controller
 //! has not recorded yet is never deleted.
+//!
+//! Once its Task records the attempt's end, nothing reads a finished Pod from the cache: it
+//! is retired from it ([`Retired`]: its name and when it finished, about 100 bytes instead
+//! of a cached Pod's 4 to 8 KiB), until the sweep deletes it. 10,000 finished Pods kept for
+//! an hour cost the controller about 1 MiB.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DeleteParams;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
 use kube::{Api, Client, ResourceExt};
 
 use super::call::bounded;
+use super::index::Index;
 use super::run_view::{finished_at, run_view};
+use super::runtime::{SharedWriter, lock};
+use super::trim;
 use crate::api::Task;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::RunView;
+
+/// Finished agent Pods whose attempt is recorded, out of the Pod cache until deleted: for
+/// each (namespace, name), when it finished.
+#[derive(Clone, Default)]
+pub struct Retired(Arc<Mutex<HashMap<(String, String), Timestamp>>>);
+
+impl Retired {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Timestamp>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn key(pod: &Pod) -> (String, String) {
+        (pod.namespace().unwrap_or_default(), pod.name_any())
+    }
+
+    /// Retires `pod` when it has ended and its cached Task has recorded its attempt
+    /// ([`trim::is_recorded`]); true when it is (or was already) retired. A Pod whose
+    /// Task is not cached, or whose result may still be read, stays cached.
+    pub fn retire_if_recorded(&self, pod: &Pod, tasks: &Store<Task>) -> bool {
+        if !matches!(run_view(Some(pod), true), RunView::Ended { .. }) {
+            return false;
+        }
+        let recorded = owner(pod, tasks).is_some_and(|task| trim::is_recorded(pod, &task));
+        if recorded {
+            let finished = finished_at(pod)
+                .or_else(|| pod.creation_timestamp().map(|t| t.0))
+                .unwrap_or_else(Timestamp::now);
+            self.entries().insert(Self::key(pod), finished);
+        }
+        recorded
+    }
+
+    /// Forgets `pod` (it was deleted).
+    pub fn forget(&self, pod: &Pod) {
+        self.entries().remove(&Self::key(pod));
+    }
+
+    /// The retired Pods finished at least `ttl` before `now`, as (namespace, name).
+    pub fn due(&self, now: Timestamp, ttl: Duration) -> Vec<(String, String)> {
+        self.entries()
+            .iter()
+            .filter(|(_, at)| now.duration_since(**at).as_secs_f64() >= ttl.as_secs_f64())
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// How many Pods are retired.
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// True when no Pod is retired.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn forget_named(&self, key: &(String, String)) {
+        self.entries().remove(key);
+    }
+}
+
+/// The watch event that caches `event`'s Pod, with finished Pods whose attempt is recorded
+/// retired instead ([`Retired::retire_if_recorded`]): an update of one removes it from the
+/// cache, a re-list leaves it out; a deletion forgets it.
+pub fn retiring(event: Event<Pod>, retired: &Retired, tasks: &Store<Task>) -> Option<Event<Pod>> {
+    match event {
+        Event::Apply(pod) if retired.retire_if_recorded(&pod, tasks) => Some(Event::Delete(pod)),
+        Event::InitApply(pod) if retired.retire_if_recorded(&pod, tasks) => None,
+        Event::Delete(pod) => {
+            retired.forget(&pod);
+            Some(Event::Delete(pod))
+        }
+        event => Some(event),
+    }
+}
 
 /// True when `pod` finished more than `ttl` before `now` and its Task (if it still exists)
 /// no longer waits for its result.
@@ -33,34 +119,81 @@ pub fn is_due(pod: &Pod, task: Option<&Task>, now: Timestamp, ttl: Duration) -> 
     finished.is_some_and(|at| now.duration_since(at).as_secs_f64() >= ttl.as_secs_f64())
 }
 
-/// Deletes due Pods from the cache every `ttl / 4` (between 1 s and 1 min), for ever.
-pub async fn sweep(
-    client: Client,
-    pods: Store<Pod>,
-    tasks: Store<Task>,
-    ttl: Duration,
-    api_timeout: Duration,
-) {
+/// The agent Pod cache as the sweep sees it: the Pods, their cache's writer and index (to
+/// retire a Pod), the retired Pods, and the Tasks that own them.
+pub struct PodCache {
+    /// The cached agent Pods.
+    pub pods: Store<Pod>,
+    /// The Pod cache's writer, shared with its watch.
+    pub writer: SharedWriter<Pod>,
+    /// The Pod index the watch keeps with the cache.
+    pub index: Index<Pod>,
+    /// The retired Pods.
+    pub retired: Retired,
+    /// The cached Tasks.
+    pub tasks: Store<Task>,
+}
+
+/// How often finished Pods whose attempt was recorded meanwhile are retired from the cache.
+pub const RETIRE_PERIOD: Duration = Duration::from_secs(2);
+
+/// The Task that owns `pod`, if it is cached.
+fn owner(pod: &Pod, tasks: &Store<Task>) -> Option<Arc<Task>> {
+    let namespace = pod.namespace().unwrap_or_default();
+    pod.owner_references()
+        .iter()
+        .find(|o| o.kind == "Task")
+        .and_then(|o| tasks.get(&ObjectRef::new(&o.name).within(&namespace)))
+}
+
+/// Retires every cached finished Pod whose attempt was recorded since the watch brought it,
+/// unless the watch brought a newer version of it meanwhile.
+fn retire_recorded(cache: &PodCache) {
+    for pod in cache.pods.state() {
+        let mut writer = lock(&cache.writer);
+        let current = cache.pods.get(&ObjectRef::from_obj(pod.as_ref()));
+        let unchanged =
+            current.is_some_and(|c| c.metadata.resource_version == pod.metadata.resource_version);
+        if unchanged && cache.retired.retire_if_recorded(&pod, &cache.tasks) {
+            let event = Event::Delete(Pod::clone(&pod));
+            writer.apply_watcher_event(&event);
+            cache.index.apply(&event);
+        }
+    }
+}
+
+/// Every [`RETIRE_PERIOD`], retires the cached finished Pods whose attempt is recorded;
+/// every `ttl / 4` (between 1 s and 1 min) deletes the due ones, cached or retired; for
+/// ever.
+pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: Duration) {
     let period = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut last_deletions = tokio::time::Instant::now();
     loop {
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(RETIRE_PERIOD.min(period)).await;
+        retire_recorded(&cache);
+        if last_deletions.elapsed() < period {
+            continue;
+        }
+        last_deletions = tokio::time::Instant::now();
         let now = Timestamp::now();
-        for pod in pods.state() {
-            let namespace = pod.namespace().unwrap_or_default();
-            let task = pod
-                .owner_references()
-                .iter()
-                .find(|o| o.kind == "Task")
-                .and_then(|o| tasks.get(&ObjectRef::new(&o.name).within(&namespace)));
-            if !is_due(&pod, task.as_deref(), now, ttl) {
-                continue;
-            }
-            let name = pod.name_any();
-            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        let cached = cache.pods.state().into_iter().filter(|pod| {
+            let task = owner(pod, &cache.tasks);
+            is_due(pod, task.as_deref(), now, ttl)
+        });
+        let mut due: Vec<(String, String)> = cached
+            .map(|pod| (pod.namespace().unwrap_or_default(), pod.name_any()))
+            .collect();
+        due.extend(cache.retired.due(now, ttl));
+        for key in due {
+            let (namespace, name) = &key;
+            let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
             let op = format!("delete finished Pod {namespace}/{name}");
-            match bounded(api_timeout, op, api.delete(&name, &DeleteParams::default())).await {
-                Ok(_) => tracing::debug!(pod = %name, "deleted finished Pod after its retention"),
-                Err(error) if error.is_not_found() => {}
+            match bounded(api_timeout, op, api.delete(name, &DeleteParams::default())).await {
+                Ok(_) => {
+                    cache.retired.forget_named(&key);
+                    tracing::debug!(pod = %name, "deleted finished Pod after its retention");
+                }
+                Err(error) if error.is_not_found() => cache.retired.forget_named(&key),
                 Err(error) => tracing::warn!(%error, "could not delete a finished Pod"),
             }
         }
@@ -119,5 +252,119 @@ mod tests {
         assert!(!is_due(&pod(Some(0)), Some(&running), at(1_000_000), HOUR));
         let done = task("Done", "f-t-a1");
         assert!(is_due(&pod(Some(0)), Some(&done), at(1_000_000), HOUR));
+    }
+
+    fn owned_pod(finished: Option<i64>) -> Pod {
+        let mut pod = pod(finished);
+        pod.metadata.namespace = Some("ns".to_owned());
+        pod.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "ralph.dev/v1alpha1".to_owned(),
+                kind: "Task".to_owned(),
+                name: "f-t".to_owned(),
+                uid: "tu".to_owned(),
+                ..Default::default()
+            },
+        ]);
+        pod
+    }
+
+    /// A Task cache holding `f-t` with `status`.
+    fn tasks_with(status: serde_json::Value) -> Store<Task> {
+        let task: Task = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": "f-t", "namespace": "ns"},
+            "spec": {"featureRef": "f"},
+            "status": status
+        }))
+        .expect("task");
+        let (store, mut writer) = kube::runtime::reflector::store();
+        writer.apply_watcher_event(&Event::Apply(task));
+        store
+    }
+
+    fn recorded_done() -> Store<Task> {
+        tasks_with(serde_json::json!({"phase": "Done", "attemptCount": 1,
+            "attempts": [{"number": 1, "pod": "f-t-a1", "outcome": "done"}]}))
+    }
+
+    fn awaiting_result() -> Store<Task> {
+        tasks_with(serde_json::json!({"phase": "Running", "attemptCount": 1,
+            "claim": {"lease": "f-t", "holder": "f-t-a1", "attempt": 1},
+            "attempts": [{"number": 1, "pod": "f-t-a1"}]}))
+    }
+
+    #[test]
+    fn an_update_of_a_finished_pod_whose_attempt_is_recorded_removes_it_from_the_cache() {
+        let retired = Retired::default();
+        let event = retiring(
+            Event::Apply(owned_pod(Some(100))),
+            &retired,
+            &recorded_done(),
+        );
+        assert!(matches!(event, Some(Event::Delete(_))));
+        assert_eq!(retired.len(), 1);
+    }
+
+    #[test]
+    fn a_relist_leaves_out_a_finished_pod_whose_attempt_is_recorded() {
+        let retired = Retired::default();
+        let event = retiring(
+            Event::InitApply(owned_pod(Some(100))),
+            &retired,
+            &recorded_done(),
+        );
+        assert!(event.is_none());
+        assert_eq!(retired.len(), 1);
+    }
+
+    #[test]
+    fn a_finished_pod_whose_result_is_awaited_stays_cached() {
+        let retired = Retired::default();
+        let event = retiring(
+            Event::Apply(owned_pod(Some(100))),
+            &retired,
+            &awaiting_result(),
+        );
+        assert!(matches!(event, Some(Event::Apply(_))));
+        assert!(retired.is_empty());
+    }
+
+    #[test]
+    fn a_finished_pod_whose_task_is_not_cached_stays_cached() {
+        let retired = Retired::default();
+        let (no_tasks, _writer) = kube::runtime::reflector::store::<Task>();
+        let event = retiring(Event::Apply(owned_pod(Some(100))), &retired, &no_tasks);
+        assert!(matches!(event, Some(Event::Apply(_))));
+        assert!(retired.is_empty());
+    }
+
+    #[test]
+    fn a_running_pod_of_a_recorded_attempt_stays_cached() {
+        let retired = Retired::default();
+        let event = retiring(Event::Apply(owned_pod(None)), &retired, &recorded_done());
+        assert!(matches!(event, Some(Event::Apply(_))));
+        assert!(retired.is_empty());
+    }
+
+    #[test]
+    fn a_deleted_pod_is_forgotten() {
+        let retired = Retired::default();
+        let tasks = recorded_done();
+        retiring(Event::Apply(owned_pod(Some(100))), &retired, &tasks);
+        let event = retiring(Event::Delete(owned_pod(Some(100))), &retired, &tasks);
+        assert!(matches!(event, Some(Event::Delete(_))));
+        assert!(retired.is_empty());
+    }
+
+    #[test]
+    fn a_retired_pod_is_due_when_its_retention_ends() {
+        let retired = Retired::default();
+        retired.retire_if_recorded(&owned_pod(Some(100)), &recorded_done());
+        assert!(retired.due(at(100 + 3599), HOUR).is_empty());
+        assert_eq!(
+            retired.due(at(100 + 3600), HOUR),
+            vec![("ns".to_owned(), "f-t-a1".to_owned())]
+        );
     }
 }

@@ -241,8 +241,13 @@ impl Term<'_> {
         let gauges = tokio::spawn(count_tasks_periodically(Arc::clone(&ctx)));
         let retention = tokio::spawn(retention::sweep(
             self.client.clone(),
-            caches.pods.clone(),
-            caches.tasks.clone(),
+            retention::PodCache {
+                pods: caches.pods.clone(),
+                writer: Arc::clone(&caches.pod_writer),
+                index: caches.indexes.pods.clone(),
+                retired: caches.retired_pods.clone(),
+                tasks: caches.tasks.clone(),
+            },
             self.config.finished_pod_ttl,
             self.config.api_timeout,
         ));
@@ -306,30 +311,39 @@ struct Caches {
     task_changes: Touched<Task>,
     pod_changes: Touched<Pod>,
     lease_changes: Touched<Lease>,
+    pod_writer: SharedWriter<Pod>,
+    retired_pods: retention::Retired,
     indexes: Indexes,
 }
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
         let indexes = Indexes::default();
-        let (tasks, task_changes) = cached(
+        let (tasks, task_changes, _) = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
             trim::trim_task,
+            Some,
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );
-        let (pods, pod_changes) = cached(
+        // A finished Pod whose attempt the cached Task already records (e.g. after a
+        // restart) is retired at once; the retention sweep retires those recorded later.
+        let retired_pods = retention::Retired::default();
+        let (retired, recorded_by) = (retired_pods.clone(), tasks.clone());
+        let (pods, pod_changes, pod_writer) = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
             trim::trim_pod,
+            move |event| retention::retiring(event, &retired, &recorded_by),
             vec![indexes.pods.clone()],
             Some(pod_significance),
         );
-        let (leases, lease_changes) = cached(
+        let (leases, lease_changes, _) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |lease| trim::trim_metadata(&mut lease.metadata),
+            Some,
             vec![indexes.leases.clone()],
             Some(lease_significance),
         );
@@ -340,6 +354,8 @@ impl Caches {
             task_changes,
             pod_changes,
             lease_changes,
+            pod_writer,
+            retired_pods,
             indexes,
         }
     }
@@ -434,32 +450,49 @@ async fn timed_reconcile(
     result
 }
 
+/// The writer of a cache, shared by its watch and whatever else changes the cache (the
+/// retention sweep retires finished Pods whose attempt is recorded).
+pub type SharedWriter<K> = Arc<std::sync::Mutex<reflector::store::Writer<K>>>;
+
 /// A cache of `K` and the stream of changed objects that keeps it filled (each object
-/// trimmed by `trim` to what reconciles read, see [`trim`]) and the
-/// `indexes` over it, reconnecting with [`WatchBackoff`]. With `significance`, a changed
-/// object triggers a reconcile only when that value changed (every object of a re-list, and
-/// every deletion, still does); the cache and indexes follow every change.
+/// trimmed by `trim` to what reconciles read, see [`trim`], and each event passed through
+/// `admit`, which may drop it or turn it into another) and the
+/// `indexes` over it, reconnecting with [`WatchBackoff`], and the cache's writer. With
+/// `significance`, a changed object triggers a reconcile only when that value changed
+/// (every object of a re-list, and every deletion, still does); the cache and indexes
+/// follow every change.
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
-    trim: fn(&mut K),
+    trim: impl FnMut(&mut K) + Send + 'static,
+    mut admit: impl FnMut(watcher::Event<K>) -> Option<watcher::Event<K>> + Send + 'static,
     indexes: Vec<Index<K>>,
     significance: Option<fn(&K) -> u64>,
-) -> (Store<K>, Touched<K>)
+) -> (Store<K>, Touched<K>, SharedWriter<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
+    let writer: SharedWriter<K> = Arc::default();
+    let reader = lock(&writer).as_reader();
+    let watch_writer = Arc::clone(&writer);
     // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
     // objects sharing a hash would also need equal significance values to miss a trigger.
     let mut seen: HashMap<u64, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
         .modify(trim)
-        .reflect(writer)
+        .filter_map(move |event| {
+            std::future::ready(match event {
+                Ok(event) => admit(event).map(Ok),
+                Err(error) => Some(Err(error)),
+            })
+        })
         .inspect(move |event| {
             if let Ok(event) = event {
+                // The cache and its indexes change together (others write the cache too).
+                let mut writer = lock(&watch_writer);
+                writer.apply_watcher_event(event);
                 for index in &indexes {
                     index.apply(event);
                 }
@@ -496,7 +529,18 @@ where
             std::future::ready(trigger)
         })
         .boxed();
-    (reader, stream)
+    (reader, stream, writer)
+}
+
+/// The writer, also when a holder panicked (every write leaves the cache whole).
+pub fn lock<K>(writer: &SharedWriter<K>) -> std::sync::MutexGuard<'_, reflector::store::Writer<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how

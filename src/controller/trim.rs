@@ -234,6 +234,27 @@ pub fn trim_pod(pod: &mut Pod) {
     });
 }
 
+/// True when `task`'s status has recorded the conclusion of the attempt `pod` ran: a record
+/// of that Pod with an outcome, or a later attempt started (one starts only after the last
+/// one's end is recorded). Nothing reads such a Pod from the cache any more once it has
+/// ended ([`super::retention`] keeps it out). A Pod whose result the Task has not recorded
+/// yet (e.g. one that finished while the controller was down) is not.
+pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
+    let (Some(name), Some(status)) = (pod.metadata.name.as_deref(), task.status.as_ref()) else {
+        return false;
+    };
+    let number = name
+        .strip_prefix(task.metadata.name.as_deref().unwrap_or_default())
+        .and_then(|rest| rest.strip_prefix("-a"))
+        .and_then(|n| n.parse::<u32>().ok());
+    let later_started = number.is_some_and(|n| n < status.attempt_count);
+    later_started
+        || status
+            .attempts
+            .iter()
+            .any(|r| r.pod.as_deref() == Some(name) && r.outcome.is_some())
+}
+
 fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
     statuses
         .into_iter()
@@ -469,6 +490,60 @@ mod tests {
         assert_eq!(first_waiting(&pod), None);
         let containers = pod.status.and_then(|s| s.container_statuses);
         assert!(containers.unwrap_or_default()[0].image.is_empty());
+    }
+
+    fn task_with_status(status: serde_json::Value) -> Task {
+        match serde_json::from_value(serde_json::json!({
+            "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {"featureRef": "f"},
+            "status": status
+        })) {
+            Ok(task) => task,
+            Err(error) => panic!("test task does not parse: {error}"),
+        }
+    }
+
+    fn pod_named(name: &str) -> Pod {
+        let mut pod = finished_pod();
+        pod.metadata.name = Some(name.to_owned());
+        pod
+    }
+
+    #[test]
+    fn an_attempt_whose_outcome_the_task_records_is_recorded() {
+        let task = task_with_status(serde_json::json!({"phase": "Done", "attemptCount": 1,
+            "attempts": [{"number": 1, "pod": "t-a1", "outcome": "done"}]}));
+        assert!(is_recorded(&pod_named("t-a1"), &task));
+    }
+
+    #[test]
+    fn an_attempt_the_task_still_runs_is_not_recorded() {
+        let task = task_with_status(serde_json::json!({"phase": "Running", "attemptCount": 1,
+            "claim": {"lease": "t", "holder": "t-a1", "attempt": 1},
+            "attempts": [{"number": 1, "pod": "t-a1"}]}));
+        assert!(!is_recorded(&pod_named("t-a1"), &task));
+    }
+
+    #[test]
+    fn an_attempt_the_task_has_not_started_in_its_status_yet_is_not_recorded() {
+        let task = task_with_status(serde_json::json!({"phase": "Pending"}));
+        assert!(!is_recorded(&pod_named("t-a1"), &task));
+    }
+
+    #[test]
+    fn an_attempt_followed_by_a_later_one_is_recorded_when_its_record_is_gone() {
+        let task = task_with_status(serde_json::json!({"phase": "Running", "attemptCount": 12,
+            "attempts": [{"number": 12, "pod": "t-a12"}]}));
+        assert!(is_recorded(&pod_named("t-a3"), &task));
+        assert!(!is_recorded(&pod_named("t-a12"), &task));
+    }
+
+    #[test]
+    fn a_pod_of_another_task_is_not_recorded_by_its_number() {
+        let task = task_with_status(serde_json::json!({"phase": "Running", "attemptCount": 5}));
+        assert!(!is_recorded(&pod_named("other-a1"), &task));
+        assert!(!is_recorded(&pod_named("t-b-a1"), &task));
     }
 
     fn task() -> Task {

@@ -37,6 +37,7 @@ pub struct Harness {
     /// A client in [`NS`].
     pub client: Client,
     max_concurrent_attempts: usize,
+    finished_pod_ttl: Duration,
     stop: CancellationToken,
     controller: tokio::task::JoinHandle<()>,
 }
@@ -65,6 +66,12 @@ impl Harness {
         Self::start_on(server, max_concurrent_attempts)
     }
 
+    /// Starts the server and the controller with finished Pods kept for `ttl`.
+    pub async fn start_with_pod_ttl(ttl: Duration) -> Harness {
+        let server = FakeApiServer::start().await.expect("fake API server");
+        Self::start_on_keeping_pods(server, 100, ttl)
+    }
+
     /// Starts the server, lets `faults` prepare it (lagging watches, failing requests), then
     /// starts the controller.
     pub async fn start_after(faults: impl FnOnce(&FakeApiServer)) -> Harness {
@@ -81,12 +88,22 @@ impl Harness {
 
     /// Starts the controller against `server` (faults may be injected before it starts).
     pub fn start_on(server: FakeApiServer, max_concurrent_attempts: usize) -> Harness {
+        Self::start_on_keeping_pods(server, max_concurrent_attempts, Duration::from_secs(3600))
+    }
+
+    fn start_on_keeping_pods(
+        server: FakeApiServer,
+        max_concurrent_attempts: usize,
+        finished_pod_ttl: Duration,
+    ) -> Harness {
         let client = server.client_in(NS);
-        let (stop, controller) = spawn_controller(client.clone(), max_concurrent_attempts);
+        let (stop, controller) =
+            spawn_controller(client.clone(), max_concurrent_attempts, finished_pod_ttl);
         Harness {
             server,
             client,
             max_concurrent_attempts,
+            finished_pod_ttl,
             stop,
             controller,
         }
@@ -97,8 +114,11 @@ impl Harness {
         self.stop.cancel();
         let old = std::mem::replace(&mut self.controller, tokio::spawn(async {}));
         let _ = tokio::time::timeout(PATIENCE, old).await;
-        let (stop, controller) =
-            spawn_controller(self.client.clone(), self.max_concurrent_attempts);
+        let (stop, controller) = spawn_controller(
+            self.client.clone(),
+            self.max_concurrent_attempts,
+            self.finished_pod_ttl,
+        );
         self.stop = stop;
         self.controller = controller;
     }
@@ -578,6 +598,7 @@ pub fn feature_manifest(
 fn spawn_controller(
     client: Client,
     max_concurrent_attempts: usize,
+    finished_pod_ttl: Duration,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let config = ControllerConfig {
@@ -590,7 +611,7 @@ fn spawn_controller(
         leader_election: None,
         metrics_addr: None,
         instance: "test".to_owned(),
-        finished_pod_ttl: Duration::from_secs(3600),
+        finished_pod_ttl,
     };
     let token = stop.clone();
     let controller = tokio::spawn(async move {
