@@ -510,17 +510,22 @@ async fn release_claims(
         if holder.is_none() || claim::is_expired(lease, now) {
             continue;
         }
+        let task = tasks.iter().find(|t| t.name_any() == *name);
+        let status = task.and_then(|t| t.status.as_ref());
+        // A claim whose attempt's end is recorded holds nothing: it is left to expire.
+        let spent = holder.is_some_and(|h| {
+            status.is_some_and(|s| {
+                crate::engine::lifecycle::is_spent(name, s.phase, s.attempt_count, h)
+            })
+        });
         let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {
             holder.is_some_and(|h| pods.contains_key(h))
-                || tasks.iter().any(|t| {
-                    t.name_any() == *name
-                        && t.status.as_ref().is_some_and(|s| {
-                            s.phase == TaskPhase::Running
-                                && s.claim.as_ref().map(|c| c.holder.as_str()) == holder
-                        })
+                || status.is_some_and(|s| {
+                    s.phase == TaskPhase::Running
+                        && s.claim.as_ref().map(|c| c.holder.as_str()) == holder
                 })
         };
-        if pods.is_some_and(backs_attempt) {
+        if spent || pods.is_some_and(backs_attempt) {
             continue;
         }
         match leases_api.release(lease).await {

@@ -8,7 +8,7 @@
 //! an hour cost the controller about 1 MiB.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -21,11 +21,12 @@ use kube::{Api, Client, ResourceExt};
 use super::call::bounded;
 use super::index::Index;
 use super::run_view::{finished_at, run_view};
-use super::runtime::{SharedWriter, lock};
+use super::runtime::SharedWriter;
 use super::trim;
 use crate::api::Task;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::RunView;
+use crate::sync::lock;
 
 /// Finished agent Pods whose attempt is recorded, out of the Pod cache until deleted: for
 /// each (namespace, name), when it finished.
@@ -34,7 +35,7 @@ pub struct Retired(Arc<Mutex<HashMap<(String, String), Timestamp>>>);
 
 impl Retired {
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Timestamp>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.0)
     }
 
     fn key(pod: &Pod) -> (String, String) {

@@ -474,7 +474,7 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let writer: SharedWriter<K> = Arc::default();
-    let reader = lock(&writer).as_reader();
+    let reader = crate::sync::lock(&writer).as_reader();
     let watch_writer = Arc::clone(&writer);
     // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
     // objects sharing a hash would also need equal significance values to miss a trigger.
@@ -491,7 +491,7 @@ where
         .inspect(move |event| {
             if let Ok(event) = event {
                 // The cache and its indexes change together (others write the cache too).
-                let mut writer = lock(&watch_writer);
+                let mut writer = crate::sync::lock(&watch_writer);
                 writer.apply_watcher_event(event);
                 for index in &indexes {
                     index.apply(event);
@@ -530,17 +530,6 @@ where
         })
         .boxed();
     (reader, stream, writer)
-}
-
-/// The writer, also when a holder panicked (every write leaves the cache whole).
-pub fn lock<K>(writer: &SharedWriter<K>) -> std::sync::MutexGuard<'_, reflector::store::Writer<K>>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    writer
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
