@@ -879,11 +879,7 @@ fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, 
     let read: rustc_hash::FxHashSet<&str> = plan
         .tasks
         .iter()
-        .filter(|t| {
-            t.actions
-                .iter()
-                .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
-        })
+        .filter(|t| starts_attempt(t))
         .flat_map(|t| {
             let fields = &t.task.spec.fields;
             std::iter::once(t.view.name.as_str())
@@ -900,11 +896,14 @@ fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, 
 
 /// True when `plan` starts an attempt.
 fn starts_attempts(plan: &FeaturePlan) -> bool {
-    plan.tasks.iter().any(|t| {
-        t.actions
-            .iter()
-            .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
-    })
+    plan.tasks.iter().any(starts_attempt)
+}
+
+/// True when `task`'s plan starts an attempt.
+fn starts_attempt(task: &decide::TaskPlan) -> bool {
+    task.actions
+        .iter()
+        .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
 }
 
 /// The feature's spec and plan texts, read only when an attempt starts in this reconcile.

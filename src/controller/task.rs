@@ -800,11 +800,9 @@ impl TaskWrites {
     pub fn newest(&self, cached: Arc<Task>) -> Arc<Task> {
         let key = object_key(&cached);
         let mut map = self.lock();
-        match map.get(&key) {
-            Some((ours, superseded)) if superseded.contains(&cached.resource_version()) => {
-                Arc::clone(ours)
-            }
-            Some(_) => {
+        match map.get(&key).map(|written| ours_over(written, &cached)) {
+            Some(Some(ours)) => ours,
+            Some(None) => {
                 map.remove(&key);
                 cached
             }
@@ -830,18 +828,13 @@ impl TaskWrites {
                 .map(|cached| {
                     let namespace = cached.metadata.namespace.as_deref().unwrap_or("");
                     let name = cached.metadata.name.as_deref().unwrap_or("");
-                    match written.get(&(namespace, name)) {
-                        Some((_, (ours, superseded)))
-                            if superseded.contains(&cached.resource_version()) =>
-                        {
-                            Arc::clone(ours)
-                        }
-                        Some((key, _)) => {
-                            passed.push((*key).clone());
-                            cached
-                        }
-                        None => cached,
-                    }
+                    let Some((key, entry)) = written.get(&(namespace, name)) else {
+                        return cached;
+                    };
+                    ours_over(entry, &cached).unwrap_or_else(|| {
+                        passed.push((*key).clone());
+                        cached
+                    })
                 })
                 .collect()
         };
@@ -850,6 +843,15 @@ impl TaskWrites {
         }
         newest
     }
+}
+
+/// Our written version while `cached` shows a version that write superseded; `None` once the
+/// cache has moved past it (the entry is spent).
+fn ours_over(written: &Written, cached: &Task) -> Option<Arc<Task>> {
+    let (ours, superseded) = written;
+    superseded
+        .contains(&cached.resource_version())
+        .then(|| Arc::clone(ours))
 }
 
 fn object_key(task: &Task) -> String {
