@@ -320,6 +320,10 @@ const SIDE_TEMPLATED_RUNS: usize = ralph::api::feature::MAX_TASKS;
 /// Parallelism of the side-by-side runs (the issue's).
 const SIDE_PARALLELISM: usize = 50;
 
+/// How long the Job controller model's API server may take to answer (as `ralph controller`'s
+/// default `--api-timeout`).
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The load average, to print beside figures measured on a shared machine.
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -381,8 +385,9 @@ async fn job_controller_run(qps: Option<f64>, runs: usize) -> (f64, BTreeMap<Str
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let _kubelet = finish_every_pod_in(server.client_in(NS), NS, job_controller::JOB_LABEL);
-    let throttle =
-        qps.and_then(|qps| ralph::controller::client::ThrottleLayer::new(qps, (qps * 2.0) as u32));
+    let throttle = qps.and_then(|qps| {
+        ralph::controller::client::ThrottleLayer::new(qps, (qps * 2.0) as u32, ANSWER_TIMEOUT)
+    });
     let client = ralph::controller::client::build(server.config(NS), throttle)
         .expect("Job controller client");
     let pods_per_second = job_controller::run_job(client, NS, runs, SIDE_PARALLELISM).await;

@@ -22,7 +22,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use ralph::api::Feature;
 use ralph::controller::leader::ElectionConfig;
-use ralph::controller::{ControllerConfig, NativeSidecars};
+use ralph::controller::{ControllerConfig, LeaderElection, NativeSidecars};
 use tokio_util::sync::CancellationToken;
 
 /// Longer than the scaled lease duration: leadership is lost during it.
@@ -57,7 +57,12 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
         native_sidecars: NativeSidecars::Always,
         max_concurrent_attempts: 100,
         api_timeout: Duration::from_secs(2),
-        leader_election: leader_election.map(|e| (NS.to_owned(), e)),
+        queue_wait: Duration::ZERO,
+        leader_election: leader_election.map(|election| LeaderElection {
+            namespace: NS.to_owned(),
+            election,
+            client: client.clone(),
+        }),
         metrics_addr: None,
         instance: "replica-a".to_owned(),
         finished_pod_ttl: Duration::from_secs(3600),
@@ -215,5 +220,48 @@ async fn the_controller_client_names_itself_in_the_user_agent() {
             "ralph-operator/{}",
             env!("CARGO_PKG_VERSION")
         ))]
+    );
+}
+
+#[tokio::test]
+async fn calls_queued_in_the_rate_limit_longer_than_the_api_timeout_still_succeed() {
+    use ralph::controller::call::bounded;
+    use ralph::controller::client::ThrottleLayer;
+    let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
+    let api_timeout = Duration::from_millis(500);
+    let throttle = ThrottleLayer::new(10.0, 1, api_timeout).expect("a positive rate");
+    let call_limit = api_timeout + throttle.longest_queue_wait();
+    let client = ralph::controller::client::build(server.config(NS), Some(throttle)).unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client, NS);
+    let started = std::time::Instant::now();
+    // At 10 per second the last of 15 waits about 1.4 s for its token.
+    let calls = (0..15).map(|n| {
+        let leases = leases.clone();
+        async move { bounded(call_limit, format!("get Lease {n}"), leases.get_opt("any")).await }
+    });
+    for answered in futures::future::join_all(calls).await {
+        answered.expect("answered once sent");
+    }
+    assert!(started.elapsed() > api_timeout * 2);
+}
+
+#[tokio::test]
+async fn a_sent_request_without_an_answer_times_out_after_the_api_timeout() {
+    use ralph::controller::call::{CallError, bounded};
+    use ralph::controller::client::ThrottleLayer;
+    let server = FakeApiServer::start().await.expect("fake API server");
+    let api_timeout = Duration::from_millis(300);
+    let throttle = ThrottleLayer::new(10.0, 1, api_timeout).expect("a positive rate");
+    let call_limit = api_timeout + throttle.longest_queue_wait();
+    let client = ralph::controller::client::build(server.config(NS), Some(throttle)).unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client, NS);
+    server.add_latency(|_| true, Duration::from_secs(60));
+    let error = bounded(call_limit, "get Lease any", leases.get_opt("any"))
+        .await
+        .expect_err("no answer");
+    assert!(
+        matches!(error, CallError::Timeout { timeout, .. } if timeout == api_timeout),
+        "{error}"
     );
 }

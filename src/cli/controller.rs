@@ -8,7 +8,7 @@ use anyhow::Context as _;
 
 use crate::controller::client::ThrottleLayer;
 use crate::controller::leader::ElectionConfig;
-use crate::controller::{ControllerConfig, NativeSidecars};
+use crate::controller::{ControllerConfig, LeaderElection, NativeSidecars};
 
 /// Options of `ralph controller`.
 #[derive(Debug, clap::Args)]
@@ -65,7 +65,8 @@ pub struct Args {
     /// How long finished agent Pods are kept for `kubectl logs` before they are deleted.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
     pub finished_pod_ttl: Duration,
-    /// Limit of every Kubernetes API call.
+    /// How long the API server may take to answer a Kubernetes API request (the wait for a
+    /// token of `--kube-api-qps` is not counted).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub api_timeout: Duration,
 }
@@ -84,8 +85,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let kube_config = kube::Config::infer()
         .await
         .context("cannot configure the Kubernetes client (kubeconfig or in-cluster)")?;
-    let throttle = ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst);
-    let client = crate::controller::client::build(kube_config, throttle)
+    let throttle = ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst, args.api_timeout);
+    let queue_wait = throttle
+        .as_ref()
+        .map_or(Duration::ZERO, ThrottleLayer::longest_queue_wait);
+    let client = crate::controller::client::build(kube_config.clone(), throttle)
         .context("cannot build the Kubernetes client")?;
     let instance = std::env::var("POD_NAME")
         .unwrap_or_else(|_| format!("ralph-controller-{}", std::process::id()));
@@ -106,7 +110,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         election
             .validate()
             .context("invalid leader-election timings")?;
-        Some((namespace, election))
+        let client = crate::controller::client::build(kube_config, None)
+            .context("cannot build the leader election's Kubernetes client")?;
+        Some(LeaderElection {
+            namespace,
+            election,
+            client,
+        })
     };
     let config = ControllerConfig {
         namespace: Some(args.namespace).filter(|ns| ns != "all"),
@@ -115,6 +125,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         native_sidecars: args.native_sidecars,
         max_concurrent_attempts: args.max_concurrent_attempts,
         api_timeout: args.api_timeout,
+        queue_wait,
         leader_election,
         metrics_addr: Some(args.metrics_addr),
         instance,

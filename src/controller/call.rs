@@ -3,6 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use super::client::AnswerTimeout;
+
 /// A failed Kubernetes API call.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -48,7 +50,8 @@ impl CallError {
     }
 }
 
-/// Runs one API call under `timeout`; `op` names it in errors.
+/// Runs one API call under `timeout`; `op` names it in errors. A throttled client's own
+/// answer limit ([`AnswerTimeout`]) is reported like this one.
 pub async fn bounded<T, F>(
     timeout: Duration,
     op: impl Into<String>,
@@ -59,6 +62,15 @@ where
 {
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(value)) => Ok(value),
+        Ok(Err(kube::Error::Service(error))) if error.is::<AnswerTimeout>() => {
+            let timeout = error
+                .downcast_ref::<AnswerTimeout>()
+                .map_or(timeout, |answer| answer.0);
+            Err(CallError::Timeout {
+                op: op.into(),
+                timeout,
+            })
+        }
         Ok(Err(source)) => Err(CallError::Kube {
             op: op.into(),
             source,

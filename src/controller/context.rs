@@ -38,7 +38,7 @@ pub struct Context {
     pub events: Events,
     /// Prometheus metrics.
     pub metrics: Metrics,
-    /// Limit of every API call.
+    /// Limit of every API call, its wait in the client's rate limit included.
     pub api_timeout: Duration,
     /// The Feature generation whose Tasks were last applied, by `namespace/name`.
     pub applied: Arc<Mutex<HashMap<String, i64>>>,

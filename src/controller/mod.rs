@@ -36,4 +36,4 @@ pub mod verify;
 #[cfg(test)]
 mod testing;
 
-pub use runtime::{ControllerConfig, NativeSidecars, RunError, run};
+pub use runtime::{ControllerConfig, LeaderElection, NativeSidecars, RunError, run};

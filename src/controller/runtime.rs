@@ -61,16 +61,47 @@ pub struct ControllerConfig {
     pub native_sidecars: NativeSidecars,
     /// Controller-wide limit on running attempts.
     pub max_concurrent_attempts: usize,
-    /// Limit of every API call.
+    /// How long the API server may take to answer a request.
     pub api_timeout: Duration,
-    /// Leader election (namespace of its Lease, and settings); `None` to lead at once.
-    pub leader_election: Option<(String, ElectionConfig)>,
+    /// How long a request may wait in the client's rate limit before it is sent (zero for
+    /// an unthrottled client): each call's limit is this plus `api_timeout`.
+    pub queue_wait: Duration,
+    /// Leader election; `None` to lead at once.
+    pub leader_election: Option<LeaderElection>,
     /// Where to serve `/metrics`, `/healthz`, `/readyz`; `None` for nowhere.
     pub metrics_addr: Option<SocketAddr>,
     /// This replica's name, for Events.
     pub instance: String,
     /// How long finished agent Pods are kept (for `kubectl logs`) before they are deleted.
     pub finished_pod_ttl: Duration,
+}
+
+impl ControllerConfig {
+    /// The limit of one API call of the controller's client, its wait for a token included.
+    pub fn call_limit(&self) -> Duration {
+        self.api_timeout.saturating_add(self.queue_wait)
+    }
+}
+
+/// Leader election: where its Lease is, its timings, and the client that renews it.
+#[derive(Clone)]
+pub struct LeaderElection {
+    /// Namespace of the election Lease.
+    pub namespace: String,
+    /// Lease name, identity and timings.
+    pub election: ElectionConfig,
+    /// A client of its own (as kube-controller-manager's elections have), so renewals never
+    /// queue behind the reconciles' requests in the controller client's rate limit.
+    pub client: Client,
+}
+
+impl std::fmt::Debug for LeaderElection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElection")
+            .field("namespace", &self.namespace)
+            .field("election", &self.election)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why the controller stopped with an error.
@@ -155,13 +186,13 @@ pub async fn run(
     };
     match &config.leader_election {
         None => term.reconcile_until(shutdown).await,
-        Some((lease_namespace, election)) => {
+        Some(leader) => {
             let leases = Leases::new(
-                Api::namespaced(client.clone(), lease_namespace),
+                Api::namespaced(leader.client.clone(), &leader.namespace),
                 config.api_timeout,
             );
-            lead_while_elected(&term, leases.clone(), election, shutdown).await;
-            leader::resign(&leases, election).await;
+            lead_while_elected(&term, leases.clone(), &leader.election, shutdown).await;
+            leader::resign(&leases, &leader.election).await;
         }
     }
     Ok(())
@@ -249,7 +280,7 @@ impl Term<'_> {
                 tasks: caches.tasks.clone(),
             },
             self.config.finished_pod_ttl,
-            self.config.api_timeout,
+            self.config.call_limit(),
         ));
         run_controller(
             self.client,
@@ -283,9 +314,9 @@ impl Term<'_> {
                 sidecar: self.sidecar,
             },
             slots: Slots::new(self.config.max_concurrent_attempts),
-            events: Events::new(recorder, self.config.api_timeout),
+            events: Events::new(recorder, self.config.call_limit()),
             metrics: self.metrics.clone(),
-            api_timeout: self.config.api_timeout,
+            api_timeout: self.config.call_limit(),
             applied: Default::default(),
             task_writes: Default::default(),
             rests: Default::default(),

@@ -608,6 +608,7 @@ fn spawn_controller(
         native_sidecars: NativeSidecars::Auto,
         max_concurrent_attempts,
         api_timeout: Duration::from_secs(5),
+        queue_wait: Duration::ZERO,
         leader_election: None,
         metrics_addr: None,
         instance: "test".to_owned(),
