@@ -1096,3 +1096,61 @@ fn client_without_retries(server: &FakeApiServer) -> Client {
     config.default_retry = false;
     Client::try_from(config).expect("kube client")
 }
+
+fn pods_reader() -> Vec<fake_apiserver::rbac::Rule> {
+    fake_apiserver::rbac::rules_in(
+        "rules:\n  - apiGroups: [\"\"]\n    resources: [\"pods\"]\n    verbs: [\"get\", \"list\"]\n",
+    )
+    .expect("rules")
+}
+
+#[tokio::test]
+async fn a_user_under_rbac_is_forbidden_what_its_rules_do_not_grant() {
+    let server = server().await;
+    server.enforce_rbac("reader", pods_reader());
+    let pods: Api<Pod> = Api::namespaced(server.client_as("default", "reader"), "default");
+    let created = pods.create(&PostParams::default(), &Pod::default()).await;
+    let status = refusal(created);
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert_mentions(&status.message, &["reader", "cannot create", "\"pods\""]);
+}
+
+#[tokio::test]
+async fn a_user_under_rbac_may_do_what_its_rules_grant() {
+    let server = server().await;
+    server.enforce_rbac("reader", pods_reader());
+    let pods: Api<Pod> = Api::namespaced(server.client_as("default", "reader"), "default");
+    assert!(pods.get_opt("absent").await.expect("allowed").is_none());
+}
+
+#[tokio::test]
+async fn a_rule_on_a_resource_does_not_grant_its_subresources() {
+    let server = server().await;
+    server.enforce_rbac("reader", pods_reader());
+    let pods: Api<Pod> = Api::namespaced(server.client_as("default", "reader"), "default");
+    let status = refusal(pods.get_status("any").await);
+    assert_eq!(status.code, 403);
+    assert_mentions(&status.message, &["pods/status"]);
+}
+
+#[tokio::test]
+async fn requests_without_a_token_are_not_restricted() {
+    let server = server().await;
+    server.enforce_rbac("reader", pods_reader());
+    let maps = config_maps(&server.client());
+    try_create_cm(&maps, "admin-made").await.expect("created");
+}
+
+#[test]
+fn the_charts_rbac_grants_the_controller_and_the_agents_their_rules() {
+    let controller = fake_apiserver::rbac::controller_rules();
+    let agent = fake_apiserver::rbac::agent_rules();
+    let grants = |rules: &[fake_apiserver::rbac::Rule], resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r.resources.iter().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    assert!(grants(&controller, "tasks/status", "patch"));
+    assert!(grants(&agent, "leases", "update"));
+    assert!(!grants(&agent, "pods", "get"));
+}

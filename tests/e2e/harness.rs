@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{self, DeleteOnDrop, Target};
 use crate::controller_process::ControllerProcess;
-use crate::fake_apiserver::FakeApiServer;
+use crate::fake_apiserver::{FakeApiServer, rbac};
 use crate::kubelet_standin::{KubeletStandIn, NodeOptions};
 
 /// Env var bounding each wait, in seconds (default 300).
@@ -58,16 +58,34 @@ impl E2e {
             .prefix(&format!("ralph-e2e-{test}-"))
             .tempdir()
             .unwrap_or_else(|e| panic!("temp dir: {e}"));
-        let (kubeconfig, fake) = match target {
-            Target::Kubeconfig(path) => (path, None),
+        // On the fake the controller and the sidecars authenticate as themselves, under the
+        // chart's RBAC rules; the test and the stand-in are cluster-admin.
+        let (kubeconfig, as_controller, as_agent, fake) = match target {
+            Target::Kubeconfig(path) => (path.clone(), path.clone(), path, None),
             Target::Fake => {
                 let server = FakeApiServer::start()
                     .await
                     .unwrap_or_else(|e| panic!("fake API server: {e}"));
-                let path = logs.path().join("kubeconfig.yaml");
-                std::fs::write(&path, server.kubeconfig_yaml("default"))
-                    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-                (path, Some(server))
+                server.enforce_rbac(rbac::CONTROLLER_USER, rbac::controller_rules());
+                server.enforce_rbac(rbac::AGENT_USER, rbac::agent_rules());
+                let write = |file: &str, yaml: String| {
+                    let path = logs.path().join(file);
+                    std::fs::write(&path, yaml)
+                        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+                    path
+                };
+                (
+                    write("kubeconfig.yaml", server.kubeconfig_yaml("default")),
+                    write(
+                        "controller-kubeconfig.yaml",
+                        server.kubeconfig_yaml_as("default", rbac::CONTROLLER_USER),
+                    ),
+                    write(
+                        "agent-kubeconfig.yaml",
+                        server.kubeconfig_yaml_as("default", rbac::AGENT_USER),
+                    ),
+                    Some(server),
+                )
             }
         };
         let client = cluster::client_from(&kubeconfig).await;
@@ -86,7 +104,7 @@ impl E2e {
                 let node = cluster::create_standin_node(&client, &kubeconfig, &node_name).await;
                 let mut options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
                     .namespace(&namespace)
-                    .sidecar_kubeconfig(&kubeconfig)
+                    .sidecar_kubeconfig(&as_agent)
                     .host_dir(scripts_dir());
                 options.node_name = node_name.clone();
                 let standin = KubeletStandIn::node(client.clone(), options)
@@ -103,7 +121,7 @@ impl E2e {
             PodRunner::StandIn { .. } => "ralph-e2e:stand-in".to_owned(),
         };
         let controller =
-            ControllerProcess::start(&kubeconfig, &namespace, &ralph_image, logs.path());
+            ControllerProcess::start(&as_controller, &namespace, &ralph_image, logs.path());
         let pods_seen = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(record_pods(
             client.clone(),

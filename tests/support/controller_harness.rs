@@ -97,8 +97,16 @@ impl Harness {
         finished_pod_ttl: Duration,
     ) -> Harness {
         let client = server.client_in(NS);
-        let (stop, controller) =
-            spawn_controller(client.clone(), max_concurrent_attempts, finished_pod_ttl);
+        server.enforce_rbac(
+            super::fake_apiserver::rbac::CONTROLLER_USER,
+            super::fake_apiserver::rbac::controller_rules(),
+        );
+        let (stop, controller) = spawn_controller(
+            &server,
+            client.clone(),
+            max_concurrent_attempts,
+            finished_pod_ttl,
+        );
         Harness {
             server,
             client,
@@ -115,6 +123,7 @@ impl Harness {
         let old = std::mem::replace(&mut self.controller, tokio::spawn(async {}));
         let _ = tokio::time::timeout(PATIENCE, old).await;
         let (stop, controller) = spawn_controller(
+            &self.server,
             self.client.clone(),
             self.max_concurrent_attempts,
             self.finished_pod_ttl,
@@ -594,9 +603,12 @@ pub fn feature_manifest(
     manifest
 }
 
-/// Runs the controller (one namespace, no leader election) until the token is cancelled.
+/// Runs the controller (one namespace, no leader election) until the token is cancelled. It
+/// authenticates as [`super::fake_apiserver::rbac::CONTROLLER_USER`], under the chart's RBAC rules
+/// when the server enforces them; `admin` creates what the chart would.
 fn spawn_controller(
-    client: Client,
+    server: &FakeApiServer,
+    admin: Client,
     max_concurrent_attempts: usize,
     finished_pod_ttl: Duration,
 ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
@@ -615,8 +627,9 @@ fn spawn_controller(
         finished_pod_ttl,
     };
     let token = stop.clone();
+    let client = server.client_as(NS, super::fake_apiserver::rbac::CONTROLLER_USER);
     let controller = tokio::spawn(async move {
-        create_agent_service_account(&client).await;
+        create_agent_service_account(&admin).await;
         let shutdown = async move { token.cancelled().await };
         if let Err(error) = ralph::controller::run(client, config, shutdown).await {
             panic!("controller failed: {error}");

@@ -7,8 +7,9 @@
 //! conflicts, generateName, status subresources, generation, label/field selectors, paged
 //! lists, watches with bookmarks and 410 Gone, merge/strategic/JSON patches, a simplified
 //! server-side apply, delete preconditions, finalizers, graceful Pod deletion and
-//! ownerReference garbage collection. Every request is logged, and faults (errors, latency)
-//! can be injected.
+//! ownerReference garbage collection. Every request is logged, faults (errors, latency)
+//! can be injected, and a user named by a bearer token can be held to RBAC rules (the
+//! chart's, for the controller and the agents' sidecars).
 //!
 //! Include with `#[path = "support/fake_apiserver.rs"] mod fake_apiserver;`.
 #![allow(dead_code)]
@@ -33,6 +34,8 @@ mod objects;
 mod ops;
 #[path = "fake_apiserver/patch.rs"]
 mod patch;
+#[path = "fake_apiserver/rbac.rs"]
+pub mod rbac;
 #[path = "fake_apiserver/resources.rs"]
 mod resources;
 #[path = "fake_apiserver/route.rs"]
@@ -121,6 +124,7 @@ impl FakeApiServerBuilder {
             store: Mutex::new(Store::new(self.resources, self.history_limit)),
             log: Mutex::new(Vec::new()),
             faults: Mutex::new(Faults::default()),
+            rbac: Mutex::default(),
             bookmark_interval: self.bookmark_interval,
             server_version: self.server_version,
             shutdown: shutdown.clone(),
@@ -186,6 +190,27 @@ impl FakeApiServer {
         config
     }
 
+    /// A kube client config that authenticates as `user` (a bearer token naming it), so the
+    /// rules given to [`Self::enforce_rbac`] for `user` apply to its requests.
+    pub fn config_as(&self, namespace: &str, user: &str) -> kube::Config {
+        let mut config = self.config(namespace);
+        config.auth_info = serde_json::from_value(serde_json::json!({ "token": user }))
+            .unwrap_or_else(|e| unreachable!("a token is a valid AuthInfo: {e}"));
+        config
+    }
+
+    /// A real `kube::Client` in `namespace` that authenticates as `user`.
+    pub fn client_as(&self, namespace: &str, user: &str) -> kube::Client {
+        kube::Client::try_from(self.config_as(namespace, user))
+            .unwrap_or_else(|e| panic!("kube client for the fake API server: {e}"))
+    }
+
+    /// From now on `user` may do only what `rules` allow (403 Forbidden otherwise), as
+    /// with RBAC on a real cluster.
+    pub fn enforce_rbac(&self, user: &str, rules: Vec<rbac::Rule>) {
+        lock(&self.shared.rbac).insert(user.to_owned(), rules);
+    }
+
     /// A real `kube::Client` talking to this server, default namespace `default`.
     pub fn client(&self) -> kube::Client {
         self.client_in("default")
@@ -199,8 +224,17 @@ impl FakeApiServer {
 
     /// A kubeconfig file's content pointing at this server (for child processes).
     pub fn kubeconfig_yaml(&self, namespace: &str) -> String {
+        self.kubeconfig_with_user(namespace, "{}")
+    }
+
+    /// A kubeconfig file's content that authenticates as `user` (see [`Self::config_as`]).
+    pub fn kubeconfig_yaml_as(&self, namespace: &str, user: &str) -> String {
+        self.kubeconfig_with_user(namespace, &format!("{{token: {user}}}"))
+    }
+
+    fn kubeconfig_with_user(&self, namespace: &str, user: &str) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: {namespace}\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: {namespace}\ncurrent-context: fake\nusers:\n- name: fake\n  user: {user}\n",
             url = self.url()
         )
     }

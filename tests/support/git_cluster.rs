@@ -34,7 +34,12 @@ impl World {
         let harness = Harness::start().await;
         let scripts = tempfile::tempdir().expect("scripts dir");
         let kubeconfig = scripts.path().join("kubeconfig.yaml");
-        std::fs::write(&kubeconfig, harness.server.kubeconfig_yaml(NS)).expect("kubeconfig");
+        let agent = super::fake_apiserver::rbac::AGENT_USER;
+        harness
+            .server
+            .enforce_rbac(agent, super::fake_apiserver::rbac::agent_rules());
+        std::fs::write(&kubeconfig, harness.server.kubeconfig_yaml_as(NS, agent))
+            .expect("kubeconfig");
         let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
             .namespace(NS)
             .sidecar_kubeconfig(&kubeconfig)

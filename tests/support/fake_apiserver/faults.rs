@@ -66,6 +66,8 @@ pub struct RequestRecord {
     pub content_type: Option<String>,
     /// Request `User-Agent`.
     pub user_agent: Option<String>,
+    /// The user its bearer token names; `None` without one (the test's own requests).
+    pub user: Option<String>,
     /// HTTP status of the response (0 while the request is being handled).
     pub status: u16,
 }

@@ -16,6 +16,7 @@ use super::errors::ApiError;
 use super::faults::{Faults, RequestRecord, Verb};
 use super::objects::meta_str;
 use super::ops::{self, Address, DeleteOptions, Deleted, PatchKind};
+use super::rbac;
 use super::resources::ResourceType;
 use super::route::{self, Target};
 use super::selectors::{FieldSelector, LabelSelector};
@@ -30,6 +31,8 @@ pub struct Shared {
     pub log: Mutex<Vec<RequestRecord>>,
     /// Faults in force.
     pub faults: Mutex<Faults>,
+    /// RBAC rules by user: a user listed here may do only what they allow.
+    pub rbac: Mutex<HashMap<String, Vec<rbac::Rule>>>,
     /// Interval of BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
     /// `(major, minor)` reported by `/version`.
@@ -86,6 +89,7 @@ pub async fn handle(
     };
     let mut record = describe(&method, &uri, &headers, &params, target.as_ref());
     let (delay, failure) = lock(&shared.faults).decide(&record);
+    let failure = failure.or_else(|| unauthorized(&shared, &record));
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
@@ -100,6 +104,16 @@ pub async fn handle(
     record.status = response.status().as_u16();
     lock(&shared.log).push(record);
     response
+}
+
+/// 403 when the request's user has rules and none allows it.
+fn unauthorized(shared: &Shared, record: &RequestRecord) -> Option<ApiError> {
+    let user = record.user.as_deref()?;
+    let rules = lock(&shared.rbac);
+    let allowed = rules
+        .get(user)
+        .is_none_or(|rules| rbac::allows(rules, record));
+    (!allowed).then(|| rbac::forbidden(user, record))
 }
 
 fn describe(
@@ -139,6 +153,11 @@ fn describe(
         user_agent: headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        user: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::to_owned),
         status: 0,
     }
