@@ -15,7 +15,7 @@ mod harness;
 
 use std::time::Duration;
 
-use fake_apiserver::FakeApiServer;
+use fake_apiserver::{FakeApiServer, rbac};
 use harness::{NS, PATIENCE, feature_manifest, poll_until, runner_arg};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -50,6 +50,8 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
     server.add_realistic_latency();
     let client = server.client_in(NS);
     harness::create_agent_service_account(&client).await;
+    server.enforce_rbac(rbac::CONTROLLER_USER, rbac::controller_rules());
+    let controller_client = server.client_as(NS, rbac::CONTROLLER_USER);
     let config = ControllerConfig {
         namespace: Some(NS.to_owned()),
         ralph_image: "ralph:test".to_owned(),
@@ -61,7 +63,7 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
         leader_election: leader_election.map(|election| LeaderElection {
             namespace: NS.to_owned(),
             election,
-            client: client.clone(),
+            client: controller_client.clone(),
         }),
         metrics_addr: None,
         instance: "replica-a".to_owned(),
@@ -69,7 +71,6 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
     };
     let stop = CancellationToken::new();
     let token = stop.clone();
-    let controller_client = client.clone();
     let controller = tokio::spawn(async move {
         ralph::controller::run(
             controller_client,

@@ -1146,9 +1146,9 @@ fn the_charts_rbac_grants_the_controller_and_the_agents_their_rules() {
     let controller = fake_apiserver::rbac::controller_rules();
     let agent = fake_apiserver::rbac::agent_rules();
     let grants = |rules: &[fake_apiserver::rbac::Rule], resource: &str, verb: &str| {
-        rules.iter().any(|r| {
-            r.resources.iter().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb)
-        })
+        rules
+            .iter()
+            .any(|r| r.resources.iter().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb))
     };
     assert!(grants(&controller, "tasks/status", "patch"));
     assert!(grants(&agent, "leases", "update"));
