@@ -2,7 +2,9 @@
 //! controller's leader election). Create fails when a Lease exists (no double claim), an
 //! expired or released Lease is taken over by replace with a resourceVersion precondition
 //! (raising `leaseTransitions`, the fencing token), renewals check the holder first,
-//! release clears the holder with a precondition.
+//! release clears the holder with a precondition. A claim the controller's cache does not
+//! show (spent claims are retired from it) is created, or taken over after one live read
+//! when the create finds it exists ([`Leases::create_or_take_over`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
