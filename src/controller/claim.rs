@@ -2,7 +2,9 @@
 //! controller's leader election). Create fails when a Lease exists (no double claim), an
 //! expired or released Lease is taken over by replace with a resourceVersion precondition
 //! (raising `leaseTransitions`, the fencing token), renewals check the holder first,
-//! release clears the holder with a precondition.
+//! release clears the holder with a precondition. A claim the controller's cache does not
+//! show (spent claims are retired from it) is created, or taken over after one live read
+//! when the create finds it exists ([`Leases::create_or_take_over`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -41,6 +43,8 @@ pub enum ClaimError {
         lease: String,
         /// Its current holder, when it names one.
         holder: String,
+        /// The Lease as read after the create failed, when it was.
+        live: Option<Box<Lease>>,
     },
     /// The Lease changed between read and write (another writer won).
     #[error("Lease {lease} changed concurrently")]
@@ -156,6 +160,19 @@ pub fn is_expired(lease: &Lease, now: Timestamp) -> bool {
     claim_view(lease).is_none_or(|claim| claim.is_expired(now.as_millisecond()))
 }
 
+/// [`ClaimError::Held`] for `lease`, as `live` shows it.
+fn held(lease: &str, live: Option<Lease>) -> ClaimError {
+    ClaimError::Held {
+        lease: lease.to_owned(),
+        holder: live
+            .as_ref()
+            .and_then(holder)
+            .unwrap_or_default()
+            .to_owned(),
+        live: live.map(Box::new),
+    }
+}
+
 /// Lease operations in one namespace, each API call under a timeout.
 #[derive(Clone)]
 pub struct Leases {
@@ -196,17 +213,33 @@ impl Leases {
         {
             Ok(lease) => Ok(lease),
             Err(error) if error.is_conflict() => {
-                let holder = self
-                    .get(&request.lease)
-                    .await?
-                    .and_then(|l| holder(&l).map(str::to_owned))
-                    .unwrap_or_default();
-                Err(ClaimError::Held {
-                    lease: request.lease.clone(),
-                    holder,
-                })
+                let live = self.get(&request.lease).await?;
+                Err(held(&request.lease, live))
             }
             Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Creates the claim; when a Lease of that name exists (a cache may not show it: spent
+    /// claims are retired from the controller's), reads it once and takes it over when
+    /// `is_free` says the live Lease is free for this claim (expired, or spent). Otherwise
+    /// [`ClaimError::Held`] with the live Lease, or [`ClaimError::Conflict`] when another
+    /// writer took it over or deleted it meanwhile. One create, at most one read and one
+    /// replace: never a loop.
+    pub async fn create_or_take_over(
+        &self,
+        request: &ClaimRequest,
+        now: Timestamp,
+        is_free: impl FnOnce(&Lease) -> bool,
+    ) -> Result<Lease, ClaimError> {
+        match self.create(request, now).await {
+            Err(ClaimError::Held {
+                live: Some(live), ..
+            }) if is_free(&live) => self.take_over(&live, request, now).await,
+            Err(ClaimError::Held { live: None, .. }) => Err(ClaimError::Conflict {
+                lease: request.lease.clone(),
+            }),
+            other => other,
         }
     }
 
@@ -238,10 +271,7 @@ impl Leases {
                 self.take_over(&existing, request, now).await
             }
             Some(existing) if holder(&existing) == Some(request.holder.as_str()) => Ok(existing),
-            Some(existing) => Err(ClaimError::Held {
-                lease: request.lease.clone(),
-                holder: holder(&existing).unwrap_or_default().to_owned(),
-            }),
+            Some(existing) => Err(held(&request.lease, Some(existing))),
         }
     }
 

@@ -28,8 +28,10 @@ pub struct Context {
     pub tasks: Store<Task>,
     /// Cache of agent Pods (label `ralph.dev/attempt`).
     pub pods: Store<Pod>,
-    /// Cache of claim Leases (label `ralph.dev/feature`).
+    /// Cache of claim Leases (label `ralph.dev/feature`); spent ones are retired from it.
     pub leases: Store<Lease>,
+    /// The claim Lease cache as the claim path changes it (a Lease read live put back).
+    pub lease_cache: super::lease_cache::LeaseCache,
     /// How agent Pods are built.
     pub pod_settings: PodSettings,
     /// Controller-wide limit on running attempts.

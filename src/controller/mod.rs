@@ -11,6 +11,7 @@ pub mod feature;
 pub mod git;
 pub mod index;
 pub mod leader;
+pub mod lease_cache;
 pub mod memory;
 pub mod metrics;
 pub mod pod;

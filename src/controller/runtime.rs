@@ -29,6 +29,7 @@ use super::events::Events;
 use super::feature::{error_policy, reconcile};
 use super::index::{Index, Indexes};
 use super::leader::{self, ElectionConfig};
+use super::lease_cache::{self, LeaseCache};
 use super::metrics::{Metrics, MetricsRegistry};
 use super::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
 use super::retention;
@@ -282,6 +283,7 @@ impl Term<'_> {
             self.config.finished_pod_ttl,
             self.config.call_limit(),
         ));
+        let lease_sweep = tokio::spawn(lease_cache::sweep(caches.lease_cache.clone()));
         run_controller(
             self.client,
             self.config.namespace.as_deref(),
@@ -292,6 +294,7 @@ impl Term<'_> {
         .await;
         readiness.abort();
         retention.abort();
+        lease_sweep.abort();
         gauges.abort();
     }
 
@@ -308,6 +311,7 @@ impl Term<'_> {
             tasks: caches.tasks.clone(),
             pods: caches.pods.clone(),
             leases: caches.leases.clone(),
+            lease_cache: caches.lease_cache.clone(),
             pod_settings: PodSettings {
                 ralph_image: self.config.ralph_image.clone(),
                 service_account: self.config.agent_service_account.clone(),
@@ -339,6 +343,7 @@ struct Caches {
     tasks: Store<Task>,
     pods: Store<Pod>,
     leases: Store<Lease>,
+    lease_cache: LeaseCache,
     task_changes: Touched<Task>,
     pod_changes: Touched<Pod>,
     lease_changes: Touched<Lease>,
@@ -370,18 +375,28 @@ impl Caches {
             vec![indexes.pods.clone()],
             Some(pod_significance),
         );
-        let (leases, lease_changes, _) = cached(
+        // Spent claims whose attempt the cached Task records are retired from the cache.
+        let spent_of = tasks.clone();
+        let (leases, lease_changes, lease_writer) = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |lease| trim::trim_metadata(&mut lease.metadata),
-            Some,
+            move |event| lease_cache::retiring(event, &spent_of),
             vec![indexes.leases.clone()],
             Some(lease_significance),
         );
+        let (lease_cache, restored) = LeaseCache::new(
+            leases.clone(),
+            lease_writer,
+            indexes.leases.clone(),
+            tasks.clone(),
+        );
+        let lease_changes = futures::stream::select(lease_changes, restored.map(Ok)).boxed();
         Self {
             tasks,
             pods,
             leases,
+            lease_cache,
             task_changes,
             pod_changes,
             lease_changes,

@@ -136,7 +136,7 @@ pub async fn apply(
                     Some(existing) if *replace || super::claim::is_expired(existing, now) => {
                         take_over(&leases, plan, existing, &request, now).await
                     }
-                    _ => leases.create(&request, now).await,
+                    _ => create_or_take_over(ctx, &leases, plan, &request, now).await,
                 };
                 match outcome {
                     Ok(lease) => held = Some(lease),
@@ -213,25 +213,49 @@ async fn take_over(
     match leases.take_over(existing, request, now).await {
         Err(ClaimError::Conflict { lease }) => {
             let live = leases.get(&request.lease).await?;
-            let status = plan.task.status.as_ref();
-            let free = live.as_ref().filter(|live| {
-                super::claim::is_expired(live, now)
-                    || super::claim::holder(live).is_some_and(|holder| {
-                        is_spent(
-                            &request.lease,
-                            status.map(|s| s.phase).unwrap_or_default(),
-                            status.map_or(0, |s| s.attempt_count),
-                            holder,
-                        )
-                    })
-            });
-            match free {
-                Some(live) => leases.take_over(live, request, now).await,
+            match live.filter(|live| is_free_for(plan, &request.lease, live, now)) {
+                Some(live) => leases.take_over(&live, request, now).await,
                 None => Err(ClaimError::Conflict { lease }),
             }
         }
         other => other,
     }
+}
+
+/// True when the live Lease `lease` may be taken over for `plan`'s task: expired, or spent
+/// by one of its concluded attempts.
+fn is_free_for(plan: &TaskPlan, lease: &str, live: &Lease, now: jiff::Timestamp) -> bool {
+    let status = plan.task.status.as_ref();
+    super::claim::is_expired(live, now)
+        || super::claim::holder(live).is_some_and(|holder| {
+            is_spent(
+                lease,
+                status.map(|s| s.phase).unwrap_or_default(),
+                status.map_or(0, |s| s.attempt_count),
+                holder,
+            )
+        })
+}
+
+/// Claims for `plan` a Lease the cache does not show: creates it, or, when it exists (a
+/// spent claim retired from the cache: [`super::lease_cache`]), takes the live one over if
+/// it is free for the task. A Lease found really held goes back in the cache.
+async fn create_or_take_over(
+    ctx: &Context,
+    leases: &Leases,
+    plan: &TaskPlan,
+    request: &ClaimRequest,
+    now: jiff::Timestamp,
+) -> Result<Lease, ClaimError> {
+    let free = |live: &Lease| is_free_for(plan, &request.lease, live, now);
+    let outcome = leases.create_or_take_over(request, now, free).await;
+    if let Err(ClaimError::Held {
+        live: Some(live), ..
+    }) = &outcome
+    {
+        ctx.lease_cache.restore(Lease::clone(live));
+    }
+    outcome
 }
 
 /// How long a task whose agent Pod was refused waits before it is tried again.

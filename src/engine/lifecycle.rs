@@ -117,6 +117,20 @@ pub fn is_spent(task: &str, phase: TaskPhase, attempts_started: u32, holder: &st
     })
 }
 
+/// True when `holder`'s claim on `task` is spent ([`is_spent`]) by an attempt the task
+/// records as started (numbered at most `attempts_started`): nothing reads that claim again
+/// until the task's next claim takes it over. A claim made for the next attempt while the
+/// task still shows as finished (a re-run not yet recorded) is not.
+pub fn is_spent_by_recorded_attempt(
+    task: &str,
+    phase: TaskPhase,
+    attempts_started: u32,
+    holder: &str,
+) -> bool {
+    attempt_number_of(task, holder).is_some_and(|number| number <= attempts_started)
+        && is_spent(task, phase, attempts_started, holder)
+}
+
 /// The attempt number `holder` names, when it is one of `task`'s attempt ids.
 fn attempt_number_of(task: &str, holder: &str) -> Option<u32> {
     let number = holder.strip_prefix(task)?.strip_prefix("-a")?;

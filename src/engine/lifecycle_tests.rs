@@ -708,6 +708,51 @@ fn a_claim_held_by_anything_but_the_tasks_own_attempts_is_not_spent() {
     assert!(!is_spent("build", TaskPhase::Pending, 5, "builder-a1"));
 }
 
+#[test]
+fn a_finished_tasks_claim_by_an_attempt_not_recorded_as_started_is_not_spent_by_a_recorded_one() {
+    assert!(is_spent("build", TaskPhase::Done, 1, "build-a2"));
+    assert!(!is_spent_by_recorded_attempt(
+        "build",
+        TaskPhase::Done,
+        1,
+        "build-a2"
+    ));
+    assert!(!is_spent_by_recorded_attempt(
+        "build",
+        TaskPhase::Done,
+        1,
+        "other-a1"
+    ));
+}
+
+#[test]
+fn a_recorded_attempts_concluded_claim_is_spent_by_a_recorded_one() {
+    assert!(is_spent_by_recorded_attempt(
+        "build",
+        TaskPhase::Done,
+        2,
+        "build-a2"
+    ));
+    assert!(is_spent_by_recorded_attempt(
+        "build",
+        TaskPhase::Pending,
+        2,
+        "build-a2"
+    ));
+    assert!(is_spent_by_recorded_attempt(
+        "build",
+        TaskPhase::Running,
+        2,
+        "build-a1"
+    ));
+    assert!(!is_spent_by_recorded_attempt(
+        "build",
+        TaskPhase::Running,
+        2,
+        "build-a2"
+    ));
+}
+
 // --- Conclusions -------------------------------------------------------------------
 
 fn context() -> TaskContext {
