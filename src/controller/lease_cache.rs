@@ -28,7 +28,7 @@ use kube::runtime::watcher::Event;
 
 use super::claim;
 use super::index::Index;
-use super::retention::RETIRE_PERIOD;
+use super::retention::{RETIRE_PERIOD, retire_from_cache};
 use super::runtime::SharedWriter;
 use crate::api::Task;
 use crate::engine::lifecycle::is_spent_by_recorded_attempt;
@@ -114,23 +114,9 @@ impl LeaseCache {
     /// Retires every cached Lease that became retirable since the watch brought it, unless
     /// the watch brought a newer version of it meanwhile. Returns how many it retired.
     pub fn retire_spent(&self) -> usize {
-        let mut retired = 0;
-        for lease in self.leases.state() {
-            if !is_retirable(&lease, &self.tasks) {
-                continue;
-            }
-            let mut writer = lock(&self.writer);
-            let current = self.leases.get(&ObjectRef::from_obj(lease.as_ref()));
-            let unchanged = current
-                .is_some_and(|c| c.metadata.resource_version == lease.metadata.resource_version);
-            if unchanged {
-                let event = Event::Delete(Lease::clone(&lease));
-                writer.apply_watcher_event(&event);
-                self.index.apply(&event);
-                retired += 1;
-            }
-        }
-        retired
+        retire_from_cache(&self.leases, &self.writer, &self.index, |lease| {
+            is_retirable(lease, &self.tasks)
+        })
     }
 
     /// Puts `live` (just read from the API server) back in the cache when the cache has no

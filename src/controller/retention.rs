@@ -150,17 +150,38 @@ fn owner(pod: &Pod, tasks: &Store<Task>) -> Option<Arc<Task>> {
 /// Retires every cached finished Pod whose attempt was recorded since the watch brought it,
 /// unless the watch brought a newer version of it meanwhile.
 fn retire_recorded(cache: &PodCache) {
-    for pod in cache.pods.state() {
-        let mut writer = lock(&cache.writer);
-        let current = cache.pods.get(&ObjectRef::from_obj(pod.as_ref()));
+    retire_from_cache(&cache.pods, &cache.writer, &cache.index, |pod| {
+        cache.retired.retire_if_recorded(pod, &cache.tasks)
+    });
+}
+
+/// Removes from the cache `store` (and `index`, through the cache's `writer`) every object
+/// `retire` says is done with, unless the watch brought a newer version of it meanwhile.
+/// Returns how many it removed.
+pub fn retire_from_cache<K>(
+    store: &Store<K>,
+    writer: &SharedWriter<K>,
+    index: &Index<K>,
+    mut retire: impl FnMut(&K) -> bool,
+) -> usize
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let mut retired = 0;
+    for object in store.state() {
+        let mut writer = lock(writer);
+        let current = store.get(&ObjectRef::from_obj(object.as_ref()));
         let unchanged =
-            current.is_some_and(|c| c.metadata.resource_version == pod.metadata.resource_version);
-        if unchanged && cache.retired.retire_if_recorded(&pod, &cache.tasks) {
-            let event = Event::Delete(Pod::clone(&pod));
+            current.is_some_and(|c| c.meta().resource_version == object.meta().resource_version);
+        if unchanged && retire(&object) {
+            let event = Event::Delete(K::clone(&object));
             writer.apply_watcher_event(&event);
-            cache.index.apply(&event);
+            index.apply(&event);
+            retired += 1;
         }
     }
+    retired
 }
 
 /// Every [`RETIRE_PERIOD`], retires the cached finished Pods whose attempt is recorded;
