@@ -62,22 +62,27 @@ where
 {
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(kube::Error::Service(error))) if error.is::<AnswerTimeout>() => {
-            let timeout = error
-                .downcast_ref::<AnswerTimeout>()
-                .map_or(timeout, |answer| answer.0);
-            Err(CallError::Timeout {
+        Ok(Err(source)) => Err(match answer_limit(&source) {
+            Some(timeout) => CallError::Timeout {
                 op: op.into(),
                 timeout,
-            })
-        }
-        Ok(Err(source)) => Err(CallError::Kube {
-            op: op.into(),
-            source,
+            },
+            None => CallError::Kube {
+                op: op.into(),
+                source,
+            },
         }),
         Err(_) => Err(CallError::Timeout {
             op: op.into(),
             timeout,
         }),
+    }
+}
+
+/// The limit a throttled client's request went unanswered past ([`AnswerTimeout`]).
+fn answer_limit(error: &kube::Error) -> Option<Duration> {
+    match error {
+        kube::Error::Service(error) => error.downcast_ref::<AnswerTimeout>().map(|a| a.0),
+        _ => None,
     }
 }

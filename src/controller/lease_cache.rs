@@ -18,8 +18,6 @@
 //! of the same name (uid), one held by an attempt the Task does not record as started or
 //! has not concluded, and any Lease not owned by a Task (leader election).
 
-use std::sync::Arc;
-
 use futures::channel::mpsc;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
@@ -28,7 +26,7 @@ use kube::runtime::watcher::Event;
 
 use super::claim;
 use super::index::Index;
-use super::retention::{RETIRE_PERIOD, retire_from_cache};
+use super::retention::{RETIRE_PERIOD, owning_task, retire_event, retire_from_cache};
 use super::runtime::SharedWriter;
 use crate::api::Task;
 use crate::engine::lifecycle::is_spent_by_recorded_attempt;
@@ -55,26 +53,10 @@ pub fn is_retirable(lease: &Lease, tasks: &Store<Task>) -> bool {
     )
 }
 
-/// The cached Task that owns `lease` (its claim Lease has the Task's name and uid).
-fn owning_task(lease: &Lease, tasks: &Store<Task>) -> Option<Arc<Task>> {
-    let namespace = lease.namespace()?;
-    let name = lease.metadata.name.as_deref()?;
-    let owner = lease
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Task" && o.name == name)?;
-    let task = tasks.get(&ObjectRef::new(name).within(&namespace))?;
-    (task.metadata.uid.as_deref() == Some(owner.uid.as_str())).then_some(task)
-}
-
 /// The watch event that caches `event`'s Lease, with retirable Leases ([`is_retirable`])
-/// left out: an update of one removes it from the cache, a re-list leaves it out.
+/// left out ([`retire_event`]).
 pub fn retiring(event: Event<Lease>, tasks: &Store<Task>) -> Option<Event<Lease>> {
-    match event {
-        Event::Apply(lease) if is_retirable(&lease, tasks) => Some(Event::Delete(lease)),
-        Event::InitApply(lease) if is_retirable(&lease, tasks) => None,
-        event => Some(event),
-    }
+    retire_event(event, |lease| is_retirable(lease, tasks))
 }
 
 /// The claim Lease cache as the sweep and the claim path change it: the Leases, their

@@ -49,7 +49,7 @@ impl Retired {
         if !matches!(run_view(Some(pod), true), RunView::Ended { .. }) {
             return false;
         }
-        let recorded = owner(pod, tasks).is_some_and(|task| trim::is_recorded(pod, &task));
+        let recorded = owning_task(pod, tasks).is_some_and(|task| trim::is_recorded(pod, &task));
         if recorded {
             let finished = finished_at(pod)
                 .or_else(|| pod.creation_timestamp().map(|t| t.0))
@@ -89,16 +89,24 @@ impl Retired {
 }
 
 /// The watch event that caches `event`'s Pod, with finished Pods whose attempt is recorded
-/// retired instead ([`Retired::retire_if_recorded`]): an update of one removes it from the
-/// cache, a re-list leaves it out; a deletion forgets it.
+/// retired instead ([`Retired::retire_if_recorded`], [`retire_event`]); a deletion forgets it.
 pub fn retiring(event: Event<Pod>, retired: &Retired, tasks: &Store<Task>) -> Option<Event<Pod>> {
+    if let Event::Delete(pod) = &event {
+        retired.forget(pod);
+    }
+    retire_event(event, |pod| retired.retire_if_recorded(pod, tasks))
+}
+
+/// `event` as the cache takes it when objects that `retire` says are done with stay out of
+/// it: an update of one becomes a deletion from the cache, a re-list leaves it out.
+pub fn retire_event<K>(event: Event<K>, retire: impl FnOnce(&K) -> bool) -> Option<Event<K>> {
+    let done_with = match &event {
+        Event::Apply(object) | Event::InitApply(object) => retire(object),
+        _ => false,
+    };
     match event {
-        Event::Apply(pod) if retired.retire_if_recorded(&pod, tasks) => Some(Event::Delete(pod)),
-        Event::InitApply(pod) if retired.retire_if_recorded(&pod, tasks) => None,
-        Event::Delete(pod) => {
-            retired.forget(&pod);
-            Some(Event::Delete(pod))
-        }
+        Event::Apply(object) if done_with => Some(Event::Delete(object)),
+        Event::InitApply(_) if done_with => None,
         event => Some(event),
     }
 }
@@ -138,13 +146,16 @@ pub struct PodCache {
 /// How often finished Pods whose attempt was recorded meanwhile are retired from the cache.
 pub const RETIRE_PERIOD: Duration = Duration::from_secs(2);
 
-/// The Task that owns `pod`, if it is cached.
-fn owner(pod: &Pod, tasks: &Store<Task>) -> Option<Arc<Task>> {
-    let namespace = pod.namespace().unwrap_or_default();
-    pod.owner_references()
+/// The cached Task that owns `object` (an agent Pod, a claim Lease): the Task its owner
+/// reference names, with the same uid (not a later Task of that name).
+pub fn owning_task<K: kube::Resource>(object: &K, tasks: &Store<Task>) -> Option<Arc<Task>> {
+    let namespace = object.namespace()?;
+    let owner = object
+        .owner_references()
         .iter()
-        .find(|o| o.kind == "Task")
-        .and_then(|o| tasks.get(&ObjectRef::new(&o.name).within(&namespace)))
+        .find(|o| o.kind == "Task")?;
+    let task = tasks.get(&ObjectRef::new(&owner.name).within(&namespace))?;
+    (task.metadata.uid.as_deref() == Some(owner.uid.as_str())).then_some(task)
 }
 
 /// Retires every cached finished Pod whose attempt was recorded since the watch brought it,
@@ -199,7 +210,7 @@ pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: 
         last_deletions = tokio::time::Instant::now();
         let now = Timestamp::now();
         let cached = cache.pods.state().into_iter().filter(|pod| {
-            let task = owner(pod, &cache.tasks);
+            let task = owning_task(pod.as_ref(), &cache.tasks);
             is_due(pod, task.as_deref(), now, ttl)
         });
         let mut due: Vec<(String, String)> = cached
@@ -295,7 +306,7 @@ mod tests {
     fn tasks_with(status: serde_json::Value) -> Store<Task> {
         let task: Task = serde_json::from_value(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
-            "metadata": {"name": "f-t", "namespace": "ns"},
+            "metadata": {"name": "f-t", "namespace": "ns", "uid": "tu"},
             "spec": {"featureRef": "f"},
             "status": status
         }))

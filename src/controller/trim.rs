@@ -19,6 +19,7 @@ use super::call::{CallError, bounded};
 use super::context::Context;
 use super::feature::{TEMPLATE_HASH_ANNOTATION, template_hash};
 use crate::api::{Feature, TASK_LABEL, Task, desired_tasks};
+use crate::engine::lifecycle::attempt_number_of;
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -243,10 +244,7 @@ pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
     let (Some(name), Some(status)) = (pod.metadata.name.as_deref(), task.status.as_ref()) else {
         return false;
     };
-    let number = name
-        .strip_prefix(task.metadata.name.as_deref().unwrap_or_default())
-        .and_then(|rest| rest.strip_prefix("-a"))
-        .and_then(|n| n.parse::<u32>().ok());
+    let number = attempt_number_of(task.metadata.name.as_deref().unwrap_or_default(), name);
     let later_started = number.is_some_and(|n| n < status.attempt_count);
     later_started
         || status

@@ -131,9 +131,10 @@ pub fn is_spent_by_recorded_attempt(
         && is_spent(task, phase, attempts_started, holder)
 }
 
-/// The attempt number `holder` names, when it is one of `task`'s attempt ids.
-fn attempt_number_of(task: &str, holder: &str) -> Option<u32> {
-    let number = holder.strip_prefix(task)?.strip_prefix("-a")?;
+/// The attempt number `id` names, when it is one of `task`'s attempt ids ([`attempt_id`]:
+/// a claim's holder, an agent Pod's name).
+pub fn attempt_number_of(task: &str, id: &str) -> Option<u32> {
+    let number = id.strip_prefix(task)?.strip_prefix("-a")?;
     if number.starts_with('+') || number.starts_with('0') {
         return None;
     }

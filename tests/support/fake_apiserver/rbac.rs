@@ -75,10 +75,7 @@ pub fn allows(rules: &[Rule], request: &RequestRecord) -> bool {
     let Some(verb) = verb_name(request.verb) else {
         return true;
     };
-    let resource = match &request.subresource {
-        Some(sub) => format!("{}/{sub}", request.resource),
-        None => request.resource.clone(),
-    };
+    let resource = resource_of(request);
     rules.iter().any(|rule| {
         matches(&rule.api_groups, &request.group)
             && matches(&rule.resources, &resource)
@@ -89,10 +86,7 @@ pub fn allows(rules: &[Rule], request: &RequestRecord) -> bool {
 /// 403 Forbidden worded as the API server words it.
 pub fn forbidden(user: &str, request: &RequestRecord) -> ApiError {
     let verb = verb_name(request.verb).unwrap_or("get");
-    let resource = match &request.subresource {
-        Some(sub) => format!("{}/{sub}", request.resource),
-        None => request.resource.clone(),
-    };
+    let resource = resource_of(request);
     let scope = match &request.namespace {
         Some(namespace) => format!(" in the namespace \"{namespace}\""),
         None => " at the cluster scope".to_owned(),
@@ -111,6 +105,14 @@ pub fn forbidden(user: &str, request: &RequestRecord) -> ApiError {
             group = request.group
         ),
     )
+}
+
+/// The resource as RBAC names it: `resource`, or `resource/subresource`.
+fn resource_of(request: &RequestRecord) -> String {
+    match &request.subresource {
+        Some(sub) => format!("{}/{sub}", request.resource),
+        None => request.resource.clone(),
+    }
 }
 
 fn matches(allowed: &[String], value: &str) -> bool {
