@@ -46,6 +46,15 @@ pub struct Metrics {
     pub claim_to_pod_seconds: Histogram,
     /// Seconds one Feature reconcile took.
     pub reconcile_duration_seconds: Histogram,
+    /// Bytes of the heap, by kind (allocated, active, resident): set at each scrape.
+    pub heap_bytes: Family<HeapLabel, Gauge>,
+}
+
+/// Label: which figure of the heap ([`super::heap::HeapFigures`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeapLabel {
+    /// allocated, active or resident.
+    pub kind: &'static str,
 }
 
 /// Buckets of `claim_to_pod_seconds`: image pulls and scheduling take seconds to minutes.
@@ -68,6 +77,7 @@ impl Default for Metrics {
             attempts_started: Counter::default(),
             claim_to_pod_seconds: Histogram::new(CLAIM_TO_POD_BUCKETS),
             reconcile_duration_seconds: Histogram::new(RECONCILE_BUCKETS),
+            heap_bytes: Family::default(),
         }
     }
 }
@@ -107,6 +117,29 @@ impl Metrics {
             "Seconds one Feature reconcile took",
             self.reconcile_duration_seconds.clone(),
         );
+        r.register(
+            "heap_bytes",
+            "Bytes of the controller's heap: in live allocations (allocated), in their pages \
+             (active), held resident by the allocator (resident)",
+            self.heap_bytes.clone(),
+        );
+    }
+
+    /// Sets the heap gauges from the allocator's figures now.
+    pub fn sample_heap(&self) {
+        let Some(heap) = super::heap::sample() else {
+            return;
+        };
+        for (kind, bytes) in [
+            ("allocated", heap.allocated),
+            ("active", heap.active),
+            ("resident", heap.resident),
+        ] {
+            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+            self.heap_bytes
+                .get_or_create(&HeapLabel { kind })
+                .set(bytes);
+        }
     }
 
     /// Counts one reconcile of `controller`, failed or not.
@@ -133,6 +166,7 @@ impl Metrics {
 /// A registry holding the controller's metrics, and its text encoding.
 pub struct MetricsRegistry {
     registry: Registry,
+    metrics: Metrics,
 }
 
 impl MetricsRegistry {
@@ -140,11 +174,15 @@ impl MetricsRegistry {
     pub fn new(metrics: &Metrics) -> Self {
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        Self { registry }
+        Self {
+            registry,
+            metrics: metrics.clone(),
+        }
     }
 
-    /// The OpenMetrics text exposition.
+    /// The OpenMetrics text exposition, the heap gauges read now.
     pub fn encode(&self) -> String {
+        self.metrics.sample_heap();
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut text, &self.registry);
@@ -183,5 +221,17 @@ mod tests {
             text.contains(r#"ralph_attempts_ended_total{outcome="done"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn each_scrape_reports_the_heap_by_kind() {
+        let registry = MetricsRegistry::new(&Metrics::default());
+        let text = registry.encode();
+        for kind in ["allocated", "active", "resident"] {
+            assert!(
+                text.contains(&format!("ralph_heap_bytes{{kind=\"{kind}\"}}")),
+                "{text}"
+            );
+        }
     }
 }

@@ -9,6 +9,7 @@ pub mod decide;
 pub mod events;
 pub mod feature;
 pub mod git;
+pub mod heap;
 pub mod index;
 pub mod leader;
 pub mod lease_cache;
