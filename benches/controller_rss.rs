@@ -4,7 +4,8 @@
 //!
 //! 50 Features of 200 templated tasks are applied at once (suspended). Figures (VmRSS now,
 //! and VmHWM, the peak so far):
-//! - synced: every Feature has a status counting its 200 tasks;
+//! - synced: every Feature has its judged status counting its 200 tasks (the time until
+//!   every Feature has a status at all is printed too);
 //! - run: the Features resumed (parallelism 10 each), a kubelet stand-in finishing every
 //!   agent Pod at once with a task-done result carrying a journal note, until all 10,000
 //!   tasks are done (the 10,000 finished Pods stay, under `--finished-pod-ttl`);
@@ -32,7 +33,7 @@ mod fake_apiserver;
 use std::time::{Duration, Instant};
 
 use controller_harness::{NS, create_agent_service_account, finish_every_pod_with};
-use controller_process::{ControllerProcess, run_bench};
+use controller_process::{ControllerProcess, judged_total, run_bench};
 use fake_apiserver::{FakeApiServer, Verb};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -177,10 +178,14 @@ fn reads_between(
 
 fn report(stage: &str, controller: &ControllerProcess, extra: &str) {
     println!(
-        "  {stage:<8} RSS {:>6.1} MiB (anon {:>6.1}, peak {:>6.1}){extra}",
+        "  {stage:<8} RSS {:>6.1} MiB (anon {:>6.1}, peak {:>6.1}; heap allocated {:>6.1}, \
+         active {:>6.1}, resident {:>6.1}){extra}",
         controller.rss_mib(),
         controller.status_mib("RssAnon"),
         controller.status_mib("VmHWM"),
+        controller.heap_mib("allocated"),
+        controller.heap_mib("active"),
+        controller.heap_mib("resident"),
     );
 }
 
@@ -232,14 +237,13 @@ async fn measure(content: Content, with_run: bool) {
     for created in futures::future::join_all(creates).await {
         created.expect("create feature");
     }
-    let total = |f: &Feature| {
-        usize::from(
-            f.status
-                .as_ref()
-                .is_some_and(|s| s.counts.total as usize == TASKS_PER_FEATURE),
-        )
-    };
-    while features_where(&features, total).await < FEATURES {
+    let any_status = |f: &Feature| usize::from(f.status.is_some());
+    while features_where(&features, any_status).await < FEATURES {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let first_status_after = started.elapsed().as_secs_f64();
+    let judged = |f: &Feature| usize::from(judged_total(f) == Some(TASKS_PER_FEATURE as u32));
+    while features_where(&features, judged).await < FEATURES {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let synced_after = started.elapsed().as_secs_f64();
@@ -248,7 +252,8 @@ async fn measure(content: Content, with_run: bool) {
         "synced",
         &controller,
         &format!(
-            " — every Feature has status after {synced_after:.1} s; GETs: {}",
+            " — every Feature has a status after {first_status_after:.1} s, its judged status \
+             counting all its tasks after {synced_after:.1} s; GETs: {}",
             reads_between(&Default::default(), &reads(&server), 1.0)
         ),
     );

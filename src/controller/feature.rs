@@ -22,7 +22,7 @@ use super::index::feature_key;
 use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::status::{self, FeatureEvents};
 use super::task::{self, TaskError, TaskScope};
-use crate::api::{Feature, Task, TextSource, conditions, desired_tasks};
+use crate::api::{Feature, FeatureStatus, Task, TextSource, conditions, desired_tasks};
 use crate::engine::dag::TaskPhase;
 use crate::engine::prompt::FeatureText;
 use crate::engine::verification::AttemptKind;
@@ -110,6 +110,10 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
     }
     let key = feature_key(&namespace, &name);
     let listed = ctx.indexes.tasks.objects(&ctx.tasks, &key);
+    if feature.status.is_none() && listed.len() < feature.spec.tasks.len() {
+        let now_ms = jiff::Timestamp::now().as_millisecond();
+        patch_status(feature, ctx, &status::creating_tasks(feature, now_ms)).await?;
+    }
     let synced = sync_tasks(feature, ctx, &listed).await?;
     if !synced.missing.is_empty() {
         tracing::debug!(missing = ?synced.missing, "Task cache behind the templates; not judging");
@@ -969,6 +973,34 @@ pub(super) async fn read_text(
 }
 
 /// Writes the Feature's status when it changed.
+/// Writes `status` as the Feature's whole status (server-side apply).
+async fn patch_status(
+    feature: &Feature,
+    ctx: &Context,
+    status: &FeatureStatus,
+) -> Result<(), ReconcileError> {
+    let name = feature.name_any();
+    let namespace = feature.namespace().unwrap_or_default();
+    let api: Api<Feature> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = serde_json::json!({
+        "apiVersion": crate::api::API_VERSION,
+        "kind": "Feature",
+        "metadata": {"name": name},
+        "status": status,
+    });
+    bounded(
+        ctx.api_timeout,
+        format!("write status of Feature {namespace}/{name}"),
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
 async fn write_status(
     feature: &Feature,
     ctx: &Context,
@@ -983,24 +1015,7 @@ async fn write_status(
     }
     let old_phase = feature.status.as_ref().map(|s| s.phase);
     let name = feature.name_any();
-    let namespace = feature.namespace().unwrap_or_default();
-    let api: Api<Feature> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = serde_json::json!({
-        "apiVersion": crate::api::API_VERSION,
-        "kind": "Feature",
-        "metadata": {"name": name},
-        "status": new,
-    });
-    bounded(
-        ctx.api_timeout,
-        format!("write status of Feature {namespace}/{name}"),
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        ),
-    )
-    .await?;
+    patch_status(feature, ctx, &new).await?;
     let old_conditions = feature.status.as_ref().map_or(&[][..], |s| &s.conditions);
     if let Some(warning) = super::budget::cost_became_unknown(old_conditions, &new.conditions) {
         ctx.events

@@ -416,6 +416,39 @@ pub fn feature_status(
     status
 }
 
+/// Reason of `Progressing` on a new Feature while its Tasks are being created.
+pub const REASON_CREATING_TASKS: &str = "CreatingTasks";
+
+/// The first status of a Feature whose Tasks do not all exist yet (creating 10,000 of them
+/// takes minutes within the client's QPS): Pending, each task of its templates counted
+/// pending, `Progressing` saying so. It judges nothing: no observed generation (kstatus and
+/// Argo CD wait for it), no Valid or Configured condition; the plan is judged, and the
+/// status written whole, once every Task exists.
+pub fn creating_tasks(feature: &Feature, now_ms: i64) -> FeatureStatus {
+    let total = u32::try_from(feature.spec.tasks.len()).unwrap_or(u32::MAX);
+    let message = format!("creating its {total} Tasks; the plan is judged once they all exist");
+    let mut status = FeatureStatus {
+        phase: FeaturePhase::Pending,
+        message: Some(message.clone()),
+        counts: TaskCounts {
+            total,
+            pending: total,
+            ..TaskCounts::default()
+        },
+        ..FeatureStatus::default()
+    };
+    let progressing = conditions::condition(
+        PROGRESSING,
+        STATUS_TRUE,
+        REASON_CREATING_TASKS,
+        &message,
+        feature.metadata.generation,
+        time(now_ms),
+    );
+    conditions::set_condition(&mut status.conditions, progressing);
+    status
+}
+
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;

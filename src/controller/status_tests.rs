@@ -380,3 +380,33 @@ fn a_feature_whose_whole_pool_rests_says_until_when() {
         Some("every agent of the pool is out of quota")
     );
 }
+
+#[test]
+fn a_feature_whose_tasks_are_being_created_is_pending_with_every_template_counted() {
+    let feature = creating_feature(3);
+
+    let status = creating_tasks(&feature, 0);
+
+    assert_eq!(status.phase, FeaturePhase::Pending);
+    assert_eq!((status.counts.total, status.counts.pending), (3, 3));
+    let progressing = conditions::find(&status.conditions, PROGRESSING).expect("Progressing");
+    assert_eq!(progressing.reason, REASON_CREATING_TASKS);
+}
+
+#[test]
+fn a_feature_whose_tasks_are_being_created_has_no_observed_generation() {
+    let status = creating_tasks(&creating_feature(3), 0);
+
+    assert_eq!(status.observed_generation, None);
+    assert!(conditions::find(&status.conditions, VALID).is_none());
+}
+
+/// Feature `hello` with `tasks` templates and no status yet.
+fn creating_feature(tasks: usize) -> Feature {
+    let metadata = serde_json::json!({"name": "hello", "namespace": "ns", "generation": 1});
+    let templates: Vec<_> = (0..tasks)
+        .map(|i| serde_json::json!({"name": format!("t{i}")}))
+        .collect();
+    let spec = serde_json::json!({"agent": {"command": ["agent"]}, "tasks": templates});
+    object("Feature", metadata, spec)
+}

@@ -7,6 +7,7 @@ use super::fake_apiserver::FakeApiServer;
 /// A `ralph controller` process (no leader election), killed on drop.
 pub struct ControllerProcess {
     child: tokio::process::Child,
+    metrics_addr: std::net::SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -24,6 +25,10 @@ impl ControllerProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, server.kubeconfig_yaml(namespace)).expect("kubeconfig");
+        // A port free now, so that `/metrics` can be read (the controller binds it again).
+        let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port");
         let binary = std::env::var("RALPH_BENCH_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ralph").to_owned());
         let child = tokio::process::Command::new(binary)
@@ -37,7 +42,7 @@ impl ControllerProcess {
                 "--native-sidecars",
                 "true",
                 "--metrics-addr",
-                "127.0.0.1:0",
+                &metrics_addr.to_string(),
                 "--max-concurrent-attempts",
                 "10000",
                 "--log",
@@ -49,7 +54,11 @@ impl ControllerProcess {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn ralph controller");
-        Self { child, _dir: dir }
+        Self {
+            child,
+            metrics_addr,
+            _dir: dir,
+        }
     }
 
     /// The process id (0 once it has exited).
@@ -93,10 +102,37 @@ impl ControllerProcess {
         self.status_mib("VmRSS")
     }
 
+    /// The allocator's `ralph_heap_bytes` figure of `kind` (allocated, active, resident) as
+    /// MiB, read from `/metrics`; 0 when it cannot be read.
+    pub fn heap_mib(&self, kind: &str) -> f64 {
+        use std::io::{Read, Write};
+        let mut text = String::new();
+        let read = std::net::TcpStream::connect(self.metrics_addr).and_then(|mut stream| {
+            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+            stream.read_to_string(&mut text)
+        });
+        let prefix = format!("ralph_heap_bytes{{kind=\"{kind}\"}} ");
+        read.ok()
+            .and_then(|_| text.lines().find_map(|line| line.strip_prefix(&prefix)))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / (1024.0 * 1024.0)
+    }
+
     /// Stops the process and waits for it.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// The task count of a Feature's judged status: one the controller wrote from every Task
+/// the Feature has (its observed generation the Feature's), not the first status it shows
+/// while the Tasks are being created.
+pub fn judged_total(feature: &ralph::api::Feature) -> Option<u32> {
+    let status = feature.status.as_ref()?;
+    let generation = feature.metadata.generation;
+    (generation.is_some() && status.observed_generation == generation)
+        .then_some(status.counts.total)
 }
 
 /// The parts a bench binary was asked to run (`cargo bench --bench NAME -- PART...`, flags
