@@ -32,6 +32,8 @@ pub struct Context {
     pub leases: Store<Lease>,
     /// The claim Lease cache as the claim path changes it (a Lease read live put back).
     pub lease_cache: super::lease_cache::LeaseCache,
+    /// Whether the Task, Pod and Lease caches have been filled by their first lists.
+    pub filled: super::filled::CachesFilled,
     /// How agent Pods are built.
     pub pod_settings: PodSettings,
     /// Controller-wide limit on running attempts.

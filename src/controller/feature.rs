@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -289,14 +289,7 @@ async fn judge(
 
 /// True when every store a reconcile reads has been filled by its first list.
 fn caches_synced(ctx: &Context) -> bool {
-    let ready = |wait: futures::future::BoxFuture<'_, bool>| wait.now_or_never() == Some(true);
-    ready(Box::pin(async {
-        ctx.tasks.wait_until_ready().await.is_ok()
-    })) && ready(Box::pin(async {
-        ctx.pods.wait_until_ready().await.is_ok()
-    })) && ready(Box::pin(async {
-        ctx.leases.wait_until_ready().await.is_ok()
-    }))
+    ctx.filled.all()
 }
 
 /// The feature's Tasks as the API server has them now, trimmed as the cache trims them

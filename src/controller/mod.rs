@@ -8,6 +8,7 @@ pub mod context;
 pub mod decide;
 pub mod events;
 pub mod feature;
+pub mod filled;
 pub mod git;
 pub mod heap;
 pub mod index;

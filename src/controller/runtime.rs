@@ -18,6 +18,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+
+use super::filled::{CachesFilled, Filled};
 use kube::runtime::utils::Backoff;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -269,7 +271,7 @@ impl Term<'_> {
         self.health.set_ready(false);
         let caches = Caches::start(self.client, self.config.namespace.as_deref());
         let ctx = Arc::new(self.context(&caches));
-        let readiness = tokio::spawn(report_readiness(self.health.clone(), caches.stores()));
+        let readiness = tokio::spawn(report_readiness(self.health.clone(), caches.filled.clone()));
         let gauges = tokio::spawn(count_tasks_periodically(Arc::clone(&ctx)));
         let retention = tokio::spawn(retention::sweep(
             self.client.clone(),
@@ -312,6 +314,7 @@ impl Term<'_> {
             pods: caches.pods.clone(),
             leases: caches.leases.clone(),
             lease_cache: caches.lease_cache.clone(),
+            filled: caches.filled.clone(),
             pod_settings: PodSettings {
                 ralph_image: self.config.ralph_image.clone(),
                 service_account: self.config.agent_service_account.clone(),
@@ -350,12 +353,13 @@ struct Caches {
     pod_writer: SharedWriter<Pod>,
     retired_pods: retention::Retired,
     indexes: Indexes,
+    filled: CachesFilled,
 }
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
         let indexes = Indexes::default();
-        let (tasks, task_changes, _) = cached(
+        let task_cache = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
             trim::trim_task,
@@ -363,11 +367,12 @@ impl Caches {
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );
+        let tasks = task_cache.store;
         // A finished Pod whose attempt the cached Task already records (e.g. after a
         // restart) is retired at once; the retention sweep retires those recorded later.
         let retired_pods = retention::Retired::default();
         let (retired, recorded_by) = (retired_pods.clone(), tasks.clone());
-        let (pods, pod_changes, pod_writer) = cached(
+        let pod_cache = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
             trim::trim_pod,
@@ -377,7 +382,7 @@ impl Caches {
         );
         // Spent claims whose attempt the cached Task records are retired from the cache.
         let spent_of = tasks.clone();
-        let (leases, lease_changes, lease_writer) = cached(
+        let lease_cache = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
             |lease| trim::trim_metadata(&mut lease.metadata),
@@ -385,30 +390,50 @@ impl Caches {
             vec![indexes.leases.clone()],
             Some(lease_significance),
         );
-        let (lease_cache, restored) = LeaseCache::new(
+        let leases = lease_cache.store;
+        let (lease_cache_writer, restored) = LeaseCache::new(
             leases.clone(),
-            lease_writer,
+            lease_cache.writer,
             indexes.leases.clone(),
             tasks.clone(),
         );
-        let lease_changes = futures::stream::select(lease_changes, restored.map(Ok)).boxed();
+        let lease_changes =
+            futures::stream::select(lease_cache.changes, restored.map(Ok)).boxed();
+        let filled = CachesFilled {
+            tasks: task_cache.filled,
+            pods: pod_cache.filled,
+            leases: lease_cache.filled,
+        };
+        // Pods and Leases are listed once the Task cache is filled: each is then judged by
+        // its Task as it arrives (10,000 finished Pods and spent Leases after a run are not
+        // cached whole first, to be retired by the sweep).
         Self {
             tasks,
-            pods,
+            pods: pod_cache.store,
             leases,
-            lease_cache,
-            task_changes,
-            pod_changes,
-            lease_changes,
-            pod_writer,
+            lease_cache: lease_cache_writer,
+            task_changes: task_cache.changes,
+            pod_changes: once_filled(&filled.tasks, pod_cache.changes),
+            lease_changes: once_filled(&filled.tasks, lease_changes),
+            pod_writer: pod_cache.writer,
             retired_pods,
             indexes,
+            filled,
         }
     }
 
-    fn stores(&self) -> (Store<Task>, Store<Pod>, Store<Lease>) {
-        (self.tasks.clone(), self.pods.clone(), self.leases.clone())
-    }
+}
+
+/// `changes`, not polled (so its watch not started) before `first` is filled.
+fn once_filled<K: Send + 'static>(first: &Filled, changes: Touched<K>) -> Touched<K> {
+    let first = first.clone();
+    futures::stream::once(async move {
+        // False: the first cache's watch is gone, and the controller with it.
+        first.wait().await;
+        changes
+    })
+    .flatten()
+    .boxed()
 }
 
 /// How often the tasks-by-phase gauges are set from the Task cache.
@@ -423,15 +448,9 @@ async fn count_tasks_periodically(ctx: Arc<Context>) {
     }
 }
 
-/// Marks the controller ready once every cache has synced.
-async fn report_readiness(
-    health: Health,
-    (tasks, pods, leases): (Store<Task>, Store<Pod>, Store<Lease>),
-) {
-    let synced = tasks.wait_until_ready().await.is_ok()
-        && pods.wait_until_ready().await.is_ok()
-        && leases.wait_until_ready().await.is_ok();
-    health.set_ready(synced);
+/// Marks the controller ready once every cache has been filled.
+async fn report_readiness(health: Health, filled: CachesFilled) {
+    health.set_ready(filled.wait_all().await);
 }
 
 /// The Feature reconciler, triggered by Features and by changes of their Tasks, Pods and
@@ -514,7 +533,7 @@ fn cached<K>(
     mut admit: impl FnMut(watcher::Event<K>) -> Option<watcher::Event<K>> + Send + 'static,
     indexes: Vec<Index<K>>,
     significance: Option<fn(&K) -> u64>,
-) -> (Store<K>, Touched<K>, SharedWriter<K>)
+) -> Cached<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -522,6 +541,7 @@ where
     let writer: SharedWriter<K> = Arc::default();
     let reader = crate::sync::lock(&writer).as_reader();
     let watch_writer = Arc::clone(&writer);
+    let (signal, filled) = super::filled::filled();
     // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
     // objects sharing a hash would also need equal significance values to miss a trigger.
     let mut seen: HashMap<u64, u64> = HashMap::new();
@@ -541,6 +561,9 @@ where
                 writer.apply_watcher_event(event);
                 for index in &indexes {
                     index.apply(event);
+                }
+                if matches!(event, watcher::Event::InitDone) {
+                    signal.mark();
                 }
             }
         })
@@ -575,7 +598,27 @@ where
             std::future::ready(trigger)
         })
         .boxed();
-    (reader, stream, writer)
+    Cached {
+        store: reader,
+        changes: stream,
+        writer,
+        filled,
+    }
+}
+
+/// A cache made by [`cached`].
+struct Cached<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// The objects.
+    store: Store<K>,
+    /// The changed objects that fill it (nothing is cached before it is polled).
+    changes: Touched<K>,
+    /// Its writer, shared with whatever else changes the cache.
+    writer: SharedWriter<K>,
+    /// Whether its first list is in.
+    filled: Filled,
 }
 
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
