@@ -168,7 +168,7 @@ pub struct AttemptRecord {
 
     /// How `verify.command` ended, when the runner ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<CheckReport>,
+    pub check: Option<Box<CheckReport>>,
 
     /// Token and cost usage of this attempt.
     #[serde(default)]
@@ -176,7 +176,7 @@ pub struct AttemptRecord {
 
     /// What the git steps did with the attempt's work (its commit, the integration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<crate::engine::workspace::WorkspaceReport>,
+    pub workspace: Option<Box<crate::engine::workspace::WorkspaceReport>>,
 }
 
 /// Where a feature stands.

@@ -612,7 +612,7 @@ async fn sync_tasks(
     let owned = |t: &Task| t.owner_references().iter().any(|o| o.uid == uid);
     let templated = listed
         .iter()
-        .filter(|t| owned(t) && t.annotations().contains_key(TEMPLATE_HASH_ANNOTATION))
+        .filter(|t| owned(t) && super::trim::applied_template_hash(t).is_some())
         .count();
     if applied_before && templated == feature.spec.tasks.len() {
         return Ok(sync);
@@ -632,7 +632,7 @@ async fn sync_tasks(
         wanted.insert(name.clone());
         let up_to_date = cached
             .get(&name)
-            .is_some_and(|c| c.annotations().get(TEMPLATE_HASH_ANNOTATION) == Some(hash));
+            .is_some_and(|c| super::trim::applied_template_hash(c) == Some(hash.as_str()));
         if !up_to_date {
             stale.push((index, name));
         }
@@ -646,7 +646,7 @@ async fn sync_tasks(
             api.get_opt(first),
         )
         .await?;
-        if live.is_some_and(|t| t.annotations().get(TEMPLATE_HASH_ANNOTATION).is_some()) {
+        if live.is_some_and(|t| super::trim::applied_template_hash(&t).is_some()) {
             sync.missing = stale.into_iter().map(|(_, name)| name).collect();
             return Ok(sync);
         }

@@ -22,7 +22,8 @@ pub fn filled() -> (FilledSignal, Filled) {
 impl FilledSignal {
     /// Marks the cache filled (for good: a re-list keeps serving the cache it replaces).
     pub fn mark(&self) {
-        self.0.send_if_modified(|filled| !std::mem::replace(filled, true));
+        self.0
+            .send_if_modified(|filled| !std::mem::replace(filled, true));
     }
 }
 

@@ -174,7 +174,7 @@ pub fn finish_report_of(ctx: &Context, task: &Task) -> Option<WorkspaceReport> {
 /// Records the git steps' report on the attempt just ingested.
 pub fn record_report(status: &mut TaskStatus, report: Option<WorkspaceReport>) {
     if let (Some(record), Some(report)) = (status.attempts.last_mut(), report) {
-        record.workspace = Some(report);
+        record.workspace = Some(Box::new(report));
     }
 }
 

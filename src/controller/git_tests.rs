@@ -104,10 +104,10 @@ fn integrated(number: u32, head: &str, ended_ms: i64) -> AttemptRecord {
         ended_at: Some(Time(
             jiff::Timestamp::from_millisecond(ended_ms).expect("time"),
         )),
-        workspace: Some(WorkspaceReport {
+        workspace: Some(Box::new(WorkspaceReport {
             feature_head: Some(head.to_owned()),
             ..WorkspaceReport::new(WorkspaceOutcome::Integrated)
-        }),
+        })),
         ..AttemptRecord::default()
     }
 }
@@ -119,7 +119,7 @@ fn the_feature_branch_head_is_the_newest_integration() {
         task_with(vec![
             AttemptRecord {
                 number: 1,
-                workspace: Some(WorkspaceReport::new(WorkspaceOutcome::Conflict)),
+                workspace: Some(Box::new(WorkspaceReport::new(WorkspaceOutcome::Conflict))),
                 ..AttemptRecord::default()
             },
             integrated(2, "bbb", 2_000),

@@ -397,8 +397,7 @@ impl Caches {
             indexes.leases.clone(),
             tasks.clone(),
         );
-        let lease_changes =
-            futures::stream::select(lease_cache.changes, restored.map(Ok)).boxed();
+        let lease_changes = futures::stream::select(lease_cache.changes, restored.map(Ok)).boxed();
         let filled = CachesFilled {
             tasks: task_cache.filled,
             pods: pod_cache.filled,
@@ -421,7 +420,6 @@ impl Caches {
             filled,
         }
     }
-
 }
 
 /// `changes`, not polled (so its watch not started) before `first` is filled.

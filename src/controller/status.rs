@@ -115,7 +115,7 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
         record.stop_reason = result.stop_reason.as_ref().map(|r| r.as_str().to_owned());
         record.exit_code = result.exit_code;
         record.sigils = result.sigils.clone();
-        record.check = result.check.clone();
+        record.check = result.check.clone().map(Box::new);
         record.usage = result.usage.clone();
         if record.crash.is_none() {
             record.crash = result.crash.clone();

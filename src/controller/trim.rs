@@ -31,9 +31,6 @@ pub const LIST_PAGE: u32 = 500;
 /// to 1.5 MiB, held whole until it is trimmed.
 pub const FEATURE_LIST_PAGE: u32 = 10;
 
-/// The prefix of the labels and annotations the controller reads on its own objects.
-const RALPH_PREFIX: &str = "ralph.dev/";
-
 /// What no cached object keeps: managedFields (they name every field of the object) and
 /// kubectl's last-applied copy.
 pub fn trim_metadata(meta: &mut ObjectMeta) {
@@ -43,18 +40,45 @@ pub fn trim_metadata(meta: &mut ObjectMeta) {
     }
 }
 
-/// A Task as cached: only the controller's own (`ralph.dev/`) labels and annotations (the
-/// task label and the template hash are read), no finalizers, and no description (the
+/// A Task as cached: of its labels and annotations only the task label (the template
+/// name) and the template hash, both in one map ([`CACHED_TEMPLATE_HASH_LABEL`]: a map
+/// costs 640 bytes, 6 MiB over 10,000 Tasks); no finalizers, and no description (the
 /// prompt text, up to 32 KiB, read only when an attempt starts: [`descriptions`] reads it
 /// live); the rest of the spec and the whole status (a status write carries the whole
 /// status it was decided from).
 pub fn trim_task(task: &mut Task) {
     let meta = &mut task.metadata;
     trim_metadata(meta);
-    keep_ralph_keys(&mut meta.labels);
-    keep_ralph_keys(&mut meta.annotations);
+    let hash = meta
+        .annotations
+        .take()
+        .and_then(|mut annotations| annotations.remove(TEMPLATE_HASH_ANNOTATION));
+    let template = meta
+        .labels
+        .take()
+        .and_then(|mut labels| labels.remove(TASK_LABEL));
+    let kept: BTreeMap<String, String> = template
+        .map(|name| (TASK_LABEL.to_owned(), name))
+        .into_iter()
+        .chain(hash.map(|hash| (CACHED_TEMPLATE_HASH_LABEL.to_owned(), hash)))
+        .collect();
+    meta.labels = (!kept.is_empty()).then_some(kept);
     meta.finalizers = None;
     task.spec.fields.description = String::new();
+}
+
+/// Cache-only label of a trimmed Task: its template hash ([`TEMPLATE_HASH_ANNOTATION`]).
+/// The API server refuses this key (`:` is not allowed in a label name), so no stored Task
+/// can carry it; it is never written.
+pub const CACHED_TEMPLATE_HASH_LABEL: &str = "ralph.dev/cached:template-hash";
+
+/// The template hash `task` was applied with: its annotation on a Task as the API server
+/// returns it, [`CACHED_TEMPLATE_HASH_LABEL`] on a cached one; `None` for a standalone Task.
+pub fn applied_template_hash(task: &Task) -> Option<&str> {
+    task.annotations()
+        .get(TEMPLATE_HASH_ANNOTATION)
+        .or_else(|| task.labels().get(CACHED_TEMPLATE_HASH_LABEL))
+        .map(String::as_str)
 }
 
 /// Cache-only annotation of a trimmed Feature: the hash of what is applied for each of its
@@ -181,7 +205,7 @@ pub async fn descriptions(
 fn template_name<'t>(feature: &Feature, task: &'t Task) -> Option<&'t str> {
     let uid = feature.metadata.uid.as_deref()?;
     let owned = task.owner_references().iter().any(|o| o.uid == uid);
-    let templated = task.annotations().contains_key(TEMPLATE_HASH_ANNOTATION);
+    let templated = applied_template_hash(task).is_some();
     let template_name = task.labels().get(TASK_LABEL)?;
     let in_plan = feature.spec.tasks.iter().any(|t| &t.name == template_name);
     (owned && templated && in_plan).then_some(template_name.as_str())
@@ -201,15 +225,6 @@ async fn read_description(
     )
     .await?;
     Ok(live.map(|task| task.spec.fields.description))
-}
-
-fn keep_ralph_keys(map: &mut Option<BTreeMap<String, String>>) {
-    if let Some(entries) = map.as_mut() {
-        entries.retain(|key, _| key.starts_with(RALPH_PREFIX));
-        if entries.is_empty() {
-            *map = None;
-        }
-    }
 }
 
 /// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion
@@ -588,19 +603,36 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_task_keeps_only_the_controllers_labels_and_annotations() {
+    fn a_cached_task_keeps_its_template_name_and_hash_in_one_map() {
         let mut task = task();
         trim_task(&mut task);
         assert_eq!(
             task.metadata.labels,
-            map(&[("ralph.dev/feature", "f"), ("ralph.dev/task", "a")])
+            map(&[("ralph.dev/task", "a"), (CACHED_TEMPLATE_HASH_LABEL, "abc")])
         );
-        assert_eq!(
-            task.metadata.annotations,
-            map(&[("ralph.dev/template-hash", "abc")])
-        );
+        assert!(task.metadata.annotations.is_none());
         assert!(task.metadata.finalizers.is_none());
         assert!(task.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cached_and_a_live_task_tell_the_same_template_hash() {
+        let live = task();
+        let mut cached = task();
+        trim_task(&mut cached);
+        assert_eq!(applied_template_hash(&live), Some("abc"));
+        assert_eq!(applied_template_hash(&cached), Some("abc"));
+    }
+
+    #[test]
+    fn a_standalone_task_has_no_template_hash_cached_or_live() {
+        let mut standalone = task();
+        standalone.metadata.annotations = None;
+        standalone.metadata.labels = None;
+        assert_eq!(applied_template_hash(&standalone), None);
+        trim_task(&mut standalone);
+        assert!(standalone.metadata.labels.is_none());
+        assert_eq!(applied_template_hash(&standalone), None);
     }
 
     #[test]
