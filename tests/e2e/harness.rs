@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use ralph::api::{AttemptOutcome, Feature, FeaturePhase, Task};
+use ralph::api::{AttemptOutcome, Feature, FeaturePhase, FeatureStatus, Task};
 use serde_json::{Value, json};
 
 use crate::cluster::{self, DeleteOnDrop, Target};
@@ -24,6 +24,12 @@ use crate::kubelet_standin::{KubeletStandIn, NodeOptions};
 
 /// Env var bounding each wait, in seconds (default 300).
 const TIMEOUT_VAR: &str = "RALPH_E2E_TIMEOUT_SECS";
+
+/// How long any one wait may take: `RALPH_E2E_TIMEOUT_SECS`, 300 s by default.
+fn wait_limit() -> Duration {
+    let seconds = std::env::var(TIMEOUT_VAR).ok().and_then(|s| s.parse().ok());
+    Duration::from_secs(seconds.unwrap_or(300))
+}
 
 /// How agent Pods run.
 pub enum PodRunner {
@@ -193,6 +199,44 @@ impl E2e {
         seen
     }
 
+    /// The first status the Feature `name` shows, as a watch opened before `apply` (which
+    /// creates the Feature) sees it.
+    pub async fn first_status(
+        &self,
+        name: &str,
+        apply: impl std::future::Future<Output = ()>,
+    ) -> FeatureStatus {
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let mut events = watcher(self.features(), config).boxed();
+        // The watch goes on from its first list's resourceVersion: every later change,
+        // the Feature's creation first, reaches it.
+        loop {
+            match events.next().await {
+                Some(Ok(watcher::Event::InitDone)) => break,
+                None => panic!("the watch of Feature {name} ended"),
+                _ => {}
+            }
+        }
+        apply.await;
+        let first = async {
+            loop {
+                match events.next().await {
+                    Some(Ok(watcher::Event::Apply(feature))) => {
+                        if let Some(status) = feature.status {
+                            return status;
+                        }
+                    }
+                    None => panic!("the watch of Feature {name} ended"),
+                    _ => {}
+                }
+            }
+        };
+        let limit = wait_limit();
+        tokio::time::timeout(limit, first)
+            .await
+            .unwrap_or_else(|_| panic!("Feature {name} got no status within {limit:?}"))
+    }
+
     /// Events in the namespace with this reason.
     pub async fn events_with_reason(&self, reason: &str) -> Vec<Event> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
@@ -345,12 +389,7 @@ impl E2e {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Option<T>>,
     {
-        let limit = Duration::from_secs(
-            std::env::var(TIMEOUT_VAR)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(300),
-        );
+        let limit = wait_limit();
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             self.controller.assert_running();

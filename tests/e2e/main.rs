@@ -60,6 +60,27 @@ async fn crds_install_and_a_feature_whose_dependents_come_first_is_never_invalid
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn a_new_feature_shows_pending_before_its_tasks_exist_and_judges_nothing_then() {
+    let mut e2e = E2e::setup("fresh").await;
+    let spec = json!({
+        "tasks": [
+            { "name": "design", "description": "Design it." },
+            { "name": "build", "description": "Build it.", "dependsOn": ["design"] },
+        ],
+    });
+    let first = e2e
+        .first_status("fresh", e2e.apply_scripted("fresh", "plan.script.yaml", spec))
+        .await;
+    assert_eq!(first.phase, FeaturePhase::Pending, "{first:?}");
+    assert_eq!((first.counts.total, first.counts.pending), (2, 2));
+    assert_eq!(first.observed_generation, None, "{first:?}");
+    let progressing = ralph::api::conditions::find(&first.conditions, "Progressing");
+    assert_eq!(progressing.map(|c| c.reason.as_str()), Some("CreatingTasks"));
+    e2e.wait_for_phase("fresh", FeaturePhase::Complete).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn a_missing_agent_image_is_a_visible_condition_and_claims_nothing() {
     let mut e2e = E2e::setup("imageless").await;
     let mut agent = e2e.scripted_agent("plan.script.yaml");
