@@ -69,13 +69,19 @@ async fn a_new_feature_shows_pending_before_its_tasks_exist_and_judges_nothing_t
         ],
     });
     let first = e2e
-        .first_status("fresh", e2e.apply_scripted("fresh", "plan.script.yaml", spec))
+        .first_status(
+            "fresh",
+            e2e.apply_scripted("fresh", "plan.script.yaml", spec),
+        )
         .await;
     assert_eq!(first.phase, FeaturePhase::Pending, "{first:?}");
     assert_eq!((first.counts.total, first.counts.pending), (2, 2));
     assert_eq!(first.observed_generation, None, "{first:?}");
     let progressing = ralph::api::conditions::find(&first.conditions, "Progressing");
-    assert_eq!(progressing.map(|c| c.reason.as_str()), Some("CreatingTasks"));
+    assert_eq!(
+        progressing.map(|c| c.reason.as_str()),
+        Some("CreatingTasks")
+    );
     e2e.wait_for_phase("fresh", FeaturePhase::Complete).await;
 }
 
