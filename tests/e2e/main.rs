@@ -30,6 +30,16 @@ use serde_json::json;
 
 use harness::{E2e, attempts};
 
+/// A Feature spec of two tasks: "design", then "build".
+fn design_then_build() -> serde_json::Value {
+    json!({
+        "tasks": [
+            { "name": "design", "description": "Design it." },
+            { "name": "build", "description": "Build it.", "dependsOn": ["design"] },
+        ],
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn crds_install_and_a_feature_whose_dependents_come_first_is_never_invalid() {
@@ -62,12 +72,7 @@ async fn crds_install_and_a_feature_whose_dependents_come_first_is_never_invalid
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn a_new_feature_shows_pending_before_its_tasks_exist_and_judges_nothing_then() {
     let mut e2e = E2e::setup("fresh").await;
-    let spec = json!({
-        "tasks": [
-            { "name": "design", "description": "Design it." },
-            { "name": "build", "description": "Build it.", "dependsOn": ["design"] },
-        ],
-    });
+    let spec = design_then_build();
     let first = e2e
         .first_status(
             "fresh",
@@ -108,12 +113,7 @@ async fn a_missing_agent_image_is_a_visible_condition_and_claims_nothing() {
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn the_operator_recovers_after_the_api_server_restarts() {
     let mut e2e = E2e::setup("restart").await;
-    let spec = json!({
-        "tasks": [
-            { "name": "design", "description": "Design it." },
-            { "name": "build", "description": "Build it.", "dependsOn": ["design"] },
-        ],
-    });
+    let spec = design_then_build();
     e2e.apply_scripted("restart", "plan.script.yaml", spec)
         .await;
     let tasks = e2e.tasks();
