@@ -16,7 +16,7 @@ use super::claim::claim_view;
 use super::index::feature_key;
 use super::run_view::run_view;
 use super::shapes::Shapes;
-use crate::api::{Feature, TASK_LABEL, Task, conditions};
+use crate::api::{Feature, Task, conditions};
 use crate::engine::budget::BudgetSpent;
 use crate::engine::conclusion::Gate;
 use crate::engine::dag::{
@@ -120,10 +120,9 @@ impl FeaturePlan {
 /// The id an agent reports sigils for: the template name of a templated Task (so the same
 /// agent script works locally and on a cluster), the object name of a standalone one.
 pub fn task_id(task: &Task) -> String {
-    task.labels()
-        .get(TASK_LABEL)
-        .cloned()
-        .unwrap_or_else(|| task.name_any())
+    super::origin::of(task)
+        .template
+        .map_or_else(|| task.name_any(), str::to_owned)
 }
 
 /// Attempts started by `task`.
@@ -191,12 +190,9 @@ impl<'f> TemplatePositions<'f> {
 
     /// The position of the template `task` was made from, when the Feature owns it.
     pub fn index_of(&self, task: &Task) -> Option<usize> {
-        let template = task.labels().get(TASK_LABEL)?;
-        let owned = task
-            .owner_references()
-            .iter()
-            .any(|o| o.kind == "Feature" && Some(o.uid.as_str()) == self.feature_uid);
-        owned.then(|| self.positions.get(template.as_str()).copied())?
+        let origin = super::origin::of(task);
+        let owned = origin.feature_uid.is_some() && origin.feature_uid == self.feature_uid;
+        owned.then(|| self.positions.get(origin.template?).copied())?
     }
 }
 

@@ -1,7 +1,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
-use crate::api::{AttemptRecord, TaskStatus, desired_tasks};
+use crate::api::{AttemptRecord, TASK_LABEL, TaskStatus, desired_tasks};
 use crate::controller::testing::{self, claimed};
 
 const NOW: i64 = 10_000_000;

@@ -609,10 +609,9 @@ async fn sync_tasks(
     let generation = feature.metadata.generation.unwrap_or(0);
     let applied_before = ctx.applied_generation(&key) == Some(generation);
     let uid = feature.metadata.uid.clone().unwrap_or_default();
-    let owned = |t: &Task| t.owner_references().iter().any(|o| o.uid == uid);
     let templated = listed
         .iter()
-        .filter(|t| owned(t) && super::trim::applied_template_hash(t).is_some())
+        .filter(|t| super::origin::of(t).is_templated_by(&uid))
         .count();
     if applied_before && templated == feature.spec.tasks.len() {
         return Ok(sync);
@@ -632,7 +631,7 @@ async fn sync_tasks(
         wanted.insert(name.clone());
         let up_to_date = cached
             .get(&name)
-            .is_some_and(|c| super::trim::applied_template_hash(c) == Some(hash.as_str()));
+            .is_some_and(|c| super::origin::of(c).template_hash == Some(hash.as_str()));
         if !up_to_date {
             stale.push((index, name));
         }
@@ -646,7 +645,7 @@ async fn sync_tasks(
             api.get_opt(first),
         )
         .await?;
-        if live.is_some_and(|t| super::trim::applied_template_hash(&t).is_some()) {
+        if live.is_some_and(|t| super::origin::of(&t).template_hash.is_some()) {
             sync.missing = stale.into_iter().map(|(_, name)| name).collect();
             return Ok(sync);
         }
@@ -711,7 +710,7 @@ async fn sync_tasks(
     }
     let orphans = cached.values().filter(|t| {
         !wanted.contains(&t.name_any())
-            && owned(t)
+            && super::origin::of(t).feature_uid == Some(uid.as_str())
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });
     for orphan in orphans {

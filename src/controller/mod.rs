@@ -16,6 +16,7 @@ pub mod leader;
 pub mod lease_cache;
 pub mod memory;
 pub mod metrics;
+pub mod origin;
 pub mod pod;
 pub mod pod_git;
 pub mod pod_start;

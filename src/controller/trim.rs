@@ -17,8 +17,8 @@ use kube::{Api, ResourceExt};
 
 use super::call::{CallError, bounded};
 use super::context::Context;
-use super::feature::{TEMPLATE_HASH_ANNOTATION, template_hash};
-use crate::api::{Feature, TASK_LABEL, Task, desired_tasks};
+use super::feature::template_hash;
+use crate::api::{Feature, Task, desired_tasks};
 use crate::engine::lifecycle::attempt_number_of;
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
@@ -40,45 +40,19 @@ pub fn trim_metadata(meta: &mut ObjectMeta) {
     }
 }
 
-/// A Task as cached: of its labels and annotations only the task label (the template
-/// name) and the template hash, both in one map ([`CACHED_TEMPLATE_HASH_LABEL`]: a map
-/// costs 640 bytes, 6 MiB over 10,000 Tasks); no finalizers, and no description (the
-/// prompt text, up to 32 KiB, read only when an attempt starts: [`descriptions`] reads it
-/// live); the rest of the spec and the whole status (a status write carries the whole
-/// status it was decided from).
+/// A Task as cached: of its labels, annotations and owner references only where it came
+/// from (its Feature, template and template hash), packed into one cache-only string
+/// ([`super::origin`]: the maps cost 870 bytes a Task, 8.5 MiB over 10,000); no
+/// finalizers, and no description (the prompt text, up to 32 KiB, read only when an
+/// attempt starts: [`descriptions`] reads it live); the rest of the spec and the whole
+/// status (a status write carries the whole status it was decided from).
 pub fn trim_task(task: &mut Task) {
     let meta = &mut task.metadata;
     trim_metadata(meta);
-    let hash = meta
-        .annotations
-        .take()
-        .and_then(|mut annotations| annotations.remove(TEMPLATE_HASH_ANNOTATION));
-    let template = meta
-        .labels
-        .take()
-        .and_then(|mut labels| labels.remove(TASK_LABEL));
-    let kept: BTreeMap<String, String> = template
-        .map(|name| (TASK_LABEL.to_owned(), name))
-        .into_iter()
-        .chain(hash.map(|hash| (CACHED_TEMPLATE_HASH_LABEL.to_owned(), hash)))
-        .collect();
-    meta.labels = (!kept.is_empty()).then_some(kept);
+    meta.self_link = None;
+    super::origin::pack(meta);
     meta.finalizers = None;
     task.spec.fields.description = String::new();
-}
-
-/// Cache-only label of a trimmed Task: its template hash ([`TEMPLATE_HASH_ANNOTATION`]).
-/// The API server refuses this key (`:` is not allowed in a label name), so no stored Task
-/// can carry it; it is never written.
-pub const CACHED_TEMPLATE_HASH_LABEL: &str = "ralph.dev/cached:template-hash";
-
-/// The template hash `task` was applied with: its annotation on a Task as the API server
-/// returns it, [`CACHED_TEMPLATE_HASH_LABEL`] on a cached one; `None` for a standalone Task.
-pub fn applied_template_hash(task: &Task) -> Option<&str> {
-    task.annotations()
-        .get(TEMPLATE_HASH_ANNOTATION)
-        .or_else(|| task.labels().get(CACHED_TEMPLATE_HASH_LABEL))
-        .map(String::as_str)
 }
 
 /// Cache-only annotation of a trimmed Feature: the hash of what is applied for each of its
@@ -203,12 +177,11 @@ pub async fn descriptions(
 /// The name of the template of `feature` that `task` was applied from, if it is one of its
 /// templated Tasks.
 fn template_name<'t>(feature: &Feature, task: &'t Task) -> Option<&'t str> {
-    let uid = feature.metadata.uid.as_deref()?;
-    let owned = task.owner_references().iter().any(|o| o.uid == uid);
-    let templated = applied_template_hash(task).is_some();
-    let template_name = task.labels().get(TASK_LABEL)?;
-    let in_plan = feature.spec.tasks.iter().any(|t| &t.name == template_name);
-    (owned && templated && in_plan).then_some(template_name.as_str())
+    let origin = super::origin::of(task);
+    let template_name = origin.template?;
+    let templated = origin.is_templated_by(feature.metadata.uid.as_deref()?);
+    let in_plan = feature.spec.tasks.iter().any(|t| t.name == template_name);
+    (templated && in_plan).then_some(template_name)
 }
 
 async fn read_description(
@@ -300,8 +273,11 @@ fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
 mod tests {
     use super::*;
     use crate::api::{TaskFields, TaskSpec};
+    use crate::controller::origin::{self, Origin};
     use k8s_openapi::api::core::v1::ContainerStateWaiting;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        ManagedFieldsEntry, OwnerReference, Time,
+    };
 
     fn map(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
         Some(
@@ -591,6 +567,14 @@ mod tests {
                     "demo:ralph.dev/Task:ns/f-a",
                 ),
             ]),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "ralph.dev/v1alpha1".to_owned(),
+                kind: "Feature".to_owned(),
+                name: "f".to_owned(),
+                uid: "fu".to_owned(),
+                controller: Some(true),
+                ..OwnerReference::default()
+            }]),
             finalizers: Some(vec!["example.com/keep".to_owned()]),
             managed_fields: Some(vec![ManagedFieldsEntry::default()]),
             ..ObjectMeta::default()
@@ -603,36 +587,40 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_task_keeps_its_template_name_and_hash_in_one_map() {
+    fn a_cached_task_keeps_no_label_annotation_owner_finalizer_or_managed_fields() {
         let mut task = task();
         trim_task(&mut task);
-        assert_eq!(
-            task.metadata.labels,
-            map(&[("ralph.dev/task", "a"), (CACHED_TEMPLATE_HASH_LABEL, "abc")])
-        );
+        assert!(task.metadata.labels.is_none());
         assert!(task.metadata.annotations.is_none());
+        assert!(task.metadata.owner_references.is_none());
         assert!(task.metadata.finalizers.is_none());
         assert!(task.metadata.managed_fields.is_none());
     }
 
     #[test]
-    fn a_cached_and_a_live_task_tell_the_same_template_hash() {
+    fn a_cached_and_a_live_task_tell_the_same_origin() {
         let live = task();
         let mut cached = task();
         trim_task(&mut cached);
-        assert_eq!(applied_template_hash(&live), Some("abc"));
-        assert_eq!(applied_template_hash(&cached), Some("abc"));
+        let expected = Origin {
+            feature_uid: Some("fu"),
+            template: Some("a"),
+            template_hash: Some("abc"),
+        };
+        assert_eq!(origin::of(&live), expected);
+        assert_eq!(origin::of(&cached), expected);
     }
 
     #[test]
-    fn a_standalone_task_has_no_template_hash_cached_or_live() {
+    fn a_standalone_task_has_no_origin_cached_or_live() {
         let mut standalone = task();
         standalone.metadata.annotations = None;
         standalone.metadata.labels = None;
-        assert_eq!(applied_template_hash(&standalone), None);
+        standalone.metadata.owner_references = None;
+        assert_eq!(origin::of(&standalone), Origin::default());
         trim_task(&mut standalone);
-        assert!(standalone.metadata.labels.is_none());
-        assert_eq!(applied_template_hash(&standalone), None);
+        assert!(standalone.metadata.self_link.is_none());
+        assert_eq!(origin::of(&standalone), Origin::default());
     }
 
     #[test]
