@@ -38,7 +38,7 @@ pub struct TaskStatus {
 
     /// The claim of the running attempt, while there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim: Option<ClaimStatus>,
+    pub claim: Option<Box<ClaimStatus>>,
 
     /// The most recent attempts, oldest first (at most 10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

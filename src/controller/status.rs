@@ -33,7 +33,7 @@ pub fn started(task: &Task, number: u32, pod: &str, claim: ClaimStatus, now_ms: 
     status.next_attempt_after = None;
     status.observed_generation = task.metadata.generation;
     status.message = Some(format!("attempt {number} running in Pod {pod}"));
-    status.claim = Some(claim);
+    status.claim = Some(Box::new(claim));
     if conditions::find(&status.conditions, CONFIGURED).is_some() {
         let c = conditions::condition(
             CONFIGURED,

@@ -90,7 +90,7 @@ fn started_attempt_is_recorded_with_its_pod_generation_and_claim() {
     let status = started(&task(), 1, "hello-a-a1", claim(), 1_000);
     assert_eq!(status.phase, TaskPhase::Running);
     assert_eq!(status.attempt_count, 1);
-    assert_eq!(status.claim, Some(claim()));
+    assert_eq!(status.claim, Some(Box::new(claim())));
     let record = status.attempts.last().expect("record");
     assert_eq!(record.pod.as_deref(), Some("hello-a-a1"));
     assert_eq!(record.generation, Some(3));
