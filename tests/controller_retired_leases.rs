@@ -238,3 +238,40 @@ async fn a_claim_not_cached_but_held_live_is_refused_with_the_live_lease() {
     let writes = server.count_requests(|r| r.resource == "leases" && r.verb == Verb::Update);
     assert_eq!(writes, 0, "no take-over of a held claim");
 }
+
+#[tokio::test]
+async fn taking_over_a_claim_deleted_behind_the_cache_claims_it_anew() {
+    let (server, leases) = spent_claim().await;
+    let cached = leases.get("feat-build").await.expect("get").expect("Lease");
+    let api: Api<Lease> = Api::namespaced(server.client_in(NS), NS);
+    api.delete("feat-build", &Default::default())
+        .await
+        .expect("delete the Lease");
+
+    let taken = leases
+        .take_over(&cached, &request("feat-build-a2"), Timestamp::now())
+        .await
+        .expect("a PUT of a missing Lease creates it, as on a real API server");
+
+    assert_eq!(claim::holder(&taken), Some("feat-build-a2"));
+    assert_ne!(taken.metadata.uid, cached.metadata.uid, "a new Lease");
+    assert_eq!(claim::lease_transitions(&taken), 1, "the fence still rises");
+}
+
+#[tokio::test]
+async fn releasing_a_claim_deleted_behind_the_cache_recreates_nothing() {
+    let (server, leases) = spent_claim().await;
+    let cached = leases.get("feat-build").await.expect("get").expect("Lease");
+    let api: Api<Lease> = Api::namespaced(server.client_in(NS), NS);
+    api.delete("feat-build", &Default::default())
+        .await
+        .expect("delete the Lease");
+
+    let released = leases.release(&cached).await;
+
+    assert!(
+        matches!(released, Err(ClaimError::Conflict { .. })),
+        "{released:?}"
+    );
+    assert!(leases.get("feat-build").await.expect("get").is_none());
+}

@@ -415,6 +415,60 @@ async fn replace_with_a_stale_resource_version_conflicts() {
 }
 
 #[tokio::test]
+async fn replace_of_a_missing_config_map_is_not_found() {
+    let (_server, api) = config_map_server().await;
+    let status = refusal(
+        api.replace(
+            "gone",
+            &PostParams::default(),
+            &config_map("gone", json!({})),
+        )
+        .await,
+    );
+    assert_eq!(status.code, 404);
+}
+
+fn lease_named(name: &str, meta: Value) -> Lease {
+    let mut metadata = json!({"name": name});
+    merge_into(&mut metadata, meta);
+    serde_json::from_value(json!({"metadata": metadata, "spec": {"holderIdentity": "h"}}))
+        .expect("valid Lease")
+}
+
+fn merge_into(target: &mut Value, extra: Value) {
+    if let (Some(target), Value::Object(extra)) = (target.as_object_mut(), extra) {
+        target.extend(extra);
+    }
+}
+
+#[tokio::test]
+async fn replace_of_a_missing_lease_creates_it_whatever_resource_version_it_names() {
+    let server = server().await;
+    let api: Api<Lease> = Api::default_namespaced(server.client());
+    let lease = lease_named("gone", json!({"resourceVersion": "7"}));
+    let created = api
+        .replace("gone", &PostParams::default(), &lease)
+        .await
+        .expect("a PUT creates a Lease, as upstream's lease strategy allows");
+    assert!(created.metadata.uid.is_some());
+    let stored = api.get("gone").await.expect("stored");
+    assert_eq!(
+        stored.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("h")
+    );
+}
+
+#[tokio::test]
+async fn replace_of_a_missing_lease_naming_a_uid_conflicts() {
+    let server = server().await;
+    let api: Api<Lease> = Api::default_namespaced(server.client());
+    let lease = lease_named("gone", json!({"uid": "old-uid", "resourceVersion": "7"}));
+    let status = refusal(api.replace("gone", &PostParams::default(), &lease).await);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert!(api.get_opt("gone").await.expect("read").is_none());
+}
+
+#[tokio::test]
 async fn merge_patch_changes_only_the_given_fields() {
     let (_server, api) = config_map_server().await;
     create_cms(&api, &[("a", json!({ "keep": "me" }))]).await;

@@ -26,7 +26,9 @@ use kube::runtime::watcher::Event;
 
 use super::claim;
 use super::index::Index;
-use super::retention::{RETIRE_PERIOD, owning_task, retire_event, retire_from_cache};
+use super::retention::{
+    RETIRE_PERIOD, owning_task, remove_if_unchanged, retire_event, retire_from_cache,
+};
 use super::runtime::SharedWriter;
 use crate::api::Task;
 use crate::engine::lifecycle::is_spent_by_recorded_attempt;
@@ -99,6 +101,13 @@ impl LeaseCache {
         retire_from_cache(&self.leases, &self.writer, &self.index, |lease| {
             is_retirable(lease, &self.tasks)
         })
+    }
+
+    /// Drops `gone` from the cache: the API server answered that it does not exist (it was
+    /// deleted behind a lagging watch, or put back by [`Self::restore`] just after its
+    /// deletion). A newer version the watch brought meanwhile stays.
+    pub fn forget_gone(&self, gone: &Lease) {
+        remove_if_unchanged(&self.leases, &self.writer, &self.index, gone, |_| true);
     }
 
     /// Puts `live` (just read from the API server) back in the cache when the cache has no

@@ -210,3 +210,19 @@ fn a_lease_read_live_does_not_replace_the_version_the_watch_cached() {
     assert_eq!(cached.len(), 1);
     assert_eq!(claim::holder(&cached[0]), Some("f-t-a2"));
 }
+
+#[test]
+fn a_lease_the_api_server_no_longer_has_leaves_the_cache() {
+    let (cache, _restored, indexes) = cache_of(vec![lease("f-t-a1")], tasks("Running", 1));
+    cache.forget_gone(&lease("f-t-a1"));
+    assert_eq!(cached_names(&cache, &indexes), (0, 0));
+}
+
+#[test]
+fn a_newer_version_the_watch_brought_stays_when_an_older_one_is_gone() {
+    let mut newer = lease("f-t-a2");
+    newer.metadata.resource_version = Some("2".to_owned());
+    let (cache, _restored, indexes) = cache_of(vec![newer], tasks("Running", 2));
+    cache.forget_gone(&lease("f-t-a1"));
+    assert_eq!(cached_names(&cache, &indexes), (1, 1));
+}

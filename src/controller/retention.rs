@@ -181,18 +181,38 @@ where
 {
     let mut retired = 0;
     for object in store.state() {
-        let mut writer = lock(writer);
-        let current = store.get(&ObjectRef::from_obj(object.as_ref()));
-        let unchanged =
-            current.is_some_and(|c| c.meta().resource_version == object.meta().resource_version);
-        if unchanged && retire(&object) {
-            let event = Event::Delete(K::clone(&object));
-            writer.apply_watcher_event(&event);
-            index.apply(&event);
+        if remove_if_unchanged(store, writer, index, &object, &mut retire) {
             retired += 1;
         }
     }
     retired
+}
+
+/// Removes `object` from the cache `store` (written through `writer`, kept in step with
+/// `index`) when `remove` says so, unless the watch brought a newer version of it
+/// meanwhile (then `remove` is not asked); true if removed.
+pub fn remove_if_unchanged<K>(
+    store: &Store<K>,
+    writer: &SharedWriter<K>,
+    index: &Index<K>,
+    object: &K,
+    remove: impl FnOnce(&K) -> bool,
+) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let mut writer = lock(writer);
+    let current = store.get(&ObjectRef::from_obj(object));
+    let unchanged =
+        current.is_some_and(|c| c.meta().resource_version == object.meta().resource_version);
+    if !unchanged || !remove(object) {
+        return false;
+    }
+    let event = Event::Delete(object.clone());
+    writer.apply_watcher_event(&event);
+    index.apply(&event);
+    true
 }
 
 /// Every [`RETIRE_PERIOD`], retires the cached finished Pods whose attempt is recorded;

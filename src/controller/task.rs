@@ -134,7 +134,13 @@ pub async fn apply(
                 // fencing token (leaseTransitions) counts the attempts that held it.
                 let outcome = match &held {
                     Some(existing) if *replace || super::claim::is_expired(existing, now) => {
-                        take_over(&leases, plan, existing, &request, now).await
+                        match take_over(&leases, plan, existing, &request, now).await {
+                            Err(ClaimError::Gone { .. }) => {
+                                ctx.lease_cache.forget_gone(existing);
+                                create_or_take_over(ctx, &leases, plan, &request, now).await
+                            }
+                            other => other,
+                        }
                     }
                     _ => create_or_take_over(ctx, &leases, plan, &request, now).await,
                 };
@@ -203,6 +209,7 @@ pub async fn apply(
 /// Takes over `existing` for `request`. When the cached Lease is behind (a renewal the
 /// cache has not shown, so the precondition fails), reads it once and takes the live one
 /// over if it is still free for the task: expired, or spent by one of its concluded attempts.
+/// [`ClaimError::Gone`] when the API server has no such Lease any more.
 async fn take_over(
     leases: &Leases,
     plan: &TaskPlan,
@@ -211,13 +218,13 @@ async fn take_over(
     now: jiff::Timestamp,
 ) -> Result<Lease, ClaimError> {
     match leases.take_over(existing, request, now).await {
-        Err(ClaimError::Conflict { lease }) => {
-            let live = leases.get(&request.lease).await?;
-            match live.filter(|live| is_free_for(plan, &request.lease, live, now)) {
-                Some(live) => leases.take_over(&live, request, now).await,
-                None => Err(ClaimError::Conflict { lease }),
+        Err(ClaimError::Conflict { lease }) => match leases.get(&request.lease).await? {
+            None => Err(ClaimError::Gone { lease }),
+            Some(live) if is_free_for(plan, &request.lease, &live, now) => {
+                leases.take_over(&live, request, now).await
             }
-        }
+            Some(_) => Err(ClaimError::Conflict { lease }),
+        },
         other => other,
     }
 }

@@ -4,7 +4,8 @@
 //! Serves pods, configmaps, secrets, serviceaccounts, services, nodes, namespaces, RBAC, events
 //! (core and events.k8s.io), leases, deployments, CRDs and ralph.dev features/tasks, plus
 //! any type a created CustomResourceDefinition declares. Semantics: resourceVersion
-//! conflicts, generateName, status subresources, generation, label/field selectors, paged
+//! conflicts, a PUT that creates a missing Lease (as upstream's lease strategy allows; 404
+//! for every other kind), generateName, status subresources, generation, label/field selectors, paged
 //! lists, watches with bookmarks and 410 Gone, merge/strategic/JSON patches, a simplified
 //! server-side apply, delete preconditions, finalizers, graceful Pod deletion and
 //! ownerReference garbage collection. Every request is logged, faults (errors, latency)

@@ -281,8 +281,16 @@ fn dispatch(
             Ok(json_response(StatusCode::OK, &object))
         }
         Method::PUT => {
+            let existed = store
+                .get(&rt, &(namespace.clone(), name.to_owned()))
+                .is_some();
             let object = ops::update(&mut store, &addr, parse_json(body)?)?;
-            Ok(json_response(StatusCode::OK, &object))
+            let status = if existed {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok(json_response(status, &object))
         }
         Method::PATCH => {
             let content_type = headers

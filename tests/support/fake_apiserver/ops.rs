@@ -264,14 +264,39 @@ fn check_body(addr: &Address<'_>, mut body: Value) -> Result<Value, ApiError> {
 }
 
 /// PUT: replaces an object (or its status), with `metadata.resourceVersion` as precondition.
+/// A missing object is a 404, or created where the resource allows it ([`create_on_update`]).
 pub fn update(store: &mut Store, addr: &Address<'_>, body: Value) -> Result<Arc<Value>, ApiError> {
-    let current = store
-        .get(addr.rt, &addr.key())
-        .ok_or_else(|| addr.not_found())?;
+    let Some(current) = store.get(addr.rt, &addr.key()) else {
+        return create_on_update(store, addr, body);
+    };
     let body = check_body(addr, body)?;
     check_resource_version(addr, &current, &body)?;
     let next = settle(addr, &current, body, false);
     commit(store, addr, &current, next)
+}
+
+/// A PUT to a name that does not exist, as upstream's `Store.Update` answers it: 404 unless
+/// the resource creates on update (Leases); then the object is created, whatever
+/// `resourceVersion` the body carries, but a body naming a `uid` is refused with 409 (the uid
+/// is a precondition no missing object meets).
+fn create_on_update(
+    store: &mut Store,
+    addr: &Address<'_>,
+    body: Value,
+) -> Result<Arc<Value>, ApiError> {
+    if !addr.rt.creates_on_update || addr.subresource.is_some() {
+        return Err(addr.not_found());
+    }
+    let mut body = check_body(addr, body)?;
+    if let Some(uid) = meta_str(&body, "uid").filter(|uid| !uid.is_empty()) {
+        return Err(ApiError::conflict(
+            &addr.group_resource(),
+            addr.name,
+            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+        ));
+    }
+    metadata_mut(&mut body).remove("resourceVersion");
+    create(store, addr, body)
 }
 
 /// PATCH: applies a patch of the given kind. Server-side apply creates a missing object.

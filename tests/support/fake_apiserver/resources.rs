@@ -25,6 +25,9 @@ pub struct ResourceType {
     pub custom: bool,
     /// The CRD's `openAPIV3Schema`: every write is validated against it.
     pub schema: Option<Arc<Value>>,
+    /// A PUT to a name that does not exist creates the object (upstream's
+    /// `AllowCreateOnUpdate()`, true for Leases), instead of answering 404.
+    pub creates_on_update: bool,
 }
 
 impl ResourceType {
@@ -39,7 +42,13 @@ impl ResourceType {
             tracks_generation: false,
             custom: false,
             schema: None,
+            creates_on_update: false,
         }
+    }
+
+    fn creating_on_update(mut self) -> Self {
+        self.creates_on_update = true;
+        self
     }
 
     fn with_status(mut self) -> Self {
@@ -123,7 +132,8 @@ pub fn default_resources() -> Vec<ResourceType> {
         ResourceType::builtin("", "v1", "nodes", "Node", false).with_status(),
         ResourceType::builtin("", "v1", "namespaces", "Namespace", false).with_status(),
         ResourceType::builtin("events.k8s.io", "v1", "events", "Event", true),
-        ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true),
+        ResourceType::builtin("coordination.k8s.io", "v1", "leases", "Lease", true)
+            .creating_on_update(),
         ResourceType::builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
         ResourceType::builtin(
             "rbac.authorization.k8s.io",
