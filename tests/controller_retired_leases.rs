@@ -239,14 +239,21 @@ async fn a_claim_not_cached_but_held_live_is_refused_with_the_live_lease() {
     assert_eq!(writes, 0, "no take-over of a held claim");
 }
 
-#[tokio::test]
-async fn taking_over_a_claim_deleted_behind_the_cache_claims_it_anew() {
+/// The spent claim of [`spent_claim`] as a cache last saw it, deleted since (with the
+/// server, which must outlive the test).
+async fn claim_deleted_behind_the_cache() -> (FakeApiServer, Leases, Lease) {
     let (server, leases) = spent_claim().await;
     let cached = leases.get("feat-build").await.expect("get").expect("Lease");
     let api: Api<Lease> = Api::namespaced(server.client_in(NS), NS);
     api.delete("feat-build", &Default::default())
         .await
         .expect("delete the Lease");
+    (server, leases, cached)
+}
+
+#[tokio::test]
+async fn taking_over_a_claim_deleted_behind_the_cache_claims_it_anew() {
+    let (_server, leases, cached) = claim_deleted_behind_the_cache().await;
 
     let taken = leases
         .take_over(&cached, &request("feat-build-a2"), Timestamp::now())
@@ -260,12 +267,7 @@ async fn taking_over_a_claim_deleted_behind_the_cache_claims_it_anew() {
 
 #[tokio::test]
 async fn releasing_a_claim_deleted_behind_the_cache_recreates_nothing() {
-    let (server, leases) = spent_claim().await;
-    let cached = leases.get("feat-build").await.expect("get").expect("Lease");
-    let api: Api<Lease> = Api::namespaced(server.client_in(NS), NS);
-    api.delete("feat-build", &Default::default())
-        .await
-        .expect("delete the Lease");
+    let (_server, leases, cached) = claim_deleted_behind_the_cache().await;
 
     let released = leases.release(&cached).await;
 
