@@ -1195,6 +1195,40 @@ async fn requests_without_a_token_are_not_restricted() {
     try_create_cm(&maps, "admin-made").await.expect("created");
 }
 
+/// A client of the test's own (cluster-admin) identity impersonating `user`.
+fn impersonating(server: &FakeApiServer, user: &str) -> Client {
+    let mut config = server.config("default");
+    config.auth_info.impersonate = Some(user.to_owned());
+    Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn an_impersonated_user_is_held_to_its_rules() {
+    let server = server().await;
+    server.enforce_rbac("reader", pods_reader());
+    let as_reader = impersonating(&server, "reader");
+    let pods: Api<Pod> = Api::namespaced(as_reader.clone(), "default");
+    assert!(pods.get_opt("absent").await.expect("allowed").is_none());
+    let status = refusal(try_create_cm(&config_maps(&as_reader), "denied").await);
+    assert_eq!(status.code, 403);
+    assert_mentions(
+        &status.message,
+        &["reader", "cannot create", "\"configmaps\""],
+    );
+}
+
+#[tokio::test]
+async fn a_user_held_to_rules_may_not_impersonate() {
+    let server = server().await;
+    server.enforce_rbac("reader", pods_reader());
+    let mut config = server.config_as("default", "reader");
+    config.auth_info.impersonate = Some("admin-like".to_owned());
+    let pods: Api<Pod> = Api::namespaced(Client::try_from(config).expect("client"), "default");
+    let status = refusal(pods.get_opt("absent").await);
+    assert_eq!(status.code, 403);
+    assert_mentions(&status.message, &["reader", "cannot impersonate"]);
+}
+
 #[test]
 fn the_charts_rbac_grants_the_controller_and_the_agents_their_rules() {
     let controller = fake_apiserver::rbac::controller_rules();

@@ -1,5 +1,6 @@
 //! The cluster under test: client from RALPH_E2E_KUBECONFIG, CRDs, a unique namespace
-//! (always removed), the agent service account, and how agent Pods get run.
+//! (always removed), the controller's and the agents' service accounts with the chart's
+//! rules, and how agent Pods get run.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+
+use crate::fake_apiserver::rbac::Rule;
 
 /// The field manager of everything the suite applies.
 pub const MANAGER: &str = "ralph-e2e";
@@ -160,26 +163,59 @@ pub async fn create_namespace(
     (name, guard)
 }
 
-/// Creates the agent Pods' service account with the least privilege their sidecar needs
-/// (get and update of Leases), as the Helm chart does.
-pub async fn create_agent_rbac(client: &Client, namespace: &str) {
+/// Creates ServiceAccount `name` in `namespace` with a Role of `rules` bound to it: what the
+/// Helm chart installs for the controller (scoped to one namespace) and for the agent Pods.
+pub async fn create_service_account(client: &Client, namespace: &str, name: &str, rules: &[Rule]) {
     let manifests = [
-        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "ralph-agent" } }),
+        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": name } }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": "ralph-agent" },
-            "rules": [{ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"] }],
+            "metadata": { "name": name },
+            "rules": rules,
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": "ralph-agent" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ralph-agent" },
-            "subjects": [{ "kind": "ServiceAccount", "name": "ralph-agent", "namespace": namespace }],
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": name, "namespace": namespace }],
         }),
     ];
     for manifest in manifests {
         apply_dynamic(client, namespace, manifest).await;
     }
+}
+
+/// Writes to `out` a copy of the kubeconfig at `admin` whose current user impersonates
+/// `user` (`as:`), so every request it makes is authorized as `user`, under its RBAC rules
+/// (the suite's kubeconfig is cluster-admin, which may impersonate).
+pub fn impersonating_kubeconfig(admin: &Path, user: &str, out: &Path) -> PathBuf {
+    let mut kubeconfig = Kubeconfig::read_from(admin)
+        .unwrap_or_else(|e| panic!("cannot read the kubeconfig {}: {e}", admin.display()));
+    let context = kubeconfig.current_context.clone().unwrap_or_else(|| {
+        panic!(
+            "the kubeconfig {} names no current context",
+            admin.display()
+        )
+    });
+    let user_name = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|c| c.user.clone())
+        .unwrap_or_else(|| panic!("context {context} of {} names no user", admin.display()));
+    let auth = kubeconfig
+        .auth_infos
+        .iter_mut()
+        .find(|a| a.name == user_name)
+        .unwrap_or_else(|| panic!("user {user_name} is not in {}", admin.display()));
+    auth.auth_info
+        .get_or_insert_with(Default::default)
+        .impersonate = Some(user.to_owned());
+    let yaml = serde_yaml_ng::to_string(&kubeconfig)
+        .unwrap_or_else(|e| panic!("cannot write a kubeconfig: {e}"));
+    std::fs::write(out, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
+    out.to_path_buf()
 }
 
 async fn apply_dynamic(client: &Client, namespace: &str, manifest: serde_json::Value) {

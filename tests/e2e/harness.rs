@@ -56,6 +56,37 @@ pub struct E2e {
     pods_seen: Arc<Mutex<Vec<(String, String)>>>,
 }
 
+/// The controller's ServiceAccount (the chart's `serviceAccount.name`).
+const CONTROLLER_ACCOUNT: &str = "ralph-controller";
+/// The agent Pods' ServiceAccount (the chart's `agentServiceAccount.name`).
+const AGENT_ACCOUNT: &str = "ralph-agent";
+
+/// Where a test's ServiceAccounts are made.
+struct Accounts<'a> {
+    client: &'a Client,
+    namespace: &'a str,
+    /// The suite's own (cluster-admin) kubeconfig.
+    admin: &'a Path,
+    /// Where the accounts' kubeconfigs are written.
+    dir: &'a Path,
+    /// The fake API server, when the test runs on it.
+    fake: Option<&'a FakeApiServer>,
+}
+
+impl Accounts<'_> {
+    /// Creates ServiceAccount `account` with a Role of `rules` and returns a kubeconfig
+    /// acting as it. The fake's RBAC does not read Roles: it is given the same rules.
+    async fn create(&self, account: &str, rules: Vec<rbac::Rule>) -> PathBuf {
+        cluster::create_service_account(self.client, self.namespace, account, &rules).await;
+        let user = rbac::service_account_user(self.namespace, account);
+        if let Some(fake) = self.fake {
+            fake.enforce_rbac(&user, rules);
+        }
+        let out = self.dir.join(format!("{account}-kubeconfig.yaml"));
+        cluster::impersonating_kubeconfig(self.admin, &user, &out)
+    }
+}
+
 impl E2e {
     /// Sets up the world for `test` (panics naming the variables when there is no cluster).
     pub async fn setup(test: &str) -> Self {
@@ -64,41 +95,35 @@ impl E2e {
             .prefix(&format!("ralph-e2e-{test}-"))
             .tempdir()
             .unwrap_or_else(|e| panic!("temp dir: {e}"));
-        // On the fake the controller and the sidecars authenticate as themselves, under the
-        // chart's RBAC rules; the test and the stand-in are cluster-admin.
-        let (kubeconfig, as_controller, as_agent, fake) = match target {
-            Target::Kubeconfig(path) => (path.clone(), path.clone(), path, None),
+        let (kubeconfig, fake) = match target {
+            Target::Kubeconfig(path) => (path, None),
             Target::Fake => {
                 let server = FakeApiServer::start()
                     .await
                     .unwrap_or_else(|e| panic!("fake API server: {e}"));
-                server.enforce_rbac(rbac::CONTROLLER_USER, rbac::controller_rules());
-                server.enforce_rbac(rbac::AGENT_USER, rbac::agent_rules());
-                let write = |file: &str, yaml: String| {
-                    let path = logs.path().join(file);
-                    std::fs::write(&path, yaml)
-                        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-                    path
-                };
-                (
-                    write("kubeconfig.yaml", server.kubeconfig_yaml("default")),
-                    write(
-                        "controller-kubeconfig.yaml",
-                        server.kubeconfig_yaml_as("default", rbac::CONTROLLER_USER),
-                    ),
-                    write(
-                        "agent-kubeconfig.yaml",
-                        server.kubeconfig_yaml_as("default", rbac::AGENT_USER),
-                    ),
-                    Some(server),
-                )
+                let path = logs.path().join("kubeconfig.yaml");
+                std::fs::write(&path, server.kubeconfig_yaml("default"))
+                    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+                (path, Some(server))
             }
         };
         let client = cluster::client_from(&kubeconfig).await;
         cluster::install_crds(&client).await;
         let (namespace, namespace_guard) =
             cluster::create_namespace(&client, &kubeconfig, test).await;
-        cluster::create_agent_rbac(&client, &namespace).await;
+        // The controller and the sidecars act as their ServiceAccounts, under the chart's
+        // rules: on a cluster through its RBAC, on the fake through the same rules.
+        let accounts = Accounts {
+            client: &client,
+            namespace: &namespace,
+            admin: &kubeconfig,
+            dir: logs.path(),
+            fake: fake.as_ref(),
+        };
+        let as_controller = accounts
+            .create(CONTROLLER_ACCOUNT, rbac::controller_rules())
+            .await;
+        let as_agent = accounts.create(AGENT_ACCOUNT, rbac::agent_rules()).await;
         let image = std::env::var(cluster::IMAGE_VAR)
             .ok()
             .filter(|i| !i.is_empty());
@@ -393,10 +418,12 @@ impl E2e {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             self.controller.assert_running();
-            if let Some(value) = probe().await {
+            // A probe whose request hangs ends at the deadline too.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Ok(Some(value)) = tokio::time::timeout(left, probe()).await {
                 return value;
             }
-            if tokio::time::Instant::now() > deadline {
+            if tokio::time::Instant::now() >= deadline {
                 let pods: Vec<String> = self
                     .pods_seen()
                     .iter()

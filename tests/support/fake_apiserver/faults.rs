@@ -66,8 +66,11 @@ pub struct RequestRecord {
     pub content_type: Option<String>,
     /// Request `User-Agent`.
     pub user_agent: Option<String>,
-    /// The user its bearer token names; `None` without one (the test's own requests).
+    /// The user the request acts as: the one its `Impersonate-User` header names, else the
+    /// one its bearer token names; `None` for neither (the test's own requests).
     pub user: Option<String>,
+    /// The user its bearer token names when it impersonates another.
+    pub impersonator: Option<String>,
     /// HTTP status of the response (0 while the request is being handled).
     pub status: u16,
 }

@@ -106,10 +106,16 @@ pub async fn handle(
     response
 }
 
-/// 403 when the request's user has rules and none allows it.
+/// 403 when the request's user has rules and none allows it, or when a user held to
+/// rules impersonates another (no chart grants `impersonate`).
 fn unauthorized(shared: &Shared, record: &RequestRecord) -> Option<ApiError> {
     let user = record.user.as_deref()?;
     let rules = lock(&shared.rbac);
+    if let Some(impersonator) = record.impersonator.as_deref()
+        && rules.contains_key(impersonator)
+    {
+        return Some(rbac::cannot_impersonate(impersonator, user));
+    }
     let allowed = rules
         .get(user)
         .is_none_or(|rules| rbac::allows(rules, record));
@@ -135,6 +141,15 @@ fn describe(
         (Some(_), "DELETE") if named => Verb::Delete,
         (Some(_), _) => Verb::DeleteCollection,
     };
+    let token_user = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let impersonated = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     RequestRecord {
         method: method.to_string(),
         path: uri.path().to_owned(),
@@ -154,11 +169,8 @@ fn describe(
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
-        user: headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::to_owned),
+        user: impersonated.clone().or_else(|| token_user.clone()),
+        impersonator: impersonated.and(token_user),
         status: 0,
     }
 }

@@ -3,10 +3,12 @@
 //! unless one of the user's rules allows its verb on its resource. The rules are read from
 //! the Helm chart, so a call the controller makes without a grant in the chart fails here
 //! as it would on a cluster. Requests without a token are the test's own (cluster-admin).
+//! A request with an `Impersonate-User` header acts as that user, as on a real server; only
+//! a user held to no rules (cluster-admin) may impersonate.
 
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::errors::ApiError;
 use super::faults::{RequestRecord, Verb};
@@ -18,7 +20,7 @@ pub const CONTROLLER_USER: &str = "ralph-controller";
 pub const AGENT_USER: &str = "ralph-agent";
 
 /// One RBAC `PolicyRule` over resources.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Rule {
     /// API groups (`""` for core, `*` for every group).
@@ -105,6 +107,22 @@ pub fn forbidden(user: &str, request: &RequestRecord) -> ApiError {
             group = request.group
         ),
     )
+}
+
+/// 403 for a user held to rules that impersonates another, worded as the API server does.
+pub fn cannot_impersonate(impersonator: &str, user: &str) -> ApiError {
+    ApiError::new(
+        403,
+        "Forbidden",
+        format!(
+            "users \"{user}\" is forbidden: User \"{impersonator}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        ),
+    )
+}
+
+/// The user name a ServiceAccount authenticates (or is impersonated) as.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
 }
 
 /// The resource as RBAC names it: `resource`, or `resource/subresource`.
