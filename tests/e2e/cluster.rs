@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -182,6 +183,24 @@ pub async fn create_service_account(client: &Client, namespace: &str, name: &str
     ];
     for manifest in manifests {
         apply_dynamic(client, namespace, manifest).await;
+    }
+}
+
+/// Waits (at most 60 s) until the kubeconfig at `kubeconfig` may read Leases in
+/// `namespace`: a real API server's RBAC takes a moment to see a new RoleBinding, and the
+/// controller must not meet a 403 its rules do not explain.
+pub async fn wait_until_authorized(kubeconfig: &Path, namespace: &str) {
+    let leases: Api<Lease> = Api::namespaced(client_from(kubeconfig).await, namespace);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match leases.get_opt("ralph-e2e-authorization-probe").await {
+            Ok(_) => return,
+            Err(error) if tokio::time::Instant::now() >= deadline => panic!(
+                "{} is still refused after 60 s: {error}",
+                kubeconfig.display()
+            ),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+        }
     }
 }
 

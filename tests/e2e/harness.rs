@@ -75,7 +75,8 @@ struct Accounts<'a> {
 
 impl Accounts<'_> {
     /// Creates ServiceAccount `account` with a Role of `rules` and returns a kubeconfig
-    /// acting as it. The fake's RBAC does not read Roles: it is given the same rules.
+    /// acting as it, once the API server authorizes it. The fake's RBAC does not read
+    /// Roles: it is given the same rules.
     async fn create(&self, account: &str, rules: Vec<rbac::Rule>) -> PathBuf {
         cluster::create_service_account(self.client, self.namespace, account, &rules).await;
         let user = rbac::service_account_user(self.namespace, account);
@@ -83,7 +84,9 @@ impl Accounts<'_> {
             fake.enforce_rbac(&user, rules);
         }
         let out = self.dir.join(format!("{account}-kubeconfig.yaml"));
-        cluster::impersonating_kubeconfig(self.admin, &user, &out)
+        let kubeconfig = cluster::impersonating_kubeconfig(self.admin, &user, &out);
+        cluster::wait_until_authorized(&kubeconfig, self.namespace).await;
+        kubeconfig
     }
 }
 
