@@ -312,3 +312,71 @@ pub async fn create_standin_node(client: &Client, kubeconfig: &Path, name: &str)
         name: name.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind-style kubeconfig: inline certificate data, a client certificate and key.
+    const KIND_LIKE: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: kind-ralph
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority-data: Q0EtREFUQQ==
+contexts:
+- name: kind-ralph
+  context:
+    cluster: kind-ralph
+    user: kind-ralph
+- name: other
+  context:
+    cluster: kind-ralph
+    user: other
+current-context: kind-ralph
+users:
+- name: kind-ralph
+  user:
+    client-certificate-data: Q0VSVA==
+    client-key-data: S0VZ
+- name: other
+  user:
+    token: other-token
+";
+
+    #[test]
+    fn an_impersonating_kubeconfig_acts_as_the_user_with_the_same_credentials() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let admin = dir.path().join("admin.yaml");
+        std::fs::write(&admin, KIND_LIKE).expect("write");
+        let user = "system:serviceaccount:ns:ralph-controller";
+
+        let written = impersonating_kubeconfig(&admin, user, &dir.path().join("as.yaml"));
+
+        let read = Kubeconfig::read_from(&written).expect("a kubeconfig kube reads");
+        let auth = |name: &str| {
+            read.auth_infos
+                .iter()
+                .find(|a| a.name == name)
+                .and_then(|a| a.auth_info.clone())
+                .expect("user")
+        };
+        let current = auth("kind-ralph");
+        assert_eq!(current.impersonate.as_deref(), Some(user));
+        let text = std::fs::read_to_string(&written).expect("read");
+        assert!(text.contains("client-key-data: S0VZ"), "{text}");
+        assert_eq!(current.client_certificate_data.as_deref(), Some("Q0VSVA=="));
+        assert_eq!(
+            auth("other").impersonate,
+            None,
+            "only the current user acts as another"
+        );
+        assert_eq!(read.current_context.as_deref(), Some("kind-ralph"));
+        let cluster = read.clusters[0].cluster.as_ref().expect("cluster");
+        assert_eq!(
+            cluster.certificate_authority_data.as_deref(),
+            Some("Q0EtREFUQQ==")
+        );
+    }
+}
