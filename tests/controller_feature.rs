@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
 use ralph::api::{AttemptOutcome, FeaturePhase};
 use ralph::engine::dag::TaskPhase;
 use serde_json::json;
@@ -145,16 +146,21 @@ async fn a_subtask_prompt_carries_its_own_and_its_parents_description() {
     let text = prompt_of(&pod);
     assert!(text.contains("Write hello.txt"), "{text}");
     assert!(text.contains("Build the greeter service."), "{text}");
-    let task_reads = h.server.count_requests(|r| {
-        r.verb == fake_apiserver::Verb::Get && r.resource == "tasks" && r.name.is_some()
-    });
-    assert_eq!(task_reads, 0);
+    assert_eq!(task_reads(&h), 0);
     h.stop().await;
 }
 
-/// A standalone Task's description is read live when its attempt starts.
+/// GETs of a single Task the controller sent.
+fn task_reads(h: &Harness) -> usize {
+    h.server.count_requests(|r| {
+        r.verb == fake_apiserver::Verb::Get && r.resource == "tasks" && r.name.is_some()
+    })
+}
+
+/// The Task cache keeps no descriptions, but a standalone Task's is kept from its watch
+/// while it may run: the attempt starts without reading the Task.
 #[tokio::test]
-async fn a_standalone_task_prompt_carries_its_description() {
+async fn a_standalone_task_prompt_carries_its_description_without_reading_the_task() {
     let h = Harness::start().await;
     h.create_task(
         "solo",
@@ -164,6 +170,30 @@ async fn a_standalone_task_prompt_carries_its_description() {
     h.create("loose", json!([]), json!({})).await;
     let text = prompt_of(&h.wait_for_pod("solo-a1").await);
     assert!(text.contains("Write goodbye.txt"), "{text}");
+    assert_eq!(task_reads(&h), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_standalone_task_prompt_carries_the_description_it_was_last_edited_to() {
+    let h = Harness::start().await;
+    h.create_task(
+        "solo",
+        json!({"featureRef": "loose", "description": "Write goodbye.txt"}),
+    )
+    .await;
+    h.tasks()
+        .patch(
+            "solo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"description": "Write farewell.txt"}})),
+        )
+        .await
+        .expect("edit the description");
+    h.create("loose", json!([]), json!({})).await;
+    let text = prompt_of(&h.wait_for_pod("solo-a1").await);
+    assert!(text.contains("Write farewell.txt"), "{text}");
+    assert!(!text.contains("goodbye"), "{text}");
     h.stop().await;
 }
 

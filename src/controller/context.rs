@@ -58,6 +58,8 @@ pub struct Context {
     pub template_applies: Arc<tokio::sync::Semaphore>,
     /// Whole Feature specs (prompt texts) read on demand; the Feature cache keeps none.
     pub specs: super::spec_cache::SpecCache,
+    /// Standalone Tasks' prompt texts, kept from the Task watch while they may run.
+    pub descriptions: super::descriptions::Descriptions,
     /// Each Feature's validated task structure, kept between its reconciles.
     pub shapes: Arc<super::shapes::Shapes>,
 }

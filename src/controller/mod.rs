@@ -6,6 +6,7 @@ pub mod claim;
 pub mod client;
 pub mod context;
 pub mod decide;
+pub mod descriptions;
 pub mod events;
 pub mod feature;
 pub mod filled;

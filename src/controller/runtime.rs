@@ -27,6 +27,7 @@ use serde::de::DeserializeOwned;
 
 use super::claim::{self, Leases};
 use super::context::Context;
+use super::descriptions::Descriptions;
 use super::events::Events;
 use super::feature::{error_policy, reconcile};
 use super::index::{Index, Indexes};
@@ -333,6 +334,7 @@ impl Term<'_> {
                 super::context::TEMPLATE_APPLIES,
             )),
             specs: Default::default(),
+            descriptions: caches.descriptions.clone(),
             shapes: Default::default(),
         }
     }
@@ -354,15 +356,22 @@ struct Caches {
     retired_pods: retention::Retired,
     indexes: Indexes,
     filled: CachesFilled,
+    descriptions: Descriptions,
 }
 
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
         let indexes = Indexes::default();
+        // Standalone Tasks' descriptions are taken before the cache drops them.
+        let descriptions = Descriptions::default();
+        let following = descriptions.clone();
         let task_cache = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
-            trim::trim_task,
+            move |task: &mut Task| {
+                following.follow(task);
+                trim::trim_task(task);
+            },
             Some,
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
@@ -418,6 +427,7 @@ impl Caches {
             retired_pods,
             indexes,
             filled,
+            descriptions,
         }
     }
 }

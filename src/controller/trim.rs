@@ -43,8 +43,8 @@ pub fn trim_metadata(meta: &mut ObjectMeta) {
 /// A Task as cached: of its labels, annotations and owner references only where it came
 /// from (its Feature, template and template hash), packed into one cache-only string
 /// ([`super::origin`]: the maps cost 870 bytes a Task, 8.5 MiB over 10,000); no
-/// finalizers, and no description (the prompt text, up to 32 KiB, read only when an
-/// attempt starts: [`descriptions`] reads it live); the rest of the spec and the whole
+/// finalizers, and no description (the prompt text, up to 32 KiB, needed only when an
+/// attempt starts: [`descriptions`] finds it); the rest of the spec and the whole
 /// status (a status write carries the whole status it was decided from).
 pub fn trim_task(task: &mut Task) {
     let meta = &mut task.metadata;
@@ -134,8 +134,9 @@ pub fn template_hashes(feature: &Feature) -> Vec<String> {
 /// the Feature cache keeps them ([`trim_task`], [`trim_feature`]). A Task applied from one
 /// of the Feature's templates has its template's text, from the Feature's whole spec (one
 /// GET per Feature generation while the spec cache holds it; a spec newer than the cache's
-/// is the user's latest text, and used); a standalone Task's is read live. A Task that is
-/// gone has none.
+/// is the user's latest text, and used); a standalone Task's is the one its watch delivered
+/// for its generation ([`super::descriptions`]), else read live. A Task that is gone has
+/// none.
 pub async fn descriptions(
     ctx: &Context,
     feature: &Feature,
@@ -163,7 +164,10 @@ pub async fn descriptions(
                 .map(|t| t.fields.description.clone());
         }
         // A standalone Task, or a template gone from the newest spec: the Task holds what
-        // it was applied with.
+        // it was applied with (kept from the watch while a standalone Task may run).
+        if text.is_none() {
+            text = siblings.get(*name).and_then(|t| ctx.descriptions.of(t));
+        }
         if text.is_none() {
             text = read_description(ctx, feature, name).await?;
         }
