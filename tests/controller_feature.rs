@@ -157,16 +157,21 @@ fn task_reads(h: &Harness) -> usize {
     })
 }
 
+/// Creates the standalone Task "solo" of Feature "loose" (created later by the test).
+async fn create_solo_task(h: &Harness, description: &str) {
+    h.create_task(
+        "solo",
+        json!({"featureRef": "loose", "description": description}),
+    )
+    .await;
+}
+
 /// The Task cache keeps no descriptions, but a standalone Task's is kept from its watch
 /// while it may run: the attempt starts without reading the Task.
 #[tokio::test]
 async fn a_standalone_task_prompt_carries_its_description_without_reading_the_task() {
     let h = Harness::start().await;
-    h.create_task(
-        "solo",
-        json!({"featureRef": "loose", "description": "Write goodbye.txt"}),
-    )
-    .await;
+    create_solo_task(&h, "Write goodbye.txt").await;
     h.create("loose", json!([]), json!({})).await;
     let text = prompt_of(&h.wait_for_pod("solo-a1").await);
     assert!(text.contains("Write goodbye.txt"), "{text}");
@@ -177,11 +182,7 @@ async fn a_standalone_task_prompt_carries_its_description_without_reading_the_ta
 #[tokio::test]
 async fn a_standalone_task_prompt_carries_the_description_it_was_last_edited_to() {
     let h = Harness::start().await;
-    h.create_task(
-        "solo",
-        json!({"featureRef": "loose", "description": "Write goodbye.txt"}),
-    )
-    .await;
+    create_solo_task(&h, "Write goodbye.txt").await;
     h.tasks()
         .patch(
             "solo",

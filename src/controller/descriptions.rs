@@ -53,13 +53,20 @@ impl Descriptions {
         let Some(uid) = task.metadata.uid.as_deref() else {
             return;
         };
+        let generation = task.metadata.generation.unwrap_or_default();
+        let may_run = may_run_standalone(task);
         let mut state = lock(&self.state);
+        let same_spec = state.by_uid.get(uid).map(|k| k.generation) == Some(generation);
+        if may_run && same_spec {
+            // A status change: this generation's text is kept already.
+            return;
+        }
         state.forget(uid);
-        if !may_run_standalone(task) {
+        if !may_run {
             return;
         }
         let kept = Kept {
-            generation: task.metadata.generation.unwrap_or_default(),
+            generation,
             text: task.spec.fields.description.clone(),
             age: state.next_age,
         };
@@ -137,73 +144,71 @@ mod tests {
         task
     }
 
-    fn trimmed(task: &Task) -> Task {
-        let mut task = task.clone();
-        super::super::trim::trim_task(&mut task);
-        task
+    /// The descriptions kept after the watch delivered `tasks`, in order.
+    fn following(tasks: &[&Task]) -> Descriptions {
+        let descriptions = Descriptions::default();
+        for task in tasks {
+            descriptions.follow(task);
+        }
+        descriptions
+    }
+
+    /// What an attempt of `task`, as cached, finds.
+    fn kept_for(descriptions: &Descriptions, task: &Task) -> Option<String> {
+        let mut cached = task.clone();
+        super::super::trim::trim_task(&mut cached);
+        descriptions.of(&cached)
     }
 
     #[test]
     fn a_pending_standalone_tasks_description_is_kept_for_its_generation() {
-        let descriptions = Descriptions::default();
         let solo = task("u1", 1, "Write hello.txt", TaskPhase::Pending);
-        descriptions.follow(&solo);
+        let descriptions = following(&[&solo]);
         assert_eq!(
-            descriptions.of(&trimmed(&solo)).as_deref(),
+            kept_for(&descriptions, &solo).as_deref(),
             Some("Write hello.txt")
         );
         let newer = task("u1", 2, "", TaskPhase::Pending);
-        assert_eq!(descriptions.of(&trimmed(&newer)), None);
+        assert_eq!(kept_for(&descriptions, &newer), None);
     }
 
     #[test]
     fn an_edited_description_replaces_the_kept_one() {
-        let descriptions = Descriptions::default();
-        descriptions.follow(&task("u1", 1, "old", TaskPhase::Pending));
         let edited = task("u1", 2, "new", TaskPhase::Pending);
-        descriptions.follow(&edited);
-        assert_eq!(descriptions.of(&trimmed(&edited)).as_deref(), Some("new"));
-        assert_eq!(
-            descriptions.bytes(),
-            "new".len() + "u1".len() + ENTRY_OVERHEAD
-        );
+        let descriptions = following(&[&task("u1", 1, "old", TaskPhase::Pending), &edited]);
+        assert_eq!(kept_for(&descriptions, &edited).as_deref(), Some("new"));
+        let expected = "new".len() + "u1".len() + ENTRY_OVERHEAD;
+        assert_eq!(descriptions.bytes(), expected);
     }
 
     #[test]
     fn a_finished_task_is_forgotten() {
-        let descriptions = Descriptions::default();
-        descriptions.follow(&task("u1", 1, "text", TaskPhase::Running));
         let done = task("u1", 1, "text", TaskPhase::Done);
-        descriptions.follow(&done);
-        assert_eq!(descriptions.of(&trimmed(&done)), None);
+        let descriptions = following(&[&task("u1", 1, "text", TaskPhase::Running), &done]);
+        assert_eq!(kept_for(&descriptions, &done), None);
         assert_eq!(descriptions.bytes(), 0);
     }
 
     #[test]
     fn a_templated_task_is_not_kept() {
-        let descriptions = Descriptions::default();
         let mut templated = task("u1", 1, "text", TaskPhase::Pending);
         templated.annotations_mut().insert(
             super::super::feature::TEMPLATE_HASH_ANNOTATION.to_owned(),
             "0123abcd".to_owned(),
         );
-        descriptions.follow(&templated);
-        assert_eq!(descriptions.bytes(), 0);
+        assert_eq!(following(&[&templated]).bytes(), 0);
     }
 
     #[test]
     fn the_oldest_kept_go_first_past_the_limit() {
-        let descriptions = Descriptions::default();
         let text = "x".repeat(MAX_BYTES / 4);
         let tasks: Vec<Task> = (0..4)
             .map(|i| task(&format!("u{i}"), 1, &text, TaskPhase::Pending))
             .collect();
-        for task in &tasks {
-            descriptions.follow(task);
-        }
-        assert_eq!(descriptions.of(&trimmed(&tasks[0])), None);
-        assert!(descriptions.of(&trimmed(&tasks[1])).is_some());
-        assert!(descriptions.of(&trimmed(&tasks[3])).is_some());
+        let descriptions = following(&tasks.iter().collect::<Vec<_>>());
+        assert_eq!(kept_for(&descriptions, &tasks[0]), None);
+        assert!(kept_for(&descriptions, &tasks[1]).is_some());
+        assert!(kept_for(&descriptions, &tasks[3]).is_some());
         assert!(descriptions.bytes() <= MAX_BYTES);
     }
 }
