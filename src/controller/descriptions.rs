@@ -88,8 +88,17 @@ impl Descriptions {
         (Some(kept.generation) == task.metadata.generation).then(|| kept.text.clone())
     }
 
+    /// Forgets the text of `task`, deleted (its watch's delete event; a Task deleted while
+    /// the watch was away goes out with age).
+    pub fn forget(&self, task: &Task) {
+        if let Some(uid) = task.metadata.uid.as_deref() {
+            lock(&self.state).forget(uid);
+        }
+    }
+
     /// Bytes held, as [`MAX_BYTES`] counts them.
-    pub fn bytes(&self) -> usize {
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
         lock(&self.state).bytes
     }
 }
@@ -107,16 +116,14 @@ impl State {
             let Some((_, uid)) = self.by_age.pop_first() else {
                 return;
             };
-            if let Some(kept) = self.by_uid.remove(&uid) {
-                self.bytes -= kept.bytes(&uid);
-            }
+            self.forget(&uid);
         }
     }
 }
 
 /// A Task the controller did not apply from a Feature's template (it has no template hash),
-/// pending or running (a retry or a re-run
-/// brings a finished one back through the watch, whole).
+/// pending or running (a retry or a re-run brings a finished one back through the watch,
+/// whole).
 fn may_run_standalone(task: &Task) -> bool {
     let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let standalone = super::origin::of(task).template_hash.is_none();
@@ -186,6 +193,15 @@ mod tests {
         let done = task("u1", 1, "text", TaskPhase::Done);
         let descriptions = following(&[&task("u1", 1, "text", TaskPhase::Running), &done]);
         assert_eq!(kept_for(&descriptions, &done), None);
+        assert_eq!(descriptions.bytes(), 0);
+    }
+
+    #[test]
+    fn a_deleted_task_is_forgotten() {
+        let solo = task("u1", 1, "text", TaskPhase::Pending);
+        let descriptions = following(&[&solo]);
+        descriptions.forget(&solo);
+        assert_eq!(kept_for(&descriptions, &solo), None);
         assert_eq!(descriptions.bytes(), 0);
     }
 

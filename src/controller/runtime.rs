@@ -362,9 +362,10 @@ struct Caches {
 impl Caches {
     fn start(client: &Client, namespace: Option<&str>) -> Self {
         let indexes = Indexes::default();
-        // Standalone Tasks' descriptions are taken before the cache drops them.
+        // Standalone Tasks' descriptions are taken before the cache drops them, and
+        // forgotten with their Task.
         let descriptions = Descriptions::default();
-        let following = descriptions.clone();
+        let (following, forgetting) = (descriptions.clone(), descriptions.clone());
         let task_cache = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
@@ -372,7 +373,12 @@ impl Caches {
                 following.follow(task);
                 trim::trim_task(task);
             },
-            Some,
+            move |event| {
+                if let watcher::Event::Delete(task) = &event {
+                    forgetting.forget(task);
+                }
+                Some(event)
+            },
             vec![indexes.tasks.clone(), indexes.running_tasks.clone()],
             None,
         );

@@ -146,7 +146,8 @@ pub async fn descriptions(
     let mut texts = BTreeMap::new();
     let mut spec = None;
     for name in names {
-        let template = siblings.get(*name).and_then(|t| template_name(feature, t));
+        let sibling = siblings.get(*name);
+        let template = sibling.and_then(|t| template_name(feature, t));
         let mut text = None;
         if let Some(template) = template {
             if spec.is_none() && !is_whole(feature) {
@@ -165,9 +166,7 @@ pub async fn descriptions(
         }
         // A standalone Task, or a template gone from the newest spec: the Task holds what
         // it was applied with (kept from the watch while a standalone Task may run).
-        if text.is_none() {
-            text = siblings.get(*name).and_then(|t| ctx.descriptions.of(t));
-        }
+        text = text.or_else(|| sibling.and_then(|t| ctx.descriptions.of(t)));
         if text.is_none() {
             text = read_description(ctx, feature, name).await?;
         }
