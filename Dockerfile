@@ -29,11 +29,14 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     fi; \
     /out/ralph --version
 
+# The binary lives at /usr/local/bin/ralph, never under /ralph: agent Pods mount directories
+# at /ralph/bin, /ralph/prompt and /ralph/run, so an agent image built FROM this one (the e2e
+# image is one) must have no file there. tests/kubelet_standin.rs checks this file for it.
 FROM gcr.io/distroless/static:nonroot AS runtime
-COPY --from=builder /out/ralph /ralph
+COPY --from=builder /out/ralph /usr/local/bin/ralph
 # distroless "nonroot" (65532), numeric so the kubelet can verify runAsNonRoot.
 USER 65532:65532
-ENTRYPOINT ["/ralph"]
+ENTRYPOINT ["/usr/local/bin/ralph"]
 CMD ["controller"]
 
 # The e2e suite's image (RALPH_E2E_IMAGE): the release image plus the scripted agent's

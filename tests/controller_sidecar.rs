@@ -1,6 +1,8 @@
-//! `ralph sidecar`'s loop against the fake API server: it renews the claim while the
-//! heartbeat is fresh, stops when another attempt holds the Lease, and stops renewing a
-//! stale heartbeat. Also the Lease claim operations (create, double claim, take over, release).
+//! `ralph sidecar`'s loop against the fake API server: it renews the claim while the runner
+//! beats, stops when another attempt holds the Lease, stops renewing the moment the attempt
+//! is over (a plain sidecar exits, a native one waits to be stopped), and retries an API
+//! server it cannot reach, asking the runner to stop before the claim lapses. Also the Lease
+//! claim operations (create, double claim, take over, release).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/fake_apiserver.rs"]
@@ -54,36 +56,95 @@ async fn first_claim_at(leases: &Leases, duration_seconds: i32, now: Timestamp) 
         .expect("first claim")
 }
 
-fn config(heartbeat: &std::path::Path, exit_when_stale: bool) -> SidecarConfig {
-    SidecarConfig {
-        namespace: NS.to_owned(),
-        lease: "feat-build".to_owned(),
-        holder: "feat-build-a1".to_owned(),
-        heartbeat_file: heartbeat.to_owned(),
-        heartbeat_max_age: Duration::from_secs(60),
-        startup_grace: Duration::from_secs(60),
-        api_timeout: Duration::from_secs(5),
-        exit_when_stale,
+/// The Pod's shared run directory as the sidecar sees it (kept while it lives).
+struct RunDir {
+    dir: tempfile::TempDir,
+}
+
+impl RunDir {
+    /// A run directory whose runner wrote its heartbeat just now.
+    fn beating() -> Self {
+        let run = Self::empty();
+        run.beat();
+        run
+    }
+
+    fn empty() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn beat(&self) {
+        std::fs::write(self.path("runner.beat"), b"1").expect("heartbeat");
+    }
+
+    /// The runner's heartbeat, last written an hour ago (the runner was killed).
+    fn silent_for_an_hour(&self) {
+        self.beat();
+        let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(self.path("runner.beat"))
+            .and_then(|f| f.set_modified(old))
+            .expect("age the heartbeat");
+    }
+
+    fn runner_ended(&self) {
+        std::fs::write(self.path("runner.ended"), b"1").expect("ended file");
+    }
+
+    /// The sidecar's configuration for this directory: a plain sidecar exits once the
+    /// attempt is over, a native one waits to be stopped.
+    fn config(&self, plain: bool) -> SidecarConfig {
+        SidecarConfig {
+            namespace: NS.to_owned(),
+            lease: "feat-build".to_owned(),
+            holder: "feat-build-a1".to_owned(),
+            heartbeat_file: self.path("runner.beat"),
+            step_heartbeat_file: None,
+            ended_files: vec![self.path("runner.ended")],
+            stop_file: Some(self.path("claim-lost")),
+            heartbeat_max_age: Duration::from_secs(15),
+            startup_grace: Duration::from_secs(60),
+            api_timeout: Duration::from_secs(2),
+            lease_duration: Duration::from_secs(3),
+            exit_when_done: plain,
+        }
     }
 }
 
-/// A heartbeat file written now, in a temporary directory (kept while it lives).
-fn fresh_heartbeat() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let heartbeat = dir.path().join("heartbeat");
-    std::fs::write(&heartbeat, b"").expect("heartbeat");
-    (dir, heartbeat)
-}
-
 /// How the spawned sidecar `run` ended (it must end within [`PATIENCE`]).
-async fn exit_of(
-    run: tokio::task::JoinHandle<Result<SidecarExit, sidecar::SidecarError>>,
-) -> SidecarExit {
+async fn exit_of(run: tokio::task::JoinHandle<SidecarExit>) -> SidecarExit {
     tokio::time::timeout(PATIENCE, run)
         .await
         .expect("sidecar stopped")
         .expect("sidecar task")
-        .expect("sidecar ran")
+}
+
+/// Waits until the Lease was renewed after `after_ms`.
+async fn renewed_after(api: &Api<Lease>, after_ms: i64) -> Lease {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let lease = api.get("feat-build").await.expect("lease");
+        if renew_ms(&lease) > after_ms {
+            return lease;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never renewed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Asserts that nobody renews the Lease for two renewal intervals of a 3 s Lease.
+async fn assert_not_renewed_any_more(api: &Api<Lease>) {
+    let before = renew_ms(&api.get("feat-build").await.expect("lease"));
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let after = renew_ms(&api.get("feat-build").await.expect("lease"));
+    assert_eq!(after, before, "the spent claim was renewed");
 }
 
 fn renew_ms(lease: &Lease) -> i64 {
@@ -142,26 +203,16 @@ async fn release_of_a_lease_changed_since_it_was_read_is_a_conflict() {
 }
 
 #[tokio::test]
-async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
+async fn sidecar_renews_while_the_runner_beats_and_stops_when_fenced() {
     let (server, api, leases) = setup().await;
-    let (_dir, heartbeat) = fresh_heartbeat();
+    let run_dir = RunDir::beating();
     let created = first_claim(&leases, 3).await;
-    let first_renewal = renew_ms(&created);
     let run = tokio::spawn(sidecar::run(
         server.client_in(NS),
-        config(&heartbeat, false),
+        run_dir.config(false),
         std::future::pending(),
     ));
-
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let lease = api.get("feat-build").await.expect("lease");
-        if renew_ms(&lease) > first_renewal {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never renewed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    renewed_after(&api, renew_ms(&created)).await;
 
     let takeover = serde_json::json!({"spec": {"holderIdentity": "feat-build-a2"}});
     api.patch(
@@ -181,40 +232,119 @@ async fn sidecar_renews_while_the_heartbeat_is_fresh_and_stops_when_fenced() {
 }
 
 #[tokio::test]
-async fn sidecar_with_stale_heartbeat_does_not_renew_and_exits_when_asked_to() {
+async fn a_plain_sidecar_exits_once_the_runner_ended_and_renews_no_more() {
     let (server, api, leases) = setup().await;
-    let (_dir, heartbeat) = fresh_heartbeat();
-    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
-    std::fs::File::options()
-        .write(true)
-        .open(&heartbeat)
-        .and_then(|f| f.set_modified(old))
-        .expect("age the heartbeat");
+    let run_dir = RunDir::beating();
+    let created = first_claim(&leases, 3).await;
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.config(true),
+        std::future::pending(),
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    run_dir.runner_ended();
+    assert_eq!(exit_of(run).await, SidecarExit::Done);
+    assert_not_renewed_any_more(&api).await;
+}
+
+#[tokio::test]
+async fn a_native_sidecar_stops_renewing_once_the_runner_ended_and_waits_to_be_stopped() {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    let created = first_claim(&leases, 3).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.config(false),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    run_dir.runner_ended();
+    assert_not_renewed_any_more(&api).await;
+    assert!(
+        !run.is_finished(),
+        "a native sidecar left before the kubelet stopped it"
+    );
+    let _ = stop.send(());
+    assert_eq!(exit_of(run).await, SidecarExit::Stopped);
+}
+
+#[tokio::test]
+async fn a_sidecar_whose_runner_was_killed_exits_without_renewing() {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::empty();
+    run_dir.silent_for_an_hour();
     let created = first_claim(&leases, 3).await;
     let exit = tokio::time::timeout(
         PATIENCE,
         sidecar::run(
             server.client_in(NS),
-            config(&heartbeat, true),
+            run_dir.config(true),
             std::future::pending(),
         ),
     )
     .await
-    .expect("sidecar stopped")
-    .expect("sidecar ran");
-    assert_eq!(exit, SidecarExit::Stale);
+    .expect("sidecar stopped");
+    assert_eq!(exit, SidecarExit::Done);
     let lease = api.get("feat-build").await.expect("lease");
     assert_eq!(renew_ms(&lease), renew_ms(&created));
 }
 
 #[tokio::test]
+async fn a_sidecar_that_cannot_reach_the_api_server_retries_and_stops_the_runner_before_the_claim_lapses()
+ {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    first_claim(&leases, 3).await;
+    server.start_outage();
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.config(false),
+        std::future::pending(),
+    ));
+    let stop_file = run_dir.path("claim-lost");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !stop_file.exists() {
+        assert!(
+            !run.is_finished(),
+            "the sidecar gave up instead of retrying"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the runner was never asked to stop"
+        );
+        run_dir.beat();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let why = std::fs::read_to_string(&stop_file).expect("stop file");
+    assert!(why.contains("could not be renewed"), "{why}");
+    server.end_outage();
+    let before = std::time::SystemTime::now();
+    let lease = renewed_after(
+        &api,
+        jiff::Timestamp::try_from(before)
+            .expect("time")
+            .as_millisecond(),
+    )
+    .await;
+    assert_eq!(
+        claim::holder(&lease),
+        Some("feat-build-a1"),
+        "the sidecar keeps trying once the API is back"
+    );
+    run.abort();
+}
+
+#[tokio::test]
 async fn sidecar_stops_when_the_claim_is_released() {
     let (server, _api, leases) = setup().await;
-    let (_dir, heartbeat) = fresh_heartbeat();
+    let run_dir = RunDir::beating();
     let lease = first_claim(&leases, 3).await;
     let run = tokio::spawn(sidecar::run(
         server.client_in(NS),
-        config(&heartbeat, false),
+        run_dir.config(false),
         std::future::pending(),
     ));
     // Release with a fresh read: the sidecar may have renewed in between.

@@ -34,6 +34,13 @@ fn default_lease_duration_seconds() -> u32 {
     DEFAULT_LEASE_DURATION_SECONDS
 }
 
+/// Default `podStartTimeoutSeconds`: long enough for a cluster autoscaler to add a node.
+pub const DEFAULT_POD_START_TIMEOUT_SECONDS: u32 = 600;
+
+fn default_pod_start_timeout_seconds() -> u32 {
+    DEFAULT_POD_START_TIMEOUT_SECONDS
+}
+
 fn default_max_retries() -> u32 {
     DEFAULT_MAX_RETRIES
 }
@@ -136,6 +143,13 @@ pub struct FeatureSpec {
     #[serde(default = "default_lease_duration_seconds")]
     #[schemars(range(min = 15, max = 3600))]
     pub lease_duration_seconds: u32,
+
+    /// How long an attempt's agent Pod may wait to start (no node has room, a node is being
+    /// added, images are pulled) before the attempt is released and tried again, no retry
+    /// charged. The claim counts from the agent's start: until then the controller keeps it.
+    #[serde(default = "default_pod_start_timeout_seconds")]
+    #[schemars(range(min = 30, max = 86400))]
+    pub pod_start_timeout_seconds: u32,
 
     /// Overrides for the agent Pods (scheduling, labels, service account, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -116,6 +116,10 @@ pub struct FinishArgs {
     /// The runner's heartbeat file.
     #[arg(long)]
     pub runner_heartbeat_file: Option<PathBuf>,
+    /// File written once the step is done, its report written (the claim-keeper's sign
+    /// that the claim is spent).
+    #[arg(long)]
+    pub ended_file: Option<PathBuf>,
     /// What to do with done work.
     #[arg(long, value_enum, default_value_t = FinishMode::Integrate)]
     pub mode: FinishMode,
@@ -136,10 +140,21 @@ struct PreparedState {
 
 /// Runs a git step; the exit status is 0 when the report says all went well.
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
-    let (report, repo) = match command {
-        Command::Prepare(args) => (prepare(&args).await, args.repo),
-        Command::Finish(args) => (finish(&args).await, args.repo),
+    let (report, repo, ended_file) = match command {
+        Command::Prepare(args) => (prepare(&args).await, args.repo, None),
+        Command::Finish(args) => (finish(&args).await, args.repo, args.ended_file),
     };
+    let written = write_report(report, &repo);
+    if let Some(path) = ended_file
+        && let Err(error) = std::fs::write(&path, b"")
+    {
+        tracing::warn!(path = %path.display(), %error, "cannot write the ended file");
+    }
+    written
+}
+
+/// Writes the report (its file, or stdout); the exit status is 0 when it says all went well.
+fn write_report(report: WorkspaceReport, repo: &RepoArgs) -> anyhow::Result<ExitCode> {
     let ok = matches!(
         report.outcome,
         WorkspaceOutcome::Integrated

@@ -39,9 +39,17 @@ pub struct Args {
     /// git step in a shared volume.
     #[arg(long)]
     pub result_copy: Option<PathBuf>,
-    /// File touched (at most once a second) while the agent sends ACP traffic.
+    /// File written every 2 s while the runner lives (the claim-keeper's sign of life).
     #[arg(long)]
     pub heartbeat_file: Option<PathBuf>,
+    /// File written once the runner is done (its result written, or it failed): the
+    /// claim-keeper's sign that the claim is spent.
+    #[arg(long)]
+    pub ended_file: Option<PathBuf>,
+    /// When this file appears, the attempt is cancelled (the claim-keeper cannot keep the
+    /// claim); its content says why.
+    #[arg(long)]
+    pub stop_file: Option<PathBuf>,
     /// No ACP traffic for this long counts as a hang.
     #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
@@ -91,8 +99,23 @@ pub struct Args {
     pub agent: Vec<String>,
 }
 
-/// Runs `ralph runner`; the exit status is the outcome class.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// How often the runner writes its heartbeat file and looks for the stop file.
+const BEAT_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Runs `ralph runner`; the exit status is the outcome class. The ended file is written
+/// however it ends.
+pub async fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    let ended_file = args.ended_file.take();
+    let outcome = attempt(args).await;
+    if let Some(path) = ended_file
+        && let Err(error) = std::fs::write(&path, crate::clock::now_ms().to_string())
+    {
+        tracing::warn!(path = %path.display(), %error, "cannot write the ended file");
+    }
+    outcome
+}
+
+async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
     let parent = nix::unistd::getppid();
     let prompt = std::fs::read_to_string(&args.prompt_file)
         .with_context(|| format!("cannot read the prompt file {}", args.prompt_file.display()))?;
@@ -105,6 +128,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.die_with_parent {
         die_with_parent(parent, &cancel)?;
     }
+    let beating = keep_beating(
+        args.heartbeat_file.clone(),
+        args.stop_file.clone(),
+        cancel.clone(),
+    );
     let config = RunnerConfig {
         task: args.task,
         attempt: args.attempt,
@@ -131,7 +159,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }),
         model: args.model,
     };
-    let result = run_attempt(config, cancel).await?;
+    let result = run_attempt(config, cancel).await;
+    beating.abort();
+    let result = result?;
     let outcome = result.outcome;
     match result_destination(args.result_file) {
         Some(path) => {
@@ -176,6 +206,32 @@ fn result_destination(explicit: Option<PathBuf>) -> Option<PathBuf> {
         Path::new(TERMINATION_LOG)
             .exists()
             .then(|| PathBuf::from(TERMINATION_LOG))
+    })
+}
+
+/// Writes the heartbeat every [`BEAT_INTERVAL`] while the runner lives, and cancels the
+/// attempt once the stop file appears.
+fn keep_beating(
+    heartbeat: Option<PathBuf>,
+    stop_file: Option<PathBuf>,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Some(path) = &heartbeat
+                && let Err(error) = std::fs::write(path, crate::clock::now_ms().to_string())
+            {
+                tracing::warn!(path = %path.display(), %error, "cannot write the heartbeat file");
+            }
+            if let Some(path) = &stop_file
+                && let Ok(why) = std::fs::read_to_string(path)
+                && !cancel.is_cancelled()
+            {
+                tracing::warn!("stopping the agent: {}", why.trim());
+                cancel.cancel();
+            }
+            tokio::time::sleep(BEAT_INTERVAL).await;
+        }
     })
 }
 

@@ -1,7 +1,8 @@
-//! `ralph sidecar`: keeps an attempt's claim Lease while the runner is alive.
+//! `ralph sidecar`: keeps an attempt's claim Lease while the attempt lives.
 //!
-//! Exit status: 0 when stopped (SIGTERM), released (Lease deleted) or stale with
-//! `--exit-when-stale`; 3 when fenced off (another attempt holds the Lease).
+//! Exit status: 0 when stopped (SIGTERM), released (Lease deleted or freed) or, with
+//! `--exit-when-done`, once the attempt is over; 3 when fenced off (another attempt holds
+//! the Lease).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,21 +24,33 @@ pub struct Args {
     /// The attempt id that holds the Lease.
     #[arg(long)]
     pub holder: String,
-    /// File the runner touches while the agent is active.
+    /// File the runner writes while its process lives.
     #[arg(long)]
     pub heartbeat_file: PathBuf,
-    /// A heartbeat older than this stops renewals.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "11m")]
+    /// File the git steps write while they work.
+    #[arg(long)]
+    pub step_heartbeat_file: Option<PathBuf>,
+    /// File a step writes when it ends (repeatable): once all exist, the claim is spent.
+    #[arg(long = "ended-file", value_name = "FILE")]
+    pub ended_files: Vec<PathBuf>,
+    /// File to write when the claim cannot be kept (the runner then stops the agent).
+    #[arg(long)]
+    pub stop_file: Option<PathBuf>,
+    /// A heartbeat older than this means its writer is gone.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
     pub heartbeat_max_age: Duration,
-    /// How long to renew before the heartbeat file first appears.
+    /// How long to renew before the runner's heartbeat first appears.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
     pub startup_grace: Duration,
     /// Limit of each Kubernetes API call.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub api_timeout: Duration,
-    /// Exit (status 0) once the heartbeat is stale; for a plain (non-native) sidecar container.
+    /// How long one renewal is valid (the Lease's duration, as the controller claimed it).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub lease_duration: Duration,
+    /// Exit (status 0) once the attempt is over; for a plain (non-native) sidecar container.
     #[arg(long)]
-    pub exit_when_stale: bool,
+    pub exit_when_done: bool,
 }
 
 fn parse_lease(value: &str) -> Result<(String, String), String> {
@@ -62,12 +75,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         lease,
         holder: args.holder,
         heartbeat_file: args.heartbeat_file,
+        step_heartbeat_file: args.step_heartbeat_file,
+        ended_files: args.ended_files,
+        stop_file: args.stop_file,
         heartbeat_max_age: args.heartbeat_max_age,
         startup_grace: args.startup_grace,
         api_timeout: args.api_timeout,
-        exit_when_stale: args.exit_when_stale,
+        lease_duration: args.lease_duration,
+        exit_when_done: args.exit_when_done,
     };
-    let exit = sidecar::run(client, config, crate::controller::shutdown::signal()).await?;
+    let exit = sidecar::run(client, config, crate::controller::shutdown::signal()).await;
     Ok(match exit {
         SidecarExit::Fenced { holder } => {
             tracing::warn!(%holder, "the claim passed to another holder; stopping");

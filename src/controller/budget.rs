@@ -71,7 +71,7 @@ pub fn spent(tasks: &[Arc<Task>], pods: &BTreeMap<String, Arc<Pod>>) -> UsageTot
             continue;
         }
         let pod = pods.get(&attempt_id(&task.name_any(), status.attempt_count));
-        if let RunView::Ended { result, .. } = run_view(pod.map(Arc::as_ref), true) {
+        if let RunView::Ended { result, .. } = run_view(pod.map(Arc::as_ref), true, None) {
             totals.add_attempt(result.as_deref().map(|r| &r.usage));
         }
     }

@@ -304,6 +304,33 @@ impl Leases {
         .map_err(|error| self.classify(error, name))
     }
 
+    /// Renews `existing` (as read, e.g. from a cache) for `holder_id` without reading it first:
+    /// the replace carries its resourceVersion, so a Lease changed meanwhile is
+    /// [`ClaimError::Conflict`] and nothing is written.
+    pub async fn renew_as_read(
+        &self,
+        existing: &Lease,
+        holder_id: &str,
+        now: Timestamp,
+    ) -> Result<Lease, ClaimError> {
+        let name = existing.metadata.name.clone().unwrap_or_default();
+        let current = holder(existing).unwrap_or_default();
+        if current != holder_id {
+            return Err(ClaimError::NotHolder {
+                lease: name,
+                expected: holder_id.to_owned(),
+                holder: current.to_owned(),
+            });
+        }
+        let op = format!("renew Lease {name}");
+        let lease = renewed(existing, now);
+        let params = PostParams::default();
+        let call = self.api.replace(&name, &params, &lease);
+        bounded(self.timeout, op, call)
+            .await
+            .map_err(|error| self.classify(error, &name))
+    }
+
     /// Frees `lease` (no holder; kept, so the next claim takes it over and raises the
     /// fencing token) if it was not changed since it was read. A Lease already gone is
     /// released; one changed meanwhile is [`ClaimError::Conflict`].

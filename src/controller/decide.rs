@@ -270,6 +270,7 @@ fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> 
         budget_spent: budget_spent.is_some(),
     };
     let mut handed_out = 0;
+    let start_timeout_ms = Some(i64::from(spec.pod_start_timeout_seconds) * 1000);
     let pool = super::selection::FeaturePool::of(feature);
     // Whether every agent of the pool rests does not depend on the task
     // (`engine::selection::select`): asked of the first ready task, then reused.
@@ -345,7 +346,11 @@ fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> 
             .attempt
             .as_ref()
             .and_then(|a| snapshot.pods.get(&attempt_id(name, a.number)));
-        let run = run_view(pod.map(|p| p.as_ref()), view.attempt.is_some());
+        let run = run_view(
+            pod.map(|p| p.as_ref()),
+            view.attempt.is_some(),
+            start_timeout_ms,
+        );
         let run =
             super::pod_start::with_start_problem(pod.map(|p| p.as_ref()), run, snapshot.now_ms);
         let mut actions = lifecycle::decide(&view, claim.as_ref(), &run, snapshot.now_ms);

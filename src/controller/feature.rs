@@ -390,6 +390,7 @@ fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
         overrides: feature.spec.pod_template.as_ref(),
         kind: AttemptKind::Work,
         verify: &feature.spec.verify,
+        lease_duration_seconds: feature.spec.lease_duration_seconds,
     };
     let Some(error) = attempt_pod(&probe, &ctx.pod_settings).err() else {
         return super::selection::fallback_problem(feature);
@@ -859,7 +860,7 @@ async fn stop_pods(
     let running = pods.iter().filter(|(_, pod)| {
         pod.metadata.deletion_timestamp.is_none()
             && !matches!(
-                super::run_view::run_view(Some(pod), true),
+                super::run_view::run_view(Some(pod), true, None),
                 crate::engine::lifecycle::RunView::Ended { .. }
             )
     });

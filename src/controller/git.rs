@@ -12,7 +12,6 @@ use kube::{Api, ResourceExt};
 use super::call::bounded;
 use super::context::Context;
 use super::decide::Problem;
-use super::pod::HEARTBEAT_SLACK_SECONDS;
 use super::pod_git::{GitAttemptKind, GitSteps, add_git_steps, finish_report};
 use crate::api::conditions;
 use crate::api::workspace::{FeatureBranchStatus, GitWorkspace};
@@ -46,7 +45,6 @@ pub fn add_to_attempt_pod(
             task_id,
             attempt,
             agent_image: agent.image.as_deref().unwrap_or_default(),
-            heartbeat_max_age_seconds: agent.idle_timeout_seconds + HEARTBEAT_SLACK_SECONDS,
             kind: match kind {
                 AttemptKind::Work => GitAttemptKind::Work {
                     verify_after: feature.spec.verify.agent,

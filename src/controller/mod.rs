@@ -21,6 +21,7 @@ pub mod origin;
 pub mod pod;
 pub mod pod_git;
 pub mod pod_start;
+pub mod pod_wait;
 pub mod preflight;
 pub mod rests;
 pub mod retention;

@@ -36,21 +36,48 @@ const BIN_DIR: &str = "/ralph/bin";
 pub(super) const RALPH: &str = "/ralph/bin/ralph";
 const PROMPT_DIR: &str = "/ralph/prompt";
 pub(super) const RUN_DIR: &str = "/ralph/run";
+/// The runner's heartbeat, written every 2 s while it lives.
+pub(super) const RUNNER_BEAT: &str = "/ralph/run/runner.beat";
+/// Written once the runner is done.
+pub(super) const RUNNER_ENDED: &str = "/ralph/run/runner.ended";
+/// Written by the claim-keeper when it cannot keep the claim: the runner stops the agent.
+pub(super) const STOP_FILE: &str = "/ralph/run/claim-lost";
+/// The git steps' heartbeat, written while they clone, commit and push.
 pub(super) const HEARTBEAT: &str = "/ralph/run/heartbeat";
-/// In containers of the ralph image, `/ralph` is the binary itself: its volumes mount elsewhere.
+/// Written once the finishing git step is done.
+pub(super) const GIT_FINISH_ENDED: &str = "/ralph/run/git-finish.ended";
+/// A heartbeat silent this long means its writer is gone (the runner writes every 2 s).
+pub(super) const STALE_AFTER_SECONDS: u64 = 15;
+/// The ralph image's own containers mount their volumes outside `/ralph` (images built
+/// before the binary moved to /usr/local/bin held the binary at `/ralph`).
 const INSTALL_DIR: &str = "/install";
 const INSTALL_TARGET: &str = "/install/ralph";
 const SIDECAR_RUN_DIR: &str = "/ralph-run";
-const SIDECAR_HEARTBEAT: &str = "/ralph-run/heartbeat";
 pub(super) const WORKSPACE: &str = "/workspace";
 const HOME: &str = "/home/agent";
+/// The directories the agent container mounts (its image must have no file at any of them).
+pub(super) const AGENT_MOUNTS: [&str; 6] = [BIN_DIR, PROMPT_DIR, RUN_DIR, WORKSPACE, HOME, "/tmp"];
 const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The UID and GID agent Pods run as unless overridden.
 const NON_ROOT_ID: i64 = 65532;
 /// Lifetime of the sidecar's projected token (the kubelet refreshes it).
 const TOKEN_SECONDS: i64 = 3600;
-/// How long after the runner's last heartbeat the sidecar keeps renewing, beyond the idle timeout.
-pub(super) const HEARTBEAT_SLACK_SECONDS: u64 = 60;
+/// Git as the agent runs it trusts the workspace: the emptyDir belongs to root (group
+/// fsGroup), not to the agent's user, and git refuses a repository owned by someone else
+/// ("detected dubious ownership"). Set through git's environment, so no file is written.
+const AGENT_GIT_CONFIG: [(&str, &str); 3] = [
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "safe.directory"),
+    ("GIT_CONFIG_VALUE_0", WORKSPACE),
+];
+
+/// `path` under the run directory as the claim-keeper sees it.
+pub(super) fn in_sidecar(path: &str) -> String {
+    match path.strip_prefix(RUN_DIR) {
+        Some(rest) => format!("{SIDECAR_RUN_DIR}{rest}"),
+        None => path.to_owned(),
+    }
+}
 
 /// How the claim-renewing sidecar runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +130,8 @@ pub struct AttemptPod<'a> {
     pub kind: AttemptKind,
     /// The Feature's `spec.verify`.
     pub verify: &'a VerifySpec,
+    /// How long one renewal of the claim Lease is valid.
+    pub lease_duration_seconds: u32,
 }
 
 /// Why an attempt's Pod cannot be built.
@@ -233,7 +262,11 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         "--workspace",
         WORKSPACE,
         "--heartbeat-file",
-        HEARTBEAT,
+        RUNNER_BEAT,
+        "--ended-file",
+        RUNNER_ENDED,
+        "--stop-file",
+        STOP_FILE,
         "--result-file",
         "/dev/termination-log",
         "--idle-timeout",
@@ -253,6 +286,7 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
     command.extend(agent.command.iter().cloned());
     command.extend(agent.args.iter().cloned());
     let mut env = vec![env_var("HOME", HOME), env_var("TMPDIR", "/tmp")];
+    env.extend(AGENT_GIT_CONFIG.map(|(name, value)| env_var(name, value)));
     env.retain(|default| !agent.env.iter().any(|e| e.name == default.name));
     env.extend(agent.env.iter().cloned());
     Container {
@@ -279,7 +313,6 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
 }
 
 fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Container {
-    let max_age = input.agent.idle_timeout_seconds + HEARTBEAT_SLACK_SECONDS;
     let mut args = strings([
         "sidecar",
         "--lease",
@@ -287,14 +320,20 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
         "--holder",
         input.attempt_id,
         "--heartbeat-file",
-        SIDECAR_HEARTBEAT,
+        &in_sidecar(RUNNER_BEAT),
+        "--ended-file",
+        &in_sidecar(RUNNER_ENDED),
+        "--stop-file",
+        &in_sidecar(STOP_FILE),
         "--heartbeat-max-age",
-        &format!("{max_age}s"),
+        &format!("{STALE_AFTER_SECONDS}s"),
+        "--lease-duration",
+        &format!("{}s", input.lease_duration_seconds),
     ]);
     let restart_policy = match settings.sidecar {
         SidecarMode::Native => Some("Always".to_owned()),
         SidecarMode::Plain => {
-            args.push("--exit-when-stale".to_owned());
+            args.push("--exit-when-done".to_owned());
             None
         }
     };
@@ -306,7 +345,7 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
         security_context: Some(restricted()),
         resources: Some(small_resources()),
         volume_mounts: Some(vec![
-            mount("run", SIDECAR_RUN_DIR, true),
+            mount("run", SIDECAR_RUN_DIR, false),
             mount("token", TOKEN_DIR, true),
         ]),
         ..Container::default()

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::pod::{
-    AGENT_CONTAINER, HEARTBEAT, RALPH, RUN_DIR, WORKSPACE, env_var, mount, restricted,
+    AGENT_CONTAINER, GIT_FINISH_ENDED, HEARTBEAT, RALPH, RUN_DIR, RUNNER_BEAT, SIDECAR_CONTAINER,
+    STALE_AFTER_SECONDS, WORKSPACE, env_var, in_sidecar, mount, restricted,
 };
 use crate::api::labels::{ATTEMPT_KIND_LABEL, TASK_LABEL};
 use crate::api::workspace::GitWorkspace;
@@ -71,8 +72,6 @@ pub struct GitSteps<'a> {
     pub attempt: u32,
     /// The agent's image: the git steps' image unless `git.image` names one.
     pub agent_image: &'a str,
-    /// How long the finishing step waits for a silent runner before giving up.
-    pub heartbeat_max_age_seconds: u64,
     /// Work or verify.
     pub kind: GitAttemptKind,
 }
@@ -116,9 +115,11 @@ pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
             "--result-file",
             RESULT_COPY,
             "--runner-heartbeat-file",
-            HEARTBEAT,
+            RUNNER_BEAT,
             "--heartbeat-max-age",
-            &format!("{}s", steps.heartbeat_max_age_seconds),
+            &format!("{STALE_AFTER_SECONDS}s"),
+            "--ended-file",
+            GIT_FINISH_ENDED,
             "--mode",
             finish_mode,
         ]
@@ -144,6 +145,21 @@ pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
         volume_mounts: Some(git_mounts(steps.git)),
         ..Container::default()
     };
+    // The claim-keeper keeps the claim while the git steps work, until the finishing step ended.
+    let sidecar = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+        .find(|c| c.name == SIDECAR_CONTAINER);
+    if let Some(args) = sidecar.and_then(|c| c.args.as_mut()) {
+        args.extend([
+            "--step-heartbeat-file".to_owned(),
+            in_sidecar(HEARTBEAT),
+            "--ended-file".to_owned(),
+            in_sidecar(GIT_FINISH_ENDED),
+        ]);
+    }
     spec.init_containers
         .get_or_insert_with(Vec::new)
         .push(container(PREPARE_CONTAINER, prepare_args));

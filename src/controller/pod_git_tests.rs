@@ -62,6 +62,7 @@ fn pod_with(git: &GitWorkspace, kind: GitAttemptKind) -> Pod {
             GitAttemptKind::Work { .. } => AttemptKind::Work,
         },
         verify: &crate::api::verify::VerifySpec::default(),
+        lease_duration_seconds: 60,
     };
     let settings = PodSettings {
         ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
@@ -77,7 +78,6 @@ fn pod_with(git: &GitWorkspace, kind: GitAttemptKind) -> Pod {
             task_id: "api",
             attempt: 2,
             agent_image: "ghcr.io/example/claude:1",
-            heartbeat_max_age_seconds: 660,
             kind,
         },
     );
@@ -337,7 +337,7 @@ fn done_json() -> String {
 }
 
 fn view(pod: &Pod) -> RunView {
-    crate::controller::run_view::run_view(Some(pod), true)
+    crate::controller::run_view::run_view(Some(pod), true, None)
 }
 
 #[test]

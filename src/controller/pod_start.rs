@@ -21,7 +21,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ContainerStateWaiting, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{
+    ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
+};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
@@ -56,22 +58,25 @@ pub enum StartFailure {
     /// The container cannot be created from its spec (a referenced Secret, ConfigMap or
     /// key is missing; the runtime refused the container).
     Config,
+    /// The container runtime could not start the container (e.g. a volume mount onto a
+    /// path that is a file in the image): it never ran, and will not with this spec.
+    Runtime,
 }
 
 impl StartFailure {
     /// How long the kubelet may keep trying before the attempt is ruled misconfigured, ms.
     pub fn grace_ms(self) -> i64 {
         match self {
-            StartFailure::Image { permanent: true } => 0,
+            StartFailure::Image { permanent: true } | StartFailure::Runtime => 0,
             StartFailure::Image { permanent: false } | StartFailure::Config => START_GRACE_MS,
         }
     }
 }
 
-/// The kubelet's waiting reasons that keep a container from ever starting, and what each
-/// means. Anything else (`ContainerCreating`, `PodInitializing`, `CrashLoopBackOff` ...) is
-/// no start problem.
-const REASONS: [(&str, StartFailure); 8] = [
+/// The kubelet's reasons that keep a container from ever starting (waiting reasons, and
+/// the terminated reasons of [`NEVER_RAN`]), and what each means. Anything else
+/// (`ContainerCreating`, `PodInitializing`, `CrashLoopBackOff` ...) is no start problem.
+const REASONS: [(&str, StartFailure); 11] = [
     ("InvalidImageName", StartFailure::Image { permanent: true }),
     ("ErrImageNeverPull", StartFailure::Image { permanent: true }),
     ("ErrImagePull", StartFailure::Image { permanent: false }),
@@ -86,7 +91,22 @@ const REASONS: [(&str, StartFailure); 8] = [
     ),
     ("CreateContainerConfigError", StartFailure::Config),
     ("CreateContainerError", StartFailure::Config),
+    ("RunContainerError", StartFailure::Runtime),
+    ("StartError", StartFailure::Runtime),
+    ("ContainerCannotRun", StartFailure::Runtime),
 ];
+
+/// Terminated reasons of a container the runtime could not start: it never ran, and its
+/// termination message is the runtime's error, not anything the container wrote.
+const NEVER_RAN: [&str; 2] = ["StartError", "ContainerCannotRun"];
+
+/// True when the container ended without ever running ([`NEVER_RAN`]).
+pub fn never_ran(terminated: &ContainerStateTerminated) -> bool {
+    terminated
+        .reason
+        .as_deref()
+        .is_some_and(|reason| NEVER_RAN.contains(&reason))
+}
 
 /// What a kubelet waiting `reason` means, when it is a start problem.
 pub fn classify(reason: &str) -> Option<StartFailure> {
@@ -126,20 +146,29 @@ pub struct StartProblem {
 }
 
 /// The first container of `pod` (init containers first, as the kubelet starts them) that
-/// waits for a start problem.
+/// waits for a start problem, or that the runtime could not start ([`never_ran`]).
 pub fn start_problem(pod: &Pod) -> Option<StartProblem> {
     let status = pod.status.as_ref()?;
     let containers = status.init_container_statuses.iter().flatten();
     containers
         .chain(status.container_statuses.iter().flatten())
         .find_map(|container| {
-            let waiting = container.state.as_ref()?.waiting.as_ref()?;
-            let reason = condition_reason(waiting.reason.as_deref()?)?;
+            let state = container.state.as_ref()?;
+            let (reason, message) = match (&state.waiting, &state.terminated) {
+                (Some(waiting), _) => (waiting.reason.as_deref()?, waiting.message.as_ref()),
+                (None, Some(ended)) if never_ran(ended) => {
+                    (ended.reason.as_deref()?, ended.message.as_ref())
+                }
+                _ => return None,
+            };
+            let reason = condition_reason(reason)?;
             Some(StartProblem {
                 container: container.name.clone(),
                 image: Some(container.image.clone()).filter(|i| !i.is_empty()),
                 reason,
-                message: waiting.message.clone().filter(|m| !m.trim().is_empty()),
+                message: message
+                    .map(|m| cut_chars(m.trim(), MAX_KUBELET_MESSAGE_CHARS))
+                    .filter(|m| !m.is_empty()),
                 failure: classify(reason)?,
             })
         })
@@ -164,17 +193,25 @@ pub fn trimmed_waiting(status: &ContainerStatus) -> Option<(ContainerStateWaitin
 }
 
 /// The run of an attempt whose Pod cannot start, as ended misconfigured, once the problem
-/// is past its grace at `now_ms`; `view` otherwise. Only a run not yet ended is looked at.
+/// is past its grace at `now_ms`; `view` otherwise. Only a run not yet ended is looked at,
+/// or one that ended without a result because a container never ran.
 pub fn with_start_problem(pod: Option<&Pod>, view: RunView, now_ms: i64) -> RunView {
-    if !matches!(view, RunView::Pending | RunView::Running) {
-        return view;
-    }
     let Some(pod) = pod else {
         return view;
     };
-    match ruled_at(pod, now_ms) {
-        Some(at) => ended(pod, at),
-        None => view,
+    let Some(problem) = start_problem(pod) else {
+        return view;
+    };
+    let applies = match &view {
+        RunView::Pending(_) | RunView::Running => true,
+        RunView::Ended { result: None, .. } => problem.failure == StartFailure::Runtime,
+        _ => false,
+    };
+    let at = ruling_time(pod, &problem, now_ms);
+    if applies && at <= now_ms {
+        ended(pod, at)
+    } else {
+        view
     }
 }
 
@@ -218,13 +255,6 @@ pub fn shown_on(status: Option<&TaskStatus>) -> bool {
         })
 }
 
-/// When the start problem of `pod` ends its attempt, if it does by `now_ms`.
-fn ruled_at(pod: &Pod, now_ms: i64) -> Option<i64> {
-    let problem = start_problem(pod)?;
-    let at = ruling_time(pod, &problem, now_ms);
-    (at <= now_ms).then_some(at)
-}
-
 /// The result of an attempt whose Pod, read live before its claim is ruled lost, never
 /// started for a start problem: misconfigured (whatever its grace), not lost.
 pub fn never_started(pod: &Pod, now_ms: i64) -> Option<AttemptResult> {
@@ -250,7 +280,7 @@ fn ended(pod: &Pod, at_ms: i64) -> RunView {
             reason: problem_reason(&result).map(str::to_owned),
             result: Some(Box::new(result)),
         },
-        None => RunView::Pending,
+        None => RunView::pending(),
     }
 }
 
@@ -327,6 +357,14 @@ fn fix(pod: &Pod, problem: &StartProblem) -> String {
             "create the Secret or ConfigMap (or key) the message names in namespace \
              {namespace}, or fix the reference in {feature} (spec.agent.env, envFrom, \
              spec.workspace.git credentials); then change the Feature's spec to resume"
+        ),
+        StartFailure::Runtime => format!(
+            "the container runtime could not start it: when the message says a mount is \
+             \"not a directory\", {image_owner} has a file where the agent Pod mounts a \
+             directory ({}); use an image without files there. Otherwise fix what \
+             the message names (command, user, security context); then change the Feature's \
+             spec to resume",
+            super::pod::AGENT_MOUNTS.join(", ")
         ),
     }
 }

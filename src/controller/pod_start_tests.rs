@@ -83,16 +83,16 @@ fn a_pull_error_within_the_grace_leaves_the_run_pending() {
     let pod = agent_waiting("ErrImagePull", "pull access denied");
     let view = with_start_problem(
         Some(&pod),
-        RunView::Pending,
+        RunView::pending(),
         CREATED_MS + START_GRACE_MS - 1,
     );
-    assert_eq!(view, RunView::Pending);
+    assert_eq!(view, RunView::pending());
 }
 
 #[test]
 fn a_pull_error_past_the_grace_ends_the_run_misconfigured() {
     let pod = agent_waiting("ErrImagePull", "pull access denied");
-    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS + START_GRACE_MS);
+    let view = with_start_problem(Some(&pod), RunView::pending(), CREATED_MS + START_GRACE_MS);
     assert!(
         misconfiguration(&view)
             .problem
@@ -103,7 +103,7 @@ fn a_pull_error_past_the_grace_ends_the_run_misconfigured() {
 #[test]
 fn an_invalid_image_name_ends_the_run_at_once() {
     let pod = agent_waiting("InvalidImageName", "couldn't parse image name");
-    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS);
+    let view = with_start_problem(Some(&pod), RunView::pending(), CREATED_MS);
     assert!(
         misconfiguration(&view)
             .problem
@@ -114,7 +114,7 @@ fn an_invalid_image_name_ends_the_run_at_once() {
 #[test]
 fn the_ruling_ends_the_attempt_when_its_grace_ran_out_not_when_it_was_seen() {
     let pod = agent_waiting("ErrImagePull", "pull access denied");
-    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS + 600_000);
+    let view = with_start_problem(Some(&pod), RunView::pending(), CREATED_MS + 600_000);
     let RunView::Ended {
         result: Some(result),
         ..
@@ -157,7 +157,7 @@ fn a_live_read_at_claim_expiry_rules_a_pod_that_never_started_misconfigured_with
 #[test]
 fn the_problem_names_the_pod_container_image_and_the_kubelets_message() {
     let pod = agent_waiting("ErrImagePull", "failed to resolve reference");
-    let view = with_start_problem(Some(&pod), RunView::Pending, CREATED_MS + START_GRACE_MS);
+    let view = with_start_problem(Some(&pod), RunView::pending(), CREATED_MS + START_GRACE_MS);
     let problem = misconfiguration(&view).problem;
     for part in [
         "team/f-build-a1",
@@ -172,7 +172,12 @@ fn the_problem_names_the_pod_container_image_and_the_kubelets_message() {
 #[test]
 fn the_fix_of_an_agent_image_names_spec_agent_image_and_pull_secrets() {
     let pod = agent_waiting("ErrImagePull", "denied");
-    let fix = misconfiguration(&with_start_problem(Some(&pod), RunView::Pending, i64::MAX)).fix;
+    let fix = misconfiguration(&with_start_problem(
+        Some(&pod),
+        RunView::pending(),
+        i64::MAX,
+    ))
+    .fix;
     for part in [
         "spec.agent.image",
         "Feature team/f",
@@ -186,7 +191,12 @@ fn the_fix_of_an_agent_image_names_spec_agent_image_and_pull_secrets() {
 #[test]
 fn the_fix_of_a_ralph_image_names_the_controllers_image_setting() {
     let pod = waiting_pod("install-ralph", true, "ErrImagePull", "denied");
-    let fix = misconfiguration(&with_start_problem(Some(&pod), RunView::Pending, i64::MAX)).fix;
+    let fix = misconfiguration(&with_start_problem(
+        Some(&pod),
+        RunView::pending(),
+        i64::MAX,
+    ))
+    .fix;
     assert!(fix.contains("--ralph-image"), "{fix:?}");
 }
 
@@ -196,7 +206,7 @@ fn the_fix_of_a_missing_secret_says_to_create_it_in_the_namespace() {
         "CreateContainerConfigError",
         "secret \"agent-key\" not found",
     );
-    let view = with_start_problem(Some(&pod), RunView::Pending, i64::MAX);
+    let view = with_start_problem(Some(&pod), RunView::pending(), i64::MAX);
     let misconfiguration = misconfiguration(&view);
     assert!(
         misconfiguration
@@ -210,14 +220,14 @@ fn the_fix_of_a_missing_secret_says_to_create_it_in_the_namespace() {
 #[test]
 fn a_long_kubelet_message_is_bounded() {
     let pod = agent_waiting("ErrImagePull", &"y".repeat(5_000));
-    let view = with_start_problem(Some(&pod), RunView::Pending, i64::MAX);
+    let view = with_start_problem(Some(&pod), RunView::pending(), i64::MAX);
     assert!(misconfiguration(&view).problem.len() < 1_000);
 }
 
 #[test]
 fn the_condition_reason_of_a_pod_that_could_not_start_is_the_kubelets() {
     let pod = agent_waiting("CreateContainerConfigError", "secret \"s\" not found");
-    let view = with_start_problem(Some(&pod), RunView::Pending, i64::MAX);
+    let view = with_start_problem(Some(&pod), RunView::pending(), i64::MAX);
     assert!(is_start_failure(&view));
     let RunView::Ended {
         result: Some(result),

@@ -61,6 +61,7 @@ fn build_with(
         overrides,
         kind: AttemptKind::Work,
         verify: &VerifySpec::default(),
+        lease_duration_seconds: 60,
     };
     attempt_pod(&input, &settings(mode))
 }
@@ -148,7 +149,11 @@ fn agent_container_runs_the_runner_around_the_agent_command() {
             "--workspace",
             "/workspace",
             "--heartbeat-file",
-            "/ralph/run/heartbeat",
+            "/ralph/run/runner.beat",
+            "--ended-file",
+            "/ralph/run/runner.ended",
+            "--stop-file",
+            "/ralph/run/claim-lost",
             "--result-file",
             "/dev/termination-log",
             "--idle-timeout",
@@ -299,16 +304,52 @@ fn native_sidecar_is_an_always_restarting_init_container_holding_the_token() {
             "--holder",
             "hello-build-a2",
             "--heartbeat-file",
-            "/ralph-run/heartbeat",
+            "/ralph-run/runner.beat",
+            "--ended-file",
+            "/ralph-run/runner.ended",
+            "--stop-file",
+            "/ralph-run/claim-lost",
             "--heartbeat-max-age",
-            "660s",
+            "15s",
+            "--lease-duration",
+            "60s",
         ]))
     );
     assert_eq!(spec(&pod).containers.len(), 1);
 }
 
 #[test]
-fn plain_sidecar_is_a_regular_container_that_exits_when_stale() {
+fn the_sidecar_may_write_the_stop_file_into_the_run_directory() {
+    let pod = build(SidecarMode::Plain);
+    let sidecar = container(&pod, SIDECAR_CONTAINER);
+    let run = sidecar
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "run")
+        .expect("run mounted");
+    assert_eq!(run.read_only, None);
+}
+
+#[test]
+fn agent_git_trusts_the_workspace_it_does_not_own() {
+    let pod = build(SidecarMode::Native);
+    let env = container(&pod, AGENT_CONTAINER)
+        .env
+        .clone()
+        .unwrap_or_default();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    };
+    assert_eq!(value("GIT_CONFIG_COUNT").as_deref(), Some("1"));
+    assert_eq!(value("GIT_CONFIG_KEY_0").as_deref(), Some("safe.directory"));
+    assert_eq!(value("GIT_CONFIG_VALUE_0").as_deref(), Some("/workspace"));
+}
+
+#[test]
+fn plain_sidecar_is_a_regular_container_that_exits_when_the_attempt_is_over() {
     let pod = build(SidecarMode::Plain);
     let s = spec(&pod);
     assert!(
@@ -324,7 +365,7 @@ fn plain_sidecar_is_a_regular_container_that_exits_when_stale() {
             .args
             .iter()
             .flatten()
-            .any(|a| a == "--exit-when-stale")
+            .any(|a| a == "--exit-when-done")
     );
 }
 

@@ -46,7 +46,7 @@ impl Retired {
     /// ([`trim::is_recorded`]); true when it is (or was already) retired. A Pod whose
     /// Task is not cached, or whose result may still be read, stays cached.
     pub fn retire_if_recorded(&self, pod: &Pod, tasks: &Store<Task>) -> bool {
-        if !matches!(run_view(Some(pod), true), RunView::Ended { .. }) {
+        if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
             return false;
         }
         let recorded = owning_task(pod, tasks).is_some_and(|task| trim::is_recorded(pod, &task));
@@ -114,7 +114,7 @@ pub fn retire_event<K>(event: Event<K>, retire: impl FnOnce(&K) -> bool) -> Opti
 /// True when `pod` finished more than `ttl` before `now` and its Task (if it still exists)
 /// no longer waits for its result.
 pub fn is_due(pod: &Pod, task: Option<&Task>, now: Timestamp, ttl: Duration) -> bool {
-    if !matches!(run_view(Some(pod), true), RunView::Ended { .. }) {
+    if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
         return false;
     }
     let awaited = task.and_then(|t| t.status.as_ref()).is_some_and(|s| {

@@ -5,12 +5,18 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 
 use super::pod::AGENT_CONTAINER;
 use crate::engine::attempt::AttemptResult;
-use crate::engine::lifecycle::RunView;
+use crate::engine::lifecycle::{RunView, Waiting};
 
 /// The run of the task's last attempt: `pod` is that attempt's Pod if it exists,
 /// `attempt_recorded` whether the task's status records the attempt (its Pod is created
 /// before the status says Running, so a recorded attempt without a Pod lost its Pod).
-pub fn run_view(pod: Option<&Pod>, attempt_recorded: bool) -> RunView {
+/// A Pod whose agent has not started is released `start_timeout_ms` after its creation
+/// (`None`: never).
+pub fn run_view(
+    pod: Option<&Pod>,
+    attempt_recorded: bool,
+    start_timeout_ms: Option<i64>,
+) -> RunView {
     let Some(pod) = pod else {
         return if attempt_recorded {
             RunView::Missing
@@ -18,13 +24,13 @@ pub fn run_view(pod: Option<&Pod>, attempt_recorded: bool) -> RunView {
             RunView::NotStarted
         };
     };
-    super::pod_git::with_git_steps(pod, pod_view(pod))
+    super::pod_git::with_git_steps(pod, pod_view(pod, start_timeout_ms))
 }
 
-fn pod_view(pod: &Pod) -> RunView {
+fn pod_view(pod: &Pod, start_timeout_ms: Option<i64>) -> RunView {
     let status = pod.status.as_ref();
     if let Some(terminated) = agent_terminated(pod) {
-        let (result, unreadable) = parse_result(terminated.message.as_deref());
+        let (result, unreadable) = parse_result(terminated);
         let reason = unreadable.or_else(|| terminated_reason(terminated));
         return RunView::Ended { result, reason };
     }
@@ -33,8 +39,59 @@ fn pod_view(pod: &Pod) -> RunView {
             result: None,
             reason: Some(pod_failure_reason(pod)),
         },
-        Some("Running") => RunView::Running,
-        _ => RunView::Pending,
+        Some("Running") if agent_started(pod) != Some(false) => RunView::Running,
+        _ => RunView::Pending(Waiting {
+            reason: Some(waiting_reason(pod)),
+            release_at_ms: start_timeout_ms
+                .zip(pod.metadata.creation_timestamp.as_ref())
+                .map(|(timeout, created)| created.0.as_millisecond().saturating_add(timeout)),
+        }),
+    }
+}
+
+/// Whether the agent container has started (it runs or ran); `None` when the Pod's status
+/// does not say.
+fn agent_started(pod: &Pod) -> Option<bool> {
+    let state = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == AGENT_CONTAINER)?
+        .state
+        .as_ref();
+    Some(state.is_some_and(|s| s.running.is_some() || s.terminated.is_some()))
+}
+
+/// Why a Pod's agent has not started: the scheduler's word when it could not place the Pod.
+fn waiting_reason(pod: &Pod) -> String {
+    let unschedulable = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        });
+    match unschedulable {
+        Some(c) => format!(
+            "not scheduled: {}",
+            c.message
+                .as_deref()
+                .or(c.reason.as_deref())
+                .unwrap_or("no node fits it")
+        ),
+        None if pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_some() =>
+        {
+            "on its node, its agent container not started yet".to_owned()
+        }
+        None => "not on a node yet".to_owned(),
     }
 }
 
@@ -74,8 +131,15 @@ fn agent_terminated(pod: &Pod) -> Option<&ContainerStateTerminated> {
         .as_ref()
 }
 
-/// The result in a termination message, or why there is none.
-fn parse_result(message: Option<&str>) -> (Option<Box<AttemptResult>>, Option<String>) {
+/// The result in a termination message, or why there is none. A container that never
+/// started carries the runtime's error there, not a result ([`super::pod_start`] rules it).
+fn parse_result(
+    terminated: &ContainerStateTerminated,
+) -> (Option<Box<AttemptResult>>, Option<String>) {
+    if super::pod_start::never_ran(terminated) {
+        return (None, None);
+    }
+    let message = terminated.message.as_deref();
     let Some(message) = message.map(str::trim).filter(|m| !m.is_empty()) else {
         return (None, None);
     };
@@ -112,7 +176,10 @@ fn pod_failure_reason(pod: &Pod) -> String {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, PodStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStatus, PodCondition, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
     use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION};
@@ -135,6 +202,38 @@ mod tests {
         }
     }
 
+    fn running_pod() -> Pod {
+        let mut p = pod("Running", None);
+        if let Some(agent) = p
+            .status
+            .as_mut()
+            .and_then(|s| s.container_statuses.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            agent.state = Some(ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..ContainerState::default()
+            });
+        }
+        p
+    }
+
+    fn unschedulable_pod(created: &str) -> Pod {
+        let mut p = pod("Pending", None);
+        p.metadata.creation_timestamp = Some(Time(created.parse().unwrap_or_default()));
+        if let Some(status) = p.status.as_mut() {
+            status.container_statuses = None;
+            status.conditions = Some(vec![PodCondition {
+                type_: "PodScheduled".to_owned(),
+                status: "False".to_owned(),
+                reason: Some("Unschedulable".to_owned()),
+                message: Some("0/1 nodes are available: 1 Too many pods.".to_owned()),
+                ..PodCondition::default()
+            }]);
+        }
+        p
+    }
+
     fn terminated(
         reason: &str,
         exit_code: i32,
@@ -154,7 +253,7 @@ mod tests {
             result: None,
             reason: Some(reason.to_owned()),
         };
-        assert_eq!(run_view(Some(pod), true), expected);
+        assert_eq!(run_view(Some(pod), true, None), expected);
     }
 
     fn result_json() -> String {
@@ -171,24 +270,71 @@ mod tests {
 
     #[test]
     fn no_pod_and_no_recorded_attempt_is_not_started() {
-        assert_eq!(run_view(None, false), RunView::NotStarted);
+        assert_eq!(run_view(None, false, None), RunView::NotStarted);
     }
 
     #[test]
     fn no_pod_for_a_recorded_attempt_is_missing() {
-        assert_eq!(run_view(None, true), RunView::Missing);
+        assert_eq!(run_view(None, true, None), RunView::Missing);
     }
 
     #[test]
     fn scheduled_pod_is_pending_and_started_pod_is_running() {
+        assert!(matches!(
+            run_view(Some(&pod("Pending", None)), true, None),
+            RunView::Pending(_)
+        ));
+        assert_eq!(run_view(Some(&running_pod()), true, None), RunView::Running);
+    }
+
+    #[test]
+    fn running_pod_whose_agent_container_has_not_started_is_pending() {
+        assert!(matches!(
+            run_view(Some(&pod("Running", None)), true, None),
+            RunView::Pending(_)
+        ));
+    }
+
+    #[test]
+    fn unschedulable_pod_waits_with_the_schedulers_message() {
+        let p = unschedulable_pod("2026-01-01T00:00:00Z");
+        let RunView::Pending(waiting) = run_view(Some(&p), true, None) else {
+            panic!("not pending");
+        };
         assert_eq!(
-            run_view(Some(&pod("Pending", None)), true),
-            RunView::Pending
+            waiting.reason.as_deref(),
+            Some("not scheduled: 0/1 nodes are available: 1 Too many pods.")
         );
+        assert_eq!(waiting.release_at_ms, None);
+    }
+
+    #[test]
+    fn waiting_pod_is_released_the_start_timeout_after_its_creation() {
+        let p = unschedulable_pod("2026-01-01T00:00:00Z");
+        let created: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap_or_default();
+        let RunView::Pending(waiting) = run_view(Some(&p), true, Some(600_000)) else {
+            panic!("not pending");
+        };
         assert_eq!(
-            run_view(Some(&pod("Running", None)), true),
-            RunView::Running
+            waiting.release_at_ms,
+            Some(created.as_millisecond() + 600_000)
         );
+    }
+
+    #[test]
+    fn a_container_that_never_started_carries_no_result_to_parse() {
+        let mut t = terminated(
+            "StartError",
+            128,
+            Some("error mounting \"x\" to rootfs at \"/ralph/bin\": not a directory".to_owned()),
+        );
+        t.started_at = None;
+        let RunView::Ended { result, reason } = run_view(Some(&pod("Failed", Some(t))), true, None)
+        else {
+            panic!("not ended");
+        };
+        assert!(result.is_none());
+        assert_eq!(reason.as_deref(), Some("StartError (exit code 128)"));
     }
 
     #[test]
@@ -197,7 +343,7 @@ mod tests {
             "Succeeded",
             Some(terminated("Completed", 0, Some(result_json()))),
         );
-        let RunView::Ended { result, .. } = run_view(Some(&p), true) else {
+        let RunView::Ended { result, .. } = run_view(Some(&p), true, None) else {
             panic!("not ended");
         };
         let result = result.expect("result parsed");
@@ -212,7 +358,7 @@ mod tests {
             Some(terminated("Completed", 0, Some(result_json()))),
         );
         assert!(matches!(
-            run_view(Some(&p), true),
+            run_view(Some(&p), true, None),
             RunView::Ended {
                 result: Some(_),
                 ..
@@ -242,7 +388,7 @@ mod tests {
             "Failed",
             Some(terminated("Error", 1, Some("segfault".to_owned()))),
         );
-        let RunView::Ended { result, reason } = run_view(Some(&p), true) else {
+        let RunView::Ended { result, reason } = run_view(Some(&p), true, None) else {
             panic!("not ended");
         };
         assert!(result.is_none());

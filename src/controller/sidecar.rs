@@ -1,10 +1,20 @@
 //! The agent Pod's claim keeper (`ralph sidecar`): renews the attempt's Lease every third
-//! of its duration while the runner's heartbeat file is fresh, and stops as soon as the
-//! attempt no longer holds the Lease (fencing).
+//! of its duration while the attempt lives, and stops the moment it no longer does.
+//!
+//! What it watches, in the Pod's shared run directory: the runner's heartbeat (written every
+//! couple of seconds while the runner process lives), the git steps' heartbeat, and the
+//! files each step writes when it ends. The claim is spent once every step has ended, or
+//! once the runner has started and no heartbeat is fresh (it was killed): then renewals stop
+//! and a plain sidecar container exits, so its Pod completes at once. A native sidecar waits
+//! for the kubelet's SIGTERM (it would be restarted otherwise). Before the runner starts (a
+//! clone, an image pull) it renews within its start-up grace; the controller keeps the claim
+//! of a Pod whose agent has not started too. Renewals that fail (the API server is
+//! unreachable) are retried; when they keep failing and the claim would lapse within one renewal, it writes the stop file: the
+//! runner stops the agent before anyone else may take the task over.
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,6 +24,8 @@ use super::claim::{ClaimError, Leases};
 
 /// Shortest pause between two renewals.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the run directory is looked at.
+const POLL: Duration = Duration::from_millis(500);
 
 /// What the sidecar needs to know.
 #[derive(Clone, Debug)]
@@ -24,51 +36,81 @@ pub struct SidecarConfig {
     pub lease: String,
     /// The attempt id that must hold the Lease.
     pub holder: String,
-    /// File the runner touches while the agent is active.
+    /// File the runner writes while its process lives.
     pub heartbeat_file: PathBuf,
-    /// A heartbeat older than this is stale: renewals stop.
+    /// File the git steps write while they work (clone, commit, push), when the Pod has them.
+    pub step_heartbeat_file: Option<PathBuf>,
+    /// Files the steps write when they end: once all exist, the claim is spent.
+    pub ended_files: Vec<PathBuf>,
+    /// File written when the claim cannot be kept: the runner stops the agent.
+    pub stop_file: Option<PathBuf>,
+    /// A heartbeat older than this is stale.
     pub heartbeat_max_age: Duration,
-    /// Before the heartbeat file first appears, renew for at most this long (image pulls,
-    /// runner start-up).
+    /// Before the runner's heartbeat first appears, renew for at most this long (image pulls,
+    /// the clone, runner start-up).
     pub startup_grace: Duration,
     /// Limit of each API call.
     pub api_timeout: Duration,
-    /// Exit once the heartbeat is stale (a plain sidecar container must end for its Pod to
+    /// How long one renewal is valid (the Lease's `leaseDurationSeconds`).
+    pub lease_duration: Duration,
+    /// Exit once the claim is spent (a plain sidecar container must end for its Pod to
     /// complete; a native sidecar is stopped by the kubelet instead).
-    pub exit_when_stale: bool,
+    pub exit_when_done: bool,
 }
 
-/// The runner's heartbeat, as the sidecar judges it.
+/// What the sidecar saw in the run directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// When the runner last wrote its heartbeat (`None`: not started yet).
+    pub runner_beat: Option<SystemTime>,
+    /// When a git step last wrote its heartbeat.
+    pub step_beat: Option<SystemTime>,
+    /// Every step has written its end file.
+    pub all_ended: bool,
+}
+
+/// What the sidecar does with the claim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Heartbeat {
-    /// Touched within the allowed age.
-    Fresh,
-    /// Not there yet, within the start-up grace.
-    Starting,
-    /// Too old, or never appeared within the grace.
-    Stale,
+pub enum Judgement {
+    /// The attempt lives (or is starting): keep the claim.
+    Renew,
+    /// Nothing runs yet and the start-up grace is over: do not renew, but wait (the
+    /// controller keeps the claim of an agent that has not started).
+    Hold,
+    /// The attempt is over: the claim is spent.
+    Over,
 }
 
-/// Judges the heartbeat from its file's modification time (`None` when absent).
-pub fn judge_heartbeat(
-    modified: Option<SystemTime>,
+/// Judges the attempt from what the run directory shows at `now` (the sidecar started at
+/// `started`).
+pub fn judge(
+    seen: Seen,
     now: SystemTime,
     started: SystemTime,
     config: &SidecarConfig,
-) -> Heartbeat {
-    let age = |t: SystemTime| now.duration_since(t).unwrap_or(Duration::ZERO);
-    match modified {
-        Some(t) if age(t) <= config.heartbeat_max_age => Heartbeat::Fresh,
-        Some(_) => Heartbeat::Stale,
-        None if age(started) <= config.startup_grace => Heartbeat::Starting,
-        None => Heartbeat::Stale,
+) -> Judgement {
+    if seen.all_ended {
+        return Judgement::Over;
+    }
+    let fresh =
+        |t: SystemTime| now.duration_since(t).unwrap_or(Duration::ZERO) <= config.heartbeat_max_age;
+    let newest = seen.runner_beat.max(seen.step_beat);
+    match (seen.runner_beat, newest) {
+        (Some(_), Some(beat)) if fresh(beat) => Judgement::Renew,
+        (Some(_), _) => Judgement::Over,
+        (None, Some(beat)) if fresh(beat) => Judgement::Renew,
+        (None, _)
+            if now.duration_since(started).unwrap_or(Duration::ZERO) <= config.startup_grace =>
+        {
+            Judgement::Renew
+        }
+        (None, _) => Judgement::Hold,
     }
 }
 
 /// The pause between renewals: a third of the Lease duration.
-pub fn renew_interval(lease_duration_seconds: i32) -> Duration {
-    let millis = u64::try_from(lease_duration_seconds).unwrap_or(0) * 1000 / 3;
-    Duration::from_millis(millis).max(MIN_INTERVAL)
+pub fn renew_interval(lease_duration: Duration) -> Duration {
+    (lease_duration / 3).max(MIN_INTERVAL)
 }
 
 /// Why the sidecar stopped.
@@ -76,99 +118,161 @@ pub fn renew_interval(lease_duration_seconds: i32) -> Duration {
 pub enum SidecarExit {
     /// Asked to stop (SIGTERM): the Pod is going away.
     Stopped,
-    /// The heartbeat went stale and `exit_when_stale` is set.
-    Stale,
+    /// The attempt is over and `exit_when_done` is set.
+    Done,
     /// Another holder owns the Lease now: this attempt was fenced off.
     Fenced {
         /// The new holder (empty when none).
         holder: String,
     },
-    /// The Lease was deleted (the controller released the claim).
+    /// The Lease was deleted or released (the controller gave the claim back).
     Released,
 }
 
-/// A failure that stops the sidecar before it could renew anything.
-#[derive(Debug, thiserror::Error)]
-pub enum SidecarError {
-    /// The Lease could not be read at start.
-    #[error("cannot read Lease {namespace}/{lease}: {source}")]
-    Read {
-        /// Namespace.
-        namespace: String,
-        /// Lease name.
-        lease: String,
-        /// The cause.
-        #[source]
-        source: ClaimError,
-    },
-}
-
-/// Renews the Lease until fenced, released, stale (if configured) or `shutdown` completes.
+/// Renews the Lease until fenced, released, the attempt is over (if `exit_when_done`) or
+/// `shutdown` completes.
 pub async fn run(
     client: Client,
     config: SidecarConfig,
     shutdown: impl Future<Output = ()>,
-) -> Result<SidecarExit, SidecarError> {
+) -> SidecarExit {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let leases = Leases::new(api, config.api_timeout);
-    let read_error = |source| SidecarError::Read {
-        namespace: config.namespace.clone(),
-        lease: config.lease.clone(),
-        source,
-    };
-    let Some(lease) = leases.get(&config.lease).await.map_err(read_error)? else {
-        return Ok(SidecarExit::Released);
-    };
-    let duration = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_duration_seconds)
-        .unwrap_or(60);
-    let interval = renew_interval(duration);
-    let started = SystemTime::now();
+    let mut keeper = Keeper::new(config);
     tokio::pin!(shutdown);
     loop {
-        if let Some(exit) = tick(&leases, &config, started).await {
-            return Ok(exit);
+        if let Some(exit) = keeper.tick(&leases).await {
+            return exit;
         }
         tokio::select! {
-            () = &mut shutdown => return Ok(SidecarExit::Stopped),
-            () = tokio::time::sleep(interval) => {}
+            () = &mut shutdown => return SidecarExit::Stopped,
+            () = tokio::time::sleep(POLL) => {}
         }
     }
 }
 
-/// One renewal round; `Some` when the sidecar must stop.
-async fn tick(leases: &Leases, config: &SidecarConfig, started: SystemTime) -> Option<SidecarExit> {
-    let modified = tokio::fs::metadata(&config.heartbeat_file)
-        .await
-        .and_then(|m| m.modified())
-        .ok();
-    match judge_heartbeat(modified, SystemTime::now(), started, config) {
-        Heartbeat::Stale if config.exit_when_stale => return Some(SidecarExit::Stale),
-        Heartbeat::Stale => {
-            tracing::warn!(lease = %config.lease, "runner heartbeat is stale; not renewing");
+/// The claim keeper's state between ticks.
+struct Keeper {
+    config: SidecarConfig,
+    started: SystemTime,
+    interval: Duration,
+    /// When the claim was last known renewed (at start: the sidecar's start).
+    renewed: Instant,
+    /// When to call the API next.
+    next_call: Instant,
+    /// Renewals stopped for good: the attempt is over.
+    done: bool,
+    stop_written: bool,
+}
+
+impl Keeper {
+    fn new(config: SidecarConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            interval: renew_interval(config.lease_duration),
+            config,
+            started: SystemTime::now(),
+            renewed: now,
+            next_call: now,
+            done: false,
+            stop_written: false,
+        }
+    }
+
+    /// One round: look at the run directory, renew when due; `Some` when the sidecar must stop.
+    async fn tick(&mut self, leases: &Leases) -> Option<SidecarExit> {
+        if self.done {
             return None;
         }
-        Heartbeat::Fresh | Heartbeat::Starting => {}
+        match judge(self.seen(), SystemTime::now(), self.started, &self.config) {
+            Judgement::Over => {
+                tracing::info!(lease = %self.config.lease, "the attempt is over; the claim is spent");
+                self.done = true;
+                return self.config.exit_when_done.then_some(SidecarExit::Done);
+            }
+            Judgement::Hold => return None,
+            Judgement::Renew => {}
+        }
+        if Instant::now() < self.next_call {
+            return None;
+        }
+        let exit = self.renew(leases).await;
+        if exit.is_none() {
+            self.stop_if_lapsing();
+        }
+        exit
     }
-    match leases
-        .renew(&config.lease, &config.holder, Timestamp::now())
-        .await
-    {
-        Ok(_) => {
-            tracing::debug!(lease = %config.lease, "renewed");
-            None
+
+    fn seen(&self) -> Seen {
+        let modified =
+            |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        Seen {
+            runner_beat: modified(&self.config.heartbeat_file),
+            step_beat: self
+                .config
+                .step_heartbeat_file
+                .as_deref()
+                .and_then(modified),
+            all_ended: self.config.ended_files.iter().all(|f| f.exists()),
         }
-        // Released: the Lease is kept with no holder (or, from older controllers, deleted).
-        Err(ClaimError::NotHolder { holder, .. }) if holder.is_empty() => {
-            Some(SidecarExit::Released)
+    }
+
+    async fn renew(&mut self, leases: &Leases) -> Option<SidecarExit> {
+        let outcome = leases
+            .renew(&self.config.lease, &self.config.holder, Timestamp::now())
+            .await;
+        match outcome {
+            Ok(_) => {
+                tracing::debug!(lease = %self.config.lease, "renewed");
+                self.renewed = Instant::now();
+                self.next_call = self.renewed + self.interval;
+                None
+            }
+            // Released: the Lease is kept with no holder (or, from older controllers, deleted).
+            Err(ClaimError::NotHolder { holder, .. }) if holder.is_empty() => {
+                Some(SidecarExit::Released)
+            }
+            Err(ClaimError::NotHolder { holder, .. }) => Some(SidecarExit::Fenced { holder }),
+            Err(ClaimError::Gone { .. }) => Some(SidecarExit::Released),
+            Err(error) => {
+                tracing::warn!(lease = %self.config.lease, %error, "renewal failed; retrying");
+                self.next_call = Instant::now() + MIN_INTERVAL.max(self.interval / 10);
+                None
+            }
         }
-        Err(ClaimError::NotHolder { holder, .. }) => Some(SidecarExit::Fenced { holder }),
-        Err(ClaimError::Gone { .. }) => Some(SidecarExit::Released),
-        Err(error) => {
-            tracing::warn!(lease = %config.lease, %error, "renewal failed; will retry");
-            None
+    }
+
+    /// Writes the stop file once the claim would lapse within one renewal interval without a
+    /// renewal: better the runner stops the agent than two attempts work on the task.
+    fn stop_if_lapsing(&mut self) {
+        let Some(stop_file) = &self.config.stop_file else {
+            return;
+        };
+        let duration = self.config.lease_duration;
+        let lapsing = self.renewed.elapsed() + self.interval >= duration;
+        if !lapsing || self.stop_written {
+            return;
+        }
+        self.stop_written = true;
+        let text = format!(
+            "the claim Lease {}/{} could not be renewed for {} s (its duration is {} s)\n",
+            self.config.namespace,
+            self.config.lease,
+            self.renewed.elapsed().as_secs(),
+            duration.as_secs()
+        );
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(stop_file)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()));
+        match written {
+            Ok(()) => {
+                tracing::warn!(lease = %self.config.lease, "the claim cannot be kept: asked the runner to stop the agent")
+            }
+            Err(error) => {
+                tracing::warn!(path = %stop_file.display(), %error, "cannot write the stop file")
+            }
         }
     }
 }
@@ -176,18 +280,21 @@ async fn tick(leases: &Leases, config: &SidecarConfig, started: SystemTime) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::testing::named_cases;
 
     fn config() -> SidecarConfig {
         SidecarConfig {
             namespace: "ns".to_owned(),
             lease: "feat-build".to_owned(),
             holder: "feat-build-a1".to_owned(),
-            heartbeat_file: PathBuf::from("/ralph/run/heartbeat"),
-            heartbeat_max_age: Duration::from_secs(600),
+            heartbeat_file: PathBuf::from("/ralph/run/runner.beat"),
+            step_heartbeat_file: None,
+            ended_files: vec![PathBuf::from("/ralph/run/runner.ended")],
+            stop_file: None,
+            heartbeat_max_age: Duration::from_secs(15),
             startup_grace: Duration::from_secs(300),
             api_timeout: Duration::from_secs(10),
-            exit_when_stale: false,
+            lease_duration: Duration::from_secs(60),
+            exit_when_done: true,
         }
     }
 
@@ -195,29 +302,84 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(s)
     }
 
-    /// Asserts how a heartbeat last written at `last` is judged at `now` (the sidecar started
-    /// at 0).
-    fn assert_heartbeat(last: Option<SystemTime>, now: SystemTime, expected: Heartbeat) {
-        assert_eq!(judge_heartbeat(last, now, secs(0), &config()), expected);
+    /// Judges `seen` at `now` (seconds; the sidecar started at 0).
+    fn judged(seen: Seen, now: u64) -> Judgement {
+        judge(seen, secs(now), secs(0), &config())
     }
 
-    named_cases! { assert_heartbeat;
-        recent_heartbeat_is_fresh(Some(secs(1_000)), secs(1_600), Heartbeat::Fresh);
-        heartbeat_older_than_max_age_is_stale(Some(secs(1_000)), secs(1_601), Heartbeat::Stale);
-        missing_heartbeat_within_startup_grace_is_starting(None, secs(300), Heartbeat::Starting);
-        heartbeat_that_never_appeared_after_grace_is_stale(None, secs(301), Heartbeat::Stale);
-        heartbeat_from_the_future_counts_as_fresh(Some(secs(2_000)), secs(1_000), Heartbeat::Fresh);
+    fn runner_beat(at: u64) -> Seen {
+        Seen {
+            runner_beat: Some(secs(at)),
+            ..Seen::default()
+        }
+    }
+
+    #[test]
+    fn a_runner_that_beats_keeps_its_claim() {
+        assert_eq!(judged(runner_beat(1_000), 1_015), Judgement::Renew);
+    }
+
+    #[test]
+    fn a_runner_silent_for_longer_than_the_max_age_is_over() {
+        assert_eq!(judged(runner_beat(1_000), 1_016), Judgement::Over);
+    }
+
+    #[test]
+    fn every_step_ended_is_over_whatever_the_heartbeat() {
+        let seen = Seen {
+            all_ended: true,
+            ..runner_beat(1_000)
+        };
+        assert_eq!(judged(seen, 1_000), Judgement::Over);
+    }
+
+    #[test]
+    fn a_git_step_working_after_the_runner_ended_keeps_the_claim() {
+        let seen = Seen {
+            step_beat: Some(secs(1_100)),
+            ..runner_beat(1_000)
+        };
+        assert_eq!(judged(seen, 1_110), Judgement::Renew);
+    }
+
+    #[test]
+    fn before_the_runner_starts_the_claim_is_kept_within_the_startup_grace() {
+        assert_eq!(judged(Seen::default(), 300), Judgement::Renew);
+    }
+
+    #[test]
+    fn a_runner_that_never_started_past_the_grace_is_held_not_over() {
+        assert_eq!(judged(Seen::default(), 301), Judgement::Hold);
+    }
+
+    #[test]
+    fn a_clone_that_beats_past_the_grace_keeps_the_claim() {
+        let seen = Seen {
+            step_beat: Some(secs(395)),
+            ..Seen::default()
+        };
+        assert_eq!(judged(seen, 400), Judgement::Renew);
+    }
+
+    #[test]
+    fn a_heartbeat_from_the_future_counts_as_fresh() {
+        assert_eq!(judged(runner_beat(2_000), 1_000), Judgement::Renew);
     }
 
     #[test]
     fn renewals_happen_every_third_of_the_lease_duration() {
-        assert_eq!(renew_interval(60), Duration::from_secs(20));
-        assert_eq!(renew_interval(15), Duration::from_secs(5));
+        assert_eq!(
+            renew_interval(Duration::from_secs(60)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(
+            renew_interval(Duration::from_secs(15)),
+            Duration::from_secs(5)
+        );
     }
 
     #[test]
     fn renew_interval_never_drops_below_one_second() {
-        assert_eq!(renew_interval(0), MIN_INTERVAL);
-        assert_eq!(renew_interval(-5), MIN_INTERVAL);
+        assert_eq!(renew_interval(Duration::ZERO), MIN_INTERVAL);
     }
 }

@@ -192,8 +192,18 @@ pub async fn apply(
                     delete_pod(ctx, &namespace, &attempt_id(&name, number)).await?;
                 }
             }
+            Action::RenewClaim => {
+                status_written |= keep_waiting_claim(scope, plan, &leases, held.as_ref()).await?;
+            }
             Action::RequeueAt(_) => {}
         }
+    }
+    if !status_written
+        && plan.run == RunView::Running
+        && let Some(new) = super::pod_wait::shown_started(task, scope.now_ms)
+    {
+        write_status(ctx, task, &new).await?;
+        status_written = true;
     }
     if !status_written {
         let (waiting, written) = super::pod_start::show_waiting(ctx, plan, scope.now_ms).await?;
@@ -309,6 +319,41 @@ async fn reject_attempt(
     Ok(())
 }
 
+/// Renews the claim of an attempt whose Pod waits to start (nothing in the Pod renews it
+/// yet), and shows the wait on the Task. A claim changed meanwhile is left to the next
+/// reconcile. Returns whether the Task's status was written.
+async fn keep_waiting_claim(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    leases: &Leases,
+    held: Option<&Lease>,
+) -> Result<bool, TaskError> {
+    let (Some(lease), Some(number)) = (held, plan.view.attempt.as_ref().map(|a| a.number)) else {
+        return Ok(false);
+    };
+    let id = attempt_id(&plan.view.name, number);
+    let now = crate::controller::status::time(scope.now_ms).0;
+    match leases.renew_as_read(lease, &id, now).await {
+        Ok(_) => {}
+        Err(
+            ClaimError::NotHolder { .. } | ClaimError::Conflict { .. } | ClaimError::Gone { .. },
+        ) => {
+            return Ok(false);
+        }
+        Err(error) => return Err(error.into()),
+    }
+    let RunView::Pending(waiting) = &plan.run else {
+        return Ok(false);
+    };
+    match super::pod_wait::shown_waiting(&plan.task, &id, waiting, scope.now_ms) {
+        Some(new) => {
+            write_status(scope.ctx, &plan.task, &new).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
 /// How an attempt end read from the caches stands after a live read.
 enum Confirmed {
     /// The caches are behind: the claim is still held, or the Pod still exists.
@@ -361,7 +406,7 @@ async fn confirm_end(
             {
                 return Ok(Confirmed::As(AttemptEnd::Reported(Box::new(result))));
             }
-            Ok(match super::run_view::run_view(pod.as_ref(), true) {
+            Ok(match super::run_view::run_view(pod.as_ref(), true, None) {
                 crate::engine::lifecycle::RunView::Ended {
                     result: Some(result),
                     ..
@@ -476,6 +521,7 @@ async fn start(
         overrides: scope.feature.spec.pod_template.as_ref(),
         kind,
         verify: &scope.feature.spec.verify,
+        lease_duration_seconds: scope.feature.spec.lease_duration_seconds,
     };
     let mut pod = attempt_pod(&input, &ctx.pod_settings)?;
     super::git::add_to_attempt_pod(

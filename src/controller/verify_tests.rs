@@ -54,6 +54,7 @@ fn pod(kind: AttemptKind, verify: &VerifySpec) -> Pod {
         overrides: None,
         kind,
         verify,
+        lease_duration_seconds: 60,
     };
     let settings = PodSettings {
         ralph_image: "ralph:1".to_owned(),

@@ -146,8 +146,11 @@ pub fn attempt_number_of(task: &str, id: &str) -> Option<u32> {
 pub enum RunView {
     /// The attempt's run was never created.
     NotStarted,
-    /// Created, not running yet (scheduling, pulling images, init containers).
-    Pending,
+    /// Created, its agent not started yet (scheduling, pulling images, init containers).
+    /// The claim measures a running attempt: while the run waits, whoever decides keeps the
+    /// claim alive ([`Action::RenewClaim`]), and past its start deadline the attempt is
+    /// released without charging a retry ([`AttemptEnd::NotStarted`]).
+    Pending(Waiting),
     /// Running. (Liveness is the claim's business: whoever renews it checks the runner's
     /// heartbeat.)
     Running,
@@ -162,7 +165,21 @@ pub enum RunView {
     Missing,
 }
 
+/// Why and until when a created run waits to start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// Why it waits, as its executor says (e.g. the scheduler's message), when it says.
+    pub reason: Option<String>,
+    /// When the attempt is released if its run has still not started, Unix ms.
+    pub release_at_ms: Option<i64>,
+}
+
 impl RunView {
+    /// A run that waits to start, with no reason given and no deadline.
+    pub fn pending() -> Self {
+        RunView::Pending(Waiting::default())
+    }
+
     fn exists(&self) -> bool {
         !matches!(self, RunView::NotStarted | RunView::Missing)
     }
@@ -181,6 +198,12 @@ pub enum AttemptEnd {
     /// The claim expired or passed to someone else before the attempt reported.
     ClaimLost {
         /// What happened to the claim.
+        reason: String,
+    },
+    /// The run never started within its start deadline (no node, images not pulled): the
+    /// attempt is released and the task tried again, no retry charged.
+    NotStarted {
+        /// Why it waited, and how long.
         reason: String,
     },
     /// The attempt was stopped on purpose (suspend) and reported nothing.
@@ -211,6 +234,13 @@ impl AttemptEnd {
                 decision.event.message = format!("{} ({reason})", decision.event.message);
                 decision
             }
+            AttemptEnd::NotStarted { reason } => back_to_pending(
+                "AttemptNotStarted",
+                format!(
+                    "task {}: attempt released without charging a retry: {reason}",
+                    task.name
+                ),
+            ),
             AttemptEnd::Interrupted { reason } => back_to_pending(
                 "AttemptInterrupted",
                 format!("task {}: attempt interrupted: {reason}", task.name),
@@ -265,6 +295,9 @@ pub enum Action {
         /// The attempt number to start.
         attempt: u32,
     },
+    /// Renew the attempt's claim on its behalf: its run waits to start, so nothing in it
+    /// renews the claim yet.
+    RenewClaim,
     /// Stop the live run gracefully (the runner gets SIGTERM and reports `cancelled`).
     Cancel,
     /// Record how the current attempt ended and apply its conclusion to the task (which
@@ -294,7 +327,7 @@ pub fn decide(
 /// if one is left, is spent and needs nothing.
 fn clean_up(run: &RunView) -> Vec<Action> {
     match run {
-        RunView::Pending | RunView::Running => vec![Action::Cancel],
+        RunView::Pending(_) | RunView::Running => vec![Action::Cancel],
         RunView::Ended { .. } => vec![Action::DeleteRun],
         RunView::NotStarted | RunView::Missing => Vec::new(),
     }
@@ -390,7 +423,8 @@ fn decide_running(
         };
     }
 
-    if ours.is_expired(now_ms) {
+    // A run that has not started holds its claim however long it waits: nothing ran.
+    if ours.is_expired(now_ms) && !matches!(run, RunView::Pending(_)) {
         return lost(run, expired_reason(ours));
     }
 
@@ -422,8 +456,33 @@ fn decide_running(
             },
             Action::RequeueAt(ours.expires_at_ms()),
         ],
+        RunView::Pending(waiting) => keep_waiting(ours, waiting, now_ms),
         _ => vec![Action::RequeueAt(ours.expires_at_ms())],
     }
+}
+
+/// A run that waits to start: released once past its deadline, else its claim renewed
+/// every third of its duration.
+fn keep_waiting(claim: &ClaimView, waiting: &Waiting, now_ms: i64) -> Vec<Action> {
+    if let Some(deadline) = waiting.release_at_ms.filter(|at| now_ms >= *at) {
+        let waited_s = (now_ms - deadline).max(0).div_euclid(1000);
+        let why = waiting.reason.as_deref().unwrap_or("no reason given");
+        return ended(AttemptEnd::NotStarted {
+            reason: format!("its run did not start by its deadline ({why}; {waited_s} s past it)"),
+        });
+    }
+    let every = (claim.duration_ms / 3).max(1000);
+    let due = claim.renewed_at_ms.saturating_add(every);
+    let mut actions = Vec::with_capacity(2);
+    let next = if now_ms >= due {
+        actions.push(Action::RenewClaim);
+        now_ms.saturating_add(every)
+    } else {
+        due
+    };
+    let next = waiting.release_at_ms.map_or(next, |at| next.min(at));
+    actions.push(Action::RequeueAt(next));
+    actions
 }
 
 /// A result counts only for the attempt it names (results that name none are trusted to

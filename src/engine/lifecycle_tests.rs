@@ -270,13 +270,83 @@ fn running_attempt_with_fresh_claim_is_checked_again_when_the_claim_would_expire
     );
 }
 
+/// A run waiting to start, released at `release_at_ms`.
+fn waiting_until(release_at_ms: i64) -> RunView {
+    RunView::Pending(Waiting {
+        reason: Some("0/1 nodes are available: 1 Too many pods.".to_owned()),
+        release_at_ms: Some(release_at_ms),
+    })
+}
+
 #[test]
-fn pending_run_with_fresh_claim_waits() {
+fn waiting_run_with_a_recently_renewed_claim_is_looked_at_when_a_renewal_is_due() {
     let c = fresh("build-a1");
     assert_eq!(
-        decide(&running(1), Some(&c), &RunView::Pending, NOW),
-        vec![Action::RequeueAt(c.expires_at_ms())]
+        decide(&running(1), Some(&c), &waiting_until(NOW + 600_000), NOW),
+        vec![Action::RequeueAt(c.renewed_at_ms + LEASE_MS / 3)]
     );
+}
+
+#[test]
+fn waiting_run_has_its_claim_renewed_every_third_of_the_lease() {
+    let c = claim("build-a1", NOW - LEASE_MS / 3);
+    assert_eq!(
+        decide(&running(1), Some(&c), &waiting_until(NOW + 600_000), NOW),
+        vec![Action::RenewClaim, Action::RequeueAt(NOW + LEASE_MS / 3)]
+    );
+}
+
+#[test]
+fn waiting_run_is_not_lost_when_its_claim_expired() {
+    let actions = decide(
+        &running(1),
+        Some(&expired("build-a1")),
+        &waiting_until(NOW + 600_000),
+        NOW,
+    );
+    assert_eq!(
+        actions,
+        vec![Action::RenewClaim, Action::RequeueAt(NOW + LEASE_MS / 3)]
+    );
+}
+
+#[test]
+fn waiting_run_is_looked_at_again_at_its_deadline_when_that_comes_first() {
+    let c = claim("build-a1", NOW - LEASE_MS / 3);
+    assert_eq!(
+        decide(&running(1), Some(&c), &waiting_until(NOW + 5_000), NOW),
+        vec![Action::RenewClaim, Action::RequeueAt(NOW + 5_000)]
+    );
+}
+
+#[test]
+fn waiting_run_past_its_deadline_is_released_and_deleted() {
+    let actions = decide(
+        &running(1),
+        Some(&fresh("build-a1")),
+        &waiting_until(NOW - 2_000),
+        NOW,
+    );
+    let [
+        Action::Ingest(AttemptEnd::NotStarted { reason }),
+        Action::DeleteRun,
+    ] = actions.as_slice()
+    else {
+        panic!("not released: {actions:?}");
+    };
+    assert!(reason.contains("Too many pods"), "{reason}");
+}
+
+#[test]
+fn a_run_that_never_started_goes_back_to_pending_without_charging_a_retry() {
+    let end = AttemptEnd::NotStarted {
+        reason: "no node".to_owned(),
+    };
+    let decision = end.conclude(&context());
+    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.event.reason, "AttemptNotStarted");
 }
 
 #[test]
@@ -873,7 +943,8 @@ fn any_claim() -> impl Strategy<Value = Option<ClaimView>> {
 fn any_run() -> impl Strategy<Value = RunView> {
     prop_oneof![
         Just(RunView::NotStarted),
-        Just(RunView::Pending),
+        Just(RunView::pending()),
+        Just(waiting_until(NOW - 1)),
         Just(running_run()),
         Just(RunView::Missing),
         Just(RunView::Ended {

@@ -13,7 +13,10 @@
 //! A container whose image is under the `.invalid` domain (e.g. `registry.invalid/x`) is
 //! never pulled: the Pod stays Pending with that container waiting in `ErrImagePull`.
 //! A container without `command` is taken to run the ralph image's entrypoint (the local
-//! binary). With a kubeconfig, `ralph sidecar` containers (plain or native) run too, with
+//! binary). As a real node does: a plain (non-native) sidecar keeps its Pod Running until it
+//! exits by itself; Pods beyond the node's Pod limit wait unschedulable; a NotReady node
+//! starts nothing; a volume mounted onto a path that is a file in the image fails the
+//! container (`StartError`); emptyDirs do not belong to the agent's user. With a kubeconfig, `ralph sidecar` containers (plain or native) run too, with
 //! `KUBECONFIG` set, and get SIGTERM once the agent has ended; other init containers (the
 //! binary install) are not run: the binary is mapped instead.
 //!
@@ -68,6 +71,10 @@ pub struct NodeOptions {
     /// Host directories Pods may name directly (e.g. test fixtures in the agent command):
     /// paths under them are never rewritten onto the Pod's volumes.
     pub host_dirs: Vec<PathBuf>,
+    /// The node's Pod limit (`maxPods`); `None`: no limit.
+    pub max_pods: Option<usize>,
+    /// Files in images, as `(image, path)`: mounting a volume onto one fails the container.
+    pub image_files: Vec<(String, String)>,
 }
 
 impl NodeOptions {
@@ -83,7 +90,21 @@ impl NodeOptions {
             sidecar_kubeconfig: None,
             extra_env: Vec::new(),
             host_dirs: Vec::new(),
+            max_pods: None,
+            image_files: Vec::new(),
         }
+    }
+
+    /// Runs at most `max_pods` Pods at once; the others wait unscheduled.
+    pub fn max_pods(mut self, max_pods: usize) -> Self {
+        self.max_pods = Some(max_pods);
+        self
+    }
+
+    /// `path` is a file in `image`: a container of it cannot mount a volume there.
+    pub fn image_file(mut self, image: &str, path: &str) -> Self {
+        self.image_files.push((image.to_owned(), path.to_owned()));
+        self
     }
 
     /// Lets Pods name paths under `dir` on this machine (not rewritten onto volumes).
@@ -148,10 +169,14 @@ impl KubeletStandIn {
                 ralph_binary: options.ralph_binary,
                 in_pod_ralph: options.in_pod_ralph,
                 host_dirs: options.host_dirs,
+                image_files: options.image_files,
             },
             node_name: options.node_name,
             sidecar_kubeconfig: options.sidecar_kubeconfig,
             extra_env: options.extra_env,
+            slots: options
+                .max_pods
+                .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
         };
         Ok(Self::spawn(
             client,
@@ -184,6 +209,12 @@ impl KubeletStandIn {
             shutdown,
             root,
         }
+    }
+
+    /// Marks the node Ready or NotReady (mode B): while NotReady, Pods bound to it are not
+    /// started (they stay Pending), as when its kubelet is down; they start once it is Ready.
+    pub fn set_ready(&self, ready: bool) {
+        self.shared.ready.send_replace(ready);
     }
 
     /// The node's root directory (mode B).

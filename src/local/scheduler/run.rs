@@ -219,8 +219,9 @@ impl<'a> Run<'a> {
         let mut transition = Transition::default();
         for action in actions {
             match action {
-                // The store claims and records the attempt in one transaction (StartAttempt).
-                Action::Claim { .. } => {}
+                // The store claims and records the attempt in one transaction (StartAttempt);
+                // a local run starts at once, so it never waits with a claim to renew.
+                Action::Claim { .. } | Action::RenewClaim => {}
                 Action::StartAttempt { attempt } => {
                     self.flush(&mut transition, now_ms)?;
                     self.start(task, attempt, now_ms)?;

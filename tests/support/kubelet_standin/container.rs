@@ -51,6 +51,58 @@ pub struct NodeLayout {
     pub in_pod_ralph: String,
     /// Host directories a Pod's command line may name directly; never rewritten.
     pub host_dirs: Vec<PathBuf>,
+    /// Files in images, as `(image, path)`: a container of that image that mounts a volume
+    /// at (or under) that path cannot start, as runc refuses to mount onto a file.
+    pub image_files: Vec<(String, String)>,
+}
+
+/// The runtime's error for the first container (init containers first) that mounts a
+/// volume onto a path that is a file in its image ([`NodeLayout::image_files`]), as runc
+/// reports it.
+pub fn mount_onto_image_file(layout: &NodeLayout, pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    containers.into_iter().find_map(|container| {
+        let image = container.image.as_deref()?;
+        let mounts = container.volume_mounts.iter().flatten();
+        mounts.into_iter().find_map(|mount| {
+            let (_, file) = layout.image_files.iter().find(|(file_image, file)| {
+                file_image == image && under(&mount.mount_path, file).is_some()
+            })?;
+            Some(format!(
+                "failed to create containerd task: failed to create shim task: OCI runtime \
+                 create failed: runc create failed: unable to start container process: error \
+                 during container init: error mounting \"/var/lib/kubelet/pods/{}/volumes/\
+                 kubernetes.io~empty-dir/{}\" to rootfs at \"{}\": mount {}: not a \
+                 directory: unknown (container {}: {} is a file in image {image})",
+                pod.metadata.uid.as_deref().unwrap_or_default(),
+                mount.name,
+                mount.mount_path,
+                mount.mount_path,
+                container.name,
+                file,
+            ))
+        })
+    })
+}
+
+/// The owner the kubelet leaves an emptyDir with: root, the Pod's fsGroup, mode 2777, while
+/// the agent runs as another user. Here processes run as the test's user, so when that is
+/// root the directory is given to `nobody` (65534) instead (not being root, it stays the test's): either way the agent does not
+/// own its workspace, and git run by the agent sees "dubious ownership" unless told.
+const NOT_THE_AGENT: u32 = 65534;
+
+fn own_as_the_kubelet_does(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o2777))?;
+    match std::os::unix::fs::chown(dir, Some(NOT_THE_AGENT), None) {
+        Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => Ok(()),
+        other => other,
+    }
 }
 
 /// Container paths mapped onto host paths (longest container path first), except paths
@@ -154,6 +206,9 @@ pub async fn prepare_volumes(
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         let dir = volume_dir(layout, &namespace, pod_dir, volume);
         std::fs::create_dir_all(&dir)?;
+        if volume.empty_dir.is_some() {
+            own_as_the_kubelet_does(&dir)?;
+        }
         let data_source = match (&volume.config_map, &volume.secret) {
             (Some(source), _) => Some((DataSource::ConfigMap(&source.name), &source.items)),
             (_, Some(source)) => {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -12,9 +12,10 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::container::{NodeLayout, PathMap, Prepared, prepare_container, prepare_volumes};
+use super::container::{self, NodeLayout, PathMap, Prepared, prepare_container, prepare_volumes};
 use super::manual;
 use super::process;
 use super::status::{self, Termination, agent_container, is_native_sidecar, runs_ralph};
@@ -34,6 +35,9 @@ pub enum Mode {
         sidecar_kubeconfig: Option<PathBuf>,
         /// Extra environment for every process.
         extra_env: Vec<(String, String)>,
+        /// The node's Pod limit (`maxPods`): a Pod beyond it waits unscheduled until one
+        /// ends. Pods that have not ended (a plain sidecar still running) count.
+        slots: Option<Arc<Semaphore>>,
     },
 }
 
@@ -52,14 +56,30 @@ pub struct RunInfo {
     pub exit_code: Option<i32>,
     /// Why the Pod could not be run, if it could not.
     pub error: Option<String>,
+    /// When the agent container's process ended.
+    pub agent_ended_at: Option<Instant>,
+    /// When the stand-in reported the Pod terminal (Succeeded or Failed).
+    pub terminal_at: Option<Instant>,
 }
 
 /// State shared by the loop and the Pod tasks.
-#[derive(Default)]
 pub struct Shared {
     /// Runs by `namespace/name`.
     pub runs: Mutex<BTreeMap<String, RunInfo>>,
     controls: Mutex<BTreeMap<String, Arc<Control>>>,
+    /// Whether the node is Ready: while not, Pods bound to it are not started (its kubelet
+    /// is down or cut off), as on a node that went NotReady.
+    pub ready: watch::Sender<bool>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            runs: Mutex::default(),
+            controls: Mutex::default(),
+            ready: watch::Sender::new(true),
+        }
+    }
 }
 
 impl Shared {
@@ -234,8 +254,12 @@ async fn run_pod(
         node_name,
         sidecar_kubeconfig,
         extra_env,
+        slots,
     } = mode
     else {
+        return;
+    };
+    let Some(_slot) = node_slot(&client, slots, &control, &shutdown, &pod).await else {
         return;
     };
     let namespace = pod.namespace().unwrap_or_default();
@@ -269,6 +293,20 @@ async fn run_pod(
     };
     if let Err(error) = manual::bind(&pods, &name, &node_name).await {
         return fail(format!("binding to node {node_name:?}: {error}")).await;
+    }
+    // A node that is not Ready starts nothing: the Pod stays Pending, bound to it.
+    let mut ready = shared.ready.subscribe();
+    let started = tokio::select! {
+        ready = ready.wait_for(|ready| *ready) => ready.is_ok(),
+        () = control.stop.cancelled() => false,
+        () = shutdown.cancelled() => return,
+    };
+    if !started {
+        shared.controls().remove(&key);
+        return confirm_deletion(pods, pod).await;
+    }
+    if let Some(message) = container::mount_onto_image_file(&layout, &pod) {
+        return fail(message).await;
     }
     // An image no registry serves: the Pod stays Pending, its container waiting, as a
     // kubelet's failed pull leaves it (nothing runs; a deletion is confirmed at once).
@@ -313,9 +351,9 @@ async fn run_pod(
         sidecar_env.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
     }
     let mut sidecar_children = Vec::new();
-    for sidecar in &sidecars {
+    for (sidecar, native) in &sidecars {
         match process::spawn(sidecar, &sidecar_env) {
-            Ok(child) => sidecar_children.push(child),
+            Ok(child) => sidecar_children.push((sidecar.clone(), *native, child)),
             Err(error) => {
                 return fail(format!("starting sidecar {:?}: {error}", sidecar.name)).await;
             }
@@ -331,7 +369,9 @@ async fn run_pod(
             Err(error) => return fail(format!("running {:?}: {error}", init.name)).await,
         };
         if exit_code != 0 {
-            sidecar_children.iter().for_each(process::kill_group);
+            sidecar_children
+                .iter()
+                .for_each(|(_, _, c)| process::kill_group(c));
             let message = process::termination_message(init, exit_code);
             let termination = Termination::error(exit_code, message);
             write_status(
@@ -367,10 +407,11 @@ async fn run_pod(
         }
         () = shutdown.cancelled() => {
             process::kill_group(&child);
-            sidecar_children.iter().for_each(process::kill_group);
+            sidecar_children.iter().for_each(|(_, _, c)| process::kill_group(c));
             return;
         }
     };
+    let agent_ended_at = Instant::now();
     let mut others = Vec::new();
     for (finisher, mut finisher_child) in finishers {
         let exit = if control.stop.is_cancelled() {
@@ -383,29 +424,134 @@ async fn run_pod(
         let termination = Termination::from_exit(code, message);
         others.push((finisher.name.clone(), termination));
     }
-    for sidecar in &mut sidecar_children {
-        // A sidecar that fails to stop cleanly does not change the Pod's outcome.
-        let _ = process::stop(sidecar, Duration::from_secs(2)).await;
-    }
     let exit_code = match exit {
         Ok(status) => process::exit_code(status),
         Err(error) => return fail(format!("waiting for the agent: {error}")).await,
     };
     if let Some(run) = shared.runs().get_mut(&key) {
         run.exit_code = Some(exit_code);
+        run.agent_ended_at = Some(agent_ended_at);
     }
     let message = process::termination_message(&agent, exit_code);
     let termination = Termination::from_exit(exit_code, message);
+    let ended = Ended {
+        pods: &pods,
+        pod: &pod,
+        agent: &termination,
+        started_at: &started_at,
+    };
+    let stopped = end_sidecars(
+        &ended,
+        &mut sidecar_children,
+        &mut others,
+        &control,
+        &shutdown,
+    )
+    .await;
+    if stopped == SidecarsEnded::Shutdown {
+        return;
+    }
     write_status(
         &pods,
         &name,
         status::terminated_with(&pod, &termination, &others, &started_at, &now()),
     )
     .await;
+    if let Some(run) = shared.runs().get_mut(&key) {
+        run.terminal_at = Some(Instant::now());
+    }
     shared.controls().remove(&key);
     if control.stop.is_cancelled() {
         confirm_deletion(pods, pod).await;
     }
+}
+
+/// Waits for room on the node when it has a Pod limit, showing the Pod unschedulable
+/// meanwhile (the scheduler binds no Pod to a full node). `None` when the Pod is deleted
+/// or the stand-in stops first.
+async fn node_slot(
+    client: &Client,
+    slots: Option<Arc<Semaphore>>,
+    control: &Control,
+    shutdown: &CancellationToken,
+    pod: &Pod,
+) -> Option<Option<OwnedSemaphorePermit>> {
+    let Some(slots) = slots else {
+        return Some(None);
+    };
+    if let Ok(permit) = slots.clone().try_acquire_owned() {
+        return Some(Some(permit));
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    let message = "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are \
+                   available: 1 No preemption victims found for incoming pod.";
+    write_status(
+        &pods,
+        &pod.name_any(),
+        status::unschedulable(message, &now()),
+    )
+    .await;
+    tokio::select! {
+        permit = slots.acquire_owned() => permit.ok().map(Some),
+        () = control.stop.cancelled() => {
+            confirm_deletion(pods, pod.clone()).await;
+            None
+        }
+        () = shutdown.cancelled() => None,
+    }
+}
+
+/// A Pod whose agent container ended, for the status written while sidecars end.
+struct Ended<'a> {
+    pods: &'a Api<Pod>,
+    pod: &'a Pod,
+    agent: &'a Termination,
+    started_at: &'a str,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum SidecarsEnded {
+    /// Every sidecar ended (by itself, or stopped).
+    Ended,
+    /// The stand-in is stopping: nothing more is reported.
+    Shutdown,
+}
+
+/// Ends the sidecars once the agent (and the git steps) ended, as a kubelet does: a native
+/// sidecar (an init container with `restartPolicy: Always`) gets SIGTERM; a plain sidecar is
+/// a main container like any other, so the Pod stays Running, shown so, until it exits by
+/// itself (its end goes into `others`). A deletion stops them all.
+async fn end_sidecars(
+    ended: &Ended<'_>,
+    sidecars: &mut [(Prepared, bool, tokio::process::Child)],
+    others: &mut Vec<(String, Termination)>,
+    control: &Control,
+    shutdown: &CancellationToken,
+) -> SidecarsEnded {
+    let plain_running = sidecars.iter().any(|(_, native, _)| !native);
+    if plain_running && !control.stop.is_cancelled() {
+        let status = status::agent_ended(ended.pod, ended.agent, others, ended.started_at, &now());
+        write_status(ended.pods, &ended.pod.name_any(), status).await;
+    }
+    for (prepared, native, child) in sidecars.iter_mut() {
+        let exit = if *native || control.stop.is_cancelled() {
+            process::stop(child, Duration::from_secs(2)).await
+        } else {
+            tokio::select! {
+                exit = child.wait() => exit,
+                () = control.stop.cancelled() => process::stop(child, Duration::from_secs(2)).await,
+                () = shutdown.cancelled() => {
+                    process::kill_group(child);
+                    return SidecarsEnded::Shutdown;
+                }
+            }
+        };
+        if !*native {
+            let code = exit.map(process::exit_code).unwrap_or(137);
+            others.push((prepared.name.clone(), Termination::from_exit(code, None)));
+        }
+    }
+    SidecarsEnded::Ended
 }
 
 /// The git steps of an agent Pod (`ralph git ...`): init containers run before the agent,
@@ -457,7 +603,7 @@ async fn prepare_all(
     pod: &Pod,
     pod_dir: &std::path::Path,
     with_sidecars: bool,
-) -> Result<(Prepared, Vec<Prepared>), String> {
+) -> Result<(Prepared, Vec<(Prepared, bool)>), String> {
     let volumes = prepare_volumes(client, layout, pod, pod_dir)
         .await
         .map_err(|e| e.to_string())?;
@@ -478,7 +624,7 @@ async fn prepare_all(
             let prepared = prepare_container(client, layout, pod, container, &volumes, pod_dir)
                 .await
                 .map_err(|e| e.to_string())?;
-            sidecars.push(prepared);
+            sidecars.push((prepared, is_native_sidecar(container)));
         }
     }
     Ok((prepared_agent, sidecars))

@@ -263,7 +263,9 @@ pub fn init_failed(
     pod_status(spec, "Failed", &conditions, now, init, main)
 }
 
-/// [`terminated`], with how some other containers (by name) ended.
+/// [`terminated`], with how some other containers (by name) ended: phase Succeeded when
+/// every main container exited 0, else Failed (as a kubelet decides for `restartPolicy:
+/// Never`).
 pub fn terminated_with(
     pod: &Pod,
     agent: &Termination,
@@ -271,23 +273,57 @@ pub fn terminated_with(
     started_at: &str,
     now: &str,
 ) -> Value {
+    let all_ok = agent.exit_code == 0 && others.iter().all(|(_, t)| t.exit_code == 0);
+    let phase = if all_ok { "Succeeded" } else { "Failed" };
+    main_containers(pod, phase, agent, others, started_at, now)
+}
+
+/// Status of a Pod whose agent container (and `others`, by name) ended while its other
+/// main containers still run (a plain sidecar that has not exited): phase Running.
+pub fn agent_ended(
+    pod: &Pod,
+    agent: &Termination,
+    others: &[(String, Termination)],
+    started_at: &str,
+    now: &str,
+) -> Value {
+    main_containers(pod, "Running", agent, others, started_at, now)
+}
+
+/// Main containers: the agent ended with `agent`, those in `others` as given; any other
+/// one ended with exit 0 in a terminal `phase`, runs otherwise.
+fn main_containers(
+    pod: &Pod,
+    phase: &str,
+    agent: &Termination,
+    others: &[(String, Termination)],
+    started_at: &str,
+    now: &str,
+) -> Value {
     let Some(spec) = pod.spec.as_ref() else {
-        return json!({ "phase": agent.phase() });
+        return json!({ "phase": phase });
     };
+    let over = phase != "Running";
     let agent_name = agent_container(pod).map(|c| c.name.clone());
     let state = |t: &Termination| terminated_state(t, started_at, now);
+    let running = json!({ "running": { "startedAt": started_at } });
     let other = Termination::succeeded();
-    let init = |_: &Container| (state(&other), false);
-    let main = |c: &Container| {
-        let t = if Some(&c.name) == agent_name.as_ref() {
-            agent
+    let init = |c: &Container| {
+        if is_native_sidecar(c) && !over {
+            (running.clone(), true)
         } else {
-            others
-                .iter()
-                .find(|(name, _)| *name == c.name)
-                .map_or(&other, |(_, t)| t)
-        };
-        (state(t), false)
+            (state(&other), false)
+        }
+    };
+    let main = |c: &Container| {
+        if Some(&c.name) == agent_name.as_ref() {
+            return (state(agent), false);
+        }
+        match others.iter().find(|(name, _)| *name == c.name) {
+            Some((_, t)) => (state(t), false),
+            None if over => (state(&other), false),
+            None => (running.clone(), true),
+        }
     };
     let conditions = [
         ("PodScheduled", true),
@@ -295,7 +331,22 @@ pub fn terminated_with(
         ("ContainersReady", false),
         ("Ready", false),
     ];
-    pod_status(spec, agent.phase(), &conditions, now, init, main)
+    pod_status(spec, phase, &conditions, now, init, main)
+}
+
+/// Status of a Pod the scheduler cannot place (the node is at its Pod limit): Pending, no
+/// node, `PodScheduled=False` with reason `Unschedulable` and the scheduler's message.
+pub fn unschedulable(message: &str, now: &str) -> Value {
+    json!({
+        "phase": "Pending",
+        "conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": now,
+        }],
+    })
 }
 
 /// Status of a Pod the kubelet evicted (node pressure): phase Failed, reason Evicted, the
