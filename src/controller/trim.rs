@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod,
-    PodStatus,
+    PodCondition, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -207,9 +207,10 @@ async fn read_description(
 /// and creation times, and of its status the phase, reason, message, start time and each
 /// container's name and how it runs or ended (the runner's result is the agent container's
 /// termination message); of a waiting container only a start problem (the kubelet's reason,
-/// its message bounded, and the image: [`super::pod_start`]). No spec, no prompt
-/// annotation, no conditions, addresses or container ids: the lifecycle, the git steps and
-/// the retention sweep read none of them.
+/// its message bounded, and the image: [`super::pod_start`]); of its conditions only the
+/// scheduler's `PodScheduled=False` (a Pod that waits for a node). No spec, no prompt
+/// annotation, no other conditions, addresses or container ids: the lifecycle, the git
+/// steps and the retention sweep read none of them.
 pub fn trim_pod(pod: &mut Pod) {
     trim_metadata(&mut pod.metadata);
     pod.spec = None;
@@ -220,6 +221,7 @@ pub fn trim_pod(pod: &mut Pod) {
         reason: status.reason,
         message: status.message,
         start_time: status.start_time,
+        conditions: status.conditions.and_then(unschedulable_only),
         container_statuses: status.container_statuses.map(trim_containers),
         init_container_statuses: status.init_container_statuses.map(trim_containers),
         ..PodStatus::default()
@@ -243,6 +245,28 @@ pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
             .iter()
             .any(|r| r.pod.as_deref() == Some(name) && r.outcome.is_some())
 }
+
+/// Of a Pod's conditions only `PodScheduled=False` (the scheduler's word on a Pod that waits
+/// for a node, its message bounded): the Task shows it while the attempt waits.
+fn unschedulable_only(conditions: Vec<PodCondition>) -> Option<Vec<PodCondition>> {
+    let kept: Vec<PodCondition> = conditions
+        .into_iter()
+        .filter(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| PodCondition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c
+                .message
+                .map(|m| crate::engine::policy::cut_chars(m.trim(), MAX_SCHEDULER_MESSAGE_CHARS)),
+            ..PodCondition::default()
+        })
+        .collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
+/// The longest scheduler message a cached Pod keeps.
+const MAX_SCHEDULER_MESSAGE_CHARS: usize = 240;
 
 fn trim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
     statuses
@@ -417,6 +441,25 @@ mod tests {
                 .and_then(|s| s.terminated.as_ref())
                 .and_then(|t| t.message.as_deref()),
             Some("{\"outcome\":\"prepared\"}")
+        );
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_the_schedulers_word_while_no_node_takes_it() {
+        let mut pod = pod_from(serde_json::json!({
+            "metadata": {"name": "t-a1", "namespace": "ns"},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Too many pods."},
+                {"type": "Ready", "status": "False"},
+            ]},
+        }));
+        trim_pod(&mut pod);
+        let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(
+            conditions[0].message.as_deref(),
+            Some("0/1 nodes are available: 1 Too many pods.")
         );
     }
 

@@ -149,7 +149,10 @@ pub async fn create_namespace(
         .collect();
     let name = format!("ralph-e2e-{test}-{suffix}");
     let namespace: Namespace = serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": { "ralph.dev/e2e": "true" } },
+        "metadata": {
+            "name": name,
+            "labels": { "ralph.dev/e2e": "true", "ralph.dev/e2e-node": name },
+        },
     }))
     .unwrap_or_else(|e| panic!("namespace manifest: {e}"));
     Api::<Namespace>::all(client.clone())
@@ -298,7 +301,10 @@ pub async fn has_schedulable_nodes(client: &Client) -> bool {
 /// exist. Deleted when the guard drops.
 pub async fn create_standin_node(client: &Client, kubeconfig: &Path, name: &str) -> DeleteOnDrop {
     let node: Node = serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": { "ralph.dev/e2e": "true" } },
+        "metadata": {
+            "name": name,
+            "labels": { "ralph.dev/e2e": "true", "ralph.dev/e2e-node": name },
+        },
         "spec": { "unschedulable": true },
     }))
     .unwrap_or_else(|e| panic!("node manifest: {e}"));

@@ -14,8 +14,15 @@ pub struct ControllerProcess {
 }
 
 impl ControllerProcess {
-    /// Starts `ralph controller` for `namespace` with leader election in that namespace.
-    pub fn start(kubeconfig: &Path, namespace: &str, ralph_image: &str, log_dir: &Path) -> Self {
+    /// Starts `ralph controller` for `namespace` with leader election in that namespace, and
+    /// `extra` arguments.
+    pub fn start(
+        kubeconfig: &Path,
+        namespace: &str,
+        ralph_image: &str,
+        log_dir: &Path,
+        extra: &[String],
+    ) -> Self {
         let log = log_dir.join("controller.log");
         let out = std::fs::File::create(&log)
             .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
@@ -31,6 +38,7 @@ impl ControllerProcess {
             ])
             .args(["--lease-namespace", namespace])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RALPH_LOG", "info,ralph=debug")
             .env("POD_NAME", format!("e2e-controller-{namespace}"))

@@ -93,6 +93,12 @@ impl Accounts<'_> {
 impl E2e {
     /// Sets up the world for `test` (panics naming the variables when there is no cluster).
     pub async fn setup(test: &str) -> Self {
+        Self::setup_with(test, &[]).await
+    }
+
+    /// [`E2e::setup`] with extra arguments for `ralph controller` (e.g.
+    /// `--native-sidecars false`).
+    pub async fn setup_with(test: &str, controller_args: &[&str]) -> Self {
         let target = cluster::target(test);
         let logs = tempfile::Builder::new()
             .prefix(&format!("ralph-e2e-{test}-"))
@@ -154,8 +160,14 @@ impl E2e {
             PodRunner::Cluster { image } => image.clone(),
             PodRunner::StandIn { .. } => "ralph-e2e:stand-in".to_owned(),
         };
-        let controller =
-            ControllerProcess::start(&as_controller, &namespace, &ralph_image, logs.path());
+        let extra: Vec<String> = controller_args.iter().map(|a| (*a).to_owned()).collect();
+        let controller = ControllerProcess::start(
+            &as_controller,
+            &namespace,
+            &ralph_image,
+            logs.path(),
+            &extra,
+        );
         let pods_seen = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(record_pods(
             client.clone(),

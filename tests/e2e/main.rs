@@ -24,6 +24,7 @@ mod cluster;
 mod controller_process;
 mod harness;
 mod pod_start;
+mod real_pods;
 
 use ralph::api::{AttemptOutcome, FeaturePhase};
 use serde_json::json;

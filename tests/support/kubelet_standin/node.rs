@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -259,6 +259,9 @@ async fn run_pod(
     else {
         return;
     };
+    if !node_selected(&client, &node_name, &control, &shutdown, &pod).await {
+        return;
+    }
     let Some(_slot) = node_slot(&client, slots, &control, &shutdown, &pod).await else {
         return;
     };
@@ -463,6 +466,63 @@ async fn run_pod(
     shared.controls().remove(&key);
     if control.stop.is_cancelled() {
         confirm_deletion(pods, pod).await;
+    }
+}
+
+/// Waits until the stand-in's Node object (when one is registered in the API) carries every
+/// label of the Pod's `nodeSelector`, showing the Pod unschedulable meanwhile, as the
+/// scheduler leaves a Pod no node matches. False when the Pod is deleted or the stand-in
+/// stops first.
+async fn node_selected(
+    client: &Client,
+    node_name: &str,
+    control: &Control,
+    shutdown: &CancellationToken,
+    pod: &Pod,
+) -> bool {
+    let selector = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_selector.clone())
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return true;
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    let mut shown = false;
+    loop {
+        let labels = match nodes.get_opt(node_name).await {
+            Ok(Some(node)) => node.metadata.labels.unwrap_or_default(),
+            // No Node registered for the stand-in: it takes every Pod.
+            _ => return true,
+        };
+        if selector
+            .iter()
+            .all(|(key, value)| labels.get(key) == Some(value))
+        {
+            return true;
+        }
+        if !shown {
+            let message = "0/1 nodes are available: 1 node(s) didn't match Pod's node \
+                           affinity/selector. preemption: 0/1 nodes are available: 1 \
+                           Preemption is not helpful for scheduling.";
+            write_status(
+                &pods,
+                &pod.name_any(),
+                status::unschedulable(message, &now()),
+            )
+            .await;
+            shown = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            () = control.stop.cancelled() => {
+                confirm_deletion(pods, pod.clone()).await;
+                return false;
+            }
+            () = shutdown.cancelled() => return false,
+        }
     }
 }
 
