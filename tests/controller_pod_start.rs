@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use ralph::api::AttemptOutcome;
+use ralph::controller::pod_start::START_GRACE_MS;
 use ralph::engine::dag::TaskPhase;
 
 const PULL_FAILED: &str = "failed to pull and unpack image \"agent:test\": pull access denied";
@@ -39,17 +40,35 @@ async fn cannot_start(h: &Harness, name: &str, reason: &str, message: &str) -> S
     pod
 }
 
-/// [`cannot_start`], and the attempt's claim expired (the sidecar stopped renewing it: no
-/// runner heartbeat): the controller reads the Pod before ruling the claim lost.
-async fn cannot_start_until_the_claim_expires(
+/// [`cannot_start`], until the kubelet's grace for the problem is over and the attempt is
+/// ruled (the controller keeps the claim of a Pod that has not started meanwhile, so the
+/// ruling comes from the grace, not from a lapsed claim).
+async fn cannot_start_past_its_grace(
     h: &Harness,
     name: &str,
     reason: &str,
     message: &str,
 ) -> String {
     let pod = cannot_start(h, name, reason, message).await;
-    h.expire_claim(&format!("{name}-a")).await;
-    pod
+    let task = format!("{name}-a");
+    let limit = std::time::Duration::from_millis(START_GRACE_MS.unsigned_abs()) * 2;
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let status = h.task_status(&task).await;
+        if attempt_outcomes(&status)
+            .first()
+            .copied()
+            .flatten()
+            .is_some()
+        {
+            return pod;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{task}: attempt never ruled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 fn attempt_outcomes(status: &ralph::api::TaskStatus) -> Vec<Option<AttemptOutcome>> {
@@ -59,7 +78,7 @@ fn attempt_outcomes(status: &ralph::api::TaskStatus) -> Vec<Option<AttemptOutcom
 #[tokio::test]
 async fn an_image_that_cannot_be_pulled_is_a_task_condition_naming_the_pod_image_and_fix() {
     let (h, _kubelet) = start().await;
-    cannot_start_until_the_claim_expires(&h, "pull", "ErrImagePull", PULL_FAILED).await;
+    cannot_start(&h, "pull", "ErrImagePull", PULL_FAILED).await;
 
     let condition = h
         .wait_for_task_condition("pull-a", "Configured", "ErrImagePull")
@@ -82,7 +101,7 @@ async fn an_image_that_cannot_be_pulled_is_a_task_condition_naming_the_pod_image
 #[tokio::test]
 async fn an_image_that_cannot_be_pulled_is_the_features_configured_condition() {
     let (h, _kubelet) = start().await;
-    cannot_start_until_the_claim_expires(&h, "pullf", "ErrImagePull", PULL_FAILED).await;
+    cannot_start(&h, "pullf", "ErrImagePull", PULL_FAILED).await;
 
     let condition = h
         .wait_for_feature_condition("pullf", "Configured", "ErrImagePull")
@@ -95,7 +114,7 @@ async fn an_image_that_cannot_be_pulled_is_the_features_configured_condition() {
 #[tokio::test]
 async fn a_pod_that_cannot_start_ends_its_attempt_misconfigured_without_a_retry_or_a_new_pod() {
     let (h, _kubelet) = start().await;
-    let pod = cannot_start_until_the_claim_expires(&h, "noloop", "ErrImagePull", PULL_FAILED).await;
+    let pod = cannot_start_past_its_grace(&h, "noloop", "ErrImagePull", PULL_FAILED).await;
     h.wait_for_feature_condition("noloop", "Configured", "ErrImagePull")
         .await;
     // The Pod that cannot start is deleted (it never ran: there are no logs to keep).
@@ -144,7 +163,7 @@ async fn as_soon_as_the_pod_waits_the_task_and_feature_say_so_with_one_warning()
 #[tokio::test]
 async fn once_the_image_is_fixed_in_the_spec_the_work_resumes_and_succeeds() {
     let (h, _kubelet) = start().await;
-    let pod = cannot_start_until_the_claim_expires(&h, "fixed", "ErrImagePull", PULL_FAILED).await;
+    let pod = cannot_start_past_its_grace(&h, "fixed", "ErrImagePull", PULL_FAILED).await;
     h.wait_for_feature_condition("fixed", "Configured", "ErrImagePull")
         .await;
     h.wait_for_pod_gone(&pod).await;
@@ -170,8 +189,7 @@ async fn once_the_image_is_fixed_in_the_spec_the_work_resumes_and_succeeds() {
 async fn a_missing_secret_is_a_condition_that_names_it_and_says_to_create_it() {
     let (h, _kubelet) = start().await;
     let message = "secret \"agent-credentials\" not found";
-    cannot_start_until_the_claim_expires(&h, "nosecret", "CreateContainerConfigError", message)
-        .await;
+    cannot_start(&h, "nosecret", "CreateContainerConfigError", message).await;
 
     let condition = h
         .wait_for_task_condition("nosecret-a", "Configured", "CreateContainerConfigError")
@@ -247,8 +265,7 @@ async fn once_the_missing_secret_exists_stamping_the_pod_template_resumes_the_wo
     let (h, _kubelet) = start().await;
     let message = "secret \"agent-credentials\" not found";
     let pod =
-        cannot_start_until_the_claim_expires(&h, "stamped", "CreateContainerConfigError", message)
-            .await;
+        cannot_start_past_its_grace(&h, "stamped", "CreateContainerConfigError", message).await;
     h.wait_for_feature_condition("stamped", "Configured", "CreateContainerConfigError")
         .await;
     h.wait_for_pod_gone(&pod).await;
@@ -303,5 +320,49 @@ async fn a_feature_cache_behind_the_halt_starts_no_new_pod() {
         attempt_outcomes(&status),
         vec![Some(AttemptOutcome::Misconfigured)]
     );
+    h.stop().await;
+}
+
+/// What runc says when a Pod mounts a directory where its image has a file.
+const NOT_A_DIRECTORY: &str = "failed to create containerd task: failed to create shim task: \
+    OCI runtime create failed: runc create failed: unable to start container process: error \
+    during container init: error mounting \"/var/lib/kubelet/pods/x/volumes/kubernetes.io~empty-dir/ralph-bin\" \
+    to rootfs at \"/ralph/bin\": not a directory: unknown";
+
+#[tokio::test]
+async fn a_container_the_runtime_could_not_start_is_misconfigured_at_once_and_never_parsed_as_a_result()
+ {
+    let (h, _kubelet) = start().await;
+    let pod = h.start_one_task_feature("mount").await.name_any();
+    let start_error = kubelet_standin::Termination {
+        exit_code: 128,
+        reason: "StartError".to_owned(),
+        message: Some(NOT_A_DIRECTORY.to_owned()),
+    };
+    kubelet_standin::manual::set_terminated(&h.pods(), &pod, &start_error)
+        .await
+        .expect("report the agent container never started");
+
+    let condition = h
+        .wait_for_task_condition("mount-a", "Configured", "StartError")
+        .await;
+    assert_eq!(condition.status, "False");
+    assert_mentions(
+        &condition.message,
+        &[
+            "team/mount-a-a1",
+            "container agent",
+            "not a directory",
+            "spec.agent.image",
+        ],
+    );
+    let status = h.task_status("mount-a").await;
+    assert_eq!(status.retry_count, 0);
+    assert_eq!(
+        attempt_outcomes(&status),
+        vec![Some(AttemptOutcome::Misconfigured)]
+    );
+    let crash = status.attempts.first().and_then(|a| a.crash.clone());
+    assert_eq!(crash, None, "parsed as a result");
     h.stop().await;
 }

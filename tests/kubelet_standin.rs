@@ -450,3 +450,105 @@ fn only_images_of_an_invalid_registry_are_unpullable() {
     assert!(!unpullable("invalid-looking/agent:1"));
     assert!(!unpullable("invalid/agent:1"));
 }
+
+/// The files `COPY --from=builder` puts into the Dockerfile's images (the release image and
+/// its `e2e` stage, which agent images are built from).
+fn files_of_the_dockerfiles_image() -> Vec<String> {
+    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile"))
+        .expect("Dockerfile");
+    let files: Vec<String> = dockerfile
+        .lines()
+        .filter(|line| line.trim_start().starts_with("COPY --from=builder "))
+        .filter_map(|line| line.split_whitespace().last().map(str::to_owned))
+        .collect();
+    assert!(!files.is_empty(), "the Dockerfile copies the binary in");
+    files
+}
+
+/// An agent Pod as the controller builds it, its agent image `image`, playing the e2e plan
+/// script.
+fn attempt_pod_of_image(image: &str) -> Pod {
+    use ralph::api::AgentSpec;
+    use ralph::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/scripts/plan.script.yaml"
+    );
+    let agent: AgentSpec = serde_json::from_value(json!({
+        "image": image,
+        "command": ["/ralph/bin/ralph", "agent", "script", script],
+    }))
+    .expect("agent spec");
+    let input = AttemptPod {
+        namespace: "default",
+        task: "f-build",
+        task_id: "build",
+        feature: "f",
+        attempt_id: "f-build-a1",
+        prompt: "Your task ID is: build",
+        owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "ralph.dev/v1alpha1".to_owned(),
+            kind: "Task".to_owned(),
+            name: "f-build".to_owned(),
+            uid: "0a3c5e7f-0000-4000-8000-000000000001".to_owned(),
+            ..Default::default()
+        },
+        agent: &agent,
+        model: None,
+        overrides: None,
+        kind: ralph::engine::verification::AttemptKind::Work,
+        verify: &Default::default(),
+        lease_duration_seconds: 60,
+    };
+    let settings = PodSettings {
+        ralph_image: image.to_owned(),
+        service_account: "ralph-agent".to_owned(),
+        sidecar: SidecarMode::Native,
+    };
+    attempt_pod(&input, &settings).expect("agent Pod")
+}
+
+#[tokio::test]
+async fn the_dockerfiles_image_can_be_an_agent_image() {
+    let cluster = Cluster::start().await;
+    let mut options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
+        .host_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/scripts"));
+    for file in files_of_the_dockerfiles_image() {
+        options = options.image_file("ralph:e2e", &file);
+    }
+    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
+    let pod = attempt_pod_of_image("ralph:e2e");
+    cluster
+        .pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
+    let agent = agent_termination(&ended);
+    assert_ne!(agent.reason.as_deref(), Some("StartError"), "{agent:?}");
+    assert_eq!(agent.exit_code, 0, "{agent:?}");
+}
+
+#[tokio::test]
+async fn a_volume_mounted_onto_a_file_of_the_image_fails_the_container_as_runc_does() {
+    let cluster = Cluster::start().await;
+    let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph")).image_file("old:1", "/ralph");
+    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
+    let pod = attempt_pod_of_image("old:1");
+    cluster
+        .pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
+    let agent = agent_termination(&ended);
+    assert_eq!(
+        (agent.reason.as_deref(), agent.exit_code),
+        (Some("StartError"), 128)
+    );
+    let message = agent.message.unwrap_or_default();
+    assert!(
+        message.contains("to rootfs at \"/ralph/bin\"") && message.contains("not a directory"),
+        "{message}"
+    );
+}
