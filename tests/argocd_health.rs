@@ -75,8 +75,8 @@ macro_rules! health_tests {
 health_tests! {
     complete_feature_is_healthy: feature_health("Complete") => "Healthy";
     feature_without_tasks_is_healthy: feature_health("NoPlan") => "Healthy";
-    failed_blocked_invalid_or_limited_feature_is_degraded:
-        feature_health("Failed", "Blocked", "Invalid", "LimitReached") => "Degraded";
+    failed_blocked_invalid_limited_or_halted_feature_is_degraded:
+        feature_health("Failed", "Blocked", "Invalid", "LimitReached", "Halted") => "Degraded";
     suspended_feature_is_suspended: feature_health("Suspended") => "Suspended";
     pending_or_running_feature_is_progressing:
         feature_health("Pending", "Running") => "Progressing";

@@ -366,3 +366,52 @@ async fn a_container_the_runtime_could_not_start_is_misconfigured_at_once_and_ne
     assert_eq!(crash, None, "parsed as a result");
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_pod_that_never_starts_is_released_at_its_start_timeout_without_charging_a_retry() {
+    let (h, _kubelet) = start().await;
+    let extra = serde_json::json!({"podStartTimeoutSeconds": 30, "leaseDurationSeconds": 15});
+    h.create("late", harness::one_task(), extra).await;
+    // No kubelet ever starts it (manual stand-in: the Pod stays Pending).
+    let first = h.wait_for_pod("late-a-a1").await.name_any();
+    let waiting = h
+        .wait_for_task_condition("late-a", "AttemptStarted", "PodPending")
+        .await;
+    assert_eq!(waiting.status, "False");
+    assert_mentions(
+        &waiting.message,
+        &["late-a-a1 waits to start", "no retry charged"],
+    );
+
+    let limit = std::time::Duration::from_secs(90);
+    let deadline = tokio::time::Instant::now() + limit;
+    let second = loop {
+        if let Some(pod) = h.pods().get_opt("late-a-a2").await.expect("get") {
+            break pod;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the waiting attempt was never released"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    h.wait_for_pod_gone(&first).await;
+    let status = h.task_status("late-a").await;
+    assert_eq!(status.retry_count, 0);
+    assert_eq!(
+        attempt_outcomes(&status)[0],
+        Some(AttemptOutcome::Interrupted)
+    );
+    h.finish_done_to_complete(&second, "late").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_feature_halted_on_a_pod_that_cannot_start_says_halted() {
+    let (h, _kubelet) = start().await;
+    cannot_start(&h, "halt", "InvalidImageName", "couldn't parse image name").await;
+    let feature = h.wait_for_feature_phase("halt", "Halted").await;
+    let status = feature.status.unwrap_or_default();
+    assert_eq!(status.counts.running, 0);
+    h.stop().await;
+}

@@ -468,17 +468,23 @@ fn files_of_the_dockerfiles_image() -> Vec<String> {
 /// An agent Pod as the controller builds it, its agent image `image`, playing the e2e plan
 /// script.
 fn attempt_pod_of_image(image: &str) -> Pod {
+    attempt_pod_running(
+        image,
+        json!(["/ralph/bin/ralph", "agent", "script", PLAN_SCRIPT]),
+    )
+}
+
+const PLAN_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/e2e/scripts/plan.script.yaml"
+);
+
+/// An agent Pod as the controller builds it, its agent `image` running `command`.
+fn attempt_pod_running(image: &str, command: Value) -> Pod {
     use ralph::api::AgentSpec;
     use ralph::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/e2e/scripts/plan.script.yaml"
-    );
-    let agent: AgentSpec = serde_json::from_value(json!({
-        "image": image,
-        "command": ["/ralph/bin/ralph", "agent", "script", script],
-    }))
-    .expect("agent spec");
+    let agent: AgentSpec =
+        serde_json::from_value(json!({ "image": image, "command": command })).expect("agent spec");
     let input = AttemptPod {
         namespace: "default",
         task: "f-build",
@@ -551,4 +557,119 @@ async fn a_volume_mounted_onto_a_file_of_the_image_fails_the_container_as_runc_d
         message.contains("to rootfs at \"/ralph/bin\"") && message.contains("not a directory"),
         "{message}"
     );
+}
+
+/// The condition the scheduler left on a Pod it could not place, as `(reason, message)`.
+fn unscheduled(pod: &Pod) -> Option<(String, String)> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+    Some((c.reason.clone()?, c.message.clone()?))
+}
+
+async fn wait_until(pods: &Api<Pod>, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(pod) = pods.get_opt(name).await.expect("get") {
+            if check(&pod) {
+                return pod;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: never {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pod_beyond_the_nodes_pod_limit_waits_unscheduled_until_one_ends() {
+    let cluster = Cluster::start().await;
+    let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph")).max_pods(1);
+    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
+    cluster.create(&simple_pod("first", &["sleep", "2"])).await;
+    wait_until_running(&cluster.pods, "first").await;
+    cluster.create(&simple_pod("second", &["true"])).await;
+    let waiting = wait_until(&cluster.pods, "second", "unscheduled", |p| {
+        unscheduled(p).is_some()
+    })
+    .await;
+    let (reason, message) = unscheduled(&waiting).expect("condition");
+    assert_eq!(reason, "Unschedulable");
+    assert!(message.contains("Too many pods"), "{message}");
+    assert_eq!(phase(&waiting), "Pending");
+    let ended = wait_until_ended(&cluster.pods, "second").await;
+    assert_eq!(phase(&ended), "Succeeded");
+}
+
+#[tokio::test]
+async fn a_node_that_is_not_ready_starts_nothing_until_it_is() {
+    let cluster = Cluster::start().await;
+    let kubelet = cluster.node();
+    kubelet.set_ready(false);
+    cluster.create(&simple_pod("held", &["true"])).await;
+    let bound = wait_until(&cluster.pods, "held", "bound", |p| {
+        p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let still = cluster.pods.get("held").await.expect("get");
+    assert_eq!(phase(&still), "Pending", "{bound:?}");
+    kubelet.set_ready(true);
+    let ended = wait_until_ended(&cluster.pods, "held").await;
+    assert_eq!(phase(&ended), "Succeeded");
+}
+
+#[tokio::test]
+async fn a_workspace_emptydir_does_not_belong_to_the_agent() {
+    let cluster = Cluster::start().await;
+    let pod = pod(
+        "owner",
+        json!({
+            "name": "agent", "image": "agent:1",
+            "command": ["sh", "-c", "git init -q . && git status"],
+            "workingDir": "/workspace",
+            "volumeMounts": [{ "name": "workspace", "mountPath": "/workspace" }],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }),
+        json!([{ "name": "workspace", "emptyDir": {} }]),
+    );
+    let (_kubelet, ended) = cluster.run_on_a_node(&pod).await;
+    // As root, the stand-in gives the emptyDir to `nobody`; as another user it cannot.
+    let message = termination_message(&ended).unwrap_or_default();
+    assert!(
+        message.contains("dubious ownership"),
+        "run the tests as root: {message}"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_runs_git_in_its_workspace_is_not_refused_for_ownership() {
+    let cluster = Cluster::start().await;
+    let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
+        .host_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/scripts"));
+    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
+    // git status in the workspace, as agents run it all the time, then the scripted agent.
+    let command = json!([
+        "sh",
+        "-c",
+        "git init -q . && git status >&2 && exec \"$0\" \"$@\"",
+        "/ralph/bin/ralph",
+        "agent",
+        "script",
+        PLAN_SCRIPT,
+    ]);
+    let pod = attempt_pod_running("agent:git", command);
+    cluster
+        .pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
+    let agent = agent_termination(&ended);
+    let result: Value =
+        serde_json::from_str(agent.message.as_deref().unwrap_or("{}")).expect("result");
+    assert_eq!(result["outcome"], "finished", "{result}");
 }

@@ -1,6 +1,6 @@
 -- Argo CD health of a ralph.dev Feature (resource.customizations.health.ralph.dev_Feature).
 -- Healthy: Complete, or NoPlan (nothing to do). Degraded: Failed, Blocked, Invalid,
--- LimitReached. Suspended: Suspended. Progressing: anything else, and while the
+-- LimitReached, Halted. Suspended: Suspended. Progressing: anything else, and while the
 -- controller has not yet observed the latest spec.
 local hs = { status = "Progressing", message = "Waiting for the ralph controller" }
 if obj.status == nil or obj.status.phase == nil then
@@ -21,7 +21,8 @@ end
 hs.message = summary
 if phase == "Complete" or phase == "NoPlan" then
   hs.status = "Healthy"
-elseif phase == "Failed" or phase == "Blocked" or phase == "Invalid" or phase == "LimitReached" then
+elseif phase == "Failed" or phase == "Blocked" or phase == "Invalid" or phase == "LimitReached"
+    or phase == "Halted" then
   hs.status = "Degraded"
 elseif phase == "Suspended" then
   hs.status = "Suspended"

@@ -201,6 +201,10 @@ pub enum FeaturePhase {
     Suspended,
     /// The plan is invalid (dependency cycle, unknown task, ...); see the Valid condition.
     Invalid,
+    /// A configuration problem keeps every attempt from starting until the spec changes
+    /// (an image that cannot be pulled, an agent that reports itself misconfigured ...);
+    /// nothing runs. See the Configured condition.
+    Halted,
 }
 
 impl From<FeatureOutcome> for FeaturePhase {

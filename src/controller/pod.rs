@@ -3,8 +3,10 @@
 //! Layout: an init container copies the `ralph` binary into an emptyDir; the agent
 //! container runs `ralph runner -- <agent command>` with no service-account token; a
 //! sidecar (`ralph sidecar`, native where the cluster supports it) holds the only token, a
-//! short-lived projected one, and renews the claim Lease while the runner's heartbeat is
-//! fresh. The ralph image's entrypoint must be the `ralph` binary.
+//! short-lived projected one, and renews the claim Lease while the runner lives, stopping
+//! the moment it ended ([`super::sidecar`]). The ralph image's entrypoint must be the
+//! `ralph` binary, and it must have no file where the agent container mounts a directory
+//! ([`AGENT_MOUNTS`]).
 
 use std::collections::BTreeMap;
 

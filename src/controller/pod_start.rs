@@ -245,6 +245,20 @@ fn ruling_time(pod: &Pod, problem: &StartProblem, now_ms: i64) -> i64 {
         .saturating_add(problem.failure.grace_ms())
 }
 
+/// The kubelet alternates `ErrImagePull` and `ImagePullBackOff` (with a poorer message) while
+/// it retries a pull: one problem. Once the Task shows one of them, the problem stays as
+/// shown, so neither the Task nor the Feature is rewritten on every flip.
+fn as_shown(status: Option<&TaskStatus>, problem: Problem) -> Problem {
+    let pulling = |reason: &str| matches!(reason, "ErrImagePull" | "ImagePullBackOff");
+    let shown = status
+        .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
+        .filter(|c| c.status == conditions::STATUS_FALSE && pulling(&c.reason));
+    match shown.and_then(|c| Some((condition_reason(&c.reason)?, c.message.clone()))) {
+        Some((reason, message)) if pulling(problem.reason) => Problem { reason, message },
+        _ => problem,
+    }
+}
+
 /// True when the Task's status shows a start problem of its Pod already (its Warning
 /// Event was sent when it appeared): `Configured=False` with one of the kubelet's reasons.
 pub fn shown_on(status: Option<&TaskStatus>) -> bool {
@@ -537,8 +551,11 @@ pub async fn show_waiting(
     let namespace = task.namespace().unwrap_or_default();
     let id = attempt_id(&task.name_any(), number);
     let pod = ctx.pods.get(&ObjectRef::new(&id).within(&namespace));
-    let problem = pod.as_deref().and_then(|p| waiting_problem(p, now_ms));
     let status = task.status.as_ref();
+    let problem = pod
+        .as_deref()
+        .and_then(|p| waiting_problem(p, now_ms))
+        .map(|problem| as_shown(status, problem));
     let new = match &problem {
         Some(problem) => {
             let first = !shown_on(status);

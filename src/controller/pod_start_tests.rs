@@ -390,3 +390,37 @@ fn an_attempt_that_ended_otherwise_clears_the_start_problem_its_pod_got_past() {
         ("True", "PodStarted")
     );
 }
+
+#[test]
+fn a_pull_that_flips_to_back_off_keeps_the_problem_as_shown() {
+    let shown = Problem {
+        reason: "ErrImagePull",
+        message: "ErrImagePull: pull access denied".to_owned(),
+    };
+    let mut status = TaskStatus::default();
+    conditions::set_condition(
+        &mut status.conditions,
+        conditions::condition(
+            conditions::CONFIGURED,
+            conditions::STATUS_FALSE,
+            shown.reason,
+            shown.message.clone(),
+            None,
+            crate::controller::status::time(CREATED_MS),
+        ),
+    );
+    let back_off = Problem {
+        reason: "ImagePullBackOff",
+        message: "ImagePullBackOff: Back-off pulling image".to_owned(),
+    };
+    assert_eq!(as_shown(Some(&status), back_off), shown);
+}
+
+#[test]
+fn a_different_start_problem_replaces_the_one_shown() {
+    let missing_secret = Problem {
+        reason: "CreateContainerConfigError",
+        message: "secret not found".to_owned(),
+    };
+    assert_eq!(as_shown(None, missing_secret.clone()), missing_secret);
+}

@@ -30,8 +30,14 @@ pub fn run_view(
 fn pod_view(pod: &Pod, start_timeout_ms: Option<i64>) -> RunView {
     let status = pod.status.as_ref();
     if let Some(terminated) = agent_terminated(pod) {
-        let (result, unreadable) = parse_result(terminated);
+        let (mut result, unreadable) = parse_result(terminated);
         let reason = unreadable.or_else(|| terminated_reason(terminated));
+        if is_out_of_memory(terminated)
+            && let Some(result) = result.as_mut()
+            && let Some(crash) = result.crash.as_mut()
+        {
+            *crash = format!("{OUT_OF_MEMORY}; the runner saw: {crash}");
+        }
         return RunView::Ended { result, reason };
     }
     match status.and_then(|s| s.phase.as_deref()) {
@@ -152,7 +158,22 @@ fn parse_result(
     }
 }
 
+/// What the kubelet's `OOMKilled` means, and what to change.
+const OUT_OF_MEMORY: &str = "out of memory: the kernel killed a process of the agent \
+    container at its memory limit (OOMKilled); raise spec.agent.resources.limits.memory \
+    (or the pool agent's) or give the agent less to hold";
+
+fn is_out_of_memory(terminated: &ContainerStateTerminated) -> bool {
+    terminated.reason.as_deref() == Some("OOMKilled")
+}
+
 fn terminated_reason(terminated: &ContainerStateTerminated) -> Option<String> {
+    if is_out_of_memory(terminated) {
+        return Some(format!(
+            "{OUT_OF_MEMORY} (exit code {})",
+            terminated.exit_code
+        ));
+    }
     let reason = terminated.reason.as_deref().unwrap_or("Terminated");
     Some(match terminated.signal {
         Some(signal) => format!(
@@ -369,7 +390,42 @@ mod tests {
     #[test]
     fn oom_killed_agent_without_result_carries_the_kubelet_reason() {
         let p = pod("Failed", Some(terminated("OOMKilled", 137, None)));
-        assert_ended_without_result(&p, "OOMKilled (exit code 137)");
+        let RunView::Ended {
+            result: None,
+            reason: Some(reason),
+        } = run_view(Some(&p), true, None)
+        else {
+            panic!("not ended without a result");
+        };
+        assert!(reason.starts_with("out of memory"), "{reason}");
+        assert!(
+            reason.contains("spec.agent.resources.limits.memory"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn an_agent_oom_killed_under_a_living_runner_says_out_of_memory_in_its_crash() {
+        let result = serde_json::json!({
+            "version": RESULT_SCHEMA_VERSION,
+            "task": "build",
+            "outcome": "crashed",
+            "crash": "agent was killed by signal 9 (SIGKILL) before answering the prompt",
+        });
+        let p = pod(
+            "Failed",
+            Some(terminated("OOMKilled", 3, Some(result.to_string()))),
+        );
+        let RunView::Ended {
+            result: Some(result),
+            ..
+        } = run_view(Some(&p), true, None)
+        else {
+            panic!("no result");
+        };
+        let crash = result.crash.unwrap_or_default();
+        assert!(crash.starts_with("out of memory"), "{crash}");
+        assert!(crash.ends_with("before answering the prompt"), "{crash}");
     }
 
     #[test]

@@ -351,6 +351,7 @@ pub fn feature_status(
     status.outcome = outcome;
     status.phase = match outcome {
         Some(outcome) => outcome.into(),
+        None if c.running == 0 && events.misconfiguration.is_some() => FeaturePhase::Halted,
         None if c.running > 0 || plan.iterations > 0 => FeaturePhase::Running,
         None => FeaturePhase::Pending,
     };
