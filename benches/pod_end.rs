@@ -87,9 +87,7 @@ async fn measure(mode: &str) {
         .sidecar_kubeconfig(&sidecar_kubeconfig)
         .host_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/support"));
     let kubelet = KubeletStandIn::node(client.clone(), options).expect("stand-in");
-    let args: Vec<String> = ["--ralph-image", "ralph:bench", "--native-sidecars", mode]
-        .map(str::to_owned)
-        .to_vec();
+    let args: Vec<String> = ["--native-sidecars", mode].map(str::to_owned).to_vec();
     let controller = ControllerProcess::start(&server, NS, &args, &[]);
     let name = format!("end-{mode}");
     let features: Api<Feature> = Api::namespaced(client.clone(), NS);

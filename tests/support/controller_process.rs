@@ -31,6 +31,12 @@ impl ControllerProcess {
             .expect("a free port");
         let binary = std::env::var("RALPH_BENCH_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ralph").to_owned());
+        // Native sidecars unless the caller chose.
+        let sidecar_default = if args.iter().any(|a| a == "--native-sidecars") {
+            Vec::new()
+        } else {
+            vec!["--native-sidecars", "true"]
+        };
         let child = tokio::process::Command::new(binary)
             .args([
                 "controller",
@@ -39,8 +45,6 @@ impl ControllerProcess {
                 "--ralph-image",
                 "ralph:bench",
                 "--no-leader-election",
-                "--native-sidecars",
-                "true",
                 "--metrics-addr",
                 &metrics_addr.to_string(),
                 "--max-concurrent-attempts",
@@ -48,6 +52,7 @@ impl ControllerProcess {
                 "--log",
                 &std::env::var("RALPH_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()),
             ])
+            .args(sidecar_default)
             .args(args)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("KUBECONFIG", &kubeconfig)
