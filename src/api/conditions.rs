@@ -48,6 +48,50 @@ pub const REASON_TASK_REJECTED: &str = "TaskRejected";
 /// `Valid=False`: the task DAG is invalid (unknown names, cycles, duplicates).
 pub const REASON_INVALID_PLAN: &str = "InvalidPlan";
 
+/// Task: the kernel confined the last attempt's agent with Landlock and it ran in the mode
+/// where it asks before it acts; `False` names what weakened that (docs/security.md).
+pub const CONFINED: &str = "Confined";
+
+/// `Confined` of an attempt's confinement report: `True` (reason `Landlock`) when the
+/// kernel enforced it all and nothing weakened it, else `False` with the reason
+/// `LandlockUnavailable`, `LandlockPartial`, `ConfinementOff` or `Weakened`.
+pub fn confined(
+    report: &crate::engine::attempt::ConfinementReport,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    use crate::engine::attempt::LandlockState;
+    let abi = report.abi.unwrap_or_default();
+    if report.is_confined() {
+        let message = format!(
+            "Landlock ABI {abi}: the agent could write only its workspace, HOME and temp directory"
+        );
+        return condition(
+            CONFINED,
+            STATUS_TRUE,
+            "Landlock",
+            message,
+            observed_generation,
+            now,
+        );
+    }
+    let reason = match report.landlock {
+        LandlockState::Unavailable => "LandlockUnavailable",
+        LandlockState::Partial => "LandlockPartial",
+        LandlockState::Off => "ConfinementOff",
+        LandlockState::Enforced => "Weakened",
+    };
+    let message = report.problems.join("; ");
+    condition(
+        CONFINED,
+        STATUS_FALSE,
+        reason,
+        message,
+        observed_generation,
+        now,
+    )
+}
+
 /// Condition status `True`.
 pub const STATUS_TRUE: &str = "True";
 /// Condition status `False`.

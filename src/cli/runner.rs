@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt::OutcomeClass;
 use crate::runner::check::CheckCommand;
-use crate::runner::config::{ClientFs, Timeouts};
+use crate::runner::config::{ClientFs, Confinement, Timeouts};
 use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
 
 /// The kubelet's termination-message file, the default result file when it exists.
@@ -83,6 +83,11 @@ pub struct Args {
     /// without a model choice, makes the attempt misconfigured.
     #[arg(long)]
     pub model: Option<String>,
+    /// Confine the agent with Landlock to writing its workspace (none of it with
+    /// --read-only), HOME and a private temp directory: best-effort runs unconfined with a
+    /// warning where the kernel cannot; required makes that a misconfiguration; off.
+    #[arg(long, value_enum, default_value_t = Confinement::BestEffort)]
+    pub confinement: Confinement,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -130,6 +135,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             tail_bytes: usize::try_from(args.verify_output_tail_bytes).unwrap_or(2048),
         }),
         model: args.model,
+        confinement: args.confinement,
+        runner_files: args
+            .result_file
+            .iter()
+            .chain(&args.result_copy)
+            .cloned()
+            .collect(),
     };
     let result = run_attempt(config, cancel).await?;
     let outcome = result.outcome;

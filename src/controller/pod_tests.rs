@@ -1,7 +1,7 @@
 use k8s_openapi::api::core::v1::{EnvFromSource, SecretEnvSource, Toleration};
 
 use super::*;
-use crate::api::agent::ClientFs;
+use crate::api::agent::{ClientFs, Confinement};
 use crate::controller::testing::{container, pod_spec as spec, volume};
 
 fn agent() -> AgentSpec {
@@ -21,6 +21,7 @@ fn agent() -> AgentSpec {
         idle_timeout_seconds: 600,
         total_timeout_seconds: 3600,
         client_fs: ClientFs::Auto,
+        confinement: Confinement::BestEffort,
     }
 }
 

@@ -14,6 +14,13 @@ type Shrink = (&'static str, fn(&mut AttemptResult, usize) -> bool);
 /// journal notes go last: the next attempts and the tasks that build on this one read them.
 const SHRINKS: &[Shrink] = &[
     ("crash", |r, max| shorten_opt(&mut r.crash, max)),
+    ("confinement.problems", |r, max| match &mut r.confinement {
+        Some(confinement) => confinement
+            .problems
+            .iter_mut()
+            .fold(false, |changed, problem| shorten(problem, max) | changed),
+        None => false,
+    }),
     ("exhaustion.message", |r, max| match &mut r.exhaustion {
         Some(exhaustion) => shorten(&mut exhaustion.message, max),
         None => false,
