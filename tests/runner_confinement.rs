@@ -213,19 +213,23 @@ fn a_home_inside_the_workspace_works_for_a_work_attempt() {
 }
 
 #[test]
-fn a_verifiers_home_inside_the_workspace_is_a_misconfiguration_saying_why() {
-    let scenario = running(&["true"]).args(&["--read-only"]);
+fn a_verifiers_home_inside_the_workspace_is_reported_as_a_weakness() {
+    let scenario = running(&[r#"echo h > "$HOME/config""#]).args(&["--read-only"]);
     let home = scenario.workspace().join(".home");
     std::fs::create_dir(&home).unwrap();
     let scenario = scenario.env("HOME", &home);
 
     let run = scenario.run();
 
-    let problem = run.misconfiguration();
+    let confinement = run.result.confinement.clone().unwrap();
     assert!(
-        problem.problem.contains("is inside the workspace") && problem.fix.contains("HOME"),
-        "{problem:?}"
+        confinement
+            .problems
+            .iter()
+            .any(|p| p.contains("set HOME outside the workspace")),
+        "{confinement:?}"
     );
+    assert!(home.join("config").exists(), "{}", agent_text(&run));
 }
 
 #[test]

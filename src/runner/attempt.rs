@@ -179,10 +179,6 @@ fn runner_files(config: &RunnerConfig) -> Vec<PathBuf> {
 /// The misconfiguration of an agent that cannot be confined as asked.
 fn unconfinable(config: &RunnerConfig, error: &ConfineError) -> Start {
     let fix = match error {
-        ConfineError::HomeInReadOnlyWorkspace { .. } => {
-            "set the agent's HOME outside the workspace (spec.agent.env, or the environment \
-             of ralph run)"
-        }
         ConfineError::Carve { .. } => {
             "keep the runner's result and heartbeat files out of the agent's HOME (ralph run \
              --state), or make the directory readable"

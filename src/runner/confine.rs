@@ -61,17 +61,6 @@ pub(crate) struct Layout {
 /// Why the agent cannot be confined as asked.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConfineError {
-    /// A verifier's HOME inside the workspace would make part of the workspace writable.
-    #[error(
-        "the agent's HOME {home} is inside the workspace {workspace}: a read-only verifier \
-         could write the workspace through it"
-    )]
-    HomeInReadOnlyWorkspace {
-        /// The HOME.
-        home: PathBuf,
-        /// The workspace.
-        workspace: PathBuf,
-    },
     /// A directory on the way to a runner file could not be listed.
     #[error("cannot list {path} to keep {kept} out of the agent's reach: {source}")]
     Carve {
@@ -94,16 +83,6 @@ impl Layout {
         let mut kept_out = self.runner_files.clone();
         let mut grants = Grants::default();
         if self.read_only {
-            if let Some(home) = self
-                .home
-                .as_ref()
-                .filter(|h| h.starts_with(&self.workspace))
-            {
-                return Err(ConfineError::HomeInReadOnlyWorkspace {
-                    home: home.clone(),
-                    workspace: self.workspace.clone(),
-                });
-            }
             kept_out.push(self.workspace.clone());
         } else {
             grants.writable.push(self.workspace.clone());
@@ -116,10 +95,17 @@ impl Layout {
             kept_out.retain(|file| !file.starts_with(&self.workspace));
         }
         for root in self.home.iter().chain([&self.tmp]) {
-            if !self.read_only && root.starts_with(&self.workspace) {
-                continue;
+            if !root.starts_with(&self.workspace) {
+                grants.writable.extend(carve(root, &kept_out)?);
+            } else if self.read_only {
+                grants.problems.push(format!(
+                    "{} is inside the workspace {}: the verifier can write that part of it \
+                     (set HOME outside the workspace)",
+                    root.display(),
+                    self.workspace.display()
+                ));
+                grants.writable.push(root.clone());
             }
-            grants.writable.extend(carve(root, &kept_out)?);
         }
         Ok(grants)
     }
@@ -412,17 +398,21 @@ mod tests {
     }
 
     #[test]
-    fn a_verifiers_home_inside_the_workspace_is_refused() {
+    fn a_verifiers_home_inside_the_workspace_stays_writable_and_is_a_problem() {
         let tree = Tree::new(&["project/home", "tmp"]);
         let layout = Layout {
             workspace: tree.path("project"),
             home: Some(tree.path("project/home")),
             ..tree.layout(true)
         };
-        let error = layout.grants().unwrap_err();
+        let grants = layout.grants().unwrap();
+        assert_eq!(
+            grants.writable,
+            [tree.path("project/home"), tree.path("tmp")]
+        );
         assert!(
-            error.to_string().contains("inside the workspace"),
-            "{error}"
+            grants.problems[0].contains("can write that part of it"),
+            "{grants:?}"
         );
     }
 

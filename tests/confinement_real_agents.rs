@@ -1,0 +1,174 @@
+//! Confinement with the real agents, offline against the fake model APIs
+//! (docs/security.md): the runner puts each agent in the mode where it asks before it acts
+//! (a verifier in its read-only mode), and Landlock keeps whatever the agent runs inside its
+//! workspace, HOME and temp directory. The agents are installed by `scripts/install-agents`
+//! and the kernel must have Landlock (this machine's has ABI 7): these tests fail, not
+//! skip, without either.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/real_agents.rs"]
+mod real_agents;
+
+use std::path::{Path, PathBuf};
+
+use ralph::engine::attempt::LandlockState;
+use ralph::engine::sigils::Verdict;
+use real_agents::fake_anthropic::{FakeAnthropic, claude};
+use real_agents::fake_gemini::{FakeGemini, gemini};
+use real_agents::fake_model::{Script, Turn};
+use real_agents::fake_openai::{FakeOpenAi, codex};
+use real_agents::real_agent::{AgentLaunch, Attempt, Ended};
+use real_agents::scenario;
+
+/// claude-agent-acp whose settings say `bypassPermissions` (allowed: the fake's
+/// environment sets `IS_SANDBOX`): left alone, it runs every tool without asking.
+fn claude_bypassing(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
+    FakeAnthropic::start_for(script, |fake| {
+        let config_dir = home.join(".claude");
+        std::fs::create_dir_all(&config_dir)?;
+        std::fs::write(
+            config_dir.join("settings.json"),
+            r#"{"permissions":{"defaultMode":"bypassPermissions"}}"#,
+        )?;
+        fake.claude_agent_acp(home)
+    })
+}
+
+/// A file in a directory outside the attempt's workspace, HOME and temp directory.
+struct Outside {
+    _dir: tempfile::TempDir,
+    file: PathBuf,
+}
+
+impl Outside {
+    fn new() -> Outside {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("escaped.txt");
+        Outside { _dir: dir, file }
+    }
+
+    /// A shell command writing the file.
+    fn shell_write(&self) -> String {
+        format!("echo gotcha > '{}'", self.file.display())
+    }
+
+    #[track_caller]
+    fn assert_not_written(&self, ended: &Ended) {
+        assert!(
+            !self.file.exists(),
+            "the agent wrote outside the workspace\n{}",
+            ended.explain("")
+        );
+    }
+}
+
+/// Asserts that Landlock confined the agent and that it ran in `mode`.
+#[track_caller]
+fn assert_confined_in_mode(ended: &Ended, mode: &str) {
+    let confinement = ended.result.confinement.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            confinement.landlock,
+            ended.result.ran_by.agent_mode.as_deref()
+        ),
+        (LandlockState::Enforced, Some(mode)),
+        "{}",
+        ended.explain("")
+    );
+}
+
+#[test]
+fn claude_with_default_settings_cannot_write_outside_the_workspace_with_bash() {
+    let outside = Outside::new();
+    let (ended, _fake) = scenario::run_task(
+        claude,
+        "escape",
+        vec![
+            FakeAnthropic::bash(&outside.shell_write()),
+            Turn::text("Tried.\n<task-failed>escape</task-failed>"),
+        ],
+    );
+
+    outside.assert_not_written(&ended);
+    assert_confined_in_mode(&ended, "default");
+}
+
+#[test]
+fn claude_set_to_bypass_permissions_is_made_to_ask_and_refused_a_write_outside() {
+    let outside = Outside::new();
+    let (ended, _fake) = scenario::run_task(
+        claude_bypassing,
+        "escape",
+        vec![
+            FakeAnthropic::write_file(&outside.file, "gotcha\n"),
+            Turn::text("Tried.\n<task-failed>escape</task-failed>"),
+        ],
+    );
+
+    outside.assert_not_written(&ended);
+    assert_eq!(
+        ended.permission_decisions(),
+        [false],
+        "{}",
+        ended.explain("")
+    );
+    assert_confined_in_mode(&ended, "default");
+}
+
+#[test]
+fn codex_with_approval_never_cannot_write_outside_with_a_shell_command() {
+    let outside = Outside::new();
+    let (ended, fake) = scenario::run_task(
+        codex,
+        "escape",
+        vec![
+            FakeOpenAi::shell(&outside.shell_write()),
+            Turn::text("Tried.\n<task-failed>escape</task-failed>"),
+        ],
+    );
+
+    outside.assert_not_written(&ended);
+    assert!(
+        !fake.main_requests("escape").is_empty(),
+        "{}",
+        fake.traffic()
+    );
+    assert_confined_in_mode(&ended, "workspace-write");
+}
+
+#[test]
+fn claude_as_verifier_cannot_write_the_workspace_and_still_gives_its_verdict() {
+    let attempt = Attempt::new("check").with_runner_args(&["--read-only"]);
+    let (ended, _fake) = scenario::run(
+        claude,
+        &attempt,
+        vec![
+            FakeAnthropic::bash("echo tampered > tampered.txt"),
+            FakeAnthropic::write_file(&attempt.workspace().join("fixed.txt"), "fixed\n"),
+            Turn::text("The work holds up.\n\n<verify-pass>check</verify-pass>"),
+        ],
+    );
+
+    for file in ["tampered.txt", "fixed.txt"] {
+        assert!(
+            !attempt.workspace().join(file).exists(),
+            "the verifier wrote {file}\n{}",
+            ended.explain("")
+        );
+    }
+    assert_eq!(
+        ended.result.sigils.verdict,
+        Some(Verdict::Pass("check".into()))
+    );
+    assert_confined_in_mode(&ended, "plan");
+}
+
+#[test]
+fn gemini_still_writes_inside_the_workspace() {
+    let (ended, _fake) = scenario::a_new_file_the_agent_writes_lands_in_the_workspace(
+        gemini,
+        FakeGemini::write_file,
+    );
+
+    assert_confined_in_mode(&ended, "default");
+}
