@@ -133,7 +133,7 @@ fn codex_with_approval_never_cannot_write_outside_with_a_shell_command() {
         "{}",
         fake.traffic()
     );
-    assert_confined_in_mode(&ended, "workspace-write");
+    assert_confined_in_mode(&ended, "agent-full-access");
 }
 
 #[test]
@@ -171,4 +171,50 @@ fn gemini_still_writes_inside_the_workspace() {
     );
 
     assert_confined_in_mode(&ended, "default");
+}
+
+#[test]
+fn codex_still_runs_a_shell_command_writing_inside_the_workspace() {
+    let attempt = Attempt::new("greet");
+    let (ended, fake) = scenario::run(
+        codex,
+        &attempt,
+        vec![
+            FakeOpenAi::shell("echo hello > greeting.txt"),
+            Turn::text("Wrote it.\n<task-done>greet</task-done>"),
+        ],
+    );
+
+    let written = std::fs::read_to_string(attempt.workspace().join("greeting.txt"));
+    assert_eq!(
+        written.ok().as_deref(),
+        Some("hello\n"),
+        "{}",
+        ended.explain(&fake.traffic())
+    );
+    assert_confined_in_mode(&ended, "agent-full-access");
+}
+
+#[test]
+fn codex_as_verifier_cannot_write_the_workspace() {
+    let attempt = Attempt::new("check").with_runner_args(&["--read-only"]);
+    let (ended, _fake) = scenario::run(
+        codex,
+        &attempt,
+        vec![
+            FakeOpenAi::shell("echo tampered > tampered.txt"),
+            Turn::text("The work holds up.\n\n<verify-pass>check</verify-pass>"),
+        ],
+    );
+
+    assert!(
+        !attempt.workspace().join("tampered.txt").exists(),
+        "{}",
+        ended.explain("")
+    );
+    assert_eq!(
+        ended.result.sigils.verdict,
+        Some(Verdict::Pass("check".into()))
+    );
+    assert_confined_in_mode(&ended, "agent-full-access");
 }

@@ -86,7 +86,7 @@ pub struct Args {
     /// Confine the agent with Landlock to writing its workspace (none of it with
     /// --read-only), HOME and a private temp directory: best-effort runs unconfined with a
     /// warning where the kernel cannot; required makes that a misconfiguration; off.
-    #[arg(long, value_enum, default_value_t = Confinement::BestEffort)]
+    #[arg(long, env = "RALPH_CONFINEMENT", value_enum, default_value_t = Confinement::BestEffort)]
     pub confinement: Confinement,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]

@@ -19,6 +19,7 @@ use super::config::{Confinement, RunnerConfig};
 use super::confine::{self, ConfineError, Layout, PrivateTemp};
 use super::error::RunnerError;
 use super::events::EventLog;
+use super::mode::Wanted;
 use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
@@ -71,7 +72,11 @@ pub async fn run_attempt(
         stdout,
         stderr,
     } = pipes;
-    let running = Running::start(&config, agent, stderr, &patterns);
+    let mut running = Running::start(&config, agent, stderr, &patterns);
+    running.landlock = matches!(
+        confinement.landlock,
+        LandlockState::Enforced | LandlockState::Partial
+    );
     let ended = running
         .converse(
             &config,
@@ -312,6 +317,8 @@ struct Running {
     stderr_task: JoinHandle<()>,
     alarms: mpsc::UnboundedReceiver<StderrAlarm>,
     events: EventLog,
+    /// Landlock confines the agent (the agent's mode may depend on it).
+    landlock: bool,
 }
 
 /// What the attempt left once the agent is gone.
@@ -348,6 +355,7 @@ impl Running {
             stderr_task,
             alarms,
             events: config.events.clone(),
+            landlock: false,
         }
     }
 
@@ -365,7 +373,8 @@ impl Running {
         let (session_tx, session_rx) = oneshot::channel();
         let (transport, mut stdout_reader) =
             agent_lines(stdin, stdout, self.activity.clone(), noise_tx);
-        let context = self.client_context(config, workspace, policy, started);
+        let landlock = self.landlock;
+        let context = self.client_context(config, workspace, policy, started, landlock);
         let mut conversation = Box::pin(client::drive(context, transport, session_tx));
         let supervision = self.supervision(config, &mut noise, started, cancel);
         let mut supervised = supervise(conversation.as_mut(), session_rx, supervision).await;
@@ -387,6 +396,7 @@ impl Running {
         workspace: Workspace,
         policy: PermissionPolicy,
         started: Instant,
+        landlock: bool,
     ) -> ClientContext {
         ClientContext {
             prompt: config.prompt.clone(),
@@ -397,7 +407,11 @@ impl Running {
             started,
             advertise_fs: config.client_fs.advertise(&config.agent_command),
             model: config.model.clone(),
-            read_only: config.read_only,
+            mode: Wanted {
+                read_only: config.read_only,
+                landlock,
+                deny_globs: !config.deny.is_empty(),
+            },
         }
     }
 

@@ -50,8 +50,8 @@ pub struct ClientContext {
     pub advertise_fs: bool,
     /// The model to ask the agent for, once the session exists (`ralph runner --model`).
     pub model: Option<String>,
-    /// A verifier: the agent is put in its read-only mode rather than its asking one.
-    pub read_only: bool,
+    /// The mode the agent is to be put in (a verifier's read-only mode, under Landlock).
+    pub mode: super::mode::Wanted,
 }
 
 /// What the ACP handlers share.
@@ -94,7 +94,7 @@ impl ClientContext {
             started: self.started,
             advertise_fs: self.advertise_fs,
             model: self.model,
-            read_only: self.read_only,
+            mode: self.mode,
             session_tx,
         };
         (handlers, setup)
@@ -245,14 +245,14 @@ struct Setup {
     started: Instant,
     advertise_fs: bool,
     model: Option<String>,
-    read_only: bool,
+    mode: super::mode::Wanted,
     session_tx: oneshot::Sender<SessionHandle>,
 }
 
 impl Setup {
     async fn converse(self, handlers: &Handlers, cx: ConnectionTo<Agent>) -> Conversation {
         self.initialize(handlers, &cx).await?;
-        let session_id = new_session(handlers, &cx, self.model.as_deref(), self.read_only).await?;
+        let session_id = new_session(handlers, &cx, self.model.as_deref(), self.mode).await?;
         // The supervisor may already be gone (it only listens while it can cancel).
         let _ = self.session_tx.send((cx.clone(), session_id.clone()));
         lock(&handlers.turn).phase = Phase::Prompted;
@@ -305,7 +305,7 @@ async fn new_session(
     handlers: &Handlers,
     cx: &ConnectionTo<Agent>,
     chosen_model: Option<&str>,
-    read_only: bool,
+    mode: super::mode::Wanted,
 ) -> Result<SessionId, Error> {
     let cwd = handlers.workspace.root().to_path_buf();
     let session = cx
@@ -352,7 +352,7 @@ async fn new_session(
             }
         }
     }
-    set_mode(handlers, cx, &session, read_only).await;
+    set_mode(handlers, cx, &session, mode).await;
     Ok(SessionId::new(session.session_id))
 }
 
@@ -362,7 +362,7 @@ async fn set_mode(
     handlers: &Handlers,
     cx: &ConnectionTo<Agent>,
     session: &super::protocol::RawNewSessionResponse,
-    read_only: bool,
+    wanted: super::mode::Wanted,
 ) {
     let agent = lock(&handlers.turn)
         .ran_by
@@ -370,10 +370,10 @@ async fn set_mode(
         .clone()
         .unwrap_or_default();
     let options = (session.config_options.as_ref(), session.modes.as_ref());
-    let set = super::mode::set(cx, &session.session_id, &agent, read_only, options).await;
+    let set = super::mode::set(cx, &session.session_id, &agent, wanted, options).await;
     handlers.events.emit(
         "mode",
-        json!({"mode": set.mode, "readOnly": read_only, "problem": set.problem}),
+        json!({"mode": set.mode, "readOnly": wanted.read_only, "problem": set.problem}),
     );
     if let Some(problem) = &set.problem {
         tracing::warn!("{problem}");

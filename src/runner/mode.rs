@@ -30,6 +30,10 @@ struct KnownAgent {
     work: &'static str,
     /// A verifier's modes, the first the session offers wins.
     verify: &'static [&'static str],
+    /// Under Landlock, for work and verification: the agent's asking modes run commands in a
+    /// sandbox of its own that cannot start inside Landlock (it needs mounts), so it runs
+    /// unsandboxed without asking and the kernel confines it.
+    under_landlock: Option<&'static str>,
 }
 
 /// The agents ralph knows (docs/security.md has this table).
@@ -38,21 +42,25 @@ const KNOWN_AGENTS: &[KnownAgent] = &[
         name: "claude-agent-acp",
         work: "default",
         verify: &["plan"],
+        under_landlock: None,
     },
     KnownAgent {
         name: "codex-acp",
-        work: "workspace-write",
+        work: "read-only",
         verify: &["read-only"],
+        under_landlock: Some("agent-full-access"),
     },
     KnownAgent {
         name: "ralph-script",
         work: "default",
         verify: &["plan"],
+        under_landlock: None,
     },
     KnownAgent {
         name: "gemini-cli",
         work: "default",
         verify: &["plan", "default"],
+        under_landlock: None,
     },
 ];
 
@@ -61,7 +69,19 @@ const GENERIC: KnownAgent = KnownAgent {
     name: "",
     work: "default",
     verify: &["plan", "read-only", "default"],
+    under_landlock: None,
 };
+
+/// What the runner wants of the agent's mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// A verifier: the read-only mode.
+    pub read_only: bool,
+    /// Landlock confines the agent.
+    pub landlock: bool,
+    /// The runner refuses tool calls matching `--deny` globs, which only an asking agent meets.
+    pub deny_globs: bool,
+}
 
 /// What came of setting the mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -121,38 +141,51 @@ impl ModeRoute {
     }
 }
 
-/// The mode to ask `agent` (its `initialize` name) for, among those `offered`; `Err`: why
-/// none fits.
-fn choose(agent: &str, read_only: bool, offered: &[String]) -> Result<String, String> {
-    let known = KNOWN_AGENTS
-        .iter()
-        .find(|known| agent.contains(known.name))
-        .unwrap_or(&GENERIC);
-    let wanted: &[&str] = if read_only {
-        known.verify
-    } else {
-        std::slice::from_ref(&known.work)
+/// The mode to ask `agent` (its `initialize` name) for, among those `offered`, and what
+/// it leaves unguarded; `Err`: why none fits.
+fn choose(agent: &str, wanted: Wanted, offered: &[String]) -> Result<ModeSet, String> {
+    let known = KNOWN_AGENTS.iter().find(|known| agent.contains(known.name));
+    let entry = known.unwrap_or(&GENERIC);
+    let landlock_mode = entry.under_landlock.filter(|_| wanted.landlock);
+    let candidates: Vec<&str> = match landlock_mode {
+        Some(mode) => vec![mode],
+        None if wanted.read_only => entry.verify.to_vec(),
+        None => vec![entry.work],
     };
-    wanted
+    let Some(mode) = candidates
         .iter()
         .find(|mode| offered.iter().any(|o| o == *mode))
-        .map(|mode| (*mode).to_owned())
-        .ok_or_else(|| {
-            format!(
-                "the agent offers no mode {} (it offers: {})",
-                wanted.join(" or "),
-                offered.join(", ")
-            )
-        })
+    else {
+        return Err(format!(
+            "the agent offers no mode {} (it offers: {})",
+            candidates.join(" or "),
+            offered.join(", ")
+        ));
+    };
+    let problem = match (known, landlock_mode) {
+        (None, _) => Some(format!(
+            "ralph does not know the agent {agent}: it chose mode `{mode}` by its name only; \
+             check that the agent asks before edits and commands in it"
+        )),
+        (Some(_), Some(_)) if wanted.deny_globs => Some(format!(
+            "the agent {agent} runs in mode `{mode}` under Landlock and does not ask, so the \
+             --deny patterns never apply to it"
+        )),
+        _ => None,
+    };
+    Ok(ModeSet {
+        mode: Some((*mode).to_owned()),
+        problem,
+    })
 }
 
-/// Puts the session in the mode where `agent` asks before it acts (`read_only`: its
+/// Puts the session in the mode where `agent` asks before it acts (a verifier: its
 /// read-only mode), as far as it lets the client choose.
 pub async fn set(
     cx: &ConnectionTo<Agent>,
     session_id: &str,
     agent: &str,
-    read_only: bool,
+    wanted: Wanted,
     (config_options, modes): (Option<&Value>, Option<&Value>),
 ) -> ModeSet {
     let route = ModeRoute::of(config_options, modes);
@@ -165,8 +198,8 @@ pub async fn set(
             )),
         };
     }
-    let mode = match choose(agent, read_only, route.offered()) {
-        Ok(mode) => mode,
+    let chosen = match choose(agent, wanted, route.offered()) {
+        Ok(chosen) => chosen,
         Err(problem) => {
             return ModeSet {
                 mode: None,
@@ -176,6 +209,7 @@ pub async fn set(
             };
         }
     };
+    let mode = chosen.mode.clone().unwrap_or_default();
     let answer = match &route {
         ModeRoute::ConfigOption { id, .. } => cx
             .send_request(RawSetConfigOption {
@@ -195,17 +229,8 @@ pub async fn set(
             .await
             .map(drop),
     };
-    let unknown = !KNOWN_AGENTS.iter().any(|known| agent.contains(known.name));
     match answer {
-        Ok(()) => ModeSet {
-            problem: unknown.then(|| {
-                format!(
-                    "ralph does not know the agent {agent}: it chose mode `{mode}` by its name \
-                     only; check that the agent asks before edits and commands in it"
-                )
-            }),
-            mode: Some(mode),
-        },
+        Ok(()) => chosen,
         Err(error) => ModeSet {
             mode: None,
             problem: Some(format!(
@@ -226,34 +251,99 @@ mod tests {
         modes.iter().map(|m| (*m).to_owned()).collect()
     }
 
+    const WORK: Wanted = Wanted {
+        read_only: false,
+        landlock: true,
+        deny_globs: false,
+    };
+    const VERIFY: Wanted = Wanted {
+        read_only: true,
+        ..WORK
+    };
+
+    fn mode(agent: &str, wanted: Wanted, modes: &[&str]) -> ModeSet {
+        choose(agent, wanted, &offered(modes)).unwrap()
+    }
+
     #[test]
     fn claude_works_in_default_and_verifies_in_plan() {
-        let modes = offered(&["auto", "default", "acceptEdits", "plan", "dontAsk"]);
+        let modes = ["auto", "default", "acceptEdits", "plan", "dontAsk"];
         let agent = "@agentclientprotocol/claude-agent-acp 0.49.0";
-        assert_eq!(choose(agent, false, &modes).unwrap(), "default");
-        assert_eq!(choose(agent, true, &modes).unwrap(), "plan");
+        assert_eq!(mode(agent, WORK, &modes).mode.as_deref(), Some("default"));
+        assert_eq!(mode(agent, VERIFY, &modes).mode.as_deref(), Some("plan"));
     }
 
     #[test]
-    fn codex_works_in_workspace_write_and_verifies_read_only() {
-        let modes = offered(&["read-only", "workspace-write", "agent", "agent-full-access"]);
+    fn codex_runs_in_full_access_under_landlock_where_its_sandbox_cannot_start() {
+        let modes = ["read-only", "workspace-write", "agent", "agent-full-access"];
         let agent = "@agentclientprotocol/codex-acp 2.6.0";
-        assert_eq!(choose(agent, false, &modes).unwrap(), "workspace-write");
-        assert_eq!(choose(agent, true, &modes).unwrap(), "read-only");
-    }
-
-    #[test]
-    fn gemini_verifies_in_default_when_plan_is_not_offered() {
-        let modes = offered(&["default", "autoEdit", "yolo"]);
+        let chosen = mode(agent, WORK, &modes);
+        assert_eq!(chosen.mode.as_deref(), Some("agent-full-access"));
+        assert_eq!(chosen.problem, None);
         assert_eq!(
-            choose("gemini-cli 0.61.0", true, &modes).unwrap(),
-            "default"
+            mode(agent, VERIFY, &modes).mode.as_deref(),
+            Some("agent-full-access")
         );
     }
 
     #[test]
+    fn codex_without_landlock_asks_before_every_edit_in_read_only() {
+        let modes = ["read-only", "workspace-write", "agent", "agent-full-access"];
+        let agent = "@agentclientprotocol/codex-acp 2.6.0";
+        let unconfined = Wanted {
+            landlock: false,
+            ..WORK
+        };
+        let verifying = Wanted {
+            read_only: true,
+            ..unconfined
+        };
+        assert_eq!(
+            mode(agent, unconfined, &modes).mode.as_deref(),
+            Some("read-only")
+        );
+        assert_eq!(
+            mode(agent, verifying, &modes).mode.as_deref(),
+            Some("read-only")
+        );
+    }
+
+    #[test]
+    fn deny_globs_that_never_reach_a_non_asking_agent_are_a_problem() {
+        let modes = ["read-only", "workspace-write", "agent-full-access"];
+        let wanted = Wanted {
+            deny_globs: true,
+            ..WORK
+        };
+        let chosen = mode("codex-acp", wanted, &modes);
+        assert!(
+            chosen
+                .problem
+                .unwrap()
+                .contains("--deny patterns never apply")
+        );
+    }
+
+    #[test]
+    fn gemini_verifies_in_default_when_plan_is_not_offered() {
+        let chosen = mode(
+            "gemini-cli 0.61.0",
+            VERIFY,
+            &["default", "autoEdit", "yolo"],
+        );
+        assert_eq!(chosen.mode.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn an_unknown_agent_gets_default_by_name_and_a_problem() {
+        let chosen = mode("fast-agent 0.3", WORK, &["default", "yolo"]);
+        assert_eq!(chosen.mode.as_deref(), Some("default"));
+        assert!(chosen.problem.unwrap().contains("does not know the agent"));
+    }
+
+    #[test]
     fn a_missing_mode_names_what_the_agent_offers() {
-        let problem = choose("claude-agent-acp", false, &offered(&["auto"])).unwrap_err();
+        let problem = choose("claude-agent-acp", WORK, &offered(&["auto"])).unwrap_err();
         assert!(
             problem.contains("no mode default (it offers: auto)"),
             "{problem}"
