@@ -275,19 +275,19 @@ fn an_agent_cannot_lift_its_confinement() {
 }
 
 #[test]
-fn with_confinement_off_only_the_permission_answers_guard_and_that_is_reported() {
+fn with_confinement_disabled_only_the_permission_answers_guard_and_that_is_reported() {
     let outside = elsewhere();
     let target = outside.path().join("escaped.txt");
     let scenario =
-        running(&[&format!("echo x > {}", quoted(&target))]).args(&["--confinement", "off"]);
+        running(&[&format!("echo x > {}", quoted(&target))]).args(&["--confinement", "disabled"]);
 
     let run = scenario.run();
 
     assert!(target.exists(), "the write outside was the control case");
     let confinement = run.result.confinement.clone().unwrap();
-    assert_eq!(confinement.landlock, LandlockState::Off);
+    assert_eq!(confinement.landlock, LandlockState::Disabled);
     assert!(
-        confinement.problems[0].contains("confinement is off"),
+        confinement.problems[0].contains("confinement is disabled"),
         "{confinement:?}"
     );
 }

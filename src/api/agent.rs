@@ -75,7 +75,7 @@ pub struct AgentSpec {
     /// only its workspace (read-only for a verifier), its HOME and its temp directory.
     /// `BestEffort` runs unconfined where the kernel lacks Landlock (a warning, and the
     /// Task's `Confined` condition `False`); `Required` makes that a configuration error
-    /// before the agent starts; `Off` does not confine (docs/security.md).
+    /// before the agent starts; `Disabled` does not confine (not `Off`, which YAML 1.1 reads as false) (docs/security.md).
     #[serde(default, skip_serializing_if = "Confinement::is_best_effort")]
     pub confinement: Confinement,
 }
@@ -93,8 +93,8 @@ pub enum Confinement {
     #[value(name = "required")]
     Required,
     /// Do not confine (the permission answers are the only guard).
-    #[value(name = "off")]
-    Off,
+    #[value(name = "disabled")]
+    Disabled,
 }
 
 impl Confinement {
@@ -107,7 +107,7 @@ impl Confinement {
         match self {
             Confinement::BestEffort => Vec::new(),
             Confinement::Required => vec!["--confinement".to_owned(), "required".to_owned()],
-            Confinement::Off => vec!["--confinement".to_owned(), "off".to_owned()],
+            Confinement::Disabled => vec!["--confinement".to_owned(), "disabled".to_owned()],
         }
     }
 }

@@ -54,7 +54,7 @@ pub const CONFINED: &str = "Confined";
 
 /// `Confined` of an attempt's confinement report: `True` (reason `Landlock`) when the
 /// kernel enforced it all and nothing weakened it, else `False` with the reason
-/// `LandlockUnavailable`, `LandlockPartial`, `ConfinementOff` or `Weakened`.
+/// `LandlockUnavailable`, `LandlockPartial`, `ConfinementDisabled` or `Weakened`.
 pub fn confined(
     report: &crate::engine::attempt::ConfinementReport,
     observed_generation: Option<i64>,
@@ -78,7 +78,7 @@ pub fn confined(
     let reason = match report.landlock {
         LandlockState::Unavailable => "LandlockUnavailable",
         LandlockState::Partial => "LandlockPartial",
-        LandlockState::Off => "ConfinementOff",
+        LandlockState::Disabled => "ConfinementDisabled",
         LandlockState::Enforced => "Weakened",
     };
     let message = report.problems.join("; ");
@@ -148,6 +148,7 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::attempt::{ConfinementReport, LandlockState};
 
     fn at(seconds: i64) -> Time {
         match jiff::Timestamp::from_second(seconds) {
@@ -200,5 +201,42 @@ mod tests {
             condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(30)),
         );
         assert!(!changed);
+    }
+
+    fn report(landlock: LandlockState, problems: &[&str]) -> ConfinementReport {
+        ConfinementReport {
+            landlock,
+            abi: Some(7),
+            problems: problems.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_enforced_confinement_without_problems_is_confined() {
+        let confined = confined(&report(LandlockState::Enforced, &[]), Some(1), at(10));
+        assert_eq!(
+            (confined.status.as_str(), confined.reason.as_str()),
+            (STATUS_TRUE, "Landlock")
+        );
+    }
+
+    #[test]
+    fn a_missing_landlock_is_not_confined_and_says_why() {
+        let why = "the kernel does not enforce Landlock";
+        let confined = confined(&report(LandlockState::Unavailable, &[why]), Some(1), at(10));
+        assert_eq!(
+            (confined.status.as_str(), confined.reason.as_str()),
+            (STATUS_FALSE, "LandlockUnavailable")
+        );
+        assert_eq!(confined.message, why);
+    }
+
+    #[test]
+    fn an_agent_left_in_its_own_mode_weakens_an_enforced_confinement() {
+        let report = report(
+            LandlockState::Enforced,
+            &["the agent offers no session mode"],
+        );
+        assert_eq!(confined(&report, None, at(10)).reason, "Weakened");
     }
 }

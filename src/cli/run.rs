@@ -164,9 +164,9 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
 /// Whether this kernel confines agents as `confinement` asks: a warning when it cannot
 /// and that is allowed, an error (before any attempt) when it is `Required`.
 fn confinement_warning(confinement: Confinement) -> Result<Option<String>, String> {
-    if confinement == Confinement::Off {
+    if confinement == Confinement::Disabled {
         return Ok(Some(
-            "confinement is off: only the permission answers keep the agents in their \
+            "confinement is disabled: only the permission answers keep the agents in their \
              workspace (docs/security.md)"
                 .to_owned(),
         ));

@@ -85,7 +85,7 @@ pub struct Args {
     pub model: Option<String>,
     /// Confine the agent with Landlock to writing its workspace (none of it with
     /// --read-only), HOME and a private temp directory: best-effort runs unconfined with a
-    /// warning where the kernel cannot; required makes that a misconfiguration; off.
+    /// warning where the kernel cannot; required makes that a misconfiguration; disabled does not confine.
     #[arg(long, env = "RALPH_CONFINEMENT", value_enum, default_value_t = Confinement::BestEffort)]
     pub confinement: Confinement,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).

@@ -431,3 +431,22 @@ fn a_client_fs_setting_reaches_the_runner_before_the_agent_command() {
         ["--client-fs".to_owned(), "never".to_owned()]
     );
 }
+
+#[test]
+fn a_required_confinement_reaches_the_runner() {
+    let agent = AgentSpec {
+        confinement: Confinement::Required,
+        ..agent()
+    };
+    let pod = build_with(&agent, None, SidecarMode::Native).expect("pod");
+    let command = container(&pod, AGENT_CONTAINER)
+        .command
+        .clone()
+        .expect("command");
+    assert!(
+        command
+            .windows(2)
+            .any(|pair| pair == ["--confinement", "required"]),
+        "{command:?}"
+    );
+}

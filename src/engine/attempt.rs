@@ -237,9 +237,9 @@ pub enum LandlockState {
     Partial,
     /// The kernel has no Landlock (too old, disabled, or blocked by a seccomp profile).
     Unavailable,
-    /// Confinement was turned off (`confinement: Off`), or the agent never started.
+    /// Confinement was turned off (`confinement: Disabled`), or the agent never started.
     #[default]
-    Off,
+    Disabled,
 }
 
 /// When the attempt ran, in Unix milliseconds and durations.

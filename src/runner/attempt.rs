@@ -103,15 +103,15 @@ struct Started {
 }
 
 /// Starts the agent confined by Landlock to the attempt's grants (docs/security.md), or
-/// unconfined with `confinement: Off`.
+/// unconfined with `confinement: Disabled`.
 fn start_confined(config: &RunnerConfig, workspace: &Workspace) -> Result<Started, Start> {
-    if config.confinement == Confinement::Off {
+    if config.confinement == Confinement::Disabled {
         let (agent, pipes) = spawn(config, workspace, &[])?;
         let confinement = ConfinementReport {
-            landlock: LandlockState::Off,
+            landlock: LandlockState::Disabled,
             abi: None,
             problems: vec![
-                "confinement is off: only the permission answers guard the agent".into(),
+                "confinement is disabled: only the permission answers guard the agent".into(),
             ],
         };
         return Ok(Started {
