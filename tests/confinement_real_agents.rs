@@ -13,25 +13,17 @@ use std::path::{Path, PathBuf};
 
 use ralph::engine::attempt::LandlockState;
 use ralph::engine::sigils::Verdict;
-use real_agents::fake_anthropic::{FakeAnthropic, claude};
+use real_agents::fake_anthropic::{FakeAnthropic, claude, claude_in_mode};
 use real_agents::fake_gemini::{FakeGemini, gemini};
 use real_agents::fake_model::{Script, Turn};
 use real_agents::fake_openai::{FakeOpenAi, codex};
 use real_agents::real_agent::{AgentLaunch, Attempt, Ended};
-use real_agents::scenario;
+use real_agents::scenario::{self, StartAgent};
 
-/// claude-agent-acp whose settings say `bypassPermissions` (allowed: the fake's
-/// environment sets `IS_SANDBOX`): left alone, it runs every tool without asking.
+/// claude-agent-acp whose settings say `bypassPermissions`: left alone, it runs every tool
+/// without asking.
 fn claude_bypassing(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
-    FakeAnthropic::start_for(script, |fake| {
-        let config_dir = home.join(".claude");
-        std::fs::create_dir_all(&config_dir)?;
-        std::fs::write(
-            config_dir.join("settings.json"),
-            r#"{"permissions":{"defaultMode":"bypassPermissions"}}"#,
-        )?;
-        fake.claude_agent_acp(home)
-    })
+    claude_in_mode(script, home, "bypassPermissions")
 }
 
 /// A file in a directory outside the attempt's workspace, HOME and temp directory.
@@ -50,6 +42,12 @@ impl Outside {
     /// A shell command writing the file.
     fn shell_write(&self) -> String {
         format!("echo gotcha > '{}'", self.file.display())
+    }
+
+    /// Runs task `escape` on `agent`, the model first calling `write` (for the file).
+    fn attempt<F>(&self, agent: impl StartAgent<F>, write: Turn) -> (Ended, F) {
+        let tried = Turn::text("Tried.\n<task-failed>escape</task-failed>");
+        scenario::run_task(agent, "escape", vec![write, tried])
     }
 
     #[track_caller]
@@ -80,14 +78,7 @@ fn assert_confined_in_mode(ended: &Ended, mode: &str) {
 #[test]
 fn claude_with_default_settings_cannot_write_outside_the_workspace_with_bash() {
     let outside = Outside::new();
-    let (ended, _fake) = scenario::run_task(
-        claude,
-        "escape",
-        vec![
-            FakeAnthropic::bash(&outside.shell_write()),
-            Turn::text("Tried.\n<task-failed>escape</task-failed>"),
-        ],
-    );
+    let (ended, _fake) = outside.attempt(claude, FakeAnthropic::bash(&outside.shell_write()));
 
     outside.assert_not_written(&ended);
     assert_confined_in_mode(&ended, "default");
@@ -96,13 +87,9 @@ fn claude_with_default_settings_cannot_write_outside_the_workspace_with_bash() {
 #[test]
 fn claude_set_to_bypass_permissions_is_made_to_ask_and_refused_a_write_outside() {
     let outside = Outside::new();
-    let (ended, _fake) = scenario::run_task(
+    let (ended, _fake) = outside.attempt(
         claude_bypassing,
-        "escape",
-        vec![
-            FakeAnthropic::write_file(&outside.file, "gotcha\n"),
-            Turn::text("Tried.\n<task-failed>escape</task-failed>"),
-        ],
+        FakeAnthropic::write_file(&outside.file, "gotcha\n"),
     );
 
     outside.assert_not_written(&ended);
@@ -118,14 +105,7 @@ fn claude_set_to_bypass_permissions_is_made_to_ask_and_refused_a_write_outside()
 #[test]
 fn codex_with_approval_never_cannot_write_outside_with_a_shell_command() {
     let outside = Outside::new();
-    let (ended, fake) = scenario::run_task(
-        codex,
-        "escape",
-        vec![
-            FakeOpenAi::shell(&outside.shell_write()),
-            Turn::text("Tried.\n<task-failed>escape</task-failed>"),
-        ],
-    );
+    let (ended, fake) = outside.attempt(codex, FakeOpenAi::shell(&outside.shell_write()));
 
     outside.assert_not_written(&ended);
     assert!(

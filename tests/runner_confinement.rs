@@ -57,6 +57,31 @@ fn assert_enforced(run: &Run) {
     );
 }
 
+/// Asserts that the agent's text holds `part` (its commands' `shell exit` lines).
+#[track_caller]
+fn assert_agent_said(run: &Run, part: &str) {
+    let text = agent_text(run);
+    assert!(text.contains(part), "{text}");
+}
+
+/// Asserts that the agent's command wrote `file`.
+#[track_caller]
+fn assert_written(run: &Run, file: &Path) {
+    assert!(
+        file.exists(),
+        "{} missing: {}",
+        file.display(),
+        agent_text(run)
+    );
+}
+
+/// Asserts that Landlock confined the agent and refused one of its commands a write.
+#[track_caller]
+fn assert_refused_by_the_kernel(run: &Run) {
+    assert_enforced(run);
+    assert_agent_said(run, "Permission denied");
+}
+
 /// A directory outside the scenario's workspace, HOME and temp directory.
 fn elsewhere() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
@@ -75,12 +100,7 @@ fn a_shell_write_outside_the_workspace_is_refused_by_the_kernel() {
     let run = scenario.run();
 
     assert!(!target.exists(), "the agent wrote outside\n{}", run.stdout);
-    assert_enforced(&run);
-    assert!(
-        agent_text(&run).contains("Permission denied"),
-        "{}",
-        agent_text(&run)
-    );
+    assert_refused_by_the_kernel(&run);
 }
 
 #[test]
@@ -104,11 +124,7 @@ fn the_agent_writes_its_home_and_its_own_temp_directory() {
     let run = scenario.run();
 
     assert_enforced(&run);
-    assert!(
-        agent_text(&run).contains("shell exit 0"),
-        "{}",
-        agent_text(&run)
-    );
+    assert_agent_said(&run, "shell exit 0");
     assert!(home.path().join(".agent-config").exists());
 }
 
@@ -118,12 +134,7 @@ fn the_shared_temp_directory_is_not_the_agents() {
 
     let run = scenario.run();
 
-    assert_enforced(&run);
-    assert!(
-        agent_text(&run).contains("Permission denied"),
-        "{}",
-        agent_text(&run)
-    );
+    assert_refused_by_the_kernel(&run);
 }
 
 #[test]
@@ -152,11 +163,7 @@ fn the_runners_result_file_in_the_agents_home_is_out_of_its_reach() {
         "the result was forged: {}",
         run.result_json
     );
-    assert!(
-        agent_text(&run).contains("Permission denied"),
-        "{}",
-        agent_text(&run)
-    );
+    assert_agent_said(&run, "Permission denied");
 }
 
 #[test]
@@ -174,11 +181,7 @@ fn a_symlinked_workspace_confines_the_agent_to_its_target() {
     let run = scenario.run();
 
     assert_enforced(&run);
-    assert!(
-        scenario.workspace().join("inside.txt").exists(),
-        "{}",
-        agent_text(&run)
-    );
+    assert_written(&run, &scenario.workspace().join("inside.txt"));
     assert!(!target.exists());
 }
 
@@ -192,11 +195,7 @@ fn a_workspace_path_with_dot_dot_is_resolved() {
     let run = scenario.run();
 
     assert_enforced(&run);
-    assert!(
-        scenario.workspace().join("inside.txt").exists(),
-        "{}",
-        agent_text(&run)
-    );
+    assert_written(&run, &scenario.workspace().join("inside.txt"));
 }
 
 #[test]
@@ -209,7 +208,7 @@ fn a_home_inside_the_workspace_works_for_a_work_attempt() {
     let run = scenario.run();
 
     assert_enforced(&run);
-    assert!(home.join("config").exists(), "{}", agent_text(&run));
+    assert_written(&run, &home.join("config"));
 }
 
 #[test]
@@ -229,7 +228,7 @@ fn a_verifiers_home_inside_the_workspace_is_reported_as_a_weakness() {
             .any(|p| p.contains("set HOME outside the workspace")),
         "{confinement:?}"
     );
-    assert!(home.join("config").exists(), "{}", agent_text(&run));
+    assert_written(&run, &home.join("config"));
 }
 
 #[test]

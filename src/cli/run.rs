@@ -316,7 +316,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace)
         }
     };
-    for message in shared.into_iter().chain(unconfined) {
+    let reachable_state = (options.worktrees.is_none()
+        && confinement != Confinement::Disabled
+        && state.starts_with(&options.runner.workspace))
+    .then(|| {
+        format!(
+            "the state directory {} lies in the workspace: agents can reach their runners' \
+             result files (use --state outside it, or a git repository)",
+            state.display()
+        )
+    });
+    for message in shared.into_iter().chain(unconfined).chain(reachable_state) {
         display.show(&RunEvent::Warning {
             task: None,
             message,

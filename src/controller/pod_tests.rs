@@ -420,11 +420,7 @@ fn a_client_fs_setting_reaches_the_runner_before_the_agent_command() {
         client_fs: ClientFs::Never,
         ..agent()
     };
-    let pod = build_with(&agent, None, SidecarMode::Native).expect("pod");
-    let command = container(&pod, AGENT_CONTAINER)
-        .command
-        .clone()
-        .expect("command");
+    let command = runner_command(&agent);
     let separator = command.iter().position(|arg| arg == "--").expect("--");
     assert_eq!(
         command[separator - 2..separator],
@@ -438,15 +434,20 @@ fn a_required_confinement_reaches_the_runner() {
         confinement: Confinement::Required,
         ..agent()
     };
-    let pod = build_with(&agent, None, SidecarMode::Native).expect("pod");
-    let command = container(&pod, AGENT_CONTAINER)
-        .command
-        .clone()
-        .expect("command");
+    let command = runner_command(&agent);
     assert!(
         command
             .windows(2)
             .any(|pair| pair == ["--confinement", "required"]),
         "{command:?}"
     );
+}
+
+/// The agent container's command (`ralph runner ... -- AGENT`) of `agent`'s Pod.
+fn runner_command(agent: &AgentSpec) -> Vec<String> {
+    let pod = build_with(agent, None, SidecarMode::Native).expect("pod");
+    container(&pod, AGENT_CONTAINER)
+        .command
+        .clone()
+        .expect("command")
 }

@@ -34,6 +34,10 @@ const DEVICES: &[&str] = &[
     "/dev/pts",
 ];
 
+/// How the problem of a runner file in a work attempt's workspace begins (`ralph run`
+/// says it once for its state directory instead).
+pub const RUNNER_FILE_IN_WORKSPACE: &str = "the runner's file";
+
 /// Where the agent may write, and the runner files it can reach all the same.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Grants {
@@ -88,7 +92,7 @@ impl Layout {
             grants.writable.push(self.workspace.clone());
             for file in kept_out.iter().filter(|f| f.starts_with(&self.workspace)) {
                 grants.problems.push(format!(
-                    "the runner's file {} lies in the workspace, which the agent may write",
+                    "{RUNNER_FILE_IN_WORKSPACE} {} lies in the workspace, which the agent may write",
                     file.display()
                 ));
             }
