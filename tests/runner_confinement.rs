@@ -300,3 +300,17 @@ fn the_agent_works_in_its_asking_mode_and_verifies_in_its_read_only_mode() {
     assert_eq!(verifier.result.ran_by.agent_mode.as_deref(), Some("plan"));
     assert!(worker.result.confinement.unwrap().is_confined());
 }
+
+#[test]
+fn required_confinement_runs_the_agent_confined_where_the_kernel_has_landlock() {
+    let outside = elsewhere();
+    let target = outside.path().join("escaped.txt");
+    let scenario =
+        running(&[&format!("echo x > {}", quoted(&target))]).args(&["--confinement", "required"]);
+
+    let run = scenario.run();
+
+    run.assert_outcome(OutcomeClass::Finished);
+    assert_refused_by_the_kernel(&run);
+    assert!(!target.exists());
+}
