@@ -232,25 +232,41 @@ fn a_verifiers_home_inside_the_workspace_is_reported_as_a_weakness() {
 }
 
 #[test]
-fn a_daemon_the_agent_leaves_behind_stays_confined() {
+fn a_daemon_the_agent_forks_stays_confined() {
     let outside = elsewhere();
     let late = outside.path().join("late.txt");
     let daemon = format!(
-        "setsid sh -c 'sleep 1; echo x > {}; echo ran > daemon-ran' > /dev/null 2>&1 < /dev/null &",
+        "setsid sh -c 'echo x > {}; echo ran > daemon-ran; sleep 30' > /dev/null 2>&1 < /dev/null &",
         late.display()
     );
-    let scenario = running(&[&daemon]);
+    let scenario = running(&[&daemon, "sleep 1"]);
 
     let run = scenario.run();
 
     assert_enforced(&run);
-    let ran = scenario.workspace().join("daemon-ran");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ran.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(ran.exists(), "the daemon never ran\n{}", agent_text(&run));
+    assert_written(&run, &scenario.workspace().join("daemon-ran"));
     assert!(!late.exists(), "the daemon wrote outside the workspace");
+}
+
+#[test]
+fn a_daemon_the_agent_leaves_behind_is_killed_when_the_attempt_ends() {
+    let daemon =
+        "setsid sh -c 'echo $$ > daemon.pid; exec sleep 60' > /dev/null 2>&1 < /dev/null &";
+    let scenario = running(&[daemon, "sleep 0.5"]);
+
+    let run = scenario.run();
+
+    let pid = std::fs::read_to_string(scenario.workspace().join("daemon.pid")).unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(), "the daemon {} still runs", pid.trim());
+    assert!(run.stderr.contains("killed them"), "{}", run.stderr);
 }
 
 #[test]

@@ -143,7 +143,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .cloned()
             .collect(),
     };
+    adopt_orphans();
     let result = run_attempt(config, cancel).await?;
+    let left_behind = crate::runner::process::kill_adopted();
+    if !left_behind.is_empty() {
+        tracing::warn!(
+            "the agent left {} processes running after the attempt (pids {left_behind:?}); killed them",
+            left_behind.len()
+        );
+    }
     let outcome = result.outcome;
     match result_destination(args.result_file) {
         Some(path) => {
@@ -222,3 +230,15 @@ fn die_with_parent(parent: nix::unistd::Pid, cancel: &CancellationToken) -> anyh
 fn die_with_parent(_parent: nix::unistd::Pid, _cancel: &CancellationToken) -> anyhow::Result<()> {
     anyhow::bail!("--die-with-parent is only supported on Linux")
 }
+
+/// Daemons the agent forks out of its process group are re-parented to the runner, which
+/// kills them after the attempt.
+#[cfg(target_os = "linux")]
+fn adopt_orphans() {
+    if let Err(error) = crate::runner::process::adopt_orphans() {
+        tracing::warn!("cannot adopt the agent's orphaned processes: {error}");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn adopt_orphans() {}

@@ -14,7 +14,7 @@ pub mod model;
 pub mod outcome;
 pub mod patterns;
 pub mod permission;
-mod process;
+pub(crate) mod process;
 pub mod protocol;
 pub mod reports;
 pub mod result;
