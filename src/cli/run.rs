@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail};
 use super::exit::Exit;
 use crate::api::agent::Confinement;
 use crate::clock::now_ms;
-use crate::engine::attempt::LandlockState;
+use crate::engine::attempt::{ConfinementReport, LandlockState};
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
@@ -161,9 +161,12 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
     out
 }
 
-/// Whether this kernel confines agents as `confinement` asks: a warning when it cannot
-/// and that is allowed, an error (before any attempt) when it is `Required`.
-fn confinement_warning(confinement: Confinement) -> Result<Option<String>, String> {
+/// Whether this kernel (`probe`) confines agents as `confinement` asks: a warning when it
+/// cannot and that is allowed, an error (before any attempt) when it is `Required`.
+fn confinement_warning(
+    confinement: Confinement,
+    probe: impl FnOnce() -> ConfinementReport,
+) -> Result<Option<String>, String> {
     if confinement == Confinement::Disabled {
         return Ok(Some(
             "confinement is disabled: only the permission answers keep the agents in their \
@@ -171,7 +174,7 @@ fn confinement_warning(confinement: Confinement) -> Result<Option<String>, Strin
                 .to_owned(),
         ));
     }
-    let probe = crate::runner::confine::probe();
+    let probe = probe();
     if probe.landlock == LandlockState::Enforced {
         return Ok(None);
     }
@@ -262,7 +265,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let confinement = args
         .confinement
         .unwrap_or(chosen.feature.spec.agent.confinement);
-    let unconfined = match confinement_warning(confinement) {
+    let unconfined = match confinement_warning(confinement, crate::runner::confine::probe) {
         Ok(warning) => warning,
         Err(error) => {
             eprintln!("error: {error}");
@@ -389,6 +392,37 @@ async fn open_worktrees(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kernel(landlock: LandlockState) -> impl FnOnce() -> ConfinementReport {
+        move || ConfinementReport {
+            landlock,
+            abi: None,
+            problems: vec!["the kernel does not enforce Landlock".to_owned()],
+        }
+    }
+
+    #[test]
+    fn required_confinement_without_landlock_stops_the_run_saying_why() {
+        let error = confinement_warning(Confinement::Required, kernel(LandlockState::Unavailable))
+            .unwrap_err();
+        assert!(
+            error.contains("does not enforce Landlock") && error.contains("best-effort"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn best_effort_confinement_without_landlock_warns() {
+        let warning =
+            confinement_warning(Confinement::BestEffort, kernel(LandlockState::Unavailable));
+        assert!(warning.unwrap().unwrap().contains("not fully confined"));
+    }
+
+    #[test]
+    fn a_kernel_enforcing_landlock_needs_no_warning() {
+        let warning = confinement_warning(Confinement::Required, kernel(LandlockState::Enforced));
+        assert_eq!(warning, Ok(None));
+    }
     use crate::engine::dag::FeatureOutcome;
 
     const EXE: &str = "/bin/r";

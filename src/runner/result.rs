@@ -164,6 +164,19 @@ mod tests {
     }
 
     #[test]
+    fn long_confinement_problems_are_shortened_and_named() {
+        let mut long = result();
+        long.confinement = Some(crate::engine::attempt::ConfinementReport {
+            problems: vec!["the runner's file lies in the workspace ".repeat(60); 3],
+            ..Default::default()
+        });
+        let (fitted, json) = fit_result(long).unwrap();
+        assert!(json.len() <= RESULT_MAX_BYTES);
+        assert_eq!(fitted.truncated, vec!["confinement.problems"]);
+        assert_eq!(fitted.confinement.unwrap().problems.len(), 3);
+    }
+
+    #[test]
     fn a_long_crash_summary_is_shortened_first_and_named() {
         let mut long = result();
         long.crash = Some("boom ".repeat(2000));
