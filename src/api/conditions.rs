@@ -92,6 +92,50 @@ pub fn confined(
     )
 }
 
+/// A Feature's `Confined` from its Tasks' (name, `Confined`): the first `False` one named
+/// (how many more), else `True` once a Task has one; `None` before any attempt ran.
+pub fn feature_confined<'a>(
+    tasks: impl IntoIterator<Item = (&'a str, &'a Condition)>,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Option<Condition> {
+    let mut confined = 0;
+    let mut unconfined: Vec<(&str, &Condition)> = Vec::new();
+    for (task, condition) in tasks {
+        if condition.status == STATUS_FALSE {
+            unconfined.push((task, condition));
+        } else {
+            confined += 1;
+        }
+    }
+    let Some((task, first)) = unconfined.first() else {
+        return (confined > 0).then(|| {
+            let message = format!("the last attempt of each of {confined} tasks was confined");
+            condition(
+                CONFINED,
+                STATUS_TRUE,
+                "Landlock",
+                message,
+                observed_generation,
+                now,
+            )
+        });
+    };
+    let more = match unconfined.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more tasks)"),
+    };
+    let message = format!("task {task}: {}{more}", first.message);
+    Some(condition(
+        CONFINED,
+        STATUS_FALSE,
+        &first.reason,
+        message,
+        observed_generation,
+        now,
+    ))
+}
+
 /// Condition status `True`.
 pub const STATUS_TRUE: &str = "True";
 /// Condition status `False`.
@@ -238,5 +282,29 @@ mod tests {
             &["the agent offers no session mode"],
         );
         assert_eq!(confined(&report, None, at(10)).reason, "Weakened");
+    }
+
+    #[test]
+    fn a_feature_is_unconfined_when_one_task_is_naming_it() {
+        let good = confined(&report(LandlockState::Enforced, &[]), None, at(1));
+        let bad = confined(
+            &report(LandlockState::Unavailable, &["no Landlock"]),
+            None,
+            at(1),
+        );
+        let feature = feature_confined([("a", &good), ("b", &bad)], Some(2), at(5)).unwrap();
+        assert_eq!(
+            (
+                feature.status.as_str(),
+                feature.reason.as_str(),
+                feature.message.as_str()
+            ),
+            (STATUS_FALSE, "LandlockUnavailable", "task b: no Landlock")
+        );
+    }
+
+    #[test]
+    fn a_feature_without_attempts_has_no_confined_condition() {
+        assert_eq!(feature_confined([], None, at(1)), None);
     }
 }

@@ -422,6 +422,13 @@ pub fn feature_status(
         if failed { "FeatureFailed" } else { "NotFailed" },
         if failed { &message } else { "" },
     );
+    let tasks_confined = tasks.iter().filter_map(|task| {
+        let confined = conditions::find(&task.status.as_ref()?.conditions, conditions::CONFINED)?;
+        Some((task.metadata.name.as_deref().unwrap_or_default(), confined))
+    });
+    if let Some(confined) = conditions::feature_confined(tasks_confined, generation, now) {
+        conditions::set_condition(&mut status.conditions, confined);
+    }
     status
 }
 
