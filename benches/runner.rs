@@ -1,12 +1,15 @@
-//! Runner figures with the scripted agent over a real stdio pipe (prints, asserts
-//! nothing): runner start to the agent's answer to `initialize`, and session updates
-//! relayed per second.
+//! Runner figures with the scripted agent over a real stdio pipe (prints; asserts only
+//! that Landlock was enforced): runner start to the agent's answer to `initialize` (the first ACP request),
+//! with and without Landlock confinement, the cost of restricting a thread, and session
+//! updates relayed per second.
 //!
 //! `cargo bench --bench runner` (release build of the `ralph` binary as the agent).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
+use ralph::engine::attempt::LandlockState;
+use ralph::runner::config::Confinement;
 use ralph::runner::{EventLog, RunnerConfig, run_attempt};
 use tokio_util::sync::CancellationToken;
 
@@ -47,21 +50,40 @@ fn main() {
         config
     };
 
-    let mut initialize: Vec<u64> = (0..STARTS)
-        .filter_map(|_| {
-            let result = runtime
-                .block_on(run_attempt(config("start"), CancellationToken::new()))
-                .expect("attempt");
-            result.timings.initialize_ms
+    for confinement in [Confinement::Disabled, Confinement::BestEffort] {
+        let mut initialize: Vec<u64> = (0..STARTS)
+            .filter_map(|_| {
+                let mut config = config("start");
+                config.confinement = confinement;
+                let result = runtime
+                    .block_on(run_attempt(config, CancellationToken::new()))
+                    .expect("attempt");
+                result.timings.initialize_ms
+            })
+            .collect();
+        initialize.sort_unstable();
+        println!(
+            "runner start -> initialize answered, confinement {confinement:?} ({} runs): median {} ms, p90 {} ms, max {} ms",
+            initialize.len(),
+            percentile(&initialize, 50),
+            percentile(&initialize, 90),
+            initialize.last().copied().unwrap_or(0)
+        );
+    }
+    let mut restricting: Vec<u64> = (0..STARTS * 10)
+        .map(|_| {
+            let started = Instant::now();
+            let report = ralph::runner::confine::probe();
+            assert_eq!(report.landlock, LandlockState::Enforced, "{report:?}");
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
         })
         .collect();
-    initialize.sort_unstable();
+    restricting.sort_unstable();
     println!(
-        "runner start -> initialize answered ({} runs): median {} ms, p90 {} ms, max {} ms",
-        initialize.len(),
-        percentile(&initialize, 50),
-        percentile(&initialize, 90),
-        initialize.last().copied().unwrap_or(0)
+        "a thread restricting itself with Landlock ({} runs): median {} µs, p90 {} µs",
+        restricting.len(),
+        percentile(&restricting, 50),
+        percentile(&restricting, 90)
     );
 
     let mut rates: Vec<f64> = (0..RELAY_RUNS)

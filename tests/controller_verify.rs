@@ -258,3 +258,35 @@ fn runner_command_has(pod: &Pod, flag: &str) -> bool {
         .and_then(|c| c.command.as_ref())
         .is_some_and(|command| command.iter().any(|a| a == flag))
 }
+
+/// The runner reports what each attempt ran under; the controller copies it into the
+/// attempt records and the `Confined` conditions of the Task and the Feature.
+#[tokio::test]
+async fn each_attempt_records_its_agent_mode_and_the_task_and_feature_are_confined() {
+    let (world, _verifier) = agent_verified(PASSING_SCRIPT, "checked-a-a2").await;
+    let h = &world.harness;
+
+    let feature = h.wait_for_feature_phase("checked", "Complete").await;
+    let task = world.task("checked-a").await;
+    let status = task.status.as_ref().expect("status");
+    let modes: Vec<_> = status
+        .attempts
+        .iter()
+        .map(|a| a.ran_by.agent_mode.as_deref())
+        .collect();
+    assert_eq!(modes, [Some("default"), Some("plan")]);
+    for conditions in [
+        &status.conditions,
+        &feature.status.expect("status").conditions,
+    ] {
+        let confined = conditions
+            .iter()
+            .find(|c| c.type_ == "Confined")
+            .expect("Confined condition");
+        assert_eq!(
+            (confined.status.as_str(), confined.reason.as_str()),
+            ("True", "Landlock"),
+            "{confined:?}"
+        );
+    }
+}

@@ -54,6 +54,9 @@ pub enum Step {
     Kill,
     /// Print a line on stderr.
     Stderr(String),
+    /// Run a shell command (`sh -c`) in the session's cwd without asking permission, as an
+    /// agent that approves its own tool calls does; its exit and stderr are sent as text.
+    Shell(String),
     /// Report usage: a `usage_update` notification, and token usage in the prompt response.
     Usage(UsageStep),
     /// Send one message chunk of this many bytes.
@@ -321,6 +324,7 @@ fn parse_step(item: &Value) -> Result<Step, String> {
         "text" => Step::Text(text()?),
         "thought" => Step::Thought(text()?),
         "stderr" => Step::Stderr(text()?),
+        "shell" => Step::Shell(text()?),
         "split" => Step::Split(text()?),
         "system_error" => Step::SystemError(text()?),
         "thread_status" => Step::ThreadStatus(text()?),

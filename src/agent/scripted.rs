@@ -12,9 +12,10 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ConfigOptionUpdate, ContentChunk, Cost, Implementation,
     InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
     PermissionOptionKind, ReadTextFileRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
-    SessionNotification, SessionUpdate, ToolCall, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, UsageUpdate, WriteTextFileRequest,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode,
+    SessionModeState, SessionNotification, SessionUpdate, ToolCall, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+    WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, ConnectTo, Error};
@@ -23,12 +24,17 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 
 use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, substitute};
+use crate::runner::mode::RawSetMode;
 use crate::runner::model::{RawSetConfigOption, RawSetResponse};
 use crate::runner::protocol::{RawPrompt, RawPromptResponse, RawSessionUpdate, TurnUsage};
 use crate::sync::lock;
 
 /// The one session the scripted agent serves.
 const SESSION_ID: &str = "script-session";
+
+/// The session modes it offers (`session/set_mode`), as claude-agent-acp names its asking
+/// and read-only modes; it plays the same steps in each.
+const MODES: &[&str] = &["default", "plan"];
 
 /// Time given to queued messages to reach the client before the agent exits or kills
 /// itself (the SDK offers no flush).
@@ -150,7 +156,14 @@ pub async fn serve(
                             )?;
                         }
                     }
-                    let mut response = NewSessionResponse::new(SESSION_ID);
+                    let mut response =
+                        NewSessionResponse::new(SESSION_ID).modes(SessionModeState::new(
+                            MODES[0],
+                            MODES
+                                .iter()
+                                .map(|mode| SessionMode::new(*mode, *mode))
+                                .collect(),
+                        ));
                     let offered = performance.offered_models();
                     if let Some(current) = offered.first() {
                         response = response.config_options(vec![model_selector(current, &offered)]);
@@ -181,6 +194,19 @@ pub async fn serve(
                         ])),
                     )?;
                     responder.respond(RawSetResponse::default())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: RawSetMode, responder, _cx| {
+                if MODES.contains(&request.mode_id.as_str()) {
+                    responder.respond(RawSetResponse::default())
+                } else {
+                    responder.respond_with_error(Error::invalid_params().data(json!(format!(
+                        "Invalid or unavailable mode: {}",
+                        request.mode_id
+                    ))))
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -264,6 +290,11 @@ impl Turn {
                         nix::sys::signal::Signal::SIGKILL,
                     );
                     std::future::pending::<()>().await;
+                }
+                Step::Shell(command) => {
+                    let command = substitute(command, &performance.task, performance.attempt);
+                    let cwd = lock(&self.shared.cwd).clone();
+                    self.message(shell(&command, &cwd).await)?;
                 }
                 Step::Stderr(line) => {
                     let _ = writeln!(std::io::stderr(), "{}", text(line));
@@ -426,6 +457,25 @@ impl Turn {
                 .map(drop)
                 .map_err(|error| format!("{}: {error}", path.display())),
         }
+    }
+}
+
+/// Runs `command` with `sh -c` in `cwd`; `shell exit CODE` and its stderr, for the turn's
+/// text.
+async fn shell(command: &str, cwd: &Path) -> String {
+    let output = tokio::process::Command::new("sh")
+        .args(["-c", command])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await;
+    match output {
+        Ok(output) => format!(
+            "shell exit {}: {}\n",
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ),
+        Err(error) => format!("shell failed to start: {error}\n"),
     }
 }
 

@@ -70,6 +70,46 @@ pub struct AgentSpec {
     /// through it), on for other agents.
     #[serde(default, skip_serializing_if = "ClientFs::is_auto")]
     pub client_fs: ClientFs,
+
+    /// How the runner confines the agent process with the kernel (Landlock): it may write
+    /// only its workspace (read-only for a verifier), its HOME and its temp directory.
+    /// `BestEffort` runs unconfined where the kernel lacks Landlock (a warning, and the
+    /// Task's `Confined` condition `False`); `Required` makes that a configuration error
+    /// before the agent starts; `Disabled` does not confine (not `Off`, which YAML 1.1 reads as false) (docs/security.md).
+    #[serde(default, skip_serializing_if = "Confinement::is_best_effort")]
+    pub confinement: Confinement,
+}
+
+/// Whether the runner confines the agent process with Landlock (docs/security.md).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+pub enum Confinement {
+    /// Confine where the kernel can; run with a warning where it cannot.
+    #[default]
+    #[value(name = "best-effort")]
+    BestEffort,
+    /// Confine, or end the attempt `misconfigured` before the agent starts.
+    #[value(name = "required")]
+    Required,
+    /// Do not confine (the permission answers are the only guard).
+    #[value(name = "disabled")]
+    Disabled,
+}
+
+impl Confinement {
+    fn is_best_effort(&self) -> bool {
+        *self == Confinement::BestEffort
+    }
+
+    /// The `ralph runner` flags that select this setting (none for the default).
+    pub fn runner_args(self) -> Vec<String> {
+        match self {
+            Confinement::BestEffort => Vec::new(),
+            Confinement::Required => vec!["--confinement".to_owned(), "required".to_owned()],
+            Confinement::Disabled => vec!["--confinement".to_owned(), "disabled".to_owned()],
+        }
+    }
 }
 
 /// Whether the runner advertises the ACP client `fs` capability to the agent.

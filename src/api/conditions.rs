@@ -48,6 +48,94 @@ pub const REASON_TASK_REJECTED: &str = "TaskRejected";
 /// `Valid=False`: the task DAG is invalid (unknown names, cycles, duplicates).
 pub const REASON_INVALID_PLAN: &str = "InvalidPlan";
 
+/// Task: the kernel confined the last attempt's agent with Landlock and it ran in the mode
+/// where it asks before it acts; `False` names what weakened that (docs/security.md).
+pub const CONFINED: &str = "Confined";
+
+/// `Confined` of an attempt's confinement report: `True` (reason `Landlock`) when the
+/// kernel enforced it all and nothing weakened it, else `False` with the reason
+/// `LandlockUnavailable`, `LandlockPartial`, `ConfinementDisabled` or `Weakened`.
+pub fn confined(
+    report: &crate::engine::attempt::ConfinementReport,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    use crate::engine::attempt::LandlockState;
+    let abi = report.abi.unwrap_or_default();
+    if report.is_confined() {
+        let message = format!(
+            "Landlock ABI {abi}: the agent could write only its workspace, HOME and temp directory"
+        );
+        return condition(
+            CONFINED,
+            STATUS_TRUE,
+            "Landlock",
+            message,
+            observed_generation,
+            now,
+        );
+    }
+    let reason = match report.landlock {
+        LandlockState::Unavailable => "LandlockUnavailable",
+        LandlockState::Partial => "LandlockPartial",
+        LandlockState::Disabled => "ConfinementDisabled",
+        LandlockState::Enforced => "Weakened",
+    };
+    let message = report.problems.join("; ");
+    condition(
+        CONFINED,
+        STATUS_FALSE,
+        reason,
+        message,
+        observed_generation,
+        now,
+    )
+}
+
+/// A Feature's `Confined` from its Tasks' (name, `Confined`): the first `False` one named
+/// (how many more), else `True` once a Task has one; `None` before any attempt ran.
+pub fn feature_confined<'a>(
+    tasks: impl IntoIterator<Item = (&'a str, &'a Condition)>,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Option<Condition> {
+    let mut confined = 0;
+    let mut unconfined: Vec<(&str, &Condition)> = Vec::new();
+    for (task, condition) in tasks {
+        if condition.status == STATUS_FALSE {
+            unconfined.push((task, condition));
+        } else {
+            confined += 1;
+        }
+    }
+    let Some((task, first)) = unconfined.first() else {
+        return (confined > 0).then(|| {
+            let message = format!("the last attempt of each of {confined} tasks was confined");
+            condition(
+                CONFINED,
+                STATUS_TRUE,
+                "Landlock",
+                message,
+                observed_generation,
+                now,
+            )
+        });
+    };
+    let more = match unconfined.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more tasks)"),
+    };
+    let message = format!("task {task}: {}{more}", first.message);
+    Some(condition(
+        CONFINED,
+        STATUS_FALSE,
+        &first.reason,
+        message,
+        observed_generation,
+        now,
+    ))
+}
+
 /// Condition status `True`.
 pub const STATUS_TRUE: &str = "True";
 /// Condition status `False`.
@@ -104,6 +192,7 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::attempt::{ConfinementReport, LandlockState};
 
     fn at(seconds: i64) -> Time {
         match jiff::Timestamp::from_second(seconds) {
@@ -156,5 +245,66 @@ mod tests {
             condition(VALID, STATUS_TRUE, "PlanValid", "", Some(1), at(30)),
         );
         assert!(!changed);
+    }
+
+    fn report(landlock: LandlockState, problems: &[&str]) -> ConfinementReport {
+        ConfinementReport {
+            landlock,
+            abi: Some(7),
+            problems: problems.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_enforced_confinement_without_problems_is_confined() {
+        let confined = confined(&report(LandlockState::Enforced, &[]), Some(1), at(10));
+        assert_eq!(
+            (confined.status.as_str(), confined.reason.as_str()),
+            (STATUS_TRUE, "Landlock")
+        );
+    }
+
+    #[test]
+    fn a_missing_landlock_is_not_confined_and_says_why() {
+        let why = "the kernel does not enforce Landlock";
+        let confined = confined(&report(LandlockState::Unavailable, &[why]), Some(1), at(10));
+        assert_eq!(
+            (confined.status.as_str(), confined.reason.as_str()),
+            (STATUS_FALSE, "LandlockUnavailable")
+        );
+        assert_eq!(confined.message, why);
+    }
+
+    #[test]
+    fn an_agent_left_in_its_own_mode_weakens_an_enforced_confinement() {
+        let report = report(
+            LandlockState::Enforced,
+            &["the agent offers no session mode"],
+        );
+        assert_eq!(confined(&report, None, at(10)).reason, "Weakened");
+    }
+
+    #[test]
+    fn a_feature_is_unconfined_when_one_task_is_naming_it() {
+        let good = confined(&report(LandlockState::Enforced, &[]), None, at(1));
+        let bad = confined(
+            &report(LandlockState::Unavailable, &["no Landlock"]),
+            None,
+            at(1),
+        );
+        let feature = feature_confined([("a", &good), ("b", &bad)], Some(2), at(5)).unwrap();
+        assert_eq!(
+            (
+                feature.status.as_str(),
+                feature.reason.as_str(),
+                feature.message.as_str()
+            ),
+            (STATUS_FALSE, "LandlockUnavailable", "task b: no Landlock")
+        );
+    }
+
+    #[test]
+    fn a_feature_without_attempts_has_no_confined_condition() {
+        assert_eq!(feature_confined([], None, at(1)), None);
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use super::exit::Exit;
+use crate::api::agent::Confinement;
 use crate::clock::now_ms;
+use crate::engine::attempt::{ConfinementReport, LandlockState};
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
@@ -76,6 +78,11 @@ pub struct Args {
     /// Runner: refuse permission for paths matching this glob (repeatable).
     #[arg(long, value_name = "GLOB")]
     pub deny: Vec<String>,
+    /// Runner: confine each agent with Landlock (default: the Feature's
+    /// spec.agent.confinement, best-effort); required stops before any attempt where the
+    /// kernel cannot.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub confinement: Option<Confinement>,
     /// How long a claim lasts unless renewed by a live runner.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = humantime::parse_duration)]
     pub claim_duration: Duration,
@@ -154,6 +161,33 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
     out
 }
 
+/// Whether this kernel (`probe`) confines agents as `confinement` asks: a warning when it
+/// cannot and that is allowed, an error (before any attempt) when it is `Required`.
+fn confinement_warning(
+    confinement: Confinement,
+    probe: impl FnOnce() -> ConfinementReport,
+) -> Result<Option<String>, String> {
+    if confinement == Confinement::Disabled {
+        return Ok(Some(
+            "confinement is disabled: only the permission answers keep the agents in their \
+             workspace (docs/security.md)"
+                .to_owned(),
+        ));
+    }
+    let probe = probe();
+    if probe.landlock == LandlockState::Enforced {
+        return Ok(None);
+    }
+    let problem = probe.problems.join("; ");
+    if confinement == Confinement::Required && probe.landlock == LandlockState::Unavailable {
+        return Err(format!(
+            "confinement is required but {problem}; run on a kernel with Landlock or use \
+             --confinement best-effort"
+        ));
+    }
+    Ok(Some(format!("agents are not fully confined: {problem}")))
+}
+
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = crate::manifest::LoadOptions {
@@ -228,6 +262,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.workspace.as_deref().unwrap_or(manifest_dir),
         "workspace",
     )?;
+    let confinement = args
+        .confinement
+        .unwrap_or(chosen.feature.spec.agent.confinement);
+    let unconfined = match confinement_warning(confinement, crate::runner::confine::probe) {
+        Ok(warning) => warning,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::AgentMisconfigured.into());
+        }
+    };
     let state = absolute(
         &state_dir::resolve(args.state.as_deref(), Some(&args.file)),
         "state directory",
@@ -263,6 +307,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             runner_args: [
                 runner_args(&args, agent_timeouts(chosen)),
                 chosen.feature.spec.agent.client_fs.runner_args(),
+                confinement.runner_args(),
             ]
             .concat(),
         },
@@ -274,7 +319,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace)
         }
     };
-    if let Some(message) = shared {
+    let reachable_state = (options.worktrees.is_none()
+        && confinement != Confinement::Disabled
+        && state.starts_with(&options.runner.workspace))
+    .then(|| {
+        format!(
+            "the state directory {} lies in the workspace: agents can reach their runners' \
+             result files (use --state outside it, or a git repository)",
+            state.display()
+        )
+    });
+    for message in shared.into_iter().chain(unconfined).chain(reachable_state) {
         display.show(&RunEvent::Warning {
             task: None,
             message,
@@ -337,6 +392,37 @@ async fn open_worktrees(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kernel(landlock: LandlockState) -> impl FnOnce() -> ConfinementReport {
+        move || ConfinementReport {
+            landlock,
+            abi: None,
+            problems: vec!["the kernel does not enforce Landlock".to_owned()],
+        }
+    }
+
+    #[test]
+    fn required_confinement_without_landlock_stops_the_run_saying_why() {
+        let error = confinement_warning(Confinement::Required, kernel(LandlockState::Unavailable))
+            .unwrap_err();
+        assert!(
+            error.contains("does not enforce Landlock") && error.contains("best-effort"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn best_effort_confinement_without_landlock_warns() {
+        let warning =
+            confinement_warning(Confinement::BestEffort, kernel(LandlockState::Unavailable));
+        assert!(warning.unwrap().unwrap().contains("not fully confined"));
+    }
+
+    #[test]
+    fn a_kernel_enforcing_landlock_needs_no_warning() {
+        let warning = confinement_warning(Confinement::Required, kernel(LandlockState::Enforced));
+        assert_eq!(warning, Ok(None));
+    }
     use crate::engine::dag::FeatureOutcome;
 
     const EXE: &str = "/bin/r";

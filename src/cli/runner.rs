@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt::OutcomeClass;
 use crate::runner::check::CheckCommand;
-use crate::runner::config::{ClientFs, Timeouts};
+use crate::runner::config::{ClientFs, Confinement, Timeouts};
 use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
 
 /// The kubelet's termination-message file, the default result file when it exists.
@@ -91,6 +91,11 @@ pub struct Args {
     /// without a model choice, makes the attempt misconfigured.
     #[arg(long)]
     pub model: Option<String>,
+    /// Confine the agent with Landlock to writing its workspace (none of it with
+    /// --read-only), HOME and a private temp directory: best-effort runs unconfined with a
+    /// warning where the kernel cannot; required makes that a misconfiguration; disabled does not confine.
+    #[arg(long, env = "RALPH_CONFINEMENT", value_enum, default_value_t = Confinement::BestEffort)]
+    pub confinement: Confinement,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -158,10 +163,25 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
             tail_bytes: usize::try_from(args.verify_output_tail_bytes).unwrap_or(2048),
         }),
         model: args.model,
+        confinement: args.confinement,
+        runner_files: args
+            .result_file
+            .iter()
+            .chain(&args.result_copy)
+            .cloned()
+            .collect(),
     };
+    adopt_orphans();
     let result = run_attempt(config, cancel).await;
     beating.abort();
     let result = result?;
+    let left_behind = crate::runner::process::kill_adopted();
+    if !left_behind.is_empty() {
+        tracing::warn!(
+            "the agent left {} processes running after the attempt (pids {left_behind:?}); killed them",
+            left_behind.len()
+        );
+    }
     let outcome = result.outcome;
     match result_destination(args.result_file) {
         Some(path) => {
@@ -266,3 +286,15 @@ fn die_with_parent(parent: nix::unistd::Pid, cancel: &CancellationToken) -> anyh
 fn die_with_parent(_parent: nix::unistd::Pid, _cancel: &CancellationToken) -> anyhow::Result<()> {
     anyhow::bail!("--die-with-parent is only supported on Linux")
 }
+
+/// Daemons the agent forks out of its process group are re-parented to the runner, which
+/// kills them after the attempt.
+#[cfg(target_os = "linux")]
+fn adopt_orphans() {
+    if let Err(error) = crate::runner::process::adopt_orphans() {
+        tracing::warn!("cannot adopt the agent's orphaned processes: {error}");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn adopt_orphans() {}

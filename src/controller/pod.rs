@@ -277,6 +277,7 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         &format!("{}s", agent.total_timeout_seconds),
     ]);
     command.extend(agent.client_fs.runner_args());
+    command.extend(agent.confinement.runner_args());
     match input.kind {
         AttemptKind::Work => command.extend(input.verify.runner_args()),
         AttemptKind::Verify => command.push("--read-only".to_owned()),

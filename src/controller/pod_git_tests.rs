@@ -3,7 +3,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
 use crate::api::AgentSpec;
-use crate::api::agent::ClientFs;
+use crate::api::agent::{ClientFs, Confinement};
 use crate::api::workspace::{GitAuthor, GitCredentialsRef};
 use crate::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
 use crate::controller::testing::{args, container, pod_spec as spec, volume};
@@ -21,6 +21,7 @@ fn agent() -> AgentSpec {
         idle_timeout_seconds: 600,
         total_timeout_seconds: 3600,
         client_fs: ClientFs::Auto,
+        confinement: Confinement::BestEffort,
     }
 }
 

@@ -1,7 +1,7 @@
 use k8s_openapi::api::core::v1::{EnvFromSource, SecretEnvSource, Toleration};
 
 use super::*;
-use crate::api::agent::ClientFs;
+use crate::api::agent::{ClientFs, Confinement};
 use crate::controller::testing::{container, pod_spec as spec, volume};
 
 fn agent() -> AgentSpec {
@@ -21,6 +21,7 @@ fn agent() -> AgentSpec {
         idle_timeout_seconds: 600,
         total_timeout_seconds: 3600,
         client_fs: ClientFs::Auto,
+        confinement: Confinement::BestEffort,
     }
 }
 
@@ -460,14 +461,34 @@ fn a_client_fs_setting_reaches_the_runner_before_the_agent_command() {
         client_fs: ClientFs::Never,
         ..agent()
     };
-    let pod = build_with(&agent, None, SidecarMode::Native).expect("pod");
-    let command = container(&pod, AGENT_CONTAINER)
-        .command
-        .clone()
-        .expect("command");
+    let command = runner_command(&agent);
     let separator = command.iter().position(|arg| arg == "--").expect("--");
     assert_eq!(
         command[separator - 2..separator],
         ["--client-fs".to_owned(), "never".to_owned()]
     );
+}
+
+#[test]
+fn a_required_confinement_reaches_the_runner() {
+    let agent = AgentSpec {
+        confinement: Confinement::Required,
+        ..agent()
+    };
+    let command = runner_command(&agent);
+    assert!(
+        command
+            .windows(2)
+            .any(|pair| pair == ["--confinement", "required"]),
+        "{command:?}"
+    );
+}
+
+/// The agent container's command (`ralph runner ... -- AGENT`) of `agent`'s Pod.
+fn runner_command(agent: &AgentSpec) -> Vec<String> {
+    let pod = build_with(agent, None, SidecarMode::Native).expect("pod");
+    container(&pod, AGENT_CONTAINER)
+        .command
+        .clone()
+        .expect("command")
 }

@@ -112,6 +112,15 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
     if let Some(result) = ingestion.result {
         record.ran_by.agent = result.ran_by.agent.clone();
         record.ran_by.model = result.ran_by.model.clone();
+        record.ran_by.agent_mode = result.ran_by.agent_mode.clone();
+        if let Some(report) = &result.confinement {
+            let confined = crate::api::conditions::confined(
+                report,
+                task.metadata.generation,
+                time(ingestion.now_ms),
+            );
+            crate::api::conditions::set_condition(&mut status.conditions, confined);
+        }
         record.stop_reason = result.stop_reason.as_ref().map(|r| r.as_str().to_owned());
         record.exit_code = result.exit_code;
         record.sigils = result.sigils.clone();
@@ -414,6 +423,13 @@ pub fn feature_status(
         if failed { "FeatureFailed" } else { "NotFailed" },
         if failed { &message } else { "" },
     );
+    let tasks_confined = tasks.iter().filter_map(|task| {
+        let confined = conditions::find(&task.status.as_ref()?.conditions, conditions::CONFINED)?;
+        Some((task.metadata.name.as_deref().unwrap_or_default(), confined))
+    });
+    if let Some(confined) = conditions::feature_confined(tasks_confined, generation, now) {
+        conditions::set_condition(&mut status.conditions, confined);
+    }
     status
 }
 

@@ -197,6 +197,49 @@ pub struct RanBy {
     /// The model the attempt asked the agent for (`spec.model`); unset: the agent's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_model: Option<String>,
+
+    /// The ACP session mode the runner put the agent in (e.g. `default`, `plan`); unset:
+    /// none could be set (docs/security.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_mode: Option<String>,
+}
+
+/// What the agent process ran under: the kernel's confinement and what weakened it
+/// (docs/security.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfinementReport {
+    /// How Landlock confined the agent's file access.
+    pub landlock: LandlockState,
+    /// The kernel's Landlock ABI version, when it has Landlock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abi: Option<i32>,
+    /// What weakened the confinement: Landlock missing or partial, a runner file the agent
+    /// could reach, an agent left in a mode that does not ask.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+impl ConfinementReport {
+    /// Whether the kernel enforced the whole confinement and nothing weakened it.
+    pub fn is_confined(&self) -> bool {
+        self.landlock == LandlockState::Enforced && self.problems.is_empty()
+    }
+}
+
+/// How Landlock confined an agent process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum LandlockState {
+    /// Every access right ralph asks for is enforced.
+    Enforced,
+    /// The kernel enforces only part of them (an older Landlock ABI).
+    Partial,
+    /// The kernel has no Landlock (too old, disabled, or blocked by a seccomp profile).
+    Unavailable,
+    /// Confinement was turned off (`confinement: Disabled`), or the agent never started.
+    #[default]
+    Disabled,
 }
 
 /// When the attempt ran, in Unix milliseconds and durations.
@@ -258,6 +301,9 @@ pub struct AttemptResult {
     /// How `verify.command` ended, when the runner ran it (after a done verdict).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckReport>,
+    /// What the agent process ran under (Landlock, problems), when it was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<ConfinementReport>,
     /// Names of fields shortened to keep the document under [`RESULT_MAX_BYTES`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated: Vec<String>,
@@ -282,6 +328,7 @@ impl AttemptResult {
             usage: Usage::default(),
             timings: Timings::default(),
             check: None,
+            confinement: None,
             truncated: Vec::new(),
         }
     }

@@ -2,6 +2,7 @@
 //! under supervision, shut the agent down, and classify what happened.
 
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,9 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::activity::Activity;
 use super::client::{self, ClientContext};
-use super::config::RunnerConfig;
+use super::config::{Confinement, RunnerConfig};
+use super::confine::{self, ConfineError, Layout, PrivateTemp};
 use super::error::RunnerError;
 use super::events::EventLog;
+use super::mode::Wanted;
 use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
@@ -25,10 +28,11 @@ use super::stderr::{self, SharedDigest, StderrAlarm};
 use super::supervise::{Supervised, Supervision, not_acp_yet, supervise};
 use super::transport::agent_lines;
 use super::turn::TurnState;
-use super::workspace::Workspace;
+use super::workspace::{Workspace, real_path};
 use crate::clock::now_ms;
 use crate::engine::attempt::{
-    AttemptResult, Exhaustion, Misconfiguration, OutcomeClass, RanBy, Timings,
+    AttemptResult, ConfinementReport, Exhaustion, LandlockState, Misconfiguration, OutcomeClass,
+    RanBy, Timings,
 };
 use crate::sync::lock;
 
@@ -52,9 +56,15 @@ pub async fn run_attempt(
         path: config.workspace.clone(),
         source,
     })?;
-    let spawned = check_writable(&config, &workspace).and_then(|()| spawn(&config, &workspace));
-    let (agent, pipes) = match spawned {
-        Ok(spawned) => spawned,
+    let started_agent =
+        check_writable(&config, &workspace).and_then(|()| start_confined(&config, &workspace));
+    let Started {
+        agent,
+        pipes,
+        confinement,
+        tmp,
+    } = match started_agent {
+        Ok(started) => started,
         Err(start) => return Ok(not_started(&config, started_at_ms, start)),
     };
     let AgentPipes {
@@ -62,7 +72,11 @@ pub async fn run_attempt(
         stdout,
         stderr,
     } = pipes;
-    let running = Running::start(&config, agent, stderr, &patterns);
+    let mut running = Running::start(&config, agent, stderr, &patterns);
+    running.landlock = matches!(
+        confinement.landlock,
+        LandlockState::Enforced | LandlockState::Partial
+    );
     let ended = running
         .converse(
             &config,
@@ -73,9 +87,122 @@ pub async fn run_attempt(
             &cancel,
         )
         .await;
-    let mut result = ended.report(config.clone(), &patterns, started_at_ms);
+    let mut result = ended.report(config.clone(), &patterns, started_at_ms, confinement);
+    drop(tmp);
     super::check::after_done_verdict(&config, &mut result).await;
     Ok(result)
+}
+
+/// The agent, started under the attempt's confinement.
+struct Started {
+    agent: AgentProcess,
+    pipes: AgentPipes,
+    confinement: ConfinementReport,
+    /// The agent's private temp directory, removed when dropped.
+    tmp: Option<PrivateTemp>,
+}
+
+/// Starts the agent confined by Landlock to the attempt's grants (docs/security.md), or
+/// unconfined with `confinement: Disabled`.
+fn start_confined(config: &RunnerConfig, workspace: &Workspace) -> Result<Started, Start> {
+    if config.confinement == Confinement::Disabled {
+        let (agent, pipes) = spawn(config, workspace, &[])?;
+        let confinement = ConfinementReport {
+            landlock: LandlockState::Disabled,
+            abi: None,
+            problems: vec![
+                "confinement is disabled: only the permission answers guard the agent".into(),
+            ],
+        };
+        return Ok(Started {
+            agent,
+            pipes,
+            confinement,
+            tmp: None,
+        });
+    }
+    let tmp = PrivateTemp::create().map_err(|error| {
+        Start::Crashed(format!("cannot create the agent's temp directory: {error}"))
+    })?;
+    let layout = Layout {
+        workspace: workspace.root().to_path_buf(),
+        read_only: config.read_only,
+        home: agent_home(),
+        tmp: tmp.path().to_path_buf(),
+        runner_files: runner_files(config),
+    };
+    let grants = layout
+        .grants()
+        .map_err(|error| unconfinable(config, &error))?;
+    let tmp_dir = tmp.path().display().to_string();
+    let env = [
+        ("TMPDIR", tmp_dir.as_str()),
+        ("TMP", tmp_dir.as_str()),
+        ("TEMP", tmp_dir.as_str()),
+    ];
+    let runtime = tokio::runtime::Handle::current();
+    let (spawned, confinement) = confine::spawn_confined(&grants, config.confinement, || {
+        let _runtime = runtime.enter();
+        spawn(config, workspace, &env)
+    })
+    .map_err(|error| unconfinable(config, &error))?;
+    let (agent, pipes) = spawned?;
+    config.events.emit(
+        "confined",
+        json!({"landlock": confinement.landlock, "abi": confinement.abi,
+               "writable": grants.writable, "problems": confinement.problems}),
+    );
+    for problem in &confinement.problems {
+        tracing::warn!("confinement: {problem}");
+    }
+    Ok(Started {
+        agent,
+        pipes,
+        confinement,
+        tmp: Some(tmp),
+    })
+}
+
+/// The agent's HOME (it inherits the runner's environment), when it is a directory.
+fn agent_home() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let home = std::path::Path::new(&home).canonicalize().ok()?;
+    home.is_dir().then_some(home)
+}
+
+/// The runner's files the agent must not write: its binary, heartbeat and result files.
+fn runner_files(config: &RunnerConfig) -> Vec<PathBuf> {
+    std::env::current_exe()
+        .ok()
+        .into_iter()
+        .chain(config.heartbeat_file.clone())
+        .chain(config.runner_files.iter().cloned())
+        .filter_map(|path| real_path(&path).ok())
+        .collect()
+}
+
+/// The misconfiguration of an agent that cannot be confined as asked.
+fn unconfinable(config: &RunnerConfig, error: &ConfineError) -> Start {
+    let fix = match error {
+        ConfineError::Carve { .. } => {
+            "keep the runner's result and heartbeat files out of the agent's HOME (ralph run \
+             --state), or make the directory readable"
+        }
+        ConfineError::Landlock(_) => {
+            "run on a kernel with Landlock enabled (Linux ≥ 5.13, landlock in its lsm= boot \
+             parameter) and a seccomp profile that allows its system calls, or set \
+             spec.agent.confinement to BestEffort (ralph run --confinement best-effort)"
+        }
+    };
+    let problem = Misconfiguration {
+        problem: error.to_string(),
+        fix: fix.into(),
+        reason: None,
+    };
+    config
+        .events
+        .emit("misconfigured", json!({"problem": problem.problem}));
+    Start::Misconfigured(problem)
 }
 
 /// A line that is not ACP, printed by an agent that ended before the connection read it:
@@ -99,16 +226,18 @@ enum Start {
     Crashed(String),
 }
 
-/// Starts the agent in the workspace with the attempt's environment.
+/// Starts the agent in the workspace with the attempt's environment and `extra_env`.
 fn spawn(
     config: &RunnerConfig,
     workspace: &Workspace,
+    extra_env: &[(&str, &str)],
 ) -> Result<(AgentProcess, AgentPipes), Start> {
     let workspace_env = workspace.root().display().to_string();
     let mut env = vec![
         ("RALPH_TASK", config.task.as_str()),
         ("RALPH_WORKSPACE", workspace_env.as_str()),
     ];
+    env.extend_from_slice(extra_env);
     if let Some(attempt) = &config.attempt {
         env.push(("RALPH_ATTEMPT", attempt.as_str()));
     }
@@ -188,6 +317,8 @@ struct Running {
     stderr_task: JoinHandle<()>,
     alarms: mpsc::UnboundedReceiver<StderrAlarm>,
     events: EventLog,
+    /// Landlock confines the agent (the agent's mode may depend on it).
+    landlock: bool,
 }
 
 /// What the attempt left once the agent is gone.
@@ -224,6 +355,7 @@ impl Running {
             stderr_task,
             alarms,
             events: config.events.clone(),
+            landlock: false,
         }
     }
 
@@ -241,7 +373,8 @@ impl Running {
         let (session_tx, session_rx) = oneshot::channel();
         let (transport, mut stdout_reader) =
             agent_lines(stdin, stdout, self.activity.clone(), noise_tx);
-        let context = self.client_context(config, workspace, policy, started);
+        let landlock = self.landlock;
+        let context = self.client_context(config, workspace, policy, started, landlock);
         let mut conversation = Box::pin(client::drive(context, transport, session_tx));
         let supervision = self.supervision(config, &mut noise, started, cancel);
         let mut supervised = supervise(conversation.as_mut(), session_rx, supervision).await;
@@ -263,6 +396,7 @@ impl Running {
         workspace: Workspace,
         policy: PermissionPolicy,
         started: Instant,
+        landlock: bool,
     ) -> ClientContext {
         ClientContext {
             prompt: config.prompt.clone(),
@@ -273,6 +407,11 @@ impl Running {
             started,
             advertise_fs: config.client_fs.advertise(&config.agent_command),
             model: config.model.clone(),
+            mode: Wanted {
+                read_only: config.read_only,
+                landlock,
+                deny_globs: !config.deny.is_empty(),
+            },
         }
     }
 
@@ -333,9 +472,11 @@ impl Ended {
         config: RunnerConfig,
         patterns: &Patterns,
         started_at_ms: i64,
+        mut confinement: ConfinementReport,
     ) -> AttemptResult {
         let turn = self.turn.clone();
         let mut turn = lock(&turn);
+        confinement.problems.extend(turn.mode_problem.take());
         let observations = self.observe(&config, patterns, &mut turn);
         let mut verdict = classify(&observations);
         if let Some(problem) = turn.model_rejected.take() {
@@ -359,6 +500,7 @@ impl Ended {
                 ended_at_ms: now_ms(),
                 initialize_ms: turn.initialize_ms,
             },
+            confinement: Some(confinement),
             ..base_result(&config, verdict.outcome)
         }
     }

@@ -50,6 +50,8 @@ pub struct ClientContext {
     pub advertise_fs: bool,
     /// The model to ask the agent for, once the session exists (`ralph runner --model`).
     pub model: Option<String>,
+    /// The mode the agent is to be put in (a verifier's read-only mode, under Landlock).
+    pub mode: super::mode::Wanted,
 }
 
 /// What the ACP handlers share.
@@ -92,6 +94,7 @@ impl ClientContext {
             started: self.started,
             advertise_fs: self.advertise_fs,
             model: self.model,
+            mode: self.mode,
             session_tx,
         };
         (handlers, setup)
@@ -242,13 +245,14 @@ struct Setup {
     started: Instant,
     advertise_fs: bool,
     model: Option<String>,
+    mode: super::mode::Wanted,
     session_tx: oneshot::Sender<SessionHandle>,
 }
 
 impl Setup {
     async fn converse(self, handlers: &Handlers, cx: ConnectionTo<Agent>) -> Conversation {
         self.initialize(handlers, &cx).await?;
-        let session_id = new_session(handlers, &cx, self.model.as_deref()).await?;
+        let session_id = new_session(handlers, &cx, self.model.as_deref(), self.mode).await?;
         // The supervisor may already be gone (it only listens while it can cancel).
         let _ = self.session_tx.send((cx.clone(), session_id.clone()));
         lock(&handlers.turn).phase = Phase::Prompted;
@@ -301,6 +305,7 @@ async fn new_session(
     handlers: &Handlers,
     cx: &ConnectionTo<Agent>,
     chosen_model: Option<&str>,
+    mode: super::mode::Wanted,
 ) -> Result<SessionId, Error> {
     let cwd = handlers.workspace.root().to_path_buf();
     let session = cx
@@ -347,7 +352,35 @@ async fn new_session(
             }
         }
     }
+    set_mode(handlers, cx, &session, mode).await;
     Ok(SessionId::new(session.session_id))
+}
+
+/// Puts the agent in the mode where it asks before it acts (a verifier: its read-only
+/// mode), recording the mode or why none could be set.
+async fn set_mode(
+    handlers: &Handlers,
+    cx: &ConnectionTo<Agent>,
+    session: &super::protocol::RawNewSessionResponse,
+    wanted: super::mode::Wanted,
+) {
+    let agent = lock(&handlers.turn)
+        .ran_by
+        .agent
+        .clone()
+        .unwrap_or_default();
+    let options = (session.config_options.as_ref(), session.modes.as_ref());
+    let set = super::mode::set(cx, &session.session_id, &agent, wanted, options).await;
+    handlers.events.emit(
+        "mode",
+        json!({"mode": set.mode, "readOnly": wanted.read_only, "problem": set.problem}),
+    );
+    if let Some(problem) = &set.problem {
+        tracing::warn!("{problem}");
+    }
+    let mut turn = lock(&handlers.turn);
+    turn.ran_by.agent_mode = set.mode;
+    turn.mode_problem = set.problem;
 }
 
 /// How the turn ended, from the conversation's raw outcome.

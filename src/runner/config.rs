@@ -49,6 +49,11 @@ pub struct RunnerConfig {
     /// The model to ask the agent for (its ACP `model` session option), when the Feature
     /// chose one; `None`: the agent's default.
     pub model: Option<String>,
+    /// How the agent process is confined by the kernel (Landlock; docs/security.md).
+    pub confinement: Confinement,
+    /// The runner's own files besides the heartbeat (its binary, the result file), which
+    /// confinement keeps out of the agent's reach.
+    pub runner_files: Vec<PathBuf>,
 }
 
 /// How long an attempt's agent may be idle and run, and how long it gets to stop.
@@ -72,7 +77,7 @@ impl Default for Timeouts {
     }
 }
 
-pub use crate::api::agent::ClientFs;
+pub use crate::api::agent::{ClientFs, Confinement};
 
 /// Agents whose use of the client file system is broken: gemini-cli's write tool reads
 /// the file first and does not recognise any not-found error, so new files fail.
@@ -132,6 +137,8 @@ impl RunnerConfig {
             read_only: false,
             check: None,
             model: None,
+            confinement: Confinement::BestEffort,
+            runner_files: Vec::new(),
         }
     }
 }

@@ -78,22 +78,9 @@ pub fn model_route(config_options: Option<&Value>, models: Option<&Value>) -> Mo
     if let Some(selector) = selector
         && let Some(id) = selector.get("id").and_then(Value::as_str)
     {
-        let offered = selector
-            .get("options")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .flat_map(
-                |choice| match choice.get("options").and_then(Value::as_array) {
-                    Some(grouped) => grouped.clone(),
-                    None => vec![choice.clone()],
-                },
-            )
-            .filter_map(|choice| Some(choice.get("value")?.as_str()?.to_owned()))
-            .collect();
         return ModelRoute::ConfigOption {
             id: id.to_owned(),
-            offered,
+            offered: offered_values(selector),
         };
     }
     match models.and_then(|m| m.get("availableModels")?.as_array().cloned()) {
@@ -105,6 +92,23 @@ pub fn model_route(config_options: Option<&Value>, models: Option<&Value>) -> Mo
         },
         None => ModelRoute::None,
     }
+}
+
+/// The values a select configuration option offers, groups flattened.
+pub(crate) fn offered_values(selector: &Value) -> Vec<String> {
+    selector
+        .get("options")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(
+            |choice| match choice.get("options").and_then(Value::as_array) {
+                Some(grouped) => grouped.clone(),
+                None => vec![choice.clone()],
+            },
+        )
+        .filter_map(|choice| Some(choice.get("value")?.as_str()?.to_owned()))
+        .collect()
 }
 
 /// Asks the agent of session `session_id` (answered by `session/new` with

@@ -84,6 +84,11 @@ impl PermissionPolicy {
                 kind_name(kind)
             ));
         }
+        if self.read_only && request.kind == Some(ToolKind::SwitchMode) {
+            return Decision::Deny(
+                "this is a read-only verification session: it stays in its read-only mode".into(),
+            );
+        }
         if request.paths.is_empty()
             && let Some(kind @ (ToolKind::Edit | ToolKind::Delete | ToolKind::Move)) = request.kind
         {
@@ -277,6 +282,13 @@ mod tests {
             };
             refusal(&read_only(), &request);
         }
+    }
+
+    #[test]
+    fn a_read_only_policy_refuses_leaving_its_mode() {
+        let exit_plan = call("Ready to code?", ToolKind::SwitchMode);
+        assert!(refusal(&read_only(), &exit_plan).contains("stays in its read-only mode"));
+        assert_eq!(decide(&denying(&[]), &exit_plan), Decision::Allow);
     }
 
     #[test]

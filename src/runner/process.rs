@@ -127,6 +127,65 @@ impl AgentProcess {
     }
 }
 
+/// Makes this process the reaper of its orphaned descendants (Linux), so a daemon the agent
+/// forks out of its process group is re-parented here and [`kill_adopted`] finds it.
+#[cfg(target_os = "linux")]
+pub fn adopt_orphans() -> nix::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true)
+}
+
+/// Kills this process's remaining children (daemons the agent left, adopted through
+/// [`adopt_orphans`]) and theirs, until none is left; their pids. Only for a process whose
+/// every child is the agent's: `ralph runner`, once the attempt ended.
+pub fn kill_adopted() -> Vec<u32> {
+    let mut killed = Vec::new();
+    for _ in 0..ADOPTED_SWEEPS {
+        let children: Vec<u32> = children_of(std::process::id())
+            .into_iter()
+            .filter(|pid| !killed.contains(pid))
+            .collect();
+        if children.is_empty() {
+            break;
+        }
+        for pid in &children {
+            if let Ok(pid) = i32::try_from(*pid) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+        killed.extend(children);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    killed
+}
+
+/// Sweeps of [`kill_adopted`]: a killed daemon's own children are adopted next.
+const ADOPTED_SWEEPS: usize = 10;
+
+/// The live (not zombie) processes whose parent is `parent`, from /proc.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+            let mut fields = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace())
+                .into_iter()
+                .flatten();
+            let state = fields.next();
+            let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+            state != Some("Z") && ppid == Some(parent)
+        })
+        .collect()
+}
+
 /// An exit status as event-log fields.
 pub fn exit_fields(status: ExitStatus) -> serde_json::Value {
     serde_json::json!({"code": status.code(), "signal": status.signal()})

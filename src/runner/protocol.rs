@@ -88,4 +88,7 @@ pub struct RawNewSessionResponse {
     /// The session's configuration options (a `model` selector among them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_options: Option<serde_json::Value>,
+    /// The session's modes (`{"currentModeId", "availableModes"}`), when the agent has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<serde_json::Value>,
 }

@@ -14,6 +14,13 @@ type Shrink = (&'static str, fn(&mut AttemptResult, usize) -> bool);
 /// journal notes go last: the next attempts and the tasks that build on this one read them.
 const SHRINKS: &[Shrink] = &[
     ("crash", |r, max| shorten_opt(&mut r.crash, max)),
+    ("confinement.problems", |r, max| match &mut r.confinement {
+        Some(confinement) => confinement
+            .problems
+            .iter_mut()
+            .fold(false, |changed, problem| shorten(problem, max) | changed),
+        None => false,
+    }),
     ("exhaustion.message", |r, max| match &mut r.exhaustion {
         Some(exhaustion) => shorten(&mut exhaustion.message, max),
         None => false,
@@ -154,6 +161,19 @@ mod tests {
         let (fitted, json) = fit_result(result()).unwrap();
         assert_eq!(fitted, result());
         assert_eq!(json, serde_json::to_string(&result()).unwrap());
+    }
+
+    #[test]
+    fn long_confinement_problems_are_shortened_and_named() {
+        let mut long = result();
+        long.confinement = Some(crate::engine::attempt::ConfinementReport {
+            problems: vec!["the runner's file lies in the workspace ".repeat(60); 3],
+            ..Default::default()
+        });
+        let (fitted, json) = fit_result(long).unwrap();
+        assert!(json.len() <= RESULT_MAX_BYTES);
+        assert_eq!(fitted.truncated, vec!["confinement.problems"]);
+        assert_eq!(fitted.confinement.unwrap().problems.len(), 3);
     }
 
     #[test]

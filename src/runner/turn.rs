@@ -65,6 +65,8 @@ pub struct TurnState {
     pub reports: reports::TurnReports,
     /// The agent rejected the model the runner asked for (`--model`): no prompt was sent.
     pub model_rejected: Option<crate::engine::attempt::Misconfiguration>,
+    /// Why the agent could not be put in the mode where it asks before it acts.
+    pub mode_problem: Option<String>,
     scanner: SigilScanner,
     /// The `messageId` of the agent message being read, when the agent sends one.
     message_id: Option<MessageId>,
@@ -80,6 +82,7 @@ impl Default for TurnState {
             initialize_ms: None,
             reports: reports::TurnReports::default(),
             model_rejected: None,
+            mode_problem: None,
             scanner: SigilScanner::new(),
             message_id: None,
         }

@@ -110,7 +110,7 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Canonicalizes the deepest existing ancestor of `path` and appends the rest.
-fn real_path(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn real_path(path: &Path) -> io::Result<PathBuf> {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {

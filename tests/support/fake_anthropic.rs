@@ -157,12 +157,18 @@ pub fn claude(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
 /// claude-agent-acp with `permissions.defaultMode: "default"` in its settings: it asks the
 /// client before running tools.
 pub fn claude_asking(script: Script, home: &Path) -> (FakeAnthropic, AgentLaunch) {
+    claude_in_mode(script, home, "default")
+}
+
+/// claude-agent-acp with `permissions.defaultMode: MODE` in its settings (e.g.
+/// `bypassPermissions`, allowed as the environment sets `IS_SANDBOX`).
+pub fn claude_in_mode(script: Script, home: &Path, mode: &str) -> (FakeAnthropic, AgentLaunch) {
     FakeAnthropic::start_for(script, |fake| {
         let config_dir = home.join(".claude");
         std::fs::create_dir_all(&config_dir)?;
         std::fs::write(
             config_dir.join("settings.json"),
-            r#"{"permissions":{"defaultMode":"default"}}"#,
+            format!(r#"{{"permissions":{{"defaultMode":"{mode}"}}}}"#),
         )?;
         fake.claude_agent_acp(home)
     })

@@ -188,10 +188,16 @@ pub fn codex(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
     FakeOpenAi::start_for(script, |fake| fake.codex_acp(home, CodexApproval::Never))
 }
 
-/// codex-acp asking the client before escalated commands ([`CodexApproval::OnRequest`]).
+/// codex-acp asking the client before escalated commands ([`CodexApproval::OnRequest`]),
+/// unconfined (`RALPH_CONFINEMENT=disabled`): under Landlock its sandbox cannot start, and the
+/// runner runs it in full access without asking (docs/security.md).
 pub fn codex_asking(script: Script, home: &Path) -> (FakeOpenAi, AgentLaunch) {
     FakeOpenAi::start_for(script, |fake| {
-        fake.codex_acp(home, CodexApproval::OnRequest)
+        let mut launch = fake.codex_acp(home, CodexApproval::OnRequest)?;
+        launch
+            .env
+            .push(("RALPH_CONFINEMENT".to_owned(), "disabled".to_owned()));
+        Ok(launch)
     })
 }
 

@@ -426,10 +426,14 @@ pub fn ralph_run_completes_a_feature_in_dependency_order<F: Deref<Target = Model
         describe(&output),
         fake.traffic()
     );
-    assert_eq!(
-        std::fs::read_to_string(&greeting).expect("the agent wrote greeting.txt"),
-        "Hello, world!\n"
-    );
+    let written = std::fs::read_to_string(&greeting).unwrap_or_else(|error| {
+        panic!(
+            "the agent wrote no greeting.txt ({error})\n{}\n{}",
+            describe(&output),
+            fake.traffic()
+        )
+    });
+    assert_eq!(written, "Hello, world!\n");
     let tasks = project.store().tasks().expect("read the run's tasks");
     assert!(
         tasks.iter().all(|task| task.phase == TaskPhase::Done),

@@ -24,6 +24,8 @@ pub struct Scenario {
     pub agent: Option<Vec<String>>,
     /// The workspace given to the runner, when not the scratch workspace.
     pub workspace_override: Option<PathBuf>,
+    /// Environment variables set for the runner (and so the agent).
+    pub env: Vec<(String, std::ffi::OsString)>,
 }
 
 /// What one runner invocation produced.
@@ -94,12 +96,19 @@ impl Scenario {
             args: Vec::new(),
             agent: None,
             workspace_override: None,
+            env: Vec::new(),
         }
     }
 
     /// Runs this agent command instead of the scripted agent.
     pub fn agent(mut self, command: &[&str]) -> Self {
         self.agent = Some(command.iter().map(|word| word.to_string()).collect());
+        self
+    }
+
+    /// Sets an environment variable of the runner (and so of the agent).
+    pub fn env(mut self, name: &str, value: impl Into<std::ffi::OsString>) -> Self {
+        self.env.push((name.to_owned(), value.into()));
         self
     }
 
@@ -166,6 +175,7 @@ impl Scenario {
         let mut command = Command::new(ralph());
         command
             .args(self.runner_args())
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -9,7 +9,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::live::Live;
 use super::planner::{Concluded, Launch, Loaded, Planner, Rest};
 use super::{RunError, RunOptions, RunOutcome};
-use crate::engine::attempt::AttemptResult;
+use crate::engine::attempt::{AttemptResult, LandlockState};
 use crate::engine::dag::AutoTransition;
 use crate::engine::lifecycle::{Action, AttemptEnd};
 use crate::engine::policy::FeatureEffect;
@@ -17,7 +17,7 @@ use crate::engine::selection::Selection;
 use crate::engine::verification::AttemptKind;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::display::Display;
-use crate::local::executor::{self, AttemptFiles, AttemptReport, Report};
+use crate::local::executor::{self, AttemptFiles, AttemptReport, Ended, Report};
 use crate::local::feature::LocalFeature;
 use crate::local::process::{self, ProcessId};
 use crate::local::prompt;
@@ -25,6 +25,7 @@ use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptClose, EndDetails, NewEvent, Store, Transition, keys};
 use crate::local::verify;
 use crate::local::worktree::AttemptWorktree;
+use crate::runner::confine::RUNNER_FILE_IN_WORKSPACE;
 
 #[path = "resume.rs"]
 mod resume;
@@ -170,6 +171,7 @@ impl<'a> Run<'a> {
                 text,
             }),
             Report::Ended(ended) => {
+                confinement_warnings(self.display, &report.task, &ended);
                 live.ended = Some(*ended);
                 self.decide_running(&report.task, now_ms)?;
             }
@@ -587,5 +589,26 @@ fn send_signal(pid: u32, signal: Signal) {
     if let Ok(pid) = i32::try_from(pid) {
         // The process may have exited meanwhile; its end is reported separately.
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+/// Warns of what weakened an attempt's confinement; a kernel without (full) Landlock and a
+/// state directory in the workspace were warned of before the first attempt.
+fn confinement_warnings(display: &mut Display, task: &str, ended: &Ended) {
+    let Ok(result) = &ended.result else {
+        return;
+    };
+    let Some(confinement) = &result.confinement else {
+        return;
+    };
+    if confinement.landlock != LandlockState::Enforced {
+        return;
+    }
+    let said_at_start = |problem: &&String| problem.starts_with(RUNNER_FILE_IN_WORKSPACE);
+    for problem in confinement.problems.iter().filter(|p| !said_at_start(p)) {
+        display.show(&RunEvent::Warning {
+            task: Some(task.to_owned()),
+            message: format!("confinement: {problem}"),
+        });
     }
 }
