@@ -223,3 +223,83 @@ fn a_retry_backoff_is_announced_while_nothing_runs() {
     assert_eq!(waits.len(), 1, "{}", describe(&output));
     assert!(waits[0]["waitMs"].as_i64().is_some_and(|ms| ms > 0));
 }
+
+/// A manifest whose agent gets `GREETING=hello` from `spec.agent.env` and `TOKEN` from a
+/// Secret (`envFrom`) a local run cannot read.
+fn feature_with_agent_env() -> String {
+    one_task_feature("env", "", "only").replace(
+        "    command: [\"unused-agent\"]\n",
+        "    command: [\"unused-agent\"]\n    env:\n      - name: GREETING\n        value: hello\n    \
+         envFrom:\n      - secretRef:\n          name: agent-keys\n",
+    )
+}
+
+/// `--agent` for a shell that starts the scripted agent only when `GREETING` is `hello`.
+fn agent_needing_greeting(project: &Project) -> String {
+    format!(
+        "sh -c 'test \"$GREETING\" = hello || {{ echo \"GREETING is [$GREETING]\" >&2; exit 1; }}; \
+         exec {} agent script {}'",
+        env!("CARGO_BIN_EXE_ralph"),
+        project.path("script.yaml").display()
+    )
+}
+
+/// `ralph run` of [`feature_with_agent_env`] with [`agent_needing_greeting`].
+fn run_with_agent_env() -> std::process::Output {
+    let project = Project::new(&feature_with_agent_env(), DONE);
+    let agent = agent_needing_greeting(&project);
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("run")
+        .arg(project.path("feature.yaml"))
+        .args(["--agent", &agent, "--json"])
+        .output()
+        .expect("ralph run")
+}
+
+#[test]
+fn spec_agent_env_reaches_the_agent() {
+    let output = run_with_agent_env();
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+}
+
+#[test]
+fn an_agent_env_from_a_secret_is_said_to_be_unset() {
+    let output = run_with_agent_env();
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stdout),
+        &["spec.agent.envFrom", "a local run cannot do"],
+    );
+}
+
+#[test]
+fn the_hello_dry_run_leaves_the_programs_its_tasks_ask_for() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let state = tempfile::tempdir().expect("state");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "config/samples/hello.yaml", "--json", "--workspace"])
+        .arg(workspace.path())
+        .arg("--state")
+        .arg(state.path())
+        .args([
+            "--agent",
+            "ralph agent script config/agent-scripts/hello.script.yaml",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("ralph run");
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let test = std::process::Command::new("sh")
+        .arg("test.sh")
+        .current_dir(workspace.path())
+        .output()
+        .expect("sh test.sh");
+    assert_eq!(
+        (
+            exit_code(&test),
+            String::from_utf8_lossy(&test.stdout).trim()
+        ),
+        (0, "ok"),
+        "{}",
+        describe(&test)
+    );
+}

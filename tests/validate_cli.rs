@@ -339,3 +339,35 @@ fn run_help_lists_the_exit_codes() {
     let text = String::from_utf8_lossy(&help.stdout);
     assert_mentions(&text, &["Exit codes:", "130"]);
 }
+
+#[test]
+fn run_help_says_the_limit_exits_5() {
+    let help = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run ralph run --help");
+    let text = String::from_utf8_lossy(&help.stdout);
+    let limit = text
+        .lines()
+        .skip_while(|line| !line.contains("--limit"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_mentions(&limit, &["exit 5"]);
+    assert!(!limit.contains("exit 0"), "{limit}");
+}
+
+#[test]
+fn validate_with_agent_accepts_a_feature_without_spec_agent_as_run_does() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("no-agent.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: no-agent\nspec:\n  \
+         tasks:\n    - name: only\n      title: Only\n      description: Do it.\n",
+    )
+    .expect("write manifest");
+    let file = file.display().to_string();
+    assert_eq!(validate(&[&file]).code, Some(3), "without --agent");
+    valid(&["--agent", "claude-agent-acp", &file]);
+}

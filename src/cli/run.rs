@@ -38,10 +38,11 @@ pub struct Args {
     /// Most attempts at once (default: the Feature's parallelism).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: Option<u32>,
-    /// State directory (default: `.ralph/` next to the manifest).
+    /// State directory (default: `.ralph/<feature>/` next to the manifest).
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
-    /// Start at most N attempts in this run, then stop (exit 0, LimitReached).
+    /// Start at most N attempts in this run, then stop (LimitReached: exit 5 unless every
+    /// task is done).
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
     /// Print one JSON event per line instead of progress.
@@ -229,10 +230,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         "workspace",
     )?;
     let state = absolute(
-        &state_dir::resolve(args.state.as_deref(), Some(&args.file)),
+        &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
     )?;
     let mut store = Store::open(&state)?;
+    crate::local::worktree::exclude_state(&state).await;
     store.take_run_ownership(&process::own_token(), process::token_alive)?;
     let report = store.sync(&feature, now_ms())?;
     let mut display = Display::new(Mode::detect(args.json));
@@ -245,6 +247,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         edited: report.edited,
         removed: [report.removed, report.removed_later].concat(),
     });
+    for message in legacy_warning(&args)
+        .into_iter()
+        .chain(crate::local::plan::unresolved_env(chosen))
+    {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message,
+        });
+    }
     let worktrees = match open_worktrees(&args, &workspace, &feature.name, &state).await {
         Ok(worktrees) => worktrees,
         Err(error) => {
@@ -265,6 +276,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 chosen.feature.spec.agent.client_fs.runner_args(),
             ]
             .concat(),
+            env: feature.agent_env.clone(),
         },
         worktrees: worktrees.map(std::sync::Arc::new),
     };
@@ -295,6 +307,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ),
         ),
     };
+    let message = match retry_hint(&store.tasks()?, finished_outcome) {
+        Some(hint) => format!("{message}\n{hint}"),
+        None => message,
+    };
     display.show(&RunEvent::Finished {
         outcome: finished_outcome,
         message,
@@ -308,6 +324,45 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
     Ok(exit(&outcome).into())
+}
+
+/// After a Failed run: how to try its failed tasks again.
+fn retry_hint(
+    tasks: &[crate::local::store::TaskRow],
+    outcome: Option<crate::engine::dag::FeatureOutcome>,
+) -> Option<String> {
+    if outcome != Some(crate::engine::dag::FeatureOutcome::Failed) {
+        return None;
+    }
+    let failed: Vec<&str> = tasks
+        .iter()
+        .filter(|task| task.phase == crate::engine::dag::TaskPhase::Failed)
+        .map(|task| task.name())
+        .collect();
+    let first = failed.first()?;
+    Some(format!(
+        "to try again: `ralph task retry {first}` (it gets its retries back; failed: {}), \
+         then run the same command; `ralph reset FILE` starts the whole feature over",
+        failed.join(", ")
+    ))
+}
+
+/// A warning when an older ralph left one state for the manifest's whole directory, which
+/// this run does not read.
+fn legacy_warning(args: &Args) -> Option<String> {
+    if args.state.is_some() {
+        return None;
+    }
+    let root = state_dir::root_beside(&args.file);
+    state_dir::legacy_store(&root)?;
+    Some(format!(
+        "{} holds the state of an older ralph (one state for every manifest in the \
+         directory); this run keeps its own in a directory per Feature and does not read it. \
+         `ralph status --state {}` shows it; remove {} when it is no longer needed",
+        root.display(),
+        root.display(),
+        root.join(crate::local::store::DATABASE_FILE).display()
+    ))
 }
 
 /// The worktrees attempts work in: those of `--repo`, which must be a git repository, or

@@ -99,6 +99,8 @@ pub struct Observations {
     pub reported_error: Option<String>,
     /// Whether the turn carried answer text.
     pub answered: bool,
+    /// The turn's last answer text (its first KiB).
+    pub last_message: String,
     /// The last permission the runner refused in the turn (what and why).
     pub refused_permission: Option<String>,
     /// A usage-limit report seen anywhere in the attempt.
@@ -146,7 +148,11 @@ pub fn classify(observations: &Observations) -> Verdict {
     if let Some(interruption) = &observations.interruption {
         return verdict(
             OutcomeClass::Crashed,
-            Some(interruption_summary(interruption, &observations.turn)),
+            Some(interruption_summary(
+                interruption,
+                &observations.turn,
+                &observations.stderr,
+            )),
         );
     }
     match &observations.turn {
@@ -172,15 +178,20 @@ pub fn classify(observations: &Observations) -> Verdict {
             message,
             data,
         } => failed_prompt(*code, message, data.as_ref()),
-        // The agent is gone: the error is the connection's, the exit says more.
-        TurnEnd::SetupFailed { phase, message, .. }
-            if observations.exit_code.is_some() || observations.signal.is_some() =>
-        {
-            verdict(
-                OutcomeClass::Crashed,
-                Some(unanswered_summary(observations, *phase, message)),
-            )
-        }
+        // The agent is gone: the exit says how, its error answer why.
+        TurnEnd::SetupFailed {
+            phase,
+            code,
+            message,
+        } if observations.exit_code.is_some() || observations.signal.is_some() => verdict(
+            OutcomeClass::Crashed,
+            Some(format!(
+                "{}; its answer to {} was error {code}: {}",
+                unanswered_summary(observations, *phase, message),
+                phase.pending_request(),
+                message.trim()
+            )),
+        ),
         TurnEnd::SetupFailed {
             phase,
             code,
@@ -256,6 +267,19 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
             fix: "make the agent program executable or correct the agent command".into(),
             reason: None,
         }),
+        Some(code) if unstarted && observations.stderr.summary_line().is_some() => {
+            Some(Misconfiguration {
+                problem: format!(
+                    "the agent `{command}` exited with code {code} before answering \
+                     initialize{}",
+                    stderr_note(&observations.stderr)
+                ),
+                fix: "run the agent command by hand and fix what it says (a flag, its \
+                      configuration file or its environment): it stops before it speaks ACP"
+                    .into(),
+                reason: None,
+            })
+        }
         _ => None,
     }
 }
@@ -264,7 +288,8 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
 pub fn not_acp(command: &str, line: &str) -> Misconfiguration {
     Misconfiguration {
         problem: format!(
-            "`{command}` is not an ACP agent: it printed `{}` on stdout instead of JSON-RPC",
+            "`{command}` is not an ACP agent: it printed `{}` on stdout where an ACP agent \
+             answers ralph's `initialize` with JSON-RPC",
             super::events::char_prefix(line.trim(), 200)
         ),
         fix: "run the agent in its ACP mode (e.g. `claude-agent-acp`, `codex-acp`, \
@@ -303,15 +328,30 @@ fn stderr_note(stderr: &StderrDigest) -> String {
         .unwrap_or_default()
 }
 
-fn interruption_summary(interruption: &Interruption, turn: &TurnEnd) -> String {
+/// The agent's last word on stderr before it went silent: the cause of an idle timeout
+/// (gemini-cli retrying a failing model server says so only there).
+fn stderr_cause(stderr: &StderrDigest) -> String {
+    stderr
+        .error_lines
+        .last()
+        .map(|line| format!("; its stderr said: {line}"))
+        .unwrap_or_default()
+}
+
+fn interruption_summary(
+    interruption: &Interruption,
+    turn: &TurnEnd,
+    stderr: &StderrDigest,
+) -> String {
     match interruption {
         Interruption::CrashPattern { pattern, line } => {
             format!("crash pattern `{pattern}` on stderr: {}", line.trim())
         }
         Interruption::IdleTimeout(limit) => format!(
-            "idle timeout: no ACP traffic for {}{}",
+            "idle timeout: no ACP traffic for {}{}{}",
             humantime::format_duration(*limit),
-            stop_note(turn)
+            stop_note(turn),
+            stderr_cause(stderr)
         ),
         Interruption::TotalTimeout(limit) => format!(
             "total timeout: the attempt ran for {}{}",
@@ -353,6 +393,14 @@ fn answered_crash(observations: &Observations, stop_reason: Option<&StopReason>)
     if let Some(error) = &observations.reported_error {
         return Some(format!(
             "the agent reported an error and ended its turn without an answer: {error}"
+        ));
+    }
+    if stop_reason == Some(&StopReason::Refusal)
+        && patterns::is_error_report(&observations.last_message)
+    {
+        return Some(format!(
+            "the agent ended its turn as a refusal whose text is an error report: {}",
+            observations.last_message.trim()
         ));
     }
     if stop_reason != Some(&StopReason::EndTurn) {
@@ -487,6 +535,7 @@ mod tests {
             stderr: StderrDigest::default(),
             reported_error: None,
             answered: true,
+            last_message: String::new(),
             refused_permission: None,
             exhaustion: None,
             updates_in_turn: 3,

@@ -65,6 +65,19 @@ static NEEDS_AUTHENTICATION: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// An answer that reports a failed request instead of refusing (fast-agent turns an HTTP
+/// 500 into a `refusal` reading "I hit an internal error ... (status=500)").
+static ERROR_REPORT: LazyLock<Regex> = LazyLock::new(|| {
+    built_in(
+        r"(?i)(internal|server|upstream|api) error|status(_?code)?\s*[=:]\s*[45]\d\d|http(/[\d.]+)? [45]\d\d",
+    )
+});
+
+/// Whether an agent's answer text is an error report (a failed request to its model).
+pub fn is_error_report(text: &str) -> bool {
+    ERROR_REPORT.is_match(text)
+}
+
 /// Whether a stderr line is noise for failure summaries.
 pub fn is_noise(line: &str) -> bool {
     NOISE.is_match(line.trim())
@@ -201,6 +214,7 @@ mod tests {
             &NOISE,
             &ERROR_LIKE,
             &NEEDS_AUTHENTICATION,
+            &ERROR_REPORT,
             &RESET_EPOCH,
             &RESET_IN_SECONDS,
             &RESET_IN_UNITS,

@@ -98,6 +98,7 @@ fn with_spare(mut feature: LocalFeature) -> LocalFeature {
     feature.fallback_agents = vec![crate::local::feature::LocalAgent {
         name: "spare".into(),
         command: vec!["spare-agent".into()],
+        env: Vec::new(),
     }];
     feature
 }
