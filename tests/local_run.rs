@@ -224,34 +224,34 @@ fn a_retry_backoff_is_announced_while_nothing_runs() {
     assert!(waits[0]["waitMs"].as_i64().is_some_and(|ms| ms > 0));
 }
 
-/// A manifest whose agent gets `GREETING=hello` from `spec.agent.env` and `TOKEN` from a
-/// Secret (`envFrom`) a local run cannot read.
-fn feature_with_agent_env() -> String {
-    one_task_feature("env", "", "only").replace(
-        "    command: [\"unused-agent\"]\n",
-        "    command: [\"unused-agent\"]\n    env:\n      - name: GREETING\n        value: hello\n    \
-         envFrom:\n      - secretRef:\n          name: agent-keys\n",
-    )
-}
-
-/// `--agent` for a shell that starts the scripted agent only when `GREETING` is `hello`.
-fn agent_needing_greeting(project: &Project) -> String {
-    format!(
-        "sh -c 'test \"$GREETING\" = hello || {{ echo \"GREETING is [$GREETING]\" >&2; exit 1; }}; \
-         exec {} agent script {}'",
+/// A manifest whose agent, a shell that starts the scripted agent only when `GREETING` is
+/// `hello`, gets `GREETING=hello` from `spec.agent.env` and more from a Secret (`envFrom`)
+/// a local run cannot read.
+fn feature_with_agent_env(project: &Project) -> String {
+    let check = format!(
+        "test \"$GREETING\" = hello || {{ echo \"GREETING is [$GREETING]\" >&2; exit 1; }}; \
+         exec {} agent script {}",
         env!("CARGO_BIN_EXE_ralph"),
         project.path("script.yaml").display()
+    );
+    let command = serde_json::to_string(&["sh", "-c", &check]).expect("JSON");
+    one_task_feature("env", "", "only").replace(
+        "    command: [\"unused-agent\"]\n",
+        &format!(
+            "    command: {command}\n    env:\n      - name: GREETING\n        value: hello\n    \
+             envFrom:\n      - secretRef:\n          name: agent-keys\n"
+        ),
     )
 }
 
-/// `ralph run` of [`feature_with_agent_env`] with [`agent_needing_greeting`].
+/// `ralph run` of [`feature_with_agent_env`], its agent the manifest's.
 fn run_with_agent_env() -> std::process::Output {
-    let project = Project::new(&feature_with_agent_env(), DONE);
-    let agent = agent_needing_greeting(&project);
+    let project = Project::new("", DONE);
+    project.write_manifest(&feature_with_agent_env(&project));
     std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
         .arg("run")
         .arg(project.path("feature.yaml"))
-        .args(["--agent", &agent, "--json"])
+        .arg("--json")
         .output()
         .expect("ralph run")
 }

@@ -149,7 +149,7 @@ fn an_agent_that_fails_session_new_and_exits_shows_its_error() {
 
 /// An agent that answers `initialize`, answers `session/new` with an internal error and
 /// exits 0 (claude-agent-acp without credentials).
-const SESSION_NEW_FAILS: &str = r#"rid() { echo "$1" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2; }
+const SESSION_NEW_FAILS: &str = r#"rid() { echo "$1" | grep -o '"id":"[^"]*"' | head -n 1 | cut -d: -f2; }
 read -r init
 echo '{"jsonrpc":"2.0","id":'"$(rid "$init")"',"result":{"protocolVersion":1,"agentCapabilities":{}}}'
 read -r new

@@ -249,7 +249,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     for message in legacy_warning(&args)
         .into_iter()
-        .chain(crate::local::plan::unresolved_env(chosen))
+        .chain(crate::local::plan::unresolved_env(
+            chosen,
+            args.agent.is_some(),
+        ))
     {
         display.show(&RunEvent::Warning {
             task: None,

@@ -77,10 +77,12 @@ fn agent_env(agent: &crate::api::AgentSpec) -> Vec<(String, String)> {
 }
 
 /// What of the agents' environment a local run cannot resolve (a `valueFrom` or an
-/// `envFrom` reads the cluster), one sentence each naming the field and the fix.
-pub fn unresolved_env(plan: &FeaturePlan) -> Vec<String> {
+/// `envFrom` reads the cluster), one sentence each naming the field and the fix; the
+/// primary agent's only when its command is the manifest's (not `--agent`).
+pub fn unresolved_env(plan: &FeaturePlan, agent_overridden: bool) -> Vec<String> {
     let spec = &plan.feature.spec;
-    let agents = std::iter::once(("spec.agent".to_owned(), &spec.agent)).chain(
+    let primary = (!agent_overridden).then(|| ("spec.agent".to_owned(), &spec.agent));
+    let agents = primary.into_iter().chain(
         spec.fallback_agents
             .iter()
             .enumerate()

@@ -69,7 +69,7 @@ static NEEDS_AUTHENTICATION: LazyLock<Regex> = LazyLock::new(|| {
 /// 500 into a `refusal` reading "I hit an internal error ... (status=500)").
 static ERROR_REPORT: LazyLock<Regex> = LazyLock::new(|| {
     built_in(
-        r"(?i)(internal|server|upstream|api) error|status(_?code)?\s*[=:]\s*[45]\d\d|http(/[\d.]+)? [45]\d\d",
+        r"(?i)\b(internal|server|upstream|api) error\b|\bstatus(_?code)?\s*[=:]\s*[45]\d\d\b|\bhttp(/[\d.]+)? [45]\d\d\b",
     )
 });
 
