@@ -303,3 +303,38 @@ fn the_hello_dry_run_leaves_the_programs_its_tasks_ask_for() {
         describe(&test)
     );
 }
+
+/// `ralph run feature.yaml --agent AGENT` without `--json` (plain lines: not a terminal).
+fn plain_run(project: &Project, agent: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("run")
+        .arg(project.path("feature.yaml"))
+        .args(["--agent", agent])
+        .output()
+        .expect("ralph run")
+}
+
+#[test]
+fn the_plan_line_counts_one_task_in_the_singular() {
+    let project = Project::new(&one_task_feature("single", "", "only"), DONE);
+    let agent = format!(
+        "ralph agent script {}",
+        project.path("script.yaml").display()
+    );
+    let output = plain_run(&project, &agent);
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stdout),
+        &["feature single: 1 task, 0 done"],
+    );
+}
+
+#[test]
+fn a_run_stopped_by_a_misconfigured_agent_ends_halted_as_status_says() {
+    let project = Project::new(&one_task_feature("halts", "", "only"), DONE);
+    let output = plain_run(&project, "sh -c 'echo Hello there; sleep 60'");
+    assert_eq!(exit_code(&output), 7, "{}", describe(&output));
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert_mentions(&summary, &["feature halts: Halted"]);
+    assert!(!summary.contains("interrupted"), "{summary}");
+    assert_printed(&project.ralph(&["status"]), "Halted");
+}

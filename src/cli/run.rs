@@ -318,12 +318,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         outcome: finished_outcome,
         message,
     });
-    let summary = Summary::build(
-        &feature.name,
-        finished_outcome,
-        &store.tasks()?,
-        &store.attempts(None)?,
-    );
+    let summary = Summary {
+        halted: matches!(outcome, RunOutcome::Halted { .. }),
+        ..Summary::build(
+            &feature.name,
+            finished_outcome,
+            &store.tasks()?,
+            &store.attempts(None)?,
+        )
+    };
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
     Ok(exit(&outcome).into())
