@@ -338,3 +338,14 @@ fn a_run_stopped_by_a_misconfigured_agent_ends_halted_as_status_says() {
     assert!(!summary.contains("interrupted"), "{summary}");
     assert_printed(&project.ralph(&["status"]), "Halted");
 }
+
+#[test]
+fn a_workspace_that_is_a_file_is_invalid_input_naming_it() {
+    let project = Project::new(&one_task_feature("filed", "", "only"), DONE);
+    let file = project.path("script.yaml").display().to_string();
+    let output = project.run_exiting(&["--workspace", &file], 3);
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stderr),
+        &[&file, "is a file, not a directory"],
+    );
+}

@@ -371,3 +371,24 @@ fn validate_with_agent_accepts_a_feature_without_spec_agent_as_run_does() {
     assert_eq!(validate(&[&file]).code, Some(3), "without --agent");
     valid(&["--agent", "claude-agent-acp", &file]);
 }
+
+#[test]
+fn the_controller_without_a_kubeconfig_says_so_once_with_the_fix() {
+    let home = tempfile::tempdir().expect("temporary home");
+    let output = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["controller", "--ralph-image", "ralph:test"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("run ralph controller");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+    assert_mentions(&stderr, &["KUBECONFIG"]);
+}

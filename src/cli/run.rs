@@ -225,10 +225,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .parent()
         .filter(|dir| !dir.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let workspace = absolute(
-        args.workspace.as_deref().unwrap_or(manifest_dir),
-        "workspace",
-    )?;
+    let workspace = args.workspace.as_deref().unwrap_or(manifest_dir);
+    if workspace.exists() && !workspace.is_dir() {
+        eprintln!(
+            "error: the workspace {} is a file, not a directory: pass --workspace a directory \
+             (it is created when missing)",
+            workspace.display()
+        );
+        return Ok(Exit::InvalidInput.into());
+    }
+    let workspace = absolute(workspace, "workspace")?;
     let state = absolute(
         &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
