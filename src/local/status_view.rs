@@ -114,6 +114,22 @@ impl Counts {
     }
 }
 
+/// The budget as used of limit: `budget: cost $0.05 of $5.00, tokens 2480 of 2000000`.
+fn budget_line(budget: &Budget, usage: &UsageTotals) -> String {
+    let mut parts = Vec::new();
+    if let Some(limit) = budget.max_cost {
+        let spent = match (usage.cost_usd, usage.attempts_with_unknown_cost) {
+            (None, 0) => "$0.00".to_owned(),
+            _ => usage.cost_text(),
+        };
+        parts.push(format!("cost {spent} of ${limit}"));
+    }
+    if let Some(limit) = budget.max_tokens {
+        parts.push(format!("tokens {} of {limit}", usage.tokens()));
+    }
+    format!("budget: {}", parts.join(", "))
+}
+
 /// One line per task; usage from the stored `attempts`.
 pub fn task_lines(
     tasks: &[TaskRow],
@@ -208,7 +224,7 @@ pub fn render_status(view: &StatusView, now_ms: i64) -> String {
         view.usage.cost_text()
     );
     if let Some(budget) = &view.budget {
-        let _ = writeln!(out, "budget: {budget}");
+        let _ = writeln!(out, "{}", budget_line(budget, &view.usage));
     }
     out.push_str(&render_tasks(&view.tasks, now_ms));
     out
