@@ -349,3 +349,16 @@ fn a_workspace_that_is_a_file_is_invalid_input_naming_it() {
         &[&file, "is a file, not a directory"],
     );
 }
+
+#[test]
+fn a_run_of_a_finished_feature_warns_of_nothing() {
+    let spec = "  parallelism: 2\n  budget:\n    maxCostUSD: \"5\"\n";
+    let manifest = feature_yaml("finished", spec, &independent(&["a", "b"]));
+    let project = Project::run_ok(&manifest, DONE);
+    let again = project.run_to_success(&[]);
+    let warnings: Vec<serde_json::Value> = local_run::json_events(&again)
+        .into_iter()
+        .filter(|event| event["event"] == "warning")
+        .collect();
+    assert_eq!(warnings, Vec::<serde_json::Value>::new());
+}

@@ -291,9 +291,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let shared = match &options.worktrees {
         Some(_) => None,
-        None => {
-            shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace)
-        }
+        None => shared_workspace::shared_directory_warning(
+            options
+                .parallel
+                .min(tasks.len().saturating_sub(Counts::of(&tasks).done)),
+            &options.runner.workspace,
+        ),
     };
     if let Some(message) = shared {
         display.show(&RunEvent::Warning {

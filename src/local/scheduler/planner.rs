@@ -256,8 +256,13 @@ impl<'a> Planner<'a> {
         self.feature.budget.spent(&self.spent)
     }
 
-    /// What the budget says when the run starts: spent already, or costs unknown.
+    /// What the budget says when the run starts: spent already, or costs unknown; nothing
+    /// when no task is left to run (a run of a finished feature starts nothing).
     pub fn budget_warnings_at_start(&self) -> Vec<String> {
+        let counts = self.dag.counts();
+        if counts.pending + counts.running == 0 {
+            return Vec::new();
+        }
         let spent = self
             .budget_spent()
             .map(|spent| format!("{spent}; no new attempt starts (raise spec.budget to go on)"));
