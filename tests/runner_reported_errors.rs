@@ -156,3 +156,13 @@ fn an_idle_timeout_names_the_last_error_on_stderr() {
     run.assert_crash_starts_with("idle timeout: no ACP traffic for 1s");
     run.assert_crash_mentions("Attempt 1 failed with status 500");
 }
+
+#[test]
+fn a_trace_line_on_stderr_is_left_out_of_a_kill_summary() {
+    let run = run(
+        r#"[{stderr: "[session/create] sessionId=s1 phase=validate-cwd"}, {delay: 100ms}, kill]"#,
+    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash_starts_with("agent was killed by signal 9 (SIGKILL)");
+    assert!(!run.crash().contains("phase="), "{}", run.crash());
+}

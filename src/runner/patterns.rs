@@ -44,10 +44,11 @@ static GENERIC: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Stderr lines that say nothing about a failure: warnings, deprecations, banners,
-/// debug and info logging, stack frames.
+/// debug and info logging (also Claude Code's `[session/create] ... phase=...` trace
+/// lines), stack frames.
 static NOISE: LazyLock<Regex> = LazyLock::new(|| {
     built_in(
-        r"(?i)^(\(node:\d+\)\s*)?(\[?(warn(ing)?|info|debug|trace|notice)\]?\b|\(use `node --trace|deprecat|\[dep\d+\]|experimentalwarning|at\s+\S+.*[:(]\d+|[-=*#~]{3,}$)|deprecationwarning",
+        r"(?i)^(\(node:\d+\)\s*)?(\[?(warn(ing)?|info|debug|trace|notice)\]?\b|\[[\w.-]+(/[\w.-]+)+\]\s|\(use `node --trace|deprecat|\[dep\d+\]|experimentalwarning|at\s+\S+.*[:(]\d+|[-=*#~]{3,}$)|deprecationwarning",
     )
 });
 
