@@ -12,9 +12,10 @@ use super::turn::Phase;
 use crate::engine::attempt::{Exhaustion, Misconfiguration, OutcomeClass, StopReason};
 use crate::engine::sigils::Sigils;
 
-/// `data.errorKind` values (claude-agent-acp) that mean the account ran out of quota.
+/// `data.errorKind` values (claude-agent-acp) that mean the account ran out of quota. A
+/// `rate_limit` is one only with quota wording or a stated reset time
+/// ([`patterns::is_rate_limit_with_reset`]): a plain 429 is a transient failure.
 const EXHAUSTION_ERROR_KINDS: &[&str] = &[
-    "rate_limit",
     "billing_error",
     "quota_exhausted",
     "usage_limit",
@@ -700,16 +701,15 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_limit_error_kind_is_exhaustion() {
+    fn a_rate_limit_error_kind_without_a_reset_is_no_exhaustion() {
         let patterns = Patterns::new(&[], &[]).unwrap();
         let found = exhaustion_in_error(
             "API Error: 429",
             Some(&json!({"errorKind": "rate_limit"})),
             &patterns,
             0,
-        )
-        .unwrap();
-        assert_eq!(found.message, "API Error: 429 (errorKind rate_limit)");
+        );
+        assert_eq!(found, None);
     }
 
     #[test]
