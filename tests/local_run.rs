@@ -362,3 +362,24 @@ fn a_run_of_a_finished_feature_warns_of_nothing() {
         .collect();
     assert_eq!(warnings, Vec::<serde_json::Value>::new());
 }
+
+#[test]
+fn a_sample_run_inside_ralphs_own_sources_is_refused_naming_workspace() {
+    let state = tempfile::tempdir().expect("state");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "config/samples/hello.yaml", "--state"])
+        .arg(state.path())
+        .args([
+            "--agent",
+            "ralph agent script config/agent-scripts/hello.script.yaml",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("ralph run");
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stderr),
+        &["ralph's own source tree", "--workspace"],
+    );
+    assert!(local_run::json_events(&output).is_empty(), "nothing ran");
+}

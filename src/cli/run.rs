@@ -235,6 +235,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(Exit::InvalidInput.into());
     }
     let workspace = absolute(workspace, "workspace")?;
+    if args.workspace.is_none()
+        && args.repo.is_none()
+        && let Some(top) = ralph_source_tree(&workspace)
+    {
+        eprintln!(
+            "error: the workspace {} is in ralph's own source tree ({}): the agents would \
+             edit ralph's files and commit to its repository. Pass --workspace DIR outside \
+             it (e.g. --workspace /tmp/{})",
+            workspace.display(),
+            top.display(),
+            feature.name
+        );
+        return Ok(Exit::InvalidInput.into());
+    }
     let state = absolute(
         &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
@@ -339,6 +353,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
     Ok(exit(&outcome).into())
+}
+
+/// The directory of ralph's own sources (a `Cargo.toml` of package `ralph-operator`) that
+/// holds `dir`, if any: the samples live there, and a run must not work on it.
+fn ralph_source_tree(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|dir| {
+            std::fs::read_to_string(dir.join("Cargo.toml"))
+                .is_ok_and(|manifest| manifest.contains("name = \"ralph-operator\""))
+        })
+        .map(Path::to_path_buf)
 }
 
 /// After a Failed run: how to try its failed tasks again.
