@@ -207,3 +207,21 @@ fn status_shows_the_budget_as_used_of_limit() {
         &["budget: cost $0.05 of $5.00, tokens 120 of 1000"],
     );
 }
+
+#[test]
+fn tokens_the_agent_does_not_report_are_warned_about_under_max_tokens() {
+    let manifest = one_task_feature("tokenless", "  budget:\n    maxTokens: 1000\n", "a");
+    let project = Project::new(
+        &manifest,
+        "default:\n  - text: \"<task-done>{task}</task-done>\"\n",
+    );
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_mentions(
+        &stdout(&output),
+        &[
+            "1 attempt reported no tokens",
+            "maxTokens (1000) counts only reported tokens",
+        ],
+    );
+}

@@ -15,6 +15,7 @@ fn loaded(rows: Vec<TaskRow>) -> Loaded {
         stopped: None,
         rests: Rests::new(),
         spent: Default::default(),
+        tokens_unreported: 0,
     }
 }
 
