@@ -113,3 +113,17 @@ fn task_reset_clears_the_retry_count_and_sets_pending() {
     let task = project.task("side");
     assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
 }
+
+#[test]
+fn task_show_says_tokens_an_agent_did_not_report_are_unknown_not_zero() {
+    let text = stdout(&failed_run().ralph_ok(&["task", "show", "base"]));
+    assert_mentions(
+        &text,
+        &[
+            "(1 attempt reported no tokens)",
+            "base-a1 (gen 1): failed",
+            "tokens unknown, cost unknown",
+        ],
+    );
+    assert!(!text.contains(" 0 tokens ?"), "{text}");
+}

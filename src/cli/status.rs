@@ -184,6 +184,7 @@ fn status_view(store: &Store) -> anyhow::Result<StatusView> {
         counts: Counts::of(&tasks),
         tasks: task_lines(&tasks, &claims, &attempts),
         usage: crate::local::budget::attempt_totals(&attempts),
+        tokens_unreported: crate::local::budget::tokens_unreported(&attempts),
         budget: Some(feature.budget).filter(|b| !b.is_unlimited()),
     })
 }

@@ -71,6 +71,9 @@ pub struct StatusView {
     pub tasks: Vec<TaskLine>,
     /// Tokens and cost of all ended attempts.
     pub usage: UsageTotals,
+    /// Ended attempts that reported no tokens (their tokens are unknown, not 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tokens_unreported: u32,
     /// The feature's budget (`spec.budget`), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
@@ -217,12 +220,7 @@ pub fn render_status(view: &StatusView, now_ms: i64) -> String {
         "tasks: {} total, {} done, {} running, {} pending, {} failed, {} blocked",
         c.total, c.done, c.running, c.pending, c.failed, c.blocked
     );
-    let _ = writeln!(
-        out,
-        "usage: {}; cost {}",
-        view.usage.tokens_text(),
-        view.usage.cost_text()
-    );
+    let _ = writeln!(out, "{}", usage_line(&view.usage, view.tokens_unreported));
     if let Some(budget) = &view.budget {
         let _ = writeln!(out, "{}", budget_line(budget, &view.usage));
     }
@@ -265,12 +263,8 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
         let _ = writeln!(out, "{}", previous_attempt_text(previous));
     }
     let usage = crate::local::budget::attempt_totals(attempts);
-    let _ = writeln!(
-        out,
-        "usage: {}; cost {}",
-        usage.tokens_text(),
-        usage.cost_text()
-    );
+    let unreported = crate::local::budget::tokens_unreported(attempts);
+    let _ = writeln!(out, "{}", usage_line(&usage, unreported));
     for attempt in attempts {
         let duration = attempt.ended_at_ms.map_or("running".to_string(), |end| {
             format!("{:.1}s", (end - attempt.started_at_ms) as f64 / 1000.0)
@@ -279,16 +273,14 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             AttemptKind::Work => "",
             AttemptKind::Verify => "verification ",
         };
-        let spent = crate::local::budget::attempt_totals([attempt]);
         let _ = writeln!(
             out,
-            "  {} (gen {}): {kind}{} {} {} tokens {} {}",
+            "  {} (gen {}): {kind}{} {} {} {}",
             attempt.id,
             attempt.generation,
             attempt.outcome.as_deref().unwrap_or("-"),
             duration,
-            spent.tokens(),
-            spent.cost_column(),
+            attempt_usage(attempt),
             attempt
                 .details
                 .crash
@@ -299,6 +291,41 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
     }
     let _ = writeln!(out, "description:\n{}", spec.fields.description);
     out
+}
+
+/// `usage: 240 tokens (...); cost $0.50`, and how many attempts reported no tokens.
+fn usage_line(usage: &UsageTotals, tokens_unreported: u32) -> String {
+    let unreported = match tokens_unreported {
+        0 => String::new(),
+        1 => " (1 attempt reported no tokens)".to_owned(),
+        n => format!(" ({n} attempts reported no tokens)"),
+    };
+    format!(
+        "usage: {}{unreported}; cost {}",
+        usage.tokens_text(),
+        usage.cost_text()
+    )
+}
+
+/// One attempt's tokens and cost in words: `2040 tokens, $0.0126`, `tokens unknown, cost
+/// unknown`, or nothing while it runs.
+fn attempt_usage(attempt: &AttemptRow) -> String {
+    if attempt.ended_at_ms.is_none() {
+        return String::new();
+    }
+    let spent = crate::local::budget::attempt_totals([attempt]);
+    let tokens = match crate::local::budget::tokens_unreported([attempt]) {
+        0 => format!("{} tokens", spent.tokens()),
+        _ => "tokens unknown".to_owned(),
+    };
+    let cost = spent
+        .cost_usd
+        .map_or_else(|| "cost unknown".to_owned(), |cost| format!("${cost}"));
+    format!("{tokens}, {cost}")
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 fn relative(ms: i64) -> String {
