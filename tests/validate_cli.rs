@@ -392,3 +392,36 @@ fn the_controller_without_a_kubeconfig_says_so_once_with_the_fix() {
     );
     assert_mentions(&stderr, &["KUBECONFIG"]);
 }
+
+#[test]
+fn a_cycle_beside_another_problem_is_placed_at_its_task_as_run_places_it() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("cycle-and-more.yaml");
+    let yaml = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/samples/invalid/cycle.yaml"),
+    )
+    .expect("the cycle sample")
+    .replace("  agent:\n    command: [\"claude-agent-acp\"]\n", "");
+    std::fs::write(&file, &yaml).expect("write manifest");
+    let file = file.display().to_string();
+    let run = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", &file, "--agent", "x", "--state"])
+        .arg(dir.path().join("state"))
+        .output()
+        .expect("run ralph run");
+    let cycle_at = |stderr: &str| {
+        stderr
+            .lines()
+            .find(|line| line.contains("dependency cycle"))
+            .map(|line| line.trim_start_matches("error: "))
+            .and_then(|line| line.split(": ").next().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let placed_by_run = cycle_at(&String::from_utf8_lossy(&run.stderr));
+    let placed_by_validate = cycle_at(&validate(&[&file]).stderr);
+    assert!(
+        !placed_by_run.ends_with(":1 (document 1)"),
+        "{placed_by_run}"
+    );
+    assert_eq!(placed_by_validate, placed_by_run);
+}
