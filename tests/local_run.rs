@@ -383,3 +383,17 @@ fn a_sample_run_inside_ralphs_own_sources_is_refused_naming_workspace() {
     );
     assert!(local_run::json_events(&output).is_empty(), "nothing ran");
 }
+
+#[test]
+fn cat_as_the_agent_stops_the_run_misconfigured_without_charging_a_retry() {
+    let project = Project::new(&one_task_feature("echoed", "", "only"), DONE);
+    let output = plain_run(&project, "cat");
+    assert_eq!(exit_code(&output), 7, "{}", describe(&output));
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stdout),
+        &["`cat` is not an ACP agent"],
+    );
+    let task = project.task("only");
+    assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
+    assert_eq!(project.attempt_outcomes(), ["misconfigured"]);
+}
