@@ -271,22 +271,30 @@ fn an_agent_env_from_a_secret_is_said_to_be_unset() {
     );
 }
 
-#[test]
-fn the_hello_dry_run_leaves_the_programs_its_tasks_ask_for() {
-    let workspace = tempfile::tempdir().expect("workspace");
-    let state = tempfile::tempdir().expect("state");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
-        .args(["run", "config/samples/hello.yaml", "--json", "--workspace"])
-        .arg(workspace.path())
-        .arg("--state")
-        .arg(state.path())
+/// `ralph run config/samples/hello.yaml` with its scripted agent, in this repository, with
+/// the state in `state` and `args` added.
+fn hello_sample_run(state: &std::path::Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "config/samples/hello.yaml", "--json", "--state"])
+        .arg(state)
         .args([
             "--agent",
             "ralph agent script config/agent-scripts/hello.script.yaml",
         ])
+        .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("ralph run");
+        .expect("ralph run")
+}
+
+#[test]
+fn the_hello_dry_run_leaves_the_programs_its_tasks_ask_for() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let state = tempfile::tempdir().expect("state");
+    let output = hello_sample_run(
+        state.path(),
+        &["--workspace".as_ref(), workspace.path().as_os_str()],
+    );
     assert_eq!(exit_code(&output), 0, "{}", describe(&output));
     let test = std::process::Command::new("sh")
         .arg("test.sh")
@@ -366,16 +374,7 @@ fn a_run_of_a_finished_feature_warns_of_nothing() {
 #[test]
 fn a_sample_run_inside_ralphs_own_sources_is_refused_naming_workspace() {
     let state = tempfile::tempdir().expect("state");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
-        .args(["run", "config/samples/hello.yaml", "--state"])
-        .arg(state.path())
-        .args([
-            "--agent",
-            "ralph agent script config/agent-scripts/hello.script.yaml",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("ralph run");
+    let output = hello_sample_run(state.path(), &[]);
     assert_eq!(exit_code(&output), 3, "{}", describe(&output));
     assert_mentions(
         &String::from_utf8_lossy(&output.stderr),

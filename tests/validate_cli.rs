@@ -330,23 +330,23 @@ fn validate_and_run_exit_alike_for_an_invalid_file() {
     );
 }
 
-#[test]
-fn run_help_lists_the_exit_codes() {
+/// What `ralph run --help` prints.
+fn run_help() -> String {
     let help = Command::new(env!("CARGO_BIN_EXE_ralph"))
         .args(["run", "--help"])
         .output()
         .expect("run ralph run --help");
-    let text = String::from_utf8_lossy(&help.stdout);
-    assert_mentions(&text, &["Exit codes:", "130"]);
+    String::from_utf8_lossy(&help.stdout).into_owned()
+}
+
+#[test]
+fn run_help_lists_the_exit_codes() {
+    assert_mentions(&run_help(), &["Exit codes:", "130"]);
 }
 
 #[test]
 fn run_help_says_the_limit_exits_5() {
-    let help = Command::new(env!("CARGO_BIN_EXE_ralph"))
-        .args(["run", "--help"])
-        .output()
-        .expect("run ralph run --help");
-    let text = String::from_utf8_lossy(&help.stdout);
+    let text = run_help();
     let limit = text
         .lines()
         .skip_while(|line| !line.contains("--limit"))
