@@ -12,6 +12,7 @@ use super::exit::Exit;
 use crate::clock::now_ms;
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
+use crate::local::feature::LocalFeature;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
 use crate::local::run_event::RunEvent;
 use crate::local::scheduler::{self, RunOptions, RunOutcome};
@@ -20,6 +21,7 @@ use crate::local::store::Store;
 use crate::local::summary::Summary;
 use crate::local::worktree::Worktrees;
 use crate::local::{process, shared_workspace, state_dir};
+use crate::manifest::FeaturePlan;
 
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
@@ -157,98 +159,26 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
 
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let options = crate::manifest::LoadOptions {
-        agent_from_command_line: args.agent.is_some(),
-        local: true,
-    };
-    let plan = match crate::manifest::load_plan_with(&[&args.file], &options) {
+    let plan = match load(&args) {
         Ok(plan) => plan,
-        Err(errors) => {
-            eprintln!(
-                "error: {} is not a valid plan:\n{errors}",
-                args.file.display()
-            );
-            return Ok(Exit::InvalidInput.into());
-        }
+        Err(exit) => return Ok(exit.into()),
     };
-    let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
-    let chosen = match (&args.feature, plan.features.as_slice()) {
-        (None, [only]) => only,
-        (None, []) => {
-            eprintln!("error: {} holds no Feature", args.file.display());
-            return Ok(Exit::InvalidInput.into());
-        }
-        (None, _) => {
-            eprintln!(
-                "error: {} holds several features ({}); choose one with --feature",
-                args.file.display(),
-                names.join(", ")
-            );
-            return Ok(Exit::Usage.into());
-        }
-        (Some(name), features) => match features.iter().find(|f| f.name() == *name) {
-            Some(feature) => feature,
-            None => {
-                eprintln!(
-                    "error: {} has no feature {name:?} (it has: {})",
-                    args.file.display(),
-                    names.join(", ")
-                );
-                return Ok(Exit::Usage.into());
-            }
-        },
+    let chosen = match choose(&args, &plan) {
+        Ok(chosen) => chosen,
+        Err(exit) => return Ok(exit.into()),
     };
     let exe = std::env::current_exe().context("cannot locate the running ralph binary")?;
-    let mut feature = match feature_spec(chosen) {
+    let feature = match local_feature(&args, chosen, &exe)? {
         Ok(feature) => feature,
-        Err(error) => {
-            eprintln!("error: {}: {error}", args.file.display());
+        Err(exit) => return Ok(exit.into()),
+    };
+    let workspace = match workspace(&args, &feature.name)? {
+        Ok(workspace) => workspace,
+        Err(problem) => {
+            eprintln!("error: {problem}");
             return Ok(Exit::InvalidInput.into());
         }
     };
-    feature.agent_command = match &args.agent {
-        Some(command) => agent_command(
-            command,
-            &exe,
-            &std::env::current_dir().context("cannot read the current directory")?,
-        )?,
-        None => resolve_ralph(feature.agent_command, &exe),
-    };
-    if feature.agent_command.is_empty() {
-        return Err(PlanError::NoAgent(feature.name).into());
-    }
-    for fallback in &mut feature.fallback_agents {
-        fallback.command = resolve_ralph(std::mem::take(&mut fallback.command), &exe);
-    }
-    let manifest_dir = args
-        .file
-        .parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let workspace = args.workspace.as_deref().unwrap_or(manifest_dir);
-    if workspace.exists() && !workspace.is_dir() {
-        eprintln!(
-            "error: the workspace {} is a file, not a directory: pass --workspace a directory \
-             (it is created when missing)",
-            workspace.display()
-        );
-        return Ok(Exit::InvalidInput.into());
-    }
-    let workspace = absolute(workspace, "workspace")?;
-    if args.workspace.is_none()
-        && args.repo.is_none()
-        && let Some(top) = ralph_source_tree(&workspace)
-    {
-        eprintln!(
-            "error: the workspace {} is in ralph's own source tree ({}): the agents would \
-             edit ralph's files and commit to its repository. Pass --workspace DIR outside \
-             it (e.g. --workspace /tmp/{})",
-            workspace.display(),
-            top.display(),
-            feature.name
-        );
-        return Ok(Exit::InvalidInput.into());
-    }
     let state = absolute(
         &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
@@ -267,18 +197,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         edited: report.edited,
         removed: [report.removed, report.removed_later].concat(),
     });
-    for message in legacy_warning(&args)
-        .into_iter()
-        .chain(crate::local::plan::unresolved_env(
-            chosen,
-            args.agent.is_some(),
-        ))
-    {
-        display.show(&RunEvent::Warning {
-            task: None,
-            message,
-        });
-    }
     let worktrees = match open_worktrees(&args, &workspace, &feature.name, &state).await {
         Ok(worktrees) => worktrees,
         Err(error) => {
@@ -303,40 +221,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         worktrees: worktrees.map(std::sync::Arc::new),
     };
-    let shared = match &options.worktrees {
-        Some(_) => None,
-        None => shared_workspace::shared_directory_warning(
-            options
-                .parallel
-                .min(tasks.len().saturating_sub(Counts::of(&tasks).done)),
-            &options.runner.workspace,
-        ),
-    };
-    if let Some(message) = shared {
+    for message in start_warnings(&args, chosen, &tasks, &options) {
         display.show(&RunEvent::Warning {
             task: None,
             message,
         });
     }
     let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
-    let (finished_outcome, message) = match &outcome {
-        RunOutcome::Finished { outcome, message } => (Some(*outcome), message.clone()),
-        RunOutcome::Interrupted => (
-            None,
-            "interrupted: running attempts were cancelled; run again to resume".to_string(),
-        ),
-        RunOutcome::Halted { reason } => (
-            None,
-            format!(
-                "stopped: the agent cannot run as configured: {reason}\n\
-                 No task was charged a retry; run again once it is fixed"
-            ),
-        ),
-    };
-    let message = match retry_hint(&store.tasks()?, finished_outcome) {
-        Some(hint) => format!("{message}\n{hint}"),
-        None => message,
-    };
+    let (finished_outcome, message) = end_message(&outcome, &store.tasks()?);
     display.show(&RunEvent::Finished {
         outcome: finished_outcome,
         message,
@@ -353,6 +245,163 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
     Ok(exit(&outcome).into())
+}
+
+/// The plan of the manifest; an invalid one is said and exits 3.
+fn load(args: &Args) -> Result<crate::manifest::Plan, Exit> {
+    let options = crate::manifest::LoadOptions {
+        agent_from_command_line: args.agent.is_some(),
+        local: true,
+    };
+    crate::manifest::load_plan_with(&[&args.file], &options).map_err(|errors| {
+        eprintln!(
+            "error: {} is not a valid plan:\n{errors}",
+            args.file.display()
+        );
+        Exit::InvalidInput
+    })
+}
+
+/// The feature to run: the manifest's only one, or `--feature`'s (said when missing).
+fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p FeaturePlan, Exit> {
+    let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
+    let file = args.file.display();
+    match (&args.feature, plan.features.as_slice()) {
+        (None, [only]) => Ok(only),
+        (None, []) => {
+            eprintln!("error: {file} holds no Feature");
+            Err(Exit::InvalidInput)
+        }
+        (None, _) => {
+            eprintln!(
+                "error: {file} holds several features ({}); choose one with --feature",
+                names.join(", ")
+            );
+            Err(Exit::Usage)
+        }
+        (Some(name), features) => features.iter().find(|f| f.name() == *name).ok_or_else(|| {
+            eprintln!(
+                "error: {file} has no feature {name:?} (it has: {})",
+                names.join(", ")
+            );
+            Exit::Usage
+        }),
+    }
+}
+
+/// The local feature of `chosen`, its agent commands resolved (`--agent`, a leading
+/// `ralph`); a feature local mode cannot run is said and exits 3.
+fn local_feature(
+    args: &Args,
+    chosen: &FeaturePlan,
+    exe: &Path,
+) -> anyhow::Result<Result<LocalFeature, Exit>> {
+    let mut feature = match feature_spec(chosen) {
+        Ok(feature) => feature,
+        Err(error) => {
+            eprintln!("error: {}: {error}", args.file.display());
+            return Ok(Err(Exit::InvalidInput));
+        }
+    };
+    feature.agent_command = match &args.agent {
+        Some(command) => agent_command(
+            command,
+            exe,
+            &std::env::current_dir().context("cannot read the current directory")?,
+        )?,
+        None => resolve_ralph(feature.agent_command, exe),
+    };
+    if feature.agent_command.is_empty() {
+        return Err(PlanError::NoAgent(feature.name).into());
+    }
+    for fallback in &mut feature.fallback_agents {
+        fallback.command = resolve_ralph(std::mem::take(&mut fallback.command), exe);
+    }
+    Ok(Ok(feature))
+}
+
+/// The agents' working directory (created when missing), or why it cannot be: a file, or
+/// a default inside ralph's own source tree.
+fn workspace(args: &Args, feature: &str) -> anyhow::Result<Result<PathBuf, String>> {
+    let manifest_dir = args
+        .file
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let workspace = args.workspace.as_deref().unwrap_or(manifest_dir);
+    if workspace.exists() && !workspace.is_dir() {
+        return Ok(Err(format!(
+            "the workspace {} is a file, not a directory: pass --workspace a directory (it \
+             is created when missing)",
+            workspace.display()
+        )));
+    }
+    let workspace = absolute(workspace, "workspace")?;
+    if args.workspace.is_none()
+        && args.repo.is_none()
+        && let Some(top) = ralph_source_tree(&workspace)
+    {
+        return Ok(Err(format!(
+            "the workspace {} is in ralph's own source tree ({}): the agents would edit \
+             ralph's files and commit to its repository. Pass --workspace DIR outside it \
+             (e.g. --workspace /tmp/{feature})",
+            workspace.display(),
+            top.display()
+        )));
+    }
+    Ok(Ok(workspace))
+}
+
+/// The warnings before anything runs: an older ralph's state not read, agent variables a
+/// local run cannot resolve, parallel attempts sharing one directory.
+fn start_warnings(
+    args: &Args,
+    chosen: &FeaturePlan,
+    tasks: &[crate::local::store::TaskRow],
+    options: &RunOptions,
+) -> Vec<String> {
+    let left = tasks.len().saturating_sub(Counts::of(tasks).done);
+    let shared = match &options.worktrees {
+        Some(_) => None,
+        None => shared_workspace::shared_directory_warning(
+            options.parallel.min(left),
+            &options.runner.workspace,
+        ),
+    };
+    legacy_warning(args)
+        .into_iter()
+        .chain(crate::local::plan::unresolved_env(
+            chosen,
+            args.agent.is_some(),
+        ))
+        .chain(shared)
+        .collect()
+}
+
+/// The outcome and last message of a run that ended as `outcome`, with how to retry the
+/// failed tasks among `tasks`.
+fn end_message(
+    outcome: &RunOutcome,
+    tasks: &[crate::local::store::TaskRow],
+) -> (Option<crate::engine::dag::FeatureOutcome>, String) {
+    let (finished, message) = match outcome {
+        RunOutcome::Finished { outcome, message } => (Some(*outcome), message.clone()),
+        RunOutcome::Interrupted => (
+            None,
+            "interrupted: running attempts were cancelled; run again to resume".to_string(),
+        ),
+        RunOutcome::Halted { reason } => (
+            None,
+            format!(
+                "stopped: the agent cannot run as configured: {reason}\n\
+                 No task was charged a retry; run again once it is fixed"
+            ),
+        ),
+    };
+    match retry_hint(tasks, finished) {
+        Some(hint) => (finished, format!("{message}\n{hint}")),
+        None => (finished, message),
+    }
 }
 
 /// The directory of ralph's own sources (a `Cargo.toml` of package `ralph-operator`) that
