@@ -179,36 +179,38 @@ pub fn classify(observations: &Observations) -> Verdict {
             message,
             data,
         } => failed_prompt(*code, message, data.as_ref()),
-        // The agent is gone: the exit says how, its error answer why.
-        TurnEnd::SetupFailed {
-            phase,
-            code,
-            message,
-        } if observations.exit_code.is_some() || observations.signal.is_some() => verdict(
-            OutcomeClass::Crashed,
-            Some(format!(
-                "{}; its answer to {} was error {code}: {}",
-                unanswered_summary(observations, *phase, message),
-                phase.pending_request(),
-                message.trim()
-            )),
-        ),
         TurnEnd::SetupFailed {
             phase,
             code,
             message,
         } => verdict(
             OutcomeClass::Crashed,
-            Some(format!(
-                "the agent answered {} with error {code}: {}",
-                phase.pending_request(),
-                message.trim()
-            )),
+            Some(setup_failed_summary(observations, *phase, *code, message)),
         ),
         TurnEnd::Unanswered { phase, detail } => verdict(
             OutcomeClass::Crashed,
             Some(unanswered_summary(observations, *phase, detail)),
         ),
+    }
+}
+
+/// Why `initialize` or `session/new` failed: the error answer, and when the agent is gone
+/// the exit too (it says how, the answer says why).
+fn setup_failed_summary(
+    observations: &Observations,
+    phase: Phase,
+    code: i32,
+    message: &str,
+) -> String {
+    let request = phase.pending_request();
+    let message = message.trim();
+    if observations.exit_code.is_some() || observations.signal.is_some() {
+        format!(
+            "{}; its answer to {request} was error {code}: {message}",
+            unanswered_summary(observations, phase, message)
+        )
+    } else {
+        format!("the agent answered {request} with error {code}: {message}")
     }
 }
 
