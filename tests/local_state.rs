@@ -221,7 +221,7 @@ fn a_state_directory_of_another_feature_is_refused() {
     let project = two_manifests_side_by_side();
     let shared = project.state().display().to_string();
     let output = run_file(&project, "two.yaml", &["--state", &shared]);
-    assert_ne!(exit_code(&output), 0, "{}", describe(&output));
+    assert_eq!(exit_code(&output), 2, "{}", describe(&output));
     assert_mentions(
         &stderr(&output),
         &["belongs to feature \"one\"", "not \"two\""],

@@ -186,7 +186,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut store = Store::open(&state)?;
     crate::local::worktree::exclude_state(&state).await;
     store.take_run_ownership(&process::own_token(), process::token_alive)?;
-    let report = store.sync(&feature, now_ms())?;
+    let report = match store.sync(&feature, now_ms()) {
+        Ok(report) => report,
+        Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
     let mut display = Display::new(Mode::detect(args.json));
     let tasks = store.tasks()?;
     display.show(&RunEvent::Plan {
