@@ -428,3 +428,16 @@ fn the_state_never_shows_as_untracked_in_the_repository() {
     project.run_to_success(&[]);
     assert_eq!(git(dir, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_repository_without_a_commit_is_refused_up_front_naming_the_fix() {
+    let project = Project::new(&one_task_feature("unborn", "", "a"), WRITES_A);
+    git(project.dir.path(), &["init", "-q", "-b", "main"]);
+    let output = project.run(&[]);
+    assert_eq!(output.status.code(), Some(3), "{}", describe(&output));
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stderr),
+        &["has no commit yet", "git commit --allow-empty"],
+    );
+    assert!(project.attempts().is_empty(), "no attempt started");
+}

@@ -482,6 +482,16 @@ async fn open_worktrees(
             repo.display()
         );
     }
+    if let Some(worktrees) = &worktrees
+        && !worktrees.has_base().await
+    {
+        anyhow::bail!(
+            "the git repository {} has no commit yet, so there is nothing to start the \
+             feature branch from: commit something first (e.g. `git commit --allow-empty -m \
+             start`)",
+            worktrees.top().display()
+        );
+    }
     Ok(worktrees)
 }
 

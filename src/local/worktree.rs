@@ -22,6 +22,7 @@ const BASE_REF: &str = "HEAD";
 #[derive(Debug)]
 pub struct Worktrees {
     repo: LocalRepo,
+    top: PathBuf,
     root: PathBuf,
     feature: String,
     /// Held while a worktree is added or removed: git races on its worktree records when
@@ -53,6 +54,7 @@ impl Worktrees {
         )?;
         Ok(Some(Self {
             repo,
+            top,
             root: root(state),
             feature: feature.to_owned(),
             admin: tokio::sync::Mutex::new(()),
@@ -62,6 +64,27 @@ impl Worktrees {
     /// The feature branch done work is integrated into.
     pub fn feature_branch(&self) -> &str {
         self.repo.feature_branch()
+    }
+
+    /// The repository's top directory.
+    pub fn top(&self) -> &Path {
+        &self.top
+    }
+
+    /// Whether the feature branch exists or can be started from the current commit (a
+    /// repository without any commit has neither).
+    pub async fn has_base(&self) -> bool {
+        let feature = format!("refs/heads/{}", self.feature_branch());
+        for name in [feature.as_str(), BASE_REF] {
+            let commit = format!("{name}^{{commit}}");
+            if git_output(&self.top, &["rev-parse", "--verify", "-q", &commit])
+                .await
+                .is_some()
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// The directory of attempt `number` of `task`.
