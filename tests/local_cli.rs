@@ -127,3 +127,14 @@ fn task_show_says_tokens_an_agent_did_not_report_are_unknown_not_zero() {
     );
     assert!(!text.contains(" 0 tokens ?"), "{text}");
 }
+
+#[test]
+fn task_list_marks_tokens_an_agent_did_not_report() {
+    let text = stdout(&failed_run().ralph_ok(&["task", "list"]));
+    let base = text
+        .lines()
+        .find(|line| line.starts_with("base "))
+        .unwrap_or_default();
+    let columns: Vec<&str> = base.split_whitespace().collect();
+    assert_eq!(columns.get(5..7), Some(&["?", "?"][..]), "{text}");
+}

@@ -38,6 +38,9 @@ pub struct TaskLine {
     pub last_problem: Option<String>,
     /// Tokens and cost of its ended attempts (unknown costs counted apart).
     pub usage: UsageTotals,
+    /// Its ended attempts that reported no tokens.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tokens_unreported: u32,
 }
 
 /// A claim as shown.
@@ -158,8 +161,24 @@ pub fn task_lines(
             next_attempt_after_ms: task.next_attempt_after_ms,
             last_problem: task.previous_attempt.as_deref().map(previous_attempt_text),
             usage: crate::local::budget::task_totals(task.name(), attempts),
+            tokens_unreported: crate::local::budget::tokens_unreported(
+                attempts
+                    .iter()
+                    .filter(|attempt| attempt.task == task.name()),
+            ),
         })
         .collect()
+}
+
+/// Tokens in a table column, marked as the cost column is: `240`, `240+?` (some attempts
+/// reported none), `?` (none did), `-` (nothing ended).
+fn tokens_column(usage: &UsageTotals, unreported: u32) -> String {
+    match (usage.tokens(), unreported) {
+        (0, 0) => "-".to_owned(),
+        (tokens, 0) => tokens.to_string(),
+        (0, _) => "?".to_owned(),
+        (tokens, _) => format!("{tokens}+?"),
+    }
 }
 
 /// The task table as text; times relative to `now_ms`.
@@ -198,7 +217,7 @@ pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
             &line.generation,
             &line.attempts,
             &line.retries,
-            &line.usage.tokens(),
+            &tokens_column(&line.usage, line.tokens_unreported),
             &line.usage.cost_column(),
             &crate::local::activity::truncate(&note, 100),
         ]);
