@@ -22,11 +22,15 @@ scenario_tests! {
     max_tokens_stop_is_reported_as_max_tokens =
         a_cut_off_answer_finishes_with_stop_reason(StopReason::MaxTokens);
     overloaded_api_is_a_crash = an_api_error_is_a_crash_naming(FakeAnthropic::overloaded(), &["529"]);
-    rate_limited_api_is_exhaustion = an_api_error_is_exhaustion_naming(
-        FakeAnthropic::rate_limited(
-            "This request would exceed your account's rate limit. Please try again later.",
-        ),
-        "rate limit",
+    /// A rate limit without quota wording or a reset time is transient: a crash (retried
+    /// with backoff), as through codex-acp and gemini-cli, not a quota rest.
+    rate_limited_api_is_a_crash = an_api_error_is_a_crash_naming(
+        FakeAnthropic::rate_limited("Too many requests, please slow down"),
+        &["429"],
+    );
+    quota_exhausted_api_is_exhaustion = an_api_error_is_exhaustion_naming(
+        FakeAnthropic::rate_limited("You have exceeded your quota for this billing period."),
+        "exceeded your quota",
     );
 }
 

@@ -93,6 +93,7 @@ fn local(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chosen 
         fallback_agents: vec![LocalAgent {
             name: "spare".to_owned(),
             command: vec!["spare-agent".to_owned()],
+            env: Vec::new(),
         }],
         model: Some(ModelPolicy {
             strategy,

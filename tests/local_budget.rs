@@ -129,7 +129,7 @@ fn a_cost_the_agent_does_not_report_is_unknown_not_zero_and_warned_about() {
         &status,
         &[
             "usage: 120 tokens (input 100, output 20, cache read 0, cache write 0); cost unknown (1 attempt)",
-            "budget: maxCostUSD $5.00",
+            "budget: cost unknown (1 attempt) of $5.00",
         ],
     );
     let show = stdout(&project.ralph(&["task", "show", "a"]));
@@ -194,4 +194,34 @@ fn a_raised_budget_lets_the_next_run_go_on() {
     assert_eq!(exit_code(&again), 0, "{}", describe(&again));
     assert_eq!(project.started_order(), ["a", "b", "c"]);
     assert_eq!(summary(&again)["usage"]["inputTokens"], 300);
+}
+
+#[test]
+fn status_shows_the_budget_as_used_of_limit() {
+    let budget = "  budget:\n    maxCostUSD: \"5\"\n    maxTokens: 1000\n";
+    let manifest = one_task_feature("spent", budget, "a");
+    let project = Project::run_ok(&manifest, &spending(100, 20, Some(0.05)));
+    let status = stdout(&project.ralph(&["status"]));
+    assert_mentions(
+        &status,
+        &["budget: cost $0.05 of $5.00, tokens 120 of 1000"],
+    );
+}
+
+#[test]
+fn tokens_the_agent_does_not_report_are_warned_about_under_max_tokens() {
+    let manifest = one_task_feature("tokenless", "  budget:\n    maxTokens: 1000\n", "a");
+    let project = Project::new(
+        &manifest,
+        "default:\n  - text: \"<task-done>{task}</task-done>\"\n",
+    );
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert_mentions(
+        &stdout(&output),
+        &[
+            "1 attempt reported no tokens",
+            "maxTokens (1000) counts only reported tokens",
+        ],
+    );
 }

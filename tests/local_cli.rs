@@ -113,3 +113,28 @@ fn task_reset_clears_the_retry_count_and_sets_pending() {
     let task = project.task("side");
     assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
 }
+
+#[test]
+fn task_show_says_tokens_an_agent_did_not_report_are_unknown_not_zero() {
+    let text = stdout(&failed_run().ralph_ok(&["task", "show", "base"]));
+    assert_mentions(
+        &text,
+        &[
+            "(1 attempt reported no tokens)",
+            "base-a1 (gen 1): failed",
+            "tokens unknown, cost unknown",
+        ],
+    );
+    assert!(!text.contains(" 0 tokens ?"), "{text}");
+}
+
+#[test]
+fn task_list_marks_tokens_an_agent_did_not_report() {
+    let text = stdout(&failed_run().ralph_ok(&["task", "list"]));
+    let base = text
+        .lines()
+        .find(|line| line.starts_with("base "))
+        .unwrap_or_default();
+    let columns: Vec<&str> = base.split_whitespace().collect();
+    assert_eq!(columns.get(5..7), Some(&["?", "?"][..]), "{text}");
+}

@@ -403,3 +403,41 @@ fn without_a_push_remote_nothing_is_pushed() {
 
     assert_eq!(git(remote.path(), &["for-each-ref"]), "");
 }
+
+const WRITES_A: &str = "default:\n  - {tool: {path: a.txt, write: \"a\\n\"}}\n  - {text: \"<task-done>{task}</task-done>\"}\n";
+
+#[test]
+fn done_work_is_committed_as_the_repositorys_own_user() {
+    let project = git_project(&one_task_feature("authored", "", "a"), WRITES_A);
+    let dir = project.dir.path();
+    git(dir, &["config", "user.name", "Ada Lovelace"]);
+    git(dir, &["config", "user.email", "ada@example.com"]);
+    project.run_to_success(&[]);
+    assert_eq!(
+        git(dir, &["log", "-1", "--format=%an <%ae>", "ralph/authored"]),
+        "Ada Lovelace <ada@example.com>"
+    );
+}
+
+#[test]
+fn the_state_never_shows_as_untracked_in_the_repository() {
+    let project = git_project(&one_task_feature("quiet", "", "a"), WRITES_A);
+    let dir = project.dir.path();
+    std::fs::remove_file(dir.join(".gitignore")).expect("remove .gitignore");
+    git(dir, &["commit", "-q", "-am", "no ignore file"]);
+    project.run_to_success(&[]);
+    assert_eq!(git(dir, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_repository_without_a_commit_is_refused_up_front_naming_the_fix() {
+    let project = Project::new(&one_task_feature("unborn", "", "a"), WRITES_A);
+    git(project.dir.path(), &["init", "-q", "-b", "main"]);
+    let output = project.run(&[]);
+    assert_eq!(output.status.code(), Some(3), "{}", describe(&output));
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stderr),
+        &["has no commit yet", "git commit --allow-empty"],
+    );
+    assert!(project.attempts().is_empty(), "no attempt started");
+}

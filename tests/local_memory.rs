@@ -198,3 +198,14 @@ fn ralph_journal_finds_entries_by_the_words_of_their_notes() {
     );
     assert!(!found.contains("b-a1"), "{found}");
 }
+
+#[test]
+fn the_journal_writes_a_cost_as_status_does() {
+    let script = "default:\n  - usage: {input_tokens: 10, output_tokens: 5, cost_usd: 0.001}\n  \
+                  - text: \"Did it. <task-done>{task}</task-done>\"\n";
+    let project = Project::run_ok(&feature_yaml("priced", "", &[task("a", &[])]), script);
+    let journal = project.ralph_ok(&["journal"]);
+    let journal = String::from_utf8_lossy(&journal.stdout);
+    assert_mentions(&journal, &["15 tokens, $0.001"]);
+    assert!(!journal.contains("$0.0010"), "{journal}");
+}

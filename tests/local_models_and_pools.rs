@@ -126,3 +126,22 @@ fn an_exhausted_agent_hands_the_task_to_the_next_agent_of_the_pool() {
         "the primary agent's rest is kept for later runs"
     );
 }
+
+#[test]
+fn the_prompt_says_a_model_hint_is_for_this_tasks_next_attempt() {
+    let script =
+        "models: [small, large]\ndefault:\n  - text: \"Done. <task-done>{task}</task-done>\"\n";
+    let project = Project::run_ok(&model_feature("fixed"), script);
+    let prompt = project
+        .prompt("a-a1")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        prompt.contains(
+            "`<next-model>{MODEL}</next-model>`: the model better suited to this task's next \
+             attempt, when this one does not finish it"
+        ),
+        "{prompt}"
+    );
+}

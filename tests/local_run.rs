@@ -223,3 +223,176 @@ fn a_retry_backoff_is_announced_while_nothing_runs() {
     assert_eq!(waits.len(), 1, "{}", describe(&output));
     assert!(waits[0]["waitMs"].as_i64().is_some_and(|ms| ms > 0));
 }
+
+/// A manifest whose agent, a shell that starts the scripted agent only when `GREETING` is
+/// `hello`, gets `GREETING=hello` from `spec.agent.env` and more from a Secret (`envFrom`)
+/// a local run cannot read.
+fn feature_with_agent_env(project: &Project) -> String {
+    let check = format!(
+        "test \"$GREETING\" = hello || {{ echo \"GREETING is [$GREETING]\" >&2; exit 1; }}; \
+         exec {} agent script {}",
+        env!("CARGO_BIN_EXE_ralph"),
+        project.path("script.yaml").display()
+    );
+    let command = serde_json::to_string(&["sh", "-c", &check]).expect("JSON");
+    one_task_feature("env", "", "only").replace(
+        "    command: [\"unused-agent\"]\n",
+        &format!(
+            "    command: {command}\n    env:\n      - name: GREETING\n        value: hello\n    \
+             envFrom:\n      - secretRef:\n          name: agent-keys\n"
+        ),
+    )
+}
+
+/// `ralph run` of [`feature_with_agent_env`], its agent the manifest's.
+fn run_with_agent_env() -> std::process::Output {
+    let project = Project::new("", DONE);
+    project.write_manifest(&feature_with_agent_env(&project));
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("run")
+        .arg(project.path("feature.yaml"))
+        .arg("--json")
+        .output()
+        .expect("ralph run")
+}
+
+#[test]
+fn spec_agent_env_reaches_the_agent() {
+    let output = run_with_agent_env();
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+}
+
+#[test]
+fn an_agent_env_from_a_secret_is_said_to_be_unset() {
+    let output = run_with_agent_env();
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stdout),
+        &["spec.agent.envFrom", "a local run cannot do"],
+    );
+}
+
+/// `ralph run config/samples/hello.yaml` with its scripted agent, in this repository, with
+/// the state in `state` and `args` added.
+fn hello_sample_run(state: &std::path::Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", "config/samples/hello.yaml", "--json", "--state"])
+        .arg(state)
+        .args([
+            "--agent",
+            "ralph agent script config/agent-scripts/hello.script.yaml",
+        ])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("ralph run")
+}
+
+#[test]
+fn the_hello_dry_run_leaves_the_programs_its_tasks_ask_for() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let state = tempfile::tempdir().expect("state");
+    let output = hello_sample_run(
+        state.path(),
+        &["--workspace".as_ref(), workspace.path().as_os_str()],
+    );
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let test = std::process::Command::new("sh")
+        .arg("test.sh")
+        .current_dir(workspace.path())
+        .output()
+        .expect("sh test.sh");
+    assert_eq!(
+        (
+            exit_code(&test),
+            String::from_utf8_lossy(&test.stdout).trim()
+        ),
+        (0, "ok"),
+        "{}",
+        describe(&test)
+    );
+}
+
+/// `ralph run feature.yaml --agent AGENT` without `--json` (plain lines: not a terminal).
+fn plain_run(project: &Project, agent: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("run")
+        .arg(project.path("feature.yaml"))
+        .args(["--agent", agent])
+        .output()
+        .expect("ralph run")
+}
+
+#[test]
+fn the_plan_line_counts_one_task_in_the_singular() {
+    let project = Project::new(&one_task_feature("single", "", "only"), DONE);
+    let agent = format!(
+        "ralph agent script {}",
+        project.path("script.yaml").display()
+    );
+    let output = plain_run(&project, &agent);
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stdout),
+        &["feature single: 1 task, 0 done"],
+    );
+}
+
+#[test]
+fn a_run_stopped_by_a_misconfigured_agent_ends_halted_as_status_says() {
+    let project = Project::new(&one_task_feature("halts", "", "only"), DONE);
+    let output = plain_run(&project, "sh -c 'echo Hello there; sleep 60'");
+    assert_eq!(exit_code(&output), 7, "{}", describe(&output));
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert_mentions(&summary, &["feature halts: Halted"]);
+    assert!(!summary.contains("interrupted"), "{summary}");
+    assert_printed(&project.ralph(&["status"]), "Halted");
+}
+
+#[test]
+fn a_workspace_that_is_a_file_is_invalid_input_naming_it() {
+    let project = Project::new(&one_task_feature("filed", "", "only"), DONE);
+    let file = project.path("script.yaml").display().to_string();
+    let output = project.run_exiting(&["--workspace", &file], 3);
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stderr),
+        &[&file, "is a file, not a directory"],
+    );
+}
+
+#[test]
+fn a_run_of_a_finished_feature_warns_of_nothing() {
+    let spec = "  parallelism: 2\n  budget:\n    maxCostUSD: \"5\"\n";
+    let manifest = feature_yaml("finished", spec, &independent(&["a", "b"]));
+    let project = Project::run_ok(&manifest, DONE);
+    let again = project.run_to_success(&[]);
+    let warnings: Vec<serde_json::Value> = local_run::json_events(&again)
+        .into_iter()
+        .filter(|event| event["event"] == "warning")
+        .collect();
+    assert_eq!(warnings, Vec::<serde_json::Value>::new());
+}
+
+#[test]
+fn a_sample_run_inside_ralphs_own_sources_is_refused_naming_workspace() {
+    let state = tempfile::tempdir().expect("state");
+    let output = hello_sample_run(state.path(), &[]);
+    assert_eq!(exit_code(&output), 3, "{}", describe(&output));
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stderr),
+        &["ralph's own source tree", "--workspace"],
+    );
+    assert!(local_run::json_events(&output).is_empty(), "nothing ran");
+}
+
+#[test]
+fn cat_as_the_agent_stops_the_run_misconfigured_without_charging_a_retry() {
+    let project = Project::new(&one_task_feature("echoed", "", "only"), DONE);
+    let output = plain_run(&project, "cat");
+    assert_eq!(exit_code(&output), 7, "{}", describe(&output));
+    assert_mentions(
+        &String::from_utf8_lossy(&output.stdout),
+        &["`cat` is not an ACP agent"],
+    );
+    let task = project.task("only");
+    assert_eq!((task.phase, task.retry_count), (TaskPhase::Pending, 0));
+    assert_eq!(project.attempt_outcomes(), ["misconfigured"]);
+}

@@ -146,3 +146,24 @@ fn task_show_names_the_verification_attempts() {
         &["api-a1 (gen 1): done", "api-a2 (gen 1): verification done"],
     );
 }
+
+#[test]
+fn a_failing_verify_command_shows_the_end_of_its_output_in_task_show() {
+    let manifest =
+        verified("    command: \"echo compiling; echo 'error: 2 tests failed'; exit 1\"\n");
+    let script = "tasks:\n  api:\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n    \
+        - [ {text: \"Done. <task-done>{task}</task-done>\"} ]\n";
+    let project = Project::new(&manifest, script);
+    project.run(&["--limit", "1"]);
+    let shown = project.ralph_ok(&["task", "show", "api"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let attempt = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("api-a1"))
+        .unwrap_or_default();
+    assert_mentions(
+        attempt,
+        &["the end of its output: … error: 2 tests failed; retry 1 of"],
+    );
+}

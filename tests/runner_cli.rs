@@ -140,7 +140,7 @@ fn hello_sample(task: &str, attempt: &str) -> (Scenario, AttemptResult) {
 #[test]
 fn the_hello_sample_writes_each_file_and_completes_each_task() {
     for (task, file) in [
-        ("write-greeting", "greeting.txt"),
+        ("write-greeting", "hello.sh"),
         ("write-readme", "README.md"),
     ] {
         let (scenario, result) = hello_sample(task, &format!("{task}-a1"));
@@ -161,5 +161,14 @@ fn the_hello_sample_write_test_crashes_once_then_succeeds() {
     let (scenario, second) = hello_sample("write-test", "write-test-a2");
     assert_eq!(second.outcome, OutcomeClass::Finished);
     assert_eq!(second.sigils.task_done.as_deref(), Some("write-test"));
-    assert!(scenario.workspace().join("greeting_test.sh").exists());
+    assert!(scenario.workspace().join("test.sh").exists());
+}
+
+#[test]
+fn log_lines_on_a_pipe_carry_no_colour_codes() {
+    let run = Scenario::new("t", "default: [{text: \"<task-done>t</task-done>\"}]\n")
+        .args(&["--heartbeat-file", "/proc/no-such-process/heartbeat"])
+        .run();
+    assert_mentions(&run.stderr, &["cannot write the heartbeat file"]);
+    assert!(!run.stderr.contains('\u{1b}'), "{:?}", run.stderr);
 }

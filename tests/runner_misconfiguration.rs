@@ -99,3 +99,59 @@ fn a_crash_is_not_misconfiguration() {
     run.assert_outcome(OutcomeClass::Crashed);
     assert_eq!(run.result.misconfiguration, None);
 }
+
+#[test]
+fn cat_echoing_ralphs_requests_is_not_an_acp_agent() {
+    let run = shell_agent("exec cat")
+        .args(&["--idle-timeout", "1h"])
+        .run();
+    assert_misconfigured(&run, &["is not an ACP agent", "initialize"], &["ACP mode"]);
+}
+
+#[test]
+fn a_program_printing_json_log_lines_is_not_an_acp_agent() {
+    let run = shell_agent(r#"echo '{"level":"info","msg":"server starting"}'; sleep 600"#)
+        .args(&["--idle-timeout", "1h"])
+        .run();
+    assert_misconfigured(
+        &run,
+        &["is not an ACP agent", "server starting"],
+        &["ACP mode"],
+    );
+}
+
+#[test]
+fn an_agent_exiting_on_a_configuration_error_before_initialize_is_misconfigured() {
+    let run = shell_agent(
+        "echo 'Error: the setting `model_reasoning_summary_format` is no longer supported' >&2; \
+         exit 1",
+    )
+    .run();
+    assert_misconfigured(
+        &run,
+        &[
+            "exited with code 1 before answering initialize",
+            "no longer supported",
+        ],
+        &["run the agent command by hand"],
+    );
+}
+
+#[test]
+fn an_agent_that_fails_session_new_and_exits_shows_its_error() {
+    let run = Scenario::new("t", "default: [{text: hi}]\n")
+        .agent(&["sh", "-c", SESSION_NEW_FAILS])
+        .run();
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash_mentions("session/new was error -32603");
+    run.assert_crash_mentions("Claude Code process exited with code 1");
+}
+
+/// An agent that answers `initialize`, answers `session/new` with an internal error and
+/// exits 0 (claude-agent-acp without credentials).
+const SESSION_NEW_FAILS: &str = r#"rid() { echo "$1" | grep -o '"id":"[^"]*"' | head -n 1 | cut -d: -f2; }
+read -r init
+echo '{"jsonrpc":"2.0","id":'"$(rid "$init")"',"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":'"$(rid "$new")"',"error":{"code":-32603,"message":"Internal error","data":{"details":"Claude Code process exited with code 1"}}}'
+exit 0"#;

@@ -61,3 +61,31 @@ fn without_a_model_the_agent_keeps_its_own() {
     assert_eq!(run.result.ran_by.model.as_deref(), Some("small"));
     assert_eq!(run.result.ran_by.requested_model, None);
 }
+
+/// An ACP agent in shell that offers models `fake` and `fake2` (current: `fake`) and says
+/// which model it uses only in its answer to `session/set_config_option`, as mistral-vibe
+/// does (no `config_option_update`).
+const ANSWERS_ITS_MODEL: &str = r#"rid() { echo "$1" | grep -o '"id":"[^"]*"' | head -n 1 | cut -d: -f2; }
+sel() { echo '[{"id":"model","name":"Model","category":"model","type":"select","currentValue":"'"$1"'","options":[{"value":"fake","name":"Fake"},{"value":"fake2","name":"Fake 2"}]}]'; }
+while read -r line; do
+  id=$(rid "$line")
+  case "$line" in
+    *'"method":"initialize"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":1,"agentCapabilities":{}}}' ;;
+    *'"method":"session/new"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"sessionId":"s1","configOptions":'"$(sel fake)"'}}' ;;
+    *'"method":"session/set_config_option"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"configOptions":'"$(sel fake2)"'}}' ;;
+    *'"method":"session/prompt"'*)
+      echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Done. <task-done>pick</task-done>"}}}}'
+      echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"stopReason":"end_turn"}}'
+      exit 0 ;;
+  esac
+done"#;
+
+#[test]
+fn the_model_an_agent_answers_it_switched_to_is_recorded() {
+    let run = Scenario::new("pick", "")
+        .agent(&["sh", "-c", ANSWERS_ITS_MODEL])
+        .args(&["--model", "fake2"])
+        .run();
+    assert_eq!(run.result.outcome, OutcomeClass::Finished, "{}", run.stdout);
+    assert_eq!(run.result.ran_by.model.as_deref(), Some("fake2"));
+}

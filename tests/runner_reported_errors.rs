@@ -128,3 +128,41 @@ fn codexs_incomplete_response_for_max_output_tokens_is_a_max_tokens_stop() {
     );
     assert_eq!(run.result.crash, None);
 }
+
+#[test]
+fn a_refusal_whose_text_reports_a_server_error_is_a_crash() {
+    let run = run(
+        r#"[{text: "I hit an internal error while calling the model: Internal Server Error (status=500)"}, {stop: refusal}]"#,
+    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash_mentions("status=500");
+}
+
+#[test]
+fn a_refusal_in_plain_words_stays_a_refusal() {
+    let run = run(r#"[{text: "I can't help with that request."}, {stop: refusal}]"#);
+    run.assert_outcome(OutcomeClass::Finished);
+    assert_eq!(run.result.crash, None);
+}
+
+#[test]
+fn an_idle_timeout_names_the_last_error_on_stderr() {
+    let run = Scenario::new(
+        "t",
+        "default: [{stderr: \"Attempt 1 failed with status 500. Retrying with backoff...\"}, hang]\n",
+    )
+    .args(&["--idle-timeout", "1s", "--grace", "1s"])
+    .run();
+    run.assert_crash_starts_with("idle timeout: no ACP traffic for 1s");
+    run.assert_crash_mentions("Attempt 1 failed with status 500");
+}
+
+#[test]
+fn a_trace_line_on_stderr_is_left_out_of_a_kill_summary() {
+    let run = run(
+        r#"[{stderr: "[session/create] sessionId=s1 phase=validate-cwd"}, {delay: 100ms}, kill]"#,
+    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    run.assert_crash_starts_with("agent was killed by signal 9 (SIGKILL)");
+    assert!(!run.crash().contains("phase="), "{}", run.crash());
+}

@@ -159,9 +159,27 @@ fn a_usage_limit_on_stderr_is_exhaustion_not_a_crash() {
 }
 
 #[test]
-fn a_rate_limit_prompt_error_is_exhaustion() {
-    let run = play(r#"[{error: {message: "API Error: 429", error_kind: rate_limit}}]"#);
+fn a_rate_limit_prompt_error_without_a_reset_time_is_a_crash() {
+    let run = play(
+        r#"[{error: {message: "API Error: 429 Too many requests, please slow down", error_kind: rate_limit}}]"#,
+    );
+    run.assert_outcome(OutcomeClass::Crashed);
+    assert_eq!(run.result.exhaustion, None);
+}
+
+#[test]
+fn a_rate_limit_prompt_error_with_retry_after_rests_that_long() {
+    let before = ralph::clock::now_ms() / 1000;
+    let run = play(
+        r#"[{error: {message: "API Error: 429 Too many requests, please slow down; retry-after: 7", error_kind: rate_limit}}]"#,
+    );
     run.assert_outcome(OutcomeClass::Exhausted);
+    let reset_at = run
+        .result
+        .exhaustion
+        .and_then(|e| e.reset_at)
+        .unwrap_or_default();
+    assert!((before + 7..=before + 9).contains(&reset_at), "{reset_at}");
 }
 
 #[test]

@@ -83,3 +83,46 @@ fn every_sample_feature_names_the_image_of_its_agent() {
         }
     }
 }
+
+/// A file of the repository.
+fn repository_file(path: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[test]
+fn the_charts_notes_apply_one_sample_not_every_paid_feature() {
+    let notes = repository_file("charts/ralph-operator/templates/NOTES.txt");
+    let applies: Vec<&str> = notes
+        .lines()
+        .filter(|line| line.contains("kubectl apply"))
+        .collect();
+    assert!(!applies.is_empty(), "{notes}");
+    for line in applies {
+        assert!(
+            line.trim_end().ends_with(".yaml"),
+            "applies a directory: {line}"
+        );
+    }
+}
+
+#[test]
+fn deploy_md_lists_the_controllers_configmap_verbs_as_its_rbac_grants() {
+    let rbac = repository_file("config/rbac/controller.yaml");
+    let rule = rbac
+        .split("- apiGroups")
+        .find(|rule| rule.contains("\"configmaps\""))
+        .expect("a configmaps rule");
+    let verbs = rule
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("verbs:"))
+        .expect("its verbs")
+        .replace(['[', ']', '"'], "");
+    let verbs = verbs.trim();
+    let docs = repository_file("docs/deploy.md");
+    let row = docs
+        .lines()
+        .find(|line| line.starts_with("| `configmaps` |"))
+        .expect("the configmaps row of docs/deploy.md");
+    assert!(row.contains(&format!("| {verbs} |")), "{row} vs {verbs}");
+}

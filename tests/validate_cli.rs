@@ -330,12 +330,98 @@ fn validate_and_run_exit_alike_for_an_invalid_file() {
     );
 }
 
-#[test]
-fn run_help_lists_the_exit_codes() {
+/// What `ralph run --help` prints.
+fn run_help() -> String {
     let help = Command::new(env!("CARGO_BIN_EXE_ralph"))
         .args(["run", "--help"])
         .output()
         .expect("run ralph run --help");
-    let text = String::from_utf8_lossy(&help.stdout);
-    assert_mentions(&text, &["Exit codes:", "130"]);
+    String::from_utf8_lossy(&help.stdout).into_owned()
+}
+
+#[test]
+fn run_help_lists_the_exit_codes() {
+    assert_mentions(&run_help(), &["Exit codes:", "130"]);
+}
+
+#[test]
+fn run_help_says_the_limit_exits_5() {
+    let text = run_help();
+    let limit = text
+        .lines()
+        .skip_while(|line| !line.contains("--limit"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_mentions(&limit, &["exit 5"]);
+    assert!(!limit.contains("exit 0"), "{limit}");
+}
+
+#[test]
+fn validate_with_agent_accepts_a_feature_without_spec_agent_as_run_does() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("no-agent.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata:\n  name: no-agent\nspec:\n  \
+         tasks:\n    - name: only\n      title: Only\n      description: Do it.\n",
+    )
+    .expect("write manifest");
+    let file = file.display().to_string();
+    assert_eq!(validate(&[&file]).code, Some(3), "without --agent");
+    valid(&["--agent", "claude-agent-acp", &file]);
+}
+
+#[test]
+fn the_controller_without_a_kubeconfig_says_so_once_with_the_fix() {
+    let home = tempfile::tempdir().expect("temporary home");
+    let output = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["controller", "--ralph-image", "ralph:test"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("run ralph controller");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+    assert_mentions(&stderr, &["KUBECONFIG"]);
+}
+
+#[test]
+fn a_cycle_beside_another_problem_is_placed_at_its_task_as_run_places_it() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("cycle-and-more.yaml");
+    let yaml = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/samples/invalid/cycle.yaml"),
+    )
+    .expect("the cycle sample")
+    .replace("  agent:\n    command: [\"claude-agent-acp\"]\n", "");
+    std::fs::write(&file, &yaml).expect("write manifest");
+    let file = file.display().to_string();
+    let run = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["run", &file, "--agent", "x", "--state"])
+        .arg(dir.path().join("state"))
+        .output()
+        .expect("run ralph run");
+    let cycle_at = |stderr: &str| {
+        stderr
+            .lines()
+            .find(|line| line.contains("dependency cycle"))
+            .map(|line| line.trim_start_matches("error: "))
+            .and_then(|line| line.split(": ").next().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let placed_by_run = cycle_at(&String::from_utf8_lossy(&run.stderr));
+    let placed_by_validate = cycle_at(&validate(&[&file]).stderr);
+    assert!(
+        !placed_by_run.ends_with(":1 (document 1)"),
+        "{placed_by_run}"
+    );
+    assert_eq!(placed_by_validate, placed_by_run);
 }

@@ -82,9 +82,14 @@ fn parse_native(value: &str) -> Result<NativeSidecars, String> {
 
 /// Runs `ralph controller`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let kube_config = kube::Config::infer()
-        .await
-        .context("cannot configure the Kubernetes client (kubeconfig or in-cluster)")?;
+    // The inferring error's own text already names each cause; its source chain would
+    // repeat them.
+    let kube_config = kube::Config::infer().await.map_err(|error| {
+        anyhow::anyhow!(
+            "cannot configure the Kubernetes client: {error}\nPoint KUBECONFIG (or \
+             ~/.kube/config) at a cluster, or run the controller in the cluster"
+        )
+    })?;
     let throttle = ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst, args.api_timeout);
     let queue_wait = throttle
         .as_ref()

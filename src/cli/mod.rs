@@ -8,6 +8,7 @@ pub mod exit;
 pub mod git;
 pub mod install;
 pub mod memory;
+pub mod reset;
 pub mod run;
 pub mod runner;
 pub mod sidecar;
@@ -44,6 +45,9 @@ pub enum Command {
     Run(run::Args),
     /// Show the state of a local run.
     Status(status::Args),
+    /// Start a Feature's local run over: remove its state and worktrees (the feature
+    /// branch stays).
+    Reset(reset::Args),
     /// Inspect or change tasks of a local run.
     #[command(subcommand)]
     Task(task::Command),
@@ -74,6 +78,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Crds(args) => crds::run(args).await,
         Command::Run(args) => with_error_exit(run::run(args).await),
         Command::Status(args) => status::run(args).await,
+        Command::Reset(args) => reset::run(args).await,
         Command::Task(command) => task::run(command).await,
         Command::Journal(args) => memory::journal(args).await,
         Command::Knowledge(args) => memory::knowledge(args).await,
@@ -100,8 +105,10 @@ fn with_error_exit(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCode>
 pub fn init_tracing(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only for a person: a runner's stderr is a log file or a pipe.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if cli.log_json {
         builder.json().init();

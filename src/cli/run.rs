@@ -14,6 +14,7 @@ use crate::clock::now_ms;
 use crate::engine::attempt::{ConfinementReport, LandlockState};
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
+use crate::local::feature::LocalFeature;
 use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
 use crate::local::run_event::RunEvent;
 use crate::local::scheduler::{self, RunOptions, RunOutcome};
@@ -22,6 +23,7 @@ use crate::local::store::Store;
 use crate::local::summary::Summary;
 use crate::local::worktree::Worktrees;
 use crate::local::{process, shared_workspace, state_dir};
+use crate::manifest::FeaturePlan;
 
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
@@ -40,10 +42,11 @@ pub struct Args {
     /// Most attempts at once (default: the Feature's parallelism).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: Option<u32>,
-    /// State directory (default: `.ralph/` next to the manifest).
+    /// State directory (default: `.ralph/<feature>/` next to the manifest).
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
-    /// Start at most N attempts in this run, then stop (exit 0, LimitReached).
+    /// Start at most N attempts in this run, then stop (LimitReached: exit 5 unless every
+    /// task is done).
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
     /// Print one JSON event per line instead of progress.
@@ -190,78 +193,26 @@ fn confinement_warning(
 
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let options = crate::manifest::LoadOptions {
-        agent_from_command_line: args.agent.is_some(),
-        local: true,
-    };
-    let plan = match crate::manifest::load_plan_with(&[&args.file], &options) {
+    let plan = match load(&args) {
         Ok(plan) => plan,
-        Err(errors) => {
-            eprintln!(
-                "error: {} is not a valid plan:\n{errors}",
-                args.file.display()
-            );
-            return Ok(Exit::InvalidInput.into());
-        }
+        Err(exit) => return Ok(exit.into()),
     };
-    let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
-    let chosen = match (&args.feature, plan.features.as_slice()) {
-        (None, [only]) => only,
-        (None, []) => {
-            eprintln!("error: {} holds no Feature", args.file.display());
-            return Ok(Exit::InvalidInput.into());
-        }
-        (None, _) => {
-            eprintln!(
-                "error: {} holds several features ({}); choose one with --feature",
-                args.file.display(),
-                names.join(", ")
-            );
-            return Ok(Exit::Usage.into());
-        }
-        (Some(name), features) => match features.iter().find(|f| f.name() == *name) {
-            Some(feature) => feature,
-            None => {
-                eprintln!(
-                    "error: {} has no feature {name:?} (it has: {})",
-                    args.file.display(),
-                    names.join(", ")
-                );
-                return Ok(Exit::Usage.into());
-            }
-        },
+    let chosen = match choose(&args, &plan) {
+        Ok(chosen) => chosen,
+        Err(exit) => return Ok(exit.into()),
     };
     let exe = std::env::current_exe().context("cannot locate the running ralph binary")?;
-    let mut feature = match feature_spec(chosen) {
+    let feature = match local_feature(&args, chosen, &exe)? {
         Ok(feature) => feature,
-        Err(error) => {
-            eprintln!("error: {}: {error}", args.file.display());
+        Err(exit) => return Ok(exit.into()),
+    };
+    let workspace = match workspace(&args, &feature.name)? {
+        Ok(workspace) => workspace,
+        Err(problem) => {
+            eprintln!("error: {problem}");
             return Ok(Exit::InvalidInput.into());
         }
     };
-    feature.agent_command = match &args.agent {
-        Some(command) => agent_command(
-            command,
-            &exe,
-            &std::env::current_dir().context("cannot read the current directory")?,
-        )?,
-        None => resolve_ralph(feature.agent_command, &exe),
-    };
-    if feature.agent_command.is_empty() {
-        return Err(PlanError::NoAgent(feature.name).into());
-    }
-    for fallback in &mut feature.fallback_agents {
-        fallback.command = resolve_ralph(std::mem::take(&mut fallback.command), &exe);
-    }
-    let manifest_dir = args
-        .file
-        .parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let workspace = absolute(
-        args.workspace.as_deref().unwrap_or(manifest_dir),
-        "workspace",
-    )?;
     let confinement = args
         .confinement
         .unwrap_or(chosen.feature.spec.agent.confinement);
@@ -273,12 +224,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let state = absolute(
-        &state_dir::resolve(args.state.as_deref(), Some(&args.file)),
+        &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
     )?;
     let mut store = Store::open(&state)?;
+    crate::local::worktree::exclude_state(&state).await;
     store.take_run_ownership(&process::own_token(), process::token_alive)?;
-    let report = store.sync(&feature, now_ms())?;
+    let report = match store.sync(&feature, now_ms()) {
+        Ok(report) => report,
+        Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
     let mut display = Display::new(Mode::detect(args.json));
     let tasks = store.tasks()?;
     display.show(&RunEvent::Plan {
@@ -310,14 +269,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 confinement.runner_args(),
             ]
             .concat(),
+            env: feature.agent_env.clone(),
         },
         worktrees: worktrees.map(std::sync::Arc::new),
-    };
-    let shared = match &options.worktrees {
-        Some(_) => None,
-        None => {
-            shared_workspace::shared_directory_warning(options.parallel, &options.runner.workspace)
-        }
     };
     let reachable_state = (options.worktrees.is_none()
         && confinement != Confinement::Disabled
@@ -329,14 +283,171 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             state.display()
         )
     });
-    for message in shared.into_iter().chain(unconfined).chain(reachable_state) {
+    let warnings = start_warnings(&args, chosen, &tasks, &options);
+    for message in warnings.into_iter().chain(unconfined).chain(reachable_state) {
         display.show(&RunEvent::Warning {
             task: None,
             message,
         });
     }
     let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
-    let (finished_outcome, message) = match &outcome {
+    let (finished_outcome, message) = end_message(&outcome, &store.tasks()?);
+    display.show(&RunEvent::Finished {
+        outcome: finished_outcome,
+        message,
+    });
+    let summary = Summary {
+        halted: matches!(outcome, RunOutcome::Halted { .. }),
+        ..Summary::build(
+            &feature.name,
+            finished_outcome,
+            &store.tasks()?,
+            &store.attempts(None)?,
+        )
+    };
+    display.show(&RunEvent::Summary(summary));
+    store.release_run_ownership(&process::own_token())?;
+    Ok(exit(&outcome).into())
+}
+
+/// The plan of the manifest; an invalid one is said and exits 3.
+fn load(args: &Args) -> Result<crate::manifest::Plan, Exit> {
+    let options = crate::manifest::LoadOptions {
+        agent_from_command_line: args.agent.is_some(),
+        local: true,
+    };
+    crate::manifest::load_plan_with(&[&args.file], &options).map_err(|errors| {
+        eprintln!(
+            "error: {} is not a valid plan:\n{errors}",
+            args.file.display()
+        );
+        Exit::InvalidInput
+    })
+}
+
+/// The feature to run: the manifest's only one, or `--feature`'s (said when missing).
+fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p FeaturePlan, Exit> {
+    let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
+    let file = args.file.display();
+    match (&args.feature, plan.features.as_slice()) {
+        (None, [only]) => Ok(only),
+        (None, []) => {
+            eprintln!("error: {file} holds no Feature");
+            Err(Exit::InvalidInput)
+        }
+        (None, _) => {
+            eprintln!(
+                "error: {file} holds several features ({}); choose one with --feature",
+                names.join(", ")
+            );
+            Err(Exit::Usage)
+        }
+        (Some(name), features) => features.iter().find(|f| f.name() == *name).ok_or_else(|| {
+            eprintln!(
+                "error: {file} has no feature {name:?} (it has: {})",
+                names.join(", ")
+            );
+            Exit::Usage
+        }),
+    }
+}
+
+/// The local feature of `chosen`, its agent commands resolved (`--agent`, a leading
+/// `ralph`); a feature local mode cannot run is said and exits 3.
+fn local_feature(
+    args: &Args,
+    chosen: &FeaturePlan,
+    exe: &Path,
+) -> anyhow::Result<Result<LocalFeature, Exit>> {
+    let mut feature = match feature_spec(chosen) {
+        Ok(feature) => feature,
+        Err(error) => {
+            eprintln!("error: {}: {error}", args.file.display());
+            return Ok(Err(Exit::InvalidInput));
+        }
+    };
+    feature.agent_command = match &args.agent {
+        Some(command) => agent_command(
+            command,
+            exe,
+            &std::env::current_dir().context("cannot read the current directory")?,
+        )?,
+        None => resolve_ralph(feature.agent_command, exe),
+    };
+    if feature.agent_command.is_empty() {
+        return Err(PlanError::NoAgent(feature.name).into());
+    }
+    for fallback in &mut feature.fallback_agents {
+        fallback.command = resolve_ralph(std::mem::take(&mut fallback.command), exe);
+    }
+    Ok(Ok(feature))
+}
+
+/// The agents' working directory (created when missing), or why it cannot be: a file, or
+/// a default inside ralph's own source tree.
+fn workspace(args: &Args, feature: &str) -> anyhow::Result<Result<PathBuf, String>> {
+    let manifest_dir = args
+        .file
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let workspace = args.workspace.as_deref().unwrap_or(manifest_dir);
+    if workspace.exists() && !workspace.is_dir() {
+        return Ok(Err(format!(
+            "the workspace {} is a file, not a directory: pass --workspace a directory (it \
+             is created when missing)",
+            workspace.display()
+        )));
+    }
+    let workspace = absolute(workspace, "workspace")?;
+    if args.workspace.is_none()
+        && args.repo.is_none()
+        && let Some(top) = ralph_source_tree(&workspace)
+    {
+        return Ok(Err(format!(
+            "the workspace {} is in ralph's own source tree ({}): the agents would edit \
+             ralph's files and commit to its repository. Pass --workspace DIR outside it \
+             (e.g. --workspace /tmp/{feature})",
+            workspace.display(),
+            top.display()
+        )));
+    }
+    Ok(Ok(workspace))
+}
+
+/// The warnings before anything runs: an older ralph's state not read, agent variables a
+/// local run cannot resolve, parallel attempts sharing one directory.
+fn start_warnings(
+    args: &Args,
+    chosen: &FeaturePlan,
+    tasks: &[crate::local::store::TaskRow],
+    options: &RunOptions,
+) -> Vec<String> {
+    let left = tasks.len().saturating_sub(Counts::of(tasks).done);
+    let shared = match &options.worktrees {
+        Some(_) => None,
+        None => shared_workspace::shared_directory_warning(
+            options.parallel.min(left),
+            &options.runner.workspace,
+        ),
+    };
+    legacy_warning(args)
+        .into_iter()
+        .chain(crate::local::plan::unresolved_env(
+            chosen,
+            args.agent.is_some(),
+        ))
+        .chain(shared)
+        .collect()
+}
+
+/// The outcome and last message of a run that ended as `outcome`, with how to retry the
+/// failed tasks among `tasks`.
+fn end_message(
+    outcome: &RunOutcome,
+    tasks: &[crate::local::store::TaskRow],
+) -> (Option<crate::engine::dag::FeatureOutcome>, String) {
+    let (finished, message) = match outcome {
         RunOutcome::Finished { outcome, message } => (Some(*outcome), message.clone()),
         RunOutcome::Interrupted => (
             None,
@@ -350,19 +461,60 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ),
         ),
     };
-    display.show(&RunEvent::Finished {
-        outcome: finished_outcome,
-        message,
-    });
-    let summary = Summary::build(
-        &feature.name,
-        finished_outcome,
-        &store.tasks()?,
-        &store.attempts(None)?,
-    );
-    display.show(&RunEvent::Summary(summary));
-    store.release_run_ownership(&process::own_token())?;
-    Ok(exit(&outcome).into())
+    match retry_hint(tasks, finished) {
+        Some(hint) => (finished, format!("{message}\n{hint}")),
+        None => (finished, message),
+    }
+}
+
+/// The directory of ralph's own sources (a `Cargo.toml` of package `ralph-operator`) that
+/// holds `dir`, if any: the samples live there, and a run must not work on it.
+fn ralph_source_tree(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|dir| {
+            std::fs::read_to_string(dir.join("Cargo.toml"))
+                .is_ok_and(|manifest| manifest.contains("name = \"ralph-operator\""))
+        })
+        .map(Path::to_path_buf)
+}
+
+/// After a Failed run: how to try its failed tasks again.
+fn retry_hint(
+    tasks: &[crate::local::store::TaskRow],
+    outcome: Option<crate::engine::dag::FeatureOutcome>,
+) -> Option<String> {
+    if outcome != Some(crate::engine::dag::FeatureOutcome::Failed) {
+        return None;
+    }
+    let failed: Vec<&str> = tasks
+        .iter()
+        .filter(|task| task.phase == crate::engine::dag::TaskPhase::Failed)
+        .map(|task| task.name())
+        .collect();
+    let first = failed.first()?;
+    Some(format!(
+        "to try again: `ralph task retry {first}` (it gets its retries back; failed: {}), \
+         then run the same command; `ralph reset FILE` starts the whole feature over",
+        failed.join(", ")
+    ))
+}
+
+/// A warning when an older ralph left one state for the manifest's whole directory, which
+/// this run does not read.
+fn legacy_warning(args: &Args) -> Option<String> {
+    if args.state.is_some() {
+        return None;
+    }
+    let root = state_dir::root_beside(&args.file);
+    state_dir::legacy_store(&root)?;
+    Some(format!(
+        "{} holds the state of an older ralph (one state for every manifest in the \
+         directory); this run keeps its own in a directory per Feature and does not read it. \
+         `ralph status --state {}` shows it; remove {} when it is no longer needed",
+        root.display(),
+        root.display(),
+        root.join(crate::local::store::DATABASE_FILE).display()
+    ))
 }
 
 /// The worktrees attempts work in: those of `--repo`, which must be a git repository, or
@@ -384,6 +536,16 @@ async fn open_worktrees(
             "--repo {}: not a git repository (run `git init` there, or leave --repo out to \
              run in the workspace without git)",
             repo.display()
+        );
+    }
+    if let Some(worktrees) = &worktrees
+        && !worktrees.has_base().await
+    {
+        anyhow::bail!(
+            "the git repository {} has no commit yet, so there is nothing to start the \
+             feature branch from: commit something first (e.g. `git commit --allow-empty -m \
+             start`)",
+            worktrees.top().display()
         );
     }
     Ok(worktrees)

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit::Exit;
-use crate::manifest::{FeaturePlan, Plan, TaskOrigin, load_plan};
+use crate::manifest::{FeaturePlan, Plan, TaskOrigin, load_plan_with};
 
 /// Options of `ralph validate`.
 #[derive(Debug, clap::Args)]
@@ -15,12 +15,20 @@ pub struct Args {
     /// Manifest files (YAML, one or more documents each) holding Features and Tasks.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// The agent command `ralph run --agent` will give: a Feature may then leave out
+    /// `spec.agent`, as for `ralph run`.
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
 }
 
 /// Runs `ralph validate`: exit 0 and the plan on stdout when every file is valid; exit 3
 /// (invalid input, as `ralph run`) and every problem on stderr otherwise.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match load_plan(&args.files) {
+    let options = crate::manifest::LoadOptions {
+        agent_from_command_line: args.agent.is_some(),
+        local: false,
+    };
+    match load_plan_with(&args.files, &options) {
         Ok(plan) => {
             print!("{}", render(&plan));
             Ok(ExitCode::SUCCESS)

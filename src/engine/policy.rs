@@ -359,8 +359,11 @@ pub fn decide_verification(task: &TaskContext, result: &AttemptResult) -> Decisi
 /// gave no verdict): a failed attempt, retried while retries remain, with `reason` in the
 /// next prompt. The event shows the reason's first line.
 pub fn verification_failed(task: &TaskContext, reason: String) -> Decision {
-    let first_line = reason.lines().next().unwrap_or_default();
-    let message = format!("task {}: verification failed: {first_line}", task.name);
+    let message = format!(
+        "task {}: verification failed: {}",
+        task.name,
+        one_line_reason(&reason)
+    );
     retry_or_fail(
         task,
         AttemptOutcome::Failed,
@@ -370,6 +373,22 @@ pub fn verification_failed(task: &TaskContext, reason: String) -> Decision {
             reason: Some(reason),
         },
     )
+}
+
+/// A multi-line reason on one line (an event's message): its first line and, after it,
+/// the last line of the rest (a failing check's last line of output says most).
+fn one_line_reason(reason: &str) -> String {
+    let mut lines = reason
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let rest: Vec<&str> = lines.collect();
+    match rest.as_slice() {
+        [] => first.to_owned(),
+        [only] => format!("{first} {only}"),
+        [.., last] => format!("{first} … {last}"),
+    }
 }
 
 /// The claim Lease was not renewed in time: the attempt is lost and the task retried.

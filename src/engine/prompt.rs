@@ -261,7 +261,9 @@ Optional notes, any number of times, in the block or anywhere outside code:
 - `<journal>{NOTE}</journal>`: a short note on what you did, for the next runs.
 - `<knowledge tags=\"{TAGS}\" title=\"{TITLE}\">{BODY}</knowledge>`: a lasting lesson about
   this codebase (tags separated by commas).
-- `<next-model>{MODEL}</next-model>`: the model better suited to the next task.
+- `<next-model>{MODEL}</next-model>`: the model better suited to this task's next attempt,
+  when this one does not finish it (with `<task-done>` there is no next attempt: the hint
+  is not used).
 ";
 
 const VERIFY_RULES: &str = "\

@@ -179,8 +179,10 @@ fn a_failing_command_retries_the_task_with_the_end_of_its_output() {
         "{reason}"
     );
     assert!(
-        !next.message.contains("FAILED"),
-        "the event shows the first line only"
+        next.message
+            .contains("the end of its output: test greeting ... FAILED; retry 1 of"),
+        "the event's one line ends with the output's last line: {}",
+        next.message
     );
 }
 

@@ -18,6 +18,19 @@ pub fn attempt_totals<'a>(attempts: impl IntoIterator<Item = &'a AttemptRow>) ->
     )
 }
 
+/// How many of the ended `attempts` reported no tokens (no result, or a zero count): a
+/// token budget cannot count them.
+pub fn tokens_unreported<'a>(attempts: impl IntoIterator<Item = &'a AttemptRow>) -> u32 {
+    let count = attempts
+        .into_iter()
+        .filter(|attempt| attempt.ended_at_ms.is_some())
+        .filter(|attempt| {
+            attempt.details.result.is_none() || attempt.details.usage.total_tokens() == 0
+        })
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
 /// The totals of `task`'s ended attempts.
 pub fn task_totals(task: &str, attempts: &[AttemptRow]) -> UsageTotals {
     attempt_totals(attempts.iter().filter(|attempt| attempt.task == task))

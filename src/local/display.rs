@@ -190,7 +190,8 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
             edited,
             removed,
         } => {
-            let mut line = format!("feature {feature}: {total} tasks, {done} done");
+            let plural = if *total == 1 { "" } else { "s" };
+            let mut line = format!("feature {feature}: {total} task{plural}, {done} done");
             for (names, what) in [(added, "added"), (edited, "edited"), (removed, "removed")] {
                 if !names.is_empty() {
                     line.push_str(&format!("; {what}: {}", names.join(", ")));

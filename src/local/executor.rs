@@ -50,6 +50,8 @@ pub struct RunnerCommand {
     pub workspace: PathBuf,
     /// Extra `ralph runner` options (timeouts, patterns), passed through verbatim.
     pub runner_args: Vec<String>,
+    /// Variables set for the runner, which its agent inherits (the agent's `env`).
+    pub env: Vec<(String, String)>,
 }
 
 /// The files kept for one attempt under the state directory.
@@ -270,6 +272,7 @@ fn spawn(
     Command::new(&command.program)
         .args(runner_args(&command, task, attempt, files))
         .current_dir(workspace)
+        .envs(command.env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

@@ -19,6 +19,9 @@ pub struct LocalFeature {
     pub name: String,
     /// The agent command (program and arguments).
     pub agent_command: Vec<String>,
+    /// The agent's environment (`spec.agent.env` values); never stored, it may hold keys.
+    #[serde(skip)]
+    pub agent_env: Vec<(String, String)>,
     /// The pool after the primary agent (`spec.fallbackAgents`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_agents: Vec<LocalAgent>,
@@ -61,4 +64,7 @@ pub struct LocalAgent {
     pub name: String,
     /// Its command (program and arguments).
     pub command: Vec<String>,
+    /// Its environment (`env` values); never stored, it may hold keys.
+    #[serde(skip)]
+    pub env: Vec<(String, String)>,
 }

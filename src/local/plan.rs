@@ -66,6 +66,48 @@ fn local_memory(feature: &str, memory: &MemorySpec) -> Result<MemorySpec, PlanEr
     }
 }
 
+/// The variables of `agent.env` that have a value, as the runner's environment (the agent
+/// inherits it).
+fn agent_env(agent: &crate::api::AgentSpec) -> Vec<(String, String)> {
+    agent
+        .env
+        .iter()
+        .filter_map(|var| Some((var.name.clone(), var.value.clone()?)))
+        .collect()
+}
+
+/// What of the agents' environment a local run cannot resolve (a `valueFrom` or an
+/// `envFrom` reads the cluster), one sentence each naming the field and the fix; the
+/// primary agent's only when its command is the manifest's (not `--agent`).
+pub fn unresolved_env(plan: &FeaturePlan, agent_overridden: bool) -> Vec<String> {
+    let spec = &plan.feature.spec;
+    let primary = (!agent_overridden).then(|| ("spec.agent".to_owned(), &spec.agent));
+    let agents = primary.into_iter().chain(
+        spec.fallback_agents
+            .iter()
+            .enumerate()
+            .map(|(index, named)| (format!("spec.fallbackAgents[{index}]"), &named.agent)),
+    );
+    let mut unresolved = Vec::new();
+    for (field, agent) in agents {
+        for var in agent.env.iter().filter(|var| var.value_from.is_some()) {
+            unresolved.push(format!(
+                "{field}.env {}: valueFrom reads the cluster, which a local run cannot do; the \
+                 variable is not set (export it in your shell or give it a value)",
+                var.name
+            ));
+        }
+        if !agent.env_from.is_empty() {
+            unresolved.push(format!(
+                "{field}.envFrom reads Secrets or ConfigMaps of the cluster, which a local run \
+                 cannot do; its variables are not set (export them in your shell or list them \
+                 in {field}.env)"
+            ));
+        }
+    }
+    unresolved
+}
+
 /// The local feature spec of a planned feature.
 pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
     let name = plan.name();
@@ -74,12 +116,14 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
     agent_command.extend(spec.agent.args.iter().cloned());
     Ok(LocalFeature {
         agent_command,
+        agent_env: agent_env(&spec.agent),
         fallback_agents: spec
             .fallback_agents
             .iter()
             .map(|named| LocalAgent {
                 name: named.name.clone(),
                 command: [named.agent.command.clone(), named.agent.args.clone()].concat(),
+                env: agent_env(&named.agent),
             })
             .collect(),
         model: spec.model.clone(),

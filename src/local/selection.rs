@@ -84,6 +84,7 @@ pub fn runner_for(
     let mut command = base.clone();
     if let Some(fallback) = feature.fallback_agents.iter().find(|a| a.name == agent) {
         command.agent = fallback.command.clone();
+        command.env = fallback.env.clone();
     }
     if let Some(model) = model {
         command

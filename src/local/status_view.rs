@@ -38,6 +38,9 @@ pub struct TaskLine {
     pub last_problem: Option<String>,
     /// Tokens and cost of its ended attempts (unknown costs counted apart).
     pub usage: UsageTotals,
+    /// Its ended attempts that reported no tokens.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tokens_unreported: u32,
 }
 
 /// A claim as shown.
@@ -71,6 +74,9 @@ pub struct StatusView {
     pub tasks: Vec<TaskLine>,
     /// Tokens and cost of all ended attempts.
     pub usage: UsageTotals,
+    /// Ended attempts that reported no tokens (their tokens are unknown, not 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tokens_unreported: u32,
     /// The feature's budget (`spec.budget`), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
@@ -114,6 +120,22 @@ impl Counts {
     }
 }
 
+/// The budget as used of limit: `budget: cost $0.05 of $5.00, tokens 2480 of 2000000`.
+fn budget_line(budget: &Budget, usage: &UsageTotals) -> String {
+    let mut parts = Vec::new();
+    if let Some(limit) = budget.max_cost {
+        let spent = match (usage.cost_usd, usage.attempts_with_unknown_cost) {
+            (None, 0) => "$0.00".to_owned(),
+            _ => usage.cost_text(),
+        };
+        parts.push(format!("cost {spent} of ${limit}"));
+    }
+    if let Some(limit) = budget.max_tokens {
+        parts.push(format!("tokens {} of {limit}", usage.tokens()));
+    }
+    format!("budget: {}", parts.join(", "))
+}
+
 /// One line per task; usage from the stored `attempts`.
 pub fn task_lines(
     tasks: &[TaskRow],
@@ -139,8 +161,24 @@ pub fn task_lines(
             next_attempt_after_ms: task.next_attempt_after_ms,
             last_problem: task.previous_attempt.as_deref().map(previous_attempt_text),
             usage: crate::local::budget::task_totals(task.name(), attempts),
+            tokens_unreported: crate::local::budget::tokens_unreported(
+                attempts
+                    .iter()
+                    .filter(|attempt| attempt.task == task.name()),
+            ),
         })
         .collect()
+}
+
+/// Tokens in a table column, marked as the cost column is: `240`, `240+?` (some attempts
+/// reported none), `?` (none did), `-` (nothing ended).
+fn tokens_column(usage: &UsageTotals, unreported: u32) -> String {
+    match (usage.tokens(), unreported) {
+        (0, 0) => "-".to_owned(),
+        (tokens, 0) => tokens.to_string(),
+        (0, _) => "?".to_owned(),
+        (tokens, _) => format!("{tokens}+?"),
+    }
 }
 
 /// The task table as text; times relative to `now_ms`.
@@ -179,7 +217,7 @@ pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
             &line.generation,
             &line.attempts,
             &line.retries,
-            &line.usage.tokens(),
+            &tokens_column(&line.usage, line.tokens_unreported),
             &line.usage.cost_column(),
             &crate::local::activity::truncate(&note, 100),
         ]);
@@ -201,14 +239,9 @@ pub fn render_status(view: &StatusView, now_ms: i64) -> String {
         "tasks: {} total, {} done, {} running, {} pending, {} failed, {} blocked",
         c.total, c.done, c.running, c.pending, c.failed, c.blocked
     );
-    let _ = writeln!(
-        out,
-        "usage: {}; cost {}",
-        view.usage.tokens_text(),
-        view.usage.cost_text()
-    );
+    let _ = writeln!(out, "{}", usage_line(&view.usage, view.tokens_unreported));
     if let Some(budget) = &view.budget {
-        let _ = writeln!(out, "budget: {budget}");
+        let _ = writeln!(out, "{}", budget_line(budget, &view.usage));
     }
     out.push_str(&render_tasks(&view.tasks, now_ms));
     out
@@ -249,12 +282,8 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
         let _ = writeln!(out, "{}", previous_attempt_text(previous));
     }
     let usage = crate::local::budget::attempt_totals(attempts);
-    let _ = writeln!(
-        out,
-        "usage: {}; cost {}",
-        usage.tokens_text(),
-        usage.cost_text()
-    );
+    let unreported = crate::local::budget::tokens_unreported(attempts);
+    let _ = writeln!(out, "{}", usage_line(&usage, unreported));
     for attempt in attempts {
         let duration = attempt.ended_at_ms.map_or("running".to_string(), |end| {
             format!("{:.1}s", (end - attempt.started_at_ms) as f64 / 1000.0)
@@ -263,16 +292,14 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
             AttemptKind::Work => "",
             AttemptKind::Verify => "verification ",
         };
-        let spent = crate::local::budget::attempt_totals([attempt]);
         let _ = writeln!(
             out,
-            "  {} (gen {}): {kind}{} {} {} tokens {} {}",
+            "  {} (gen {}): {kind}{} {} {} {}",
             attempt.id,
             attempt.generation,
             attempt.outcome.as_deref().unwrap_or("-"),
             duration,
-            spent.tokens(),
-            spent.cost_column(),
+            attempt_usage(attempt),
             attempt
                 .details
                 .crash
@@ -283,6 +310,41 @@ pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[Attempt
     }
     let _ = writeln!(out, "description:\n{}", spec.fields.description);
     out
+}
+
+/// `usage: 240 tokens (...); cost $0.50`, and how many attempts reported no tokens.
+fn usage_line(usage: &UsageTotals, tokens_unreported: u32) -> String {
+    let unreported = match tokens_unreported {
+        0 => String::new(),
+        1 => " (1 attempt reported no tokens)".to_owned(),
+        n => format!(" ({n} attempts reported no tokens)"),
+    };
+    format!(
+        "usage: {}{unreported}; cost {}",
+        usage.tokens_text(),
+        usage.cost_text()
+    )
+}
+
+/// One attempt's tokens and cost in words: `2040 tokens, $0.0126`, `tokens unknown, cost
+/// unknown`, or nothing while it runs.
+fn attempt_usage(attempt: &AttemptRow) -> String {
+    if attempt.ended_at_ms.is_none() {
+        return String::new();
+    }
+    let spent = crate::local::budget::attempt_totals([attempt]);
+    let tokens = match crate::local::budget::tokens_unreported([attempt]) {
+        0 => format!("{} tokens", spent.tokens()),
+        _ => "tokens unknown".to_owned(),
+    };
+    let cost = spent
+        .cost_usd
+        .map_or_else(|| "cost unknown".to_owned(), |cost| format!("${cost}"));
+    format!("{tokens}, {cost}")
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 fn relative(ms: i64) -> String {

@@ -44,6 +44,9 @@ pub struct Summary {
     pub attempts: u32,
     /// Usage over all tasks.
     pub usage: UsageTotals,
+    /// The run stopped because an agent cannot run as configured (no outcome then).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub halted: bool,
 }
 
 impl Summary {
@@ -83,6 +86,7 @@ impl Summary {
             attempts: tasks.iter().map(|t| t.attempts).sum(),
             tasks,
             usage,
+            halted: false,
         }
     }
 
@@ -92,9 +96,11 @@ impl Summary {
             self.tasks.iter().map(|t| t.task.as_str()),
             &[Left(8), Right(8), Left(13), Right(9), Right(10)],
         );
-        let outcome = self
-            .outcome
-            .map_or("interrupted".to_string(), |o| format!("{o:?}"));
+        let outcome = match (self.outcome, self.halted) {
+            (Some(outcome), _) => format!("{outcome:?}"),
+            (None, true) => "Halted".to_owned(),
+            (None, false) => "interrupted".to_owned(),
+        };
         table.line(&format!("feature {}: {outcome}", self.feature));
         table.row(&[
             &"TASK",

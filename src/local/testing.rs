@@ -27,6 +27,7 @@ pub fn feature(tasks: Vec<LocalTask>) -> LocalFeature {
     LocalFeature {
         name: "demo".to_owned(),
         agent_command: vec!["agent".to_owned()],
+        agent_env: Vec::new(),
         fallback_agents: Vec::new(),
         model: None,
         parallelism: 1,
@@ -94,5 +95,6 @@ pub fn runner_command() -> crate::local::executor::RunnerCommand {
         agent: vec!["agent".into()],
         workspace: ".".into(),
         runner_args: Vec::new(),
+        env: Vec::new(),
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::engine::attempt::AttemptResult;
 use crate::engine::verification::AttemptKind;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, finish_commits};
+use crate::local::state_dir;
 use crate::workspace::{
     AttemptRef, AttemptWorkspace, CommitAuthor, CommitOutcome, GitOptions, LocalRepo,
     WorkspaceError, local_work_branch, report,
@@ -21,6 +22,7 @@ const BASE_REF: &str = "HEAD";
 #[derive(Debug)]
 pub struct Worktrees {
     repo: LocalRepo,
+    top: PathBuf,
     root: PathBuf,
     feature: String,
     /// Held while a worktree is added or removed: git races on its worktree records when
@@ -47,11 +49,12 @@ impl Worktrees {
             BASE_REF,
             None,
             push_remote,
-            CommitAuthor::default(),
+            repository_author(&top).await,
             GitOptions::default(),
         )?;
         Ok(Some(Self {
             repo,
+            top,
             root: root(state),
             feature: feature.to_owned(),
             admin: tokio::sync::Mutex::new(()),
@@ -61,6 +64,27 @@ impl Worktrees {
     /// The feature branch done work is integrated into.
     pub fn feature_branch(&self) -> &str {
         self.repo.feature_branch()
+    }
+
+    /// The repository's top directory.
+    pub fn top(&self) -> &Path {
+        &self.top
+    }
+
+    /// Whether the feature branch exists or can be started from the current commit (a
+    /// repository without any commit has neither).
+    pub async fn has_base(&self) -> bool {
+        let feature = format!("refs/heads/{}", self.feature_branch());
+        for name in [feature.as_str(), BASE_REF] {
+            let commit = format!("{name}^{{commit}}");
+            if git_output(&self.top, &["rev-parse", "--verify", "-q", &commit])
+                .await
+                .is_some()
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// The directory of attempt `number` of `task`.
@@ -236,6 +260,58 @@ async fn repository_root(dir: &Path) -> Option<PathBuf> {
         .await
         .filter(|top| !top.is_empty())
         .map(PathBuf::from)
+}
+
+/// The author the repository's own configuration names (`user.name`, `user.email`), so
+/// the work lands as the user's; ralph's own when it names none.
+async fn repository_author(top: &Path) -> CommitAuthor {
+    let name = git_output(top, &["config", "user.name"]).await;
+    let email = git_output(top, &["config", "user.email"]).await;
+    match (name, email) {
+        (Some(name), Some(email)) if !name.is_empty() && !email.is_empty() => {
+            CommitAuthor { name, email }
+        }
+        _ => CommitAuthor::default(),
+    }
+}
+
+/// Adds `.ralph/` to the `info/exclude` of the repository the state directory `state` lies
+/// in, if any, so the state never shows as untracked. Best effort: a repository that
+/// cannot be written keeps showing it, nothing else changes.
+pub async fn exclude_state(state: &Path) {
+    let Some(top) = repository_root(state).await else {
+        return;
+    };
+    let Some(root) = state
+        .ancestors()
+        .find(|dir| dir.file_name() == Some(std::ffi::OsStr::new(state_dir::DEFAULT_STATE_DIR)))
+    else {
+        return;
+    };
+    if !root.starts_with(&top) {
+        return;
+    }
+    let Some(common) = git_output(
+        &top,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )
+    .await
+    else {
+        return;
+    };
+    let exclude = Path::new(&common).join("info").join("exclude");
+    let pattern = format!("{}/", state_dir::DEFAULT_STATE_DIR);
+    let current = std::fs::read_to_string(&exclude).unwrap_or_default();
+    if current.lines().any(|line| line.trim() == pattern) {
+        return;
+    }
+    let separator = if current.is_empty() || current.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    let _ = std::fs::create_dir_all(Path::new(&common).join("info"));
+    let _ = std::fs::write(&exclude, format!("{current}{separator}{pattern}\n"));
 }
 
 /// The trimmed output of a git command in `dir` that succeeded.

@@ -390,13 +390,22 @@ fn raw_dag_problems(value: &Value, source: &Source<'_>, feature: &str) -> Vec<Ma
             })
         })
         .collect();
+    // Each problem at its task's line, as `ralph run` places it once the fields are fixed.
+    let tasks_path = FieldPath::root("spec").key("tasks");
+    let line_of = |task: &str| {
+        let index = tasks
+            .iter()
+            .position(|t| t.get("name").and_then(Value::as_str) == Some(task))?;
+        let line = tasks_path.item(index, Some(task)).locate(source.text)?;
+        Some(source.first_line + line)
+    };
     match crate::engine::dag::Dag::new(nodes) {
         Ok(_) => Vec::new(),
         Err(errors) => errors
             .0
             .into_iter()
             .map(|error| ManifestError::Dag {
-                location: source.location.clone(),
+                location: source.at(super::plan::task_of(&error).and_then(line_of)),
                 feature: feature.to_owned(),
                 source: error,
             })

@@ -129,17 +129,7 @@ pub fn build(
 /// Where the task a DAG error is about is defined: its template's line in the Feature, or
 /// its standalone Task's document; the Feature's document when unknown.
 fn task_location(feature: &Sourced<Feature>, tasks: &[PlannedTask], error: &DagError) -> Location {
-    let task = match error {
-        DagError::DuplicateName { name: task, .. }
-        | DagError::UnknownDependency { task, .. }
-        | DagError::SelfDependency { task }
-        | DagError::DependencyCycle { start: task, .. }
-        | DagError::UnknownParent { task, .. }
-        | DagError::SelfParent { task }
-        | DagError::DependsOnAncestor { task, .. }
-        | DagError::DependsOnDescendant { task, .. } => Some(task.as_str()),
-        DagError::ParentCycle { path } => path.first().map(String::as_str),
-    };
+    let task = task_of(error);
     let planned = task.and_then(|id| tasks.iter().find(|t| t.id == id));
     match planned.map(|t| &t.origin) {
         Some(TaskOrigin::Standalone(location)) => location.clone(),
@@ -149,6 +139,21 @@ fn task_location(feature: &Sourced<Feature>, tasks: &[PlannedTask], error: &DagE
                 .unwrap_or(feature.location.line),
             ..feature.location.clone()
         },
+    }
+}
+
+/// The task a DAG error is about, when it names one.
+pub(crate) fn task_of(error: &DagError) -> Option<&str> {
+    match error {
+        DagError::DuplicateName { name: task, .. }
+        | DagError::UnknownDependency { task, .. }
+        | DagError::SelfDependency { task }
+        | DagError::DependencyCycle { start: task, .. }
+        | DagError::UnknownParent { task, .. }
+        | DagError::SelfParent { task }
+        | DagError::DependsOnAncestor { task, .. }
+        | DagError::DependsOnDescendant { task, .. } => Some(task.as_str()),
+        DagError::ParentCycle { path } => path.first().map(String::as_str),
     }
 }
 

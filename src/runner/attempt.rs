@@ -530,6 +530,7 @@ impl Ended {
             stderr: lock(&self.stderr).clone(),
             reported_error: turn.reports.unanswered_error(),
             answered: turn.reports.answered(),
+            last_message: turn.reports.last_message().to_owned(),
             refused_permission: turn.reports.refusal().map(str::to_string),
             exhaustion,
             updates_in_turn: turn.updates_in_turn,

@@ -337,10 +337,15 @@ async fn new_session(
         )
         .await;
         match route {
-            Ok(route) => handlers.events.emit(
-                "model_chosen",
-                json!({"model": chosen, "via": format!("{route:?}")}),
-            ),
+            Ok((route, answered)) => {
+                if let Some(model) = &answered {
+                    lock(&handlers.turn).ran_by.model = Some(model.clone());
+                }
+                handlers.events.emit(
+                    "model_chosen",
+                    json!({"model": chosen, "via": format!("{route:?}"), "answered": answered}),
+                );
+            }
             Err(problem) => {
                 let message = problem.problem.clone();
                 lock(&handlers.turn).model_rejected = Some(problem);

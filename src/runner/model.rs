@@ -112,15 +112,17 @@ pub(crate) fn offered_values(selector: &Value) -> Vec<String> {
 }
 
 /// Asks the agent of session `session_id` (answered by `session/new` with
-/// `config_options` and `models`) for `model`. `Err`: the agent rejected it, offers models
-/// without it, or offers no model choice at all.
+/// `config_options` and `models`) for `model`: the route taken and the model the agent's
+/// answer says it now uses (mistral-vibe says so only there, with the configuration
+/// options it answers). `Err`: the agent rejected it, offers models without it, or offers
+/// no model choice at all.
 pub async fn choose(
     cx: &ConnectionTo<Agent>,
     session_id: &str,
     config_options: Option<&Value>,
     models: Option<&Value>,
     model: &str,
-) -> Result<ModelRoute, Misconfiguration> {
+) -> Result<(ModelRoute, Option<String>), Misconfiguration> {
     let route = model_route(config_options, models);
     let answer = match &route {
         ModelRoute::ConfigOption { id, .. } => {
@@ -146,7 +148,13 @@ pub async fn choose(
         ModelRoute::None => return Err(no_model_choice(model)),
     };
     match answer {
-        Ok(_) => Ok(route),
+        Ok(answer) => {
+            let now = answer
+                .rest
+                .get("configOptions")
+                .and_then(super::reports::model_in_options);
+            Ok((route, now))
+        }
         Err(error) => {
             let offered = match &route {
                 ModelRoute::ConfigOption { offered, .. } | ModelRoute::SessionModel { offered } => {

@@ -12,9 +12,10 @@ use super::turn::Phase;
 use crate::engine::attempt::{Exhaustion, Misconfiguration, OutcomeClass, StopReason};
 use crate::engine::sigils::Sigils;
 
-/// `data.errorKind` values (claude-agent-acp) that mean the account ran out of quota.
+/// `data.errorKind` values (claude-agent-acp) that mean the account ran out of quota. A
+/// `rate_limit` is one only with quota wording or a stated reset time
+/// ([`patterns::is_rate_limit_with_reset`]): a plain 429 is a transient failure.
 const EXHAUSTION_ERROR_KINDS: &[&str] = &[
-    "rate_limit",
     "billing_error",
     "quota_exhausted",
     "usage_limit",
@@ -99,6 +100,8 @@ pub struct Observations {
     pub reported_error: Option<String>,
     /// Whether the turn carried answer text.
     pub answered: bool,
+    /// The turn's last answer text (its first KiB).
+    pub last_message: String,
     /// The last permission the runner refused in the turn (what and why).
     pub refused_permission: Option<String>,
     /// A usage-limit report seen anywhere in the attempt.
@@ -146,7 +149,11 @@ pub fn classify(observations: &Observations) -> Verdict {
     if let Some(interruption) = &observations.interruption {
         return verdict(
             OutcomeClass::Crashed,
-            Some(interruption_summary(interruption, &observations.turn)),
+            Some(interruption_summary(
+                interruption,
+                &observations.turn,
+                &observations.stderr,
+            )),
         );
     }
     match &observations.turn {
@@ -172,31 +179,38 @@ pub fn classify(observations: &Observations) -> Verdict {
             message,
             data,
         } => failed_prompt(*code, message, data.as_ref()),
-        // The agent is gone: the error is the connection's, the exit says more.
-        TurnEnd::SetupFailed { phase, message, .. }
-            if observations.exit_code.is_some() || observations.signal.is_some() =>
-        {
-            verdict(
-                OutcomeClass::Crashed,
-                Some(unanswered_summary(observations, *phase, message)),
-            )
-        }
         TurnEnd::SetupFailed {
             phase,
             code,
             message,
         } => verdict(
             OutcomeClass::Crashed,
-            Some(format!(
-                "the agent answered {} with error {code}: {}",
-                phase.pending_request(),
-                message.trim()
-            )),
+            Some(setup_failed_summary(observations, *phase, *code, message)),
         ),
         TurnEnd::Unanswered { phase, detail } => verdict(
             OutcomeClass::Crashed,
             Some(unanswered_summary(observations, *phase, detail)),
         ),
+    }
+}
+
+/// Why `initialize` or `session/new` failed: the error answer, and when the agent is gone
+/// the exit too (it says how, the answer says why).
+fn setup_failed_summary(
+    observations: &Observations,
+    phase: Phase,
+    code: i32,
+    message: &str,
+) -> String {
+    let request = phase.pending_request();
+    let message = message.trim();
+    if observations.exit_code.is_some() || observations.signal.is_some() {
+        format!(
+            "{}; its answer to {request} was error {code}: {message}",
+            unanswered_summary(observations, phase, message)
+        )
+    } else {
+        format!("the agent answered {request} with error {code}: {message}")
     }
 }
 
@@ -256,6 +270,19 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
             fix: "make the agent program executable or correct the agent command".into(),
             reason: None,
         }),
+        Some(code) if unstarted && observations.stderr.summary_line().is_some() => {
+            Some(Misconfiguration {
+                problem: format!(
+                    "the agent `{command}` exited with code {code} before answering \
+                     initialize{}",
+                    stderr_note(&observations.stderr)
+                ),
+                fix: "run the agent command by hand and fix what it says (a flag, its \
+                      configuration file or its environment): it stops before it speaks ACP"
+                    .into(),
+                reason: None,
+            })
+        }
         _ => None,
     }
 }
@@ -264,7 +291,8 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
 pub fn not_acp(command: &str, line: &str) -> Misconfiguration {
     Misconfiguration {
         problem: format!(
-            "`{command}` is not an ACP agent: it printed `{}` on stdout instead of JSON-RPC",
+            "`{command}` is not an ACP agent: it printed `{}` on stdout where an ACP agent \
+             answers ralph's `initialize` with JSON-RPC",
             super::events::char_prefix(line.trim(), 200)
         ),
         fix: "run the agent in its ACP mode (e.g. `claude-agent-acp`, `codex-acp`, \
@@ -303,15 +331,30 @@ fn stderr_note(stderr: &StderrDigest) -> String {
         .unwrap_or_default()
 }
 
-fn interruption_summary(interruption: &Interruption, turn: &TurnEnd) -> String {
+/// The agent's last word on stderr before it went silent: the cause of an idle timeout
+/// (gemini-cli retrying a failing model server says so only there).
+fn stderr_cause(stderr: &StderrDigest) -> String {
+    stderr
+        .error_lines
+        .last()
+        .map(|line| format!("; its stderr said: {line}"))
+        .unwrap_or_default()
+}
+
+fn interruption_summary(
+    interruption: &Interruption,
+    turn: &TurnEnd,
+    stderr: &StderrDigest,
+) -> String {
     match interruption {
         Interruption::CrashPattern { pattern, line } => {
             format!("crash pattern `{pattern}` on stderr: {}", line.trim())
         }
         Interruption::IdleTimeout(limit) => format!(
-            "idle timeout: no ACP traffic for {}{}",
+            "idle timeout: no ACP traffic for {}{}{}",
             humantime::format_duration(*limit),
-            stop_note(turn)
+            stop_note(turn),
+            stderr_cause(stderr)
         ),
         Interruption::TotalTimeout(limit) => format!(
             "total timeout: the attempt ran for {}{}",
@@ -353,6 +396,14 @@ fn answered_crash(observations: &Observations, stop_reason: Option<&StopReason>)
     if let Some(error) = &observations.reported_error {
         return Some(format!(
             "the agent reported an error and ended its turn without an answer: {error}"
+        ));
+    }
+    if stop_reason == Some(&StopReason::Refusal)
+        && patterns::is_error_report(&observations.last_message)
+    {
+        return Some(format!(
+            "the agent ended its turn as a refusal whose text is an error report: {}",
+            observations.last_message.trim()
         ));
     }
     if stop_reason != Some(&StopReason::EndTurn) {
@@ -487,6 +538,7 @@ mod tests {
             stderr: StderrDigest::default(),
             reported_error: None,
             answered: true,
+            last_message: String::new(),
             refused_permission: None,
             exhaustion: None,
             updates_in_turn: 3,
@@ -651,16 +703,15 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_limit_error_kind_is_exhaustion() {
+    fn a_rate_limit_error_kind_without_a_reset_is_no_exhaustion() {
         let patterns = Patterns::new(&[], &[]).unwrap();
         let found = exhaustion_in_error(
             "API Error: 429",
             Some(&json!({"errorKind": "rate_limit"})),
             &patterns,
             0,
-        )
-        .unwrap();
-        assert_eq!(found.message, "API Error: 429 (errorKind rate_limit)");
+        );
+        assert_eq!(found, None);
     }
 
     #[test]

@@ -35,19 +35,25 @@ static DEFINITE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-/// Generic quota and rate-limit wording; trusted on stderr and in prompt errors only,
-/// since an agent may well write about rate limits in its normal output.
+/// Generic quota wording; trusted on stderr and in prompt errors only, since an agent may
+/// well write about quotas in its normal output.
 static GENERIC: LazyLock<Regex> = LazyLock::new(|| {
     built_in(
-        r"(?i)quota exceeded|exceeded your (current )?quota|rate limit (reached|exceeded)|rate_limit_exceeded|resource_exhausted|out of credits|credit balance is too low|usage limit",
+        r"(?i)quota exceeded|exceeded your (current )?quota|resource_exhausted|out of credits|credit balance is too low|usage limit",
     )
 });
 
+/// Rate-limit wording (HTTP 429 and its texts): exhaustion only with a stated reset time
+/// (`retry-after`), which the agent then rests for; without one it is a transient failure.
+static RATE_LIMIT: LazyLock<Regex> =
+    LazyLock::new(|| built_in(r"(?i)rate.?limit|too many requests|\b429\b"));
+
 /// Stderr lines that say nothing about a failure: warnings, deprecations, banners,
-/// debug and info logging, stack frames.
+/// debug and info logging (also Claude Code's `[session/create] ... phase=...` trace
+/// lines), stack frames.
 static NOISE: LazyLock<Regex> = LazyLock::new(|| {
     built_in(
-        r"(?i)^(\(node:\d+\)\s*)?(\[?(warn(ing)?|info|debug|trace|notice)\]?\b|\(use `node --trace|deprecat|\[dep\d+\]|experimentalwarning|at\s+\S+.*[:(]\d+|[-=*#~]{3,}$)|deprecationwarning",
+        r"(?i)^(\(node:\d+\)\s*)?(\[?(warn(ing)?|info|debug|trace|notice)\]?\b|\[[\w.-]+(/[\w.-]+)+\]\s|\(use `node --trace|deprecat|\[dep\d+\]|experimentalwarning|at\s+\S+.*[:(]\d+|[-=*#~]{3,}$)|deprecationwarning",
     )
 });
 
@@ -64,6 +70,19 @@ static NEEDS_AUTHENTICATION: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)authentication (is )?required|auth_required|api[ _-]?key (is )?(missing|not (configured|set|found|provided))|(missing|no) api[ _-]?key|(invalid|incorrect) (x-)?api[ _-]?key|not (logged|signed) in|please (log ?in|sign in|login|authenticate)|run `?[a-z-]+ (auth )?login|login required|credentials (are )?(missing|not found)",
     )
 });
+
+/// An answer that reports a failed request instead of refusing (fast-agent turns an HTTP
+/// 500 into a `refusal` reading "I hit an internal error ... (status=500)").
+static ERROR_REPORT: LazyLock<Regex> = LazyLock::new(|| {
+    built_in(
+        r"(?i)\b(internal|server|upstream|api) error\b|\bstatus(_?code)?\s*[=:]\s*[45]\d\d\b|\bhttp(/[\d.]+)? [45]\d\d\b",
+    )
+});
+
+/// Whether an agent's answer text is an error report (a failed request to its model).
+pub fn is_error_report(text: &str) -> bool {
+    ERROR_REPORT.is_match(text)
+}
 
 /// Whether a stderr line is noise for failure summaries.
 pub fn is_noise(line: &str) -> bool {
@@ -129,11 +148,13 @@ impl Patterns {
             .map(Regex::as_str)
     }
 
-    /// Exhaustion reported on stderr or in a prompt error (every recogniser applies).
+    /// Exhaustion reported on stderr or in a prompt error (every recogniser applies): quota
+    /// wording, or a rate limit that states when to retry.
     pub fn exhaustion_in_diagnostic(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
         let matched = DEFINITE.is_match(text)
             || GENERIC.is_match(text)
-            || self.exhaustion.iter().any(|pattern| pattern.is_match(text));
+            || self.exhaustion.iter().any(|pattern| pattern.is_match(text))
+            || is_rate_limit_with_reset(text, now_unix);
         matched.then(|| exhaustion(text, now_unix))
     }
 
@@ -149,6 +170,11 @@ impl Patterns {
         self.is_definite_exhaustion(text)
             .then(|| exhaustion(text, now_unix))
     }
+}
+
+/// Whether `text` is a rate limit that says when to retry (`retry-after: 7`).
+pub fn is_rate_limit_with_reset(text: &str, now_unix: i64) -> bool {
+    RATE_LIMIT.is_match(text) && reset_time(text, now_unix).is_some()
 }
 
 fn exhaustion(text: &str, now_unix: i64) -> Exhaustion {
@@ -198,9 +224,11 @@ mod tests {
         for pattern in [
             &DEFINITE,
             &GENERIC,
+            &RATE_LIMIT,
             &NOISE,
             &ERROR_LIKE,
             &NEEDS_AUTHENTICATION,
+            &ERROR_REPORT,
             &RESET_EPOCH,
             &RESET_IN_SECONDS,
             &RESET_IN_UNITS,
@@ -259,9 +287,16 @@ mod tests {
     }
 
     #[test]
-    fn generic_rate_limit_text_counts_only_as_a_diagnostic() {
+    fn a_rate_limit_without_a_reset_time_is_no_exhaustion() {
         let text = "429: rate limit exceeded";
-        assert!(patterns().exhaustion_in_diagnostic(text, 0).is_some());
+        assert!(patterns().exhaustion_in_diagnostic(text, 0).is_none());
+    }
+
+    #[test]
+    fn a_rate_limit_with_retry_after_rests_that_long_and_only_as_a_diagnostic() {
+        let text = "429 Too many requests, please slow down (retry-after: 7)";
+        let found = patterns().exhaustion_in_diagnostic(text, 100).unwrap();
+        assert_eq!(found.reset_at, Some(107));
         assert!(patterns().exhaustion_in_message(text, 0).is_none());
     }
 

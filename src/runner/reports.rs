@@ -126,6 +126,11 @@ impl TurnReports {
         self.answered
     }
 
+    /// The turn's last answer text (its first KiB).
+    pub fn last_message(&self) -> &str {
+        &self.last_message
+    }
+
     /// Takes in a permission the runner refused in this turn (what and why).
     pub fn record_refusal(&mut self, refusal: String) {
         self.refusal = Some(refusal);

@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 use super::activity::Activity;
 
 /// Newline-delimited JSON-RPC over the agent's stdin and stdout; non-blank lines that
-/// are not JSON objects go to `noise` instead of the ACP connection.
+/// are not an agent's JSON-RPC messages (plain text, JSON log lines, echoed requests) go
+/// to `noise` instead of the ACP connection.
 ///
 /// Stdout is read by its own task (returned), so every line the agent printed reaches
 /// `noise` even when the connection ends first (e.g. a program that printed its usage and
@@ -47,7 +48,7 @@ pub fn agent_lines(
     (Lines::new(outgoing, incoming), reader)
 }
 
-/// Reads the agent's stdout to its end: JSON objects to `json` (while the connection
+/// Reads the agent's stdout to its end: JSON-RPC messages to `json` (while the connection
 /// listens), other non-blank lines to `noise`.
 async fn read_stdout(
     stdout: ChildStdout,
@@ -76,7 +77,37 @@ async fn read_stdout(
         }
     }
 }
-/// Whether a line can be a JSON-RPC message (checked cheaply: a JSON object starts with `{`).
+/// Methods only a client sends: an agent never sends them, a program echoing its input
+/// (`cat`) sends them back.
+const CLIENT_METHODS: [&str; 9] = [
+    "initialize",
+    "authenticate",
+    "session/new",
+    "session/load",
+    "session/prompt",
+    "session/cancel",
+    "session/set_mode",
+    "session/set_model",
+    "session/set_config_option",
+];
+
+/// The fields that tell an agent's JSON-RPC message from other JSON (log lines, echoes).
+#[derive(serde::Deserialize)]
+struct Envelope {
+    jsonrpc: Option<String>,
+    method: Option<String>,
+}
+
+/// Whether a line is a JSON-RPC 2.0 message an agent may send: a JSON object with
+/// `"jsonrpc": "2.0"` whose method, if any, is not one of the client's own.
 fn is_json_object(line: &str) -> bool {
-    line.trim_start().starts_with('{')
+    if !line.trim_start().starts_with('{') {
+        return false;
+    }
+    serde_json::from_str::<Envelope>(line).is_ok_and(|envelope| {
+        envelope.jsonrpc.as_deref() == Some("2.0")
+            && !envelope
+                .method
+                .is_some_and(|method| CLIENT_METHODS.contains(&method.as_str()))
+    })
 }

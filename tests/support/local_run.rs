@@ -14,7 +14,7 @@ mod mentions;
 #[allow(unused_imports)]
 pub use mentions::assert_mentions;
 
-/// A temporary project: `feature.yaml`, `script.yaml`, and the state in `.ralph/`.
+/// A temporary project: `feature.yaml`, `script.yaml`, and the state in `.ralph/<feature>/`.
 pub struct Project {
     pub dir: tempfile::TempDir,
 }
@@ -117,9 +117,18 @@ impl Project {
         self.dir.path().join(name)
     }
 
-    /// The state directory.
+    /// The state directory: `.ralph/<feature>/` of the manifest's only Feature (`.ralph/`
+    /// for a manifest without a readable one).
     pub fn state(&self) -> PathBuf {
-        self.path(".ralph")
+        let options = ralph::manifest::LoadOptions {
+            agent_from_command_line: true,
+            local: true,
+        };
+        let plan = ralph::manifest::load_plan_with(&[self.path("feature.yaml")], &options);
+        match plan.ok().as_ref().and_then(|plan| plan.features.first()) {
+            Some(feature) => self.path(".ralph").join(feature.name()),
+            None => self.path(".ralph"),
+        }
     }
 
     /// `ralph run feature.yaml --agent "ralph agent script script.yaml" --json ARGS`.

@@ -129,9 +129,14 @@ impl JournalEntry {
         let tokens = self
             .tokens
             .map_or_else(|| "tokens unknown".to_owned(), |t| format!("{t} tokens"));
-        let cost = self
-            .cost_usd
-            .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
+        // Written as everywhere else costs are (`$0.25`, `$0.001`).
+        let cost = self.cost_usd.map_or_else(
+            || "cost unknown".to_owned(),
+            |c| match crate::engine::budget::MicroUsd::from_dollars(c) {
+                Some(cost) => format!("${cost}"),
+                None => format!("${c}"),
+            },
+        );
         format!("{duration}, {tokens}, {cost}")
     }
 }

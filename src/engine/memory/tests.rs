@@ -109,7 +109,7 @@ fn an_entry_renders_outcome_figures_reason_and_notes() {
     failed.detail = Some("migrations fail".into());
     assert_eq!(
         failed.render(false),
-        "- dep, attempt 3: failed; took 1.5s, 1200 tokens, $0.2500\n  Why: migrations fail\n  Note: tried sqlx\n"
+        "- dep, attempt 3: failed; took 1.5s, 1200 tokens, $0.25\n  Why: migrations fail\n  Note: tried sqlx\n"
     );
     assert!(failed.render(true).starts_with("- Attempt 3: failed;"));
 }

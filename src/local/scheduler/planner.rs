@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::conclude;
 use super::live::Live;
 use super::{RunOptions, RunOutcome};
-use crate::engine::budget::{BudgetSpent, UsageTotals};
+use crate::engine::budget::{Budget, BudgetSpent, UsageTotals};
 use crate::engine::conclusion::{AgentRest, Gate, NextState, limit_message};
 use crate::engine::dag::{
     AutoTransition, Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseError, TaskNode, TaskPhase,
@@ -46,6 +46,8 @@ pub(super) struct Loaded {
     pub rests: Rests,
     /// What the ended attempts spent (derived from the stored attempts).
     pub spent: UsageTotals,
+    /// Ended attempts that reported no tokens ([`crate::local::budget::tokens_unreported`]).
+    pub tokens_unreported: u32,
 }
 
 /// Where the agents of the pool stand at the start of a loop turn.
@@ -126,6 +128,8 @@ pub(super) struct Planner<'a> {
     halted: Option<String>,
     rests: Rests,
     spent: UsageTotals,
+    /// Ended attempts that reported no tokens.
+    tokens_unreported: u32,
     wake_at_ms: Option<i64>,
     announced_wait_ms: Option<i64>,
     next_renewal_ms: i64,
@@ -183,6 +187,7 @@ impl<'a> Planner<'a> {
                 .filter(|(_, rest)| rest.until_ms > now_ms)
                 .collect(),
             spent: loaded.spent,
+            tokens_unreported: loaded.tokens_unreported,
             wake_at_ms: None,
             announced_wait_ms: None,
             next_renewal_ms: now_ms + claim_ms / 3,
@@ -256,13 +261,19 @@ impl<'a> Planner<'a> {
         self.feature.budget.spent(&self.spent)
     }
 
-    /// What the budget says when the run starts: spent already, or costs unknown.
+    /// What the budget says when the run starts: spent already, or costs unknown; nothing
+    /// when no task is left to run (a run of a finished feature starts nothing).
     pub fn budget_warnings_at_start(&self) -> Vec<String> {
+        let counts = self.dag.counts();
+        if counts.pending + counts.running == 0 {
+            return Vec::new();
+        }
         let spent = self
             .budget_spent()
             .map(|spent| format!("{spent}; no new attempt starts (raise spec.budget to go on)"));
         let unknown = self.feature.budget.unknown_cost_warning(&self.spent);
-        spent.into_iter().chain(unknown).collect()
+        let unreported = unreported_tokens_warning(&self.feature.budget, self.tokens_unreported);
+        spent.into_iter().chain(unknown).chain(unreported).collect()
     }
 
     fn iterations_used(&self) -> u64 {
@@ -624,10 +635,15 @@ impl<'a> Planner<'a> {
         let budget = self.feature.budget;
         let was_spent = self.budget_spent().is_some();
         let was_unknown = budget.unknown_cost_warning(&self.spent).is_some();
-        self.spent.add_attempt(match end {
+        let was_unreported = self.tokens_unreported > 0;
+        let usage = match end {
             AttemptEnd::Reported(result) => Some(&result.usage),
             _ => None,
-        });
+        };
+        self.spent.add_attempt(usage);
+        if usage.is_none_or(|usage| usage.total_tokens() == 0) {
+            self.tokens_unreported += 1;
+        }
         let spent = self.budget_spent().filter(|_| !was_spent).map(|spent| {
             match self.live.keys().filter(|t| *t != task).count() {
                 0 => format!("{spent}; no new attempt starts"),
@@ -642,8 +658,30 @@ impl<'a> Planner<'a> {
         let unknown = budget
             .unknown_cost_warning(&self.spent)
             .filter(|_| !was_unknown);
-        spent.into_iter().chain(unknown).collect()
+        let unreported =
+            unreported_tokens_warning(&budget, self.tokens_unreported).filter(|_| !was_unreported);
+        spent.into_iter().chain(unknown).chain(unreported).collect()
     }
+}
+
+/// A warning while `maxTokens` is set and `count` attempts reported no tokens: the token
+/// budget counts only reported tokens, so it may never stop the feature.
+fn unreported_tokens_warning(budget: &Budget, count: u32) -> Option<String> {
+    let limit = budget.max_tokens?;
+    let attempts = match count {
+        0 => return None,
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    let backstop = match budget.max_cost {
+        Some(cost) => format!("maxCostUSD (${cost}) still bounds them when they report a cost"),
+        None => "set budget.maxCostUSD or spec.maxIterations to bound them".to_owned(),
+    };
+    Some(format!(
+        "{attempts} reported no tokens (the agent does not report them, or the attempt ended \
+         without a result); maxTokens ({limit}) counts only reported tokens, so it may stop \
+         the feature late or never: {backstop}"
+    ))
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ fn planner<'a>(feature: &'a LocalFeature, parallel: usize, rows: Vec<TaskRow>) -
         stopped: None,
         rests: Default::default(),
         spent: UsageTotals::default(),
+        tokens_unreported: 0,
     };
     Planner::new(feature, &run_options(parallel), loaded, NOW).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -150,6 +151,7 @@ fn a_run_resumed_over_a_spent_budget_says_so_and_starts_nothing() {
             tokens: Tokens::new(12, 0),
             ..UsageTotals::default()
         },
+        tokens_unreported: 0,
     };
     let plan =
         Planner::new(&feature, &run_options(1), loaded, NOW).unwrap_or_else(|e| panic!("{e}"));

@@ -15,6 +15,7 @@ fn loaded(rows: Vec<TaskRow>) -> Loaded {
         stopped: None,
         rests: Rests::new(),
         spent: Default::default(),
+        tokens_unreported: 0,
     }
 }
 
@@ -98,6 +99,7 @@ fn with_spare(mut feature: LocalFeature) -> LocalFeature {
     feature.fallback_agents = vec![crate::local::feature::LocalAgent {
         name: "spare".into(),
         command: vec!["spare-agent".into()],
+        env: Vec::new(),
     }];
     feature
 }

@@ -73,6 +73,34 @@ pub enum StoreError {
     /// Another `ralph run` is working on this state.
     #[error("another `ralph run` (process {0}) is working on this state; wait for it or stop it")]
     Busy(String),
+    /// A newer ralph wrote the store: reading it could misread it.
+    #[error(
+        "the state database {path} was written by a newer ralph (schema version {found}; this \
+         ralph reads up to {supported}): run it with that ralph, or start over with `ralph \
+         reset`"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The version it has.
+        found: i64,
+        /// The newest version this ralph reads.
+        supported: i64,
+    },
+    /// The state belongs to another Feature.
+    #[error(
+        "the state in {dir} belongs to feature {recorded:?}, not {wanted:?}: each Feature \
+         needs its own state directory (leave --state out to use .ralph/{wanted}/ beside the \
+         manifest)"
+    )]
+    OtherFeature {
+        /// The state directory.
+        dir: PathBuf,
+        /// The Feature it holds.
+        recorded: String,
+        /// The Feature that was to run on it.
+        wanted: String,
+    },
     /// A claim exists for the task already.
     #[error("task {task:?} is already claimed by attempt {holder}")]
     AlreadyClaimed {
@@ -131,10 +159,13 @@ impl Store {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", "ON")?;
-            schema::migrate(&conn)?;
             Ok(conn)
         };
-        let conn = open(&path).map_err(|source| StoreError::Open { path, source })?;
+        let mut conn = open(&path).map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        schema::migrate(&mut conn, &path)?;
         Ok(Store {
             conn,
             dir: dir.to_path_buf(),
@@ -153,12 +184,7 @@ impl Store {
 
     /// Reads a value from the key/value metadata.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |row| {
-                row.get(0)
-            })
-            .optional()?)
+        Ok(read_meta(&self.conn, key)?)
     }
 
     /// Records `owner` (e.g. `pid:starttime`) as the run working on this state, unless
@@ -171,13 +197,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let current: Option<String> = tx
-            .query_row(
-                "SELECT value FROM meta WHERE key = ?1",
-                [keys::RUN_OWNER],
-                |row| row.get(0),
-            )
-            .optional()?;
+        let current = read_meta(&tx, keys::RUN_OWNER)?;
         if let Some(current) = current.filter(|current| current != owner && alive(current)) {
             return Err(StoreError::Busy(current));
         }
@@ -206,6 +226,13 @@ impl Store {
     }
 }
 
+fn read_meta(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |row| {
+        row.get(0)
+    })
+    .optional()
+}
+
 fn write_meta(conn: &Connection, key: &str, value: Option<&str>) -> rusqlite::Result<()> {
     match value {
         Some(value) => conn.execute(
@@ -222,6 +249,8 @@ fn write_meta(conn: &Connection, key: &str, value: Option<&str>) -> rusqlite::Re
 pub mod keys {
     /// The feature spec last synced, as JSON.
     pub const FEATURE: &str = "feature";
+    /// The name of the Feature the store belongs to (schema 3).
+    pub const FEATURE_NAME: &str = "feature_name";
     /// Why the feature was stopped (`<promise>FAILURE</promise>` reason).
     pub const STOPPED: &str = "stopped";
     /// `pid:starttime` of the `ralph run` process working on this state.

@@ -1,8 +1,13 @@
-//! The database schema, created on first open.
+//! The database schema: created on first open, migrated from an older ralph's, refused
+//! when a newer ralph wrote it.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
-const SCHEMA_VERSION: i64 = 2;
+use super::{StoreError, keys};
+
+/// The schema version this ralph writes (`PRAGMA user_version`). 3: the store belongs to
+/// one Feature, named in `meta` (`feature_name`).
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -56,13 +61,47 @@ CREATE TABLE IF NOT EXISTS events (
 );
 ";
 
-/// Creates the tables when missing, adds columns newer versions need, and records the
-/// schema version.
-pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(SCHEMA)?;
-    add_missing_column(conn, "attempts", "kind", "TEXT NOT NULL DEFAULT 'work'")?;
-    conn.execute_batch(super::memory::SCHEMA)?;
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+/// Brings the store at `path` to [`SCHEMA_VERSION`] in one transaction: creates the tables
+/// when missing and migrates an older ralph's store; a store of a newer ralph is refused,
+/// never misread.
+pub(super) fn migrate(conn: &mut Connection, path: &std::path::Path) -> Result<(), StoreError> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(SCHEMA)?;
+    add_missing_column(&tx, "attempts", "kind", "TEXT NOT NULL DEFAULT 'work'")?;
+    tx.execute_batch(super::memory::SCHEMA)?;
+    name_the_feature(&tx)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Version 3: records the name of the Feature a store of version 2 or older holds (from
+/// the feature spec it last synced).
+fn name_the_feature(conn: &Connection) -> Result<(), StoreError> {
+    let Some(spec) = super::read_meta(conn, keys::FEATURE)? else {
+        return Ok(());
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&spec).map_err(|error| StoreError::corrupt("feature spec", error))?;
+    let name = value["name"]
+        .as_str()
+        .ok_or_else(|| StoreError::corrupt("feature spec", "it has no name"))?;
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+        [keys::FEATURE_NAME, name],
+    )?;
+    Ok(())
 }
 
 /// Adds `column` to `table` of a store created before the column existed.

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::rows::NewEvent;
-use super::{Store, StoreError, claims, events, keys, tasks, write_meta};
+use super::{Store, StoreError, claims, events, keys, read_meta, tasks, write_meta};
 use crate::engine::dag::TaskPhase;
 use crate::local::feature::LocalFeature;
 
@@ -28,9 +28,20 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreEr
 }
 
 impl Store {
-    /// Syncs the stored tasks with `feature` (one transaction) and records the feature spec.
+    /// Syncs the stored tasks with `feature` (one transaction) and records the feature spec;
+    /// a store holding another Feature is refused.
     pub fn sync(&mut self, feature: &LocalFeature, now_ms: i64) -> Result<SyncReport, StoreError> {
         let tx = self.conn.transaction()?;
+        if let Some(recorded) = read_meta(&tx, keys::FEATURE_NAME)?
+            && recorded != feature.name
+        {
+            return Err(StoreError::OtherFeature {
+                dir: self.dir.clone(),
+                recorded,
+                wanted: feature.name.clone(),
+            });
+        }
+        write_meta(&tx, keys::FEATURE_NAME, Some(&feature.name))?;
         let mut report = SyncReport::default();
         let existing = tasks::load_all(&tx)?;
         let wanted: HashSet<&str> = feature.tasks.iter().map(|t| t.name.as_str()).collect();
@@ -39,9 +50,12 @@ impl Store {
             let order = i64::try_from(index).unwrap_or(i64::MAX);
             match existing.iter().find(|row| row.spec.name == spec.name) {
                 None => {
+                    // A task put back after it was dropped keeps its earlier attempts:
+                    // its numbering goes on after them.
                     tx.execute(
-                        "INSERT INTO tasks (name, spec, ord, generation, phase)
-                         VALUES (?1, ?2, ?3, 1, ?4)",
+                        "INSERT INTO tasks (name, spec, ord, generation, phase, attempt_count)
+                         VALUES (?1, ?2, ?3, 1, ?4,
+                             (SELECT COALESCE(MAX(number), 0) FROM attempts WHERE task = ?1))",
                         params![spec.name, json, order, TaskPhase::Pending.as_str()],
                     )?;
                     report.added.push(spec.name.clone());

@@ -93,10 +93,11 @@ impl Store {
         back_to_pending(tx, task, "reset", message, now_ms)
     }
 
-    /// `ralph task retry`: sets a Failed or Blocked task back to Pending.
+    /// `ralph task retry`: sets a Failed or Blocked task back to Pending with its retries
+    /// given back; what the next prompt says about the last failure is kept.
     pub fn retry_task(&mut self, name: &str, now_ms: i64) -> Result<TaskRow, StoreError> {
         let tx = self.conn.transaction()?;
-        let task = load(&tx, name)?;
+        let mut task = load(&tx, name)?;
         if !matches!(task.phase, TaskPhase::Failed | TaskPhase::Blocked) {
             return Err(StoreError::WrongPhase {
                 task: name.to_string(),
@@ -105,7 +106,11 @@ impl Store {
                     .to_string(),
             });
         }
-        let message = format!("retry requested by the user (was {:?})", task.phase);
+        let message = format!(
+            "retry requested by the user (was {:?}): {} retries given back",
+            task.phase, task.retry_count
+        );
+        task.retry_count = 0;
         back_to_pending(tx, task, "retry", message, now_ms)
     }
 }
