@@ -70,6 +70,11 @@ pub struct AgentSpec {
     /// through it), on for other agents.
     #[serde(default, skip_serializing_if = "ClientFs::is_auto")]
     pub client_fs: ClientFs,
+
+    /// The model gateway between the agent and its model API (docs/gateway.md). Unset: on
+    /// for the agents ralph knows when a credential is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<super::gateway::GatewaySpec>,
 }
 
 /// Whether the runner advertises the ACP client `fs` capability to the agent.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use super::exit::Exit;
+use crate::api::gateway::GatewaySpec;
 use crate::clock::now_ms;
 use crate::local::display::{Display, Mode};
 use crate::local::executor::RunnerCommand;
@@ -154,6 +155,24 @@ fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
     out
 }
 
+/// The runner flags of the agent's gateway setting; its prices are written to the state
+/// directory for the runners to read.
+fn gateway_args(gateway: Option<&GatewaySpec>, state: &Path) -> anyhow::Result<Vec<String>> {
+    let Some(gateway) = gateway else {
+        return Ok(Vec::new());
+    };
+    let mut args = gateway.runner_args();
+    let prices = gateway.price_table();
+    if gateway.enabled && !prices.is_empty() {
+        let file = state.join("gateway-prices.yaml");
+        let text = serde_yaml_ng::to_string(&prices).context("cannot write the price table")?;
+        std::fs::write(&file, text)
+            .with_context(|| format!("cannot write the price table {}", file.display()))?;
+        args.extend(["--gateway-prices".to_owned(), file.display().to_string()]);
+    }
+    Ok(args)
+}
+
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = crate::manifest::LoadOptions {
@@ -263,6 +282,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             runner_args: [
                 runner_args(&args, agent_timeouts(chosen)),
                 chosen.feature.spec.agent.client_fs.runner_args(),
+                gateway_args(chosen.feature.spec.agent.gateway.as_ref(), &state)?,
             ]
             .concat(),
         },

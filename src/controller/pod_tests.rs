@@ -21,6 +21,7 @@ fn agent() -> AgentSpec {
         idle_timeout_seconds: 600,
         total_timeout_seconds: 3600,
         client_fs: ClientFs::Auto,
+        gateway: None,
     }
 }
 

@@ -17,6 +17,7 @@ use super::client::{self, ClientContext};
 use super::config::RunnerConfig;
 use super::error::RunnerError;
 use super::events::EventLog;
+use super::gateway::{self, AgentGateway};
 use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
 use super::permission::PermissionPolicy;
@@ -52,8 +53,15 @@ pub async fn run_attempt(
         path: config.workspace.clone(),
         source,
     })?;
-    let spawned = check_writable(&config, &workspace).and_then(|()| spawn(&config, &workspace));
-    let (agent, pipes) = match spawned {
+    let gateway = match check_writable(&config, &workspace) {
+        Ok(()) => gateway::open(&config).await.map_err(Start::Misconfigured),
+        Err(start) => Err(start),
+    };
+    let spawned = gateway.and_then(|gateway| {
+        let spawned = spawn(&config, &workspace, &gateway)?;
+        Ok((spawned, gateway.local))
+    });
+    let ((agent, pipes), gateway) = match spawned {
         Ok(spawned) => spawned,
         Err(start) => return Ok(not_started(&config, started_at_ms, start)),
     };
@@ -74,8 +82,34 @@ pub async fn run_attempt(
         )
         .await;
     let mut result = ended.report(config.clone(), &patterns, started_at_ms);
+    meter(&config, gateway, &mut result).await;
     super::check::after_done_verdict(&config, &mut result).await;
     Ok(result)
+}
+
+/// Takes the usage the gateway metered (the runner's own, or the sidecar's) as the
+/// attempt's.
+async fn meter(
+    config: &RunnerConfig,
+    local: Option<crate::gateway::Gateway>,
+    result: &mut AttemptResult,
+) {
+    let metered = match (local, &config.gateway.remote) {
+        (Some(local), _) => local.stop().await,
+        (None, Some(remote)) => match gateway::remote_metered(remote).await {
+            Ok(metered) => metered,
+            Err(problem) => {
+                config
+                    .events
+                    .emit("gateway_unread", json!({"problem": problem}));
+                tracing::warn!("{problem}; the attempt keeps the usage the agent reported");
+                return;
+            }
+        },
+        (None, None) => return,
+    };
+    config.events.emit("metered", json!(metered));
+    gateway::apply(result, metered);
 }
 
 /// A line that is not ACP, printed by an agent that ended before the connection read it:
@@ -99,10 +133,12 @@ enum Start {
     Crashed(String),
 }
 
-/// Starts the agent in the workspace with the attempt's environment.
+/// Starts the agent in the workspace with the attempt's environment (pointed at the
+/// gateway, without model keys, when one runs).
 fn spawn(
     config: &RunnerConfig,
     workspace: &Workspace,
+    gateway: &AgentGateway,
 ) -> Result<(AgentProcess, AgentPipes), Start> {
     let workspace_env = workspace.root().display().to_string();
     let mut env = vec![
@@ -112,7 +148,13 @@ fn spawn(
     if let Some(attempt) = &config.attempt {
         env.push(("RALPH_ATTEMPT", attempt.as_str()));
     }
-    match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
+    env.extend(gateway.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    match AgentProcess::spawn(
+        &config.agent_command,
+        workspace.root(),
+        &env,
+        &gateway.removed,
+    ) {
         Ok(spawned) => {
             config.events.emit(
                 "spawned",

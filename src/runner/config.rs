@@ -49,6 +49,8 @@ pub struct RunnerConfig {
     /// The model to ask the agent for (its ACP `model` session option), when the Feature
     /// chose one; `None`: the agent's default.
     pub model: Option<String>,
+    /// The model gateway between the agent and its model API (docs/gateway.md).
+    pub gateway: super::gateway::GatewaySettings,
 }
 
 /// How long an attempt's agent may be idle and run, and how long it gets to stop.
@@ -132,6 +134,7 @@ impl RunnerConfig {
             read_only: false,
             check: None,
             model: None,
+            gateway: super::gateway::GatewaySettings::default(),
         }
     }
 }

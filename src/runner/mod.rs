@@ -8,6 +8,7 @@ mod client;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod gateway;
 pub mod model;
 pub mod outcome;
 pub mod patterns;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::conclude;
 use super::live::Live;
 use super::{RunOptions, RunOutcome};
-use crate::engine::budget::{BudgetSpent, UsageTotals};
+use crate::engine::budget::{Allowance, BudgetSpent, UsageTotals};
 use crate::engine::conclusion::{AgentRest, Gate, NextState, limit_message};
 use crate::engine::dag::{
     AutoTransition, Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseError, TaskNode, TaskPhase,
@@ -254,6 +254,24 @@ impl<'a> Planner<'a> {
     /// The budget the ended attempts spent, if any.
     pub fn budget_spent(&self) -> Option<BudgetSpent> {
         self.feature.budget.spent(&self.spent)
+    }
+
+    /// The share of the budget an attempt starting now may spend (`ralph runner
+    /// --budget-tokens/--budget-cost`, enforced by its model gateway); `None` without a
+    /// budget.
+    pub fn budget_share(&self) -> Option<Allowance> {
+        if self.feature.budget.is_unlimited() {
+            return None;
+        }
+        let leased: Vec<Allowance> = self
+            .live
+            .values()
+            .filter(|live| live.ended.is_none())
+            .filter_map(|live| live.share)
+            .collect();
+        let free = self.parallel.saturating_sub(leased.len()).max(1);
+        let free = u32::try_from(free).unwrap_or(u32::MAX);
+        Some(self.feature.budget.share(&self.spent, &leased, free))
     }
 
     /// What the budget says when the run starts: spent already, or costs unknown.
