@@ -14,6 +14,7 @@ use std::path::Path;
 
 use ralph::engine::attempt::{OutcomeClass, Tokens};
 use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
+use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, Script, Turn};
 use real_agents::real_agent::{AgentLaunch, Attempt, EXIT_MISCONFIGURED, Ended};
 use real_agents::scenario;
@@ -271,6 +272,24 @@ fn usage_sums_every_answer_of_the_attempt() {
     assert_eq!(
         ended.result.usage.tokens,
         Tokens::new(sent.input, sent.output)
+    );
+}
+
+#[test]
+fn gemini_cli_calls_are_metered_as_the_gemini_api_sent_them() {
+    let attempt = Attempt::new("gemini-metered");
+    let turns = vec![
+        FakeGemini::write_file(&attempt.workspace().join("a.txt"), "a"),
+        Turn::text("<task-done>gemini-metered</task-done>"),
+    ];
+    let (ended, fake) = scenario::run(gemini, &attempt, turns);
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    assert_metered_as_sent(&ended, &fake);
+    let keys = fake.keys_seen();
+    assert!(
+        !keys.is_empty() && keys.iter().all(|key| key == FAKE_GEMINI_KEY),
+        "keys the Gemini fake received: {keys:?}"
     );
 }
 
