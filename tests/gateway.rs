@@ -16,6 +16,7 @@ use ralph::engine::attempt::{OutcomeClass, Tokens};
 use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
 use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, Script, Turn};
+use real_agents::fake_openai::{CodexApproval, FAKE_OPENAI_KEY, FakeOpenAi};
 use real_agents::real_agent::{AgentLaunch, Attempt, EXIT_MISCONFIGURED, Ended};
 use real_agents::scenario;
 
@@ -291,6 +292,47 @@ fn gemini_cli_calls_are_metered_as_the_gemini_api_sent_them() {
         !keys.is_empty() && keys.iter().all(|key| key == FAKE_GEMINI_KEY),
         "keys the Gemini fake received: {keys:?}"
     );
+}
+
+#[test]
+fn codex_acp_calls_are_metered_as_the_openai_api_sent_them() {
+    let port = free_port();
+    let attempt = Attempt::new("codex-metered")
+        .with_runner_args(&["--gateway-listen", &format!("127.0.0.1:{port}")]);
+    let codex_behind_gateway = |script: Script, home: &Path| {
+        let fake = FakeOpenAi::start(script).expect("start the OpenAI fake");
+        let gateway = format!("http://127.0.0.1:{port}/v1");
+        let mut launch =
+            FakeOpenAi::codex_acp_at(home, CodexApproval::Never, &gateway, Some("OPENAI_API_KEY"))
+                .expect("configure codex-acp");
+        launch.env.extend([
+            ("OPENAI_API_KEY".to_owned(), FAKE_OPENAI_KEY.to_owned()),
+            (
+                "OPENAI_BASE_URL".to_owned(),
+                format!("{}/v1", fake.base_url()),
+            ),
+        ]);
+        (fake, launch)
+    };
+    let turns = vec![
+        FakeOpenAi::shell("echo hi > hi.txt"),
+        Turn::text("<task-done>codex-metered</task-done>"),
+    ];
+    let (ended, fake) = scenario::run(codex_behind_gateway, &attempt, turns);
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    assert_metered_as_sent(&ended, &fake);
+    let keys = fake.keys_seen();
+    assert!(
+        !keys.is_empty() && keys.iter().all(|key| key == FAKE_OPENAI_KEY),
+        "keys the OpenAI fake received: {keys:?}"
+    );
+}
+
+/// A port on 127.0.0.1 free a moment ago.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("its address").port()
 }
 
 /// `start` with `name=value` added to the agent's launch environment.

@@ -102,6 +102,10 @@ pub struct Args {
     /// million tokens) put over the built-in prices.
     #[arg(long, value_name = "FILE")]
     pub gateway_prices: Option<PathBuf>,
+    /// Where the gateway listens [default: a free port on 127.0.0.1], for agents whose
+    /// endpoint is fixed in their configuration (codex's model_providers base_url).
+    #[arg(long, value_name = "ADDRESS")]
+    pub gateway_listen: Option<std::net::SocketAddr>,
     /// A gateway the agent Pod's sidecar runs: the attempt's usage is read from its meter.
     #[arg(long, value_name = "URL", conflicts_with_all = ["gateway_upstream", "gateway_prices"])]
     pub gateway_url: Option<String>,
@@ -165,6 +169,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 cost: args.budget_cost,
             },
             remote: args.gateway_url,
+            listen: args.gateway_listen,
         },
     };
     let result = run_attempt(config, cancel).await?;

@@ -41,6 +41,9 @@ pub struct GatewaySettings {
     pub allowance: Allowance,
     /// A gateway someone else runs (the agent Pod's sidecar): its meter is read at the end.
     pub remote: Option<String>,
+    /// Where the gateway listens (default: a free port on 127.0.0.1), for agents whose
+    /// endpoint is written in their configuration (codex's `model_providers`).
+    pub listen: Option<SocketAddr>,
 }
 
 /// The gateway an attempt runs with, and what the agent's environment becomes.
@@ -89,7 +92,9 @@ pub(super) async fn open(config: &RunnerConfig) -> Result<AgentGateway, Misconfi
         placeholder: placeholder_key(),
         prices: settings.prices.clone().unwrap_or_else(PriceTable::defaults),
         allowance: settings.allowance,
-        listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        listen: settings
+            .listen
+            .unwrap_or_else(|| SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
     })
     .await
     .map_err(misconfigured)?;

@@ -208,7 +208,11 @@ async fn dispatch(
             &json!({ "error": { "code": 400, "status": "INVALID_ARGUMENT", "message": "body is not JSON" } }),
         );
     };
-    shared.saw_key(headers.get("x-goog-api-key").and_then(|key| key.to_str().ok()));
+    shared.saw_key(
+        headers
+            .get("x-goog-api-key")
+            .and_then(|key| key.to_str().ok()),
+    );
     let reply = Reply {
         model,
         input_tokens: estimate_tokens(body.len()),
