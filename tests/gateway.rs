@@ -17,7 +17,8 @@ use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
 use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, Script, Turn};
 use real_agents::fake_openai::{CodexApproval, FAKE_OPENAI_KEY, FakeOpenAi};
-use real_agents::real_agent::{AgentLaunch, Attempt, EXIT_MISCONFIGURED, Ended};
+use real_agents::local_run::{Project, describe, exit_code, feature_yaml, independent};
+use real_agents::real_agent::{AgentLaunch, Attempt, EXIT_MISCONFIGURED, Ended, ralph_run};
 use real_agents::scenario;
 
 /// `ralph runner`'s exit status for an attempt whose budget share ran out.
@@ -326,6 +327,113 @@ fn codex_acp_calls_are_metered_as_the_openai_api_sent_them() {
     assert!(
         !keys.is_empty() && keys.iter().all(|key| key == FAKE_OPENAI_KEY),
         "keys the OpenAI fake received: {keys:?}"
+    );
+}
+
+/// `ralph run` of `tasks` (each: a Bash call, then done) with the claude fake, under
+/// `spec_extra` (a budget); returns the project, the fake and the run's output.
+fn ralph_run_claude(
+    tasks: &[&str],
+    spec_extra: &str,
+) -> (Project, FakeAnthropic, std::process::Output) {
+    let project = Project::new(
+        &feature_yaml("budgeted", spec_extra, &independent(tasks)),
+        "",
+    );
+    let script = tasks.iter().fold(Script::new(), |script, name| {
+        script.task(
+            *name,
+            [
+                FakeAnthropic::bash(&format!("echo {name} > {name}.txt")),
+                Turn::text(format!("<task-done>{name}</task-done>")),
+            ],
+        )
+    });
+    let home = project.path("home");
+    std::fs::create_dir(&home).expect("create the agent's home");
+    let (fake, launch) = claude(script, &home);
+    let output = ralph_run(&project.path("feature.yaml"), &launch);
+    (project, fake, output)
+}
+
+/// What the run's stored attempts used, input plus output tokens.
+fn stored_tokens(project: &Project) -> u64 {
+    project
+        .attempts()
+        .iter()
+        .map(|attempt| attempt.details.usage.tokens.total())
+        .sum()
+}
+
+#[test]
+fn ralph_run_ends_limit_reached_when_the_budget_runs_out_mid_turn() {
+    let (project, fake, output) =
+        ralph_run_claude(&["first", "second"], "  budget:\n    maxTokens: 1000\n");
+
+    assert_eq!(
+        exit_code(&output),
+        5,
+        "{}\n{}",
+        describe(&output),
+        fake.traffic()
+    );
+    assert_eq!(
+        project.attempt_outcomes(),
+        ["limitReached"],
+        "{}",
+        describe(&output)
+    );
+    let sent = fake.tokens_sent();
+    assert_eq!(stored_tokens(&project), sent.input + sent.output);
+    eprintln!(
+        "budget overshoot, 1 attempt: {} tokens used of maxTokens 1000",
+        stored_tokens(&project)
+    );
+}
+
+#[test]
+fn ten_parallel_attempts_share_the_budget_and_overshoot_it_by_the_calls_in_flight() {
+    let tasks: Vec<String> = (1..=10).map(|n| format!("t-{n:02}")).collect();
+    let names: Vec<&str> = tasks.iter().map(String::as_str).collect();
+    let (project, fake, output) = ralph_run_claude(
+        &names,
+        "  parallelism: 10\n  budget:\n    maxTokens: 100000\n",
+    );
+
+    assert_eq!(
+        exit_code(&output),
+        5,
+        "{}\n{}",
+        describe(&output),
+        fake.traffic()
+    );
+    let sent = fake.tokens_sent();
+    let used = stored_tokens(&project);
+    assert_eq!(
+        used,
+        sent.input + sent.output,
+        "every token sent is recorded"
+    );
+    assert_eq!(
+        project.attempt_outcomes(),
+        vec!["limitReached"; 10],
+        "each attempt's first call spent its share; none started once the shares held the budget"
+    );
+    let largest_call = project
+        .attempts()
+        .iter()
+        .map(|attempt| attempt.details.usage.tokens.total())
+        .max()
+        .unwrap_or_default();
+    assert!(
+        used <= 100_000 + 10 * largest_call,
+        "overshoot bounded by one call in flight per attempt: used {used}"
+    );
+    eprintln!(
+        "budget overshoot, 10 parallel attempts: {used} tokens used of maxTokens 100000 \
+         ({} attempts, outcomes {:?})",
+        project.attempts().len(),
+        project.attempt_outcomes()
     );
 }
 

@@ -390,20 +390,39 @@ impl Budget {
     /// feature whose budget is nearly spent makes progress (and spends it) instead of
     /// starting attempts that are refused at once.
     pub fn share(&self, spent: &UsageTotals, leased: &[Allowance], free_slots: u32) -> Allowance {
-        let slots = u64::from(free_slots.max(1));
+        self.split(spent, leased, u64::from(free_slots.max(1)))
+    }
+
+    /// Whether the ended attempts (`spent`) and the shares of the running ones (`leased`)
+    /// hold the whole budget: then no new attempt starts until a running one ends (its
+    /// unspent share comes back).
+    pub fn leased_out(&self, spent: &UsageTotals, leased: &[Allowance]) -> bool {
+        let (tokens, cost) = self.left(spent, leased);
+        tokens == Some(0) || cost == Some(0)
+    }
+
+    /// What is left of each limit after `spent` and `leased`.
+    fn left(&self, spent: &UsageTotals, leased: &[Allowance]) -> (Option<u64>, Option<u64>) {
         let tokens = self.max_tokens.map(|limit| {
             let held: u64 = leased.iter().filter_map(|a| a.tokens).sum();
-            (limit.saturating_sub(spent.tokens()).saturating_sub(held) / slots).max(1)
+            limit.saturating_sub(spent.tokens()).saturating_sub(held)
         });
         let cost = self.max_cost.map(|limit| {
             let held: u64 = leased.iter().filter_map(|a| a.cost).map(|c| c.0).sum();
-            let left = limit
+            limit
                 .0
                 .saturating_sub(spent.cost_usd.unwrap_or_default().0)
-                .saturating_sub(held);
-            MicroUsd((left / slots).max(1))
+                .saturating_sub(held)
         });
-        Allowance { tokens, cost }
+        (tokens, cost)
+    }
+
+    fn split(&self, spent: &UsageTotals, leased: &[Allowance], slots: u64) -> Allowance {
+        let (tokens, cost) = self.left(spent, leased);
+        Allowance {
+            tokens: tokens.map(|left| (left / slots).max(1)),
+            cost: cost.map(|left| MicroUsd((left / slots).max(1))),
+        }
     }
 }
 

@@ -290,3 +290,18 @@ fn an_unset_limit_gives_no_share() {
     assert_eq!(share.cost, None);
     assert_eq!(share.runner_args(), ["--budget-tokens", "10"]);
 }
+
+#[test]
+fn a_budget_the_running_attempts_hold_whole_is_leased_out() {
+    let budget = token_budget(1_000);
+    let spent = UsageTotals {
+        tokens: Tokens::new(400, 0),
+        ..UsageTotals::default()
+    };
+    let held = Allowance {
+        tokens: Some(600),
+        cost: None,
+    };
+    assert!(budget.leased_out(&spent, &[held]));
+    assert!(!budget.leased_out(&spent, &[]));
+}

@@ -263,15 +263,25 @@ impl<'a> Planner<'a> {
         if self.feature.budget.is_unlimited() {
             return None;
         }
-        let leased: Vec<Allowance> = self
-            .live
-            .values()
-            .filter(|live| live.ended.is_none())
-            .filter_map(|live| live.share)
-            .collect();
+        let leased = self.leased();
         let free = self.parallel.saturating_sub(leased.len()).max(1);
         let free = u32::try_from(free).unwrap_or(u32::MAX);
         Some(self.feature.budget.share(&self.spent, &leased, free))
+    }
+
+    /// The shares the running attempts hold.
+    fn leased(&self) -> Vec<Allowance> {
+        self.live
+            .values()
+            .filter(|live| live.ended.is_none())
+            .filter_map(|live| live.share)
+            .collect()
+    }
+
+    /// Whether the running attempts' shares and what ended attempts spent hold the whole
+    /// budget: no attempt starts until one ends.
+    fn budget_leased_out(&self) -> bool {
+        self.feature.budget.leased_out(&self.spent, &self.leased())
     }
 
     /// What the budget says when the run starts: spent already, or costs unknown.
@@ -296,7 +306,7 @@ impl<'a> Planner<'a> {
             running: self.live.len(),
             iterations_used: self.iterations_used(),
             max_iterations: self.max_iterations().map(u64::from),
-            budget_spent: self.budget_spent().is_some(),
+            budget_spent: self.budget_spent().is_some() || self.budget_leased_out(),
         }
         .next(0)
     }
