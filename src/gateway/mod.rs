@@ -17,14 +17,21 @@ mod usage;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::http::HeaderValue;
 use axum::routing::get;
+use axum::serve::ListenerExt as _;
+use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use meter::{Allowance, Meter, Metered};
 pub use prices::PriceTable;
 pub use provider::{CredentialKind, Provider, SECRET_VARIABLES};
+
+/// Longest wait for a connection to the model API.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The path that answers what the gateway metered (JSON [`Metered`]).
 pub const USAGE_PATH: &str = "/_ralph/usage";
@@ -171,6 +178,12 @@ impl Gateway {
             .with_state(shared);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
+        // Small SSE events must not wait for Nagle's algorithm (up to 40 ms per event).
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY on a gateway connection: {error}");
+            }
+        });
         let task = tokio::spawn(async move {
             let serve =
                 axum::serve(listener, app).with_graceful_shutdown(stopped.cancelled_owned());
@@ -252,12 +265,16 @@ pub fn placeholder_key() -> String {
 }
 
 fn upstream_client() -> Result<server::Upstream, GatewayError> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
         .map_err(GatewayError::Tls)?
         .https_or_http()
         .enable_http1()
-        .build();
+        .wrap_connector(http);
     Ok(
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(connector),
