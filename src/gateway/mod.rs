@@ -280,3 +280,7 @@ fn upstream_client() -> Result<server::Upstream, GatewayError> {
             .build(connector),
     )
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod server_tests;
