@@ -13,6 +13,9 @@ mod real_agents;
 use std::path::Path;
 
 use ralph::engine::attempt::{OutcomeClass, Tokens};
+use ralph::gateway::{
+    Allowance, Credential, CredentialKind, Gateway, GatewayConfig, PriceTable, Provider,
+};
 use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
 use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, Script, Turn};
@@ -435,6 +438,55 @@ fn ten_parallel_attempts_share_the_budget_and_overshoot_it_by_the_calls_in_fligh
         project.attempts().len(),
         project.attempt_outcomes()
     );
+}
+
+#[test]
+fn a_runner_behind_a_sidecars_gateway_records_the_sidecars_meter() {
+    // The agent Pod's layout without a cluster: the gateway runs apart from the runner (as
+    // in the sidecar), the agent's environment holds only its URL and the placeholder.
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let attempt = Attempt::new("in-a-pod");
+    let script = Script::new().task("in-a-pod", [Turn::text("<task-done>in-a-pod</task-done>")]);
+    let (fake, mut launch) = claude(script, &attempt.home());
+    let gateway = runtime.block_on(sidecar_gateway(fake.base_url()));
+    launch
+        .env
+        .retain(|(name, _)| !name.starts_with("ANTHROPIC_"));
+    launch.env.extend([
+        ("ANTHROPIC_BASE_URL".to_owned(), gateway.base_url()),
+        (
+            "ANTHROPIC_API_KEY".to_owned(),
+            gateway.placeholder().to_owned(),
+        ),
+    ]);
+    let attempt = attempt.with_runner_args(&["--gateway-url", &gateway.base_url()]);
+
+    let ended = attempt.run(&launch);
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    assert_metered_as_sent(&ended, &fake);
+    assert_only_the_real_key_reached(&fake);
+    assert_eq!(ended.result.model_calls, Some(gateway.metered().calls));
+}
+
+/// A gateway as the sidecar runs it, in front of `upstream`, holding [`FAKE_API_KEY`].
+async fn sidecar_gateway(upstream: &str) -> Gateway {
+    Gateway::start(GatewayConfig {
+        provider: Provider::Anthropic,
+        upstream: upstream.to_owned(),
+        credential: Credential::new(
+            CredentialKind::ApiKey,
+            "Secret models key anthropic",
+            FAKE_API_KEY,
+        )
+        .expect("credential"),
+        placeholder: ralph::gateway::sidecar::POD_PLACEHOLDER.to_owned(),
+        prices: PriceTable::defaults(),
+        allowance: Allowance::default(),
+        listen: "127.0.0.1:0".parse().expect("address"),
+    })
+    .await
+    .expect("the gateway starts")
 }
 
 /// A port on 127.0.0.1 free a moment ago.

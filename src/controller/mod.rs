@@ -19,6 +19,7 @@ pub mod memory;
 pub mod metrics;
 pub mod origin;
 pub mod pod;
+mod pod_gateway;
 pub mod pod_git;
 pub mod pod_start;
 pub mod preflight;

@@ -11,6 +11,7 @@ mod openai;
 pub mod prices;
 pub mod provider;
 mod server;
+pub mod sidecar;
 mod tap;
 mod usage;
 
