@@ -280,3 +280,53 @@ async fn a_spent_cost_budget_stops_the_feature_with_its_totals() {
         "no attempt starts once the budget is spent: {pods:?}"
     );
 }
+
+/// The Secret references of container `name` of `pod` (`NAME/KEY` of its env, `NAME` of its
+/// envFrom).
+fn secret_references(pod: &k8s_openapi::api::core::v1::Pod, name: &str) -> Vec<String> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let container = spec
+        .containers
+        .into_iter()
+        .chain(spec.init_containers.unwrap_or_default())
+        .find(|container| container.name == name)
+        .unwrap_or_else(|| panic!("the agent Pod has a container {name}"));
+    let from_env = container
+        .env
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|var| {
+            let key = var.value_from?.secret_key_ref?;
+            Some(format!("{}/{}", key.name, key.key))
+        });
+    let from_sources = container
+        .env_from
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|source| source.secret_ref.map(|secret| secret.name));
+    from_env.chain(from_sources).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn only_the_sidecar_of_an_agent_pod_refers_to_the_model_key() {
+    let mut e2e = E2e::setup("gateway").await;
+    let mut agent = e2e.scripted_agent("plan.script.yaml");
+    agent["command"] = json!(["claude-agent-acp"]);
+    agent["gateway"] =
+        json!({ "credential": { "secretKeyRef": { "name": "models", "key": "anthropic" } } });
+    e2e.apply_one_task_feature("gateway", agent).await;
+    let pods = e2e.pods();
+    let pod = e2e
+        .eventually("the agent Pod", || async {
+            let list = pods.list(&Default::default()).await.ok()?;
+            list.items.into_iter().next()
+        })
+        .await;
+
+    assert!(secret_references(&pod, "agent").is_empty());
+    assert_eq!(
+        secret_references(&pod, "claim-keeper"),
+        ["models/anthropic"]
+    );
+}
