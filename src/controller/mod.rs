@@ -10,6 +10,7 @@ pub mod descriptions;
 pub mod events;
 pub mod feature;
 pub mod filled;
+mod gateway_secret;
 pub mod git;
 pub mod heap;
 pub mod index;
