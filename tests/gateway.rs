@@ -20,7 +20,9 @@ use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
 use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, Script, Turn};
 use real_agents::fake_openai::{CodexApproval, FAKE_OPENAI_KEY, FakeOpenAi};
-use real_agents::local_run::{Project, describe, exit_code, feature_yaml, independent};
+use real_agents::local_run::{
+    Project, assert_printed, describe, exit_code, feature_yaml, independent,
+};
 use real_agents::real_agent::{AgentLaunch, Attempt, EXIT_MISCONFIGURED, Ended, ralph_run};
 use real_agents::scenario;
 
@@ -487,6 +489,22 @@ async fn sidecar_gateway(upstream: &str) -> Gateway {
     })
     .await
     .expect("the gateway starts")
+}
+
+#[test]
+fn ralph_run_warns_when_a_feature_turns_the_gateway_off() {
+    let manifest = feature_yaml("ungated", "", &independent(&["only"])).replace(
+        "    command: [\"unused-agent\"]\n",
+        "    command: [\"unused-agent\"]\n    gateway:\n      enabled: false\n",
+    );
+    let project = Project::new(
+        &manifest,
+        "default:\n  - text: \"<task-done>{task}</task-done>\"\n",
+    );
+
+    let output = project.run_to_success(&[]);
+
+    assert_printed(&output, "the model gateway is off");
 }
 
 /// A port on 127.0.0.1 free a moment ago.

@@ -173,6 +173,16 @@ fn gateway_args(gateway: Option<&GatewaySpec>, state: &Path) -> anyhow::Result<V
     Ok(args)
 }
 
+/// The warning for a Feature that turned the model gateway off.
+fn gateway_off_warning(gateway: Option<&GatewaySpec>) -> Option<String> {
+    gateway.filter(|gateway| !gateway.enabled).map(|_| {
+        "the model gateway is off (spec.agent.gateway.enabled: false): the agent holds the \
+         model key itself, and only the usage it reports is counted (it may under-report; \
+         spec.budget may stop late)"
+            .to_owned()
+    })
+}
+
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = crate::manifest::LoadOptions {
@@ -295,6 +305,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     if let Some(message) = shared {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message,
+        });
+    }
+    if let Some(message) = gateway_off_warning(chosen.feature.spec.agent.gateway.as_ref()) {
         display.show(&RunEvent::Warning {
             task: None,
             message,
