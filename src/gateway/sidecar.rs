@@ -107,3 +107,19 @@ pub async fn start(args: &SidecarGatewayArgs) -> Result<Option<Gateway>, Gateway
 /// The key an agent container gets. Only the Pod's own containers reach the gateway on its
 /// loopback address, so it need not be secret; it is never a real key.
 pub const POD_PLACEHOLDER: &str = "ralph-gateway-placeholder";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_provider_is_refused_naming_the_known_ones() {
+        let error = parse_provider("mistral").expect_err("refused");
+        assert!(error.contains("anthropic, openai or gemini"), "{error}");
+    }
+
+    #[test]
+    fn the_known_providers_are_accepted_by_name() {
+        assert_eq!(parse_provider("openai"), Ok(Provider::Openai));
+    }
+}
