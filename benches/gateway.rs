@@ -82,7 +82,7 @@ fn main() {
 }
 
 /// One streamed call: time to the first body byte and to the end, microseconds.
-async fn call(client: &Client, url: &str, key: &str) -> (u64, u64) {
+async fn call(client: &Client, url: &str, key: &str) -> Call {
     let request = Request::post(url)
         .header("x-api-key", key)
         .header(header::CONTENT_TYPE, "application/json")
@@ -107,8 +107,11 @@ fn micros(elapsed: Duration) -> u64 {
     u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)
 }
 
-fn report(what: &str, timings: &(Vec<(u64, u64)>, Vec<(u64, u64)>), pick: fn(&(u64, u64)) -> u64) {
-    let sorted = |calls: &[(u64, u64)]| {
+/// Time to first byte and to the end of one call, microseconds.
+type Call = (u64, u64);
+
+fn report(what: &str, timings: &(Vec<Call>, Vec<Call>), pick: fn(&Call) -> u64) {
+    let sorted = |calls: &[Call]| {
         let mut values: Vec<u64> = calls.iter().map(pick).collect();
         values.sort_unstable();
         values

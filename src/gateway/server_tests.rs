@@ -244,8 +244,7 @@ async fn a_taken_port_is_an_error_naming_the_address() {
 #[test]
 fn an_empty_credential_is_refused_naming_its_source() {
     let error = Credential::new(CredentialKind::ApiKey, "Secret models key anthropic", "  ")
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert_eq!(
         error.to_string(),
         "the model credential from Secret models key anthropic cannot be used: it is empty"
