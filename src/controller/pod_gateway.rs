@@ -3,15 +3,109 @@
 //! container gets the gateway's URL and a placeholder key, and its runner reads the meter
 //! (`--gateway-url`).
 
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::pod::env_var;
-use crate::api::AgentSpec;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Pod};
+
+use super::pod::{SIDECAR_CONTAINER, env_var};
+use super::run_view::run_view;
 use crate::api::gateway::{CredentialKindSpec, GatewayCredential, GatewaySpec};
+use crate::api::{AgentSpec, Feature, Task};
+use crate::engine::budget::Allowance;
+use crate::engine::lifecycle::RunView;
 use crate::gateway::Provider;
 use crate::gateway::sidecar::{
     CREDENTIAL_SOURCE_VARIABLE, CREDENTIAL_VARIABLE, POD_LISTEN, POD_PLACEHOLDER, PRICES_VARIABLE,
 };
+
+/// Annotation on agent Pods: the share of the Feature's budget the attempt's gateway
+/// enforces (JSON), read back while the attempt runs to share the rest.
+pub const BUDGET_SHARE_ANNOTATION: &str = "ralph.dev/budget-share";
+
+/// The share of the Feature's budget a new attempt may spend (as `ralph run` gives it,
+/// `Budget::share`): what the ended attempts (`tasks`, and Pods not ingested yet) and the
+/// running attempts' shares (their Pods' annotations) leave, split over the attempts
+/// `spec.parallelism` still lets start. `None` without a budget.
+pub(super) fn budget_share(
+    feature: &Feature,
+    tasks: &[Arc<Task>],
+    pods: &BTreeMap<String, Arc<Pod>>,
+) -> Option<Allowance> {
+    let budget = super::budget::budget(feature);
+    if budget.is_unlimited() {
+        return None;
+    }
+    let spent = super::budget::spent(tasks, pods);
+    let leased: Vec<Allowance> = pods
+        .values()
+        .filter(|pod| run_view(Some(pod), true) == RunView::Running)
+        .filter_map(|pod| {
+            let text = pod
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(BUDGET_SHARE_ANNOTATION)?;
+            serde_json::from_str(text).ok()
+        })
+        .collect();
+    let running = u32::try_from(leased.len()).unwrap_or(u32::MAX);
+    let free = feature.spec.parallelism.saturating_sub(running).max(1);
+    Some(budget.share(&spent, &leased, free))
+}
+
+/// Gives a new attempt's gateway its share of the budget, when its agent runs behind one.
+pub(super) fn add_to_attempt_pod(
+    pod: &mut Pod,
+    scope: &super::task::TaskScope<'_>,
+    agent: &AgentSpec,
+    namespace: &str,
+) {
+    if PodGateway::of(agent).is_none() {
+        return;
+    }
+    let ctx = scope.ctx;
+    let key = super::index::feature_key(namespace, &kube::ResourceExt::name_any(scope.feature));
+    let pods: BTreeMap<String, Arc<Pod>> = ctx
+        .indexes
+        .pods
+        .objects(&ctx.pods, &key)
+        .into_iter()
+        .filter_map(|pod| pod.metadata.name.clone().map(|name| (name, pod)))
+        .collect();
+    let tasks: Vec<Arc<Task>> = scope.siblings.values().cloned().collect();
+    if let Some(share) = budget_share(scope.feature, &tasks, &pods) {
+        add_budget_share(pod, &share);
+    }
+}
+
+/// Gives the attempt's gateway `share`: the sidecar's flags, and the Pod's annotation.
+pub(super) fn add_budget_share(pod: &mut Pod, share: &Allowance) {
+    if let Ok(json) = serde_json::to_string(share) {
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(BUDGET_SHARE_ANNOTATION.to_owned(), json);
+    }
+    let mut args = Vec::new();
+    if let Some(tokens) = share.tokens {
+        args.extend(["--gateway-budget-tokens".to_owned(), tokens.to_string()]);
+    }
+    if let Some(cost) = share.cost {
+        args.extend(["--gateway-budget-cost".to_owned(), cost.to_string()]);
+    }
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    let sidecar = spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+        .find(|container| container.name == SIDECAR_CONTAINER);
+    if let Some(sidecar) = sidecar {
+        sidecar.args.get_or_insert_with(Vec::new).extend(args);
+    }
+}
 
 /// The gateway of one agent's Pods.
 pub(super) struct PodGateway<'a> {
@@ -172,6 +266,73 @@ mod tests {
     #[test]
     fn a_gateway_turned_off_is_not_built() {
         assert!(PodGateway::of(&claude_with_gateway(false)).is_none());
+    }
+
+    #[test]
+    fn a_share_reaches_the_sidecar_and_the_annotation() {
+        let mut pod = Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                containers: vec![k8s_openapi::api::core::v1::Container {
+                    name: SIDECAR_CONTAINER.to_owned(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Pod::default()
+        };
+        let share = Allowance {
+            tokens: Some(2_500),
+            cost: None,
+        };
+        add_budget_share(&mut pod, &share);
+        let args = pod.spec.as_ref().map(|s| s.containers[0].args.clone());
+        assert_eq!(
+            args,
+            Some(Some(vec![
+                "--gateway-budget-tokens".to_owned(),
+                "2500".to_owned()
+            ]))
+        );
+        let annotation = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(BUDGET_SHARE_ANNOTATION))
+            .cloned();
+        assert_eq!(annotation.as_deref(), Some(r#"{"tokens":2500}"#));
+    }
+
+    #[test]
+    fn running_attempts_shares_are_left_out_of_a_new_share() {
+        let mut feature = Feature::new(
+            "f",
+            serde_json::from_value(serde_json::json!({
+                "agent": { "command": ["claude-agent-acp"] },
+                "parallelism": 4,
+                "budget": { "maxTokens": 1000 },
+                "tasks": [],
+            }))
+            .expect("spec"),
+        );
+        feature.metadata.namespace = Some("team".to_owned());
+        let running = Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("f-a-a1".to_owned()),
+                annotations: Some(BTreeMap::from([(
+                    BUDGET_SHARE_ANNOTATION.to_owned(),
+                    r#"{"tokens":250}"#.to_owned(),
+                )])),
+                ..Default::default()
+            },
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some("Running".to_owned()),
+                ..Default::default()
+            }),
+            ..Pod::default()
+        };
+        let pods = BTreeMap::from([("f-a-a1".to_owned(), Arc::new(running))]);
+        let share = budget_share(&feature, &[], &pods).expect("a budget");
+        assert_eq!(share.tokens, Some(250));
     }
 
     #[test]
