@@ -21,7 +21,7 @@ use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, Script, Turn};
 use real_agents::fake_openai::{CodexApproval, FAKE_OPENAI_KEY, FakeOpenAi};
 use real_agents::local_run::{
-    Project, assert_printed, describe, exit_code, feature_yaml, independent,
+    Project, assert_printed, assert_run_exit, describe, feature_yaml, independent,
 };
 use real_agents::real_agent::{AgentLaunch, Attempt, EXIT_MISCONFIGURED, Ended, ralph_run};
 use real_agents::scenario;
@@ -52,10 +52,15 @@ fn assert_metered_as_sent(ended: &Ended, fake: &ModelServer) {
 
 /// The fake saw only the real key, never the placeholder the agent was given.
 fn assert_only_the_real_key_reached(fake: &ModelServer) {
+    assert_only_key_reached(fake, FAKE_API_KEY);
+}
+
+/// Every model call the fake received presented `key`.
+fn assert_only_key_reached(fake: &ModelServer, key: &str) {
     let keys = fake.keys_seen();
     assert!(
-        !keys.is_empty() && keys.iter().all(|key| key == FAKE_API_KEY),
-        "keys the fake received: {keys:?}"
+        !keys.is_empty() && keys.iter().all(|seen| seen == key),
+        "keys the fake received (expected only {key}): {keys:?}"
     );
 }
 
@@ -227,12 +232,7 @@ fn an_empty_key_is_a_misconfiguration_naming_the_variable() {
 
     ended.assert_outcome(OutcomeClass::Misconfigured);
     ended.assert_exit(EXIT_MISCONFIGURED);
-    let problem = ended
-        .result
-        .misconfiguration
-        .clone()
-        .map(|m| m.problem)
-        .unwrap_or_default();
+    let problem = ended.misconfiguration_problem();
     assert!(
         problem.contains("ANTHROPIC_API_KEY") && problem.contains("empty"),
         "{problem}"
@@ -293,11 +293,7 @@ fn gemini_cli_calls_are_metered_as_the_gemini_api_sent_them() {
 
     ended.assert_outcome(OutcomeClass::Finished);
     assert_metered_as_sent(&ended, &fake);
-    let keys = fake.keys_seen();
-    assert!(
-        !keys.is_empty() && keys.iter().all(|key| key == FAKE_GEMINI_KEY),
-        "keys the Gemini fake received: {keys:?}"
-    );
+    assert_only_key_reached(&fake, FAKE_GEMINI_KEY);
 }
 
 #[test]
@@ -328,11 +324,7 @@ fn codex_acp_calls_are_metered_as_the_openai_api_sent_them() {
 
     ended.assert_outcome(OutcomeClass::Finished);
     assert_metered_as_sent(&ended, &fake);
-    let keys = fake.keys_seen();
-    assert!(
-        !keys.is_empty() && keys.iter().all(|key| key == FAKE_OPENAI_KEY),
-        "keys the OpenAI fake received: {keys:?}"
-    );
+    assert_only_key_reached(&fake, FAKE_OPENAI_KEY);
 }
 
 /// `ralph run` of `tasks` (each: a Bash call, then done) with the claude fake, under
@@ -375,13 +367,7 @@ fn ralph_run_ends_limit_reached_when_the_budget_runs_out_mid_turn() {
     let (project, fake, output) =
         ralph_run_claude(&["first", "second"], "  budget:\n    maxTokens: 1000\n");
 
-    assert_eq!(
-        exit_code(&output),
-        5,
-        "{}\n{}",
-        describe(&output),
-        fake.traffic()
-    );
+    assert_run_exit(&output, 5, &fake.traffic());
     assert_eq!(
         project.attempt_outcomes(),
         ["limitReached"],
@@ -405,13 +391,7 @@ fn ten_parallel_attempts_share_the_budget_and_overshoot_it_by_the_calls_in_fligh
         "  parallelism: 10\n  budget:\n    maxTokens: 100000\n",
     );
 
-    assert_eq!(
-        exit_code(&output),
-        5,
-        "{}\n{}",
-        describe(&output),
-        fake.traffic()
-    );
+    assert_run_exit(&output, 5, &fake.traffic());
     let sent = fake.tokens_sent();
     let used = stored_tokens(&project);
     assert_eq!(

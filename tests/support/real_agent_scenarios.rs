@@ -22,7 +22,7 @@ use ralph::engine::dag::TaskPhase;
 use serde_json::Value;
 
 use super::fake_model::{ModelServer, Script, Turn};
-use super::local_run::{Project, describe, exit_code, feature_yaml, task};
+use super::local_run::{Project, assert_run_exit, feature_yaml, task};
 use super::real_agent::{
     AgentLaunch, Attempt, EXIT_EXHAUSTED, EXIT_FINISHED, Ended, HANG_DEADLINE, SHORT_IDLE_TIMEOUT,
     kill_agent_of, ralph_run,
@@ -419,13 +419,7 @@ pub fn ralph_run_completes_a_feature_in_dependency_order<F: Deref<Target = Model
 
     let output = ralph_run(&project.path("feature.yaml"), &launch);
 
-    assert_eq!(
-        exit_code(&output),
-        0,
-        "{}\n{}",
-        describe(&output),
-        fake.traffic()
-    );
+    assert_run_exit(&output, 0, &fake.traffic());
     assert_eq!(
         std::fs::read_to_string(&greeting).expect("the agent wrote greeting.txt"),
         "Hello, world!\n"
