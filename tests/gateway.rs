@@ -18,7 +18,7 @@ use ralph::gateway::{
 };
 use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
 use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
-use real_agents::fake_model::{ModelServer, Script, Turn};
+use real_agents::fake_model::{ModelServer, RequestKind, Script, Turn};
 use real_agents::fake_openai::{CodexApproval, FAKE_OPENAI_KEY, FakeOpenAi};
 use real_agents::local_run::{
     Project, assert_printed, assert_run_exit, describe, feature_yaml, independent,
@@ -294,6 +294,7 @@ fn gemini_cli_calls_are_metered_as_the_gemini_api_sent_them() {
     ended.assert_outcome(OutcomeClass::Finished);
     assert_metered_as_sent(&ended, &fake);
     assert_only_key_reached(&fake, FAKE_GEMINI_KEY);
+    print_reported_and_metered("gemini-cli", &ended);
 }
 
 #[test]
@@ -325,6 +326,7 @@ fn codex_acp_calls_are_metered_as_the_openai_api_sent_them() {
     ended.assert_outcome(OutcomeClass::Finished);
     assert_metered_as_sent(&ended, &fake);
     assert_only_key_reached(&fake, FAKE_OPENAI_KEY);
+    print_reported_and_metered("codex-acp", &ended);
 }
 
 /// `ralph run` of `tasks` (each: a Bash call, then done) with the claude fake, under
@@ -491,6 +493,85 @@ fn ralph_run_warns_when_a_feature_turns_the_gateway_off() {
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("its address").port()
+}
+
+#[test]
+fn a_turn_cut_off_by_max_tokens_counts_every_call_claude_made() {
+    // Claude Code asks the model to go on three more times after a max_tokens stop, and
+    // reports the turn as 0 / 0 tokens itself.
+    let (ended, fake) = scenario::run_task(
+        claude_behind_gateway,
+        "cut-off",
+        vec![Turn::max_tokens("A long answer that never ends")],
+    );
+
+    assert!(
+        fake.main_requests("cut-off").len() > 1,
+        "{}",
+        fake.traffic()
+    );
+    assert!(ended.result.usage.tokens.total() > 0);
+    assert_metered_as_sent(&ended, &fake);
+    print_reported_and_metered("claude, a max_tokens turn", &ended);
+}
+
+#[test]
+fn claudes_title_call_is_metered_too() {
+    let allow_side_calls = |script: Script, home: &Path| {
+        let (fake, mut launch) = claude(script, home);
+        launch
+            .env
+            .retain(|(name, _)| name != "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC");
+        (fake, launch)
+    };
+    let (ended, fake) = scenario::run_task(
+        allow_side_calls,
+        "titled",
+        vec![Turn::text("<task-done>titled</task-done>")],
+    );
+
+    let side_calls = fake
+        .requests()
+        .iter()
+        .filter(|request| request.kind == RequestKind::Side)
+        .count();
+    assert!(side_calls > 0, "a title call was made: {}", fake.traffic());
+    assert_metered_as_sent(&ended, &fake);
+    print_reported_and_metered("claude with its title call", &ended);
+}
+
+#[test]
+fn a_gemini_budget_spent_mid_turn_ends_the_attempt_limit_reached() {
+    let attempt = Attempt::new("gemini-budget").with_runner_args(&["--budget-tokens", "100"]);
+    let turns = vec![
+        FakeGemini::shell("echo first > first.txt"),
+        Turn::text("<task-done>gemini-budget</task-done>"),
+    ];
+    let (ended, fake) = scenario::run(gemini, &attempt, turns);
+
+    ended.assert_outcome(OutcomeClass::LimitReached);
+    ended.assert_exit(EXIT_LIMIT_REACHED);
+    assert_eq!(
+        fake.main_requests("gemini-budget").len(),
+        1,
+        "{}",
+        fake.traffic()
+    );
+    assert_metered_as_sent(&ended, &fake);
+}
+
+/// Prints what the agent reported beside what the gateway metered (for docs/gateway.md).
+fn print_reported_and_metered(what: &str, ended: &Ended) {
+    let reported = ended.result.reported_usage.clone().unwrap_or_default();
+    let metered = &ended.result.usage;
+    eprintln!(
+        "{what}: the agent reported {} in / {} out, the gateway metered {} in / {} out over {:?} calls",
+        reported.tokens.input,
+        reported.tokens.output,
+        metered.tokens.input,
+        metered.tokens.output,
+        ended.result.model_calls
+    );
 }
 
 /// `start` with `name=value` added to the agent's launch environment.
