@@ -297,31 +297,45 @@ fn gemini_cli_calls_are_metered_as_the_gemini_api_sent_them() {
     print_reported_and_metered("gemini-cli", &ended);
 }
 
-#[test]
-fn codex_acp_calls_are_metered_as_the_openai_api_sent_them() {
-    let port = free_port();
-    let attempt = Attempt::new("codex-metered")
-        .with_runner_args(&["--gateway-listen", &format!("127.0.0.1:{port}")]);
-    let codex_behind_gateway = |script: Script, home: &Path| {
+/// codex-acp against the OpenAI fake through a gateway at `port`, holding
+/// [`FAKE_OPENAI_KEY`], starting its sessions in `mode` (`INITIAL_AGENT_MODE`).
+fn codex_behind_gateway(
+    port: u16,
+    approval: CodexApproval,
+    mode: &'static str,
+) -> impl Fn(Script, &Path) -> (FakeOpenAi, AgentLaunch) {
+    move |script: Script, home: &Path| {
         let fake = FakeOpenAi::start(script).expect("start the OpenAI fake");
         let gateway = format!("http://127.0.0.1:{port}/v1");
-        let mut launch =
-            FakeOpenAi::codex_acp_at(home, CodexApproval::Never, &gateway, Some("OPENAI_API_KEY"))
-                .expect("configure codex-acp");
+        let mut launch = FakeOpenAi::codex_acp_at(home, approval, &gateway, Some("OPENAI_API_KEY"))
+            .expect("configure codex-acp");
+        launch.env.retain(|(name, _)| name != "INITIAL_AGENT_MODE");
         launch.env.extend([
             ("OPENAI_API_KEY".to_owned(), FAKE_OPENAI_KEY.to_owned()),
             (
                 "OPENAI_BASE_URL".to_owned(),
                 format!("{}/v1", fake.base_url()),
             ),
+            ("INITIAL_AGENT_MODE".to_owned(), mode.to_owned()),
         ]);
         (fake, launch)
-    };
+    }
+}
+
+#[test]
+fn codex_acp_calls_are_metered_as_the_openai_api_sent_them() {
+    let port = free_port();
+    let attempt = Attempt::new("codex-metered")
+        .with_runner_args(&["--gateway-listen", &format!("127.0.0.1:{port}")]);
     let turns = vec![
         FakeOpenAi::shell("echo hi > hi.txt"),
         Turn::text("<task-done>codex-metered</task-done>"),
     ];
-    let (ended, fake) = scenario::run(codex_behind_gateway, &attempt, turns);
+    let (ended, fake) = scenario::run(
+        codex_behind_gateway(port, CodexApproval::Never, "agent-full-access"),
+        &attempt,
+        turns,
+    );
 
     ended.assert_outcome(OutcomeClass::Finished);
     assert_metered_as_sent(&ended, &fake);
@@ -487,6 +501,38 @@ fn ralph_run_warns_when_a_feature_turns_the_gateway_off() {
     let output = project.run_to_success(&[]);
 
     assert_printed(&output, "the model gateway is off");
+}
+
+#[test]
+fn codexs_reviewer_calls_are_metered_too() {
+    // In its default mode `agent`, codex-acp has a second model call review each command.
+    let port = free_port();
+    let attempt = Attempt::new("codex-reviewed")
+        .with_runner_args(&["--gateway-listen", &format!("127.0.0.1:{port}")]);
+    let turns = vec![
+        FakeOpenAi::escalated_shell("echo hi > hi.txt"),
+        Turn::text("<task-done>codex-reviewed</task-done>"),
+    ];
+    let codex = codex_behind_gateway(port, CodexApproval::OnRequest, "agent");
+    let (ended, fake) = scenario::run(codex, &attempt, turns);
+
+    let review_calls = fake
+        .requests()
+        .iter()
+        .filter(|request| {
+            request.body.as_ref().is_some_and(|body| {
+                body.to_string()
+                    .contains("judging one planned coding-agent action")
+            })
+        })
+        .count();
+    assert!(
+        review_calls > 0,
+        "a review call was made: {}",
+        fake.traffic()
+    );
+    assert_metered_as_sent(&ended, &fake);
+    print_reported_and_metered("codex-acp with its reviewer", &ended);
 }
 
 /// A port on 127.0.0.1 free a moment ago.
