@@ -190,3 +190,60 @@ pub(super) async fn remote_metered(base: &str) -> Result<Metered, String> {
     serde_json::from_slice(&body)
         .map_err(|problem| format!("the gateway's meter at {url} is not readable: {problem}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::attempt::{Tokens, Usage};
+
+    fn finished_with_report() -> AttemptResult {
+        AttemptResult {
+            usage: Usage {
+                tokens: Tokens::new(10, 1),
+                cost_usd: None,
+            },
+            ..AttemptResult::new("t", None, OutcomeClass::Finished)
+        }
+    }
+
+    fn metered(refusal: Option<&str>) -> Metered {
+        Metered {
+            calls: 3,
+            tokens: Tokens::new(900, 40),
+            refusal: refusal.map(str::to_owned),
+            ..Metered::default()
+        }
+    }
+
+    #[test]
+    fn the_metered_usage_is_the_attempts_and_the_agents_report_is_kept() {
+        let mut result = finished_with_report();
+        apply(&mut result, metered(None));
+        assert_eq!(result.usage.tokens, Tokens::new(900, 40));
+        assert_eq!(
+            result.reported_usage.map(|u| u.tokens),
+            Some(Tokens::new(10, 1))
+        );
+        assert_eq!(result.model_calls, Some(3));
+        assert_eq!(result.outcome, OutcomeClass::Finished);
+    }
+
+    #[test]
+    fn a_refused_call_without_a_verdict_ends_the_attempt_limit_reached() {
+        let mut result = finished_with_report();
+        apply(
+            &mut result,
+            metered(Some("the token budget of this attempt is spent")),
+        );
+        assert_eq!(result.outcome, OutcomeClass::LimitReached);
+        assert!(result.budget_refusal.is_some());
+    }
+
+    #[test]
+    fn a_verdict_given_before_the_refusal_stands() {
+        let mut result = finished_with_report();
+        result.sigils.task_done = Some("t".to_owned());
+        apply(&mut result, metered(Some("spent")));
+        assert_eq!(result.outcome, OutcomeClass::Finished);
+    }
+}
