@@ -37,21 +37,35 @@ pub(super) fn budget_share(
         return None;
     }
     let spent = super::budget::spent(tasks, pods);
-    let leased: Vec<Allowance> = pods
-        .values()
-        .filter(|pod| run_view(Some(pod), true) == RunView::Running)
-        .filter_map(|pod| {
-            let text = pod
-                .metadata
-                .annotations
-                .as_ref()?
-                .get(BUDGET_SHARE_ANNOTATION)?;
-            serde_json::from_str(text).ok()
-        })
-        .collect();
+    let leased = running_shares(pods);
     let running = u32::try_from(leased.len()).unwrap_or(u32::MAX);
     let free = feature.spec.parallelism.saturating_sub(running).max(1);
     Some(budget.share(&spent, &leased, free))
+}
+
+/// The shares the running attempts' gateways hold (their Pods' annotations).
+fn running_shares(pods: &BTreeMap<String, Arc<Pod>>) -> Vec<Allowance> {
+    pods.values()
+        .filter(|pod| run_view(Some(pod), true) == RunView::Running)
+        .filter_map(|pod| {
+            let annotations = pod.metadata.annotations.as_ref()?;
+            serde_json::from_str(annotations.get(BUDGET_SHARE_ANNOTATION)?).ok()
+        })
+        .collect()
+}
+
+/// Whether the running attempts' shares and what the ended ones spent hold the whole
+/// budget: then no attempt starts until one ends (`Budget::leased_out`).
+pub(super) fn budget_leased_out(
+    feature: &Feature,
+    tasks: &[Arc<Task>],
+    pods: &BTreeMap<String, Arc<Pod>>,
+) -> bool {
+    let budget = super::budget::budget(feature);
+    let leased = running_shares(pods);
+    !budget.is_unlimited()
+        && !leased.is_empty()
+        && budget.leased_out(&super::budget::spent(tasks, pods), &leased)
 }
 
 /// Gives a new attempt's gateway its share of the budget, when its agent runs behind one.
@@ -302,25 +316,22 @@ mod tests {
         assert_eq!(annotation.as_deref(), Some(r#"{"tokens":2500}"#));
     }
 
-    #[test]
-    fn running_attempts_shares_are_left_out_of_a_new_share() {
-        let mut feature = Feature::new(
-            "f",
-            serde_json::from_value(serde_json::json!({
-                "agent": { "command": ["claude-agent-acp"] },
-                "parallelism": 4,
-                "budget": { "maxTokens": 1000 },
-                "tasks": [],
-            }))
-            .expect("spec"),
-        );
+    /// A Feature of parallelism 4 and maxTokens 1000, and one running Pod holding `share`.
+    fn feature_with_running_share(share: &str) -> (Feature, BTreeMap<String, Arc<Pod>>) {
+        let spec = serde_json::json!({
+            "agent": { "command": ["claude-agent-acp"] },
+            "parallelism": 4,
+            "budget": { "maxTokens": 1000 },
+            "tasks": [],
+        });
+        let mut feature = Feature::new("f", serde_json::from_value(spec).expect("spec"));
         feature.metadata.namespace = Some("team".to_owned());
         let running = Pod {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("f-a-a1".to_owned()),
                 annotations: Some(BTreeMap::from([(
                     BUDGET_SHARE_ANNOTATION.to_owned(),
-                    r#"{"tokens":250}"#.to_owned(),
+                    share.to_owned(),
                 )])),
                 ..Default::default()
             },
@@ -331,8 +342,22 @@ mod tests {
             ..Pod::default()
         };
         let pods = BTreeMap::from([("f-a-a1".to_owned(), Arc::new(running))]);
+        (feature, pods)
+    }
+
+    #[test]
+    fn running_attempts_shares_are_left_out_of_a_new_share() {
+        let (feature, pods) = feature_with_running_share(r#"{"tokens":250}"#);
         let share = budget_share(&feature, &[], &pods).expect("a budget");
         assert_eq!(share.tokens, Some(250));
+    }
+
+    #[test]
+    fn no_attempt_starts_while_running_shares_hold_the_whole_budget() {
+        let (feature, pods) = feature_with_running_share(r#"{"tokens":1000}"#);
+        assert!(budget_leased_out(&feature, &[], &pods));
+        let (feature, pods) = feature_with_running_share(r#"{"tokens":400}"#);
+        assert!(!budget_leased_out(&feature, &[], &pods));
     }
 
     #[test]
