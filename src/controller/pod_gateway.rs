@@ -121,6 +121,50 @@ pub(super) fn add_budget_share(pod: &mut Pod, share: &Allowance) {
     }
 }
 
+/// Feature condition, present while an agent turns its model gateway off
+/// (`gateway.enabled: false`): `False`, reason [`REASON_GATEWAY_OFF`].
+pub const MODEL_GATEWAY: &str = "ModelGateway";
+/// `ModelGateway=False`: the agent holds the model key, and only its own reports count.
+pub const REASON_GATEWAY_OFF: &str = "GatewayOff";
+
+/// Sets the [`MODEL_GATEWAY`] condition while an agent of the Feature turns its gateway
+/// off, and removes it otherwise.
+pub fn set_gateway_condition(
+    feature: &Feature,
+    list: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) {
+    let spec = &feature.spec;
+    let off: Vec<&str> = std::iter::once(("spec.agent", &spec.agent))
+        .chain(
+            spec.fallback_agents
+                .iter()
+                .map(|a| (a.name.as_str(), &a.agent)),
+        )
+        .filter(|(_, agent)| agent.gateway.as_ref().is_some_and(|g| !g.enabled))
+        .map(|(name, _)| name)
+        .collect();
+    if off.is_empty() {
+        list.retain(|c| c.type_ != MODEL_GATEWAY);
+        return;
+    }
+    let message = format!(
+        "the model gateway is off for {} (gateway.enabled: false): the agent holds the model \
+         key itself, and only the usage it reports is counted (it may under-report; \
+         spec.budget may stop late)",
+        off.join(", ")
+    );
+    let condition = crate::api::conditions::condition(
+        MODEL_GATEWAY,
+        crate::api::conditions::STATUS_FALSE,
+        REASON_GATEWAY_OFF,
+        message,
+        feature.metadata.generation,
+        now,
+    );
+    crate::api::conditions::set_condition(list, condition);
+}
+
 /// The gateway of one agent's Pods.
 pub(super) struct PodGateway<'a> {
     provider: Provider,
@@ -358,6 +402,24 @@ mod tests {
         assert!(budget_leased_out(&feature, &[], &pods));
         let (feature, pods) = feature_with_running_share(r#"{"tokens":400}"#);
         assert!(!budget_leased_out(&feature, &[], &pods));
+    }
+
+    #[test]
+    fn a_feature_that_turns_the_gateway_off_has_a_false_model_gateway_condition() {
+        let (mut feature, _) = feature_with_running_share("{}");
+        feature.spec.agent = claude_with_gateway(false);
+        let mut list = Vec::new();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        set_gateway_condition(&feature, &mut list, now.clone());
+        assert_eq!(
+            list.iter()
+                .map(|c| (c.status.as_str(), c.reason.as_str()))
+                .collect::<Vec<_>>(),
+            [("False", "GatewayOff")]
+        );
+        feature.spec.agent = claude_with_gateway(true);
+        set_gateway_condition(&feature, &mut list, now);
+        assert!(list.is_empty());
     }
 
     #[test]
