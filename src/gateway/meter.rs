@@ -126,7 +126,7 @@ impl Meter {
                 *priced = priced.saturating_add(cost);
                 state.cost = state.cost.map(|total| total.saturating_add(cost));
             }
-            None if tokens.total() > 0 || tokens.cache_read > 0 => {
+            None if tokens.total() > 0 || tokens.cache_read > 0 || tokens.cache_write > 0 => {
                 state.cost = None;
                 state
                     .unpriced_models
