@@ -6,16 +6,18 @@
 //! The agents are installed by `scripts/install-agents`; these tests fail, not skip, when
 //! one is missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The fake API server and the `ralph run` helpers both include tests/support/mentions.rs.
+#![allow(clippy::duplicate_mod)]
 
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
 #[path = "support/real_agents.rs"]
 mod real_agents;
 
 use std::path::Path;
 
 use ralph::engine::attempt::{OutcomeClass, Tokens};
-use ralph::gateway::{
-    Allowance, Credential, CredentialKind, Gateway, GatewayConfig, PriceTable, Provider,
-};
+use ralph::gateway::sidecar::POD_PLACEHOLDER;
 use real_agents::fake_anthropic::{FAKE_API_KEY, FakeAnthropic, claude};
 use real_agents::fake_gemini::{FAKE_GEMINI_KEY, FakeGemini, gemini};
 use real_agents::fake_model::{ModelServer, RequestKind, Script, Turn};
@@ -439,52 +441,114 @@ fn ten_parallel_attempts_share_the_budget_and_overshoot_it_by_the_calls_in_fligh
 }
 
 #[test]
-fn a_runner_behind_a_sidecars_gateway_records_the_sidecars_meter() {
-    // The agent Pod's layout without a cluster: the gateway runs apart from the runner (as
-    // in the sidecar), the agent's environment holds only its URL and the placeholder.
+fn ralph_sidecar_runs_the_gateway_an_agent_pods_runner_reads() {
+    // `ralph sidecar --gateway anthropic` as the agent Pod runs it (its claim Lease on the
+    // fake API server, the key in RALPH_GATEWAY_CREDENTIAL), the runner with --gateway-url.
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let attempt = Attempt::new("in-a-pod");
-    let script = Script::new().task("in-a-pod", [Turn::text("<task-done>in-a-pod</task-done>")]);
+    let apiserver = runtime.block_on(lease_held_by("feat-build-a1"));
+    let attempt = Attempt::new("sidecar-metered");
+    let script = Script::new().task(
+        "sidecar-metered",
+        [Turn::text("<task-done>sidecar-metered</task-done>")],
+    );
     let (fake, mut launch) = claude(script, &attempt.home());
-    let gateway = runtime.block_on(sidecar_gateway(fake.base_url()));
+    let port = free_port();
+    let gateway = format!("http://127.0.0.1:{port}");
+    let mut sidecar = spawn_sidecar(&apiserver, &attempt, port, fake.base_url());
+    wait_until_listening(port, &mut sidecar);
     launch
         .env
         .retain(|(name, _)| !name.starts_with("ANTHROPIC_"));
     launch.env.extend([
-        ("ANTHROPIC_BASE_URL".to_owned(), gateway.base_url()),
-        (
-            "ANTHROPIC_API_KEY".to_owned(),
-            gateway.placeholder().to_owned(),
-        ),
+        ("ANTHROPIC_BASE_URL".to_owned(), gateway.clone()),
+        ("ANTHROPIC_API_KEY".to_owned(), POD_PLACEHOLDER.to_owned()),
     ]);
-    let attempt = attempt.with_runner_args(&["--gateway-url", &gateway.base_url()]);
 
-    let ended = attempt.run(&launch);
+    let ended = attempt
+        .with_runner_args(&["--gateway-url", &gateway])
+        .run(&launch);
+    let _ = sidecar.kill();
+    let _ = sidecar.wait();
 
     ended.assert_outcome(OutcomeClass::Finished);
     assert_metered_as_sent(&ended, &fake);
     assert_only_the_real_key_reached(&fake);
-    assert_eq!(ended.result.model_calls, Some(gateway.metered().calls));
 }
 
-/// A gateway as the sidecar runs it, in front of `upstream`, holding [`FAKE_API_KEY`].
-async fn sidecar_gateway(upstream: &str) -> Gateway {
-    Gateway::start(GatewayConfig {
-        provider: Provider::Anthropic,
-        upstream: upstream.to_owned(),
-        credential: Credential::new(
-            CredentialKind::ApiKey,
+/// A fake API server where attempt `holder` holds the claim Lease `team/feat-build`.
+async fn lease_held_by(holder: &str) -> fake_apiserver::FakeApiServer {
+    let server = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    let leases = ralph::controller::claim::Leases::new(
+        kube::Api::namespaced(server.client_in("team"), "team"),
+        std::time::Duration::from_secs(5),
+    );
+    let request = ralph::controller::claim::ClaimRequest {
+        lease: "feat-build".to_owned(),
+        holder: holder.to_owned(),
+        duration_seconds: 60,
+        owner: None,
+        labels: Default::default(),
+    };
+    leases
+        .create(&request, jiff::Timestamp::now())
+        .await
+        .expect("claim");
+    server
+}
+
+/// `ralph sidecar` keeping the claim of `attempt` and running the gateway on `port` in
+/// front of `upstream`, with [`FAKE_API_KEY`] from the environment.
+fn spawn_sidecar(
+    apiserver: &fake_apiserver::FakeApiServer,
+    attempt: &Attempt,
+    port: u16,
+    upstream: &str,
+) -> std::process::Child {
+    let dir = attempt.home();
+    let kubeconfig = dir.join("sidecar.kubeconfig");
+    std::fs::write(&kubeconfig, apiserver.kubeconfig_yaml("team")).expect("kubeconfig");
+    let heartbeat = dir.join("heartbeat");
+    std::fs::write(&heartbeat, b"").expect("heartbeat");
+    let listen = format!("127.0.0.1:{port}");
+    std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args([
+            "sidecar",
+            "--lease",
+            "team/feat-build",
+            "--holder",
+            "feat-build-a1",
+        ])
+        .arg("--heartbeat-file")
+        .arg(&heartbeat)
+        .args(["--gateway", "anthropic", "--gateway-listen", &listen])
+        .args(["--gateway-upstream", upstream])
+        .args(["--gateway-placeholder", POD_PLACEHOLDER])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RALPH_GATEWAY_CREDENTIAL", FAKE_API_KEY)
+        .env(
+            "RALPH_GATEWAY_CREDENTIAL_SOURCE",
             "Secret models key anthropic",
-            FAKE_API_KEY,
         )
-        .expect("credential"),
-        placeholder: ralph::gateway::sidecar::POD_PLACEHOLDER.to_owned(),
-        prices: PriceTable::defaults(),
-        allowance: Allowance::default(),
-        listen: "127.0.0.1:0".parse().expect("address"),
-    })
-    .await
-    .expect("the gateway starts")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start ralph sidecar")
+}
+
+/// Waits (bounded) until something listens on `port`; fails if `sidecar` exits first.
+fn wait_until_listening(port: u16, sidecar: &mut std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = sidecar.try_wait() {
+            panic!("ralph sidecar exited before its gateway listened: {status}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sidecar's gateway did not listen within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[test]
