@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod engine;
+pub mod gateway;
 pub mod local;
 pub mod manifest;
 pub mod runner;

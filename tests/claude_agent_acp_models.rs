@@ -49,12 +49,7 @@ fn a_model_claude_does_not_offer_is_a_misconfiguration_not_a_retry() {
     let (fake, ended) = run_with_model("unknown-model", "no-such-model-xyz");
 
     ended.assert_outcome(OutcomeClass::Misconfigured);
-    let problem = ended
-        .result
-        .misconfiguration
-        .clone()
-        .map(|m| m.problem)
-        .unwrap_or_default();
+    let problem = ended.misconfiguration_problem();
     assert!(
         problem.contains("no-such-model-xyz"),
         "{problem}\n{}",

@@ -571,10 +571,10 @@ fn unscheduled(pod: &Pod) -> Option<(String, String)> {
 async fn wait_until(pods: &Api<Pod>, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        if let Some(pod) = pods.get_opt(name).await.expect("get") {
-            if check(&pod) {
-                return pod;
-            }
+        if let Some(pod) = pods.get_opt(name).await.expect("get")
+            && check(&pod)
+        {
+            return pod;
         }
         assert!(
             tokio::time::Instant::now() < deadline,

@@ -71,6 +71,10 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "ClientFs::is_auto")]
     pub client_fs: ClientFs,
 
+    /// The model gateway between the agent and its model API (docs/gateway.md). Unset: on
+    /// for the agents ralph knows when a credential is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<super::gateway::GatewaySpec>,
     /// How the runner confines the agent process with the kernel (Landlock): it may write
     /// only its workspace (read-only for a verifier), its HOME and its temp directory.
     /// `BestEffort` runs unconfined where the kernel lacks Landlock (a warning, and the

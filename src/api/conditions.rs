@@ -43,6 +43,9 @@ pub const VERIFYING: &str = "Verifying";
 pub const REASON_GIT_WORKSPACE_INVALID: &str = "GitWorkspaceInvalid";
 /// `Configured=False`: the git credentials Secret is missing or lacks a key.
 pub const REASON_GIT_CREDENTIALS_MISSING: &str = "GitCredentialsMissing";
+/// `Configured=False`: the model gateway's credential Secret is missing, lacks its key, or
+/// the key is empty.
+pub const REASON_GATEWAY_CREDENTIALS_MISSING: &str = "GatewayCredentialsMissing";
 /// `Valid=False`: the API server rejected a Task the Feature's templates describe.
 pub const REASON_TASK_REJECTED: &str = "TaskRejected";
 /// `Valid=False`: the task DAG is invalid (unknown names, cycles, duplicates).

@@ -9,6 +9,7 @@ pub mod agent;
 pub mod budget;
 pub mod conditions;
 pub mod feature;
+pub mod gateway;
 pub mod labels;
 pub mod memory;
 pub mod names;

@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 
 use super::exit::Exit;
 use crate::api::agent::Confinement;
+use crate::api::gateway::GatewaySpec;
 use crate::clock::now_ms;
 use crate::engine::attempt::{ConfinementReport, LandlockState};
 use crate::local::display::{Display, Mode};
@@ -191,6 +192,34 @@ fn confinement_warning(
     Ok(Some(format!("agents are not fully confined: {problem}")))
 }
 
+/// The runner flags of the agent's gateway setting; its prices are written to the state
+/// directory for the runners to read.
+fn gateway_args(gateway: Option<&GatewaySpec>, state: &Path) -> anyhow::Result<Vec<String>> {
+    let Some(gateway) = gateway else {
+        return Ok(Vec::new());
+    };
+    let mut args = gateway.runner_args();
+    let prices = gateway.price_table();
+    if gateway.enabled && !prices.is_empty() {
+        let file = state.join("gateway-prices.yaml");
+        let text = serde_yaml_ng::to_string(&prices).context("cannot write the price table")?;
+        std::fs::write(&file, text)
+            .with_context(|| format!("cannot write the price table {}", file.display()))?;
+        args.extend(["--gateway-prices".to_owned(), file.display().to_string()]);
+    }
+    Ok(args)
+}
+
+/// The warning for a Feature that turned the model gateway off.
+fn gateway_off_warning(gateway: Option<&GatewaySpec>) -> Option<String> {
+    gateway.filter(|gateway| !gateway.enabled).map(|_| {
+        "the model gateway is off (spec.agent.gateway.enabled: false): the agent holds the \
+         model key itself, and only the usage it reports is counted (it may under-report; \
+         spec.budget may stop late)"
+            .to_owned()
+    })
+}
+
 /// Runs `ralph run`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = match load(&args) {
@@ -267,6 +296,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 runner_args(&args, agent_timeouts(chosen)),
                 chosen.feature.spec.agent.client_fs.runner_args(),
                 confinement.runner_args(),
+                gateway_args(chosen.feature.spec.agent.gateway.as_ref(), &state)?,
             ]
             .concat(),
             env: feature.agent_env.clone(),
@@ -284,7 +314,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     });
     let warnings = start_warnings(&args, chosen, &tasks, &options);
-    for message in warnings.into_iter().chain(unconfined).chain(reachable_state) {
+    for message in warnings
+        .into_iter()
+        .chain(unconfined)
+        .chain(reachable_state)
+    {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message,
+        });
+    }
+    if let Some(message) = gateway_off_warning(chosen.feature.spec.agent.gateway.as_ref()) {
         display.show(&RunEvent::Warning {
             task: None,
             message,

@@ -9,8 +9,11 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::attempt::OutcomeClass;
+use crate::engine::budget::MicroUsd;
+use crate::gateway::{Allowance, PriceTable};
 use crate::runner::check::CheckCommand;
 use crate::runner::config::{ClientFs, Confinement, Timeouts};
+use crate::runner::gateway::{GatewayMode, GatewaySettings};
 use crate::runner::{EventLog, RunnerConfig, fit_result, run_attempt, write_result};
 
 /// The kubelet's termination-message file, the default result file when it exists.
@@ -99,6 +102,33 @@ pub struct Args {
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
+    /// The model gateway: auto starts it for claude-agent-acp, codex-acp and gemini-cli
+    /// when a credential for their API is in the environment (the agent then gets the
+    /// gateway's URL and a placeholder key); off leaves the agent's environment as it is.
+    #[arg(long, value_enum, default_value_t = GatewayMode::Auto)]
+    pub gateway: GatewayMode,
+    /// The model API the gateway forwards to [default: the provider's base URL variable,
+    /// e.g. ANTHROPIC_BASE_URL, else the public API].
+    #[arg(long, value_name = "URL")]
+    pub gateway_upstream: Option<String>,
+    /// A price table (YAML: MODEL: {input, output, cacheRead, cacheWrite}, US dollars per
+    /// million tokens) put over the built-in prices.
+    #[arg(long, value_name = "FILE")]
+    pub gateway_prices: Option<PathBuf>,
+    /// Where the gateway listens [default: a free port on 127.0.0.1], for agents whose
+    /// endpoint is fixed in their configuration (codex's model_providers base_url).
+    #[arg(long, value_name = "ADDRESS")]
+    pub gateway_listen: Option<std::net::SocketAddr>,
+    /// A gateway the agent Pod's sidecar runs: the attempt's usage is read from its meter.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["gateway_upstream", "gateway_prices"])]
+    pub gateway_url: Option<String>,
+    /// The attempt's share of the Feature's token budget: the gateway refuses model calls
+    /// once this many input plus output tokens were used.
+    #[arg(long, value_name = "TOKENS")]
+    pub budget_tokens: Option<u64>,
+    /// The attempt's share of the Feature's cost budget, US dollars (e.g. 2.50).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub budget_cost: Option<MicroUsd>,
     /// The agent command and its arguments.
     #[arg(last = true, required = true, value_name = "AGENT_CMD")]
     pub agent: Vec<String>,
@@ -170,6 +200,17 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
             .chain(&args.result_copy)
             .cloned()
             .collect(),
+        gateway: GatewaySettings {
+            mode: args.gateway,
+            upstream: args.gateway_upstream,
+            prices: prices(args.gateway_prices.as_deref())?,
+            allowance: Allowance {
+                tokens: args.budget_tokens,
+                cost: args.budget_cost,
+            },
+            remote: args.gateway_url,
+            listen: args.gateway_listen,
+        },
     };
     adopt_orphans();
     let result = run_attempt(config, cancel).await;
@@ -203,6 +244,21 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(exit_status(outcome)))
 }
 
+fn parse_usd(text: &str) -> Result<MicroUsd, String> {
+    MicroUsd::parse(text).map_err(|error| error.to_string())
+}
+
+/// The built-in prices with the table in `file` over them.
+fn prices(file: Option<&Path>) -> anyhow::Result<Option<PriceTable>> {
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the price table {}", file.display()))?;
+    let table = PriceTable::parse(&text).with_context(|| format!("{}", file.display()))?;
+    Ok(Some(PriceTable::defaults().with(&table)))
+}
+
 /// The exit status documenting an outcome class.
 pub fn exit_status(outcome: OutcomeClass) -> u8 {
     match outcome {
@@ -211,6 +267,7 @@ pub fn exit_status(outcome: OutcomeClass) -> u8 {
         OutcomeClass::Exhausted => 4,
         OutcomeClass::Cancelled => 5,
         OutcomeClass::Misconfigured => 6,
+        OutcomeClass::LimitReached => 7,
     }
 }
 

@@ -51,6 +51,9 @@ pub struct Args {
     /// Exit (status 0) once the attempt is over; for a plain (non-native) sidecar container.
     #[arg(long)]
     pub exit_when_done: bool,
+    /// The model gateway the agent's model calls go through (docs/gateway.md).
+    #[command(flatten)]
+    pub gateway: crate::gateway::sidecar::SidecarGatewayArgs,
 }
 
 fn parse_lease(value: &str) -> Result<(String, String), String> {
@@ -64,6 +67,9 @@ fn parse_lease(value: &str) -> Result<(String, String), String> {
 
 /// Runs `ralph sidecar`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let _gateway = crate::gateway::sidecar::start(&args.gateway)
+        .await
+        .context("cannot start the model gateway")?;
     let kube_config = kube::Config::infer()
         .await
         .context("cannot configure the Kubernetes client (in-cluster service account token)")?;

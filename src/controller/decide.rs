@@ -267,7 +267,8 @@ fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> 
         running: dag.counts().running,
         iterations_used: u64::from(iterations),
         max_iterations,
-        budget_spent: budget_spent.is_some(),
+        budget_spent: budget_spent.is_some()
+            || super::pod_gateway::budget_leased_out(feature, snapshot.tasks, snapshot.pods),
     };
     let mut handed_out = 0;
     let start_timeout_ms = Some(i64::from(spec.pod_start_timeout_seconds) * 1000);

@@ -155,6 +155,9 @@ async fn judge(
         Some(problem) => Some(problem),
         None => super::git::configuration_problem(feature, ctx).await,
     };
+    if precheck.is_none() {
+        precheck = super::gateway_secret::configuration_problem(feature, ctx).await;
+    }
     let tasks = super::pod_start::clear_on_spec_change(ctx, feature, tasks, now_ms).await?;
     let recorded = status::recorded_misconfiguration(feature)
         .or_else(|| super::pod_start::halt_shown_by_tasks(&tasks));

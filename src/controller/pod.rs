@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::pod_gateway::PodGateway;
 use crate::api::{AgentSpec, PodTemplateOverrides, VerifySpec};
 use crate::engine::verification::AttemptKind;
 
@@ -285,6 +286,8 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
     if let Some(model) = input.model {
         command.extend(strings(["--model", model]));
     }
+    let gateway = PodGateway::of(agent);
+    command.extend(gateway.iter().flat_map(PodGateway::runner_args));
     command.push("--".to_owned());
     command.extend(agent.command.iter().cloned());
     command.extend(agent.args.iter().cloned());
@@ -292,6 +295,9 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
     env.extend(AGENT_GIT_CONFIG.map(|(name, value)| env_var(name, value)));
     env.retain(|default| !agent.env.iter().any(|e| e.name == default.name));
     env.extend(agent.env.iter().cloned());
+    if let Some(gateway) = &gateway {
+        gateway.agent_env(&mut env);
+    }
     Container {
         name: AGENT_CONTAINER.to_owned(),
         image: Some(image),
@@ -340,10 +346,13 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
             None
         }
     };
+    let gateway = PodGateway::of(input.agent);
+    args.extend(gateway.iter().flat_map(PodGateway::sidecar_args));
     Container {
         name: SIDECAR_CONTAINER.to_owned(),
         image: Some(settings.ralph_image.clone()),
         args: Some(args),
+        env: gateway.as_ref().map(PodGateway::sidecar_env),
         restart_policy,
         security_context: Some(restricted()),
         resources: Some(small_resources()),

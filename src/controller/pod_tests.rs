@@ -22,6 +22,7 @@ fn agent() -> AgentSpec {
         total_timeout_seconds: 3600,
         client_fs: ClientFs::Auto,
         confinement: Confinement::BestEffort,
+        gateway: None,
     }
 }
 

@@ -333,6 +333,7 @@ pub fn feature_status(
     );
     status.usage = super::budget::recorded(tasks);
     super::budget::set_cost_condition(feature, &status.usage, &mut status.conditions, now.clone());
+    super::pod_gateway::set_gateway_condition(feature, &mut status.conditions, now.clone());
     status.git = super::git::branch_status(feature, tasks);
     let c = &plan.counts;
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

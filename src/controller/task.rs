@@ -532,6 +532,7 @@ async fn start(
         attempt,
         kind,
     );
+    super::pod_gateway::add_to_attempt_pod(&mut pod, scope, input.agent, &namespace);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     create_idempotent(ctx.api_timeout, &pods, &id, &pod)
         .await

@@ -81,6 +81,9 @@ pub enum OutcomeClass {
     /// The agent cannot run as configured (binary missing, not an ACP agent, authentication
     /// required, workspace not writable): retrying cannot help until the user fixes it.
     Misconfigured,
+    /// The model gateway refused a model call because the attempt's share of the
+    /// Feature's budget was spent: not the task's fault, not retried.
+    LimitReached,
 }
 
 /// Tokens by kind: of one attempt ([`Usage`]) or summed over attempts
@@ -292,9 +295,20 @@ pub struct AttemptResult {
     /// The agent and model that ran the attempt (`requestedModel`: `ralph runner --model`).
     #[serde(flatten)]
     pub ran_by: RanBy,
-    /// Tokens and cost.
+    /// Tokens and cost: what the model gateway metered on the wire when one ran, else what
+    /// the agent reported.
     #[serde(default)]
     pub usage: Usage,
+    /// What the agent itself reported, kept beside the gateway's figures (set only when a
+    /// gateway metered the attempt), so a mismatch is visible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_usage: Option<Usage>,
+    /// Model calls the gateway forwarded (set only when a gateway metered the attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_calls: Option<u32>,
+    /// Why the gateway refused a model call ([`OutcomeClass::LimitReached`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_refusal: Option<String>,
     /// Start, end and latency figures.
     #[serde(default)]
     pub timings: Timings,
@@ -326,6 +340,9 @@ impl AttemptResult {
             exhaustion: None,
             ran_by: RanBy::default(),
             usage: Usage::default(),
+            reported_usage: None,
+            model_calls: None,
+            budget_refusal: None,
             timings: Timings::default(),
             check: None,
             confinement: None,

@@ -348,6 +348,84 @@ impl Budget {
     }
 }
 
+/// The share of a Feature's budget one attempt may spend (the lease its model gateway
+/// enforces); an unset limit does not bind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Allowance {
+    /// Input plus output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// US dollars, at the price table's prices.
+    #[serde(rename = "costUSD", default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<MicroUsd>,
+}
+
+impl Allowance {
+    /// Whether any limit is set.
+    pub fn binds(&self) -> bool {
+        self.tokens.is_some() || self.cost.is_some()
+    }
+
+    /// The `ralph runner` flags that give an attempt this allowance.
+    pub fn runner_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(tokens) = self.tokens {
+            args.extend(["--budget-tokens".to_owned(), tokens.to_string()]);
+        }
+        if let Some(cost) = self.cost {
+            args.extend(["--budget-cost".to_owned(), cost.to_string()]);
+        }
+        args
+    }
+}
+
+impl Budget {
+    /// The share of this budget a new attempt may spend: what is left after the ended
+    /// attempts (`spent`) and the shares the running attempts hold (`leased`), split evenly
+    /// over the `free_slots` attempts that may still start now (this one included). The
+    /// shares of running attempts plus what ended attempts spent never exceed the budget, so
+    /// concurrent attempts overshoot it by at most the model calls in flight when their
+    /// shares run out. A share is never 0: every attempt may make one model call, so a
+    /// feature whose budget is nearly spent makes progress (and spends it) instead of
+    /// starting attempts that are refused at once.
+    pub fn share(&self, spent: &UsageTotals, leased: &[Allowance], free_slots: u32) -> Allowance {
+        self.split(spent, leased, u64::from(free_slots.max(1)))
+    }
+
+    /// Whether the ended attempts (`spent`) and the shares of the running ones (`leased`)
+    /// hold the whole budget: then no new attempt starts until a running one ends (its
+    /// unspent share comes back).
+    pub fn leased_out(&self, spent: &UsageTotals, leased: &[Allowance]) -> bool {
+        let (tokens, cost) = self.left(spent, leased);
+        tokens == Some(0) || cost == Some(0)
+    }
+
+    /// What is left of each limit after `spent` and `leased`.
+    fn left(&self, spent: &UsageTotals, leased: &[Allowance]) -> (Option<u64>, Option<u64>) {
+        let tokens = self.max_tokens.map(|limit| {
+            let held: u64 = leased.iter().filter_map(|a| a.tokens).sum();
+            limit.saturating_sub(spent.tokens()).saturating_sub(held)
+        });
+        let cost = self.max_cost.map(|limit| {
+            let held: u64 = leased.iter().filter_map(|a| a.cost).map(|c| c.0).sum();
+            limit
+                .0
+                .saturating_sub(spent.cost_usd.unwrap_or_default().0)
+                .saturating_sub(held)
+        });
+        (tokens, cost)
+    }
+
+    fn split(&self, spent: &UsageTotals, leased: &[Allowance], slots: u64) -> Allowance {
+        let (tokens, cost) = self.left(spent, leased);
+        Allowance {
+            tokens: tokens.map(|left| (left / slots).max(1)),
+            cost: cost.map(|left| MicroUsd((left / slots).max(1))),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "budget_tests.rs"]
 mod tests;

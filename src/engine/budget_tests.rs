@@ -241,3 +241,67 @@ fn a_budget_prints_its_limits() {
     );
     assert_eq!(Budget::default().to_string(), "none");
 }
+
+fn token_budget(limit: u64) -> Budget {
+    Budget {
+        max_cost: None,
+        max_tokens: Some(limit),
+    }
+}
+
+#[test]
+fn a_lone_attempt_may_spend_what_is_left() {
+    let spent = UsageTotals {
+        tokens: Tokens::new(300, 100),
+        ..UsageTotals::default()
+    };
+    let share = token_budget(1_000).share(&spent, &[], 1);
+    assert_eq!(share.tokens, Some(600));
+}
+
+#[test]
+fn parallel_attempts_split_what_the_running_ones_do_not_hold() {
+    let budget = token_budget(1_000);
+    let first = budget.share(&UsageTotals::default(), &[], 4);
+    let second = budget.share(&UsageTotals::default(), &[first], 3);
+    assert_eq!((first.tokens, second.tokens), (Some(250), Some(250)));
+}
+
+#[test]
+fn a_share_of_a_budget_held_by_others_is_the_smallest_amount_not_zero() {
+    let budget = Budget {
+        max_cost: Some(MicroUsd(10_000_000)),
+        max_tokens: None,
+    };
+    let spent = UsageTotals {
+        cost_usd: Some(MicroUsd(9_000_000)),
+        ..UsageTotals::default()
+    };
+    let held = Allowance {
+        tokens: None,
+        cost: Some(MicroUsd(2_000_000)),
+    };
+    assert_eq!(budget.share(&spent, &[held], 1).cost, Some(MicroUsd(1)));
+}
+
+#[test]
+fn an_unset_limit_gives_no_share() {
+    let share = token_budget(10).share(&UsageTotals::default(), &[], 1);
+    assert_eq!(share.cost, None);
+    assert_eq!(share.runner_args(), ["--budget-tokens", "10"]);
+}
+
+#[test]
+fn a_budget_the_running_attempts_hold_whole_is_leased_out() {
+    let budget = token_budget(1_000);
+    let spent = UsageTotals {
+        tokens: Tokens::new(400, 0),
+        ..UsageTotals::default()
+    };
+    let held = Allowance {
+        tokens: Some(600),
+        cost: None,
+    };
+    assert!(budget.leased_out(&spent, &[held]));
+    assert!(!budget.leased_out(&spent, &[]));
+}

@@ -54,6 +54,8 @@ pub enum AttemptOutcome {
     Misconfigured,
     /// Done, but the work conflicts with work integrated meanwhile: retried on the new head.
     Conflict,
+    /// The model gateway refused a model call: the attempt's share of the budget was spent.
+    LimitReached,
 }
 
 impl AttemptOutcome {
@@ -71,6 +73,7 @@ impl AttemptOutcome {
             Self::StoppedFeature => "stoppedFeature",
             Self::Misconfigured => "misconfigured",
             Self::Conflict => "conflict",
+            Self::LimitReached => "limitReached",
         }
     }
 }
@@ -270,7 +273,7 @@ impl<'a> TaskSigil<'a> {
 /// cancelled or crashed attempt are not trusted), then the feature-wide FAILURE promise, then
 /// the stop reason, then this task's sigils. A COMPLETE promise is recorded on every row.
 pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
-    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished, Misconfigured};
+    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished, LimitReached, Misconfigured};
     use StopReason::{EndTurn, Refusal};
 
     let sigils = &result.sigils;
@@ -285,6 +288,8 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
         (Misconfigured, ..) => misconfigured(task, result),
         // usage limit / quota: not a task failure, the agent rests until its reset time
         (Exhausted, ..) => exhausted(task, result),
+        // the gateway refused a model call: the budget is spent, no retry
+        (LimitReached, ..) => limit_reached(task, result),
         // user suspend or cancel
         (Cancelled, ..) | (Finished, Some(StopReason::Cancelled), ..) => interrupted(task),
         // non-zero exit, no output, crash pattern, hang: retried with backoff
@@ -316,12 +321,13 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
 /// Exhaustion, cancellation and misconfiguration are decided as for a work attempt: they
 /// say nothing about the work, so the verification runs again.
 pub fn decide_verification(task: &TaskContext, result: &AttemptResult) -> Decision {
-    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished, Misconfigured};
+    use OutcomeClass::{Cancelled, Crashed, Exhausted, Finished, LimitReached, Misconfigured};
     let sigils = &result.sigils;
     let stop = result.stop_reason.as_ref();
     match (result.outcome, stop, &sigils.verdict) {
         (Misconfigured, ..) => misconfigured(task, result),
         (Exhausted, ..) => exhausted(task, result),
+        (LimitReached, ..) => limit_reached(task, result),
         (Cancelled, ..) | (Finished, Some(StopReason::Cancelled), _) => interrupted(task),
         (Crashed, ..) => verification_failed(
             task,
@@ -596,6 +602,25 @@ fn stopped_early(task: &TaskContext, stop: Option<&StopReason>) -> Decision {
         AttemptOutcome::Blocked,
         PhaseChange::Pending,
         warning("AttemptBlocked", message),
+    )
+}
+
+/// The gateway refused a model call because the budget was spent: the task goes back to
+/// Pending without a retry counted; the budget gate keeps new attempts from starting.
+fn limit_reached(task: &TaskContext, result: &AttemptResult) -> Decision {
+    let why = result
+        .budget_refusal
+        .as_deref()
+        .unwrap_or("the budget is spent");
+    let message = format!(
+        "task {}: the model gateway refused a model call: {}; claim released",
+        task.name,
+        bounded(why)
+    );
+    base(
+        AttemptOutcome::LimitReached,
+        PhaseChange::Pending,
+        normal("AttemptBudgetSpent", message),
     )
 }
 

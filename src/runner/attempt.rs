@@ -19,6 +19,7 @@ use super::config::{Confinement, RunnerConfig};
 use super::confine::{self, ConfineError, Layout, PrivateTemp};
 use super::error::RunnerError;
 use super::events::EventLog;
+use super::gateway::{self, AgentGateway};
 use super::mode::Wanted;
 use super::outcome::{Interruption, Observations, TurnEnd, classify, exhaustion_in_error};
 use super::patterns::Patterns;
@@ -56,14 +57,23 @@ pub async fn run_attempt(
         path: config.workspace.clone(),
         source,
     })?;
-    let started_agent =
-        check_writable(&config, &workspace).and_then(|()| start_confined(&config, &workspace));
-    let Started {
-        agent,
-        pipes,
-        confinement,
-        tmp,
-    } = match started_agent {
+    let gateway = match check_writable(&config, &workspace) {
+        Ok(()) => gateway::open(&config).await.map_err(Start::Misconfigured),
+        Err(start) => Err(start),
+    };
+    let started_agent = gateway.and_then(|gateway| {
+        let started = start_confined(&config, &workspace, &gateway)?;
+        Ok((started, gateway.local))
+    });
+    let (
+        Started {
+            agent,
+            pipes,
+            confinement,
+            tmp,
+        },
+        gateway,
+    ) = match started_agent {
         Ok(started) => started,
         Err(start) => return Ok(not_started(&config, started_at_ms, start)),
     };
@@ -89,6 +99,7 @@ pub async fn run_attempt(
         .await;
     let mut result = ended.report(config.clone(), &patterns, started_at_ms, confinement);
     drop(tmp);
+    meter(&config, gateway, &mut result).await;
     super::check::after_done_verdict(&config, &mut result).await;
     Ok(result)
 }
@@ -104,9 +115,13 @@ struct Started {
 
 /// Starts the agent confined by Landlock to the attempt's grants (docs/security.md), or
 /// unconfined with `confinement: Disabled`.
-fn start_confined(config: &RunnerConfig, workspace: &Workspace) -> Result<Started, Start> {
+fn start_confined(
+    config: &RunnerConfig,
+    workspace: &Workspace,
+    gateway: &AgentGateway,
+) -> Result<Started, Start> {
     if config.confinement == Confinement::Disabled {
-        let (agent, pipes) = spawn(config, workspace, &[])?;
+        let (agent, pipes) = spawn(config, workspace, &[], gateway)?;
         let confinement = ConfinementReport {
             landlock: LandlockState::Disabled,
             abi: None,
@@ -143,7 +158,7 @@ fn start_confined(config: &RunnerConfig, workspace: &Workspace) -> Result<Starte
     let runtime = tokio::runtime::Handle::current();
     let (spawned, confinement) = confine::spawn_confined(&grants, config.confinement, || {
         let _runtime = runtime.enter();
-        spawn(config, workspace, &env)
+        spawn(config, workspace, &env, gateway)
     })
     .map_err(|error| unconfinable(config, &error))?;
     let (agent, pipes) = spawned?;
@@ -205,6 +220,31 @@ fn unconfinable(config: &RunnerConfig, error: &ConfineError) -> Start {
     Start::Misconfigured(problem)
 }
 
+/// Takes the usage the gateway metered (the runner's own, or the sidecar's) as the
+/// attempt's.
+async fn meter(
+    config: &RunnerConfig,
+    local: Option<crate::gateway::Gateway>,
+    result: &mut AttemptResult,
+) {
+    let metered = match (local, &config.gateway.remote) {
+        (Some(local), _) => local.stop().await,
+        (None, Some(remote)) => match gateway::remote_metered(remote).await {
+            Ok(metered) => metered,
+            Err(problem) => {
+                config
+                    .events
+                    .emit("gateway_unread", json!({"problem": problem}));
+                tracing::warn!("{problem}; the attempt keeps the usage the agent reported");
+                return;
+            }
+        },
+        (None, None) => return,
+    };
+    config.events.emit("metered", json!(metered));
+    gateway::apply(result, metered);
+}
+
 /// A line that is not ACP, printed by an agent that ended before the connection read it:
 /// its stdout is read to the end (briefly: a live agent keeps it open).
 async fn unread_noise(
@@ -226,11 +266,13 @@ enum Start {
     Crashed(String),
 }
 
-/// Starts the agent in the workspace with the attempt's environment and `extra_env`.
+/// Starts the agent in the workspace with the attempt's environment and `extra_env` (pointed
+/// at the gateway, without model keys, when one runs).
 fn spawn(
     config: &RunnerConfig,
     workspace: &Workspace,
     extra_env: &[(&str, &str)],
+    gateway: &AgentGateway,
 ) -> Result<(AgentProcess, AgentPipes), Start> {
     let workspace_env = workspace.root().display().to_string();
     let mut env = vec![
@@ -241,7 +283,13 @@ fn spawn(
     if let Some(attempt) = &config.attempt {
         env.push(("RALPH_ATTEMPT", attempt.as_str()));
     }
-    match AgentProcess::spawn(&config.agent_command, workspace.root(), &env) {
+    env.extend(gateway.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    match AgentProcess::spawn(
+        &config.agent_command,
+        workspace.root(),
+        &env,
+        &gateway.removed,
+    ) {
         Ok(spawned) => {
             config.events.emit(
                 "spawned",

@@ -54,6 +54,8 @@ pub struct RunnerConfig {
     /// The runner's own files besides the heartbeat (its binary, the result file), which
     /// confinement keeps out of the agent's reach.
     pub runner_files: Vec<PathBuf>,
+    /// The model gateway between the agent and its model API (docs/gateway.md).
+    pub gateway: super::gateway::GatewaySettings,
 }
 
 /// How long an attempt's agent may be idle and run, and how long it gets to stop.
@@ -139,6 +141,7 @@ impl RunnerConfig {
             model: None,
             confinement: Confinement::BestEffort,
             runner_files: Vec::new(),
+            gateway: super::gateway::GatewaySettings::default(),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod confine;
 pub mod error;
 pub mod events;
+pub mod gateway;
 pub mod mode;
 pub mod model;
 pub mod outcome;

@@ -48,15 +48,21 @@ pub(crate) fn kill_group(group: Option<Pid>) {
 }
 
 impl AgentProcess {
-    /// Starts `command` in `cwd` with `env` added, in a new process group.
+    /// Starts `command` in `cwd` with the variables `removed` taken out of its environment
+    /// and `env` added, in a new process group.
     pub fn spawn(
         command: &[String],
         cwd: &std::path::Path,
         env: &[(&str, &str)],
+        removed: &[String],
     ) -> Result<(Self, AgentPipes), RunnerError> {
         let (program, args) = command.split_first().ok_or(RunnerError::NoAgentCommand)?;
+        let mut agent = Command::new(program);
+        for variable in removed {
+            agent.env_remove(variable);
+        }
         let (mut child, group) = spawn_group_leader(
-            Command::new(program)
+            agent
                 .args(args)
                 .current_dir(cwd)
                 .envs(env.iter().copied())

@@ -281,3 +281,96 @@ async fn a_spent_cost_budget_stops_the_feature_with_its_totals() {
         "no attempt starts once the budget is spent: {pods:?}"
     );
 }
+
+/// The Secret references of container `name` of `pod` (`NAME/KEY` of its env, `NAME` of its
+/// envFrom).
+fn secret_references(pod: &k8s_openapi::api::core::v1::Pod, name: &str) -> Vec<String> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let container = spec
+        .containers
+        .into_iter()
+        .chain(spec.init_containers.unwrap_or_default())
+        .find(|container| container.name == name)
+        .unwrap_or_else(|| panic!("the agent Pod has a container {name}"));
+    let from_env = container
+        .env
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|var| {
+            let key = var.value_from?.secret_key_ref?;
+            Some(format!("{}/{}", key.name, key.key))
+        });
+    let from_sources = container
+        .env_from
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|source| source.secret_ref.map(|secret| secret.name));
+    from_env.chain(from_sources).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn only_the_sidecar_of_an_agent_pod_refers_to_the_model_key() {
+    let mut e2e = E2e::setup("gateway").await;
+    create_model_secret(&e2e, "anthropic", "sk-ant-e2e").await;
+    e2e.apply_one_task_feature("gateway", claude_behind_gateway(&e2e))
+        .await;
+    let pods = e2e.pods();
+    let pod = e2e
+        .eventually("the agent Pod", || async {
+            let list = pods.list(&Default::default()).await.ok()?;
+            list.items.into_iter().next()
+        })
+        .await;
+
+    assert!(secret_references(&pod, "agent").is_empty());
+    assert_eq!(
+        secret_references(&pod, "claim-keeper"),
+        ["models/anthropic"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn an_empty_model_key_is_a_configuration_problem_before_any_claim() {
+    let mut e2e = E2e::setup("gateway-empty").await;
+    create_model_secret(&e2e, "anthropic", "").await;
+    e2e.apply_one_task_feature("gateway-empty", claude_behind_gateway(&e2e))
+        .await;
+
+    let condition = e2e
+        .wait_for_condition("gateway-empty", "Configured", "False")
+        .await;
+
+    assert_eq!(condition.reason, "GatewayCredentialsMissing");
+    fake_apiserver::assert_mentions(&condition.message, &["models", "`anthropic`", "empty"]);
+    assert!(e2e.lease_names().await.is_empty());
+    assert!(e2e.pod_names().is_empty());
+}
+
+/// A claude-agent-acp agent whose gateway reads Secret `models` key `anthropic`.
+fn claude_behind_gateway(e2e: &E2e) -> serde_json::Value {
+    let mut agent = e2e.scripted_agent("plan.script.yaml");
+    agent["command"] = json!(["claude-agent-acp"]);
+    agent["gateway"] =
+        json!({ "credential": { "secretKeyRef": { "name": "models", "key": "anthropic" } } });
+    agent
+}
+
+/// Creates Secret `models` holding `key`: `value` in the test's namespace.
+async fn create_model_secret(e2e: &E2e, key: &str, value: &str) {
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("models".to_owned()),
+            ..Default::default()
+        },
+        string_data: Some([(key.to_owned(), value.to_owned())].into()),
+        ..Default::default()
+    };
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(e2e.client.clone(), &e2e.namespace);
+    secrets
+        .create(&Default::default(), &secret)
+        .await
+        .expect("create the model Secret");
+}

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -269,7 +269,13 @@ fn api_error(status: u16, body: &Value) -> Response {
         .into_response()
 }
 
-async fn messages(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Response {
+async fn messages(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    shared.saw_key(headers.get("x-api-key").and_then(|key| key.to_str().ok()));
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return api_error(
             400,
@@ -299,10 +305,24 @@ async fn messages(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> R
         model,
         input_tokens,
     };
+    if let Some(output) = output_sent(&turn, stream) {
+        shared.sent(input_tokens, output);
+    }
     match turn {
         Turn::Error { status, body } => api_error(status, &body),
         turn if stream => reply.stream(&turn),
         turn => reply.json(&turn),
+    }
+}
+
+/// The output count the answer to `turn` ends with (a hanging stream announced 1 in
+/// `message_start`); `None` when the answer carries no usage.
+fn output_sent(turn: &Turn, stream: bool) -> Option<u64> {
+    match turn {
+        Turn::Text(text) | Turn::MaxTokens(text) => Some(estimate_tokens(text.len())),
+        Turn::ToolCall { arguments, .. } => Some(estimate_tokens(arguments.to_string().len())),
+        Turn::Hang(_) => stream.then_some(1),
+        Turn::Error { .. } => None,
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{Method, Uri};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -27,6 +27,9 @@ use super::real_agent::{AgentLaunch, installed_agent_bin};
 
 /// The model gemini-cli is started with (`-m`).
 pub const GEMINI_MODEL: &str = "gemini-2.5-pro";
+
+/// The API key gemini-cli is started with; the fake accepts any key.
+pub const FAKE_GEMINI_KEY: &str = "fake-gemini-key-for-tests";
 
 /// The Gemini API.
 pub struct Gemini;
@@ -112,10 +115,7 @@ impl FakeGemini {
             args: vec!["--acp".to_owned(), "-m".to_owned(), GEMINI_MODEL.to_owned()],
             env: vec![
                 ("HOME".to_owned(), path(home.to_path_buf())),
-                (
-                    "GEMINI_API_KEY".to_owned(),
-                    "fake-gemini-key-for-tests".to_owned(),
-                ),
+                ("GEMINI_API_KEY".to_owned(), FAKE_GEMINI_KEY.to_owned()),
                 (
                     "GOOGLE_GEMINI_BASE_URL".to_owned(),
                     self.base_url().to_owned(),
@@ -175,6 +175,7 @@ async fn dispatch(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_owned();
@@ -207,20 +208,44 @@ async fn dispatch(
             &json!({ "error": { "code": 400, "status": "INVALID_ARGUMENT", "message": "body is not JSON" } }),
         );
     };
+    shared.saw_key(
+        headers
+            .get("x-goog-api-key")
+            .and_then(|key| key.to_str().ok()),
+    );
     let reply = Reply {
         model,
         input_tokens: estimate_tokens(body.len()),
     };
     if !offers_tools(&request) {
         shared.record(&method, &uri, RequestKind::Side, &body);
+        shared.sent(reply.input_tokens, 1);
         return reply.side(&request, streamed);
     }
     let prompt = user_text(&request);
     let (turn, id) = shared.main_turn(&method, &uri, request, &prompt);
+    if let Some(output) = output_sent(&turn, streamed) {
+        shared.sent(reply.input_tokens, output);
+    }
     match turn {
         Turn::Error { status, body } => json_error(status, &body),
         turn if streamed => reply.stream(&turn, id),
         turn => axum::Json(reply.whole(&turn, id)).into_response(),
+    }
+}
+
+/// The output count the answer to `turn` ends with (a hanging stream's chunks count 0);
+/// `None` when the answer carries no usage.
+fn output_sent(turn: &Turn, streamed: bool) -> Option<u64> {
+    match turn {
+        Turn::Text(text) | Turn::MaxTokens(text) => Some(estimate_tokens(text.len())),
+        Turn::Hang(text) if streamed => (!text.is_empty()).then_some(0),
+        Turn::Hang(text) => Some(estimate_tokens(text.len())),
+        Turn::ToolCall { arguments, .. } if streamed => {
+            Some(estimate_tokens(arguments.to_string().len()))
+        }
+        Turn::ToolCall { .. } => Some(1),
+        Turn::Error { .. } => None,
     }
 }
 

@@ -180,6 +180,19 @@ struct Recorded {
     requests: Vec<RecordedRequest>,
     next_turn: HashMap<Option<String>, usize>,
     hangs: usize,
+    sent: TokensSent,
+    keys: Vec<String>,
+}
+
+/// Tokens the server's answers announced, summed over every answer (main and side).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TokensSent {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Answers that carried usage.
+    pub answers: u32,
 }
 
 /// The script and the record, shared by the server's handlers and the test.
@@ -220,6 +233,19 @@ impl Shared {
         });
         self.changed.notify_all();
         (turn, recorded.requests.len() as u64)
+    }
+
+    /// Adds the usage one answer announced to [`ModelServer::tokens_sent`].
+    pub fn sent(&self, input: u64, output: u64) {
+        let mut recorded = self.lock();
+        recorded.sent.input += input;
+        recorded.sent.output += output;
+        recorded.sent.answers += 1;
+    }
+
+    /// Records the API key a request presented.
+    pub fn saw_key(&self, key: Option<&str>) {
+        self.lock().keys.push(key.unwrap_or("(none)").to_owned());
     }
 
     /// Records a request that is not part of the main conversation.
@@ -354,6 +380,16 @@ impl ModelServer {
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
+    }
+
+    /// The usage every answer announced, summed (what a meter on the wire must count).
+    pub fn tokens_sent(&self) -> TokensSent {
+        self.shared.lock().sent
+    }
+
+    /// The API keys the requests presented, in order.
+    pub fn keys_seen(&self) -> Vec<String> {
+        self.shared.lock().keys.clone()
     }
 
     /// The main-conversation requests matched to script `key`, in order.

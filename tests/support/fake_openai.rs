@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{Method, Uri};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -28,6 +28,9 @@ use super::real_agent::{AgentLaunch, installed_agent_bin};
 
 /// The model named in Codex's configuration; the fake echoes whatever the request names.
 pub const CODEX_MODEL: &str = "gpt-5.5";
+
+/// The API key codex-acp is given when it sends one; the fake accepts any key.
+pub const FAKE_OPENAI_KEY: &str = "sk-fake-openai-key-for-tests";
 
 /// How codex-acp decides on tool calls, written as `approval_policy` in its config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +134,18 @@ impl FakeOpenAi {
     /// Writes `CODEX_HOME/config.toml` under `home` pointing Codex at this server and returns
     /// how to start codex-acp with it.
     pub fn codex_acp(&self, home: &Path, approval: CodexApproval) -> std::io::Result<AgentLaunch> {
+        let base_url = format!("{}/v1", self.base_url());
+        Self::codex_acp_at(home, approval, &base_url, None)
+    }
+
+    /// codex-acp against the endpoint `base_url` (e.g. a model gateway in front of this
+    /// fake), sending the key in `key_variable` as a bearer token when one is named.
+    pub fn codex_acp_at(
+        home: &Path,
+        approval: CodexApproval,
+        base_url: &str,
+        key_variable: Option<&str>,
+    ) -> std::io::Result<AgentLaunch> {
         let codex_home = home.join(".codex");
         std::fs::create_dir_all(&codex_home)?;
         // codex-acp starts every session in a mode (`INITIAL_AGENT_MODE`) that overrides the
@@ -152,13 +167,15 @@ enabled = false
 
 [model_providers.fake]
 name = "Fake OpenAI"
-base_url = "{base}/v1"
+base_url = "{base_url}"
 wire_api = "responses"
 requires_openai_auth = false
 request_max_retries = 0
 stream_max_retries = 0
-"#,
-            base = self.base_url(),
+{env_key}"#,
+            env_key = key_variable
+                .map(|variable| format!("env_key = \"{variable}\"\n"))
+                .unwrap_or_default(),
         );
         std::fs::write(codex_home.join("config.toml"), config)?;
         let path = |p: PathBuf| p.to_string_lossy().into_owned();
@@ -246,7 +263,17 @@ pub fn tool_outputs(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn responses(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Response {
+async fn responses(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let bearer = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    shared.saw_key(bearer);
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return json_error(
             400,
@@ -259,7 +286,11 @@ async fn responses(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> 
             .get("model")
             .and_then(Value::as_str)
             .unwrap_or(CODEX_MODEL);
-        return Reply::new(id, model, body.len()).stream(&Turn::text("Ralph task"));
+        let side = Turn::text("Ralph task");
+        if let Some(output) = output_sent(&side) {
+            shared.sent(estimate_tokens(body.len()), output);
+        }
+        return Reply::new(id, model, body.len()).stream(&side);
     }
     let prompt = user_text(&request);
     let model = request
@@ -268,9 +299,23 @@ async fn responses(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> 
         .unwrap_or(CODEX_MODEL)
         .to_owned();
     let (turn, id) = shared.main_turn(&Method::POST, &uri, request, &prompt);
+    if let Some(output) = output_sent(&turn) {
+        shared.sent(estimate_tokens(body.len()), output);
+    }
     match turn {
         Turn::Error { status, body } => json_error(status, &body),
         turn => Reply::new(id, &model, body.len()).stream(&turn),
+    }
+}
+
+/// The output count the answer to `turn` ends with (`response.created` announces the input
+/// and 0 output, so a hanging answer counts 0); `None` when the answer carries no usage.
+fn output_sent(turn: &Turn) -> Option<u64> {
+    match turn {
+        Turn::Text(text) | Turn::MaxTokens(text) => Some(estimate_tokens(text.len())),
+        Turn::ToolCall { arguments, .. } => Some(estimate_tokens(arguments.to_string().len())),
+        Turn::Hang(_) => Some(0),
+        Turn::Error { .. } => None,
     }
 }
 

@@ -248,6 +248,12 @@ pub fn exit_code(output: &Output) -> i32 {
     output.status.code().unwrap_or(-1)
 }
 
+/// Asserts that `ralph run` exited with `code`; shows its output and `traffic` (the model
+/// requests) when not.
+pub fn assert_run_exit(output: &Output, code: i32, traffic: &str) {
+    assert_eq!(exit_code(output), code, "{}\n{traffic}", describe(output));
+}
+
 /// What the command printed on stdout.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

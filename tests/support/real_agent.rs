@@ -367,6 +367,15 @@ impl Ended {
         );
     }
 
+    /// What the result says is misconfigured (`""` when nothing is).
+    pub fn misconfiguration_problem(&self) -> String {
+        self.result
+            .misconfiguration
+            .as_ref()
+            .map(|m| m.problem.clone())
+            .unwrap_or_default()
+    }
+
     /// Asserts that the agent reported tokens both ways.
     pub fn assert_usage_reported(&self) {
         assert!(

@@ -434,3 +434,27 @@ fn misconfiguration_halts_the_feature_without_charging_a_retry() {
         FeatureEffect::Halt { reason } if reason.contains("not found on PATH") && reason.contains("Fix: install")
     ));
 }
+
+#[test]
+fn a_budget_refusal_puts_the_task_back_without_counting_a_retry() {
+    let result = AttemptResult {
+        budget_refusal: Some("the token budget of this attempt is spent".into()),
+        ..ended(OutcomeClass::LimitReached)
+    };
+    let decision = after_retries(3, &result);
+    assert_eq!(
+        (decision.outcome, decision.phase, decision.retry),
+        (AttemptOutcome::LimitReached, PhaseChange::Pending, None)
+    );
+    assert!(
+        decision.event.message.contains("token budget"),
+        "{}",
+        decision.event.message
+    );
+}
+
+#[test]
+fn a_budget_refusal_of_a_verifier_is_not_a_failed_verification() {
+    let decision = decide_verification(&task(), &ended(OutcomeClass::LimitReached));
+    assert_eq!(decision.outcome, AttemptOutcome::LimitReached);
+}

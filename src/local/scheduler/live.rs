@@ -1,6 +1,7 @@
 //! An attempt in flight, and how the lifecycle sees it.
 
 use super::planner::Liveness;
+use crate::engine::budget::Allowance;
 use crate::engine::lifecycle::{AttemptView, ClaimView, RunView};
 use crate::local::executor::Ended;
 use crate::local::process::ProcessId;
@@ -33,6 +34,8 @@ pub(super) struct Live {
     pub agent: String,
     /// The model it asked the agent for.
     pub model: Option<String>,
+    /// The share of the budget its model gateway lets it spend.
+    pub share: Option<Allowance>,
 }
 
 impl Live {
@@ -58,6 +61,7 @@ impl Live {
             ended: None,
             agent: crate::api::PRIMARY_AGENT.to_owned(),
             model: None,
+            share: None,
         }
     }
 
@@ -84,6 +88,7 @@ impl Live {
             ended: None,
             agent: crate::api::PRIMARY_AGENT.to_owned(),
             model: None,
+            share: None,
         }
     }
 

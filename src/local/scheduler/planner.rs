@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::conclude;
 use super::live::Live;
 use super::{RunOptions, RunOutcome};
-use crate::engine::budget::{Budget, BudgetSpent, UsageTotals};
+use crate::engine::budget::{Allowance, Budget, BudgetSpent, UsageTotals};
 use crate::engine::conclusion::{AgentRest, Gate, NextState, limit_message};
 use crate::engine::dag::{
     AutoTransition, Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseError, TaskNode, TaskPhase,
@@ -261,6 +261,34 @@ impl<'a> Planner<'a> {
         self.feature.budget.spent(&self.spent)
     }
 
+    /// The share of the budget an attempt starting now may spend (`ralph runner
+    /// --budget-tokens/--budget-cost`, enforced by its model gateway); `None` without a
+    /// budget.
+    pub fn budget_share(&self) -> Option<Allowance> {
+        if self.feature.budget.is_unlimited() {
+            return None;
+        }
+        let leased = self.leased();
+        let free = self.parallel.saturating_sub(leased.len()).max(1);
+        let free = u32::try_from(free).unwrap_or(u32::MAX);
+        Some(self.feature.budget.share(&self.spent, &leased, free))
+    }
+
+    /// The shares the running attempts hold.
+    fn leased(&self) -> Vec<Allowance> {
+        self.live
+            .values()
+            .filter(|live| live.ended.is_none())
+            .filter_map(|live| live.share)
+            .collect()
+    }
+
+    /// Whether the running attempts' shares and what ended attempts spent hold the whole
+    /// budget: no attempt starts until one ends.
+    fn budget_leased_out(&self) -> bool {
+        self.feature.budget.leased_out(&self.spent, &self.leased())
+    }
+
     /// What the budget says when the run starts: spent already, or costs unknown; nothing
     /// when no task is left to run (a run of a finished feature starts nothing).
     pub fn budget_warnings_at_start(&self) -> Vec<String> {
@@ -289,7 +317,7 @@ impl<'a> Planner<'a> {
             running: self.live.len(),
             iterations_used: self.iterations_used(),
             max_iterations: self.max_iterations().map(u64::from),
-            budget_spent: self.budget_spent().is_some(),
+            budget_spent: self.budget_spent().is_some() || self.budget_leased_out(),
         }
         .next(0)
     }

@@ -343,7 +343,11 @@ impl<'a> Run<'a> {
             &live.agent,
             live.model.as_deref(),
         );
-        let command = verify::runner_command(&runner, &self.plan.feature().verify, kind);
+        let mut command = verify::runner_command(&runner, &self.plan.feature().verify, kind);
+        live.share = self.plan.budget_share();
+        if let Some(share) = &live.share {
+            command.runner_args.extend(share.runner_args());
+        }
         let worktree = self.attempt_worktree(task, live.number, kind)?;
         let launch = executor::Launch {
             task,
