@@ -308,6 +308,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 runner_args(&args, agent_timeouts(chosen)),
                 chosen.feature.spec.agent.client_fs.runner_args(),
                 confinement.runner_args(),
+                vec!["--keep-out".to_owned(), state.display().to_string()],
             ]
             .concat(),
         },
