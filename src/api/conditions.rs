@@ -64,35 +64,22 @@ pub fn confined(
     now: Time,
 ) -> Condition {
     use crate::engine::attempt::LandlockState;
-    let abi = report.abi.unwrap_or_default();
-    if report.is_confined() {
+    let (status, reason, message) = if report.is_confined() {
+        let abi = report.abi.unwrap_or_default();
         let message = format!(
             "Landlock ABI {abi}: the agent could write only its workspace, HOME and temp directory"
         );
-        return condition(
-            CONFINED,
-            STATUS_TRUE,
-            "Landlock",
-            message,
-            observed_generation,
-            now,
-        );
-    }
-    let reason = match report.landlock {
-        LandlockState::Unavailable => "LandlockUnavailable",
-        LandlockState::Partial => "LandlockPartial",
-        LandlockState::Disabled => "ConfinementDisabled",
-        LandlockState::Enforced => "Weakened",
+        (STATUS_TRUE, "Landlock", message)
+    } else {
+        let reason = match report.landlock {
+            LandlockState::Unavailable => "LandlockUnavailable",
+            LandlockState::Partial => "LandlockPartial",
+            LandlockState::Disabled => "ConfinementDisabled",
+            LandlockState::Enforced => "Weakened",
+        };
+        (STATUS_FALSE, reason, report.problems.join("; "))
     };
-    let message = report.problems.join("; ");
-    condition(
-        CONFINED,
-        STATUS_FALSE,
-        reason,
-        message,
-        observed_generation,
-        now,
-    )
+    condition(CONFINED, status, reason, message, observed_generation, now)
 }
 
 /// A Feature's `Confined` from its Tasks' (name, `Confined`): the first `False` one named
@@ -111,28 +98,26 @@ pub fn feature_confined<'a>(
             confined += 1;
         }
     }
-    let Some((task, first)) = unconfined.first() else {
-        return (confined > 0).then(|| {
-            let message = format!("the last attempt of each of {confined} tasks was confined");
-            condition(
-                CONFINED,
-                STATUS_TRUE,
-                "Landlock",
-                message,
-                observed_generation,
-                now,
-            )
-        });
+    let (status, reason, message) = match unconfined.as_slice() {
+        [] if confined == 0 => return None,
+        [] => (
+            STATUS_TRUE,
+            "Landlock",
+            format!("the last attempt of each of {confined} tasks was confined"),
+        ),
+        [(task, first), rest @ ..] => {
+            let more = match rest.len() {
+                0 => String::new(),
+                n => format!(" (and {n} more tasks)"),
+            };
+            let message = format!("task {task}: {}{more}", first.message);
+            (STATUS_FALSE, first.reason.as_str(), message)
+        }
     };
-    let more = match unconfined.len() - 1 {
-        0 => String::new(),
-        n => format!(" (and {n} more tasks)"),
-    };
-    let message = format!("task {task}: {}{more}", first.message);
     Some(condition(
         CONFINED,
-        STATUS_FALSE,
-        &first.reason,
+        status,
+        reason,
         message,
         observed_generation,
         now,

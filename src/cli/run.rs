@@ -297,6 +297,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 chosen.feature.spec.agent.client_fs.runner_args(),
                 confinement.runner_args(),
                 gateway_args(chosen.feature.spec.agent.gateway.as_ref(), &state)?,
+                vec!["--keep-out".to_owned(), state.display().to_string()],
             ]
             .concat(),
             env: feature.agent_env.clone(),

@@ -99,6 +99,10 @@ pub struct Args {
     /// warning where the kernel cannot; required makes that a misconfiguration; disabled does not confine.
     #[arg(long, env = "RALPH_CONFINEMENT", value_enum, default_value_t = Confinement::BestEffort)]
     pub confinement: Confinement,
+    /// Keep this path out of the confined agent's reach too, besides the runner's binary,
+    /// result and heartbeat files (repeatable; `ralph run` passes its state directory).
+    #[arg(long, value_name = "PATH")]
+    pub keep_out: Vec<PathBuf>,
     /// Cancel the attempt when the parent process dies (Linux: PR_SET_PDEATHSIG).
     #[arg(long)]
     pub die_with_parent: bool,
@@ -198,6 +202,7 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
             .result_file
             .iter()
             .chain(&args.result_copy)
+            .chain(&args.keep_out)
             .cloned()
             .collect(),
         gateway: GatewaySettings {

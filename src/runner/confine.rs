@@ -84,7 +84,7 @@ impl Layout {
     /// What the agent may write: the workspace (unless read-only), HOME and the temp
     /// directory, minus the runner's files and a read-only workspace inside them.
     pub(crate) fn grants(&self) -> Result<Grants, ConfineError> {
-        let mut kept_out = self.runner_files.clone();
+        let mut kept_out = outermost(&self.runner_files);
         let mut grants = Grants::default();
         if self.read_only {
             kept_out.push(self.workspace.clone());
@@ -113,6 +113,21 @@ impl Layout {
         }
         Ok(grants)
     }
+}
+
+/// `paths` without those inside another of them.
+fn outermost(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut outer: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        if !paths
+            .iter()
+            .any(|other| other != path && path.starts_with(other))
+            && !outer.contains(path)
+        {
+            outer.push(path.clone());
+        }
+    }
+    outer
 }
 
 /// `root` without the paths in `kept_out`: `root` itself when none lies in it, else its
@@ -399,6 +414,23 @@ mod tests {
         let grants = layout.grants().unwrap();
         assert_eq!(grants.problems.len(), 1, "{grants:?}");
         assert!(grants.problems[0].contains("result.json lies in the workspace"));
+    }
+
+    #[test]
+    fn a_state_directory_holding_the_runner_files_is_one_problem_in_the_workspace() {
+        let tree = Tree::new(&["project/.ralph/attempts/a1/result.json", "tmp"]);
+        let layout = Layout {
+            workspace: tree.path("project"),
+            home: None,
+            runner_files: vec![
+                tree.path("project/.ralph/attempts/a1/result.json"),
+                tree.path("project/.ralph"),
+            ],
+            ..tree.layout(false)
+        };
+        let grants = layout.grants().unwrap();
+        assert_eq!(grants.problems.len(), 1, "{grants:?}");
+        assert!(grants.problems[0].contains(".ralph lies in the workspace"));
     }
 
     #[test]

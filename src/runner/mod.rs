@@ -30,4 +30,5 @@ pub use attempt::run_attempt;
 pub use config::RunnerConfig;
 pub use error::RunnerError;
 pub use events::EventLog;
+pub use process::children_of;
 pub use result::{fit_result, write_result};

@@ -168,7 +168,7 @@ pub fn kill_adopted() -> Vec<u32> {
 const ADOPTED_SWEEPS: usize = 10;
 
 /// The live (not zombie) processes whose parent is `parent`, from /proc.
-fn children_of(parent: u32) -> Vec<u32> {
+pub fn children_of(parent: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

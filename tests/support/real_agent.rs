@@ -264,30 +264,9 @@ fn log_file(path: &Path) -> File {
     File::create(path).expect("create a log file")
 }
 
-/// The processes whose parent is `parent` (read from /proc).
-pub fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
-                    let after = stat.rsplit_once(')')?.1;
-                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(parent)
-        })
-        .collect()
-}
-
 /// Sends SIGKILL to every child of the runner `child` (the agent); returns how many.
 pub fn kill_agent_of(child: &Child) -> usize {
-    let agents = children_of(child.id());
+    let agents = ralph::runner::children_of(child.id());
     for pid in &agents {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(*pid).expect("pid fits i32"));
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
