@@ -450,6 +450,12 @@ impl<'a> Run<'a> {
             format!("[{}] {}", decision.event.reason, decision.event.message),
         ));
         self.display.show(&ended_event(task, &concluded, now_ms));
+        if let Some(message) = unused_model_hint(&concluded.row, result) {
+            self.display.show(&RunEvent::Warning {
+                task: Some(task.to_owned()),
+                message,
+            });
+        }
         for warning in &concluded.budget_warnings {
             transition
                 .events
@@ -588,4 +594,19 @@ fn send_signal(pid: u32, signal: Signal) {
         // The process may have exited meanwhile; its end is reported separately.
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
     }
+}
+
+/// A `<next-model>` hint that came with a verdict that ended the task: there is no next
+/// attempt to use it for, which the user is told instead of the hint vanishing.
+fn unused_model_hint(
+    row: &crate::local::store::TaskRow,
+    result: Option<&crate::engine::attempt::AttemptResult>,
+) -> Option<String> {
+    let hint = result?.sigils.next_model.as_deref()?;
+    (row.phase == crate::engine::dag::TaskPhase::Done).then(|| {
+        format!(
+            "<next-model>{hint}</next-model> came with the task done: a hint is for the same \
+             task's next attempt, and a done task has none, so it is not used"
+        )
+    })
 }
