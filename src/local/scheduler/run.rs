@@ -60,7 +60,9 @@ impl<'a> Run<'a> {
             stopped: store.meta(keys::STOPPED)?,
             rests: crate::local::selection::load_rests(store)?,
             spent: crate::local::budget::attempt_totals(&store.attempts(None)?),
-            tokens_unreported: crate::local::budget::tokens_unreported(&store.attempts(None)?),
+            tokens_unreported: crate::local::budget::answered_without_tokens(
+                &store.attempts(None)?,
+            ),
         };
         let plan = Planner::new(feature, options, loaded, now_ms)?;
         store.set_meta(keys::OUTCOME, None)?;
