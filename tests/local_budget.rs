@@ -220,8 +220,24 @@ fn tokens_the_agent_does_not_report_are_warned_about_under_max_tokens() {
     assert_mentions(
         &stdout(&output),
         &[
-            "1 attempt reported no tokens",
+            "1 attempt answered without reporting tokens",
             "maxTokens (1000) counts only reported tokens",
         ],
+    );
+}
+
+#[test]
+fn a_crash_without_a_token_count_is_not_warned_about_under_max_tokens() {
+    let manifest = one_task_feature("crashy", "  budget:\n    maxTokens: 1000\n", "a");
+    let script = "tasks:\n  a:\n    - [ {stderr: \"Error: reset\"}, {exit: 1} ]\n    \
+                  - [ {usage: {input_tokens: 10, output_tokens: 2}}, \
+                  {text: \"<task-done>a</task-done>\"} ]\n";
+    let project = Project::new(&manifest, script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    assert!(
+        !stdout(&output).contains("without reporting tokens"),
+        "{}",
+        describe(&output)
     );
 }

@@ -441,3 +441,21 @@ fn a_repository_without_a_commit_is_refused_up_front_naming_the_fix() {
     );
     assert!(project.attempts().is_empty(), "no attempt started");
 }
+
+#[test]
+fn reset_removes_the_kept_worktrees_and_keeps_the_feature_branch() {
+    let project = git_project(&one_task_feature("over", "", "t"), CRASH);
+    project.run_to_success(&[]);
+    let kept = worktree(&project, "t", 1);
+    assert!(kept.exists(), "the crashed attempt's worktree is kept");
+    let reset = Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .args(["reset", "feature.yaml"])
+        .current_dir(project.dir.path())
+        .output()
+        .expect("ralph reset");
+    assert_eq!(reset.status.code(), Some(0), "{}", describe(&reset));
+    assert!(!kept.exists(), "the worktree is removed");
+    let dir = project.dir.path();
+    assert_eq!(git(dir, &["branch", "--list", "ralph-work/*"]), "");
+    assert_eq!(file_on(&project, "ralph/over", "whole.txt"), "whole");
+}

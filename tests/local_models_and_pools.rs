@@ -145,3 +145,16 @@ fn the_prompt_says_a_model_hint_is_for_this_tasks_next_attempt() {
         "{prompt}"
     );
 }
+
+#[test]
+fn a_model_hint_given_with_task_done_is_said_to_be_unused() {
+    let script = "models: [small, large]\ndefault:\n  \
+                  - text: \"Done. <next-model>large</next-model> <task-done>{task}</task-done>\"\n";
+    let project = Project::new(&model_feature("fixed"), script);
+    let output = project.run_to_success(&[]);
+    let warned = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.contains("\"warning\""))
+        .any(|line| line.contains("<next-model>large</next-model> came with the task done"));
+    assert!(warned, "{}", describe(&output));
+}

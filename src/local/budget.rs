@@ -31,6 +31,18 @@ pub fn tokens_unreported<'a>(attempts: impl IntoIterator<Item = &'a AttemptRow>)
     u32::try_from(count).unwrap_or(u32::MAX)
 }
 
+/// How many of `attempts` answered their turn (a stop reason) without reporting any
+/// tokens: their agent does not report tokens, so a token budget never counts its work. A
+/// crash's missing count is not one of them (the turn was cut off before the agent said).
+pub fn answered_without_tokens<'a>(attempts: impl IntoIterator<Item = &'a AttemptRow>) -> u32 {
+    let count = attempts
+        .into_iter()
+        .filter(|attempt| attempt.details.stop_reason.is_some())
+        .filter(|attempt| attempt.details.usage.total_tokens() == 0)
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
 /// The totals of `task`'s ended attempts.
 pub fn task_totals(task: &str, attempts: &[AttemptRow]) -> UsageTotals {
     attempt_totals(attempts.iter().filter(|attempt| attempt.task == task))

@@ -46,7 +46,8 @@ pub(super) struct Loaded {
     pub rests: Rests,
     /// What the ended attempts spent (derived from the stored attempts).
     pub spent: UsageTotals,
-    /// Ended attempts that reported no tokens ([`crate::local::budget::tokens_unreported`]).
+    /// Attempts that answered without reporting tokens
+    /// ([`crate::local::budget::answered_without_tokens`]).
     pub tokens_unreported: u32,
 }
 
@@ -128,7 +129,7 @@ pub(super) struct Planner<'a> {
     halted: Option<String>,
     rests: Rests,
     spent: UsageTotals,
-    /// Ended attempts that reported no tokens.
+    /// Attempts that answered without reporting tokens.
     tokens_unreported: u32,
     wake_at_ms: Option<i64>,
     announced_wait_ms: Option<i64>,
@@ -664,12 +665,12 @@ impl<'a> Planner<'a> {
         let was_spent = self.budget_spent().is_some();
         let was_unknown = budget.unknown_cost_warning(&self.spent).is_some();
         let was_unreported = self.tokens_unreported > 0;
-        let usage = match end {
-            AttemptEnd::Reported(result) => Some(&result.usage),
+        let result = match end {
+            AttemptEnd::Reported(result) => Some(result),
             _ => None,
         };
-        self.spent.add_attempt(usage);
-        if usage.is_none_or(|usage| usage.total_tokens() == 0) {
+        self.spent.add_attempt(result.map(|result| &result.usage));
+        if result.is_some_and(|r| r.stop_reason.is_some() && r.usage.total_tokens() == 0) {
             self.tokens_unreported += 1;
         }
         let spent = self.budget_spent().filter(|_| !was_spent).map(|spent| {
@@ -692,8 +693,8 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// A warning while `maxTokens` is set and `count` attempts reported no tokens: the token
-/// budget counts only reported tokens, so it may never stop the feature.
+/// A warning while `maxTokens` is set and `count` attempts answered without reporting
+/// tokens: the token budget counts only reported tokens, so it may never stop the feature.
 fn unreported_tokens_warning(budget: &Budget, count: u32) -> Option<String> {
     let limit = budget.max_tokens?;
     let attempts = match count {
@@ -706,9 +707,9 @@ fn unreported_tokens_warning(budget: &Budget, count: u32) -> Option<String> {
         None => "set budget.maxCostUSD or spec.maxIterations to bound them".to_owned(),
     };
     Some(format!(
-        "{attempts} reported no tokens (the agent does not report them, or the attempt ended \
-         without a result); maxTokens ({limit}) counts only reported tokens, so it may stop \
-         the feature late or never: {backstop}"
+        "{attempts} answered without reporting tokens (the agent does not report them); \
+         maxTokens ({limit}) counts only reported tokens, so it may stop the feature late or \
+         never: {backstop}"
     ))
 }
 

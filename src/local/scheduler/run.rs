@@ -61,7 +61,9 @@ impl<'a> Run<'a> {
             stopped: store.meta(keys::STOPPED)?,
             rests: crate::local::selection::load_rests(store)?,
             spent: crate::local::budget::attempt_totals(&store.attempts(None)?),
-            tokens_unreported: crate::local::budget::tokens_unreported(&store.attempts(None)?),
+            tokens_unreported: crate::local::budget::answered_without_tokens(
+                &store.attempts(None)?,
+            ),
         };
         let plan = Planner::new(feature, options, loaded, now_ms)?;
         store.set_meta(keys::OUTCOME, None)?;
@@ -457,6 +459,12 @@ impl<'a> Run<'a> {
             format!("[{}] {}", decision.event.reason, decision.event.message),
         ));
         self.display.show(&ended_event(task, &concluded, now_ms));
+        if let Some(message) = unused_model_hint(&concluded.row, result) {
+            self.display.show(&RunEvent::Warning {
+                task: Some(task.to_owned()),
+                message,
+            });
+        }
         for warning in &concluded.budget_warnings {
             transition
                 .events
@@ -616,4 +624,19 @@ fn confinement_warnings(display: &mut Display, task: &str, ended: &Ended) {
             message: format!("confinement: {problem}"),
         });
     }
+}
+
+/// A `<next-model>` hint that came with a verdict that ended the task: there is no next
+/// attempt to use it for, which the user is told instead of the hint vanishing.
+fn unused_model_hint(
+    row: &crate::local::store::TaskRow,
+    result: Option<&crate::engine::attempt::AttemptResult>,
+) -> Option<String> {
+    let hint = result?.sigils.next_model.as_deref()?;
+    (row.phase == crate::engine::dag::TaskPhase::Done).then(|| {
+        format!(
+            "<next-model>{hint}</next-model> came with the task done: a hint is for the same \
+             task's next attempt, and a done task has none, so it is not used"
+        )
+    })
 }
