@@ -52,6 +52,15 @@ fn assert_metered_as_sent(ended: &Ended, fake: &ModelServer) {
     );
 }
 
+/// The attempt of `task` ended `limitReached` once its first main call had spent the
+/// share: the next call never reached the fake, and every token sent is recorded.
+fn assert_refused_after_the_first_call(ended: &Ended, fake: &ModelServer, task: &str) {
+    ended.assert_outcome(OutcomeClass::LimitReached);
+    ended.assert_exit(EXIT_LIMIT_REACHED);
+    assert_eq!(fake.main_requests(task).len(), 1, "{}", fake.traffic());
+    assert_metered_as_sent(ended, fake);
+}
+
 /// The fake saw only the real key, never the placeholder the agent was given.
 fn assert_only_the_real_key_reached(fake: &ModelServer) {
     assert_only_key_reached(fake, FAKE_API_KEY);
@@ -204,17 +213,9 @@ fn a_budget_spent_mid_turn_ends_the_attempt_limit_reached() {
     ];
     let (ended, fake) = scenario::run(claude_behind_gateway, &attempt, turns);
 
-    ended.assert_outcome(OutcomeClass::LimitReached);
-    ended.assert_exit(EXIT_LIMIT_REACHED);
-    assert_eq!(
-        fake.main_requests("over-budget").len(),
-        1,
-        "{}",
-        fake.traffic()
-    );
+    assert_refused_after_the_first_call(&ended, &fake, "over-budget");
     assert!(attempt.workspace().join("first.txt").exists());
     assert!(!attempt.workspace().join("second.txt").exists());
-    assert_metered_as_sent(&ended, &fake);
     let refusal = ended.result.budget_refusal.clone().unwrap_or_default();
     assert!(refusal.contains("of 1000 tokens"), "{refusal}");
     eprintln!(
@@ -659,15 +660,7 @@ fn a_gemini_budget_spent_mid_turn_ends_the_attempt_limit_reached() {
     ];
     let (ended, fake) = scenario::run(gemini, &attempt, turns);
 
-    ended.assert_outcome(OutcomeClass::LimitReached);
-    ended.assert_exit(EXIT_LIMIT_REACHED);
-    assert_eq!(
-        fake.main_requests("gemini-budget").len(),
-        1,
-        "{}",
-        fake.traffic()
-    );
-    assert_metered_as_sent(&ended, &fake);
+    assert_refused_after_the_first_call(&ended, &fake, "gemini-budget");
 }
 
 /// Prints what the agent reported beside what the gateway metered (for docs/gateway.md).
