@@ -600,6 +600,32 @@ fn codexs_reviewer_calls_are_metered_too() {
     print_reported_and_metered("codex-acp with its reviewer", &ended);
 }
 
+#[test]
+fn an_agent_ralph_does_not_know_goes_through_the_gateway_of_the_provider_named() {
+    // claude-agent-acp under another name: without --gateway-provider it would hold the key.
+    let attempt = Attempt::new("renamed").with_runner_args(&["--gateway-provider", "anthropic"]);
+    let renamed = |script: Script, home: &Path| {
+        let (fake, mut launch) = claude(script, home);
+        let alias = home.join("my-agent");
+        std::os::unix::fs::symlink(&launch.program, &alias).expect("alias the agent");
+        launch.program = alias;
+        (fake, launch)
+    };
+    let turns = vec![
+        FakeAnthropic::bash("env > env.txt"),
+        Turn::text("<task-done>renamed</task-done>"),
+    ];
+    let (ended, fake) = scenario::run(renamed, &attempt, turns);
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    assert_metered_as_sent(&ended, &fake);
+    let env = std::fs::read_to_string(attempt.workspace().join("env.txt")).unwrap_or_default();
+    assert!(
+        !env.contains(FAKE_API_KEY),
+        "the key stays out of the agent's environment"
+    );
+}
+
 /// A port on 127.0.0.1 free a moment ago.
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");

@@ -178,7 +178,9 @@ impl<'a> PodGateway<'a> {
     pub fn of(agent: &'a AgentSpec) -> Option<PodGateway<'a>> {
         let spec = agent.gateway.as_ref().filter(|spec| spec.enabled)?;
         let credential = spec.credential.as_ref()?;
-        let provider = Provider::of_agent(&agent.command)?;
+        let provider = spec
+            .provider
+            .or_else(|| Provider::of_agent(&agent.command))?;
         Some(PodGateway {
             provider,
             spec,
@@ -323,6 +325,17 @@ mod tests {
         };
         assert_eq!(value("ANTHROPIC_BASE_URL"), ["http://127.0.0.1:4100"]);
         assert_eq!(value("ANTHROPIC_API_KEY"), [POD_PLACEHOLDER]);
+    }
+
+    #[test]
+    fn an_agent_ralph_does_not_know_gets_a_gateway_when_its_provider_is_named() {
+        let mut agent = claude_with_gateway(true);
+        agent.command = vec!["fast-agent".to_owned(), "go".to_owned()];
+        assert!(PodGateway::of(&agent).is_none());
+        if let Some(gateway) = agent.gateway.as_mut() {
+            gateway.provider = Some(Provider::Anthropic);
+        }
+        assert!(PodGateway::of(&agent).is_some());
     }
 
     #[test]
