@@ -68,6 +68,7 @@ async fn start(leader_election: Option<ElectionConfig>) -> Running {
         metrics_addr: None,
         instance: "replica-a".to_owned(),
         finished_pod_ttl: Duration::from_secs(3600),
+        gateway_prices: Default::default(),
     };
     let stop = CancellationToken::new();
     let token = stop.clone();

@@ -52,6 +52,15 @@ fn assert_metered_as_sent(ended: &Ended, fake: &ModelServer) {
     );
 }
 
+/// The attempt of `task` ended `limitReached` once its first main call had spent the
+/// share: the next call never reached the fake, and every token sent is recorded.
+fn assert_refused_after_the_first_call(ended: &Ended, fake: &ModelServer, task: &str) {
+    ended.assert_outcome(OutcomeClass::LimitReached);
+    ended.assert_exit(EXIT_LIMIT_REACHED);
+    assert_eq!(fake.main_requests(task).len(), 1, "{}", fake.traffic());
+    assert_metered_as_sent(ended, fake);
+}
+
 /// The fake saw only the real key, never the placeholder the agent was given.
 fn assert_only_the_real_key_reached(fake: &ModelServer) {
     assert_only_key_reached(fake, FAKE_API_KEY);
@@ -204,17 +213,9 @@ fn a_budget_spent_mid_turn_ends_the_attempt_limit_reached() {
     ];
     let (ended, fake) = scenario::run(claude_behind_gateway, &attempt, turns);
 
-    ended.assert_outcome(OutcomeClass::LimitReached);
-    ended.assert_exit(EXIT_LIMIT_REACHED);
-    assert_eq!(
-        fake.main_requests("over-budget").len(),
-        1,
-        "{}",
-        fake.traffic()
-    );
+    assert_refused_after_the_first_call(&ended, &fake, "over-budget");
     assert!(attempt.workspace().join("first.txt").exists());
     assert!(!attempt.workspace().join("second.txt").exists());
-    assert_metered_as_sent(&ended, &fake);
     let refusal = ended.result.budget_refusal.clone().unwrap_or_default();
     assert!(refusal.contains("of 1000 tokens"), "{refusal}");
     eprintln!(
@@ -599,6 +600,32 @@ fn codexs_reviewer_calls_are_metered_too() {
     print_reported_and_metered("codex-acp with its reviewer", &ended);
 }
 
+#[test]
+fn an_agent_ralph_does_not_know_goes_through_the_gateway_of_the_provider_named() {
+    // claude-agent-acp under another name: without --gateway-provider it would hold the key.
+    let attempt = Attempt::new("renamed").with_runner_args(&["--gateway-provider", "anthropic"]);
+    let renamed = |script: Script, home: &Path| {
+        let (fake, mut launch) = claude(script, home);
+        let alias = home.join("my-agent");
+        std::os::unix::fs::symlink(&launch.program, &alias).expect("alias the agent");
+        launch.program = alias;
+        (fake, launch)
+    };
+    let turns = vec![
+        FakeAnthropic::bash("env > env.txt"),
+        Turn::text("<task-done>renamed</task-done>"),
+    ];
+    let (ended, fake) = scenario::run(renamed, &attempt, turns);
+
+    ended.assert_outcome(OutcomeClass::Finished);
+    assert_metered_as_sent(&ended, &fake);
+    let env = std::fs::read_to_string(attempt.workspace().join("env.txt")).unwrap_or_default();
+    assert!(
+        !env.contains(FAKE_API_KEY),
+        "the key stays out of the agent's environment"
+    );
+}
+
 /// A port on 127.0.0.1 free a moment ago.
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
@@ -659,15 +686,7 @@ fn a_gemini_budget_spent_mid_turn_ends_the_attempt_limit_reached() {
     ];
     let (ended, fake) = scenario::run(gemini, &attempt, turns);
 
-    ended.assert_outcome(OutcomeClass::LimitReached);
-    ended.assert_exit(EXIT_LIMIT_REACHED);
-    assert_eq!(
-        fake.main_requests("gemini-budget").len(),
-        1,
-        "{}",
-        fake.traffic()
-    );
-    assert_metered_as_sent(&ended, &fake);
+    assert_refused_after_the_first_call(&ended, &fake, "gemini-budget");
 }
 
 /// Prints what the agent reported beside what the gateway metered (for docs/gateway.md).

@@ -15,15 +15,17 @@ pub const EMPTY_BUDGET_MESSAGE: &str =
 
 /// Limits on what a Feature's attempts may spend in all. Once a limit is reached no new
 /// attempt starts; attempts already running finish and are counted; the feature ends with
-/// outcome LimitReached. Only what agents report is counted: an attempt whose agent
-/// reports no cost (codex-acp) adds nothing to the cost, and the Feature's
-/// CostReported condition says so; maxTokens bounds every agent that reports tokens.
+/// outcome LimitReached. With the model gateway (spec.agent.gateway) each attempt gets a
+/// share and is stopped mid-turn once it is used, and what the gateway metered is counted;
+/// without it only what agents report is counted: an attempt whose agent reports no cost
+/// (codex-acp) adds nothing to the cost, and the Feature's CostReported condition says so;
+/// maxTokens bounds every agent that reports tokens.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.maxCostUSD) || has(self.maxTokens)").message(EMPTY_BUDGET_MESSAGE))]
 pub struct BudgetSpec {
-    /// Most US dollars the attempts may cost, as reported by the agents: a quoted decimal
-    /// string such as "12.50" (at most 6 decimals).
+    /// Most US dollars the attempts may cost (priced by the gateway, or as the agents report
+    /// it): a quoted decimal string such as "12.50" (at most 6 decimals).
     #[serde(
         rename = "maxCostUSD",
         default,
@@ -33,7 +35,8 @@ pub struct BudgetSpec {
     #[x_kube(validation = Rule::new("self.matches('^[0-9]{1,9}([.][0-9]{1,6})?$') && self.matches('[1-9]')").message(MAX_COST_USD_RULE_MESSAGE))]
     pub max_cost_usd: Option<String>,
 
-    /// Most tokens (input plus output, as the agents report them) the attempts may use.
+    /// Most tokens (input plus output, as the gateway metered them or the agents reported
+    /// them) the attempts may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_tokens: Option<u64>,

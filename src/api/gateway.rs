@@ -24,6 +24,12 @@ pub struct GatewaySpec {
     #[serde(default = "enabled")]
     pub enabled: bool,
 
+    /// The model API the agent speaks, for an agent ralph does not recognise by its command
+    /// (e.g. fast-agent against Anthropic): anthropic, openai or gemini. Default: from the
+    /// command (claude-agent-acp, codex-acp, gemini-cli); other agents run without a gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<crate::gateway::Provider>,
+
     /// The model API the gateway forwards to (a company proxy, a regional endpoint).
     /// Default: the provider's public API.
     #[serde(rename = "baseURL", default, skip_serializing_if = "Option::is_none")]
@@ -45,6 +51,7 @@ impl Default for GatewaySpec {
     fn default() -> Self {
         GatewaySpec {
             enabled: true,
+            provider: None,
             base_url: None,
             credential: None,
             prices: BTreeMap::new(),
@@ -83,6 +90,9 @@ impl GatewaySpec {
         let mut args = Vec::new();
         if !self.enabled {
             args.extend(["--gateway".to_owned(), "off".to_owned()]);
+        }
+        if let Some(provider) = self.provider {
+            args.extend(["--gateway-provider".to_owned(), provider.name().to_owned()]);
         }
         if let Some(url) = &self.base_url {
             args.extend(["--gateway-upstream".to_owned(), url.clone()]);

@@ -65,6 +65,11 @@ pub struct Args {
     /// How long finished agent Pods are kept for `kubectl logs` before they are deleted.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
     pub finished_pod_ttl: Duration,
+    /// Cluster-wide model prices (YAML: MODEL: {input, output, cacheRead, cacheWrite}, US
+    /// dollars per million tokens) for agent Pods' gateways, over the built-in table; a
+    /// Feature's `gateway.prices` win (the chart mounts it from a ConfigMap).
+    #[arg(long, value_name = "FILE")]
+    pub gateway_prices: Option<std::path::PathBuf>,
     /// How long the API server may take to answer a Kubernetes API request (the wait for a
     /// token of `--kube-api-qps` is not counted).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
@@ -78,6 +83,16 @@ fn parse_native(value: &str) -> Result<NativeSidecars, String> {
         "false" => Ok(NativeSidecars::Never),
         other => Err(format!("`{other}` is not auto, true or false")),
     }
+}
+
+/// The cluster-wide price table in `file` (YAML), if any.
+fn gateway_prices(file: Option<&std::path::Path>) -> anyhow::Result<crate::gateway::PriceTable> {
+    let Some(file) = file else {
+        return Ok(crate::gateway::PriceTable::default());
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the gateway price table {}", file.display()))?;
+    crate::gateway::PriceTable::parse(&text).with_context(|| format!("{}", file.display()))
 }
 
 /// Runs `ralph controller`.
@@ -135,6 +150,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         metrics_addr: Some(args.metrics_addr),
         instance,
         finished_pod_ttl: args.finished_pod_ttl,
+        gateway_prices: gateway_prices(args.gateway_prices.as_deref())?,
     };
     crate::controller::run(client, config, crate::controller::shutdown::signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -111,6 +111,10 @@ pub struct Args {
     /// gateway's URL and a placeholder key); off leaves the agent's environment as it is.
     #[arg(long, value_enum, default_value_t = GatewayMode::Auto)]
     pub gateway: GatewayMode,
+    /// The model API the agent speaks (anthropic, openai, gemini), for an agent ralph does
+    /// not recognise by its command.
+    #[arg(long, value_name = "PROVIDER", value_parser = crate::gateway::sidecar::parse_provider)]
+    pub gateway_provider: Option<crate::gateway::Provider>,
     /// The model API the gateway forwards to [default: the provider's base URL variable,
     /// e.g. ANTHROPIC_BASE_URL, else the public API].
     #[arg(long, value_name = "URL")]
@@ -207,6 +211,7 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
             .collect(),
         gateway: GatewaySettings {
             mode: args.gateway,
+            provider: args.gateway_provider,
             upstream: args.gateway_upstream,
             prices: prices(args.gateway_prices.as_deref())?,
             allowance: Allowance {

@@ -102,6 +102,8 @@ pub struct PodSettings {
     pub service_account: String,
     /// Native or plain sidecar.
     pub sidecar: SidecarMode,
+    /// Cluster-wide model prices for the gateways (docs/gateway.md); a Feature's own win.
+    pub gateway_prices: crate::gateway::PriceTable,
 }
 
 /// Everything one attempt's Pod is built from.
@@ -352,7 +354,9 @@ fn sidecar_container(input: &AttemptPod<'_>, settings: &PodSettings) -> Containe
         name: SIDECAR_CONTAINER.to_owned(),
         image: Some(settings.ralph_image.clone()),
         args: Some(args),
-        env: gateway.as_ref().map(PodGateway::sidecar_env),
+        env: gateway
+            .as_ref()
+            .map(|gateway| gateway.sidecar_env(&settings.gateway_prices)),
         restart_policy,
         security_context: Some(restricted()),
         resources: Some(small_resources()),

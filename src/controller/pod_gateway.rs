@@ -14,10 +14,10 @@ use crate::api::gateway::{CredentialKindSpec, GatewayCredential, GatewaySpec};
 use crate::api::{AgentSpec, Feature, Task};
 use crate::engine::budget::Allowance;
 use crate::engine::lifecycle::RunView;
-use crate::gateway::Provider;
 use crate::gateway::sidecar::{
     CREDENTIAL_SOURCE_VARIABLE, CREDENTIAL_VARIABLE, POD_LISTEN, POD_PLACEHOLDER, PRICES_VARIABLE,
 };
+use crate::gateway::{PriceTable, Provider};
 
 /// Annotation on agent Pods: the share of the Feature's budget the attempt's gateway
 /// enforces (JSON), read back while the attempt runs to share the rest.
@@ -178,7 +178,9 @@ impl<'a> PodGateway<'a> {
     pub fn of(agent: &'a AgentSpec) -> Option<PodGateway<'a>> {
         let spec = agent.gateway.as_ref().filter(|spec| spec.enabled)?;
         let credential = spec.credential.as_ref()?;
-        let provider = Provider::of_agent(&agent.command)?;
+        let provider = spec
+            .provider
+            .or_else(|| Provider::of_agent(&agent.command))?;
         Some(PodGateway {
             provider,
             spec,
@@ -228,8 +230,8 @@ impl<'a> PodGateway<'a> {
     }
 
     /// The sidecar's variables: the credential from the Secret key, where it comes from,
-    /// and the Feature's prices.
-    pub fn sidecar_env(&self) -> Vec<EnvVar> {
+    /// and the prices (the cluster's, the Feature's over them).
+    pub fn sidecar_env(&self, cluster_prices: &PriceTable) -> Vec<EnvVar> {
         let reference = &self.credential.secret_key_ref;
         let mut env = vec![
             EnvVar {
@@ -245,8 +247,9 @@ impl<'a> PodGateway<'a> {
                 &format!("Secret {} key {}", reference.name, reference.key),
             ),
         ];
-        if !self.spec.prices.is_empty()
-            && let Ok(json) = serde_json::to_string(&self.spec.prices)
+        let prices = cluster_prices.clone().with(&self.spec.price_table());
+        if !prices.is_empty()
+            && let Ok(json) = serde_json::to_string(&prices)
         {
             env.push(env_var(PRICES_VARIABLE, &json));
         }
@@ -302,7 +305,10 @@ mod tests {
         let mut agent_env = agent.env.clone();
         gateway.agent_env(&mut agent_env);
         assert!(secret_refs(&agent_env).is_empty());
-        assert_eq!(secret_refs(&gateway.sidecar_env()), ["models/anthropic"]);
+        assert_eq!(
+            secret_refs(&gateway.sidecar_env(&PriceTable::default())),
+            ["models/anthropic"]
+        );
     }
 
     #[test]
@@ -320,6 +326,17 @@ mod tests {
         };
         assert_eq!(value("ANTHROPIC_BASE_URL"), ["http://127.0.0.1:4100"]);
         assert_eq!(value("ANTHROPIC_API_KEY"), [POD_PLACEHOLDER]);
+    }
+
+    #[test]
+    fn an_agent_ralph_does_not_know_gets_a_gateway_when_its_provider_is_named() {
+        let mut agent = claude_with_gateway(true);
+        agent.command = vec!["fast-agent".to_owned(), "go".to_owned()];
+        assert!(PodGateway::of(&agent).is_none());
+        if let Some(gateway) = agent.gateway.as_mut() {
+            gateway.provider = Some(Provider::Anthropic);
+        }
+        assert!(PodGateway::of(&agent).is_some());
     }
 
     #[test]
@@ -421,6 +438,35 @@ mod tests {
         feature.spec.agent = claude_with_gateway(true);
         set_gateway_condition(&feature, &mut list, now);
         assert!(list.is_empty());
+    }
+
+    #[test]
+    fn the_sidecar_gets_the_cluster_prices_with_the_features_over_them() {
+        let mut agent = claude_with_gateway(true);
+        if let Some(gateway) = agent.gateway.as_mut() {
+            let price = |dollars: u64| crate::gateway::prices::ModelPrice {
+                input: crate::engine::budget::MicroUsd(dollars * 1_000_000),
+                output: crate::engine::budget::MicroUsd(dollars * 1_000_000),
+                cache_read: None,
+                cache_write: None,
+            };
+            gateway.prices = BTreeMap::from([("m-1".to_owned(), price(2))]);
+        }
+        let cluster = PriceTable::parse(
+            "m-1: {input: \"1\", output: \"1\"}\nm-2: {input: \"3\", output: \"3\"}",
+        )
+        .expect("cluster prices");
+        let env = PodGateway::of(&agent)
+            .expect("a gateway")
+            .sidecar_env(&cluster);
+        let json = env
+            .iter()
+            .find(|e| e.name == PRICES_VARIABLE)
+            .and_then(|e| e.value.clone())
+            .expect("prices given");
+        let given = PriceTable::parse(&json).expect("readable");
+        assert_eq!(given.price("m-1").map(|p| p.input.0), Some(2_000_000));
+        assert_eq!(given.price("m-2").map(|p| p.input.0), Some(3_000_000));
     }
 
     #[test]

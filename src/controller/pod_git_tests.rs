@@ -70,6 +70,7 @@ fn pod_with(git: &GitWorkspace, kind: GitAttemptKind) -> Pod {
         ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
         service_account: "ralph-agent".to_owned(),
         sidecar: SidecarMode::Native,
+        gateway_prices: Default::default(),
     };
     let mut pod = attempt_pod(&input, &settings).expect("pod builds");
     add_git_steps(

@@ -31,6 +31,7 @@ fn settings(sidecar: SidecarMode) -> PodSettings {
         ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
         service_account: "ralph-agent".to_owned(),
         sidecar,
+        gateway_prices: Default::default(),
     }
 }
 

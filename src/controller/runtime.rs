@@ -78,6 +78,8 @@ pub struct ControllerConfig {
     pub instance: String,
     /// How long finished agent Pods are kept (for `kubectl logs`) before they are deleted.
     pub finished_pod_ttl: Duration,
+    /// Cluster-wide model prices for agent Pods' gateways (a Feature's own win).
+    pub gateway_prices: crate::gateway::PriceTable,
 }
 
 impl ControllerConfig {
@@ -320,6 +322,7 @@ impl Term<'_> {
                 ralph_image: self.config.ralph_image.clone(),
                 service_account: self.config.agent_service_account.clone(),
                 sidecar: self.sidecar,
+                gateway_prices: self.config.gateway_prices.clone(),
             },
             slots: Slots::new(self.config.max_concurrent_attempts),
             events: Events::new(recorder, self.config.call_limit()),

@@ -60,6 +60,7 @@ fn pod(kind: AttemptKind, verify: &VerifySpec) -> Pod {
         ralph_image: "ralph:1".to_owned(),
         service_account: "ralph-agent".to_owned(),
         sidecar: SidecarMode::Native,
+        gateway_prices: Default::default(),
     };
     attempt_pod(&input, &settings).expect("pod")
 }

@@ -7,7 +7,17 @@ use serde_json::{Value, json};
 use super::usage::WireUsage;
 
 /// A model API wire format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// Anthropic Messages (claude-agent-acp, Claude Code).

@@ -46,7 +46,8 @@ pub struct SidecarGatewayArgs {
     pub budget_cost: Option<MicroUsd>,
 }
 
-fn parse_provider(name: &str) -> Result<Provider, String> {
+/// The provider `name` names, or an error naming the known ones.
+pub(crate) fn parse_provider(name: &str) -> Result<Provider, String> {
     Provider::named(name).ok_or_else(|| {
         format!("unknown model API provider `{name}` (expected anthropic, openai or gemini)")
     })

@@ -32,6 +32,8 @@ pub enum GatewayMode {
 pub struct GatewaySettings {
     /// On or off.
     pub mode: GatewayMode,
+    /// The API the agent speaks (default: from the agent command).
+    pub provider: Option<Provider>,
     /// The real endpoint (default: the provider's base URL variable in the runner's
     /// environment, else the provider's public API).
     pub upstream: Option<String>,
@@ -74,7 +76,10 @@ pub(super) async fn open(config: &RunnerConfig) -> Result<AgentGateway, Misconfi
     if settings.mode == GatewayMode::Off || settings.remote.is_some() {
         return Ok(AgentGateway::none());
     }
-    let Some(provider) = Provider::of_agent(&config.agent_command) else {
+    let provider = settings
+        .provider
+        .or_else(|| Provider::of_agent(&config.agent_command));
+    let Some(provider) = provider else {
         return Ok(AgentGateway::none());
     };
     let Some(credential) = credential_from_env(provider)? else {

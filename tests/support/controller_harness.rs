@@ -625,6 +625,7 @@ fn spawn_controller(
         metrics_addr: None,
         instance: "test".to_owned(),
         finished_pod_ttl,
+        gateway_prices: Default::default(),
     };
     let token = stop.clone();
     let client = server.client_as(NS, super::fake_apiserver::rbac::CONTROLLER_USER);
