@@ -510,6 +510,7 @@ fn attempt_pod_running(image: &str, command: Value) -> Pod {
         ralph_image: image.to_owned(),
         service_account: "ralph-agent".to_owned(),
         sidecar: SidecarMode::Native,
+        gateway_prices: Default::default(),
     };
     attempt_pod(&input, &settings).expect("agent Pod")
 }

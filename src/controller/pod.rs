@@ -88,7 +88,8 @@ pub enum SidecarMode {
     /// A native sidecar: an init container with `restartPolicy: Always` (Kubernetes ≥ 1.29);
     /// the kubelet stops it once the agent container ends.
     Native,
-    /// A plain container that exits by itself once the heartbeat is stale.
+    /// A plain container that exits by itself once the attempt is over (every step ended, or
+    /// the runner's heartbeat stale).
     Plain,
 }
 
