@@ -214,7 +214,10 @@ pub fn phase_after(change: PhaseChange) -> TaskPhase {
 /// Outcomes that leave the task without a verdict: no sigil (or an unusable one), or a turn
 /// that stopped early.
 pub fn ends_without_verdict(outcome: AttemptOutcome) -> bool {
-    matches!(outcome, AttemptOutcome::Released | AttemptOutcome::Blocked)
+    matches!(
+        outcome,
+        AttemptOutcome::Released | AttemptOutcome::StoppedEarly
+    )
 }
 
 /// Attempts in a row without a verdict at the end of a task's history (oldest first).

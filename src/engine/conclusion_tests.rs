@@ -59,9 +59,9 @@ fn a_verdict_resets_the_streak_without_a_verdict() {
 
 #[test]
 fn the_streak_counts_only_trailing_attempts_without_a_verdict() {
-    use AttemptOutcome::{Blocked, Crashed, Released};
+    use AttemptOutcome::{Crashed, Released, StoppedEarly};
     assert_eq!(
-        without_verdict_streak([Released, Crashed, Blocked, Released].into_iter()),
+        without_verdict_streak([Released, Crashed, StoppedEarly, Released].into_iter()),
         2
     );
 }

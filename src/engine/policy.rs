@@ -38,8 +38,11 @@ pub enum AttemptOutcome {
     Failed,
     /// The attempt ended without a verdict on this task; the claim was given back.
     Released,
-    /// The turn stopped early (token or request limit, unknown stop reason).
-    Blocked,
+    /// The turn stopped early (token or request limit, unknown stop reason): tried again.
+    /// Recorded as `blocked`, the word of the Blocked task phase, before it was renamed;
+    /// such records still read.
+    #[serde(alias = "blocked")]
+    StoppedEarly,
     /// The agent process crashed, hung or vanished.
     Crashed,
     /// The agent ran out of quota.
@@ -65,7 +68,7 @@ impl AttemptOutcome {
             Self::Done => "done",
             Self::Failed => "failed",
             Self::Released => "released",
-            Self::Blocked => "blocked",
+            Self::StoppedEarly => "stoppedEarly",
             Self::Crashed => "crashed",
             Self::Exhausted => "exhausted",
             Self::Interrupted => "interrupted",
@@ -308,7 +311,7 @@ pub fn decide(task: &TaskContext, result: &AttemptResult) -> Decision {
         (Finished, Some(EndTurn), TaskSigil::OtherTask(other), _) => other_task(task, other),
         // no sigil: back to pending, not a retry
         (Finished, Some(EndTurn), TaskSigil::None, _) => no_sigil(task),
-        // max_tokens, max_turn_requests, unknown (or no) stop reason: blocked, released
+        // max_tokens, max_turn_requests, unknown (or no) stop reason: stopped early, released
         (Finished, stop, ..) => stopped_early(task, stop),
     };
     decision.promise_complete = sigils.promise == Some(Promise::Complete);
@@ -599,9 +602,9 @@ fn stopped_early(task: &TaskContext, stop: Option<&StopReason>) -> Decision {
         task.name
     );
     base(
-        AttemptOutcome::Blocked,
+        AttemptOutcome::StoppedEarly,
         PhaseChange::Pending,
-        warning("AttemptBlocked", message),
+        warning("AttemptStoppedEarly", message),
     )
 }
 

@@ -200,7 +200,7 @@ fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
     let decision = stopped(StopReason::MaxTokens, "<task-done>build-api</task-done>");
     assert_eq!(
         task_effect(&decision),
-        (AttemptOutcome::Blocked, PhaseChange::Pending, None)
+        (AttemptOutcome::StoppedEarly, PhaseChange::Pending, None)
     );
     assert_eq!(decision.event.kind, EventKind::Warning);
     assert!(decision.event.message.contains("max_tokens"));
@@ -209,14 +209,14 @@ fn max_tokens_releases_the_claim_and_records_blocked_with_a_warning() {
 #[test]
 fn max_turn_requests_releases_the_claim_and_records_blocked() {
     let decision = stopped(StopReason::MaxTurnRequests, "");
-    assert_eq!(decision.outcome, AttemptOutcome::Blocked);
+    assert_eq!(decision.outcome, AttemptOutcome::StoppedEarly);
     assert!(decision.event.message.contains("max_turn_requests"));
 }
 
 #[test]
 fn unknown_stop_reason_releases_the_claim_and_records_blocked() {
     let decision = stopped(StopReason::Other("paused".into()), "");
-    assert_eq!(decision.outcome, AttemptOutcome::Blocked);
+    assert_eq!(decision.outcome, AttemptOutcome::StoppedEarly);
     assert!(decision.event.message.contains("paused"));
 }
 
@@ -457,4 +457,12 @@ fn a_budget_refusal_puts_the_task_back_without_counting_a_retry() {
 fn a_budget_refusal_of_a_verifier_is_not_a_failed_verification() {
     let decision = decide_verification(&task(), &ended(OutcomeClass::LimitReached));
     assert_eq!(decision.outcome, AttemptOutcome::LimitReached);
+}
+
+#[test]
+fn an_outcome_recorded_as_blocked_before_the_rename_reads_as_stopped_early() {
+    let outcome: AttemptOutcome =
+        serde_json::from_value(serde_json::json!("blocked")).expect("old record");
+    assert_eq!(outcome, AttemptOutcome::StoppedEarly);
+    assert_eq!(outcome.as_str(), "stoppedEarly");
 }
