@@ -515,6 +515,18 @@ fn attempt_pod_running(image: &str, command: Value) -> Pod {
     attempt_pod(&input, &settings).expect("agent Pod")
 }
 
+/// Runs the agent Pod `pod` on a node of `options` to its end: how its agent container ended.
+async fn agent_pod_ended(
+    cluster: &Cluster,
+    options: NodeOptions,
+    pod: Pod,
+) -> ContainerStateTerminated {
+    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
+    cluster.create(&pod).await;
+    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
+    agent_termination(&ended)
+}
+
 #[tokio::test]
 async fn the_dockerfiles_image_can_be_an_agent_image() {
     let cluster = Cluster::start().await;
@@ -523,15 +535,7 @@ async fn the_dockerfiles_image_can_be_an_agent_image() {
     for file in files_of_the_dockerfiles_image() {
         options = options.image_file("ralph:e2e", &file);
     }
-    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
-    let pod = attempt_pod_of_image("ralph:e2e");
-    cluster
-        .pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
-    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
-    let agent = agent_termination(&ended);
+    let agent = agent_pod_ended(&cluster, options, attempt_pod_of_image("ralph:e2e")).await;
     assert_ne!(agent.reason.as_deref(), Some("StartError"), "{agent:?}");
     assert_eq!(agent.exit_code, 0, "{agent:?}");
 }
@@ -540,15 +544,7 @@ async fn the_dockerfiles_image_can_be_an_agent_image() {
 async fn a_volume_mounted_onto_a_file_of_the_image_fails_the_container_as_runc_does() {
     let cluster = Cluster::start().await;
     let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph")).image_file("old:1", "/ralph");
-    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
-    let pod = attempt_pod_of_image("old:1");
-    cluster
-        .pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
-    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
-    let agent = agent_termination(&ended);
+    let agent = agent_pod_ended(&cluster, options, attempt_pod_of_image("old:1")).await;
     assert_eq!(
         (agent.reason.as_deref(), agent.exit_code),
         (Some("StartError"), 128)
@@ -651,7 +647,6 @@ async fn an_agent_that_runs_git_in_its_workspace_is_not_refused_for_ownership() 
     let cluster = Cluster::start().await;
     let options = NodeOptions::new(env!("CARGO_BIN_EXE_ralph"))
         .host_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/scripts"));
-    let _kubelet = KubeletStandIn::node(cluster.server.client(), options).expect("node");
     // git status in the workspace, as agents run it all the time, then the scripted agent.
     let command = json!([
         "sh",
@@ -662,14 +657,7 @@ async fn an_agent_that_runs_git_in_its_workspace_is_not_refused_for_ownership() 
         "script",
         PLAN_SCRIPT,
     ]);
-    let pod = attempt_pod_running("agent:git", command);
-    cluster
-        .pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create");
-    let ended = wait_until_ended(&cluster.pods, "f-build-a1").await;
-    let agent = agent_termination(&ended);
+    let agent = agent_pod_ended(&cluster, options, attempt_pod_running("agent:git", command)).await;
     let result: Value =
         serde_json::from_str(agent.message.as_deref().unwrap_or("{}")).expect("result");
     assert_eq!(result["outcome"], "finished", "{result}");

@@ -1,7 +1,7 @@
 //! An agent Pod as the lifecycle sees it (pure): not started, pending, running, ended with
 //! the runner's result from the agent container's termination message, or missing.
 
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 
 use super::pod::AGENT_CONTAINER;
 use crate::engine::attempt::AttemptResult;
@@ -58,15 +58,7 @@ fn pod_view(pod: &Pod, start_timeout_ms: Option<i64>) -> RunView {
 /// Whether the agent container has started (it runs or ran); `None` when the Pod's status
 /// does not say.
 fn agent_started(pod: &Pod) -> Option<bool> {
-    let state = pod
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == AGENT_CONTAINER)?
-        .state
-        .as_ref();
+    let state = agent_status(pod)?.state.as_ref();
     Some(state.is_some_and(|s| s.running.is_some() || s.terminated.is_some()))
 }
 
@@ -125,16 +117,17 @@ pub fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
 }
 
 fn agent_terminated(pod: &Pod) -> Option<&ContainerStateTerminated> {
+    agent_status(pod)?.state.as_ref()?.terminated.as_ref()
+}
+
+/// The agent container's status, once the kubelet reports it.
+fn agent_status(pod: &Pod) -> Option<&ContainerStatus> {
     pod.status
         .as_ref()?
         .container_statuses
         .as_ref()?
         .iter()
-        .find(|c| c.name == AGENT_CONTAINER)?
-        .state
-        .as_ref()?
-        .terminated
-        .as_ref()
+        .find(|c| c.name == AGENT_CONTAINER)
 }
 
 /// The result in a termination message, or why there is none. A container that never

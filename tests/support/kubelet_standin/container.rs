@@ -60,13 +60,7 @@ pub struct NodeLayout {
 /// volume onto a path that is a file in its image ([`NodeLayout::image_files`]), as runc
 /// reports it.
 pub fn mount_onto_image_file(layout: &NodeLayout, pod: &Pod) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers);
-    containers.into_iter().find_map(|container| {
+    super::status::containers(pod).find_map(|container| {
         let image = container.image.as_deref()?;
         let mounts = container.volume_mounts.iter().flatten();
         mounts.into_iter().find_map(|mount| {

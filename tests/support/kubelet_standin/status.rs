@@ -405,6 +405,16 @@ pub fn waiting(pod: &Pod, name: &str, reason: &str, message: &str, now: &str) ->
     status
 }
 
+/// Every container of the Pod, init containers first (as the kubelet starts them).
+pub fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    let init = spec
+        .and_then(|s| s.init_containers.as_ref())
+        .into_iter()
+        .flatten();
+    init.chain(spec.into_iter().flat_map(|s| &s.containers))
+}
+
 /// True for an image no node can ever pull: its registry is under the reserved `.invalid`
 /// top-level domain (RFC 6761), e.g. `registry.invalid/agent:1`.
 pub fn unpullable(image: &str) -> bool {
@@ -420,13 +430,7 @@ pub fn unpullable(image: &str) -> bool {
 /// The first container of the Pod (init containers first) whose image is [`unpullable`],
 /// with the message a kubelet's pull of it leaves.
 pub fn unpullable_container(pod: &Pod) -> Option<(String, String)> {
-    let spec = pod.spec.as_ref()?;
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers);
-    containers.into_iter().find_map(|c| {
+    containers(pod).find_map(|c| {
         let image = c.image.as_deref().filter(|i| unpullable(i))?;
         let host = image.split('/').next().unwrap_or(image);
         let message = format!(
