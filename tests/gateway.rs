@@ -569,8 +569,10 @@ fn ralph_run_warns_when_a_feature_turns_the_gateway_off() {
 }
 
 #[test]
-fn codexs_reviewer_calls_are_metered_too() {
-    // In its default mode `agent`, codex-acp has a second model call review each command.
+fn every_call_codex_makes_around_a_shell_command_is_metered() {
+    // codex-acp in the mode ralph runs it in (under Landlock: agent-full-access; its
+    // reviewer, which runs only in mode `agent`, is not asked): the turn that asks for the
+    // command and the turn after it are two calls, both metered as sent.
     let port = free_port();
     let attempt = Attempt::new("codex-reviewed")
         .with_runner_args(&["--gateway-listen", &format!("127.0.0.1:{port}")]);
@@ -581,23 +583,13 @@ fn codexs_reviewer_calls_are_metered_too() {
     let codex = codex_behind_gateway(port, CodexApproval::OnRequest, "agent");
     let (ended, fake) = scenario::run(codex, &attempt, turns);
 
-    let review_calls = fake
-        .requests()
-        .iter()
-        .filter(|request| {
-            request.body.as_ref().is_some_and(|body| {
-                body.to_string()
-                    .contains("judging one planned coding-agent action")
-            })
-        })
-        .count();
     assert!(
-        review_calls > 0,
-        "a review call was made: {}",
+        fake.requests().len() >= 2,
+        "the shell turn and the turn after it: {}",
         fake.traffic()
     );
     assert_metered_as_sent(&ended, &fake);
-    print_reported_and_metered("codex-acp with its reviewer", &ended);
+    print_reported_and_metered("codex-acp around a shell command", &ended);
 }
 
 #[test]

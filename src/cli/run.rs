@@ -304,7 +304,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         worktrees: worktrees.map(std::sync::Arc::new),
     };
-    let reachable_state = (options.worktrees.is_none()
+    // Nothing is said of how attempts would run when none is left to run.
+    let anything_left = Counts::of(&tasks).done < tasks.len();
+    let unconfined = unconfined.filter(|_| anything_left);
+    let reachable_state = (anything_left
+        && options.worktrees.is_none()
         && confinement != Confinement::Disabled
         && state.starts_with(&options.runner.workspace))
     .then(|| {
