@@ -227,7 +227,11 @@ impl E2e {
         let features = self.features();
         let sink = Arc::clone(&seen);
         tokio::spawn(async move {
-            let mut stream = std::pin::pin!(watcher(features, config).applied_objects());
+            // With backoff: a watch that keeps failing (the namespace going away at the end
+            // of the test) must not spin a worker thread, which once held a test past its
+            // limit.
+            let events = watcher(features, config).default_backoff();
+            let mut stream = std::pin::pin!(events.applied_objects());
             while let Some(next) = stream.next().await {
                 if let Some(phase) = next.ok().and_then(|f| f.status).map(|s| s.phase) {
                     sink.lock()
