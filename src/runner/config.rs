@@ -55,7 +55,7 @@ pub struct RunnerConfig {
     /// confinement keeps out of the agent's reach.
     pub runner_files: Vec<PathBuf>,
     /// The model gateway between the agent and its model API (docs/gateway.md).
-    pub gateway: super::gateway::GatewaySettings,
+    pub gateway: GatewaySettings,
 }
 
 /// How long an attempt's agent may be idle and run, and how long it gets to stop.
@@ -141,9 +141,41 @@ impl RunnerConfig {
             model: None,
             confinement: Confinement::BestEffort,
             runner_files: Vec::new(),
-            gateway: super::gateway::GatewaySettings::default(),
+            gateway: GatewaySettings::default(),
         }
     }
+}
+
+/// Whether the runner puts a gateway between the agent and its model API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GatewayMode {
+    /// On for the agents ralph knows (claude-agent-acp, codex-acp, gemini-cli) when a
+    /// credential for their API is in the environment; off otherwise.
+    #[default]
+    Auto,
+    /// Off: the agent gets the environment as it is, keys included.
+    Off,
+}
+
+/// The gateway settings of one attempt.
+#[derive(Clone, Debug, Default)]
+pub struct GatewaySettings {
+    /// On or off.
+    pub mode: GatewayMode,
+    /// The API the agent speaks (default: from the agent command).
+    pub provider: Option<crate::gateway::Provider>,
+    /// The real endpoint (default: the provider's base URL variable in the runner's
+    /// environment, else the provider's public API).
+    pub upstream: Option<String>,
+    /// Prices of the models (default: the built-in table).
+    pub prices: Option<crate::gateway::PriceTable>,
+    /// The attempt's share of the Feature's budget.
+    pub allowance: crate::gateway::Allowance,
+    /// A gateway someone else runs (the agent Pod's sidecar): its meter is read at the end.
+    pub remote: Option<String>,
+    /// Where the gateway listens (default: a free port on 127.0.0.1), for agents whose
+    /// endpoint is written in their configuration (codex's `model_providers`).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 #[cfg(test)]

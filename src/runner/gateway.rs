@@ -10,43 +10,13 @@ use serde_json::json;
 
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 use crate::gateway::{
-    Allowance, Credential, Gateway, GatewayConfig, GatewayError, Metered, PriceTable, Provider,
+    Credential, Gateway, GatewayConfig, GatewayError, Metered, PriceTable, Provider,
     SECRET_VARIABLES, placeholder_key,
 };
 
 use super::config::RunnerConfig;
 
-/// Whether the runner puts a gateway between the agent and its model API.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum GatewayMode {
-    /// On for the agents ralph knows (claude-agent-acp, codex-acp, gemini-cli) when a
-    /// credential for their API is in the environment; off otherwise.
-    #[default]
-    Auto,
-    /// Off: the agent gets the environment as it is, keys included.
-    Off,
-}
-
-/// The gateway settings of one attempt.
-#[derive(Clone, Debug, Default)]
-pub struct GatewaySettings {
-    /// On or off.
-    pub mode: GatewayMode,
-    /// The API the agent speaks (default: from the agent command).
-    pub provider: Option<Provider>,
-    /// The real endpoint (default: the provider's base URL variable in the runner's
-    /// environment, else the provider's public API).
-    pub upstream: Option<String>,
-    /// Prices of the models (default: the built-in table).
-    pub prices: Option<PriceTable>,
-    /// The attempt's share of the Feature's budget.
-    pub allowance: Allowance,
-    /// A gateway someone else runs (the agent Pod's sidecar): its meter is read at the end.
-    pub remote: Option<String>,
-    /// Where the gateway listens (default: a free port on 127.0.0.1), for agents whose
-    /// endpoint is written in their configuration (codex's `model_providers`).
-    pub listen: Option<SocketAddr>,
-}
+pub use super::config::{GatewayMode, GatewaySettings};
 
 /// The gateway an attempt runs with, and what the agent's environment becomes.
 pub(super) struct AgentGateway {
