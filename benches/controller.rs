@@ -24,10 +24,13 @@
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/controller_harness.rs"]
 mod controller_harness;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/controller_process.rs"]
 mod controller_process;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/job_controller.rs"]

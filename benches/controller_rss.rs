@@ -23,10 +23,13 @@
 //! MALLOC_ARENA_MAX=2 cargo bench --bench controller_rss -- prompts run`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/controller_harness.rs"]
 mod controller_harness;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/controller_process.rs"]
 mod controller_process;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 

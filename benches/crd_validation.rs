@@ -6,6 +6,7 @@
 //! `cargo bench --bench crd_validation`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 

@@ -11,6 +11,7 @@
 //! last section.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/git_server.rs"]
 mod git_server;
 

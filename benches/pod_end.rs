@@ -7,12 +7,16 @@
 //! `cargo bench --profile dev --bench pod_end` (or release).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/controller_harness.rs"]
 mod controller_harness;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/controller_process.rs"]
 mod controller_process;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../tests/support/kubelet_standin.rs"]
 mod kubelet_standin;
 

@@ -2,8 +2,7 @@
 //! columns, status subresource and the CEL rules; and the committed YAML is current.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/cel.rs"]
-mod cel;
+use crate::support::fake_apiserver::cel;
 
 use cel::cost::{PER_CRD_LIMIT, PER_RULE_LIMIT, budget_violations, schema_rule_costs};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{

@@ -2,8 +2,7 @@
 //! API server does (the fake API server applies the generated CRD's schema and rules).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
+use crate::support::fake_apiserver;
 
 use fake_apiserver::{assert_mentions, refusal, server};
 use kube::api::{ApiResource, DynamicObject, PostParams};

@@ -3,8 +3,7 @@
 //! is a misconfiguration. See docs/models-and-pools.md and docs/testing-with-real-agents.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use ralph::engine::attempt::OutcomeClass;
 use real_agents::fake_anthropic::FakeAnthropic;

@@ -4,8 +4,7 @@
 //! See docs/testing-with-real-agents.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use real_agents::fake_anthropic::{FakeAnthropic, claude_asking};
 use real_agents::scenario::{self, scenario_tests};

@@ -5,8 +5,7 @@
 //! fail, not skip, when it is missing. See docs/testing-with-real-agents.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use ralph::engine::attempt::StopReason;
 use real_agents::fake_openai::{self, CODEX_MODEL, FakeOpenAi, codex, codex_asking};

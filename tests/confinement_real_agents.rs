@@ -6,8 +6,7 @@
 //! skip, without either.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use std::path::{Path, PathBuf};
 

@@ -4,12 +4,7 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::{harness, scripted};
 
 use std::time::Duration;
 

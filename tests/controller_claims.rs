@@ -6,10 +6,7 @@
 //! recorded is adopted, not made again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use fake_apiserver::{RequestRecord, Verb};
 use harness::{Harness, feature_manifest};

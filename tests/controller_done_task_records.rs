@@ -3,10 +3,7 @@
 //! prompts recall the done Tasks' journal notes, also after a controller restart.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::harness;
 
 use ralph::engine::dag::TaskPhase;
 use serde_json::json;

@@ -3,10 +3,7 @@
 //! makes the attempt lost and retried, and a suspend cancels the running attempt.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -4,10 +4,7 @@
 //! keeps and deletes finished Pods as before.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use std::time::Duration;
 

@@ -3,10 +3,7 @@
 //! status judges nothing; the judged status follows once every Task exists.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use futures::StreamExt;
 use kube::runtime::watcher;

@@ -3,17 +3,7 @@
 //! agent as local processes), and a real git server (git http-backend with Basic auth).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/git_server.rs"]
-mod git_server;
-#[path = "support/controller_harness.rs"]
-mod harness;
-#[path = "support/kubelet_standin.rs"]
-mod kubelet_standin;
-
-#[path = "support/git_cluster.rs"]
-mod git_cluster;
+use crate::support::{git_cluster, git_server, harness};
 
 use std::path::Path;
 

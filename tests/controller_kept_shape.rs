@@ -3,10 +3,7 @@
 //! still reaches the plan at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::harness;
 
 use kube::api::{Patch, PatchParams};
 use serde_json::json;

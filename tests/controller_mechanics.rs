@@ -3,10 +3,7 @@
 //! ServiceAccount is missing, and agent Pods stopped when their Feature's plan turns invalid.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use std::collections::BTreeMap;
 

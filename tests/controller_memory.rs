@@ -3,10 +3,7 @@
 //! what one attempt writes down reaches the prompts of the next attempts and dependents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;

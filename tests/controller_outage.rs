@@ -8,10 +8,7 @@
 //! same states as with the defaults (15 s, 10 s, 2 s) and a 60 s outage.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use std::time::Duration;
 

@@ -6,12 +6,7 @@
 //! its grace lets the attempt go on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
-#[path = "support/kubelet_standin.rs"]
-mod kubelet_standin;
+use crate::support::{harness, kubelet_standin};
 
 use harness::{Harness, assert_mentions};
 use k8s_openapi::api::core::v1::Secret;

@@ -5,10 +5,7 @@
 //! also after a controller restart.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::harness;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;

@@ -5,10 +5,7 @@
 //! a restarted controller's re-list leaves spent claims out too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/controller_harness.rs"]
-mod harness;
+use crate::support::{fake_apiserver, harness};
 
 use std::time::Duration;
 

@@ -5,8 +5,7 @@
 //! claim operations (create, double claim, take over, release).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
+use crate::support::fake_apiserver;
 
 use std::time::Duration;
 

@@ -5,16 +5,7 @@
 //! work branch, a read-only verification Pod starts from it and integrates it on pass.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/git_cluster.rs"]
-mod git_cluster;
-#[path = "support/git_server.rs"]
-mod git_server;
-#[path = "support/controller_harness.rs"]
-mod harness;
-#[path = "support/kubelet_standin.rs"]
-mod kubelet_standin;
+use crate::support::{git_cluster, harness};
 
 use git_cluster::World;
 use k8s_openapi::api::core::v1::Pod;

@@ -2,8 +2,7 @@
 //! the real API does, so agents driven against it behave as they would in production.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,8 +2,7 @@
 //! watcher): one behaviour per test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
+use crate::support::fake_apiserver;
 
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! budget, and custom objects (status writes included) that break their CRD's schema.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
+use crate::support::fake_apiserver;
 
 use fake_apiserver::{assert_mentions, refusal, server};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -9,10 +9,7 @@
 // The fake API server and the `ralph run` helpers both include tests/support/mentions.rs.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::{fake_apiserver, real_agents};
 
 use std::path::Path;
 

@@ -2,8 +2,7 @@
 //! the Pod runs them, against a real git server (git daemon and git http-backend).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/git_server.rs"]
-mod git_server;
+use crate::support::git_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,8 +1,7 @@
 //! The git layer against a real git server (git daemon and git http-backend on 127.0.0.1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/git_server.rs"]
-mod git_server;
+use crate::support::git_server;
 
 use std::path::Path;
 use std::time::Duration;

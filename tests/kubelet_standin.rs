@@ -2,10 +2,7 @@
 //! status) and mode B (the stand-in runs the agent container as a local process).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/kubelet_standin.rs"]
-mod kubelet_standin;
+use crate::support::{fake_apiserver, kubelet_standin};
 
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStateTerminated, Pod};

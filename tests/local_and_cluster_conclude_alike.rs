@@ -4,10 +4,7 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/cluster_objects.rs"]
-mod cluster_objects;
-#[path = "support/mentions.rs"]
-mod mentions;
+use crate::support::{cluster_objects, mentions};
 
 use cluster_objects::{hello_feature, hello_task};
 use mentions::assert_mentions;

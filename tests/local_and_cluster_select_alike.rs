@@ -6,9 +6,8 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support::cluster_objects;
 use ralph::api::pool::command_identity;
-#[path = "support/cluster_objects.rs"]
-mod cluster_objects;
 
 use cluster_objects::{hello_feature, hello_task};
 use ralph::api::ModelPolicy;

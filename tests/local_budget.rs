@@ -3,8 +3,7 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use local_run::{
     Project, assert_mentions, describe, exit_code, feature_yaml, independent, json_events,

@@ -3,8 +3,7 @@
 //! agent is installed by `scripts/install-agents`; this test fails, not skips, without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use real_agents::fake_anthropic::{FakeAnthropic, claude};
 use real_agents::scenario::scenario_tests;

@@ -4,8 +4,7 @@
 //! installed by `scripts/install-agents`; this test fails, not skips, without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/real_agents.rs"]
-mod real_agents;
+use crate::support::real_agents;
 
 use std::process::{Command, Stdio};
 

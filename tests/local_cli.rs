@@ -1,8 +1,7 @@
 //! `ralph status` and `ralph task list|show|reset|retry` on the state of a local run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use local_run::{Project, assert_mentions, describe, exit_code, failing_base_feature, stdout};
 use ralph::engine::dag::TaskPhase;

@@ -3,8 +3,7 @@
 //! and of the tasks that build on it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use local_run::{Project, TaskDef, assert_mentions, feature_yaml, one_task_feature, task};
 

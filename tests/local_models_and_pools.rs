@@ -5,8 +5,7 @@
 //! by the planner and selection tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use local_run::{Project, describe, exit_code, feature_yaml, one_task_feature, task};
 use std::process::Output;

@@ -2,8 +2,7 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -1,8 +1,7 @@
 //! `ralph run` end to end: the real binary, the real runner and the scripted ACP agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use local_run::{
     Project, assert_mentions, assert_printed, describe, exit_code, failing_base_feature,

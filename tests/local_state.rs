@@ -3,8 +3,7 @@
 //! refused), and a run can be started over or a failed task retried.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/local_run.rs"]
-mod local_run;
+use crate::support::local_run;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -2,10 +2,7 @@
 //! without a result file the result is the last stdout line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/mentions.rs"]
-mod mentions;
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::{mentions, scripted};
 
 use std::process::Command;
 

@@ -4,8 +4,7 @@
 //! need Landlock (this machine's kernel has ABI 7); they fail, not skip, without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::scripted;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -2,10 +2,7 @@
 //! `misconfigured` (exit status 6) with the problem and its fix, never as a crash.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/mentions.rs"]
-mod mentions;
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::{mentions, scripted};
 
 use mentions::assert_mentions;
 use ralph::engine::attempt::{Misconfiguration, OutcomeClass};

@@ -3,10 +3,7 @@
 //! model choice, is a misconfiguration (not a crash to retry).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/mentions.rs"]
-mod mentions;
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::{mentions, scripted};
 
 use mentions::assert_mentions;
 use ralph::engine::attempt::OutcomeClass;

@@ -4,8 +4,7 @@
 //! files itself and the permission answer is the only guard.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::scripted;
 
 use scripted::Scenario;
 

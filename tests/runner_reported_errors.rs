@@ -3,8 +3,7 @@
 //! what agents report beside their answer (informational chunks, tokens, model).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::scripted;
 
 use ralph::engine::attempt::OutcomeClass;
 use scripted::Scenario;

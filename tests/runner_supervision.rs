@@ -3,8 +3,7 @@
 //! result document and the exit status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::scripted;
 
 use ralph::engine::attempt::{OutcomeClass, StopReason};
 use scripted::{Run, Scenario};

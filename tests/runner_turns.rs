@@ -2,8 +2,7 @@
 //! the turn ends, each asserted on the result document.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/scripted.rs"]
-mod scripted;
+use crate::support::scripted;
 
 use ralph::engine::attempt::{OutcomeClass, RESULT_MAX_BYTES, StopReason};
 use ralph::engine::sigils::Promise;

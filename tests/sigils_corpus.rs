@@ -4,8 +4,7 @@
 //! into chunks, the result is the same.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/sigil_scan.rs"]
-mod sigil_scan;
+use crate::support::sigil_scan;
 
 use ralph::engine::prompt::{self, FeatureText, PromptInput, TaskText};
 use ralph::engine::sigils::{Promise, Sigils, Verdict};

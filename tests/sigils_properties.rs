@@ -2,8 +2,7 @@
 //! what it finds, and a verdict comes only from a sigil block that ends the last message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/sigil_scan.rs"]
-mod sigil_scan;
+use crate::support::sigil_scan;
 
 use proptest::prelude::*;
 use ralph::engine::sigils::{self, Promise, SigilScanner, Sigils};

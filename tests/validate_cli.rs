@@ -2,8 +2,7 @@
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/mentions.rs"]
-mod mentions;
+use crate::support::mentions;
 
 use std::process::{Command, Output};
 

@@ -13,6 +13,7 @@ pub mod prompt;
 pub mod selection;
 pub mod sigils;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod verification;
 pub mod workspace;

@@ -18,6 +18,7 @@ pub mod store;
 pub mod summary;
 pub mod table;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod verify;
 pub mod worktree;

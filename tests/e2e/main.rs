@@ -15,8 +15,10 @@
 //! with the stand-in. `RALPH_E2E_TIMEOUT_SECS` bounds each wait (default 300).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../support/fake_apiserver.rs"]
 mod fake_apiserver;
+#[allow(dead_code)] // shared test support: this crate uses part of it
 #[path = "../support/kubelet_standin.rs"]
 mod kubelet_standin;
 

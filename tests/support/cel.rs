@@ -2,7 +2,6 @@
 //! server's static cost estimate, and an evaluator over JSON objects.
 //!
 //! Include with `#[path = "support/cel.rs"] mod cel;`.
-#![allow(dead_code)]
 
 #[path = "cel/cost.rs"]
 pub mod cost;

@@ -2,7 +2,6 @@
 //! writing agent Pod statuses (the runner's result as the agent container's termination
 //! message). Include with `#[path = "support/controller_harness.rs"] mod harness;` after
 //! the fake API server module.
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -538,6 +537,7 @@ pub fn prompt_of(pod: &Pod) -> String {
 
 /// Kubelet stand-in for the benches: every new Pod labelled `label` in `namespace` ends at
 /// once, with the status patch `status_of(task, pod name)` gives.
+#[allow(dead_code)] // the controller benches'
 pub fn finish_every_pod_with(
     client: Client,
     namespace: &'static str,

@@ -1,6 +1,5 @@
 //! A `ralph controller` process against the in-process fake API server, for benches that
 //! measure the controller's own CPU time and memory (`/proc/PID/...`).
-#![allow(dead_code)]
 
 use super::fake_apiserver::FakeApiServer;
 

@@ -19,7 +19,6 @@
 //! )?;
 //! let launch = fake.claude_agent_acp(&home)?;
 //! ```
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -13,12 +13,11 @@
 //! chart's, for the controller and the agents' sidecars).
 //!
 //! Include with `#[path = "support/fake_apiserver.rs"] mod fake_apiserver;`.
-#![allow(dead_code)]
 
 #[path = "fake_apiserver/apply.rs"]
 mod apply;
 #[path = "cel.rs"]
-mod cel;
+pub mod cel;
 #[path = "fake_apiserver/discovery.rs"]
 mod discovery;
 #[path = "fake_apiserver/errors.rs"]
@@ -28,7 +27,7 @@ mod faults;
 #[path = "fake_apiserver/handlers.rs"]
 mod handlers;
 #[path = "mentions.rs"]
-mod mentions;
+pub mod mentions;
 #[path = "fake_apiserver/objects.rs"]
 mod objects;
 #[path = "fake_apiserver/ops.rs"]
@@ -54,7 +53,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 #[allow(unused_imports)]
@@ -92,20 +90,6 @@ impl Default for FakeApiServerBuilder {
 }
 
 impl FakeApiServerBuilder {
-    /// Also serves `rt` (replacing a default type with the same group and plural).
-    pub fn resource(mut self, rt: ResourceType) -> Self {
-        self.resources
-            .retain(|r| !(r.group == rt.group && r.plural == rt.plural));
-        self.resources.push(rt);
-        self
-    }
-
-    /// How many changes watches can resume across (older resourceVersions get 410 Gone).
-    pub fn history_limit(mut self, changes: usize) -> Self {
-        self.history_limit = changes;
-        self
-    }
-
     /// Interval of BOOKMARK events on watches that allow them.
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
         self.bookmark_interval = interval;
@@ -340,24 +324,6 @@ impl FakeApiServer {
     /// The latest resourceVersion.
     pub fn resource_version(&self) -> u64 {
         lock(&self.shared.store).current_rv()
-    }
-
-    /// Also serves `rt` from now on.
-    pub fn register(&self, rt: ResourceType) {
-        lock(&self.shared.store).register(rt);
-    }
-
-    /// The stored object (bypassing HTTP and the request log), for assertions.
-    pub fn object(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
-        let store = lock(&self.shared.store);
-        let rt = store
-            .resources()
-            .iter()
-            .find(|r| r.group == group && r.plural == plural)?
-            .clone();
-        store
-            .get(&rt, &(namespace.to_owned(), name.to_owned()))
-            .map(|o| o.as_ref().clone())
     }
 
     /// How many objects of a type are stored, in one namespace or all.

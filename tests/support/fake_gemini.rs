@@ -7,7 +7,6 @@
 //! let fake = FakeGemini::start(Script::new().task("t-1", [Turn::text("<task-done>t-1</task-done>")]))?;
 //! let launch = fake.gemini_cli(&home)?;
 //! ```
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

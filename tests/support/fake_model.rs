@@ -4,7 +4,6 @@
 //!
 //! Each wire format (OpenAI Responses, Gemini) only encodes turns; choosing the turn, recording
 //! and waiting for hangs live here once.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::marker::PhantomData;

@@ -7,7 +7,6 @@
 //! let fake = FakeOpenAi::start(Script::new().task("t-1", [FakeOpenAi::shell("echo hi > a"), Turn::text("<task-done>t-1</task-done>")]))?;
 //! let launch = fake.codex_acp(&home, CodexApproval::Never)?;
 //! ```
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -241,26 +240,6 @@ pub fn user_text(body: &Value) -> String {
             .join("\n"),
         _ => String::new(),
     }
-}
-
-/// The `function_call_output` items of a Responses request (what tools returned).
-pub fn tool_outputs(body: &Value) -> Vec<String> {
-    body.get("input")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter(|item| {
-                    item.get("type").and_then(Value::as_str) == Some("function_call_output")
-                })
-                .map(|item| match item.get("output") {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(other) => other.to_string(),
-                    None => String::new(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 async fn responses(

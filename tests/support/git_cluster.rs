@@ -5,7 +5,6 @@
 //!
 //! Include after `fake_apiserver`, `git_server`, `harness` and `kubelet_standin`:
 //! `#[path = "support/git_cluster.rs"] mod git_cluster;`.
-#![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;

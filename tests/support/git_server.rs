@@ -7,7 +7,6 @@
 //! let url = server.http_url("app");           // needs HTTP_USER / HTTP_TOKEN
 //! let url = server.daemon_url("app");         // no credentials
 //! ```
-#![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -82,10 +81,6 @@ impl GitServer {
             http_addr,
             _http_thread: http_thread,
         }
-    }
-
-    pub fn root(&self) -> &Path {
-        self.root.path()
     }
 
     /// Path of the bare repository `name`.

@@ -21,7 +21,6 @@
 //! binary install) are not run: the binary is mapped instead.
 //!
 //! Include with `#[path = "support/kubelet_standin.rs"] mod kubelet_standin;`.
-#![allow(dead_code)]
 
 #[path = "kubelet_standin/container.rs"]
 mod container;
@@ -34,7 +33,7 @@ mod process;
 #[path = "kubelet_standin/status.rs"]
 pub mod status;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use kube::Client;
@@ -124,19 +123,14 @@ impl NodeOptions {
         self.sidecar_kubeconfig = Some(path.into());
         self
     }
-
-    /// Adds an environment variable for every process.
-    pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.extra_env.push((name.to_owned(), value.to_owned()));
-        self
-    }
 }
 
 /// A running stand-in; dropping it stops watching and kills the processes it started.
 pub struct KubeletStandIn {
     shared: Arc<Shared>,
     shutdown: CancellationToken,
-    root: Option<tempfile::TempDir>,
+    /// The node's root directory (mode B), removed when the stand-in is dropped.
+    _root: Option<tempfile::TempDir>,
 }
 
 impl Drop for KubeletStandIn {
@@ -207,7 +201,7 @@ impl KubeletStandIn {
         Self {
             shared,
             shutdown,
-            root,
+            _root: root,
         }
     }
 
@@ -217,25 +211,9 @@ impl KubeletStandIn {
         self.shared.ready.send_replace(ready);
     }
 
-    /// The node's root directory (mode B).
-    pub fn root(&self) -> Option<&Path> {
-        self.root.as_ref().map(tempfile::TempDir::path)
-    }
-
     /// What the stand-in knows about the Pod it ran under this name (mode B).
     pub fn run_info(&self, namespace: &str, pod: &str) -> Option<RunInfo> {
         self.shared.runs().get(&pod_key(namespace, pod)).cloned()
-    }
-
-    /// Every Pod the stand-in started, as `namespace/name`.
-    pub fn started(&self) -> Vec<String> {
-        self.shared.runs().keys().cloned().collect()
-    }
-
-    /// Where an in-Pod path of the agent container (e.g. `/workspace/out.txt`) is on this
-    /// machine.
-    pub fn host_path(&self, namespace: &str, pod: &str, in_pod: &str) -> Option<PathBuf> {
-        self.run_info(namespace, pod)?.paths.host_path(in_pod)
     }
 
     /// The agent container's output so far.

@@ -2,15 +2,13 @@
 //! for the scripted agent, the real `ralph` binary, and the run's store.
 // Test code: a fixture that cannot be built should stop the test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use ralph::local::store::{AttemptRow, NewEvent, Store, TaskRow};
 
-#[path = "mentions.rs"]
-mod mentions;
+use super::mentions;
 #[allow(unused_imports)]
 pub use mentions::assert_mentions;
 
@@ -297,20 +295,4 @@ pub fn max_concurrent(attempts: &[AttemptRow]) -> usize {
         most = most.max(running);
     }
     usize::try_from(most).unwrap_or(0)
-}
-
-/// Waits until `path` exists (a runner started), up to a generous bound.
-pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if ready() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("gave up waiting for {what}");
-}
-
-/// Whether `path` exists.
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }

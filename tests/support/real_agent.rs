@@ -7,7 +7,6 @@
 //! let ended = attempt.run(&launch);
 //! ended.assert_outcome(OutcomeClass::Finished);
 //! ```
-#![allow(dead_code)]
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,6 @@
 //!
 //! A part of tests/support/real_agents.rs (it uses its siblings `fake_model`, `local_run` and
 //! `real_agent`).
-#![allow(dead_code)]
 
 use std::ops::Deref;
 use std::path::Path;
@@ -462,17 +461,17 @@ macro_rules! scenario_tests {
         $(#[$meta])*
         #[test]
         fn $test() {
-            $crate::real_agents::scenario::$scenario($agent, $($arg),*);
+            $crate::support::scenario::$scenario($agent, $($arg),*);
         }
-        $crate::real_agents::scenario::scenario_tests!($agent; $($rest)*);
+        $crate::support::scenario::scenario_tests!($agent; $($rest)*);
     };
     ($agent:expr; $(#[$meta:meta])* $test:ident($($arg:expr),* $(,)?); $($rest:tt)*) => {
-        $crate::real_agents::scenario::scenario_tests!(
+        $crate::support::scenario::scenario_tests!(
             $agent; $(#[$meta])* $test = $test($($arg),*); $($rest)*
         );
     };
     ($agent:expr; $(#[$meta:meta])* $test:ident; $($rest:tt)*) => {
-        $crate::real_agents::scenario::scenario_tests!($agent; $(#[$meta])* $test = $test(); $($rest)*);
+        $crate::support::scenario::scenario_tests!($agent; $(#[$meta])* $test = $test(); $($rest)*);
     };
 }
 #[allow(unused_imports)]

@@ -1,10 +1,8 @@
 //! Running `ralph runner` on the scripted agent (`ralph agent script`) in a scratch
 //! directory, and reading what it reported.
 
-#![allow(dead_code)]
-
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 
 use ralph::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
@@ -249,9 +247,4 @@ impl Scenario {
             stderr,
         }
     }
-}
-
-/// Whether `path` exists.
-pub fn exists(path: &Path) -> bool {
-    path.exists()
 }

@@ -121,6 +121,7 @@ pub fn cannot_impersonate(impersonator: &str, user: &str) -> ApiError {
 }
 
 /// The user name a ServiceAccount authenticates (or is impersonated) as.
+#[allow(dead_code)] // the e2e suite's
 pub fn service_account_user(namespace: &str, name: &str) -> String {
     format!("system:serviceaccount:{namespace}:{name}")
 }

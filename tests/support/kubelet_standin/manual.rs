@@ -13,21 +13,6 @@ fn now() -> String {
         .to_string()
 }
 
-/// Waits until the Pod exists and returns it.
-pub async fn wait_for_pod(pods: &Api<Pod>, name: &str) -> Result<Pod, kube::Error> {
-    loop {
-        let found =
-            kube::runtime::wait::await_condition(pods.clone(), name, |pod: Option<&Pod>| {
-                pod.is_some()
-            })
-            .await
-            .map_err(|e| kube::Error::Service(Box::new(e)))?;
-        if let Some(pod) = found {
-            return Ok(pod);
-        }
-    }
-}
-
 /// Assigns the Pod to `node` (the scheduler's binding), unless it already is.
 pub async fn bind(pods: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {
     let pod = pods.get(name).await?;
@@ -113,22 +98,6 @@ pub async fn set_terminated(
 pub async fn succeed_with(pods: &Api<Pod>, name: &str, result: &str) -> Result<Pod, kube::Error> {
     set_running(pods, name).await?;
     set_terminated(pods, name, &Termination::completed(result)).await
-}
-
-/// Runs the Pod and has the agent exit with `exit_code` and an optional message.
-pub async fn fail_with(
-    pods: &Api<Pod>,
-    name: &str,
-    exit_code: i32,
-    message: Option<&str>,
-) -> Result<Pod, kube::Error> {
-    set_running(pods, name).await?;
-    set_terminated(
-        pods,
-        name,
-        &Termination::error(exit_code, message.map(str::to_owned)),
-    )
-    .await
 }
 
 /// Runs the Pod and has the kernel OOM-kill the agent (exit 137, reason OOMKilled, no message).

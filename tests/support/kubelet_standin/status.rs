@@ -66,15 +66,6 @@ impl Termination {
             message: None,
         }
     }
-
-    /// The Pod phase this termination of the agent container leads to.
-    pub fn phase(&self) -> &'static str {
-        if self.exit_code == 0 {
-            "Succeeded"
-        } else {
-            "Failed"
-        }
-    }
 }
 
 /// The image entrypoint the stand-in assumes for a container without `command`: the
