@@ -9,11 +9,13 @@ use super::attempt::{AttemptResult, Usage};
 use super::backoff::RetryBackoff;
 use super::budget::BudgetSpent;
 use super::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
-use super::lifecycle::{AttemptEnd, FeatureGate};
-use super::policy::{
-    AttemptOutcome, Decision, EventKind, FeatureEffect, PhaseChange, PreviousAttempt, TaskContext,
+use super::lifecycle::FeatureGate;
+use super::outcome::{
+    AttemptEnd, AttemptOutcome, Decision, EventKind, FeatureEffect, PhaseChange, PreviousAttempt,
+    TaskContext,
 };
-use super::verification::{self, AttemptKind, Verification};
+use super::policy;
+use super::verification::{AttemptKind, Verification};
 use super::workspace::{self, WorkspaceReport};
 
 /// How long an exhausted agent rests when it did not say when its quota resets.
@@ -114,21 +116,14 @@ impl NextState {
     }
 }
 
-/// The task's next state after `end`. `jitter` is uniform in `[0, 1)`.
+/// The one conclusion of an attempt: the task's next state after `end`. `workspace` is what
+/// the attempt's git steps did with its work, when it ran in git (a conflict or a failed
+/// integration undoes a done verdict, see [`workspace::after_git`]). `jitter` is uniform in
+/// `[0, 1)`.
+///
+/// In order: the outcome table ([`policy::judge`]), the git steps, the limit of attempts in a
+/// row without a verdict, the backoff of a counted retry, an exhausted agent's rest.
 pub fn conclude(
-    end: &AttemptEnd,
-    task: &TaskState,
-    policy: &ConclusionPolicy,
-    now_ms: i64,
-    jitter: f64,
-) -> NextState {
-    conclude_with_workspace(end, None, task, policy, now_ms, jitter)
-}
-
-/// [`conclude`] for an attempt in a git workspace: `workspace` is what its git steps did
-/// with the work (a conflict or a failed integration undoes a done verdict, see
-/// [`workspace::after_git`]).
-pub fn conclude_with_workspace(
     end: &AttemptEnd,
     workspace: Option<&WorkspaceReport>,
     task: &TaskState,
@@ -142,7 +137,7 @@ pub fn conclude_with_workspace(
         max_retries: policy.retry.max_retries,
         verify: task.verify.agent,
     };
-    let mut decision = verification::conclude_attempt(end, &context, task.kind, task.verify);
+    let mut decision = policy::judge(end, &context, task.kind, task.verify);
     if let Some(report) = workspace {
         decision = workspace::after_git(decision, &context, report);
     }
@@ -199,6 +194,19 @@ pub fn conclude_with_workspace(
         crash,
         decision,
     }
+}
+
+/// The former name of [`conclude`], kept for callers not moved yet.
+#[doc(hidden)]
+pub fn conclude_with_workspace(
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
+    task: &TaskState,
+    policy: &ConclusionPolicy,
+    now_ms: i64,
+    jitter: f64,
+) -> NextState {
+    conclude(end, workspace, task, policy, now_ms, jitter)
 }
 
 /// The phase a decision puts the task in. A claimed task was Pending before it ran, so

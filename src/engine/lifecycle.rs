@@ -3,7 +3,7 @@
 //! (claim = store row, run = child process), so the behaviour is tested once.
 //!
 //! [`decide`] never interprets an attempt's result itself: it says *how* the attempt ended
-//! ([`AttemptEnd`]); [`AttemptEnd::conclude`] asks the outcome policy what that means.
+//! ([`AttemptEnd`]); [`super::conclusion::conclude`] says what that means for the task.
 //!
 //! Claims end with their attempt: once an attempt's conclusion is recorded, its claim is
 //! *spent* ([`is_spent`]). A spent claim is no claim for anyone: nothing releases it, it
@@ -12,9 +12,8 @@
 
 use super::attempt::AttemptResult;
 use super::dag::TaskPhase;
-use super::policy::{
-    self, AttemptOutcome, Decision, Event, EventKind, FeatureEffect, PhaseChange, TaskContext,
-};
+
+pub use super::outcome::AttemptEnd;
 
 /// The identity of attempt `number` of `task`: `<task>-a<N>` (also the agent Pod's name).
 pub fn attempt_id(task: &str, number: u32) -> String {
@@ -182,99 +181,6 @@ impl RunView {
 
     fn exists(&self) -> bool {
         !matches!(self, RunView::NotStarted | RunView::Missing)
-    }
-}
-
-/// How an attempt ended, before the outcome policy judges it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AttemptEnd {
-    /// The run reported a result for this attempt while it held the claim.
-    Reported(Box<AttemptResult>),
-    /// The run ended or vanished without a usable result (OOMKilled, evicted, deleted).
-    NoResult {
-        /// The executor's reason, for the crash summary.
-        reason: String,
-    },
-    /// The claim expired or passed to someone else before the attempt reported.
-    ClaimLost {
-        /// What happened to the claim.
-        reason: String,
-    },
-    /// The run never started within its start deadline (no node, images not pulled): the
-    /// attempt is released and the task tried again, no retry charged.
-    NotStarted {
-        /// Why it waited, and how long.
-        reason: String,
-    },
-    /// The attempt was stopped on purpose (suspend) and reported nothing.
-    Interrupted {
-        /// Why it was stopped.
-        reason: String,
-    },
-    /// The task's spec changed while the attempt ran: it is stopped and a fresh attempt
-    /// starts for the new generation (not counted as a retry).
-    Superseded {
-        /// The generation the attempt was spawned for.
-        from_generation: i64,
-        /// The task's current generation.
-        to_generation: i64,
-    },
-}
-
-impl AttemptEnd {
-    /// What the attempt's end means for the task (the outcome policy, plus the two ends
-    /// the lifecycle itself causes: interruption by suspend and supersession by a new spec,
-    /// neither counted as a retry).
-    pub fn conclude(&self, task: &TaskContext) -> Decision {
-        match self {
-            AttemptEnd::Reported(result) => policy::decide(task, result),
-            AttemptEnd::NoResult { reason } => policy::on_ended_without_result(task, reason),
-            AttemptEnd::ClaimLost { reason } => {
-                let mut decision = policy::on_claim_lost(task);
-                decision.event.message = format!("{} ({reason})", decision.event.message);
-                decision
-            }
-            AttemptEnd::NotStarted { reason } => back_to_pending(
-                "AttemptNotStarted",
-                format!(
-                    "task {}: attempt released without charging a retry: {reason}",
-                    task.name
-                ),
-            ),
-            AttemptEnd::Interrupted { reason } => back_to_pending(
-                "AttemptInterrupted",
-                format!("task {}: attempt interrupted: {reason}", task.name),
-            ),
-            AttemptEnd::Superseded {
-                from_generation,
-                to_generation,
-            } => back_to_pending(
-                "AttemptSuperseded",
-                format!(
-                    "task {}: spec changed (generation {from_generation} -> {to_generation}); \
-                     restarting with the new spec",
-                    task.name
-                ),
-            ),
-        }
-    }
-}
-
-fn back_to_pending(reason: &'static str, message: String) -> Decision {
-    Decision {
-        outcome: AttemptOutcome::Interrupted,
-        phase: PhaseChange::Pending,
-        verify_first: false,
-        retry: None,
-        event: Event {
-            kind: EventKind::Normal,
-            reason,
-            message,
-        },
-        feature: FeatureEffect::None,
-        promise_complete: false,
-        agent_exhausted: None,
-        previous_attempt: None,
     }
 }
 

@@ -49,7 +49,7 @@ pub fn conclude_with_workspace(
             .map(|a| a.kind)
             .unwrap_or_default(),
     };
-    let next = conclusion::conclude_with_workspace(
+    let next = conclusion::conclude(
         end,
         workspace,
         &task,
