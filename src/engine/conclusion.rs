@@ -39,6 +39,44 @@ pub struct TaskState {
     pub kind: AttemptKind,
 }
 
+impl TaskState {
+    /// Task `name` as its record shows it before the conclusion of its last started attempt
+    /// (number `attempt_count`): `retry_count` retries used, `history` its recorded attempts,
+    /// oldest first. The attempt's kind is the one recorded when it started (work when no
+    /// record says); the attempts without a verdict are counted back from the newest
+    /// recorded outcome. The one construction both modes use.
+    pub fn from_history(
+        name: impl Into<String>,
+        retry_count: u32,
+        verify: Verification,
+        attempt_count: u32,
+        history: impl DoubleEndedIterator<Item = RecordedAttempt> + Clone,
+    ) -> TaskState {
+        TaskState {
+            name: name.into(),
+            retry_count,
+            without_verdict: without_verdict_streak(history.clone().filter_map(|a| a.outcome)),
+            verify,
+            kind: history
+                .rev()
+                .find(|a| a.number == attempt_count)
+                .map(|a| a.kind)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// One attempt of a task as its record shows it (a Task status's attempt, a store row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordedAttempt {
+    /// Attempt number, starting at 1.
+    pub number: u32,
+    /// Work or verify, as recorded when it started.
+    pub kind: AttemptKind,
+    /// How it ended; `None` while it runs (or when the record lost it).
+    pub outcome: Option<AttemptOutcome>,
+}
+
 /// The rules a task's attempts are concluded by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConclusionPolicy {
@@ -51,7 +89,8 @@ pub struct ConclusionPolicy {
 }
 
 impl ConclusionPolicy {
-    /// The given retry policy with the default no-verdict limit and exhaustion rest.
+    /// The given retry policy with the default no-verdict limit and exhaustion rest. A task's
+    /// policy: its feature's retry settings [`RetryBackoff::for_task`].
     pub fn with_retry(retry: RetryBackoff) -> Self {
         Self {
             retry,
