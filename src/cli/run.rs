@@ -24,7 +24,7 @@ use crate::local::store::Store;
 use crate::local::summary::Summary;
 use crate::local::worktree::Worktrees;
 use crate::local::{process, shared_workspace, state_dir};
-use crate::manifest::FeaturePlan;
+use crate::manifest::FeatureManifest;
 
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
@@ -65,13 +65,13 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub push_remote: Option<String>,
     /// Runner: stop an agent silent this long (default: the Feature's idleTimeoutSeconds).
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration)]
     pub idle_timeout: Option<Duration>,
     /// Runner: stop an attempt running this long (default: the Feature's totalTimeoutSeconds).
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration)]
     pub total_timeout: Option<Duration>,
     /// Runner: grace period between cancel and kill.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration)]
     pub grace: Option<Duration>,
     /// Runner: extra crash pattern on agent stderr (regex; repeatable).
     #[arg(long, value_name = "REGEX")]
@@ -88,7 +88,7 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "MODE")]
     pub confinement: Option<Confinement>,
     /// How long a claim lasts unless renewed by a live runner.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = crate::clock::parse_duration)]
     pub claim_duration: Duration,
 }
 
@@ -143,7 +143,7 @@ fn absolute(path: &Path, what: &str) -> anyhow::Result<PathBuf> {
 }
 
 fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
-    let duration = |d: Duration| humantime::format_duration(d).to_string();
+    let duration = crate::clock::format_duration;
     let mut out = vec![
         "--idle-timeout".to_string(),
         duration(args.idle_timeout.unwrap_or(timeouts.0)),
@@ -371,7 +371,7 @@ fn load(args: &Args) -> Result<crate::manifest::Plan, Exit> {
 }
 
 /// The feature to run: the manifest's only one, or `--feature`'s (said when missing).
-fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p FeaturePlan, Exit> {
+fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p FeatureManifest, Exit> {
     let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
     let file = args.file.display();
     match (&args.feature, plan.features.as_slice()) {
@@ -401,7 +401,7 @@ fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p Featur
 /// `ralph`); a feature local mode cannot run is said and exits 3.
 fn local_feature(
     args: &Args,
-    chosen: &FeaturePlan,
+    chosen: &FeatureManifest,
     exe: &Path,
 ) -> anyhow::Result<Result<LocalFeature, Exit>> {
     let mut feature = match feature_spec(chosen) {
@@ -464,7 +464,7 @@ fn workspace(args: &Args, feature: &str) -> anyhow::Result<Result<PathBuf, Strin
 /// local run cannot resolve, parallel attempts sharing one directory.
 fn start_warnings(
     args: &Args,
-    chosen: &FeaturePlan,
+    chosen: &FeatureManifest,
     tasks: &[crate::local::store::TaskRow],
     options: &RunOptions,
 ) -> Vec<String> {

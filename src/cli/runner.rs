@@ -54,13 +54,13 @@ pub struct Args {
     #[arg(long)]
     pub stop_file: Option<PathBuf>,
     /// No ACP traffic for this long counts as a hang.
-    #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "300s", value_parser = crate::clock::parse_duration)]
     pub idle_timeout: Duration,
     /// The longest an attempt may run.
-    #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2h", value_parser = crate::clock::parse_duration)]
     pub total_timeout: Duration,
     /// Time between session/cancel and killing the agent's process group.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::clock::parse_duration)]
     pub grace: Duration,
     /// Regex marking a crash when an agent stderr line matches (repeatable; added to the defaults).
     #[arg(long = "crash-pattern", value_name = "REGEX")]
@@ -84,7 +84,7 @@ pub struct Args {
     #[arg(long, value_name = "COMMAND", conflicts_with = "read_only")]
     pub verify_command: Option<String>,
     /// Time limit of --verify-command.
-    #[arg(long, default_value = "600s", value_parser = humantime::parse_duration, requires = "verify_command")]
+    #[arg(long, default_value = "600s", value_parser = crate::clock::parse_duration, requires = "verify_command")]
     pub verify_command_timeout: Duration,
     /// Bytes of the end of --verify-command's output kept in the result (at most 2048).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=2048), requires = "verify_command")]

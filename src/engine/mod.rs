@@ -13,6 +13,7 @@ pub mod policy;
 pub mod prompt;
 pub mod selection;
 pub mod sigils;
+pub mod stable_hash;
 #[doc(hidden)]
 pub mod testing;
 pub mod verification;
