@@ -304,29 +304,13 @@ fn decide_running(
     };
 
     if let RunView::Ended { result, reason } = run {
-        return match result {
-            Some(result) if result_is_current(result, &own_id) => {
-                if ended_in_time(result, ours, now_ms) {
-                    ended(AttemptEnd::Reported(result.clone()))
-                } else {
-                    lost(run, expired_reason(ours))
-                }
-            }
-            Some(result) => ended(AttemptEnd::NoResult {
-                reason: format!(
-                    "result names attempt {} instead of {own_id}",
-                    result.attempt.as_deref().unwrap_or("?")
-                ),
-            }),
-            None if task.gate == FeatureGate::Suspended => ended(AttemptEnd::Interrupted {
-                reason: "feature suspended".to_owned(),
-            }),
-            None => ended(AttemptEnd::NoResult {
-                reason: reason
-                    .clone()
-                    .unwrap_or_else(|| "ended without a result".to_owned()),
-            }),
-        };
+        return run_ended(
+            task,
+            ours,
+            &own_id,
+            (result.as_deref(), reason.as_deref()),
+            now_ms,
+        );
     }
 
     // A run that has not started holds its claim however long it waits: nothing ran.
@@ -364,6 +348,45 @@ fn decide_running(
         ],
         RunView::Pending(waiting) => keep_waiting(ours, waiting, now_ms),
         _ => vec![Action::RequeueAt(ours.expires_at_ms())],
+    }
+}
+
+/// The attempt's run ended (`ended`: its result and its executor's reason): its result is
+/// ingested when it is this attempt's and came while the claim held; without one, it
+/// ended without a result (interrupted when the feature is suspended).
+fn run_ended(
+    task: &TaskView,
+    ours: &ClaimView,
+    own_id: &str,
+    ended_with: (Option<&AttemptResult>, Option<&str>),
+    now_ms: i64,
+) -> Vec<Action> {
+    match ended_with {
+        (Some(result), _) if result_is_current(result, own_id) => {
+            if ended_in_time(result, ours, now_ms) {
+                ended(AttemptEnd::Reported(Box::new(result.clone())))
+            } else {
+                // The run exists (it ended): its claim lapsed before it reported.
+                vec![
+                    Action::Ingest(AttemptEnd::ClaimLost {
+                        reason: expired_reason(ours),
+                    }),
+                    Action::DeleteRun,
+                ]
+            }
+        }
+        (Some(result), _) => ended(AttemptEnd::NoResult {
+            reason: format!(
+                "result names attempt {} instead of {own_id}",
+                result.attempt.as_deref().unwrap_or("?")
+            ),
+        }),
+        (None, _) if task.gate == FeatureGate::Suspended => ended(AttemptEnd::Interrupted {
+            reason: "feature suspended".to_owned(),
+        }),
+        (None, reason) => ended(AttemptEnd::NoResult {
+            reason: reason.unwrap_or("ended without a result").to_owned(),
+        }),
     }
 }
 
