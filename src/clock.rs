@@ -17,14 +17,18 @@ pub struct DurationError {
 }
 
 /// A duration as people write it: a number and a unit, several summed (`15s`, `10m`,
-/// `1h`, `360s`, `1h 30m`, `500ms`, `2 minutes`), jiff's friendly format; ISO 8601
-/// (`PT15S`) also reads. Units go up to hours; negative durations are refused.
+/// `1h`, `360s`, `1h 30m`, `500ms`, `2 minutes`, `1d`), jiff's friendly format; ISO 8601
+/// (`PT15S`) also reads. Units go up to weeks (a day is 24 hours); negative durations are
+/// refused.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let error = |reason: String| DurationError {
         text: text.to_owned(),
         reason,
     };
-    let signed: jiff::SignedDuration = text.trim().parse().map_err(|e| error(format!("{e}")))?;
+    let span: jiff::Span = text.trim().parse().map_err(|e| error(format!("{e}")))?;
+    let signed = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|e| error(format!("{e}")))?;
     Duration::try_from(signed).map_err(|_| error("a duration cannot be negative".to_owned()))
 }
 
@@ -69,6 +73,8 @@ mod tests {
             Some(Duration::from_millis(500))
         );
         assert_eq!(parse_duration("2 minutes").ok(), Some(secs(120)));
+        assert_eq!(parse_duration("1d").ok(), Some(secs(86_400)));
+        assert_eq!(parse_duration("1w").ok(), Some(secs(7 * 86_400)));
     }
 
     #[test]

@@ -8,12 +8,14 @@
 //! steps, the no-verdict limit, the backoff and an exhausted agent's rest.
 
 use super::attempt::{AttemptResult, OutcomeClass, StopReason};
+use super::outcome::AttemptEnd;
 use super::sigils::{Promise, Sigils, Verdict};
 use super::verification::{AttemptKind, Verification};
 
+// Defined here before `outcome.rs` held them; callers still import them from here.
 pub use super::outcome::{
-    AgentExhausted, AttemptEnd, AttemptOutcome, Decision, Event, EventKind, FeatureEffect,
-    PhaseChange, PreviousAttempt, TaskContext,
+    AgentExhausted, AttemptOutcome, Decision, Event, EventKind, FeatureEffect, PhaseChange,
+    PreviousAttempt, TaskContext,
 };
 
 /// Longest crash summary or failure reason carried into a decision (characters).
