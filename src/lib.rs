@@ -1,5 +1,7 @@
 //! ralph-operator: runs autonomous coding-agent loops ("Ralph loops") on Kubernetes
-//! or on one machine. See `DESIGN.md` in the shared folder and the README.
+//! or on one machine. `ARCHITECTURE.md` at the repository root shows the modules, the
+//! path of a Feature from apply to Complete, the claim protocol and the outcome table;
+//! `docs/` holds the details of each subject.
 #![forbid(unsafe_code)]
 
 pub mod agent;

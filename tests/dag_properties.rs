@@ -1,5 +1,6 @@
 //! Property tests of the task DAG: validation, readiness, incremental updates and outcomes,
-//! checked against a direct (non-incremental) reading of the rules in DESIGN.md.
+//! checked against a direct (non-incremental) reading of the rules stated in
+//! `src/engine/dag/mod.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cell::RefCell;

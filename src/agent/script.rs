@@ -369,8 +369,7 @@ fn string(value: &Value, kind: &str) -> Result<String, String> {
 
 fn duration(value: &Value, kind: &str) -> Result<Duration, String> {
     let text = string(value, kind)?;
-    humantime::parse_duration(&text)
-        .map_err(|error| format!("`{kind}`: invalid duration `{text}`: {error}"))
+    crate::clock::parse_duration(&text).map_err(|error| format!("`{kind}`: {error}"))
 }
 
 fn size(value: &Value) -> Result<usize, String> {

@@ -23,7 +23,7 @@ use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 
-use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, substitute};
+use super::script::{ErrorStep, PermissionRequestStyle, Step, ToolStep, UsageStep, substitute};
 use crate::runner::mode::RawSetMode;
 use crate::runner::model::{RawSetConfigOption, RawSetResponse};
 use crate::runner::protocol::{RawPrompt, RawPromptResponse, RawSessionUpdate, TurnUsage};
@@ -127,16 +127,7 @@ pub async fn serve(
             {
                 let shared = shared.clone();
                 async move |request: InitializeRequest, responder, _cx| {
-                    let fs = &request.client_capabilities.fs;
-                    *lock(&shared.client_fs) = fs.read_text_file && fs.write_text_file;
-                    responder.respond(
-                        InitializeResponse::new(request.protocol_version.min(ProtocolVersion::V1))
-                            .agent_capabilities(AgentCapabilities::new())
-                            .agent_info(Implementation::new(
-                                "ralph-script",
-                                env!("CARGO_PKG_VERSION"),
-                            )),
-                    )
+                    responder.respond(initialize(&shared, &request))
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -145,30 +136,7 @@ pub async fn serve(
             {
                 let shared = shared.clone();
                 async move |request: NewSessionRequest, responder, cx: ConnectionTo<Client>| {
-                    *lock(&shared.cwd) = request.cwd;
-                    let performance = &shared.performance;
-                    for step in &performance.steps {
-                        if let Step::History(text) = step {
-                            let text = substitute(text, &performance.task, performance.attempt);
-                            send(
-                                &cx,
-                                SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into())),
-                            )?;
-                        }
-                    }
-                    let mut response =
-                        NewSessionResponse::new(SESSION_ID).modes(SessionModeState::new(
-                            MODES[0],
-                            MODES
-                                .iter()
-                                .map(|mode| SessionMode::new(*mode, *mode))
-                                .collect(),
-                        ));
-                    let offered = performance.offered_models();
-                    if let Some(current) = offered.first() {
-                        response = response.config_options(vec![model_selector(current, &offered)]);
-                    }
-                    responder.respond(response)
+                    responder.respond(new_session(&shared, request, &cx)?)
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -177,51 +145,20 @@ pub async fn serve(
             {
                 let shared = shared.clone();
                 async move |request: RawSetConfigOption, responder, cx: ConnectionTo<Client>| {
-                    let offered = shared.performance.offered_models();
-                    if request.config_id != "model" || !offered.contains(&request.value) {
-                        return responder.respond_with_error(Error::invalid_params().data(json!(
-                            format!(
-                                "Invalid value for config option {}: {}",
-                                request.config_id, request.value
-                            )
-                        )));
-                    }
-                    *lock(&shared.chosen_model) = Some(request.value.clone());
-                    send(
-                        &cx,
-                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(vec![
-                            model_selector(&request.value, &offered),
-                        ])),
-                    )?;
-                    responder.respond(RawSetResponse::default())
+                    set_model(&shared, &request, responder, &cx)
                 }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: RawSetMode, responder, _cx| {
-                if MODES.contains(&request.mode_id.as_str()) {
-                    responder.respond(RawSetResponse::default())
-                } else {
-                    responder.respond_with_error(Error::invalid_params().data(json!(format!(
-                        "Invalid or unavailable mode: {}",
-                        request.mode_id
-                    ))))
-                }
-            },
+            async move |request: RawSetMode, responder, _cx| set_mode(&request, responder),
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             {
                 let shared = shared.clone();
                 async move |_request: RawPrompt, responder, cx: ConnectionTo<Client>| {
-                    let cancel = CancellationToken::new();
-                    *lock(&shared.turn_cancel) = cancel.clone();
-                    let turn = Turn {
-                        cx: cx.clone(),
-                        shared: shared.clone(),
-                        cancel,
-                    };
+                    let turn = Turn::start(&shared, &cx);
                     cx.spawn(async move { turn.play(responder).await })
                 }
             },
@@ -242,6 +179,97 @@ pub async fn serve(
         .map_err(|error| AgentError(error.to_string()))
 }
 
+/// The answer to `initialize`; remembers whether the client offers its file system.
+fn initialize(shared: &Shared, request: &InitializeRequest) -> InitializeResponse {
+    let fs = &request.client_capabilities.fs;
+    *lock(&shared.client_fs) = fs.read_text_file && fs.write_text_file;
+    InitializeResponse::new(request.protocol_version.min(ProtocolVersion::V1))
+        .agent_capabilities(AgentCapabilities::new())
+        .agent_info(Implementation::new(
+            "ralph-script",
+            env!("CARGO_PKG_VERSION"),
+        ))
+}
+
+/// The answer to `session/new`: the session's modes and model selector, after the
+/// script's history is replayed.
+fn new_session(
+    shared: &Shared,
+    request: NewSessionRequest,
+    cx: &ConnectionTo<Client>,
+) -> Result<NewSessionResponse, Error> {
+    *lock(&shared.cwd) = request.cwd;
+    let performance = &shared.performance;
+    for step in &performance.steps {
+        if let Step::History(text) = step {
+            let text = substitute(text, &performance.task, performance.attempt);
+            send(
+                cx,
+                SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into())),
+            )?;
+        }
+    }
+    let mut response = NewSessionResponse::new(SESSION_ID).modes(SessionModeState::new(
+        MODES[0],
+        MODES
+            .iter()
+            .map(|mode| SessionMode::new(*mode, *mode))
+            .collect(),
+    ));
+    let offered = performance.offered_models();
+    if let Some(current) = offered.first() {
+        response = response.config_options(vec![model_selector(current, &offered)]);
+    }
+    Ok(response)
+}
+
+/// Answers `session/set_mode`: any of [`MODES`].
+fn set_mode(request: &RawSetMode, responder: Responder<RawSetResponse>) -> Result<(), Error> {
+    if MODES.contains(&request.mode_id.as_str()) {
+        responder.respond(RawSetResponse::default())
+    } else {
+        responder.respond_with_error(Error::invalid_params().data(json!(format!(
+            "Invalid or unavailable mode: {}",
+            request.mode_id
+        ))))
+    }
+}
+
+/// Answers `session/set_config_option`: only the model, one of those offered.
+fn set_model(
+    shared: &Shared,
+    request: &RawSetConfigOption,
+    responder: Responder<RawSetResponse>,
+    cx: &ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let offered = shared.performance.offered_models();
+    if request.config_id != "model" || !offered.contains(&request.value) {
+        return responder.respond_with_error(Error::invalid_params().data(json!(format!(
+            "Invalid value for config option {}: {}",
+            request.config_id, request.value
+        ))));
+    }
+    *lock(&shared.chosen_model) = Some(request.value.clone());
+    send(
+        cx,
+        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(vec![model_selector(
+            &request.value,
+            &offered,
+        )])),
+    )?;
+    responder.respond(RawSetResponse::default())
+}
+
+/// The prompt response's `_meta.quota` of a quota-tokens step (as gemini-cli reports
+/// tokens), naming `model` (or `scripted`).
+fn quota_meta(step: &UsageStep, model: Option<&str>) -> serde_json::Value {
+    json!({"quota": {
+        "token_count": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens},
+        "model_usage": [{"model": model.unwrap_or("scripted"),
+            "token_count": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}}]
+    }})
+}
+
 /// One prompt turn being played.
 struct Turn {
     cx: ConnectionTo<Client>,
@@ -250,6 +278,17 @@ struct Turn {
 }
 
 impl Turn {
+    /// A new turn, which the session's cancellation now cancels.
+    fn start(shared: &Arc<Shared>, cx: &ConnectionTo<Client>) -> Turn {
+        let cancel = CancellationToken::new();
+        *lock(&shared.turn_cancel) = cancel.clone();
+        Turn {
+            cx: cx.clone(),
+            shared: shared.clone(),
+            cancel,
+        }
+    }
+
     async fn play(self, responder: Responder<RawPromptResponse>) -> Result<(), Error> {
         let performance = &self.shared.performance;
         let mut usage = None;
@@ -258,13 +297,7 @@ impl Turn {
             if self.cancel.is_cancelled() {
                 return respond(responder, "cancelled", usage);
             }
-            let text = |text: &str| substitute(text, &performance.task, performance.attempt);
             match step {
-                Step::Text(body) => self.message(text(body))?,
-                Step::Thought(body) => send(
-                    &self.cx,
-                    SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(body).into())),
-                )?,
                 Step::Delay(duration) | Step::Silence(duration) => {
                     tokio::select! {
                         () = tokio::time::sleep(*duration) => {}
@@ -291,57 +324,79 @@ impl Turn {
                     );
                     std::future::pending::<()>().await;
                 }
-                Step::Shell(command) => {
-                    let command = substitute(command, &performance.task, performance.attempt);
-                    let cwd = lock(&self.shared.cwd).clone();
-                    self.message(shell(&command, &cwd).await)?;
-                }
-                Step::Stderr(line) => {
-                    let _ = writeln!(std::io::stderr(), "{}", text(line));
-                }
-                Step::Usage(step) => {
-                    let mut update =
-                        UsageUpdate::new(step.input_tokens + step.output_tokens, 200_000);
-                    if let Some(cost) = step.cost_usd {
-                        update = update.cost(Cost::new(cost, "USD"));
-                    }
-                    send(&self.cx, SessionUpdate::UsageUpdate(update))?;
-                    usage = Some(TurnUsage {
-                        input_tokens: step.input_tokens,
-                        output_tokens: step.output_tokens,
-                        ..TurnUsage::default()
-                    });
-                }
-                Step::Big(bytes) => self.message(filler(*bytes))?,
-                Step::Split(body) => {
-                    for ch in text(body).chars() {
-                        self.message(ch.to_string())?;
-                    }
-                }
-                Step::History(_) => {}
-                Step::SystemError(message) => {
-                    self.message(format!("{}\n\n", text(message)))?;
-                    thread_status(&self.cx, "systemError")?;
-                }
-                Step::ThreadStatus(kind) => thread_status(&self.cx, kind)?,
-                Step::Informational(body) => send_raw(
-                    &self.cx,
-                    json!({
-                        "sessionUpdate": "agent_message_chunk",
-                        "content": {"type": "text", "text": text(body)},
-                        "_meta": {"claudeCode": {"kind": "informational"}}
-                    }),
-                )?,
+                Step::Usage(step) => usage = Some(self.usage(step)?),
                 Step::QuotaTokens(step) => {
-                    meta = Some(json!({"quota": {
-                        "token_count": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens},
-                        "model_usage": [{"model": performance.model.clone().unwrap_or_else(|| "scripted".into()),
-                            "token_count": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens}}]
-                    }}));
+                    meta = Some(quota_meta(step, performance.model.as_deref()))
                 }
+                other => self.say(other).await?,
             }
         }
         respond_with_meta(responder, "end_turn", usage, meta)
+    }
+
+    /// Plays a step that only sends something (to the client, or to stderr).
+    async fn say(&self, step: &Step) -> Result<(), Error> {
+        let performance = &self.shared.performance;
+        let text = |text: &str| substitute(text, &performance.task, performance.attempt);
+        match step {
+            Step::Text(body) => self.message(text(body)),
+            Step::Thought(body) => send(
+                &self.cx,
+                SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(body).into())),
+            ),
+            Step::Shell(command) => {
+                let command = text(command);
+                let cwd = lock(&self.shared.cwd).clone();
+                self.message(shell(&command, &cwd).await)
+            }
+            Step::Stderr(line) => {
+                let _ = writeln!(std::io::stderr(), "{}", text(line));
+                Ok(())
+            }
+            Step::Big(bytes) => self.message(filler(*bytes)),
+            Step::Split(body) => text(body)
+                .chars()
+                .try_for_each(|ch| self.message(ch.to_string())),
+            Step::SystemError(message) => {
+                self.message(format!("{}\n\n", text(message)))?;
+                thread_status(&self.cx, "systemError")
+            }
+            Step::ThreadStatus(kind) => thread_status(&self.cx, kind),
+            Step::Informational(body) => send_raw(
+                &self.cx,
+                json!({
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": text(body)},
+                    "_meta": {"claudeCode": {"kind": "informational"}}
+                }),
+            ),
+            // Replayed at `session/new`; the others pause or end the turn (`play`).
+            Step::History(_)
+            | Step::Delay(_)
+            | Step::Silence(_)
+            | Step::Hang
+            | Step::Tool(_)
+            | Step::Stop(_)
+            | Step::Error(_)
+            | Step::Exit(_)
+            | Step::Kill
+            | Step::Usage(_)
+            | Step::QuotaTokens(_) => Ok(()),
+        }
+    }
+
+    /// Reports a usage step to the client; the turn's usage.
+    fn usage(&self, step: &UsageStep) -> Result<TurnUsage, Error> {
+        let mut update = UsageUpdate::new(step.input_tokens + step.output_tokens, 200_000);
+        if let Some(cost) = step.cost_usd {
+            update = update.cost(Cost::new(cost, "USD"));
+        }
+        send(&self.cx, SessionUpdate::UsageUpdate(update))?;
+        Ok(TurnUsage {
+            input_tokens: step.input_tokens,
+            output_tokens: step.output_tokens,
+            ..TurnUsage::default()
+        })
     }
 
     fn message(&self, text: String) -> Result<(), Error> {

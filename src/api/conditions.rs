@@ -10,10 +10,6 @@ pub const PROGRESSING: &str = "Progressing";
 pub const COMPLETE: &str = "Complete";
 /// Feature: the feature ended failed.
 pub const FAILED: &str = "Failed";
-/// Task: the task can be claimed now.
-pub const READY: &str = "Ready";
-/// Task: an attempt holds the task's claim Lease.
-pub const CLAIMED: &str = "Claimed";
 /// Feature and Task: the agent Pod can be built and created, and the agent works; `False`
 /// names what the user must fix (reasons below).
 pub const CONFIGURED: &str = "Configured";

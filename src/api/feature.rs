@@ -1,5 +1,7 @@
 //! The `Feature` custom resource: a plan of tasks and how to run them.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ConfigMapKeySelector;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -12,6 +14,7 @@ use super::pool::{MAX_FALLBACK_AGENTS, ModelPolicy, NamedAgentSpec};
 use super::status::FeatureStatus;
 use super::template::{MAX_RETRIES_LIMIT, TaskTemplate};
 use super::verify::VerifySpec;
+use crate::engine::backoff::RetryBackoff;
 
 /// Most tasks in one Feature (bounds the size of a Feature and the cost of its rules).
 pub const MAX_TASKS: usize = 200;
@@ -225,6 +228,18 @@ pub struct RetryPolicy {
     #[serde(default = "default_backoff_max_seconds")]
     #[schemars(range(min = 1, max = 86400))]
     pub backoff_max_seconds: u64,
+}
+
+impl RetryPolicy {
+    /// These settings as the engine's retry backoff (a task's own `maxRetries` applied with
+    /// [`RetryBackoff::for_task`]).
+    pub fn backoff(&self) -> RetryBackoff {
+        RetryBackoff {
+            base: Duration::from_secs(self.backoff_base_seconds),
+            cap: Duration::from_secs(self.backoff_max_seconds),
+            max_retries: self.max_retries,
+        }
+    }
 }
 
 impl Default for RetryPolicy {

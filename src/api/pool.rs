@@ -2,8 +2,6 @@
 //! (`spec.model`). Which agent and model an attempt uses is decided in
 //! [`crate::engine::selection`].
 
-use std::hash::Hasher;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +9,7 @@ use super::agent::AgentSpec;
 use super::feature::FeatureSpec;
 use super::names::DNS_LABEL_PATTERN;
 use crate::engine::selection::{ModelChoice, ModelStrategy};
+use crate::engine::stable_hash::fnv1a;
 
 /// The pool name of `spec.agent`.
 pub const PRIMARY_AGENT: &str = "primary";
@@ -116,8 +115,7 @@ pub fn command_identity(command: &[String]) -> String {
 }
 
 fn identity_of(command: &[String], relevant: &serde_json::Value) -> String {
-    let mut hasher = fnv::FnvHasher::default();
-    hasher.write(relevant.to_string().as_bytes());
+    let hash = fnv1a(relevant.to_string().as_bytes());
     let program: String = command
         .first()
         .map(|c| c.rsplit('/').next().unwrap_or(c))
@@ -126,12 +124,20 @@ fn identity_of(command: &[String], relevant: &serde_json::Value) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .take(40)
         .collect();
-    format!("{program}-{:016x}", hasher.finish())
+    format!("{program}-{hash:016x}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_s_identity_keeps_the_value_rests_are_stored_under() {
+        assert_eq!(
+            command_identity(&["claude-agent-acp".to_owned()]),
+            "claude-agent-acp-301b904c93f44fca"
+        );
+    }
 
     fn agent(json: serde_json::Value) -> AgentSpec {
         match serde_json::from_value(json) {

@@ -38,14 +38,14 @@ pub struct Args {
     #[arg(long, default_value = "ralph-controller-leader")]
     pub leader_lease: String,
     /// How long leadership lasts without renewal (a standby takes over after this).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "15s")]
     pub leader_lease_duration: Duration,
     /// How long the leader keeps failing to renew before it stops reconciling and
     /// campaigns again (must be shorter than the lease duration).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "10s")]
     pub leader_renew_deadline: Duration,
     /// Interval between leader-election attempts and renewals.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "2s")]
     pub leader_retry_period: Duration,
     /// Most Kubernetes API requests per second on average (0: unlimited).
     #[arg(long, default_value_t = 50.0)]
@@ -63,7 +63,7 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_parser = parse_native)]
     pub native_sidecars: NativeSidecars,
     /// How long finished agent Pods are kept for `kubectl logs` before they are deleted.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "1h")]
     pub finished_pod_ttl: Duration,
     /// Cluster-wide model prices (YAML: MODEL: {input, output, cacheRead, cacheWrite}, US
     /// dollars per million tokens) for agent Pods' gateways, over the built-in table; a
@@ -72,7 +72,7 @@ pub struct Args {
     pub gateway_prices: Option<std::path::PathBuf>,
     /// How long the API server may take to answer a Kubernetes API request (the wait for a
     /// token of `--kube-api-qps` is not counted).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "10s")]
     pub api_timeout: Duration,
 }
 

@@ -77,7 +77,7 @@ pub struct RepoArgs {
     #[arg(long)]
     pub heartbeat_file: Option<PathBuf>,
     /// Longest time one git command may take.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = crate::clock::parse_duration)]
     pub git_timeout: Duration,
 }
 
@@ -111,7 +111,7 @@ pub struct FinishArgs {
     pub result_file: PathBuf,
     /// Give up waiting for the result once the runner's heartbeat is this old (the agent's
     /// container ended without a result): nothing is committed.
-    #[arg(long, default_value = "360s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "360s", value_parser = crate::clock::parse_duration)]
     pub heartbeat_max_age: Duration,
     /// The runner's heartbeat file.
     #[arg(long)]

@@ -20,11 +20,11 @@ use crate::local::plan::{PlanError, agent_timeouts, feature_spec};
 use crate::local::run_event::RunEvent;
 use crate::local::scheduler::{self, RunOptions, RunOutcome};
 use crate::local::status_view::Counts;
-use crate::local::store::Store;
+use crate::local::store::{Store, SyncReport, TaskRow};
 use crate::local::summary::Summary;
 use crate::local::worktree::Worktrees;
 use crate::local::{process, shared_workspace, state_dir};
-use crate::manifest::FeaturePlan;
+use crate::manifest::FeatureManifest;
 
 /// Options of `ralph run`.
 #[derive(Debug, clap::Args)]
@@ -65,13 +65,13 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub push_remote: Option<String>,
     /// Runner: stop an agent silent this long (default: the Feature's idleTimeoutSeconds).
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration)]
     pub idle_timeout: Option<Duration>,
     /// Runner: stop an attempt running this long (default: the Feature's totalTimeoutSeconds).
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration)]
     pub total_timeout: Option<Duration>,
     /// Runner: grace period between cancel and kill.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration)]
     pub grace: Option<Duration>,
     /// Runner: extra crash pattern on agent stderr (regex; repeatable).
     #[arg(long, value_name = "REGEX")]
@@ -88,7 +88,7 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "MODE")]
     pub confinement: Option<Confinement>,
     /// How long a claim lasts unless renewed by a live runner.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = crate::clock::parse_duration)]
     pub claim_duration: Duration,
 }
 
@@ -143,7 +143,7 @@ fn absolute(path: &Path, what: &str) -> anyhow::Result<PathBuf> {
 }
 
 fn runner_args(args: &Args, timeouts: (Duration, Duration)) -> Vec<String> {
-    let duration = |d: Duration| humantime::format_duration(d).to_string();
+    let duration = crate::clock::format_duration;
     let mut out = vec![
         "--idle-timeout".to_string(),
         duration(args.idle_timeout.unwrap_or(timeouts.0)),
@@ -220,7 +220,8 @@ fn gateway_off_warning(gateway: Option<&GatewaySpec>) -> Option<String> {
     })
 }
 
-/// Runs `ralph run`.
+/// Runs `ralph run`: read and check the manifest, open the store, run the scheduler,
+/// show the outcome.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = match load(&args) {
         Ok(plan) => plan,
@@ -256,27 +257,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
     )?;
-    let mut store = Store::open(&state)?;
-    crate::local::worktree::exclude_state(&state).await;
-    store.take_run_ownership(&process::own_token(), process::token_alive)?;
-    let report = match store.sync(&feature, now_ms()) {
-        Ok(report) => report,
-        Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
-            eprintln!("error: {error}");
-            return Ok(Exit::Usage.into());
-        }
-        Err(error) => return Err(error.into()),
+    let (mut store, report) = match open_store(&state, &feature).await? {
+        Ok(opened) => opened,
+        Err(exit) => return Ok(exit.into()),
     };
     let mut display = Display::new(Mode::detect(args.json));
     let tasks = store.tasks()?;
-    display.show(&RunEvent::Plan {
-        feature: feature.name.clone(),
-        total: tasks.len(),
-        done: Counts::of(&tasks).done,
-        added: report.added,
-        edited: report.edited,
-        removed: [report.removed, report.removed_later].concat(),
-    });
+    show_plan(&mut display, &feature, &tasks, report);
     let worktrees = match open_worktrees(&args, &workspace, &feature.name, &state).await {
         Ok(worktrees) => worktrees,
         Err(error) => {
@@ -292,23 +279,87 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             program: exe,
             agent: feature.agent_command.clone(),
             workspace,
-            runner_args: [
-                runner_args(&args, agent_timeouts(chosen)),
-                chosen.feature.spec.agent.client_fs.runner_args(),
-                confinement.runner_args(),
-                gateway_args(chosen.feature.spec.agent.gateway.as_ref(), &state)?,
-                vec!["--keep-out".to_owned(), state.display().to_string()],
-            ]
-            .concat(),
+            runner_args: all_runner_args(&args, chosen, confinement, &state)?,
             env: feature.agent_env.clone(),
         },
         worktrees: worktrees.map(std::sync::Arc::new),
     };
     // Nothing is said of how attempts would run when none is left to run.
     let anything_left = Counts::of(&tasks).done < tasks.len();
-    let unconfined = unconfined.filter(|_| anything_left);
-    let reachable_state = (anything_left
-        && options.worktrees.is_none()
+    let warnings = start_warnings(&args, chosen, &tasks, &options)
+        .into_iter()
+        .chain(unconfined.filter(|_| anything_left))
+        .chain(reachable_state_warning(&options, &state, confinement).filter(|_| anything_left))
+        .chain(gateway_off_warning(
+            chosen.feature.spec.agent.gateway.as_ref(),
+        ));
+    for message in warnings {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message,
+        });
+    }
+    let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
+    finish(&mut store, &feature, &outcome, &mut display)
+}
+
+/// Opens the state directory's store, takes the run's ownership of it and syncs the
+/// feature into it; a store of another feature is said and exits with a usage error.
+async fn open_store(
+    state: &Path,
+    feature: &LocalFeature,
+) -> anyhow::Result<Result<(Store, SyncReport), Exit>> {
+    let mut store = Store::open(state)?;
+    crate::local::worktree::exclude_state(state).await;
+    store.take_run_ownership(&process::own_token(), process::token_alive)?;
+    match store.sync(feature, now_ms()) {
+        Ok(report) => Ok(Ok((store, report))),
+        Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
+            eprintln!("error: {error}");
+            Ok(Err(Exit::Usage))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Shows the feature's tasks and what the sync changed.
+fn show_plan(display: &mut Display, feature: &LocalFeature, tasks: &[TaskRow], report: SyncReport) {
+    display.show(&RunEvent::Plan {
+        feature: feature.name.clone(),
+        total: tasks.len(),
+        done: Counts::of(tasks).done,
+        added: report.added,
+        edited: report.edited,
+        removed: [report.removed, report.removed_later].concat(),
+    });
+}
+
+/// Every flag of the runner: timeouts and patterns, client file system, confinement, gateway,
+/// and the state directory to keep the agent out of.
+fn all_runner_args(
+    args: &Args,
+    chosen: &FeatureManifest,
+    confinement: Confinement,
+    state: &Path,
+) -> anyhow::Result<Vec<String>> {
+    Ok([
+        runner_args(args, agent_timeouts(chosen)),
+        chosen.feature.spec.agent.client_fs.runner_args(),
+        confinement.runner_args(),
+        gateway_args(chosen.feature.spec.agent.gateway.as_ref(), state)?,
+        vec!["--keep-out".to_owned(), state.display().to_string()],
+    ]
+    .concat())
+}
+
+/// The warning for a state directory inside the shared workspace of a confined run: the
+/// agents can reach their runners' result files there.
+fn reachable_state_warning(
+    options: &RunOptions,
+    state: &Path,
+    confinement: Confinement,
+) -> Option<String> {
+    (options.worktrees.is_none()
         && confinement != Confinement::Disabled
         && state.starts_with(&options.runner.workspace))
     .then(|| {
@@ -317,26 +368,18 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
              result files (use --state outside it, or a git repository)",
             state.display()
         )
-    });
-    let warnings = start_warnings(&args, chosen, &tasks, &options);
-    for message in warnings
-        .into_iter()
-        .chain(unconfined)
-        .chain(reachable_state)
-    {
-        display.show(&RunEvent::Warning {
-            task: None,
-            message,
-        });
-    }
-    if let Some(message) = gateway_off_warning(chosen.feature.spec.agent.gateway.as_ref()) {
-        display.show(&RunEvent::Warning {
-            task: None,
-            message,
-        });
-    }
-    let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
-    let (finished_outcome, message) = end_message(&outcome, &store.tasks()?);
+    })
+}
+
+/// Shows how the run ended and its summary, gives the store's ownership back, and says the
+/// exit code.
+fn finish(
+    store: &mut Store,
+    feature: &LocalFeature,
+    outcome: &RunOutcome,
+    display: &mut Display,
+) -> anyhow::Result<ExitCode> {
+    let (finished_outcome, message) = end_message(outcome, &store.tasks()?);
     display.show(&RunEvent::Finished {
         outcome: finished_outcome,
         message,
@@ -352,7 +395,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     display.show(&RunEvent::Summary(summary));
     store.release_run_ownership(&process::own_token())?;
-    Ok(exit(&outcome).into())
+    Ok(exit(outcome).into())
 }
 
 /// The plan of the manifest; an invalid one is said and exits 3.
@@ -371,7 +414,7 @@ fn load(args: &Args) -> Result<crate::manifest::Plan, Exit> {
 }
 
 /// The feature to run: the manifest's only one, or `--feature`'s (said when missing).
-fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p FeaturePlan, Exit> {
+fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p FeatureManifest, Exit> {
     let names: Vec<String> = plan.features.iter().map(|f| f.name()).collect();
     let file = args.file.display();
     match (&args.feature, plan.features.as_slice()) {
@@ -401,7 +444,7 @@ fn choose<'p>(args: &Args, plan: &'p crate::manifest::Plan) -> Result<&'p Featur
 /// `ralph`); a feature local mode cannot run is said and exits 3.
 fn local_feature(
     args: &Args,
-    chosen: &FeaturePlan,
+    chosen: &FeatureManifest,
     exe: &Path,
 ) -> anyhow::Result<Result<LocalFeature, Exit>> {
     let mut feature = match feature_spec(chosen) {
@@ -464,7 +507,7 @@ fn workspace(args: &Args, feature: &str) -> anyhow::Result<Result<PathBuf, Strin
 /// local run cannot resolve, parallel attempts sharing one directory.
 fn start_warnings(
     args: &Args,
-    chosen: &FeaturePlan,
+    chosen: &FeatureManifest,
     tasks: &[crate::local::store::TaskRow],
     options: &RunOptions,
 ) -> Vec<String> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::attempt::OutcomeClass;
+use crate::engine::attempt::{AttemptResult, OutcomeClass};
 use crate::engine::budget::MicroUsd;
 use crate::gateway::{Allowance, PriceTable};
 use crate::runner::check::CheckCommand;
@@ -54,13 +54,13 @@ pub struct Args {
     #[arg(long)]
     pub stop_file: Option<PathBuf>,
     /// No ACP traffic for this long counts as a hang.
-    #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "300s", value_parser = crate::clock::parse_duration)]
     pub idle_timeout: Duration,
     /// The longest an attempt may run.
-    #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2h", value_parser = crate::clock::parse_duration)]
     pub total_timeout: Duration,
     /// Time between session/cancel and killing the agent's process group.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::clock::parse_duration)]
     pub grace: Duration,
     /// Regex marking a crash when an agent stderr line matches (repeatable; added to the defaults).
     #[arg(long = "crash-pattern", value_name = "REGEX")]
@@ -84,7 +84,7 @@ pub struct Args {
     #[arg(long, value_name = "COMMAND", conflicts_with = "read_only")]
     pub verify_command: Option<String>,
     /// Time limit of --verify-command.
-    #[arg(long, default_value = "600s", value_parser = humantime::parse_duration, requires = "verify_command")]
+    #[arg(long, default_value = "600s", value_parser = crate::clock::parse_duration, requires = "verify_command")]
     pub verify_command_timeout: Duration,
     /// Bytes of the end of --verify-command's output kept in the result (at most 2048).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=2048), requires = "verify_command")]
@@ -162,8 +162,8 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
     let parent = nix::unistd::getppid();
     let prompt = std::fs::read_to_string(&args.prompt_file)
         .with_context(|| format!("cannot read the prompt file {}", args.prompt_file.display()))?;
-    let workspace = match args.workspace {
-        Some(workspace) => workspace,
+    let workspace = match &args.workspace {
+        Some(workspace) => workspace.clone(),
         None => std::env::current_dir().context("cannot determine the current directory")?,
     };
     let cancel = CancellationToken::new();
@@ -176,7 +176,27 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
         args.stop_file.clone(),
         cancel.clone(),
     );
-    let config = RunnerConfig {
+    let (result_file, result_copy) = (args.result_file.clone(), args.result_copy.clone());
+    let config = runner_config(args, prompt, workspace)?;
+    adopt_orphans();
+    let result = run_attempt(config, cancel).await;
+    beating.abort();
+    let result = result?;
+    let left_behind = crate::runner::process::kill_adopted();
+    if !left_behind.is_empty() {
+        tracing::warn!(
+            "the agent left {} processes running after the attempt (pids {left_behind:?}); killed them",
+            left_behind.len()
+        );
+    }
+    let outcome = result.outcome;
+    deliver(result, result_file, result_copy.as_deref())?;
+    Ok(ExitCode::from(exit_status(outcome)))
+}
+
+/// The runner's configuration from its flags, the prompt and the workspace.
+fn runner_config(args: Args, prompt: String, workspace: PathBuf) -> anyhow::Result<RunnerConfig> {
+    Ok(RunnerConfig {
         task: args.task,
         attempt: args.attempt,
         prompt,
@@ -221,23 +241,20 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
             remote: args.gateway_url,
             listen: args.gateway_listen,
         },
-    };
-    adopt_orphans();
-    let result = run_attempt(config, cancel).await;
-    beating.abort();
-    let result = result?;
-    let left_behind = crate::runner::process::kill_adopted();
-    if !left_behind.is_empty() {
-        tracing::warn!(
-            "the agent left {} processes running after the attempt (pids {left_behind:?}); killed them",
-            left_behind.len()
-        );
-    }
-    let outcome = result.outcome;
-    match result_destination(args.result_file) {
+    })
+}
+
+/// Writes the result document where `--result-file` says (stdout without one), and its
+/// copy where `--result-copy` says.
+fn deliver(
+    result: AttemptResult,
+    result_file: Option<PathBuf>,
+    result_copy: Option<&Path>,
+) -> anyhow::Result<()> {
+    match result_destination(result_file) {
         Some(path) => {
             write_result(result, &path)?;
-            if let Some(copy) = &args.result_copy {
+            if let Some(copy) = result_copy {
                 let json = std::fs::read_to_string(&path)
                     .with_context(|| format!("cannot read back {}", path.display()))?;
                 write_atomically(copy, &json)?;
@@ -245,13 +262,13 @@ async fn attempt(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => {
             let json = fit_result(result)?.1;
-            if let Some(copy) = &args.result_copy {
+            if let Some(copy) = result_copy {
                 write_atomically(copy, &json)?;
             }
             writeln!(std::io::stdout(), "{json}").context("cannot write the result to stdout")?;
         }
     }
-    Ok(ExitCode::from(exit_status(outcome)))
+    Ok(())
 }
 
 fn parse_usd(text: &str) -> Result<MicroUsd, String> {

@@ -37,16 +37,16 @@ pub struct Args {
     #[arg(long)]
     pub stop_file: Option<PathBuf>,
     /// A heartbeat older than this means its writer is gone.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "15s")]
     pub heartbeat_max_age: Duration,
     /// How long to renew before the runner's heartbeat first appears.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "10m")]
     pub startup_grace: Duration,
     /// Limit of each Kubernetes API call.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "10s")]
     pub api_timeout: Duration,
     /// How long one renewal is valid (the Lease's duration, as the controller claimed it).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "60s")]
     pub lease_duration: Duration,
     /// Exit (status 0) once the attempt is over; for a plain (non-native) sidecar container.
     #[arg(long)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit::Exit;
-use crate::manifest::{FeaturePlan, Plan, TaskOrigin, load_plan_with};
+use crate::manifest::{FeatureManifest, Plan, TaskOrigin, load_plan_with};
 
 /// Options of `ralph validate`.
 #[derive(Debug, clap::Args)]
@@ -61,7 +61,7 @@ pub fn render(plan: &Plan) -> String {
     out
 }
 
-fn render_feature(feature: &FeaturePlan, out: &mut String) {
+fn render_feature(feature: &FeatureManifest, out: &mut String) {
     let ready: HashMap<&str, usize> = feature
         .dag
         .ready()
@@ -93,14 +93,14 @@ fn render_feature(feature: &FeaturePlan, out: &mut String) {
 
 /// The tasks of one feature, by index, with their children and ready ranks.
 struct Tree<'a> {
-    feature: &'a FeaturePlan,
+    feature: &'a FeatureManifest,
     ready: &'a HashMap<&'a str, usize>,
     roots: Vec<usize>,
     children: Vec<Vec<usize>>,
 }
 
 impl<'a> Tree<'a> {
-    fn new(feature: &'a FeaturePlan, ready: &'a HashMap<&'a str, usize>) -> Self {
+    fn new(feature: &'a FeatureManifest, ready: &'a HashMap<&'a str, usize>) -> Self {
         let index: HashMap<&str, usize> = feature
             .tasks
             .iter()

@@ -5,7 +5,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::sigils::Sigils;
-use super::verification::CheckReport;
 
 /// Version of the [`AttemptResult`] document; bumped on an incompatible change.
 pub const RESULT_SCHEMA_VERSION: u32 = 1;
@@ -349,6 +348,67 @@ impl AttemptResult {
             truncated: Vec::new(),
         }
     }
+}
+
+/// Longest check reason carried into the next prompt (characters): the command, its exit
+/// and its output tail.
+pub(crate) const MAX_CHECK_REASON_CHARS: usize = 2400;
+
+/// How `verify.command` ended, as the runner reports it in the attempt result.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckReport {
+    /// The command, as given (run with `sh -c` in the workspace).
+    pub command: String,
+    /// Its exit code; unset when it was killed or could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// It ran past its time limit and was killed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Why it could not start, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The end of its combined stdout and stderr (at most the configured bytes).
+    #[serde(default)]
+    pub output_tail: String,
+}
+
+impl CheckReport {
+    /// True when the command exited 0 in time.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && self.error.is_none()
+    }
+
+    /// One sentence on how it failed, followed by the output tail (for the next prompt).
+    pub fn failure(&self) -> String {
+        let how = match (&self.error, self.timed_out, self.exit_code) {
+            (Some(error), ..) => format!("could not run: {error}"),
+            (None, true, _) => "ran past its time limit and was killed".to_owned(),
+            (None, false, Some(code)) => format!("exited with code {code}"),
+            (None, false, None) => "was killed by a signal".to_owned(),
+        };
+        let mut text = format!("verify.command `{}` {how}", self.command.trim());
+        let tail = self.output_tail.trim();
+        if !tail.is_empty() {
+            text.push_str("; the end of its output:\n");
+            text.push_str(tail);
+        }
+        bounded_tail(&text, MAX_CHECK_REASON_CHARS)
+    }
+}
+
+/// The last `max` characters of `text`'s last lines, marking the cut at the start.
+fn bounded_tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_owned();
+    }
+    let (head, _) = text.split_once('\n').unwrap_or((text, ""));
+    let head: String = head.chars().take(max / 4).collect();
+    let keep = max.saturating_sub(head.chars().count() + 2);
+    let tail: String = text.chars().skip(count - keep).collect();
+    format!("{head}\n…{tail}")
 }
 
 #[cfg(test)]

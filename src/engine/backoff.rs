@@ -25,6 +25,15 @@ impl Default for RetryBackoff {
 }
 
 impl RetryBackoff {
+    /// The retry rule of one task under its feature's settings (`self`): the task's own
+    /// `maxRetries`, when it sets one, replaces the feature's; the backoff is the feature's.
+    pub fn for_task(self, task_max_retries: Option<u32>) -> Self {
+        Self {
+            max_retries: task_max_retries.unwrap_or(self.max_retries),
+            ..self
+        }
+    }
+
     /// The wait before a retry: `min(cap, base * 2^retry + jitter * base)`.
     ///
     /// `retry` is the number of retries already used before this one (0 for the first retry);
@@ -55,6 +64,19 @@ impl RetryBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_s_own_retry_limit_replaces_the_feature_s() {
+        let feature = RetryBackoff::default();
+        assert_eq!(feature.for_task(Some(7)).max_retries, 7);
+        assert_eq!(feature.for_task(Some(7)).base, feature.base);
+    }
+
+    #[test]
+    fn a_task_without_a_retry_limit_has_the_feature_s() {
+        let feature = RetryBackoff::default();
+        assert_eq!(feature.for_task(None), feature);
+    }
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

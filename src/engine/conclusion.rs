@@ -9,11 +9,13 @@ use super::attempt::{AttemptResult, Usage};
 use super::backoff::RetryBackoff;
 use super::budget::BudgetSpent;
 use super::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
-use super::lifecycle::{AttemptEnd, FeatureGate};
-use super::policy::{
-    AttemptOutcome, Decision, EventKind, FeatureEffect, PhaseChange, PreviousAttempt, TaskContext,
+use super::lifecycle::FeatureGate;
+use super::outcome::{
+    AttemptEnd, AttemptOutcome, Decision, EventKind, FeatureEffect, PhaseChange, PreviousAttempt,
+    TaskContext,
 };
-use super::verification::{self, AttemptKind, Verification};
+use super::policy;
+use super::verification::{AttemptKind, Verification};
 use super::workspace::{self, WorkspaceReport};
 
 /// How long an exhausted agent rests when it did not say when its quota resets.
@@ -37,6 +39,44 @@ pub struct TaskState {
     pub kind: AttemptKind,
 }
 
+impl TaskState {
+    /// Task `name` as its record shows it before the conclusion of its last started attempt
+    /// (number `attempt_count`): `retry_count` retries used, `history` its recorded attempts,
+    /// oldest first. The attempt's kind is the one recorded when it started (work when no
+    /// record says); the attempts without a verdict are counted back from the newest
+    /// recorded outcome. The one construction both modes use.
+    pub fn from_history(
+        name: impl Into<String>,
+        retry_count: u32,
+        verify: Verification,
+        attempt_count: u32,
+        history: impl DoubleEndedIterator<Item = RecordedAttempt> + Clone,
+    ) -> TaskState {
+        TaskState {
+            name: name.into(),
+            retry_count,
+            without_verdict: without_verdict_streak(history.clone().filter_map(|a| a.outcome)),
+            verify,
+            kind: history
+                .rev()
+                .find(|a| a.number == attempt_count)
+                .map(|a| a.kind)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// One attempt of a task as its record shows it (a Task status's attempt, a store row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordedAttempt {
+    /// Attempt number, starting at 1.
+    pub number: u32,
+    /// Work or verify, as recorded when it started.
+    pub kind: AttemptKind,
+    /// How it ended; `None` while it runs (or when the record lost it).
+    pub outcome: Option<AttemptOutcome>,
+}
+
 /// The rules a task's attempts are concluded by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConclusionPolicy {
@@ -49,7 +89,8 @@ pub struct ConclusionPolicy {
 }
 
 impl ConclusionPolicy {
-    /// The given retry policy with the default no-verdict limit and exhaustion rest.
+    /// The given retry policy with the default no-verdict limit and exhaustion rest. A task's
+    /// policy: its feature's retry settings [`RetryBackoff::for_task`].
     pub fn with_retry(retry: RetryBackoff) -> Self {
         Self {
             retry,
@@ -114,21 +155,14 @@ impl NextState {
     }
 }
 
-/// The task's next state after `end`. `jitter` is uniform in `[0, 1)`.
+/// The one conclusion of an attempt: the task's next state after `end`. `workspace` is what
+/// the attempt's git steps did with its work, when it ran in git (a conflict or a failed
+/// integration undoes a done verdict, see [`workspace::after_git`]). `jitter` is uniform in
+/// `[0, 1)`.
+///
+/// In order: the outcome table ([`policy::judge`]), the git steps, the limit of attempts in a
+/// row without a verdict, the backoff of a counted retry, an exhausted agent's rest.
 pub fn conclude(
-    end: &AttemptEnd,
-    task: &TaskState,
-    policy: &ConclusionPolicy,
-    now_ms: i64,
-    jitter: f64,
-) -> NextState {
-    conclude_with_workspace(end, None, task, policy, now_ms, jitter)
-}
-
-/// [`conclude`] for an attempt in a git workspace: `workspace` is what its git steps did
-/// with the work (a conflict or a failed integration undoes a done verdict, see
-/// [`workspace::after_git`]).
-pub fn conclude_with_workspace(
     end: &AttemptEnd,
     workspace: Option<&WorkspaceReport>,
     task: &TaskState,
@@ -142,7 +176,7 @@ pub fn conclude_with_workspace(
         max_retries: policy.retry.max_retries,
         verify: task.verify.agent,
     };
-    let mut decision = verification::conclude_attempt(end, &context, task.kind, task.verify);
+    let mut decision = policy::judge(end, &context, task.kind, task.verify);
     if let Some(report) = workspace {
         decision = workspace::after_git(decision, &context, report);
     }
@@ -199,6 +233,19 @@ pub fn conclude_with_workspace(
         crash,
         decision,
     }
+}
+
+/// The former name of [`conclude`], kept for callers not moved yet.
+#[doc(hidden)]
+pub fn conclude_with_workspace(
+    end: &AttemptEnd,
+    workspace: Option<&WorkspaceReport>,
+    task: &TaskState,
+    policy: &ConclusionPolicy,
+    now_ms: i64,
+    jitter: f64,
+) -> NextState {
+    conclude(end, workspace, task, policy, now_ms, jitter)
 }
 
 /// The phase a decision puts the task in. A claimed task was Pending before it ran, so

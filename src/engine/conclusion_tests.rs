@@ -207,3 +207,40 @@ fn a_feature_that_completed_says_so_even_with_a_spent_budget() {
         "all 2 tasks done"
     );
 }
+
+fn recorded(number: u32, kind: AttemptKind, outcome: Option<AttemptOutcome>) -> RecordedAttempt {
+    RecordedAttempt {
+        number,
+        kind,
+        outcome,
+    }
+}
+
+#[test]
+fn a_task_state_takes_the_kind_of_the_attempt_that_ends_from_its_record() {
+    let history = [
+        recorded(1, AttemptKind::Work, Some(AttemptOutcome::Done)),
+        recorded(2, AttemptKind::Verify, None),
+    ];
+    let state = TaskState::from_history("t", 0, Verification::default(), 2, history.into_iter());
+    assert_eq!(state.kind, AttemptKind::Verify);
+}
+
+#[test]
+fn a_task_state_without_a_record_of_its_attempt_is_a_work_attempt() {
+    let state = TaskState::from_history("t", 0, Verification::default(), 3, std::iter::empty());
+    assert_eq!(state.kind, AttemptKind::Work);
+}
+
+#[test]
+fn a_task_state_counts_the_attempts_without_a_verdict_back_from_the_newest_outcome() {
+    let history = [
+        recorded(1, AttemptKind::Work, Some(AttemptOutcome::Released)),
+        recorded(2, AttemptKind::Work, Some(AttemptOutcome::Crashed)),
+        recorded(3, AttemptKind::Work, Some(AttemptOutcome::Released)),
+        recorded(4, AttemptKind::Work, Some(AttemptOutcome::StoppedEarly)),
+        recorded(5, AttemptKind::Work, None),
+    ];
+    let state = TaskState::from_history("t", 1, Verification::default(), 5, history.into_iter());
+    assert_eq!((state.without_verdict, state.retry_count), (2, 1));
+}

@@ -3,7 +3,7 @@
 //! (claim = store row, run = child process), so the behaviour is tested once.
 //!
 //! [`decide`] never interprets an attempt's result itself: it says *how* the attempt ended
-//! ([`AttemptEnd`]); [`AttemptEnd::conclude`] asks the outcome policy what that means.
+//! ([`AttemptEnd`]); [`super::conclusion::conclude`] says what that means for the task.
 //!
 //! Claims end with their attempt: once an attempt's conclusion is recorded, its claim is
 //! *spent* ([`is_spent`]). A spent claim is no claim for anyone: nothing releases it, it
@@ -12,9 +12,8 @@
 
 use super::attempt::AttemptResult;
 use super::dag::TaskPhase;
-use super::policy::{
-    self, AttemptOutcome, Decision, Event, EventKind, FeatureEffect, PhaseChange, TaskContext,
-};
+
+pub use super::outcome::AttemptEnd;
 
 /// The identity of attempt `number` of `task`: `<task>-a<N>` (also the agent Pod's name).
 pub fn attempt_id(task: &str, number: u32) -> String {
@@ -185,99 +184,6 @@ impl RunView {
     }
 }
 
-/// How an attempt ended, before the outcome policy judges it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AttemptEnd {
-    /// The run reported a result for this attempt while it held the claim.
-    Reported(Box<AttemptResult>),
-    /// The run ended or vanished without a usable result (OOMKilled, evicted, deleted).
-    NoResult {
-        /// The executor's reason, for the crash summary.
-        reason: String,
-    },
-    /// The claim expired or passed to someone else before the attempt reported.
-    ClaimLost {
-        /// What happened to the claim.
-        reason: String,
-    },
-    /// The run never started within its start deadline (no node, images not pulled): the
-    /// attempt is released and the task tried again, no retry charged.
-    NotStarted {
-        /// Why it waited, and how long.
-        reason: String,
-    },
-    /// The attempt was stopped on purpose (suspend) and reported nothing.
-    Interrupted {
-        /// Why it was stopped.
-        reason: String,
-    },
-    /// The task's spec changed while the attempt ran: it is stopped and a fresh attempt
-    /// starts for the new generation (not counted as a retry).
-    Superseded {
-        /// The generation the attempt was spawned for.
-        from_generation: i64,
-        /// The task's current generation.
-        to_generation: i64,
-    },
-}
-
-impl AttemptEnd {
-    /// What the attempt's end means for the task (the outcome policy, plus the two ends
-    /// the lifecycle itself causes: interruption by suspend and supersession by a new spec,
-    /// neither counted as a retry).
-    pub fn conclude(&self, task: &TaskContext) -> Decision {
-        match self {
-            AttemptEnd::Reported(result) => policy::decide(task, result),
-            AttemptEnd::NoResult { reason } => policy::on_ended_without_result(task, reason),
-            AttemptEnd::ClaimLost { reason } => {
-                let mut decision = policy::on_claim_lost(task);
-                decision.event.message = format!("{} ({reason})", decision.event.message);
-                decision
-            }
-            AttemptEnd::NotStarted { reason } => back_to_pending(
-                "AttemptNotStarted",
-                format!(
-                    "task {}: attempt released without charging a retry: {reason}",
-                    task.name
-                ),
-            ),
-            AttemptEnd::Interrupted { reason } => back_to_pending(
-                "AttemptInterrupted",
-                format!("task {}: attempt interrupted: {reason}", task.name),
-            ),
-            AttemptEnd::Superseded {
-                from_generation,
-                to_generation,
-            } => back_to_pending(
-                "AttemptSuperseded",
-                format!(
-                    "task {}: spec changed (generation {from_generation} -> {to_generation}); \
-                     restarting with the new spec",
-                    task.name
-                ),
-            ),
-        }
-    }
-}
-
-fn back_to_pending(reason: &'static str, message: String) -> Decision {
-    Decision {
-        outcome: AttemptOutcome::Interrupted,
-        phase: PhaseChange::Pending,
-        verify_first: false,
-        retry: None,
-        event: Event {
-            kind: EventKind::Normal,
-            reason,
-            message,
-        },
-        feature: FeatureEffect::None,
-        promise_complete: false,
-        agent_exhausted: None,
-        previous_attempt: None,
-    }
-}
-
 /// One step the caller carries out, in the order given. When a step fails (e.g. the claim
 /// is taken by someone else first), the caller stops and decides again on the next event.
 #[derive(Clone, Debug, PartialEq)]
@@ -398,29 +304,13 @@ fn decide_running(
     };
 
     if let RunView::Ended { result, reason } = run {
-        return match result {
-            Some(result) if result_is_current(result, &own_id) => {
-                if ended_in_time(result, ours, now_ms) {
-                    ended(AttemptEnd::Reported(result.clone()))
-                } else {
-                    lost(run, expired_reason(ours))
-                }
-            }
-            Some(result) => ended(AttemptEnd::NoResult {
-                reason: format!(
-                    "result names attempt {} instead of {own_id}",
-                    result.attempt.as_deref().unwrap_or("?")
-                ),
-            }),
-            None if task.gate == FeatureGate::Suspended => ended(AttemptEnd::Interrupted {
-                reason: "feature suspended".to_owned(),
-            }),
-            None => ended(AttemptEnd::NoResult {
-                reason: reason
-                    .clone()
-                    .unwrap_or_else(|| "ended without a result".to_owned()),
-            }),
-        };
+        return run_ended(
+            task,
+            ours,
+            &own_id,
+            (result.as_deref(), reason.as_deref()),
+            now_ms,
+        );
     }
 
     // A run that has not started holds its claim however long it waits: nothing ran.
@@ -458,6 +348,45 @@ fn decide_running(
         ],
         RunView::Pending(waiting) => keep_waiting(ours, waiting, now_ms),
         _ => vec![Action::RequeueAt(ours.expires_at_ms())],
+    }
+}
+
+/// The attempt's run ended (`ended`: its result and its executor's reason): its result is
+/// ingested when it is this attempt's and came while the claim held; without one, it
+/// ended without a result (interrupted when the feature is suspended).
+fn run_ended(
+    task: &TaskView,
+    ours: &ClaimView,
+    own_id: &str,
+    ended_with: (Option<&AttemptResult>, Option<&str>),
+    now_ms: i64,
+) -> Vec<Action> {
+    match ended_with {
+        (Some(result), _) if result_is_current(result, own_id) => {
+            if ended_in_time(result, ours, now_ms) {
+                ended(AttemptEnd::Reported(Box::new(result.clone())))
+            } else {
+                // The run exists (it ended): its claim lapsed before it reported.
+                vec![
+                    Action::Ingest(AttemptEnd::ClaimLost {
+                        reason: expired_reason(ours),
+                    }),
+                    Action::DeleteRun,
+                ]
+            }
+        }
+        (Some(result), _) => ended(AttemptEnd::NoResult {
+            reason: format!(
+                "result names attempt {} instead of {own_id}",
+                result.attempt.as_deref().unwrap_or("?")
+            ),
+        }),
+        (None, _) if task.gate == FeatureGate::Suspended => ended(AttemptEnd::Interrupted {
+            reason: "feature suspended".to_owned(),
+        }),
+        (None, reason) => ended(AttemptEnd::NoResult {
+            reason: reason.unwrap_or("ended without a result").to_owned(),
+        }),
     }
 }
 

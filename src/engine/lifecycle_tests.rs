@@ -338,18 +338,6 @@ fn waiting_run_past_its_deadline_is_released_and_deleted() {
 }
 
 #[test]
-fn a_run_that_never_started_goes_back_to_pending_without_charging_a_retry() {
-    let end = AttemptEnd::NotStarted {
-        reason: "no node".to_owned(),
-    };
-    let decision = end.conclude(&context());
-    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, None);
-    assert_eq!(decision.event.reason, "AttemptNotStarted");
-}
-
-#[test]
 fn claimed_attempt_whose_run_was_never_created_is_started() {
     let c = fresh("build-a1");
     assert_eq!(
@@ -821,67 +809,6 @@ fn a_recorded_attempts_concluded_claim_is_spent_by_a_recorded_one() {
         2,
         "build-a2"
     ));
-}
-
-// --- Conclusions -------------------------------------------------------------------
-
-fn context() -> TaskContext {
-    TaskContext {
-        name: "build".to_owned(),
-        retry_count: 0,
-        max_retries: 3,
-        verify: false,
-    }
-}
-
-#[test]
-fn superseded_attempt_goes_back_to_pending_without_counting_a_retry() {
-    let end = AttemptEnd::Superseded {
-        from_generation: 1,
-        to_generation: 2,
-    };
-    let decision = end.conclude(&context());
-    assert_eq!(decision.phase, PhaseChange::Pending);
-    assert_eq!(decision.retry, None);
-    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
-    assert!(decision.event.message.contains("generation 1 -> 2"));
-}
-
-#[test]
-fn interrupted_attempt_goes_back_to_pending_without_counting_a_retry() {
-    let end = AttemptEnd::Interrupted {
-        reason: "feature suspended".to_owned(),
-    };
-    let decision = end.conclude(&context());
-    assert_eq!(
-        (decision.phase, decision.retry, decision.outcome),
-        (PhaseChange::Pending, None, AttemptOutcome::Interrupted)
-    );
-}
-
-#[test]
-fn lost_claim_is_the_policys_lost_attempt_with_the_reason_attached() {
-    let end = AttemptEnd::ClaimLost {
-        reason: "claim not renewed within 60 s".to_owned(),
-    };
-    let decision = end.conclude(&context());
-    assert_eq!(decision.outcome, AttemptOutcome::Lost);
-    assert!(
-        decision
-            .event
-            .message
-            .ends_with("(claim not renewed within 60 s)")
-    );
-}
-
-#[test]
-fn run_without_result_is_the_policys_crash_with_the_reason() {
-    let end = AttemptEnd::NoResult {
-        reason: "OOMKilled".to_owned(),
-    };
-    let decision = end.conclude(&context());
-    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
-    assert_eq!(decision.retry, Some(1));
 }
 
 // --- Properties ---------------------------------------------------------------------

@@ -8,10 +8,12 @@ pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;
 pub mod memory;
+pub mod outcome;
 pub mod policy;
 pub mod prompt;
 pub mod selection;
 pub mod sigils;
+pub mod stable_hash;
 #[doc(hidden)]
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -62,9 +62,10 @@ pub struct PoolAgent<'a> {
     pub identity: &'a str,
 }
 
-/// What the selection needs to know about one earlier attempt of the task.
+/// What the selection needs to know about one earlier attempt of the task: the model it
+/// tried, how it ended, the model it asked for next.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PastAttempt {
+pub struct TriedModel {
     /// The model it was given (`None`: the agent's default).
     pub model: Option<String>,
     /// How it ended (`None`: it has not ended).
@@ -72,6 +73,10 @@ pub struct PastAttempt {
     /// The model the agent asked for with `<next-model>`.
     pub next_model: Option<String>,
 }
+
+/// The former name of [`TriedModel`], kept for callers not moved yet.
+#[doc(hidden)]
+pub type PastAttempt = TriedModel;
 
 /// Resting agents by identity.
 pub type Rests = BTreeMap<String, AgentRest>;
@@ -126,7 +131,7 @@ fn failed(outcome: Option<AttemptOutcome>) -> bool {
 pub fn select(
     pool: &[PoolAgent<'_>],
     models: &ModelChoice<'_>,
-    history: &[PastAttempt],
+    history: &[TriedModel],
     rests: &Rests,
     now_ms: i64,
 ) -> Selection {
@@ -181,7 +186,7 @@ pub fn format_ms(ms: i64) -> String {
 
 fn model_for(
     choice: &ModelChoice<'_>,
-    history: &[PastAttempt],
+    history: &[TriedModel],
 ) -> (Option<String>, ModelReason, Option<String>) {
     let models = choice.models;
     if models.is_empty() {
@@ -205,7 +210,7 @@ fn model_for(
 }
 
 /// The `<next-model>` of the last attempt that ended.
-fn last_hint(history: &[PastAttempt]) -> Option<&str> {
+fn last_hint(history: &[TriedModel]) -> Option<&str> {
     history
         .iter()
         .rev()
@@ -230,7 +235,7 @@ fn refused_hint(hint: &str, models: &[String]) -> String {
 
 /// Escalation: the model of the last attempt that ran one of the listed models, one step up
 /// when that attempt failed or crashed; the first model when none did.
-fn escalated(models: &[String], history: &[PastAttempt]) -> usize {
+fn escalated(models: &[String], history: &[TriedModel]) -> usize {
     let last = history.iter().rev().find_map(|attempt| {
         let index = models
             .iter()
@@ -245,7 +250,7 @@ fn escalated(models: &[String], history: &[PastAttempt]) -> usize {
 }
 
 /// The cheapest model no attempt failed or crashed on; the last when all did.
-fn cheapest_unfailed(models: &[String], history: &[PastAttempt]) -> usize {
+fn cheapest_unfailed(models: &[String], history: &[TriedModel]) -> usize {
     models
         .iter()
         .position(|model| {

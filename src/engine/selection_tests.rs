@@ -13,16 +13,16 @@ fn choice(strategy: ModelStrategy, models: &[String]) -> ModelChoice<'_> {
     ModelChoice { strategy, models }
 }
 
-fn attempt(model: &str, outcome: AttemptOutcome) -> PastAttempt {
-    PastAttempt {
+fn attempt(model: &str, outcome: AttemptOutcome) -> TriedModel {
+    TriedModel {
         model: Some(model.to_owned()),
         outcome: Some(outcome),
         next_model: None,
     }
 }
 
-fn hinting(model: &str, outcome: AttemptOutcome, hint: &str) -> PastAttempt {
-    PastAttempt {
+fn hinting(model: &str, outcome: AttemptOutcome, hint: &str) -> TriedModel {
+    TriedModel {
         next_model: Some(hint.to_owned()),
         ..attempt(model, outcome)
     }
@@ -60,7 +60,7 @@ fn run(selection: Selection) -> Choice {
 fn chosen(
     strategy: ModelStrategy,
     models: &[String],
-    history: &[PastAttempt],
+    history: &[TriedModel],
     rests: &Rests,
     now_ms: i64,
 ) -> Choice {
@@ -74,23 +74,23 @@ fn chosen(
 }
 
 /// The choice among [`models`] under `strategy` after `history`, with no agent resting.
-fn choice_after(strategy: ModelStrategy, history: &[PastAttempt]) -> Choice {
+fn choice_after(strategy: ModelStrategy, history: &[TriedModel]) -> Choice {
     chosen(strategy, &models(), history, &Rests::new(), NOW)
 }
 
-fn model_after(strategy: ModelStrategy, history: &[PastAttempt]) -> Option<String> {
+fn model_after(strategy: ModelStrategy, history: &[TriedModel]) -> Option<String> {
     choice_after(strategy, history).model
 }
 
 /// The agent of [`POOL`] that takes a task with `history` while `rests` hold at `now_ms`.
-fn agent_after(history: &[PastAttempt], rests: &Rests, now_ms: i64) -> String {
+fn agent_after(history: &[TriedModel], rests: &Rests, now_ms: i64) -> String {
     chosen(Fixed, &[], history, rests, now_ms).agent
 }
 
 /// Asserts the model `strategy` picks after the attempts `history` (model and outcome, oldest
 /// first).
 fn assert_model_after(strategy: ModelStrategy, history: &[(&str, AttemptOutcome)], expected: &str) {
-    let history: Vec<PastAttempt> = history
+    let history: Vec<TriedModel> = history
         .iter()
         .map(|&(model, outcome)| attempt(model, outcome))
         .collect();

@@ -393,10 +393,7 @@ impl SigilScanner {
                 break;
             };
             pos += offset;
-            let escaped = match pos.checked_sub(1) {
-                Some(before) => bytes[before] == b'\\',
-                None => self.last_byte == b'\\',
-            };
+            let escaped = self.escaped(bytes, pos);
             match bytes[pos] {
                 b'\n' => {
                     pos += 1;
@@ -409,17 +406,7 @@ impl SigilScanner {
                 b'`' => {
                     self.on_text(&text[handed..pos], false);
                     handed = pos;
-                    let run = markdown::run_length(&bytes[pos..], b'`');
-                    self.mode = if pos + run < bytes.len() {
-                        pos += run;
-                        Mode::Code { len: run }
-                    } else {
-                        Mode::Run {
-                            marker: b'`',
-                            len: 0,
-                            at_line_start: false,
-                        }
-                    };
+                    (self.mode, pos) = code_opened(bytes, pos);
                 }
                 _ => match tag::parse_open(&text[pos..]) {
                     Open::Tag(open) => {
@@ -437,6 +424,14 @@ impl SigilScanner {
         }
         self.on_text(&text[handed..], self.mode.hides());
         None
+    }
+
+    /// Whether the byte at `pos` follows a backslash (in this chunk or at the end of the last).
+    fn escaped(&self, bytes: &[u8], pos: usize) -> bool {
+        match pos.checked_sub(1) {
+            Some(before) => bytes[before] == b'\\',
+            None => self.last_byte == b'\\',
+        }
     }
 
     /// Takes in text that is not a sigil; `hidden` when it is code or a quotation.
@@ -534,6 +529,25 @@ fn knowledge(attributes: &[(String, String)], body: &str) -> Option<Knowledge> {
         title: title.to_owned(),
         body: body.to_owned(),
     })
+}
+
+/// The mode after a run of backticks that starts at `pos` in text, and where reading goes
+/// on: a code span of that many backticks, or a run still being counted when it reaches the
+/// end of the chunk.
+fn code_opened(bytes: &[u8], pos: usize) -> (Mode, usize) {
+    let run = markdown::run_length(&bytes[pos..], b'`');
+    if pos + run < bytes.len() {
+        (Mode::Code { len: run }, pos + run)
+    } else {
+        (
+            Mode::Run {
+                marker: b'`',
+                len: 0,
+                at_line_start: false,
+            },
+            pos,
+        )
+    }
 }
 
 #[cfg(test)]

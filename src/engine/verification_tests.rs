@@ -1,7 +1,8 @@
 use super::*;
-use crate::engine::attempt::StopReason;
+use crate::engine::attempt::{AttemptResult, MAX_CHECK_REASON_CHARS, StopReason};
 use crate::engine::conclusion::{NextState, TaskState};
 use crate::engine::dag::TaskPhase;
+use crate::engine::lifecycle::AttemptEnd;
 use crate::engine::policy::PreviousAttempt;
 use crate::engine::sigils;
 use crate::engine::testing::{self, conclude, reported};

@@ -6,10 +6,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attempt::AttemptResult;
-use super::policy::{
-    AttemptOutcome, Decision, Event, EventKind, PhaseChange, PreviousAttempt, TaskContext, decide,
-    decide_verification, retry_or_fail,
+use super::outcome::{
+    AttemptOutcome, Decision, Event, EventKind, FeatureEffect, PhaseChange, PreviousAttempt,
+    TaskContext,
 };
+use super::policy::{decide, decide_verification, retry_or_fail};
 use super::verification::AttemptKind;
 
 /// Most conflicting files a report carries (it travels in a 4 KiB termination message).
@@ -220,7 +221,7 @@ fn git_misconfigured(decision: Decision, task: &TaskContext, report: &WorkspaceR
                 task.name
             ),
         },
-        feature: super::policy::FeatureEffect::Halt { reason },
+        feature: FeatureEffect::Halt { reason },
         previous_attempt: None,
         ..decision
     }

@@ -189,16 +189,7 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
             added,
             edited,
             removed,
-        } => {
-            let plural = if *total == 1 { "" } else { "s" };
-            let mut line = format!("feature {feature}: {total} task{plural}, {done} done");
-            for (names, what) in [(added, "added"), (edited, "edited"), (removed, "removed")] {
-                if !names.is_empty() {
-                    line.push_str(&format!("; {what}: {}", names.join(", ")));
-                }
-            }
-            line
-        }
+        } => plan_line(feature, *total, *done, [added, edited, removed]),
         RunEvent::Started {
             task,
             attempt,
@@ -221,18 +212,11 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
             retry_at_ms,
             message,
         } => {
-            let mut line = format!(
+            let ended = format!(
                 "{task}: {attempt} {outcome} after {:.1}s, task {phase:?}",
                 *duration_ms as f64 / 1000.0
             );
-            if let Some(at) = retry_at_ms {
-                let wait = (*at - crate::clock::now_ms()).max(0);
-                line.push_str(&format!(" (retry in {:.1}s)", wait as f64 / 1000.0));
-            }
-            if let Some(message) = message {
-                line.push_str(&format!(": {message}"));
-            }
-            line
+            ended_line(ended, *retry_at_ms, message.as_deref())
         }
         RunEvent::Transition {
             task,
@@ -273,6 +257,32 @@ pub fn plain_line(event: &RunEvent) -> Option<String> {
         } => format!("finished: {message}"),
         RunEvent::Summary(summary) => summary.render().trim_end().to_string(),
     })
+}
+
+/// The line of a [`RunEvent::Plan`]: the feature's tasks and the tasks the sync added,
+/// edited and removed.
+fn plan_line(feature: &str, total: usize, done: usize, changed: [&[String]; 3]) -> String {
+    let plural = if total == 1 { "" } else { "s" };
+    let mut line = format!("feature {feature}: {total} task{plural}, {done} done");
+    for (names, what) in changed.into_iter().zip(["added", "edited", "removed"]) {
+        if !names.is_empty() {
+            line.push_str(&format!("; {what}: {}", names.join(", ")));
+        }
+    }
+    line
+}
+
+/// The line of a [`RunEvent::Ended`]: how it `ended`, then when the task is retried and why.
+fn ended_line(ended: String, retry_at_ms: Option<i64>, message: Option<&str>) -> String {
+    let mut line = ended;
+    if let Some(at) = retry_at_ms {
+        let wait = (at - crate::clock::now_ms()).max(0);
+        line.push_str(&format!(" (retry in {:.1}s)", wait as f64 / 1000.0));
+    }
+    if let Some(message) = message {
+        line.push_str(&format!(": {message}"));
+    }
+    line
 }
 
 fn list(attempts: &[String]) -> String {

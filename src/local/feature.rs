@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::backoff::RetryBackoff;
 use crate::engine::budget::Budget;
 
 /// One task as the manifest declares it, its title defaulted to its name (see
@@ -54,6 +55,18 @@ pub struct LocalFeature {
     pub memory: crate::api::MemorySpec,
     /// The tasks, in manifest (creation) order.
     pub tasks: Vec<LocalTask>,
+}
+
+impl LocalFeature {
+    /// The feature's retry settings (a task's own `maxRetries` applied with
+    /// [`RetryBackoff::for_task`]).
+    pub fn retry(&self) -> RetryBackoff {
+        RetryBackoff {
+            base: self.backoff_base,
+            cap: self.backoff_max,
+            max_retries: self.max_retries,
+        }
+    }
 }
 
 /// An agent of the pool after the primary one.

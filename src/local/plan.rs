@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::api::budget::{BudgetError, budget_of};
 use crate::api::{MemorySpec, TaskFields, TextSource};
 use crate::local::feature::{LocalAgent, LocalFeature, LocalTask};
-use crate::manifest::FeaturePlan;
+use crate::manifest::FeatureManifest;
 
 /// A feature that cannot run locally.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +79,7 @@ fn agent_env(agent: &crate::api::AgentSpec) -> Vec<(String, String)> {
 /// What of the agents' environment a local run cannot resolve (a `valueFrom` or an
 /// `envFrom` reads the cluster), one sentence each naming the field and the fix; the
 /// primary agent's only when its command is the manifest's (not `--agent`).
-pub fn unresolved_env(plan: &FeaturePlan, agent_overridden: bool) -> Vec<String> {
+pub fn unresolved_env(plan: &FeatureManifest, agent_overridden: bool) -> Vec<String> {
     let spec = &plan.feature.spec;
     let primary = (!agent_overridden).then(|| ("spec.agent".to_owned(), &spec.agent));
     let agents = primary.into_iter().chain(
@@ -109,7 +109,7 @@ pub fn unresolved_env(plan: &FeaturePlan, agent_overridden: bool) -> Vec<String>
 }
 
 /// The local feature spec of a planned feature.
-pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
+pub fn feature_spec(plan: &FeatureManifest) -> Result<LocalFeature, PlanError> {
     let name = plan.name();
     let spec = &plan.feature.spec;
     let mut agent_command = spec.agent.command.clone();
@@ -157,7 +157,7 @@ pub fn feature_spec(plan: &FeaturePlan) -> Result<LocalFeature, PlanError> {
 }
 
 /// The agent's idle and total timeouts from the manifest, as runner options.
-pub fn agent_timeouts(plan: &FeaturePlan) -> (Duration, Duration) {
+pub fn agent_timeouts(plan: &FeatureManifest) -> (Duration, Duration) {
     let agent = &plan.feature.spec.agent;
     (
         Duration::from_secs(agent.idle_timeout_seconds),

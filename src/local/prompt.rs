@@ -51,7 +51,10 @@ pub fn input(
             plan: feature.plan_text.clone(),
         },
         retry_count: row.retry_count,
-        max_retries: row.spec.fields.max_retries.unwrap_or(feature.max_retries),
+        max_retries: feature
+            .retry()
+            .for_task(row.spec.fields.max_retries)
+            .max_retries,
         previous_attempt: row
             .previous_attempt
             .as_deref()

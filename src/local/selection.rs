@@ -6,7 +6,7 @@
 use crate::api::PRIMARY_AGENT;
 use crate::api::pool::{command_identity, model_choice};
 use crate::engine::conclusion::AgentRest;
-use crate::engine::selection::{self, PastAttempt, PoolAgent, Rests, Selection};
+use crate::engine::selection::{self, PoolAgent, Rests, Selection, TriedModel};
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
 use crate::local::scheduler::conclude::recorded_outcome;
@@ -40,12 +40,12 @@ pub fn identity(feature: &LocalFeature, name: &str) -> String {
 
 /// A task's attempts, oldest first, as the selection reads them (the model each was given
 /// and the agent's `<next-model>` come from the runner's result).
-pub fn history(attempts: &[AttemptRow]) -> Vec<PastAttempt> {
+pub fn history(attempts: &[AttemptRow]) -> Vec<TriedModel> {
     attempts
         .iter()
         .map(|row| {
             let result = row.details.reported();
-            PastAttempt {
+            TriedModel {
                 model: result
                     .as_ref()
                     .and_then(|r| r.ran_by.requested_model.clone()),

@@ -351,10 +351,9 @@ fn relative(ms: i64) -> String {
     if ms <= 0 {
         "now (expired)".to_string()
     } else {
-        humantime::format_duration(std::time::Duration::from_secs(
+        crate::clock::format_duration(std::time::Duration::from_secs(
             u64::try_from(ms / 1000).unwrap_or(0),
         ))
-        .to_string()
     }
 }
 

@@ -231,13 +231,72 @@ fn read_object(
     options: &LoadOptions,
     manifests: &mut Manifests,
 ) -> Result<(), Vec<ManifestError>> {
+    let (mut value, kind) = identify(yaml, source)?;
+    let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str) else {
+        return Err(vec![ManifestError::MissingName {
+            location: source.at(None),
+            kind,
+        }]);
+    };
+    let object = ObjectRef {
+        kind,
+        name: name.to_owned(),
+    };
+    if kind == "Feature" && options.agent_from_command_line {
+        stand_in_agent(&mut value);
+    }
+    check_schema(&value, source, &object)?;
+    let broken = if kind == "Feature" {
+        let feature = typed::<Feature>(value, source, &object)?;
+        let broken = rules::feature_rules(&feature, &object.name);
+        if broken.is_empty() {
+            manifests.features.push(Sourced {
+                task_lines: source.template_lines(&feature),
+                object: feature,
+                location: source.location.clone(),
+            });
+        }
+        broken
+    } else {
+        let task = typed::<Task>(value, source, &object)?;
+        let broken = rules::task_rules(&task, &object.name);
+        if broken.is_empty() {
+            manifests.tasks.push(Sourced {
+                object: task,
+                location: source.location.clone(),
+                task_lines: BTreeMap::new(),
+            });
+        }
+        broken
+    };
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(broken
+            .into_iter()
+            .map(|(path, problem)| ManifestError::Field {
+                location: source.at_field(&path),
+                object: object.clone(),
+                path,
+                problem,
+            })
+            .collect())
+    }
+}
+
+/// The document as JSON and its kind, once it is an object of a kind ralph reads
+/// (`Feature`, `Task`) in ralph's API version.
+fn identify(
+    yaml: &serde_yaml_ng::Value,
+    source: &Source<'_>,
+) -> Result<(Value, &'static str), Vec<ManifestError>> {
     let not_object = |message: String| {
         vec![ManifestError::NotAnObject {
             location: source.at(None),
             message,
         }]
     };
-    let mut value = match serde_json::to_value(yaml) {
+    let value = match serde_json::to_value(yaml) {
         Ok(value @ Value::Object(_)) => value,
         Ok(_) => {
             return Err(not_object(
@@ -270,79 +329,37 @@ fn read_object(
             found: api_version.map_or_else(|| "<none>".to_owned(), str::to_owned),
         }]);
     }
-    let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str) else {
-        return Err(vec![ManifestError::MissingName {
-            location: source.at(None),
-            kind,
-        }]);
-    };
-    let name = name.to_owned();
-    let object = ObjectRef {
-        kind,
-        name: name.clone(),
-    };
-    let root_schema = match kind {
+    Ok((value, kind))
+}
+
+/// Every field that breaks the CRD's schema; for a Feature also the DAG problems that can
+/// be read from its raw tasks, so all are said at once.
+fn check_schema(
+    value: &Value,
+    source: &Source<'_>,
+    object: &ObjectRef,
+) -> Result<(), Vec<ManifestError>> {
+    let root_schema = match object.kind {
         "Feature" => &*FEATURE_SCHEMA,
         _ => &*TASK_SCHEMA,
     };
-    if kind == "Feature" && options.agent_from_command_line {
-        stand_in_agent(&mut value);
+    let violations = schema::check(value, root_schema);
+    if violations.is_empty() {
+        return Ok(());
     }
-    let violations = schema::check(&value, root_schema);
-    if !violations.is_empty() {
-        let mut problems: Vec<ManifestError> = violations
-            .into_iter()
-            .map(|violation| ManifestError::Field {
-                location: source.at_field(&violation.anchor),
-                object: object.clone(),
-                path: violation.path,
-                problem: violation.problem,
-            })
-            .collect();
-        if kind == "Feature" {
-            problems.extend(raw_dag_problems(&value, source, &name));
-        }
-        return Err(problems);
+    let mut problems: Vec<ManifestError> = violations
+        .into_iter()
+        .map(|violation| ManifestError::Field {
+            location: source.at_field(&violation.anchor),
+            object: object.clone(),
+            path: violation.path,
+            problem: violation.problem,
+        })
+        .collect();
+    if object.kind == "Feature" {
+        problems.extend(raw_dag_problems(value, source, &object.name));
     }
-    let field_errors = |found: Vec<rules::RuleViolation>| -> Vec<ManifestError> {
-        found
-            .into_iter()
-            .map(|(path, problem)| ManifestError::Field {
-                location: source.at_field(&path),
-                object: object.clone(),
-                path,
-                problem,
-            })
-            .collect()
-    };
-    let broken = if kind == "Feature" {
-        let feature = typed::<Feature>(value, source, &object)?;
-        let broken = rules::feature_rules(&feature, &name);
-        if broken.is_empty() {
-            manifests.features.push(Sourced {
-                task_lines: source.template_lines(&feature),
-                object: feature,
-                location: source.location.clone(),
-            });
-        }
-        broken
-    } else {
-        let task = typed::<Task>(value, source, &object)?;
-        let broken = rules::task_rules(&task, &name);
-        if broken.is_empty() {
-            manifests.tasks.push(Sourced {
-                object: task,
-                location: source.location.clone(),
-                task_lines: BTreeMap::new(),
-            });
-        }
-        broken
-    };
-    if broken.is_empty() {
-        Ok(())
-    } else {
-        Err(field_errors(broken))
-    }
+    Err(problems)
 }
 
 /// How manifests are read.

@@ -19,7 +19,7 @@ use std::path::Path;
 pub use document::{LoadOptions, Manifests, Sourced, load_files, load_str};
 pub use error::{Location, ManifestError, ManifestErrors, ObjectRef};
 pub use path::{FieldPath, Segment};
-pub use plan::{FeaturePlan, Plan, PlannedTask, TaskOrigin};
+pub use plan::{FeatureManifest, Plan, PlannedTask, TaskOrigin};
 
 /// Reads the files and builds the plan of every feature in them; every problem found
 /// in any file is returned.

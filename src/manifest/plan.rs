@@ -20,12 +20,12 @@ use crate::engine::dag::{Dag, DagError, TaskNode, TaskPhase};
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The features, in file and document order.
-    pub features: Vec<FeaturePlan>,
+    pub features: Vec<FeatureManifest>,
 }
 
 /// One feature's validated plan.
 #[derive(Debug, Clone)]
-pub struct FeaturePlan {
+pub struct FeatureManifest {
     /// The Feature as read.
     pub feature: Feature,
     /// Where the Feature was read.
@@ -36,7 +36,7 @@ pub struct FeaturePlan {
     pub dag: Dag,
 }
 
-impl FeaturePlan {
+impl FeatureManifest {
     /// The Feature's name.
     pub fn name(&self) -> String {
         self.feature.name_any()
@@ -160,7 +160,7 @@ pub(crate) fn task_of(error: &DagError) -> Option<&str> {
 fn feature_plan(
     feature: Sourced<Feature>,
     standalone: Vec<Sourced<Task>>,
-) -> Result<FeaturePlan, Vec<ManifestError>> {
+) -> Result<FeatureManifest, Vec<ManifestError>> {
     let name = feature.object.name_any();
     let mut errors = Vec::new();
     let template_ids: HashMap<String, String> = feature
@@ -217,7 +217,7 @@ fn feature_plan(
         })
         .collect();
     match Dag::new(nodes) {
-        Ok(dag) if errors.is_empty() => Ok(FeaturePlan {
+        Ok(dag) if errors.is_empty() => Ok(FeatureManifest {
             feature: feature.object,
             location: feature.location,
             tasks,

@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 
 use super::events::EventLog;
 use super::outcome::TurnEnd;
-use super::permission::{Decision, PermissionPolicy, ToolRequest};
+use super::permission::{Answer, PermissionPolicy, ToolRequest};
 use super::protocol::{RawNewSession, RawPrompt, RawPromptResponse, RawSessionUpdate};
 use super::reports::model_of_session;
 use super::tool_calls::ToolCalls;
@@ -170,8 +170,8 @@ impl Handlers {
         let tool = known.request();
         let decision = self.policy.decide(&tool, &self.workspace);
         let (kinds, reason) = match &decision {
-            Decision::Allow => (ALLOW, None),
-            Decision::Deny(reason) => (REJECT, Some(reason.clone())),
+            Answer::Allow => (ALLOW, None),
+            Answer::Deny(reason) => (REJECT, Some(reason.clone())),
         };
         if let Some(reason) = &reason {
             self.record_refusal(request, &tool, reason);
@@ -183,7 +183,7 @@ impl Handlers {
                 "title": tool.title,
                 "kind": tool.kind,
                 "paths": tool.paths,
-                "allowed": decision == Decision::Allow,
+                "allowed": decision == Answer::Allow,
                 "reason": reason,
             }),
         );

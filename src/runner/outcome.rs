@@ -114,7 +114,7 @@ pub struct Observations {
 
 /// The classification.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
+pub struct Classification {
     /// The outcome class.
     pub outcome: OutcomeClass,
     /// The stop reason, when the agent answered one (or one was mapped from an error).
@@ -126,9 +126,9 @@ pub struct Verdict {
 }
 
 /// Classifies one attempt.
-pub fn classify(observations: &Observations) -> Verdict {
+pub fn classify(observations: &Observations) -> Classification {
     let stop_reason = answered_stop_reason(&observations.turn);
-    let verdict = |outcome, crash: Option<String>| Verdict {
+    let verdict = |outcome, crash: Option<String>| Classification {
         outcome,
         stop_reason: stop_reason.clone(),
         crash,
@@ -138,7 +138,7 @@ pub fn classify(observations: &Observations) -> Verdict {
         return verdict(OutcomeClass::Cancelled, None);
     }
     if let Some(misconfiguration) = misconfiguration(observations) {
-        return Verdict {
+        return Classification {
             misconfiguration: Some(misconfiguration),
             ..verdict(OutcomeClass::Misconfigured, None)
         };
@@ -164,7 +164,7 @@ pub fn classify(observations: &Observations) -> Verdict {
         ),
         TurnEnd::Answered { .. } => {
             if let Some(cut_off) = cut_off(observations) {
-                return Verdict {
+                return Classification {
                     stop_reason: Some(cut_off),
                     ..verdict(OutcomeClass::Finished, None)
                 };
@@ -352,13 +352,13 @@ fn interruption_summary(
         }
         Interruption::IdleTimeout(limit) => format!(
             "idle timeout: no ACP traffic for {}{}{}",
-            humantime::format_duration(*limit),
+            crate::clock::format_duration(*limit),
             stop_note(turn),
             stderr_cause(stderr)
         ),
         Interruption::TotalTimeout(limit) => format!(
             "total timeout: the attempt ran for {}{}",
-            humantime::format_duration(*limit),
+            crate::clock::format_duration(*limit),
             stop_note(turn)
         ),
         // Classified earlier; kept total for the summary's sake.
@@ -425,10 +425,10 @@ fn answered_crash(observations: &Observations, stop_reason: Option<&StopReason>)
     None
 }
 
-fn failed_prompt(code: i32, message: &str, data: Option<&Value>) -> Verdict {
+fn failed_prompt(code: i32, message: &str, data: Option<&Value>) -> Classification {
     let kind = error_kind(data);
     if let Some(mapped) = kind.and_then(stop_reason_for_error_kind) {
-        return Verdict {
+        return Classification {
             outcome: OutcomeClass::Finished,
             stop_reason: Some(mapped),
             crash: None,
@@ -438,7 +438,7 @@ fn failed_prompt(code: i32, message: &str, data: Option<&Value>) -> Verdict {
     let kind_note = kind
         .map(|kind| format!(" (errorKind {kind})"))
         .unwrap_or_default();
-    Verdict {
+    Classification {
         outcome: OutcomeClass::Crashed,
         stop_reason: None,
         crash: Some(format!(
@@ -547,7 +547,7 @@ mod tests {
     }
 
     /// The verdict on a turn that ended as `turn`, with what `seen` adds to the observations.
-    fn classify_turn(turn: TurnEnd, seen: impl FnOnce(&mut Observations)) -> Verdict {
+    fn classify_turn(turn: TurnEnd, seen: impl FnOnce(&mut Observations)) -> Classification {
         let mut observations = observations(turn);
         seen(&mut observations);
         classify(&observations)
@@ -575,7 +575,7 @@ mod tests {
     }
 
     /// The verdict on a prompt answered with an internal error of this `errorKind`.
-    fn classify_prompt_error(message: &str, error_kind: &str) -> Verdict {
+    fn classify_prompt_error(message: &str, error_kind: &str) -> Classification {
         let data = json!({ "errorKind": error_kind });
         classify(&observations(prompt_error(-32603, message, Some(data))))
     }
@@ -589,13 +589,13 @@ mod tests {
 
     /// The problem of a verdict that must be a misconfiguration.
     #[track_caller]
-    fn misconfiguration_problem(verdict: Verdict) -> String {
+    fn misconfiguration_problem(verdict: Classification) -> String {
         assert_eq!(verdict.outcome, OutcomeClass::Misconfigured);
         verdict.misconfiguration.unwrap().problem
     }
 
     #[track_caller]
-    fn assert_crash(verdict: Verdict, summary: &str) {
+    fn assert_crash(verdict: Classification, summary: &str) {
         assert_eq!(verdict.outcome, OutcomeClass::Crashed);
         assert_eq!(verdict.crash.as_deref(), Some(summary));
     }

@@ -26,7 +26,7 @@ pub struct ToolRequest {
 
 /// The policy's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum Answer {
     /// Let the tool run.
     Allow,
     /// Refuse, for the reason given.
@@ -69,37 +69,37 @@ impl PermissionPolicy {
     /// Decides one permission request: refused when nothing is known about the call,
     /// when a file-changing call names no path, when a path leads outside the workspace,
     /// or when a deny glob matches.
-    pub fn decide(&self, request: &ToolRequest, workspace: &Workspace) -> Decision {
+    pub fn decide(&self, request: &ToolRequest, workspace: &Workspace) -> Answer {
         if request.unknown {
-            return Decision::Deny(
+            return Answer::Deny(
                 "nothing is known about this tool call (no title, kind, input or location)".into(),
             );
         }
         if self.read_only
             && let Some(kind @ (ToolKind::Edit | ToolKind::Delete | ToolKind::Move)) = request.kind
         {
-            return Decision::Deny(format!(
+            return Answer::Deny(format!(
                 "this is a read-only verification session: {} tool calls are refused; report \
                  what is wrong in your verdict instead of changing the work",
                 kind_name(kind)
             ));
         }
         if self.read_only && request.kind == Some(ToolKind::SwitchMode) {
-            return Decision::Deny(
+            return Answer::Deny(
                 "this is a read-only verification session: it stays in its read-only mode".into(),
             );
         }
         if request.paths.is_empty()
             && let Some(kind @ (ToolKind::Edit | ToolKind::Delete | ToolKind::Move)) = request.kind
         {
-            return Decision::Deny(format!(
+            return Answer::Deny(format!(
                 "the {} tool call names no path, so it cannot be checked against the workspace",
                 kind_name(kind)
             ));
         }
         for path in &request.paths {
             let Ok(real) = workspace.resolve(path) else {
-                return Decision::Deny(format!(
+                return Answer::Deny(format!(
                     "{} is outside the workspace {}",
                     path.display(),
                     workspace.root().display()
@@ -112,14 +112,14 @@ impl PermissionPolicy {
                 relative,
             ];
             if let Some(glob) = self.matching(candidates.iter().flatten()) {
-                return Decision::Deny(format!("{} matches deny pattern `{glob}`", path.display()));
+                return Answer::Deny(format!("{} matches deny pattern `{glob}`", path.display()));
             }
         }
         let texts = [&request.title, &request.command];
         if let Some(glob) = self.matching(texts.iter().copied().flatten()) {
-            return Decision::Deny(format!("tool call matches deny pattern `{glob}`"));
+            return Answer::Deny(format!("tool call matches deny pattern `{glob}`"));
         }
-        Decision::Allow
+        Answer::Allow
     }
 
     fn matching<'a>(&self, mut texts: impl Iterator<Item = &'a String>) -> Option<&str> {
@@ -179,7 +179,7 @@ mod tests {
     }
 
     /// What `policy` decides for `request` in a fresh workspace.
-    fn decide(policy: &PermissionPolicy, request: &ToolRequest) -> Decision {
+    fn decide(policy: &PermissionPolicy, request: &ToolRequest) -> Answer {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Workspace::new(dir.path()).unwrap();
         policy.decide(request, &workspace)
@@ -189,8 +189,8 @@ mod tests {
     #[track_caller]
     fn refusal(policy: &PermissionPolicy, request: &ToolRequest) -> String {
         match decide(policy, request) {
-            Decision::Deny(reason) => reason,
-            Decision::Allow => panic!("{request:?} was allowed"),
+            Answer::Deny(reason) => reason,
+            Answer::Allow => panic!("{request:?} was allowed"),
         }
     }
 
@@ -214,10 +214,7 @@ mod tests {
 
     #[test]
     fn a_write_inside_the_workspace_is_allowed() {
-        assert_eq!(
-            decide(&denying(&[]), &writing("src/lib.rs")),
-            Decision::Allow
-        );
+        assert_eq!(decide(&denying(&[]), &writing("src/lib.rs")), Answer::Allow);
     }
 
     #[test]
@@ -288,7 +285,7 @@ mod tests {
     fn a_read_only_policy_refuses_leaving_its_mode() {
         let exit_plan = call("Ready to code?", ToolKind::SwitchMode);
         assert!(refusal(&read_only(), &exit_plan).contains("stays in its read-only mode"));
-        assert_eq!(decide(&denying(&[]), &exit_plan), Decision::Allow);
+        assert_eq!(decide(&denying(&[]), &exit_plan), Answer::Allow);
     }
 
     #[test]
@@ -302,8 +299,8 @@ mod tests {
             command: Some("cargo test".into()),
             ..call("cargo test", ToolKind::Execute)
         };
-        assert_eq!(decide(&policy, &read), Decision::Allow);
-        assert_eq!(decide(&policy, &test), Decision::Allow);
+        assert_eq!(decide(&policy, &read), Answer::Allow);
+        assert_eq!(decide(&policy, &test), Answer::Allow);
         assert!(!policy.allows_writes());
     }
 

@@ -12,7 +12,7 @@ const MAX_LAST_MESSAGE: usize = 1024;
 
 /// What a session update reports about the agent's health.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Report {
+pub enum HealthReport {
     /// The agent's state is an error until a later status says otherwise (codex-acp's
     /// `_meta.codex.threadStatus.type: "systemError"`), with its message when it has one.
     StatusError(Option<String>),
@@ -24,7 +24,7 @@ pub enum Report {
 }
 
 /// The error report a session update carries, if any.
-pub fn report_in_update(update: &Value) -> Option<Report> {
+pub fn report_in_update(update: &Value) -> Option<HealthReport> {
     match update.get("sessionUpdate")?.as_str()? {
         "session_info_update" => vendor_report(update.get("_meta")?),
         "notice" if update.get("severity")?.as_str()? == "error" => {
@@ -36,14 +36,14 @@ pub fn report_in_update(update: &Value) -> Option<Report> {
                 Some(description) => format!("{title}: {description}"),
                 None => title.to_string(),
             };
-            Some(Report::Error(shorten(&message)))
+            Some(HealthReport::Error(shorten(&message)))
         }
         _ => None,
     }
 }
 
 /// A thread status or an error under any agent's `_meta` key.
-fn vendor_report(meta: &Value) -> Option<Report> {
+fn vendor_report(meta: &Value) -> Option<HealthReport> {
     let Value::Object(vendors) = meta else {
         return None;
     };
@@ -51,16 +51,16 @@ fn vendor_report(meta: &Value) -> Option<Report> {
         if let Some(status) = vendor.get("threadStatus") {
             let kind = status.get("type")?.as_str()?;
             return Some(if kind.eq_ignore_ascii_case("systemError") {
-                Report::StatusError(error_text(status).map(|message| shorten(&message)))
+                HealthReport::StatusError(error_text(status).map(|message| shorten(&message)))
             } else {
-                Report::StatusOk
+                HealthReport::StatusOk
             });
         }
         let error = vendor.get("error")?;
         if error.get("willRetry").and_then(Value::as_bool) == Some(true) {
             return None;
         }
-        Some(Report::Error(shorten(
+        Some(HealthReport::Error(shorten(
             &error_text_of(error).unwrap_or_else(|| "the agent reported an error".into()),
         )))
     })
@@ -81,9 +81,9 @@ impl TurnReports {
     /// Takes in one session update of the turn.
     pub fn record(&mut self, update: &Value) {
         match report_in_update(update) {
-            Some(Report::StatusError(message)) => self.status_error = Some(message),
-            Some(Report::StatusOk) => self.status_error = None,
-            Some(Report::Error(message)) => self.event_error = Some(message),
+            Some(HealthReport::StatusError(message)) => self.status_error = Some(message),
+            Some(HealthReport::StatusOk) => self.status_error = None,
+            Some(HealthReport::Error(message)) => self.event_error = Some(message),
             None => {}
         }
         if !is_answer_text(update) {

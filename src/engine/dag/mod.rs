@@ -5,7 +5,7 @@
 //! runner produced with [`Dag::set_phase`], persist the [`AutoTransition`]s it returns, and
 //! read the feature's [`Dag::outcome`].
 //!
-//! Rules (DESIGN.md):
+//! Rules (stated here once; `tests/dag_properties.rs` checks them):
 //! - A task is *ready* when it is Pending, every task it depends on is Done, its parent (if
 //!   any) has neither Failed nor is Blocked, and it has no children: a parent task is never
 //!   run itself. A subtask also waits for its ancestors' dependencies, so a dependency

@@ -201,10 +201,8 @@ pub fn matching<'a>(
 /// A ConfigMap data key for an entry's title: `[-._a-zA-Z0-9]`, stable, distinct per title
 /// (a slug of the title and a hash of its compared form).
 pub fn storage_key(entry: &KnowledgeEntry) -> String {
-    use std::hash::Hasher;
     let key = entry.key();
-    let mut hasher = fnv::FnvHasher::default();
-    hasher.write(key.as_bytes());
+    let hash = crate::engine::stable_hash::fnv1a(key.as_bytes());
     let slug: String = key
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -214,5 +212,5 @@ pub fn storage_key(entry: &KnowledgeEntry) -> String {
         .collect::<Vec<_>>()
         .join("-");
     let slug: String = slug.chars().take(60).collect();
-    format!("{slug}.{:08x}", hasher.finish() as u32)
+    format!("{slug}.{:08x}", hash as u32)
 }

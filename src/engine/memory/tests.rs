@@ -268,6 +268,12 @@ fn a_learned_entry_replaces_a_seeded_one_with_its_title() {
 }
 
 #[test]
+fn a_storage_key_keeps_the_value_knowledge_is_stored_under() {
+    let key = knowledge::storage_key(&lesson("Use a/b paths!", &[], 1));
+    assert_eq!(key, "use-a-b-paths.5468744d");
+}
+
+#[test]
 fn storage_keys_are_configmap_keys_distinct_per_title() {
     let a = knowledge::storage_key(&lesson("Use a/b paths!", &[], 1));
     let b = knowledge::storage_key(&lesson("Use a-b paths", &[], 1));

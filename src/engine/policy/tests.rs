@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::engine::attempt::{Exhaustion, Misconfiguration};
+use crate::engine::backoff::RetryBackoff;
 use crate::engine::sigils;
 use crate::engine::testing;
 
@@ -465,4 +466,73 @@ fn an_outcome_recorded_as_blocked_before_the_rename_reads_as_stopped_early() {
         serde_json::from_value(serde_json::json!("blocked")).expect("old record");
     assert_eq!(outcome, AttemptOutcome::StoppedEarly);
     assert_eq!(outcome.as_str(), "stoppedEarly");
+}
+
+// --- Ends without a result -------------------------------------------------------------------
+
+/// `end` of a work attempt of [`task`], no verification asked for.
+fn judge_work(end: &AttemptEnd) -> Decision {
+    judge(end, &task(), AttemptKind::Work, Verification::default())
+}
+
+#[test]
+fn superseded_attempt_goes_back_to_pending_without_counting_a_retry() {
+    let end = AttemptEnd::Superseded {
+        from_generation: 1,
+        to_generation: 2,
+    };
+    let decision = judge_work(&end);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    assert!(decision.event.message.contains("generation 1 -> 2"));
+}
+
+#[test]
+fn interrupted_attempt_goes_back_to_pending_without_counting_a_retry() {
+    let end = AttemptEnd::Interrupted {
+        reason: "feature suspended".to_owned(),
+    };
+    let decision = judge_work(&end);
+    assert_eq!(
+        (decision.phase, decision.retry, decision.outcome),
+        (PhaseChange::Pending, None, AttemptOutcome::Interrupted)
+    );
+}
+
+#[test]
+fn lost_claim_is_the_policys_lost_attempt_with_the_reason_attached() {
+    let end = AttemptEnd::ClaimLost {
+        reason: "claim not renewed within 60 s".to_owned(),
+    };
+    let decision = judge_work(&end);
+    assert_eq!(decision.outcome, AttemptOutcome::Lost);
+    assert!(
+        decision
+            .event
+            .message
+            .ends_with("(claim not renewed within 60 s)")
+    );
+}
+
+#[test]
+fn run_without_result_is_the_policys_crash_with_the_reason() {
+    let end = AttemptEnd::NoResult {
+        reason: "OOMKilled".to_owned(),
+    };
+    let decision = judge_work(&end);
+    assert_eq!(decision.outcome, AttemptOutcome::Crashed);
+    assert_eq!(decision.retry, Some(1));
+}
+
+#[test]
+fn a_run_that_never_started_goes_back_to_pending_without_charging_a_retry() {
+    let end = AttemptEnd::NotStarted {
+        reason: "no node".to_owned(),
+    };
+    let decision = judge_work(&end);
+    assert_eq!(decision.outcome, AttemptOutcome::Interrupted);
+    assert_eq!(decision.phase, PhaseChange::Pending);
+    assert_eq!(decision.retry, None);
+    assert_eq!(decision.event.reason, "AttemptNotStarted");
 }

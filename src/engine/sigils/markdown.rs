@@ -86,47 +86,13 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
     let byte = bytes[pos];
     match mode {
         Mode::Text => (Mode::Text, pos),
-        Mode::LineStart => match byte {
-            b'\n' => (Mode::LineStart, pos + 1),
-            _ if is_blank(byte) => (Mode::LineStart, pos + 1),
-            b'`' | b'~' => (
-                Mode::Run {
-                    marker: byte,
-                    len: 0,
-                    at_line_start: true,
-                },
-                pos,
-            ),
-            b'>' => (Mode::Quote, pos),
-            _ => (Mode::Text, pos),
-        },
+        Mode::LineStart => line_start(byte, pos),
         Mode::Run {
             marker,
             len,
             at_line_start,
-        } => {
-            if byte == marker {
-                let run = Mode::Run {
-                    marker,
-                    len: len + 1,
-                    at_line_start,
-                };
-                return (run, pos + 1);
-            }
-            let fence = at_line_start && len >= MIN_FENCE;
-            let next = match marker {
-                b'`' if fence => Mode::FenceInfo { len },
-                b'`' => Mode::Code { len },
-                _ if fence => Mode::fence(marker, len, false),
-                _ => Mode::Text,
-            };
-            (next, pos)
-        }
-        Mode::FenceInfo { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
-            None => (mode, bytes.len()),
-            Some(i) if bytes[pos + i] == b'`' => (Mode::CodeRun { len, run: 0 }, pos + i),
-            Some(i) => (Mode::fence(b'`', len, true), pos + i + 1),
-        },
+        } => run(marker, len, at_line_start, byte, pos),
+        Mode::FenceInfo { len } => fence_info(len, bytes, pos),
         Mode::Fence {
             marker,
             len,
@@ -135,65 +101,15 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             None => (mode, bytes.len()),
             Some(i) => (Mode::fence(marker, len, true), pos + i + 1),
         },
-        Mode::Fence { marker, len, .. } => {
-            if byte == marker {
-                (
-                    Mode::FenceRun {
-                        marker,
-                        len,
-                        run: 0,
-                    },
-                    pos,
-                )
-            } else if byte == b'\n' || is_blank(byte) {
-                (mode, pos + 1)
-            } else {
-                (Mode::fence(marker, len, false), pos)
-            }
-        }
-        Mode::FenceRun { marker, len, run } => {
-            if byte == marker {
-                (
-                    Mode::FenceRun {
-                        marker,
-                        len,
-                        run: run + 1,
-                    },
-                    pos + 1,
-                )
-            } else if run >= len {
-                (Mode::FenceClose { marker, len }, pos)
-            } else {
-                (Mode::fence(marker, len, false), pos)
-            }
-        }
+        Mode::Fence { marker, len, .. } => fence_line_start(marker, len, byte, pos),
+        Mode::FenceRun { marker, len, run } => fence_run(marker, len, run, byte, pos),
         Mode::FenceClose { marker, len } => match byte {
             b'\n' => (Mode::LineStart, pos + 1),
             _ if is_blank(byte) => (mode, pos + 1),
             _ => (Mode::fence(marker, len, false), pos),
         },
-        Mode::Code { len } => match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
-            None => (mode, bytes.len()),
-            Some(i) if bytes[pos + i] == b'`' => {
-                let end = pos + i + run_length(&bytes[pos + i..], b'`');
-                let run = end - pos - i;
-                match bytes.get(end) {
-                    None => (Mode::CodeRun { len, run }, end),
-                    Some(_) if run == len => (Mode::Text, end),
-                    Some(_) => (mode, end),
-                }
-            }
-            Some(i) => (Mode::CodeLineStart { len }, pos + i + 1),
-        },
-        Mode::CodeRun { len, run } => {
-            if byte == b'`' {
-                (Mode::CodeRun { len, run: run + 1 }, pos + 1)
-            } else if run == len {
-                (Mode::Text, pos)
-            } else {
-                (Mode::Code { len }, pos)
-            }
-        }
+        Mode::Code { len } => code(len, bytes, pos),
+        Mode::CodeRun { len, run } => code_run(len, run, byte, pos),
         Mode::CodeLineStart { len } => match byte {
             b'\n' => (Mode::LineStart, pos + 1),
             _ if is_blank(byte) => (mode, pos + 1),
@@ -203,6 +119,122 @@ pub(super) fn step(mode: Mode, bytes: &[u8], pos: usize) -> (Mode, usize) {
             None => (mode, bytes.len()),
             Some(i) => (Mode::LineStart, pos + i + 1),
         },
+    }
+}
+
+/// At the start of a line: indentation and blank lines are skipped; a run of backticks or
+/// tildes may open a fence or a code span, `>` a quotation; anything else is text.
+fn line_start(byte: u8, pos: usize) -> (Mode, usize) {
+    match byte {
+        b'\n' => (Mode::LineStart, pos + 1),
+        _ if is_blank(byte) => (Mode::LineStart, pos + 1),
+        b'`' | b'~' => (
+            Mode::Run {
+                marker: byte,
+                len: 0,
+                at_line_start: true,
+            },
+            pos,
+        ),
+        b'>' => (Mode::Quote, pos),
+        _ => (Mode::Text, pos),
+    }
+}
+
+/// A run of `marker` being counted; at its end, a fence (at a line start, long enough), a
+/// code span (backticks) or text.
+fn run(marker: u8, len: usize, at_line_start: bool, byte: u8, pos: usize) -> (Mode, usize) {
+    if byte == marker {
+        let run = Mode::Run {
+            marker,
+            len: len + 1,
+            at_line_start,
+        };
+        return (run, pos + 1);
+    }
+    let fence = at_line_start && len >= MIN_FENCE;
+    let next = match marker {
+        b'`' if fence => Mode::FenceInfo { len },
+        b'`' => Mode::Code { len },
+        _ if fence => Mode::fence(marker, len, false),
+        _ => Mode::Text,
+    };
+    (next, pos)
+}
+
+/// The rest of a line opened by `len` backticks: another backtick makes it a code span,
+/// the line's end a fence.
+fn fence_info(len: usize, bytes: &[u8], pos: usize) -> (Mode, usize) {
+    match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
+        None => (Mode::FenceInfo { len }, bytes.len()),
+        Some(i) if bytes[pos + i] == b'`' => (Mode::CodeRun { len, run: 0 }, pos + i),
+        Some(i) => (Mode::fence(b'`', len, true), pos + i + 1),
+    }
+}
+
+/// At a line start inside fenced code: a run of the marker may close the fence.
+fn fence_line_start(marker: u8, len: usize, byte: u8, pos: usize) -> (Mode, usize) {
+    if byte == marker {
+        (
+            Mode::FenceRun {
+                marker,
+                len,
+                run: 0,
+            },
+            pos,
+        )
+    } else if byte == b'\n' || is_blank(byte) {
+        (Mode::fence(marker, len, true), pos + 1)
+    } else {
+        (Mode::fence(marker, len, false), pos)
+    }
+}
+
+/// A run of the fence's marker at a line start inside fenced code: long enough, it may
+/// close the fence.
+fn fence_run(marker: u8, len: usize, run: usize, byte: u8, pos: usize) -> (Mode, usize) {
+    if byte == marker {
+        (
+            Mode::FenceRun {
+                marker,
+                len,
+                run: run + 1,
+            },
+            pos + 1,
+        )
+    } else if run >= len {
+        (Mode::FenceClose { marker, len }, pos)
+    } else {
+        (Mode::fence(marker, len, false), pos)
+    }
+}
+
+/// Inside a code span opened by `len` backticks: a run of as many closes it, a line's end
+/// may (a blank line follows).
+fn code(len: usize, bytes: &[u8], pos: usize) -> (Mode, usize) {
+    match memchr::memchr2(b'`', b'\n', &bytes[pos..]) {
+        None => (Mode::Code { len }, bytes.len()),
+        Some(i) if bytes[pos + i] == b'`' => {
+            let end = pos + i + run_length(&bytes[pos + i..], b'`');
+            let run = end - pos - i;
+            match bytes.get(end) {
+                None => (Mode::CodeRun { len, run }, end),
+                Some(_) if run == len => (Mode::Text, end),
+                Some(_) => (Mode::Code { len }, end),
+            }
+        }
+        Some(i) => (Mode::CodeLineStart { len }, pos + i + 1),
+    }
+}
+
+/// A run of backticks inside a code span (continued from an earlier chunk).
+fn code_run(len: usize, run: usize, byte: u8, pos: usize) -> (Mode, usize) {
+    if byte == b'`' {
+        (Mode::CodeRun { len, run: run + 1 }, pos + 1)
+    } else if run == len {
+        (Mode::Text, pos)
+    } else {
+        (Mode::Code { len }, pos)
     }
 }
 

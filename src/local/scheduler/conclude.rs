@@ -1,8 +1,7 @@
 //! The local adapter of the engine's conclusion ([`crate::engine::conclusion`]): the task
 //! row and the feature's settings in, the next state applied to the row. Pure.
 
-use crate::engine::backoff::RetryBackoff;
-use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
+use crate::engine::conclusion::{self, ConclusionPolicy, NextState, RecordedAttempt, TaskState};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::AttemptEnd;
 use crate::engine::policy::AttemptOutcome;
@@ -33,30 +32,19 @@ pub fn conclude_with_workspace(
     now_ms: i64,
     jitter: f64,
 ) -> NextState {
-    let task = TaskState {
-        name: row.name().to_string(),
-        retry_count: row.retry_count,
-        without_verdict: conclusion::without_verdict_streak(
-            history
-                .iter()
-                .filter_map(|a| recorded_outcome(a.outcome.as_deref())),
-        ),
-        verify: feature.verify.verification(),
-        kind: history
-            .iter()
-            .rev()
-            .find(|a| a.number == row.attempt_count)
-            .map(|a| a.kind)
-            .unwrap_or_default(),
-    };
-    let next = conclusion::conclude_with_workspace(
-        end,
-        workspace,
-        &task,
-        &policy(feature, row),
-        now_ms,
-        jitter,
+    let history = history.iter().map(|a| RecordedAttempt {
+        number: a.number,
+        kind: a.kind,
+        outcome: recorded_outcome(a.outcome.as_deref()),
+    });
+    let task = TaskState::from_history(
+        row.name().to_string(),
+        row.retry_count,
+        feature.verify.verification(),
+        row.attempt_count,
+        history,
     );
+    let next = conclusion::conclude(end, workspace, &task, &policy(feature, row), now_ms, jitter);
     apply(row, &next);
     next
 }
@@ -83,11 +71,7 @@ fn apply(row: &mut TaskRow, next: &NextState) {
 /// The conclusion policy for a task: the feature's retry settings, with the task's own
 /// retry limit if it has one.
 pub fn policy(feature: &LocalFeature, row: &TaskRow) -> ConclusionPolicy {
-    ConclusionPolicy::with_retry(RetryBackoff {
-        base: feature.backoff_base,
-        cap: feature.backoff_max,
-        max_retries: row.spec.fields.max_retries.unwrap_or(feature.max_retries),
-    })
+    ConclusionPolicy::with_retry(feature.retry().for_task(row.spec.fields.max_retries))
 }
 
 #[cfg(test)]

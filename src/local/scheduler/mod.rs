@@ -26,7 +26,7 @@ use crate::signals::StopSignals;
 
 /// Errors of a local run (not attempt failures: those are task outcomes).
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum SchedulerError {
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -84,8 +84,8 @@ pub async fn run(
     feature: &LocalFeature,
     options: &RunOptions,
     display: &mut Display,
-) -> Result<RunOutcome, RunError> {
-    let mut signals = StopSignals::listen().map_err(RunError::Signals)?;
+) -> Result<RunOutcome, SchedulerError> {
+    let mut signals = StopSignals::listen().map_err(SchedulerError::Signals)?;
     let (reports_tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
     let mut run = Run::load(store, feature, options, display, reports_tx, now_ms())?;
     run.resume(now_ms())?;

@@ -2,7 +2,7 @@
 //! result files of its runners ingested, live runners waited for (never started twice),
 //! and attempts whose runner is gone or whose claim expired retried.
 
-use super::{Run, RunError};
+use super::{Run, SchedulerError};
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::local::executor::{self, AttemptFiles, Ended};
@@ -11,7 +11,7 @@ use crate::local::store::NewEvent;
 
 impl Run<'_> {
     /// Takes over the Running tasks of an earlier run.
-    pub fn resume(&mut self, now_ms: i64) -> Result<(), RunError> {
+    pub fn resume(&mut self, now_ms: i64) -> Result<(), SchedulerError> {
         let claims = self.store.claims()?;
         let claim_ms = self.plan.claim_ms();
         for task in self.plan.running() {
@@ -58,7 +58,7 @@ impl Run<'_> {
     }
 
     /// Looks at a runner left by an earlier run: once it has exited, its result is ingested.
-    pub(super) fn poll_orphan(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
+    pub(super) fn poll_orphan(&mut self, task: &str, now_ms: i64) -> Result<(), SchedulerError> {
         let Some(live) = self.plan.live(task) else {
             return Ok(());
         };

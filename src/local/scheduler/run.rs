@@ -8,7 +8,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::live::Live;
 use super::planner::{Concluded, Launch, Loaded, Planner, Rest};
-use super::{RunError, RunOptions, RunOutcome};
+use super::{RunOptions, RunOutcome, SchedulerError};
 use crate::engine::attempt::{AttemptResult, LandlockState};
 use crate::engine::dag::AutoTransition;
 use crate::engine::lifecycle::{Action, AttemptEnd};
@@ -54,7 +54,7 @@ impl<'a> Run<'a> {
         display: &'a mut Display,
         reports: UnboundedSender<AttemptReport>,
         now_ms: i64,
-    ) -> Result<Run<'a>, RunError> {
+    ) -> Result<Run<'a>, SchedulerError> {
         let loaded = Loaded {
             rows: store.tasks()?,
             iterations: store.iterations()?,
@@ -92,7 +92,7 @@ impl<'a> Run<'a> {
     }
 
     /// Starts ready tasks, in the DAG's order, while the feature has capacity.
-    pub fn schedule(&mut self, now_ms: i64) -> Result<(), RunError> {
+    pub fn schedule(&mut self, now_ms: i64) -> Result<(), SchedulerError> {
         if let Rest::Resting { until_ms, message } = self.plan.begin_turn(now_ms) {
             if self.plan.wait_to_announce(now_ms).is_some() {
                 self.display.show(&RunEvent::Warning {
@@ -131,7 +131,7 @@ impl<'a> Run<'a> {
     }
 
     /// The outcome once nothing runs and nothing more will start, recorded in the store.
-    pub fn finished(&mut self) -> Result<Option<RunOutcome>, RunError> {
+    pub fn finished(&mut self) -> Result<Option<RunOutcome>, SchedulerError> {
         let Some(outcome) = self.plan.outcome() else {
             return Ok(None);
         };
@@ -153,7 +153,7 @@ impl<'a> Run<'a> {
     }
 
     /// Handles a runner's report.
-    pub fn on_report(&mut self, report: AttemptReport, now_ms: i64) -> Result<(), RunError> {
+    pub fn on_report(&mut self, report: AttemptReport, now_ms: i64) -> Result<(), SchedulerError> {
         let Some(live) = self.plan.current(&report.task, &report.attempt) else {
             // A runner started in its worktree after its attempt was concluded (interrupted
             // while the worktree was prepared): it must not work, nor integrate anything.
@@ -183,7 +183,7 @@ impl<'a> Run<'a> {
     }
 
     /// Periodic work: renew the claims of live runners, look at runners of earlier runs.
-    pub fn on_tick(&mut self, now_ms: i64) -> Result<(), RunError> {
+    pub fn on_tick(&mut self, now_ms: i64) -> Result<(), SchedulerError> {
         let held = self.plan.renew_claims(now_ms);
         if !held.is_empty() {
             self.store
@@ -197,7 +197,7 @@ impl<'a> Run<'a> {
 
     /// Ctrl+C: the first cancels every running attempt gracefully; a second soon after
     /// kills them at once.
-    pub fn on_interrupt(&mut self, now_ms: i64, now: Instant) -> Result<(), RunError> {
+    pub fn on_interrupt(&mut self, now_ms: i64, now: Instant) -> Result<(), SchedulerError> {
         let interrupt = self.plan.interrupt(now);
         self.display.show(&RunEvent::Interrupting {
             attempts: interrupt.attempts,
@@ -214,13 +214,18 @@ impl<'a> Run<'a> {
     }
 
     /// Asks the planner what to do about a running task's attempt, and does it.
-    fn decide_running(&mut self, task: &str, now_ms: i64) -> Result<(), RunError> {
+    fn decide_running(&mut self, task: &str, now_ms: i64) -> Result<(), SchedulerError> {
         let actions = self.plan.running_actions(task, now_ms, ProcessId::is_alive);
         self.execute(task, actions, now_ms)
     }
 
     /// Carries out the lifecycle's actions for one task.
-    fn execute(&mut self, task: &str, actions: Vec<Action>, now_ms: i64) -> Result<(), RunError> {
+    fn execute(
+        &mut self,
+        task: &str,
+        actions: Vec<Action>,
+        now_ms: i64,
+    ) -> Result<(), SchedulerError> {
         let mut transition = Transition::default();
         for action in actions {
             match action {
@@ -248,7 +253,7 @@ impl<'a> Run<'a> {
         self.flush(&mut transition, now_ms)
     }
 
-    fn flush(&mut self, transition: &mut Transition, now_ms: i64) -> Result<(), RunError> {
+    fn flush(&mut self, transition: &mut Transition, now_ms: i64) -> Result<(), SchedulerError> {
         if *transition != Transition::default() {
             self.store.apply(transition, now_ms)?;
             *transition = Transition::default();
@@ -258,7 +263,7 @@ impl<'a> Run<'a> {
 
     /// Starts attempt `number` of `task`: a new attempt (claim + Running in one
     /// transaction), or the already recorded one whose runner never started.
-    fn start(&mut self, task: &str, number: u32, now_ms: i64) -> Result<(), RunError> {
+    fn start(&mut self, task: &str, number: u32, now_ms: i64) -> Result<(), SchedulerError> {
         let history = self.store.attempts(Some(task))?;
         let choice = match self.plan.choice(&history, now_ms) {
             Selection::Run(choice) => choice,
@@ -337,7 +342,7 @@ impl<'a> Run<'a> {
         text: &str,
         kind: AttemptKind,
         now_ms: i64,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), SchedulerError> {
         let files = AttemptFiles::in_dir(self.store.attempt_dir(&live.attempt));
         let runner = crate::local::selection::runner_for(
             &self.options.runner,
@@ -383,7 +388,7 @@ impl<'a> Run<'a> {
         task: &str,
         number: u32,
         kind: AttemptKind,
-    ) -> Result<Option<AttemptWorktree>, RunError> {
+    ) -> Result<Option<AttemptWorktree>, SchedulerError> {
         let Some(worktrees) = &self.options.worktrees else {
             return Ok(None);
         };
@@ -414,7 +419,7 @@ impl<'a> Run<'a> {
         end: &AttemptEnd,
         now_ms: i64,
         transition: &mut Transition,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), SchedulerError> {
         if self.plan.task(task).is_none() {
             return Ok(());
         }
