@@ -8,6 +8,7 @@ pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;
 pub mod memory;
+pub mod planning;
 pub mod policy;
 pub mod prompt;
 pub mod selection;
