@@ -259,6 +259,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut store = Store::open(&state)?;
     crate::local::worktree::exclude_state(&state).await;
     store.take_run_ownership(&process::own_token(), process::token_alive)?;
+    let feature = super::plan::with_kept_plan(&store, feature)?;
     let report = match store.sync(&feature, now_ms()) {
         Ok(report) => report,
         Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
@@ -304,6 +305,25 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         worktrees: worktrees.map(std::sync::Arc::new),
     };
+    let planning = super::plan::RunPlanning {
+        file: &args.file,
+        chosen,
+        exe: &options.runner.program,
+        runner: &options.runner,
+        workdir: options.worktrees.as_ref().map_or_else(
+            || options.runner.workspace.clone(),
+            |worktrees| worktrees.top().to_path_buf(),
+        ),
+        interactive: super::plan::interactive(args.json),
+    };
+    let feature = match super::plan::for_run(&planning, &mut store, feature, &mut display).await? {
+        Ok(feature) => feature,
+        Err(exit) => {
+            store.release_run_ownership(&process::own_token())?;
+            return Ok(exit.into());
+        }
+    };
+    let tasks = store.tasks()?;
     // Nothing is said of how attempts would run when none is left to run.
     let anything_left = Counts::of(&tasks).done < tasks.len();
     let unconfined = unconfined.filter(|_| anything_left);

@@ -1,0 +1,360 @@
+//! Running planning attempts until a valid plan is kept or planning stops.
+
+use std::path::{Path, PathBuf};
+
+use crate::api::planning::PlanningSpec;
+use crate::clock::now_ms;
+use crate::engine::attempt::{AttemptResult, OutcomeClass};
+use crate::engine::dag::TaskPhase;
+use crate::engine::lifecycle::attempt_id;
+use crate::engine::planning::{
+    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, TASKS_FILE, render,
+};
+use crate::engine::verification::AttemptKind;
+use crate::local::display::Display;
+use crate::local::executor::{self, AttemptFiles, Ended, Launch, Report, RunnerCommand};
+use crate::local::feature::LocalFeature;
+use crate::local::run_event::RunEvent;
+use crate::local::store::{AttemptRow, EndDetails, NewEvent, Store};
+use crate::manifest::answer::{AnswerLimits, check_answer};
+
+use super::{PlanState, StoredPlan, load, rfc3339, save, with_plan};
+
+/// What planning needs besides the store and the Feature.
+pub struct PlanningRun<'a> {
+    /// `spec.planning`.
+    pub spec: &'a PlanningSpec,
+    /// How runners start (the planner's agent is chosen from it).
+    pub runner: &'a RunnerCommand,
+    /// The directory the planner works in (the repository's top in a git run).
+    pub workdir: PathBuf,
+    /// The files of the repository the planner works in, when it is one.
+    pub repository: Option<Vec<String>>,
+    /// The command line that checks an answer (`ralph plan check ...`), without the file.
+    pub check_command: String,
+}
+
+/// How planning ended.
+#[derive(Debug)]
+pub enum Planned {
+    /// The approved plan's tasks joined the Feature: run it.
+    Run(Box<LocalFeature>),
+    /// A valid plan waits for a person's approval.
+    AwaitingApproval(StoredPlan),
+    /// Planning cannot go on: why, and whether the agent is misconfigured.
+    Stopped {
+        /// What happened and what to do.
+        message: String,
+        /// The planner's agent cannot run as configured (not a planning failure).
+        halted: bool,
+    },
+}
+
+/// Errors of the planning machinery (not the planner's: those are outcomes).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanningError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::local::store::StoreError),
+    /// The runner could not start.
+    #[error(transparent)]
+    Executor(#[from] executor::ExecutorError),
+    /// The answer directory could not be prepared.
+    #[error("cannot prepare the planner's answer directory {path}: {source}")]
+    AnswerDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// How one planning attempt ended.
+enum Answered {
+    Valid(StoredPlan),
+    Invalid(Vec<String>),
+    Crashed(String),
+    Halted(String),
+}
+
+/// Plans until the store holds an approved plan (then the Feature with its tasks is
+/// returned), a plan waits for approval, or planning stops.
+pub async fn plan(
+    store: &mut Store,
+    feature: &LocalFeature,
+    run: &PlanningRun<'_>,
+    display: &mut Display,
+) -> Result<Planned, PlanningError> {
+    let mut state = load(store)?;
+    loop {
+        if state.approved().is_some() {
+            return Ok(Planned::Run(Box::new(with_plan(feature.clone(), &state))));
+        }
+        if let Some(plan) = state.awaiting_approval() {
+            return Ok(Planned::AwaitingApproval(plan.clone()));
+        }
+        if let Some(message) = exhausted(&state, run.spec, feature) {
+            return Ok(Planned::Stopped {
+                message,
+                halted: false,
+            });
+        }
+        match attempt(store, feature, run, &mut state, display).await? {
+            Answered::Valid(plan) => {
+                state.propose(plan, run.spec.approval, rfc3339(now_ms()));
+            }
+            Answered::Invalid(problems) => {
+                state.invalid_answers += 1;
+                state.problems = problems;
+            }
+            Answered::Crashed(_) => state.crashes += 1,
+            Answered::Halted(message) => {
+                save(store, &state)?;
+                return Ok(Planned::Stopped {
+                    message,
+                    halted: true,
+                });
+            }
+        }
+        save(store, &state)?;
+    }
+}
+
+/// Why no planning attempt may start any more, if so.
+fn exhausted(state: &PlanState, spec: &PlanningSpec, feature: &LocalFeature) -> Option<String> {
+    if state.invalid_answers > spec.max_invalid_answers {
+        return Some(format!(
+            "planning failed: the planner's last {} answers were refused \
+             (spec.planning.maxInvalidAnswers is {}); the last one's problems:\n  {}\n\
+             `ralph reset FILE` plans again from the start",
+            state.invalid_answers,
+            spec.max_invalid_answers,
+            state.problems.join("\n  ")
+        ));
+    }
+    if state.crashes > feature.max_retries {
+        return Some(format!(
+            "planning failed: {} planning attempts in a row ended without an answer \
+             (retry.maxRetries is {}); `ralph task show` has no planning task, see the \
+             attempts' files under attempts/planning-a*/ of the state directory",
+            state.crashes, feature.max_retries
+        ));
+    }
+    None
+}
+
+/// The planning prompt of the next attempt.
+fn prompt(feature: &LocalFeature, run: &PlanningRun<'_>, state: &PlanState) -> String {
+    let answer_dir = run.workdir.join(ANSWER_DIR);
+    let answer = answer_dir.join(TASKS_FILE).display().to_string();
+    render(&PlanningPrompt {
+        feature: feature.name.clone(),
+        spec: feature.spec_text.clone(),
+        plan: feature.plan_text.clone(),
+        guidance: run.spec.guidance.clone(),
+        hand_written: feature
+            .tasks
+            .iter()
+            .map(|task| {
+                let after = if task.fields.depends_on.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (after {})", task.fields.depends_on.join(", "))
+                };
+                format!("{}: {}{after}", task.name, task.fields.title)
+            })
+            .collect(),
+        max_tasks: run.spec.max_tasks,
+        check_command: format!("{} {answer}", run.check_command),
+        answer_path: answer,
+        document_path: answer_dir.join(DOCUMENT_FILE).display().to_string(),
+        repository: run.repository.clone(),
+        problems: state.problems.clone(),
+        rejection: state.rejection.clone(),
+        revision: None,
+    })
+}
+
+/// Runs one planning attempt and judges its answer.
+async fn attempt(
+    store: &mut Store,
+    feature: &LocalFeature,
+    run: &PlanningRun<'_>,
+    state: &mut PlanState,
+    display: &mut Display,
+) -> Result<Answered, PlanningError> {
+    state.attempts += 1;
+    let number = state.attempts;
+    let id = attempt_id(PLANNING_TASK, number);
+    let answer_dir = run.workdir.join(ANSWER_DIR);
+    clear(&answer_dir)?;
+    std::fs::create_dir_all(&answer_dir).map_err(|source| PlanningError::AnswerDir {
+        path: answer_dir.clone(),
+        source,
+    })?;
+    let agent = run
+        .spec
+        .agent
+        .as_deref()
+        .unwrap_or(crate::api::PRIMARY_AGENT);
+    let mut command =
+        crate::local::selection::runner_for(run.runner, feature, agent, run.spec.model.as_deref());
+    command.workspace = run.workdir.clone();
+    let text = prompt(feature, run, state);
+    let started_at_ms = now_ms();
+    display.show(&RunEvent::Started {
+        task: PLANNING_TASK.to_owned(),
+        attempt: id.clone(),
+        generation: 0,
+        kind: AttemptKind::Work,
+    });
+    let (reports, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let launch = Launch {
+        task: PLANNING_TASK,
+        attempt: &id,
+        files: AttemptFiles::in_dir(store.attempt_dir(&id)),
+        prompt: &text,
+        reports,
+    };
+    executor::start(&command, launch, None)?;
+    let ended = loop {
+        match received.recv().await {
+            Some(report) => match report.report {
+                Report::Activity(text) => display.show(&RunEvent::Activity {
+                    task: PLANNING_TASK.to_owned(),
+                    attempt: id.clone(),
+                    text,
+                }),
+                Report::Spawned(_) => {}
+                Report::Ended(ended) => break *ended,
+            },
+            None => {
+                break Ended {
+                    exit_code: None,
+                    result: Err("the runner's watcher stopped".to_owned()),
+                    workspace: None,
+                };
+            }
+        }
+    };
+    let answered = judge(&ended, &answer_dir, feature, run.spec);
+    clear(&answer_dir)?;
+    let (outcome, phase, message) = match &answered {
+        Answered::Valid(plan) => (
+            "planned",
+            TaskPhase::Done,
+            format!("{} tasks, plan {}", plan.answer.tasks.len(), plan.hash),
+        ),
+        Answered::Invalid(problems) => (
+            "invalid",
+            TaskPhase::Pending,
+            format!("answer refused: {}", problems.join("; ")),
+        ),
+        Answered::Crashed(why) => ("crashed", TaskPhase::Pending, why.clone()),
+        Answered::Halted(why) => ("misconfigured", TaskPhase::Pending, why.clone()),
+    };
+    let ended_at_ms = now_ms();
+    let result = ended.result.as_ref().ok();
+    let row = AttemptRow {
+        id: id.clone(),
+        task: PLANNING_TASK.to_owned(),
+        number,
+        kind: AttemptKind::Work,
+        generation: 0,
+        started_at_ms,
+        ended_at_ms: Some(ended_at_ms),
+        outcome: Some(outcome.to_owned()),
+        details: EndDetails {
+            stop_reason: result
+                .and_then(|r| r.stop_reason.as_ref())
+                .map(|r| r.as_str().to_owned()),
+            crash: result.and_then(|r| r.crash.clone()),
+            message: Some(message.clone()),
+            usage: result.map(|r| r.usage.clone()).unwrap_or_default(),
+            result: result.and_then(|r| serde_json::to_string(r).ok()),
+        },
+    };
+    let event = NewEvent::attempt(PLANNING_TASK, &id, outcome, message.clone());
+    store.record_planning_attempt(&row, &event)?;
+    display.show(&RunEvent::Ended {
+        task: PLANNING_TASK.to_owned(),
+        attempt: id,
+        outcome: outcome.to_owned(),
+        phase,
+        duration_ms: ended_at_ms - started_at_ms,
+        retry_at_ms: None,
+        message: (phase != TaskPhase::Done).then_some(message),
+    });
+    Ok(answered)
+}
+
+/// Removes the answer directory (a stale answer is never read twice).
+fn clear(dir: &Path) -> Result<(), PlanningError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(PlanningError::AnswerDir {
+                path: dir.to_path_buf(),
+                source: error,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How an ended planning attempt is judged: a finished one by its answer file; one that
+/// could not run by its outcome class.
+fn judge(
+    ended: &Ended,
+    answer_dir: &Path,
+    feature: &LocalFeature,
+    spec: &PlanningSpec,
+) -> Answered {
+    let result: &AttemptResult = match &ended.result {
+        Ok(result) => result,
+        Err(why) => return Answered::Crashed(why.clone()),
+    };
+    match result.outcome {
+        OutcomeClass::Finished => {}
+        OutcomeClass::Misconfigured | OutcomeClass::Exhausted | OutcomeClass::LimitReached => {
+            let why = result
+                .misconfiguration
+                .as_ref()
+                .map(|m| format!("{m:?}"))
+                .or_else(|| result.crash.clone())
+                .unwrap_or_else(|| format!("{:?}", result.outcome));
+            return Answered::Halted(format!(
+                "the planner's agent could not plan ({:?}): {why}",
+                result.outcome
+            ));
+        }
+        OutcomeClass::Crashed | OutcomeClass::Cancelled => {
+            return Answered::Crashed(
+                result
+                    .crash
+                    .clone()
+                    .unwrap_or_else(|| format!("{:?}", result.outcome)),
+            );
+        }
+    }
+    let tasks_file = answer_dir.join(TASKS_FILE);
+    let Ok(text) = std::fs::read_to_string(&tasks_file) else {
+        return Answered::Invalid(vec![format!(
+            "no answer: the task list was not written to {} (write the file; your final \
+             message is not read as the plan)",
+            tasks_file.display()
+        )]);
+    };
+    let limits = AnswerLimits {
+        max_tasks: spec.max_tasks,
+        existing: &feature.tasks,
+    };
+    match check_answer(&text, limits) {
+        Ok(answer) => {
+            let document = std::fs::read_to_string(answer_dir.join(DOCUMENT_FILE))
+                .ok()
+                .filter(|text| !text.trim().is_empty());
+            Answered::Valid(StoredPlan::new(answer, document))
+        }
+        Err(problems) => Answered::Invalid(problems.messages()),
+    }
+}
