@@ -178,9 +178,14 @@ fn check(
         }
         Err(problems) => {
             eprintln!(
-                "{}: {} problems:\n{}",
+                "{}: {} {}:\n{}",
                 file.display(),
                 problems.0.len(),
+                if problems.0.len() == 1 {
+                    "problem"
+                } else {
+                    "problems"
+                },
                 problems
                     .messages()
                     .iter()

@@ -207,9 +207,7 @@ pub fn check_answer(text: &str, limits: AnswerLimits<'_>) -> Result<Answer, Answ
     for task in &tasks {
         task_rules(task, &existing, &mut problems);
     }
-    if problems.is_empty() {
-        dag_rules(&tasks, limits.existing, &mut problems);
-    }
+    dag_rules(&tasks, limits.existing, &existing, &mut problems);
     if problems.is_empty() {
         Ok(Answer { tasks })
     } else {
@@ -357,7 +355,13 @@ fn task_rules(task: &AnswerTask, existing: &HashSet<&str>, out: &mut Vec<AnswerP
 }
 
 /// The DAG rules over the existing tasks and the planned ones together.
-fn dag_rules(tasks: &[AnswerTask], existing: &[TaskTemplate], out: &mut Vec<AnswerProblem>) {
+/// A planned task named like an existing one is reported once, by [`task_rules`].
+fn dag_rules(
+    tasks: &[AnswerTask],
+    existing: &[TaskTemplate],
+    existing_names: &HashSet<&str>,
+    out: &mut Vec<AnswerProblem>,
+) {
     let nodes = existing
         .iter()
         .map(|t| {
@@ -385,6 +389,11 @@ fn dag_rules(tasks: &[AnswerTask], existing: &[TaskTemplate], out: &mut Vec<Answ
         .collect();
     if let Err(errors) = Dag::new(nodes) {
         for error in errors.0 {
+            if let crate::engine::dag::DagError::DuplicateName { name, .. } = &error
+                && existing_names.contains(name.as_str())
+            {
+                continue;
+            }
             let task = super::plan::task_of(&error).map(str::to_owned);
             out.push(AnswerProblem {
                 task,

@@ -202,6 +202,15 @@ async fn attempt(
     command.workspace = run.workdir.clone();
     let text = prompt(feature, run, state);
     let started_at_ms = now_ms();
+    store.record_event(
+        started_at_ms,
+        &NewEvent::attempt(
+            PLANNING_TASK,
+            &id,
+            "started",
+            format!("attempt {id} started: planning"),
+        ),
+    )?;
     display.show(&RunEvent::Started {
         task: PLANNING_TASK.to_owned(),
         attempt: id.clone(),
