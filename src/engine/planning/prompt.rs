@@ -257,4 +257,26 @@ mod tests {
         });
         assert!(prompt.contains("smaller tasks, please"), "{prompt}");
     }
+
+    /// The figure in docs/planning.md: a 2,000-word spec and a 500-file repository
+    /// (`cargo test --lib planning_prompt_size -- --nocapture` prints it).
+    #[test]
+    fn planning_prompt_size_for_a_2000_word_spec_and_a_500_file_repository() {
+        let words = [
+            "the", "service", "returns", "an", "error", "when", "a", "request",
+        ];
+        let spec: Vec<&str> = (0..2000).map(|i| words[i % words.len()]).collect();
+        let files: Vec<String> = (0..500)
+            .map(|i| format!("src/module_{:02}/component_{i:03}.rs", i / 20))
+            .collect();
+        let prompt = render(&PlanningPrompt {
+            spec: Some(spec.join(" ")),
+            repository: Some(files),
+            guidance: Some("Tasks of one session each; every task names its check.".into()),
+            ..input()
+        });
+        let bytes = prompt.len();
+        println!("planning prompt: {bytes} bytes, ~{} tokens", bytes / 4);
+        assert!((20_000..40_000).contains(&bytes), "{bytes} bytes");
+    }
 }
