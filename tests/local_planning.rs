@@ -339,3 +339,59 @@ fn the_from_spec_sample_plans_four_tasks_and_builds_them() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&test.stdout).trim(), "ok");
 }
+
+#[test]
+fn a_planned_task_that_fails_for_good_is_replanned_and_the_feature_completes() {
+    let first = "tasks:
+  - {name: setup, acceptance: [x]}
+  - {name: fragile, dependsOn: [setup], maxRetries: 0, acceptance: [x]}
+  - {name: finish, dependsOn: [fragile], acceptance: [x]}
+";
+    let revised = "tasks:
+  - {name: sturdy, acceptance: [x]}
+  - {name: finish, dependsOn: [sturdy, setup], acceptance: [x]}
+";
+    let mut script = script(&[planner_writes(first, None), planner_writes(revised, None)]);
+    script.push_str(
+        "  fragile:\n    - text: \"It cannot work this way. <task-failed>fragile</task-failed>\"\n",
+    );
+    let project = Project::new(
+        &planning_feature("    replan: OnFailure\n    maxReplans: 1\n", ""),
+        &script,
+    );
+    project.run_to_success(&[]);
+    assert_eq!(
+        project.started_order(),
+        [
+            "planning", "setup", "fragile", "planning", "sturdy", "finish"
+        ]
+    );
+    assert_mentions(
+        &project.prompt("planning-a2"),
+        &[
+            "Revise the plan: a task failed for good",
+            "The task `fragile` failed",
+            "Done, kept as they are (you may depend on them): setup",
+            "name: finish",
+        ],
+    );
+    let names: Vec<String> = project
+        .store()
+        .tasks()
+        .unwrap()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, ["setup", "sturdy", "finish"]);
+}
+
+#[test]
+fn without_replan_a_failed_planned_task_fails_the_feature() {
+    let first = "tasks:\n  - {name: fragile, maxRetries: 0, acceptance: [x]}\n";
+    let mut script = script(&[planner_writes(first, None)]);
+    script.push_str("  fragile:\n    - text: \"No. <task-failed>fragile</task-failed>\"\n");
+    let project = Project::new(&planning_feature("", ""), &script);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 1, "{}", describe(&output));
+    assert_eq!(project.started_order(), ["planning", "fragile"]);
+}

@@ -9,8 +9,9 @@ use anyhow::Context as _;
 
 use super::exit::Exit;
 use super::status::StateArgs;
-use crate::api::planning::DEFAULT_MAX_PLANNED_TASKS;
+use crate::api::planning::{DEFAULT_MAX_PLANNED_TASKS, Replan};
 use crate::clock::now_ms;
+use crate::engine::dag::TaskPhase;
 use crate::local::display::Display;
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
@@ -286,18 +287,192 @@ pub async fn for_run(
     let Some(spec) = &run.chosen.feature.spec.planning else {
         return Ok(Ok(feature));
     };
-    let stop = |display: &mut Display, message: String, exit: Exit| {
-        display.show(&RunEvent::Finished {
-            outcome: None,
-            message,
-        });
-        Ok(Err(exit))
-    };
     if let Some(problem) = planning::planning_problem(&feature, spec) {
         return stop(display, problem, Exit::InvalidInput);
     }
+    let base = base_feature(run, &feature);
+    let planning_run = planning_run(run, spec, &feature);
+    loop {
+        match planning::plan(store, &base, &planning_run, display).await? {
+            Planned::Run(planned) => return Ok(Ok(apply(store, *planned, display)?)),
+            Planned::AwaitingApproval(plan) => {
+                if run.interactive && ask(&plan, &base)? {
+                    let mut state = planning::load(store)?;
+                    planning::approve(&mut state, Some(&plan.hash), &who(), now());
+                    planning::save(store, &state)?;
+                    continue;
+                }
+                return stop(display, awaiting(run.file, &plan), Exit::AwaitingApproval);
+            }
+            Planned::Stopped { message, halted } => {
+                return stop(display, message, stopped_exit(halted));
+            }
+        }
+    }
+}
+
+/// The run stops here, saying why.
+fn stop(
+    display: &mut Display,
+    message: String,
+    exit: Exit,
+) -> anyhow::Result<Result<LocalFeature, Exit>> {
+    display.show(&RunEvent::Finished {
+        outcome: None,
+        message,
+    });
+    Ok(Err(exit))
+}
+
+fn stopped_exit(halted: bool) -> Exit {
+    if halted {
+        Exit::AgentMisconfigured
+    } else {
+        Exit::Failed
+    }
+}
+
+/// What a run stopped for approval says.
+fn awaiting(file: &Path, plan: &planning::StoredPlan) -> String {
+    let file = file.display();
+    format!(
+        "waiting for approval: the plan {} ({} tasks) needs a person \
+         (spec.planning.approval: Manual). `ralph plan show {file}` prints it; \
+         `ralph plan approve {file} --hash {}` approves it, `ralph plan reject \
+         {file} --comment TEXT` plans again; then `ralph run {file}` goes on",
+        plan.hash,
+        plan.answer.tasks.len(),
+        plan.hash
+    )
+}
+
+/// The store takes the tasks of `planned`; when they are a new plan's, its Failed and
+/// Blocked tasks get another chance (a revision replaced what made them fail).
+fn apply(
+    store: &mut Store,
+    planned: LocalFeature,
+    display: &mut Display,
+) -> anyhow::Result<LocalFeature> {
+    let report = store.sync(&planned, now_ms())?;
+    let mut state = planning::load(store)?;
+    let running = state.running().map(|plan| plan.hash.clone());
+    if running != state.applied {
+        if state.applied.is_some() {
+            for task in store.tasks()? {
+                if matches!(task.phase, TaskPhase::Failed | TaskPhase::Blocked) {
+                    store.retry_task(task.name(), now_ms())?;
+                }
+            }
+        }
+        state.applied = running;
+        planning::save(store, &state)?;
+    }
+    if !report.added.is_empty() || !report.removed.is_empty() {
+        let tasks = store.tasks()?;
+        display.show(&RunEvent::Plan {
+            feature: planned.name.clone(),
+            total: tasks.len(),
+            done: Counts::of(&tasks).done,
+            added: report.added,
+            edited: report.edited,
+            removed: report.removed,
+        });
+    }
+    Ok(planned)
+}
+
+/// After the run loop: with `replan: OnFailure`, a Feature that failed because a planned
+/// task failed for good is re-planned (its pending part) and run again. `None`: the run is
+/// over as it ended; `Some(Ok(feature))`: run `feature`; `Some(Err(exit))`: stop.
+pub async fn after_run(
+    run: &RunPlanning<'_>,
+    store: &mut Store,
+    feature: &LocalFeature,
+    outcome: &crate::local::scheduler::RunOutcome,
+    display: &mut Display,
+) -> anyhow::Result<Option<Result<LocalFeature, Exit>>> {
+    let Some(spec) = &run.chosen.feature.spec.planning else {
+        return Ok(None);
+    };
+    let failed = matches!(
+        outcome,
+        crate::local::scheduler::RunOutcome::Finished {
+            outcome: crate::engine::dag::FeatureOutcome::Failed,
+            ..
+        }
+    );
+    if spec.replan != Replan::OnFailure || !failed {
+        return Ok(None);
+    }
+    let Some(failure) = failure(store)? else {
+        return Ok(None);
+    };
+    let done: Vec<String> = store
+        .tasks()?
+        .iter()
+        .filter(|t| t.phase == TaskPhase::Done)
+        .map(|t| t.name().to_owned())
+        .collect();
+    let base = base_feature(run, feature);
+    let planning_run = planning_run(run, spec, feature);
+    let revised = planning::replan(store, &base, &planning_run, &failure, &done, display).await?;
+    Ok(match revised {
+        None => None,
+        Some(Planned::Run(planned)) => Some(Ok(apply(store, *planned, display)?)),
+        Some(Planned::AwaitingApproval(plan)) => Some(stop(
+            display,
+            awaiting(run.file, &plan),
+            Exit::AwaitingApproval,
+        )?),
+        Some(Planned::Stopped { message, halted }) => {
+            Some(stop(display, message, stopped_exit(halted))?)
+        }
+    })
+}
+
+/// The first planned task that failed for good: its last attempt's message and journal.
+fn failure(store: &Store) -> anyhow::Result<Option<planning::Failure>> {
+    let state = planning::load(store)?;
+    let planned: Vec<&str> = state
+        .running()
+        .map(|plan| plan.answer.tasks.iter().map(|t| t.name.as_str()).collect())
+        .unwrap_or_default();
+    let tasks = store.tasks()?;
+    let Some(failed) = tasks
+        .iter()
+        .find(|t| t.phase == TaskPhase::Failed && planned.contains(&t.name()))
+    else {
+        return Ok(None);
+    };
+    let message = store
+        .attempts(Some(failed.name()))?
+        .last()
+        .and_then(|a| a.details.message.clone().or_else(|| a.outcome.clone()))
+        .unwrap_or_default();
+    let journal = store
+        .journal(Some(failed.name()))?
+        .iter()
+        .map(|entry| {
+            format!(
+                "attempt {}: {:?} {} {}",
+                entry.attempt,
+                entry.outcome,
+                entry.detail.clone().unwrap_or_default(),
+                entry.notes.join(" ")
+            )
+        })
+        .collect();
+    Ok(Some(planning::Failure {
+        task: failed.name().to_owned(),
+        message,
+        journal,
+    }))
+}
+
+/// `feature` with its hand-written tasks only, and its own `context.plan`.
+fn base_feature(run: &RunPlanning<'_>, feature: &LocalFeature) -> LocalFeature {
     let hand_written: Vec<_> = run.chosen.tasks.iter().map(|t| t.id.clone()).collect();
-    let base = LocalFeature {
+    LocalFeature {
         tasks: feature
             .tasks
             .iter()
@@ -313,64 +488,26 @@ pub async fn for_run(
             .as_ref()
             .and_then(|text| text.inline.clone()),
         ..feature.clone()
-    };
-    let planning_run = PlanningRun {
+    }
+}
+
+/// What planning attempts of this run need.
+fn planning_run<'a>(
+    run: &RunPlanning<'a>,
+    spec: &'a crate::api::planning::PlanningSpec,
+    feature: &LocalFeature,
+) -> PlanningRun<'a> {
+    PlanningRun {
         spec,
         runner: run.runner,
         repository: planning::repository_files(&run.workdir),
         check_command: format!(
-            "{} plan check --manifest {}{}",
+            "{} plan check --manifest {} --feature {}",
             run.exe.display(),
             absolute(run.file).display(),
-            format_args!(" --feature {}", feature.name)
+            feature.name
         ),
         workdir: run.workdir.clone(),
-    };
-    loop {
-        match planning::plan(store, &base, &planning_run, display).await? {
-            Planned::Run(planned) => {
-                let report = store.sync(&planned, now_ms())?;
-                if !report.added.is_empty() || !report.removed.is_empty() {
-                    let tasks = store.tasks()?;
-                    display.show(&RunEvent::Plan {
-                        feature: planned.name.clone(),
-                        total: tasks.len(),
-                        done: Counts::of(&tasks).done,
-                        added: report.added,
-                        edited: report.edited,
-                        removed: report.removed,
-                    });
-                }
-                return Ok(Ok(*planned));
-            }
-            Planned::AwaitingApproval(plan) => {
-                if run.interactive && ask(&plan, &base)? {
-                    let mut state = planning::load(store)?;
-                    planning::approve(&mut state, Some(&plan.hash), &who(), now());
-                    planning::save(store, &state)?;
-                    continue;
-                }
-                let file = run.file.display();
-                let message = format!(
-                    "waiting for approval: the plan {} ({} tasks) needs a person \
-                     (spec.planning.approval: Manual). `ralph plan show {file}` prints it; \
-                     `ralph plan approve {file} --hash {}` approves it, `ralph plan reject \
-                     {file} --comment TEXT` plans again; then `ralph run {file}` goes on",
-                    plan.hash,
-                    plan.answer.tasks.len(),
-                    plan.hash
-                );
-                return stop(display, message, Exit::AwaitingApproval);
-            }
-            Planned::Stopped { message, halted } => {
-                let exit = if halted {
-                    Exit::AgentMisconfigured
-                } else {
-                    Exit::Failed
-                };
-                return stop(display, message, exit);
-            }
-        }
     }
 }
 

@@ -355,7 +355,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             message,
         });
     }
-    let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
+    let mut feature = feature;
+    let outcome = loop {
+        let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
+        match super::plan::after_run(&planning, &mut store, &feature, &outcome, &mut display)
+            .await?
+        {
+            None => break outcome,
+            Some(Ok(revised)) => feature = revised,
+            Some(Err(exit)) => {
+                store.release_run_ownership(&process::own_token())?;
+                return Ok(exit.into());
+            }
+        }
+    };
     let (finished_outcome, message) = end_message(&outcome, &store.tasks()?);
     display.show(&RunEvent::Finished {
         outcome: finished_outcome,

@@ -2,13 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::api::TaskTemplate;
 use crate::api::planning::PlanningSpec;
 use crate::clock::now_ms;
 use crate::engine::attempt::{AttemptResult, OutcomeClass};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::planning::{
-    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, TASKS_FILE, render,
+    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, Revision, TASKS_FILE, render,
 };
 use crate::engine::verification::AttemptKind;
 use crate::local::display::Display;
@@ -16,7 +17,7 @@ use crate::local::executor::{self, AttemptFiles, Ended, Launch, Report, RunnerCo
 use crate::local::feature::LocalFeature;
 use crate::local::run_event::RunEvent;
 use crate::local::store::{AttemptRow, EndDetails, NewEvent, Store};
-use crate::manifest::answer::{AnswerLimits, check_answer};
+use crate::manifest::answer::{Answer, AnswerLimits, check_answer};
 
 use super::{PlanState, StoredPlan, load, rfc3339, save, with_plan};
 
@@ -69,6 +70,16 @@ pub enum PlanningError {
     },
 }
 
+/// What one round of planning attempts plans against.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    /// Tasks the answer may depend on and never name: hand-written ones, and done planned
+    /// ones when a plan is revised.
+    existing: &'a [TaskTemplate],
+    /// The revision asked for, after a failure.
+    revision: Option<&'a Revision>,
+}
+
 /// How one planning attempt ended.
 enum Answered {
     Valid(StoredPlan),
@@ -99,7 +110,11 @@ pub async fn plan(
                 halted: false,
             });
         }
-        match attempt(store, feature, run, &mut state, display).await? {
+        let round = Round {
+            existing: &feature.tasks,
+            revision: None,
+        };
+        match attempt(store, feature, run, round, &mut state, display).await? {
             Answered::Valid(plan) => {
                 state.propose(plan, run.spec.approval, rfc3339(now_ms()));
             }
@@ -144,7 +159,12 @@ fn exhausted(state: &PlanState, spec: &PlanningSpec, feature: &LocalFeature) -> 
 }
 
 /// The planning prompt of the next attempt.
-fn prompt(feature: &LocalFeature, run: &PlanningRun<'_>, state: &PlanState) -> String {
+fn prompt(
+    feature: &LocalFeature,
+    run: &PlanningRun<'_>,
+    round: Round<'_>,
+    state: &PlanState,
+) -> String {
     let answer_dir = run.workdir.join(ANSWER_DIR);
     let answer = answer_dir.join(TASKS_FILE).display().to_string();
     render(&PlanningPrompt {
@@ -171,7 +191,7 @@ fn prompt(feature: &LocalFeature, run: &PlanningRun<'_>, state: &PlanState) -> S
         repository: run.repository.clone(),
         problems: state.problems.clone(),
         rejection: state.rejection.clone(),
-        revision: None,
+        revision: round.revision.cloned(),
     })
 }
 
@@ -180,6 +200,7 @@ async fn attempt(
     store: &mut Store,
     feature: &LocalFeature,
     run: &PlanningRun<'_>,
+    round: Round<'_>,
     state: &mut PlanState,
     display: &mut Display,
 ) -> Result<Answered, PlanningError> {
@@ -200,7 +221,7 @@ async fn attempt(
     let mut command =
         crate::local::selection::runner_for(run.runner, feature, agent, run.spec.model.as_deref());
     command.workspace = run.workdir.clone();
-    let text = prompt(feature, run, state);
+    let text = prompt(feature, run, round, state);
     let started_at_ms = now_ms();
     store.record_event(
         started_at_ms,
@@ -246,7 +267,7 @@ async fn attempt(
             }
         }
     };
-    let answered = judge(&ended, &answer_dir, feature, run.spec);
+    let answered = judge(&ended, &answer_dir, round.existing, run.spec);
     clear(&answer_dir)?;
     let (outcome, phase, message) = match &answered {
         Answered::Valid(plan) => (
@@ -315,7 +336,7 @@ fn clear(dir: &Path) -> Result<(), PlanningError> {
 fn judge(
     ended: &Ended,
     answer_dir: &Path,
-    feature: &LocalFeature,
+    existing: &[TaskTemplate],
     spec: &PlanningSpec,
 ) -> Answered {
     let result: &AttemptResult = match &ended.result {
@@ -355,7 +376,7 @@ fn judge(
     };
     let limits = AnswerLimits {
         max_tasks: spec.max_tasks,
-        existing: &feature.tasks,
+        existing,
     };
     match check_answer(&text, limits) {
         Ok(answer) => {
@@ -365,5 +386,102 @@ fn judge(
             Answered::Valid(StoredPlan::new(answer, document))
         }
         Err(problems) => Answered::Invalid(problems.messages()),
+    }
+}
+
+/// What a revision after a failure needs: the task that failed for good, why, and what
+/// its journal says.
+pub struct Failure {
+    /// The task.
+    pub task: String,
+    /// Its last attempt's message.
+    pub message: String,
+    /// Its journal, one line an entry.
+    pub journal: Vec<String>,
+}
+
+/// Revises the approved plan after `failure` (`replan: OnFailure`): a planning attempt
+/// gets the failure, the journal, the done tasks and the pending ones, and answers the
+/// tasks that replace the pending ones. The done planned tasks are kept; the new plan is
+/// approved as any plan is. `feature` holds the hand-written tasks only; `done` names
+/// every task done. `Ok(None)` when no revision may run (`maxReplans` used).
+pub async fn replan(
+    store: &mut Store,
+    feature: &LocalFeature,
+    run: &PlanningRun<'_>,
+    failure: &Failure,
+    done: &[String],
+    display: &mut Display,
+) -> Result<Option<Planned>, PlanningError> {
+    let mut state = load(store)?;
+    let Some(current) = state.approved().cloned() else {
+        return Ok(None);
+    };
+    if state.replans >= run.spec.max_replans {
+        return Ok(None);
+    }
+    state.replans += 1;
+    state.invalid_answers = 0;
+    state.crashes = 0;
+    let (kept, pending): (Vec<_>, Vec<_>) = current
+        .answer
+        .tasks
+        .iter()
+        .cloned()
+        .partition(|task| done.contains(&task.name));
+    let revision = Revision {
+        failed_task: failure.task.clone(),
+        failure: failure.message.clone(),
+        journal: failure.journal.clone(),
+        done: done.to_vec(),
+        pending_yaml: Answer { tasks: pending }.canonical(),
+    };
+    let existing: Vec<TaskTemplate> = feature
+        .tasks
+        .iter()
+        .cloned()
+        .chain(kept.iter().map(|task| task.template()))
+        .collect();
+    let round = Round {
+        existing: &existing,
+        revision: Some(&revision),
+    };
+    loop {
+        if let Some(message) = exhausted(&state, run.spec, feature) {
+            save(store, &state)?;
+            return Ok(Some(Planned::Stopped {
+                message,
+                halted: false,
+            }));
+        }
+        match attempt(store, feature, run, round, &mut state, display).await? {
+            Answered::Valid(revised) => {
+                let tasks = kept.iter().cloned().chain(revised.answer.tasks).collect();
+                let plan = StoredPlan::new(Answer { tasks }, current.document.clone());
+                state.previous = Some(current);
+                state.propose(plan, run.spec.approval, rfc3339(now_ms()));
+                save(store, &state)?;
+                return Ok(Some(match state.approved() {
+                    Some(_) => Planned::Run(Box::new(with_plan(feature.clone(), &state))),
+                    None => match &state.plan {
+                        Some(plan) => Planned::AwaitingApproval(plan.clone()),
+                        None => Planned::Run(Box::new(feature.clone())),
+                    },
+                }));
+            }
+            Answered::Invalid(problems) => {
+                state.invalid_answers += 1;
+                state.problems = problems;
+            }
+            Answered::Crashed(_) => state.crashes += 1,
+            Answered::Halted(message) => {
+                save(store, &state)?;
+                return Ok(Some(Planned::Stopped {
+                    message,
+                    halted: true,
+                }));
+            }
+        }
+        save(store, &state)?;
     }
 }

@@ -8,7 +8,7 @@ mod show;
 
 use serde::{Deserialize, Serialize};
 
-pub use attempt::{Planned, PlanningError, PlanningRun, plan};
+pub use attempt::{Failure, Planned, PlanningError, PlanningRun, plan, replan};
 pub use show::render_plan;
 
 use crate::api::TaskTemplate;
@@ -37,9 +37,19 @@ pub struct PlanState {
     /// A person's reason for rejecting the last plan (given to the next attempts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejection: Option<String>,
+    /// Revisions after failures so far.
+    #[serde(default)]
+    pub replans: u32,
     /// The current plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<StoredPlan>,
+    /// The hash of the plan whose tasks the store last took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+    /// The plan approved before the current one, whose tasks run while a revision of it
+    /// waits for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<StoredPlan>,
     /// The approval of the current plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalStatus>,
@@ -76,7 +86,13 @@ impl StoredPlan {
 }
 
 impl PlanState {
-    /// The plan whose tasks run: the current one, approved.
+    /// The plan whose tasks are the Feature's: the approved one, else the one approved
+    /// before a revision that waits for approval.
+    pub fn running(&self) -> Option<&StoredPlan> {
+        self.approved().or(self.previous.as_ref())
+    }
+
+    /// The current plan, approved.
     pub fn approved(&self) -> Option<&StoredPlan> {
         let plan = self.plan.as_ref()?;
         let approval = self.approval.as_ref()?;
@@ -118,7 +134,7 @@ impl PlanState {
     pub fn status(&self) -> PlanningStatus {
         PlanningStatus {
             attempts: self.attempts,
-            replans: 0,
+            replans: self.replans,
             document_hash: self
                 .plan
                 .as_ref()
@@ -154,7 +170,7 @@ pub fn save(store: &mut Store, state: &PlanState) -> Result<(), StoreError> {
 /// `feature` with the tasks of the approved plan after its hand-written ones, and the plan
 /// document after its `context.plan` (every prompt shows it).
 pub fn with_plan(mut feature: LocalFeature, state: &PlanState) -> LocalFeature {
-    let Some(plan) = state.approved() else {
+    let Some(plan) = state.running() else {
         return feature;
     };
     feature.tasks.extend(plan.templates());
