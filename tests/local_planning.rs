@@ -395,3 +395,70 @@ fn without_replan_a_failed_planned_task_fails_the_feature() {
     assert_eq!(exit_code(&output), 1, "{}", describe(&output));
     assert_eq!(project.started_order(), ["planning", "fragile"]);
 }
+
+/// A script whose planner plans `build` alone, and whose `build` proposes `proposal`
+/// (YAML) before its verdict.
+fn proposing(proposal: &str) -> String {
+    let mut script = script(&[planner_writes(
+        "tasks:\n  - {name: build, acceptance: [x]}\n",
+        None,
+    )]);
+    let text = format!(
+        "Built.\n<ralph:propose-tasks>\n{proposal}</ralph:propose-tasks>\n<task-done>build</task-done>"
+    );
+    script.push_str(&format!(
+        "  build:\n    - text: {}\n",
+        serde_json::to_string(&text).unwrap()
+    ));
+    script
+}
+
+const DOCS: &str = "tasks:\n  - {name: docs, dependsOn: [build], acceptance: [README.md]}\n";
+
+#[test]
+fn a_proposed_follow_up_task_joins_the_plan_and_runs() {
+    let project = Project::new(&planning_feature("", ""), &proposing(DOCS));
+    project.run_to_success(&[]);
+    assert_eq!(project.started_order(), ["planning", "build", "docs"]);
+    assert_mentions(
+        &project.prompt("build-a1"),
+        &["<ralph:propose-tasks>", "Follow-up tasks"],
+    );
+}
+
+#[test]
+fn a_proposed_task_waits_for_approval_when_approval_is_manual() {
+    let project = Project::new(
+        &planning_feature("    approval: Manual\n", ""),
+        &proposing(DOCS),
+    );
+    let hash = {
+        let output = project.run(&[]);
+        assert_eq!(exit_code(&output), 8, "{}", describe(&output));
+        plan_hash(&project)
+    };
+    project.ralph_ok(&["plan", "approve", "--hash", &hash]);
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 8, "{}", describe(&output));
+    assert_mentions(&stdout(&output), &["(2 tasks)", "waiting for approval"]);
+    project.ralph_ok(&["plan", "approve"]);
+    project.run_to_success(&[]);
+    assert_eq!(project.started_order(), ["planning", "build", "docs"]);
+}
+
+#[test]
+fn a_proposal_beyond_max_tasks_is_refused_and_said() {
+    let project = Project::new(
+        &planning_feature("", "").replace("maxTasks: 10", "maxTasks: 1"),
+        &proposing(DOCS),
+    );
+    let output = project.run_to_success(&[]);
+    assert_mentions(
+        &stdout(&output),
+        &[
+            "its proposed follow-up tasks were refused",
+            "more than maxTasks (0)",
+        ],
+    );
+    assert_eq!(project.started_order(), ["planning", "build"]);
+}

@@ -346,8 +346,8 @@ fn awaiting(file: &Path, plan: &planning::StoredPlan) -> String {
     )
 }
 
-/// The store takes the tasks of `planned`; when they are a new plan's, its Failed and
-/// Blocked tasks get another chance (a revision replaced what made them fail).
+/// The store takes the tasks of `planned`; when they are a revision's, its Failed and
+/// Blocked tasks get another chance (the revision replaced what made them fail).
 fn apply(
     store: &mut Store,
     planned: LocalFeature,
@@ -357,7 +357,7 @@ fn apply(
     let mut state = planning::load(store)?;
     let running = state.running().map(|plan| plan.hash.clone());
     if running != state.applied {
-        if state.applied.is_some() {
+        if state.retry_failed {
             for task in store.tasks()? {
                 if matches!(task.phase, TaskPhase::Failed | TaskPhase::Blocked) {
                     store.retry_task(task.name(), now_ms())?;
@@ -365,6 +365,7 @@ fn apply(
             }
         }
         state.applied = running;
+        state.retry_failed = false;
         planning::save(store, &state)?;
     }
     if !report.added.is_empty() || !report.removed.is_empty() {
@@ -394,6 +395,15 @@ pub async fn after_run(
     let Some(spec) = &run.chosen.feature.spec.planning else {
         return Ok(None);
     };
+    if !matches!(
+        outcome,
+        crate::local::scheduler::RunOutcome::Finished { .. }
+    ) {
+        return Ok(None);
+    }
+    if let Some(next) = proposed(run, store, feature, spec, display)? {
+        return Ok(Some(next));
+    }
     let failed = matches!(
         outcome,
         crate::local::scheduler::RunOutcome::Finished {
@@ -428,6 +438,47 @@ pub async fn after_run(
             Some(stop(display, message, stopped_exit(halted))?)
         }
     })
+}
+
+/// Tasks proposed by done attempts (`<ralph:propose-tasks>`): refused ones are said;
+/// accepted ones extend the plan, which runs at once or waits for approval. `None` when
+/// nothing was proposed.
+fn proposed(
+    run: &RunPlanning<'_>,
+    store: &mut Store,
+    feature: &LocalFeature,
+    spec: &crate::api::planning::PlanningSpec,
+    display: &mut Display,
+) -> anyhow::Result<Option<Result<LocalFeature, Exit>>> {
+    let mut state = planning::load(store)?;
+    let planned = state.running().map_or(0, |plan| plan.answer.tasks.len());
+    let room = spec
+        .max_tasks
+        .saturating_sub(u32::try_from(planned).unwrap_or(u32::MAX));
+    let proposals = planning::proposals::take(store, &mut state, &feature.tasks, room)?;
+    for (task, problems) in &proposals.refused {
+        display.show(&RunEvent::Warning {
+            task: Some(task.clone()),
+            message: format!(
+                "its proposed follow-up tasks were refused: {}",
+                problems.join("; ")
+            ),
+        });
+    }
+    let accepted = !proposals.tasks.is_empty()
+        && planning::extend(&mut state, proposals.tasks, spec.approval, now()).is_some();
+    planning::save(store, &state)?;
+    if !accepted {
+        return Ok(None);
+    }
+    let base = base_feature(run, feature);
+    Ok(Some(match state.approved() {
+        Some(_) => Ok(apply(store, planning::with_plan(base, &state), display)?),
+        None => match &state.plan {
+            Some(plan) => stop(display, awaiting(run.file, plan), Exit::AwaitingApproval)?,
+            None => return Ok(None),
+        },
+    }))
 }
 
 /// The first planned task that failed for good: its last attempt's message and journal.

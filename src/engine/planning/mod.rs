@@ -5,8 +5,10 @@
 //! asks for planning where planning does not run yet.
 
 mod prompt;
+mod proposals;
 
 pub use prompt::{PlanningPrompt, Revision, render};
+pub use proposals::{PROPOSE_CLOSE, PROPOSE_HELP, PROPOSE_OPEN, proposal_in};
 
 /// The task ID of planning attempts (`planning-a1`, ...): a planned or hand-written task
 /// of a planning Feature may not be named so.

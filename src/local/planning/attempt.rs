@@ -460,6 +460,7 @@ pub async fn replan(
                 let plan = StoredPlan::new(Answer { tasks }, current.document.clone());
                 state.previous = Some(current);
                 state.propose(plan, run.spec.approval, rfc3339(now_ms()));
+                state.retry_failed = true;
                 save(store, &state)?;
                 return Ok(Some(match state.approved() {
                     Some(_) => Planned::Run(Box::new(with_plan(feature.clone(), &state))),

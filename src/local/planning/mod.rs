@@ -4,6 +4,7 @@
 //! hand-written ones, and `ralph task list` shows them like any task.
 
 mod attempt;
+pub mod proposals;
 mod show;
 
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,7 @@ pub use show::render_plan;
 
 use crate::api::TaskTemplate;
 use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningSpec, PlanningStatus};
-use crate::engine::planning::{document_hash, hash_matches, plan_hash};
+use crate::engine::planning::{PROPOSE_HELP, document_hash, hash_matches, plan_hash};
 use crate::local::feature::LocalFeature;
 use crate::local::store::{Store, StoreError, keys};
 use crate::manifest::answer::Answer;
@@ -43,6 +44,13 @@ pub struct PlanState {
     /// The current plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<StoredPlan>,
+    /// Done attempts whose final message was read for proposed tasks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proposals_read: Vec<String>,
+    /// A revision replaced failed tasks: once the store takes its tasks, Failed and Blocked
+    /// ones get another chance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry_failed: bool,
     /// The hash of the plan whose tasks the store last took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<String>,
@@ -150,6 +158,23 @@ impl PlanState {
     }
 }
 
+/// Adds proposed `tasks` to the running plan: a new plan, approved as any plan is (the
+/// running one goes on while it waits). `None` when there is no running plan.
+pub fn extend(
+    state: &mut PlanState,
+    tasks: Vec<crate::manifest::answer::AnswerTask>,
+    approval: Approval,
+    at: String,
+) -> Option<()> {
+    let running = state.running()?.clone();
+    let mut answer = running.answer.clone();
+    answer.tasks.extend(tasks);
+    let plan = StoredPlan::new(answer, running.document.clone());
+    state.previous = Some(running);
+    state.propose(plan, approval, at);
+    Some(())
+}
+
 /// Reads the planning state (the default when nothing was planned yet).
 pub fn load(store: &Store) -> Result<PlanState, StoreError> {
     match store.meta(keys::PLANNING)? {
@@ -174,10 +199,11 @@ pub fn with_plan(mut feature: LocalFeature, state: &PlanState) -> LocalFeature {
         return feature;
     };
     feature.tasks.extend(plan.templates());
-    if let Some(document) = &plan.document {
+    let added = [plan.document.as_deref(), Some(PROPOSE_HELP)];
+    for text in added.into_iter().flatten() {
         feature.plan_text = Some(match feature.plan_text.take() {
-            Some(text) => format!("{text}\n\n{document}"),
-            None => document.clone(),
+            Some(before) => format!("{before}\n\n{text}"),
+            None => text.to_owned(),
         });
     }
     feature
@@ -271,6 +297,18 @@ pub fn reject(state: &mut PlanState, comment: &str, by: &str, at: String) -> Opt
         by: Some(by.to_owned()),
         at: Some(at),
     });
+    if let Some(previous) = state.previous.take() {
+        // Rejected proposals or a rejected revision: the plan approved before goes on.
+        state.approval = Some(ApprovalStatus {
+            state: ApprovalState::Approved,
+            hash: previous.hash.clone(),
+            comment: Some(format!("a change was rejected: {comment}")),
+            by: Some(by.to_owned()),
+            at: state.approval.as_ref().and_then(|a| a.at.clone()),
+        });
+        state.plan = Some(previous);
+        return Some(hash);
+    }
     state.rejection = Some(comment.to_owned());
     state.plan = None;
     state.invalid_answers = 0;
