@@ -170,11 +170,8 @@ fn problem(task: Option<&str>, message: impl Into<String>) -> AnswerProblem {
 
 /// Parses and checks an answer; every problem found is returned.
 pub fn check_answer(text: &str, limits: AnswerLimits<'_>) -> Result<Answer, AnswerProblems> {
-    let answer = parse(text).map_err(|p| AnswerProblems(vec![p]))?;
+    let items = parse(text).map_err(|p| AnswerProblems(vec![p]))?;
     let mut problems = Vec::new();
-    let items = match answer {
-        RawAnswer::Tasks(items) => items,
-    };
     let count = items.len();
     let mut tasks = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
@@ -215,11 +212,8 @@ pub fn check_answer(text: &str, limits: AnswerLimits<'_>) -> Result<Answer, Answ
     }
 }
 
-enum RawAnswer {
-    Tasks(Vec<serde_yaml_ng::Value>),
-}
-
-fn parse(text: &str) -> Result<RawAnswer, AnswerProblem> {
+/// The task list of an answer, each task still unread.
+fn parse(text: &str) -> Result<Vec<serde_yaml_ng::Value>, AnswerProblem> {
     use serde_yaml_ng::Value;
     let not_a_list = |what: &str| {
         problem(
@@ -243,7 +237,7 @@ fn parse(text: &str) -> Result<RawAnswer, AnswerProblem> {
         )
     })?;
     match value {
-        Value::Sequence(items) => Ok(RawAnswer::Tasks(items)),
+        Value::Sequence(items) => Ok(items),
         Value::Mapping(mut map) => {
             let tasks = map.remove("tasks");
             if let Some(key) = map.keys().next() {
@@ -257,7 +251,7 @@ fn parse(text: &str) -> Result<RawAnswer, AnswerProblem> {
                 ));
             }
             match tasks {
-                Some(Value::Sequence(items)) => Ok(RawAnswer::Tasks(items)),
+                Some(Value::Sequence(items)) => Ok(items),
                 Some(Value::Null) | None => Err(problem(
                     None,
                     "the plan holds no task: write at least one under `tasks:`",
