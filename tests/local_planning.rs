@@ -462,3 +462,37 @@ fn a_proposal_beyond_max_tasks_is_refused_and_said() {
     );
     assert_eq!(project.started_order(), ["planning", "build"]);
 }
+
+#[test]
+fn status_and_the_summary_show_the_planning() {
+    let project = planned_diamond();
+    let status = stdout(&project.ralph_ok(&["status"]));
+    assert_mentions(
+        &status,
+        &[
+            "planning: plan ",
+            "(4 tasks), approved",
+            "1 planning attempts",
+        ],
+    );
+    let output = project.run_to_success(&["--limit", "0"]);
+    let summary = stdout(&output);
+    assert_mentions(
+        &summary,
+        &["\"task\":\"planning\"", "\"lastOutcome\":\"planned\""],
+    );
+}
+
+#[test]
+fn validate_says_a_feature_without_tasks_will_be_planned_not_that_it_has_no_plan() {
+    let project = Project::new(&planning_feature("", ""), "");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ralph"))
+        .arg("validate")
+        .arg(project.path("feature.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(&output), 0, "{}", describe(&output));
+    let printed = stdout(&output);
+    assert_mentions(&printed, &["plans up to 10 more tasks"]);
+    assert!(!printed.contains("NoPlan"), "{printed}");
+}
