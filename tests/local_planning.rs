@@ -496,3 +496,31 @@ fn validate_says_a_feature_without_tasks_will_be_planned_not_that_it_has_no_plan
     assert_mentions(&printed, &["plans up to 10 more tasks"]);
     assert!(!printed.contains("NoPlan"), "{printed}");
 }
+
+#[test]
+fn a_planner_that_crashes_is_retried_like_any_attempt() {
+    let crash = "      - stderr: \"Error: connection reset\"\n      - exit: 1\n".to_owned();
+    let answer = "tasks:\n  - {name: a, acceptance: [x]}\n";
+    let project = Project::new(
+        &planning_feature("", ""),
+        &script(&[crash, planner_writes(answer, None)]),
+    );
+    project.run_to_success(&[]);
+    assert_eq!(&project.attempt_outcomes()[..2], ["crashed", "planned"]);
+}
+
+#[test]
+fn planning_attempts_count_against_max_iterations() {
+    let unknown = "tasks:\n  - {name: a, dependsOn: [ghost], acceptance: [x]}\n";
+    let project = Project::new(
+        &planning_feature("", "").replace("  retry:", "  maxIterations: 2\n  retry:"),
+        &script(&[planner_writes(unknown, None)]),
+    );
+    let output = project.run(&[]);
+    assert_eq!(exit_code(&output), 5, "{}", describe(&output));
+    assert_mentions(
+        &stdout(&output),
+        &["limit reached: 2 attempts started (maxIterations)"],
+    );
+    assert_eq!(project.attempts().len(), 2);
+}

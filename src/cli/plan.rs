@@ -304,8 +304,8 @@ pub async fn for_run(
                 }
                 return stop(display, awaiting(run.file, &plan), Exit::AwaitingApproval);
             }
-            Planned::Stopped { message, halted } => {
-                return stop(display, message, stopped_exit(halted));
+            Planned::Stopped { message, stop: why } => {
+                return stop(display, message, stopped_exit(why));
             }
         }
     }
@@ -324,11 +324,11 @@ fn stop(
     Ok(Err(exit))
 }
 
-fn stopped_exit(halted: bool) -> Exit {
-    if halted {
-        Exit::AgentMisconfigured
-    } else {
-        Exit::Failed
+fn stopped_exit(stop: planning::Stop) -> Exit {
+    match stop {
+        planning::Stop::Failed => Exit::Failed,
+        planning::Stop::Halted => Exit::AgentMisconfigured,
+        planning::Stop::Limit => Exit::LimitReached,
     }
 }
 
@@ -434,8 +434,8 @@ pub async fn after_run(
             awaiting(run.file, &plan),
             Exit::AwaitingApproval,
         )?),
-        Some(Planned::Stopped { message, halted }) => {
-            Some(stop(display, message, stopped_exit(halted))?)
+        Some(Planned::Stopped { message, stop: why }) => {
+            Some(stop(display, message, stopped_exit(why))?)
         }
     })
 }

@@ -42,13 +42,24 @@ pub enum Planned {
     Run(Box<LocalFeature>),
     /// A valid plan waits for a person's approval.
     AwaitingApproval(StoredPlan),
-    /// Planning cannot go on: why, and whether the agent is misconfigured.
+    /// Planning cannot go on.
     Stopped {
         /// What happened and what to do.
         message: String,
-        /// The planner's agent cannot run as configured (not a planning failure).
-        halted: bool,
+        /// Why.
+        stop: Stop,
     },
+}
+
+/// Why planning stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The planner failed: too many invalid answers or crashes.
+    Failed,
+    /// The planner's agent cannot run as configured.
+    Halted,
+    /// A limit: `maxIterations`, the budget, or the agent's quota.
+    Limit,
 }
 
 /// Errors of the planning machinery (not the planner's: those are outcomes).
@@ -86,6 +97,7 @@ enum Answered {
     Invalid(Vec<String>),
     Crashed(String),
     Halted(String),
+    Limit(String),
 }
 
 /// Plans until the store holds an approved plan (then the Feature with its tasks is
@@ -104,11 +116,8 @@ pub async fn plan(
         if let Some(plan) = state.awaiting_approval() {
             return Ok(Planned::AwaitingApproval(plan.clone()));
         }
-        if let Some(message) = exhausted(&state, run.spec, feature) {
-            return Ok(Planned::Stopped {
-                message,
-                halted: false,
-            });
+        if let Some((message, stop)) = exhausted(store, &state, run.spec, feature)? {
+            return Ok(Planned::Stopped { message, stop });
         }
         let round = Round {
             existing: &feature.tasks,
@@ -127,7 +136,14 @@ pub async fn plan(
                 save(store, &state)?;
                 return Ok(Planned::Stopped {
                     message,
-                    halted: true,
+                    stop: Stop::Halted,
+                });
+            }
+            Answered::Limit(message) => {
+                save(store, &state)?;
+                return Ok(Planned::Stopped {
+                    message,
+                    stop: Stop::Limit,
                 });
             }
         }
@@ -136,26 +152,55 @@ pub async fn plan(
 }
 
 /// Why no planning attempt may start any more, if so.
-fn exhausted(state: &PlanState, spec: &PlanningSpec, feature: &LocalFeature) -> Option<String> {
+fn exhausted(
+    store: &Store,
+    state: &PlanState,
+    spec: &PlanningSpec,
+    feature: &LocalFeature,
+) -> Result<Option<(String, Stop)>, PlanningError> {
     if state.invalid_answers > spec.max_invalid_answers {
-        return Some(format!(
-            "planning failed: the planner's last {} answers were refused \
-             (spec.planning.maxInvalidAnswers is {}); the last one's problems:\n  {}\n\
-             `ralph reset FILE` plans again from the start",
-            state.invalid_answers,
-            spec.max_invalid_answers,
-            state.problems.join("\n  ")
-        ));
+        return Ok(Some((
+            format!(
+                "planning failed: the planner's last {} answers were refused \
+                 (spec.planning.maxInvalidAnswers is {}); the last one's problems:\n  {}\n\
+                 `ralph reset FILE` plans again from the start",
+                state.invalid_answers,
+                spec.max_invalid_answers,
+                state.problems.join("\n  ")
+            ),
+            Stop::Failed,
+        )));
     }
     if state.crashes > feature.max_retries {
-        return Some(format!(
-            "planning failed: {} planning attempts in a row ended without an answer \
-             (retry.maxRetries is {}); `ralph task show` has no planning task, see the \
-             attempts' files under attempts/planning-a*/ of the state directory",
-            state.crashes, feature.max_retries
-        ));
+        return Ok(Some((
+            format!(
+                "planning failed: {} planning attempts in a row ended without an answer \
+                 (retry.maxRetries is {}); see the attempts' files under \
+                 attempts/planning-a*/ of the state directory",
+                state.crashes, feature.max_retries
+            ),
+            Stop::Failed,
+        )));
     }
-    None
+    if let Some(max) = feature.max_iterations
+        && store.iterations()? >= max
+    {
+        return Ok(Some((
+            format!("limit reached: {max} attempts started (maxIterations) before a plan"),
+            Stop::Limit,
+        )));
+    }
+    let attempts = store.attempts(None)?;
+    if let Some(spent) = feature
+        .budget
+        .spent(&crate::local::budget::attempt_totals(&attempts))
+    {
+        return Ok(Some((
+            format!("limit reached before a plan: {spent}"),
+            Stop::Limit,
+        )));
+    }
+    Ok(None)
 }
 
 /// The planning prompt of the next attempt.
@@ -282,6 +327,7 @@ async fn attempt(
         ),
         Answered::Crashed(why) => ("crashed", TaskPhase::Pending, why.clone()),
         Answered::Halted(why) => ("misconfigured", TaskPhase::Pending, why.clone()),
+        Answered::Limit(why) => ("limitReached", TaskPhase::Pending, why.clone()),
     };
     let ended_at_ms = now_ms();
     let result = ended.result.as_ref().ok();
@@ -345,16 +391,27 @@ fn judge(
     };
     match result.outcome {
         OutcomeClass::Finished => {}
-        OutcomeClass::Misconfigured | OutcomeClass::Exhausted | OutcomeClass::LimitReached => {
+        OutcomeClass::Misconfigured => {
             let why = result
                 .misconfiguration
                 .as_ref()
                 .map(|m| format!("{m:?}"))
                 .or_else(|| result.crash.clone())
-                .unwrap_or_else(|| format!("{:?}", result.outcome));
+                .unwrap_or_else(|| "misconfigured".to_owned());
             return Answered::Halted(format!(
-                "the planner's agent could not plan ({:?}): {why}",
-                result.outcome
+                "stopped: the planner's agent cannot run as configured: {why}"
+            ));
+        }
+        OutcomeClass::Exhausted | OutcomeClass::LimitReached => {
+            let why = result
+                .exhaustion
+                .as_ref()
+                .map(|e| format!("{e:?}"))
+                .or_else(|| result.crash.clone())
+                .unwrap_or_else(|| format!("{:?}", result.outcome));
+            return Answered::Limit(format!(
+                "stopped: the planner's agent reached a limit (its quota or its budget \
+                 share): {why}; run again later"
             ));
         }
         OutcomeClass::Crashed | OutcomeClass::Cancelled => {
@@ -447,12 +504,9 @@ pub async fn replan(
         revision: Some(&revision),
     };
     loop {
-        if let Some(message) = exhausted(&state, run.spec, feature) {
+        if let Some((message, stop)) = exhausted(store, &state, run.spec, feature)? {
             save(store, &state)?;
-            return Ok(Some(Planned::Stopped {
-                message,
-                halted: false,
-            }));
+            return Ok(Some(Planned::Stopped { message, stop }));
         }
         match attempt(store, feature, run, round, &mut state, display).await? {
             Answered::Valid(revised) => {
@@ -479,7 +533,14 @@ pub async fn replan(
                 save(store, &state)?;
                 return Ok(Some(Planned::Stopped {
                     message,
-                    halted: true,
+                    stop: Stop::Halted,
+                }));
+            }
+            Answered::Limit(message) => {
+                save(store, &state)?;
+                return Ok(Some(Planned::Stopped {
+                    message,
+                    stop: Stop::Limit,
                 }));
             }
         }

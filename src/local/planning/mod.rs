@@ -9,7 +9,7 @@ mod show;
 
 use serde::{Deserialize, Serialize};
 
-pub use attempt::{Failure, Planned, PlanningError, PlanningRun, plan, replan};
+pub use attempt::{Failure, Planned, PlanningError, PlanningRun, Stop, plan, replan};
 pub use show::render_plan;
 
 use crate::api::TaskTemplate;
