@@ -524,3 +524,45 @@ fn planning_attempts_count_against_max_iterations() {
     );
     assert_eq!(project.attempts().len(), 2);
 }
+
+/// Runs git in `dir`; fails the test on an error. Returns stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        describe(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn in_a_git_repository_the_planner_sees_its_files_and_commits_nothing() {
+    let answer = "tasks:\n  - {name: a, acceptance: [x]}\n";
+    let script = format!(
+        "{}  a:\n    - tool: {{path: a.txt, write: \"a\\n\"}}\n    - text: \"<task-done>a</task-done>\"\n",
+        script(&[planner_writes(answer, None)])
+    );
+    let project = Project::new(&planning_feature("", ""), &script);
+    let dir = project.dir.path();
+    std::fs::create_dir(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "// the code\n").unwrap();
+    std::fs::write(dir.join(".gitignore"), ".ralph/\n").unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "initial"]);
+    project.run_to_success(&[]);
+    assert_mentions(
+        &project.prompt("planning-a1"),
+        &["## The repository", "src/lib.rs"],
+    );
+    let files = git(dir, &["ls-tree", "-r", "--name-only", "ralph/planned"]);
+    assert!(files.contains("a.txt"), "{files}");
+    assert!(!files.contains(".ralph-planning"), "{files}");
+    assert!(git(dir, &["status", "--porcelain"]).trim().is_empty());
+}

@@ -94,3 +94,27 @@ fn a_plan_waiting_for_approval_adds_no_task() {
     let feature = with_plan(crate::local::testing::feature(Vec::new()), &state);
     assert!(feature.tasks.is_empty());
 }
+
+#[test]
+fn planning_needs_a_spec_an_agent_of_the_pool_and_the_name_planning_free() {
+    let spec = PlanningSpec::default();
+    let mut feature = crate::local::testing::feature(Vec::new());
+    feature.spec_text = None;
+    feature.plan_text = None;
+    let problem = planning_problem(&feature, &spec).unwrap_or_default();
+    assert!(problem.contains("set spec.context.spec"), "{problem}");
+    feature.spec_text = Some("Build it.".to_owned());
+    assert_eq!(planning_problem(&feature, &spec), None);
+    let other = PlanningSpec {
+        agent: Some("backup".to_owned()),
+        ..PlanningSpec::default()
+    };
+    let problem = planning_problem(&feature, &other).unwrap_or_default();
+    assert!(problem.contains("\"backup\" names no agent"), "{problem}");
+    feature.tasks = vec![crate::api::TaskTemplate {
+        name: "planning".to_owned(),
+        fields: crate::api::TaskFields::default(),
+    }];
+    let problem = planning_problem(&feature, &spec).unwrap_or_default();
+    assert!(problem.contains("rename the task"), "{problem}");
+}
