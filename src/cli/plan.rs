@@ -296,7 +296,7 @@ pub async fn for_run(
         match planning::plan(store, &base, &planning_run, display).await? {
             Planned::Run(planned) => return Ok(Ok(apply(store, *planned, display)?)),
             Planned::AwaitingApproval(plan) => {
-                if run.interactive && ask(&plan, &base)? {
+                if run.interactive && display.suspend(|| ask(&plan, &base))? {
                     let mut state = planning::load(store)?;
                     planning::approve(&mut state, Some(&plan.hash), &who(), now());
                     planning::save(store, &state)?;
