@@ -566,3 +566,19 @@ fn in_a_git_repository_the_planner_sees_its_files_and_commits_nothing() {
     assert!(!files.contains(".ralph-planning"), "{files}");
     assert!(git(dir, &["status", "--porcelain"]).trim().is_empty());
 }
+
+#[test]
+fn the_planner_asks_its_agent_for_the_planning_model() {
+    let answer = "tasks:\n  - {name: a, acceptance: [x]}\n";
+    let script = format!(
+        "models: [small, big]\n{}",
+        script(&[planner_writes(answer, None)])
+    );
+    let project = Project::new(&planning_feature("    model: big\n", ""), &script);
+    project.run_to_success(&[]);
+    let log = project.runner_log("planning-a1");
+    assert!(
+        log.contains("\"event\":\"model_chosen\",\"model\":\"big\""),
+        "{log}"
+    );
+}
