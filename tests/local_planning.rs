@@ -582,3 +582,20 @@ fn the_planner_asks_its_agent_for_the_planning_model() {
         "{log}"
     );
 }
+
+#[test]
+fn removing_spec_planning_drops_the_planned_tasks() {
+    let project = planned_diamond();
+    let manifest = std::fs::read_to_string(project.path("feature.yaml")).unwrap();
+    let without = manifest.replace("  planning:\n    maxTasks: 10\n", "");
+    project.write_manifest(&format!("{without}  tasks:\n    - name: only\n"));
+    project.run_to_success(&[]);
+    let names: Vec<String> = project
+        .store()
+        .tasks()
+        .unwrap()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, ["only"]);
+}

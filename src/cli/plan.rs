@@ -270,8 +270,15 @@ pub struct RunPlanning<'a> {
 }
 
 /// `feature` with the tasks of the plan the store holds, approved (before the store syncs
-/// with the manifest, so planned tasks are kept).
-pub fn with_kept_plan(store: &Store, feature: LocalFeature) -> anyhow::Result<LocalFeature> {
+/// with the manifest, so planned tasks are kept); as it is when `chosen` no longer plans.
+pub fn with_kept_plan(
+    store: &Store,
+    chosen: &FeaturePlan,
+    feature: LocalFeature,
+) -> anyhow::Result<LocalFeature> {
+    if chosen.feature.spec.planning.is_none() {
+        return Ok(feature);
+    }
     Ok(planning::with_plan(feature, &planning::load(store)?))
 }
 

@@ -259,7 +259,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut store = Store::open(&state)?;
     crate::local::worktree::exclude_state(&state).await;
     store.take_run_ownership(&process::own_token(), process::token_alive)?;
-    let feature = super::plan::with_kept_plan(&store, feature)?;
+    let feature = super::plan::with_kept_plan(&store, chosen, feature)?;
     let report = match store.sync(&feature, now_ms()) {
         Ok(report) => report,
         Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
