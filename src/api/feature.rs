@@ -158,6 +158,11 @@ pub struct FeatureSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<PodTemplateOverrides>,
 
+    /// Planning: an agent writes the tasks from `context.spec` (and `context.plan`), in
+    /// addition to the hand-written `tasks` (docs/planning.md). Unset: only `tasks` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planning: Option<super::planning::PlanningSpec>,
+
     /// Where the agents work: a git repository whose feature branch collects the tasks'
     /// work (see docs/git.md). Unset: an empty directory per attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]

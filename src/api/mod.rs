@@ -13,6 +13,7 @@ pub mod gateway;
 pub mod labels;
 pub mod memory;
 pub mod names;
+pub mod planning;
 pub mod pool;
 pub mod status;
 pub mod task;

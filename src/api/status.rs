@@ -303,6 +303,10 @@ pub struct FeatureStatus {
     /// The feature branch and its head, when the Feature works in a git repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<super::workspace::FeatureBranchStatus>,
+
+    /// Where planning stands, when the Feature has `spec.planning`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planning: Option<super::planning::PlanningStatus>,
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub enum Exit {
     NoTasks,
     /// The agent cannot run as configured; fix it and run again (the run resumes).
     AgentMisconfigured,
+    /// A planned task list waits for a person's approval (`ralph plan approve`).
+    AwaitingApproval,
     /// An unexpected error (state store, I/O).
     Error,
     /// Interrupted by Ctrl+C or SIGTERM; run again to resume.
@@ -32,7 +34,7 @@ pub enum Exit {
 
 impl Exit {
     /// Every exit, in the order of the table.
-    pub const ALL: [Exit; 10] = [
+    pub const ALL: [Exit; 11] = [
         Exit::Complete,
         Exit::Failed,
         Exit::Usage,
@@ -41,6 +43,7 @@ impl Exit {
         Exit::LimitReached,
         Exit::NoTasks,
         Exit::AgentMisconfigured,
+        Exit::AwaitingApproval,
         Exit::Error,
         Exit::Interrupted,
     ];
@@ -56,6 +59,7 @@ impl Exit {
             Exit::LimitReached => 5,
             Exit::NoTasks => 6,
             Exit::AgentMisconfigured => 7,
+            Exit::AwaitingApproval => 8,
             Exit::Error => 70,
             Exit::Interrupted => 130,
         }
@@ -75,6 +79,9 @@ impl Exit {
             Exit::NoTasks => "no plan: the feature has no tasks",
             Exit::AgentMisconfigured => {
                 "agent misconfigured: fix what the message says and run again"
+            }
+            Exit::AwaitingApproval => {
+                "waiting for approval: `ralph plan approve FILE` (or reject), then run again"
             }
             Exit::Error => "error: the state store or the system failed",
             Exit::Interrupted => "interrupted (Ctrl+C, SIGTERM): run again to resume",

@@ -8,6 +8,7 @@ pub mod exit;
 pub mod git;
 pub mod install;
 pub mod memory;
+pub mod plan;
 pub mod reset;
 pub mod run;
 pub mod runner;
@@ -48,6 +49,9 @@ pub enum Command {
     /// Start a Feature's local run over: remove its state and worktrees (the feature
     /// branch stays).
     Reset(reset::Args),
+    /// Check a planner's answer; show, approve or reject a local run's plan.
+    #[command(subcommand)]
+    Plan(plan::Command),
     /// Inspect or change tasks of a local run.
     #[command(subcommand)]
     Task(task::Command),
@@ -79,6 +83,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_error_exit(run::run(args).await),
         Command::Status(args) => status::run(args).await,
         Command::Reset(args) => reset::run(args).await,
+        Command::Plan(command) => plan::run(command).await,
         Command::Task(command) => task::run(command).await,
         Command::Journal(args) => memory::journal(args).await,
         Command::Knowledge(args) => memory::knowledge(args).await,

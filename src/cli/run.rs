@@ -257,7 +257,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         &state_dir::resolve(args.state.as_deref(), &args.file, &feature.name),
         "state directory",
     )?;
-    let (mut store, report) = match open_store(&state, &feature).await? {
+    let (mut store, feature, report) = match open_store(&state, chosen, feature).await? {
         Ok(opened) => opened,
         Err(exit) => return Ok(exit.into()),
     };
@@ -271,19 +271,27 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(Exit::InvalidInput.into());
         }
     };
-    let options = RunOptions {
-        parallel: usize::try_from(args.parallel.unwrap_or(feature.parallelism).max(1)).unwrap_or(1),
-        limit: args.limit,
-        claim_duration: args.claim_duration,
-        runner: RunnerCommand {
-            program: exe,
-            agent: feature.agent_command.clone(),
-            workspace,
-            runner_args: all_runner_args(&args, chosen, confinement, &state)?,
-            env: feature.agent_env.clone(),
-        },
-        worktrees: worktrees.map(std::sync::Arc::new),
+    let runner_args = all_runner_args(&args, chosen, confinement, &state)?;
+    let options = run_options(&args, &feature, exe, workspace, worktrees, runner_args);
+    let planning = super::plan::RunPlanning {
+        file: &args.file,
+        chosen,
+        exe: &options.runner.program,
+        runner: &options.runner,
+        workdir: options.worktrees.as_ref().map_or_else(
+            || options.runner.workspace.clone(),
+            |worktrees| worktrees.top().to_path_buf(),
+        ),
+        interactive: super::plan::interactive(args.json),
     };
+    let feature = match super::plan::for_run(&planning, &mut store, feature, &mut display).await? {
+        Ok(feature) => feature,
+        Err(exit) => {
+            store.release_run_ownership(&process::own_token())?;
+            return Ok(exit.into());
+        }
+    };
+    let tasks = store.tasks()?;
     // Nothing is said of how attempts would run when none is left to run.
     let anything_left = Counts::of(&tasks).done < tasks.len();
     let warnings = start_warnings(&args, chosen, &tasks, &options)
@@ -299,21 +307,72 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             message,
         });
     }
-    let outcome = scheduler::run(&mut store, &feature, &options, &mut display).await?;
-    finish(&mut store, &feature, &outcome, &mut display)
+    match run_to_end(&planning, &mut store, feature, &options, &mut display).await? {
+        Ok((feature, outcome)) => finish(&mut store, &feature, &outcome, &mut display),
+        Err(exit) => {
+            store.release_run_ownership(&process::own_token())?;
+            Ok(exit.into())
+        }
+    }
+}
+
+/// How attempts run: parallelism, claims, the runner command and its flags, worktrees.
+fn run_options(
+    args: &Args,
+    feature: &LocalFeature,
+    exe: PathBuf,
+    workspace: PathBuf,
+    worktrees: Option<Worktrees>,
+    runner_args: Vec<String>,
+) -> RunOptions {
+    RunOptions {
+        parallel: usize::try_from(args.parallel.unwrap_or(feature.parallelism).max(1)).unwrap_or(1),
+        limit: args.limit,
+        claim_duration: args.claim_duration,
+        runner: RunnerCommand {
+            program: exe,
+            agent: feature.agent_command.clone(),
+            workspace,
+            runner_args,
+            env: feature.agent_env.clone(),
+        },
+        worktrees: worktrees.map(std::sync::Arc::new),
+    }
+}
+
+/// Runs the scheduler until nothing is left, re-planning or taking proposed tasks in
+/// between as planning says; the feature as it ended and the run's outcome, or the exit of
+/// a run that stops for planning (waiting for approval, a planner that failed).
+async fn run_to_end(
+    planning: &super::plan::RunPlanning<'_>,
+    store: &mut Store,
+    mut feature: LocalFeature,
+    options: &RunOptions,
+    display: &mut Display,
+) -> anyhow::Result<Result<(LocalFeature, RunOutcome), Exit>> {
+    loop {
+        let outcome = scheduler::run(store, &feature, options, display).await?;
+        match super::plan::after_run(planning, store, &feature, &outcome, display).await? {
+            None => return Ok(Ok((feature, outcome))),
+            Some(Ok(revised)) => feature = revised,
+            Some(Err(exit)) => return Ok(Err(exit)),
+        }
+    }
 }
 
 /// Opens the state directory's store, takes the run's ownership of it and syncs the
-/// feature into it; a store of another feature is said and exits with a usage error.
+/// feature (with the tasks of a plan the store keeps) into it; a store of another feature is said and exits with a usage error.
 async fn open_store(
     state: &Path,
-    feature: &LocalFeature,
-) -> anyhow::Result<Result<(Store, SyncReport), Exit>> {
+    chosen: &FeatureManifest,
+    feature: LocalFeature,
+) -> anyhow::Result<Result<(Store, LocalFeature, SyncReport), Exit>> {
     let mut store = Store::open(state)?;
     crate::local::worktree::exclude_state(state).await;
     store.take_run_ownership(&process::own_token(), process::token_alive)?;
-    match store.sync(feature, now_ms()) {
-        Ok(report) => Ok(Ok((store, report))),
+    let feature = super::plan::with_kept_plan(&store, chosen, feature)?;
+    match store.sync(&feature, now_ms()) {
+        Ok(report) => Ok(Ok((store, feature, report))),
         Err(error @ crate::local::store::StoreError::OtherFeature { .. }) => {
             eprintln!("error: {error}");
             Ok(Err(Exit::Usage))

@@ -155,13 +155,40 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Located::One(dir) => dir,
         Located::Several(runs) => return list_runs(&runs, args.json),
     };
-    let view = status_view(&Store::open_existing(&dir)?)?;
+    let store = Store::open_existing(&dir)?;
+    let view = status_view(&store)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&view)?);
     } else {
         print!("{}", render_status(&view, now_ms()));
+        if let Some(line) = planning_line(&store)? {
+            println!("{line}");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where planning stands (docs/planning.md), for a run that planned.
+fn planning_line(store: &Store) -> anyhow::Result<Option<String>> {
+    let state = crate::local::planning::load(store)?;
+    if state.attempts == 0 {
+        return Ok(None);
+    }
+    let status = state.status();
+    let plan = match (&status.dag_hash, status.approval.as_ref().map(|a| a.state)) {
+        (Some(hash), Some(crate::api::planning::ApprovalState::Approved)) => {
+            format!("plan {hash} ({} tasks), approved", status.tasks)
+        }
+        (Some(hash), _) => format!(
+            "plan {hash} ({} tasks) waiting for approval (`ralph plan show`)",
+            status.tasks
+        ),
+        (None, _) => "no valid plan yet".to_owned(),
+    };
+    Ok(Some(format!(
+        "planning: {plan}; {} planning attempts, {} re-plans",
+        status.attempts, status.replans
+    )))
 }
 
 /// What `ralph status` shows of the run in `store`.

@@ -77,11 +77,22 @@ fn render_feature(feature: &FeatureManifest, out: &mut String) {
         if feature.tasks.len() == 1 { "" } else { "s" },
         ready.len()
     );
-    if feature.tasks.is_empty() {
+    if let Some(planning) = &feature.feature.spec.planning {
+        let _ = writeln!(
+            out,
+            "  (spec.planning: `ralph run` plans up to {} more tasks from the spec first; \
+             docs/planning.md)",
+            planning.max_tasks
+        );
+    }
+    if feature.tasks.is_empty() && feature.feature.spec.planning.is_none() {
         let _ = writeln!(
             out,
             "  (no tasks: the feature would end with outcome NoPlan)"
         );
+        return;
+    }
+    if feature.tasks.is_empty() {
         return;
     }
     let tree = Tree::new(feature, &ready);

@@ -161,7 +161,7 @@ mod planning {
     //! The budget in the Feature's pure plan: what is claimed, and the outcome.
     use super::*;
     use crate::api::desired_tasks;
-    use crate::controller::decide::{FeaturePlan, Snapshot, plan};
+    use crate::controller::decide::{FeatureManifest, Snapshot, plan};
     use crate::controller::testing::claimed;
     use crate::engine::dag::FeatureOutcome;
 
@@ -200,7 +200,7 @@ mod planning {
         feature: &Feature,
         tasks: &[Arc<Task>],
         pods: &BTreeMap<String, Arc<Pod>>,
-    ) -> FeaturePlan {
+    ) -> FeatureManifest {
         plan(&Snapshot {
             feature,
             tasks,
@@ -213,7 +213,7 @@ mod planning {
     }
 
     /// The plan under `maxTokens: 100` once `a` is done, having spent `input_tokens`.
-    fn plan_after_a_done(input_tokens: u64) -> FeaturePlan {
+    fn plan_after_a_done(input_tokens: u64) -> FeatureManifest {
         let f = feature3(serde_json::json!({"maxTokens": 100}));
         let a = serde_json::json!({"phase": "Done", "usage": {"inputTokens": input_tokens}});
         planned(&f, &tasks_of(&f, Some(a)), &BTreeMap::new())

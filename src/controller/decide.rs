@@ -84,12 +84,12 @@ pub struct TaskPlan {
 
 /// What the whole feature must do.
 #[derive(Clone, Debug)]
-pub struct FeaturePlan {
+pub struct FeatureManifest {
     /// Why the plan cannot run (the DAG is invalid); nothing runs while set.
     pub invalid: Option<Problem>,
     /// The plans of the tasks that must act (an action, or a derived phase to record) and
     /// of the first `parallelism` ready Pending tasks, in DAG ready order first, then the
-    /// rest in plan order. The other tasks need nothing; [`FeaturePlan::counts`] counts all.
+    /// rest in plan order. The other tasks need nothing; [`FeatureManifest::counts`] counts all.
     pub tasks: Vec<TaskPlan>,
     /// Task counts by phase (after derivations).
     pub counts: PhaseCounts,
@@ -103,7 +103,7 @@ pub struct FeaturePlan {
     pub pool_resting: Option<(i64, String)>,
 }
 
-impl FeaturePlan {
+impl FeatureManifest {
     /// The earliest time a task asked to be looked at again, Unix ms.
     pub fn requeue_at(&self) -> Option<i64> {
         self.tasks
@@ -140,14 +140,14 @@ pub fn is_stopped(feature: &Feature) -> bool {
 }
 
 /// Plans the feature's tasks (laying them out and validating their DAG afresh).
-pub fn plan(snapshot: &Snapshot<'_>) -> FeaturePlan {
+pub fn plan(snapshot: &Snapshot<'_>) -> FeatureManifest {
     let templates = TemplatePositions::of(snapshot.feature);
     plan_laid_out(snapshot, lay_out(&templates, snapshot.tasks))
 }
 
 /// [`plan`], with the feature's DAG structure from `shapes` while its Tasks' structure is
 /// the same as when it was kept (a reconcile of a large feature validates nothing again).
-pub fn plan_kept(snapshot: &Snapshot<'_>, shapes: &Shapes) -> FeaturePlan {
+pub fn plan_kept(snapshot: &Snapshot<'_>, shapes: &Shapes) -> FeatureManifest {
     let feature = snapshot.feature;
     let key = feature_key(
         feature.metadata.namespace.as_deref().unwrap_or(""),
@@ -227,13 +227,13 @@ pub fn lay_out(
     })
 }
 
-fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> FeaturePlan {
+fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> FeatureManifest {
     let feature = snapshot.feature;
     let iterations: u32 = snapshot.tasks.iter().map(|t| attempt_count(t)).sum();
     let Layout { shape, task_at } = match layout {
         Ok(layout) => layout,
         Err(errors) => {
-            return FeaturePlan {
+            return FeatureManifest {
                 invalid: Some(Problem {
                     reason: conditions::REASON_INVALID_PLAN,
                     message: errors.to_string(),
@@ -393,7 +393,7 @@ fn plan_laid_out(snapshot: &Snapshot<'_>, layout: Result<Layout, DagErrors>) -> 
         max_iterations,
         budget_reached: budget_spent.is_some(),
     });
-    FeaturePlan {
+    FeatureManifest {
         invalid: None,
         tasks,
         counts: dag.counts(),

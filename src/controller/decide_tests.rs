@@ -43,11 +43,11 @@ fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<Task>> {
         .collect()
 }
 
-fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeaturePlan {
+fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeatureManifest {
     plan_limited(feature, tasks, usize::MAX)
 }
 
-fn plan_limited(feature: &Feature, tasks: &[Arc<Task>], start_limit: usize) -> FeaturePlan {
+fn plan_limited(feature: &Feature, tasks: &[Arc<Task>], start_limit: usize) -> FeatureManifest {
     plan_at(feature, tasks, start_limit, &Rests::new(), NOW)
 }
 
@@ -57,7 +57,7 @@ fn plan_at(
     start_limit: usize,
     rests: &Rests,
     now_ms: i64,
-) -> FeaturePlan {
+) -> FeatureManifest {
     let leases = BTreeMap::new();
     let pods = BTreeMap::new();
     plan(&Snapshot {
@@ -276,7 +276,7 @@ fn resting(agent: &crate::api::AgentSpec, until_ms: i64) -> Rests {
     )])
 }
 
-fn chosen_agent(plan: &FeaturePlan, task: &str) -> Option<String> {
+fn chosen_agent(plan: &FeatureManifest, task: &str) -> Option<String> {
     plan.tasks
         .iter()
         .find(|t| t.task_id == task)

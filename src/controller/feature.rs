@@ -17,7 +17,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::call::{CallError, bounded};
 use super::claim::{self, ClaimError, Leases};
 use super::context::{Context, FIELD_MANAGER};
-use super::decide::{self, FeaturePlan, Problem, Snapshot};
+use super::decide::{self, FeatureManifest, Problem, Snapshot};
 use super::index::feature_key;
 use super::pod::{AttemptPod, PodError, attempt_pod};
 use super::status::{self, FeatureEvents};
@@ -329,7 +329,7 @@ async fn live_tasks(
 }
 
 /// True when `plan` would turn the Feature Invalid or NoPlan now (a ruling worth a live read).
-fn newly_invalid_or_empty(feature: &Feature, plan: &FeaturePlan) -> bool {
+fn newly_invalid_or_empty(feature: &Feature, plan: &FeatureManifest) -> bool {
     let phase = feature.status.as_ref().map(|s| s.phase);
     (plan.invalid.is_some() && phase != Some(crate::api::FeaturePhase::Invalid))
         || (plan.outcome == Some(crate::engine::dag::FeatureOutcome::NoPlan)
@@ -473,7 +473,7 @@ async fn warn_of(ctx: &Context, feature: &Feature, problem: &Problem) {
 async fn mark_waiting_tasks(
     ctx: &Context,
     feature: &Feature,
-    plan: &FeaturePlan,
+    plan: &FeatureManifest,
     problem: &Problem,
     now_ms: i64,
 ) -> Result<(), ReconcileError> {
@@ -566,7 +566,7 @@ async fn apply_task<'p>(
     (task_plan, result, effects)
 }
 
-fn requeue(plan: &FeaturePlan, now_ms: i64) -> Requeue {
+fn requeue(plan: &FeatureManifest, now_ms: i64) -> Requeue {
     match plan.requeue_at() {
         Some(at) => {
             let wait = u64::try_from(at.saturating_sub(now_ms)).unwrap_or(0);
@@ -831,7 +831,7 @@ pub fn template_hash(task: &Task) -> String {
 }
 
 /// True when `plan` claims a task.
-fn claims_any(plan: &FeaturePlan) -> bool {
+fn claims_any(plan: &FeatureManifest) -> bool {
     plan.tasks.iter().any(|t| {
         t.actions
             .iter()
@@ -875,7 +875,7 @@ async fn stop_pods(
 
 /// The Tasks the prompts of the attempts `plan` starts read (each starting Task, its
 /// parent and the tasks it depends on), by name: not every Task of a large Feature.
-fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
+fn prompt_siblings(plan: &FeatureManifest, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
     let read: rustc_hash::FxHashSet<&str> = plan
         .tasks
         .iter()
@@ -895,7 +895,7 @@ fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, 
 }
 
 /// True when `plan` starts an attempt.
-fn starts_attempts(plan: &FeaturePlan) -> bool {
+fn starts_attempts(plan: &FeatureManifest) -> bool {
     plan.tasks.iter().any(starts_attempt)
 }
 
@@ -1000,7 +1000,7 @@ async fn patch_status(
 async fn write_status(
     feature: &Feature,
     ctx: &Context,
-    plan: &FeaturePlan,
+    plan: &FeatureManifest,
     tasks: &[Arc<Task>],
     effects: &FeatureEvents,
     now_ms: i64,

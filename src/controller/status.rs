@@ -2,7 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::decide::{FeaturePlan, Problem, STOPPED};
+use super::decide::{FeatureManifest, Problem, STOPPED};
 use crate::api::conditions::{
     self, COMPLETE, CONFIGURED, FAILED, PROGRESSING, STATUS_FALSE, STATUS_TRUE, VALID,
 };
@@ -276,7 +276,7 @@ impl FeatureEvents {
 /// The Feature's status after this reconcile.
 pub fn feature_status(
     feature: &Feature,
-    plan: &FeaturePlan,
+    plan: &FeatureManifest,
     tasks: &[std::sync::Arc<Task>],
     events: &FeatureEvents,
     now_ms: i64,

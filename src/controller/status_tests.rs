@@ -161,8 +161,8 @@ fn feature() -> Feature {
     object("Feature", metadata, spec)
 }
 
-fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
-    FeaturePlan {
+fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeatureManifest {
+    FeatureManifest {
         invalid: None,
         tasks: vec![],
         counts,
@@ -174,7 +174,7 @@ fn plan(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> FeaturePlan {
 }
 
 /// The status of Feature `hello` with plan `plan`, no events, at time 0.
-fn status_with(plan: &FeaturePlan) -> FeatureStatus {
+fn status_with(plan: &FeatureManifest) -> FeatureStatus {
     feature_status(&feature(), plan, &[], &FeatureEvents::default(), 0)
 }
 
@@ -201,7 +201,7 @@ fn complete_feature_has_complete_condition_and_counts() {
 
 #[test]
 fn invalid_plan_sets_valid_false_with_the_dag_message() {
-    let p = FeaturePlan {
+    let p = FeatureManifest {
         invalid: Some(Problem {
             reason: "InvalidPlan",
             message: "task \"hello-a\" depends on unknown task \"x\"".to_owned(),
@@ -334,7 +334,7 @@ fn with_tokens_spent(counts: PhaseCounts, outcome: Option<FeatureOutcome>) -> Fe
         spent: 150,
         limit: 100,
     };
-    status_with(&FeaturePlan {
+    status_with(&FeatureManifest {
         budget_spent: Some(spent),
         ..plan(counts, outcome)
     })

@@ -9,6 +9,7 @@ pub mod dag;
 pub mod lifecycle;
 pub mod memory;
 pub mod outcome;
+pub mod planning;
 pub mod policy;
 pub mod prompt;
 pub mod selection;

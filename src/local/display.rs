@@ -65,6 +65,14 @@ impl Display {
         }
     }
 
+    /// Runs `f` with the live progress hidden (a question to a person on the terminal).
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.bars {
+            Some(bars) => bars.multi.suspend(f),
+            None => f(),
+        }
+    }
+
     /// Shows one event.
     pub fn show(&mut self, event: &RunEvent) {
         match self.mode {
@@ -105,12 +113,20 @@ impl Display {
                     bar.set_message(text.clone());
                 }
             }
-            RunEvent::Ended { attempt, phase, .. } => {
+            RunEvent::Ended {
+                task,
+                attempt,
+                phase,
+                ..
+            } => {
                 if let Some(bar) = bars.running.remove(attempt) {
                     bar.finish_and_clear();
                     bars.multi.remove(&bar);
                 }
-                if *phase == crate::engine::dag::TaskPhase::Done {
+                // A planning attempt is no task of the plan the bar counts.
+                if *phase == crate::engine::dag::TaskPhase::Done
+                    && task != crate::engine::planning::PLANNING_TASK
+                {
                     bars.overall.inc(1);
                 }
                 println_above(bars, event);

@@ -6,6 +6,7 @@ pub mod display;
 pub mod executor;
 pub mod feature;
 pub mod plan;
+pub mod planning;
 pub mod process;
 pub mod prompt;
 pub mod run_event;

@@ -57,9 +57,10 @@ impl Summary {
         tasks: &[TaskRow],
         attempts: &[AttemptRow],
     ) -> Summary {
-        let tasks: Vec<TaskSummary> = tasks
-            .iter()
-            .map(|task| {
+        let planning = planning_line(attempts);
+        let tasks: Vec<TaskSummary> = planning
+            .into_iter()
+            .chain(tasks.iter().map(|task| {
                 let mine: Vec<&AttemptRow> =
                     attempts.iter().filter(|a| a.task == task.name()).collect();
                 let usage = crate::local::budget::attempt_totals(mine.iter().copied());
@@ -74,7 +75,7 @@ impl Summary {
                         .sum(),
                     usage,
                 }
-            })
+            }))
             .collect();
         let mut usage = UsageTotals::default();
         for task in &tasks {
@@ -137,6 +138,30 @@ impl Summary {
 
 fn seconds(ms: i64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// The line of the planning attempts (docs/planning.md), when there were any: Done once
+/// one of them planned.
+fn planning_line(attempts: &[AttemptRow]) -> Option<TaskSummary> {
+    let task = crate::engine::planning::PLANNING_TASK;
+    let mine: Vec<&AttemptRow> = attempts.iter().filter(|a| a.task == task).collect();
+    let last = mine.last()?;
+    let planned = mine.iter().any(|a| a.outcome.as_deref() == Some("planned"));
+    Some(TaskSummary {
+        task: task.to_owned(),
+        phase: if planned {
+            TaskPhase::Done
+        } else {
+            TaskPhase::Pending
+        },
+        attempts: u32::try_from(mine.len()).unwrap_or(u32::MAX),
+        last_outcome: last.outcome.clone(),
+        duration_ms: mine
+            .iter()
+            .filter_map(|a| a.ended_at_ms.map(|end| end - a.started_at_ms))
+            .sum(),
+        usage: crate::local::budget::attempt_totals(mine.iter().copied()),
+    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! flattened fields), broken CRD rules, a Task whose `featureRef` names no Feature in the
 //! given files, and every problem of each feature's task DAG. See [`plan`] for task IDs.
 
+pub mod answer;
 mod document;
 mod error;
 mod path;

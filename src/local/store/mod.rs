@@ -5,6 +5,7 @@ mod attempts;
 mod claims;
 mod events;
 mod memory;
+mod planning;
 mod rows;
 mod schema;
 mod sync;
@@ -257,6 +258,8 @@ pub mod keys {
     pub const RUN_OWNER: &str = "run_owner";
     /// The outcome the last run ended with.
     pub const OUTCOME: &str = "outcome";
+    /// Where planning stands: the plan, its approval, the planning attempts (JSON).
+    pub const PLANNING: &str = "planning";
 }
 
 #[cfg(test)]

@@ -1,0 +1,121 @@
+//! Planning: an agent turns a Feature's spec into its task DAG (docs/planning.md).
+//!
+//! Pure parts both modes share: where the planner writes its answer, the plan's hash (what
+//! an approval names), the planning prompt, and the words a cluster uses for a Feature that
+//! asks for planning where planning does not run yet.
+
+mod prompt;
+mod proposals;
+
+pub use prompt::{PlanningPrompt, Revision, render};
+pub use proposals::{PROPOSE_CLOSE, PROPOSE_HELP, PROPOSE_OPEN, proposal_in};
+
+/// The task ID of planning attempts (`planning-a1`, ...): a planned or hand-written task
+/// of a planning Feature may not be named so.
+pub const PLANNING_TASK: &str = "planning";
+
+/// The directory, relative to the workspace, the planner writes its answer in. ralph
+/// removes it before each planning attempt and after reading the answer, so it is never
+/// committed as work.
+pub const ANSWER_DIR: &str = ".ralph-planning";
+
+/// The planner's task list, in [`ANSWER_DIR`].
+pub const TASKS_FILE: &str = "tasks.yaml";
+
+/// The planner's plan document (markdown, optional), in [`ANSWER_DIR`].
+pub const DOCUMENT_FILE: &str = "plan.md";
+
+/// Condition reason of a Feature with `spec.planning` where planning does not run.
+pub const REASON_PLANNING_UNSUPPORTED: &str = "PlanningUnsupported";
+
+/// Why a Feature asking for planning cannot run as asked in a cluster that does not plan
+/// yet, or `None` when it can: a Feature with `spec.planning` and no hand-written task
+/// would otherwise look like one with no plan, and one with tasks would run only those.
+pub fn cluster_planning_problem(has_planning: bool, hand_written_tasks: usize) -> Option<String> {
+    if !has_planning {
+        return None;
+    }
+    Some(if hand_written_tasks == 0 {
+        "spec.planning is set, but this controller does not plan yet: plan the tasks with \
+         `ralph run` (or write spec.tasks), then apply them"
+            .to_owned()
+    } else {
+        format!(
+            "spec.planning is set, but this controller does not plan yet: only the \
+             {hand_written_tasks} hand-written tasks would run; remove spec.planning to run them"
+        )
+    })
+}
+
+/// The hash of a plan: 16 hex digits of FNV-1a (64 bit) over its tasks' canonical text and
+/// its document. Not a security measure: it tells one plan from another, so that an
+/// approval of an older plan is not taken for the current one.
+pub fn plan_hash(tasks_canonical: &str, document: Option<&str>) -> String {
+    let mut hash = Fnv::new();
+    hash.write(tasks_canonical.as_bytes());
+    hash.write(&[0]);
+    hash.write(document.unwrap_or_default().as_bytes());
+    format!("{:016x}", hash.0)
+}
+
+/// The hash of a document alone (`status.planning.documentHash`).
+pub fn document_hash(document: &str) -> String {
+    let mut hash = Fnv::new();
+    hash.write(document.as_bytes());
+    format!("{:016x}", hash.0)
+}
+
+/// Whether `given` names the plan of hash `current`: equal, or a prefix of it of at least
+/// 6 digits (as git accepts a short commit).
+pub fn hash_matches(given: &str, current: &str) -> bool {
+    given.len() >= 6 && current.starts_with(&given.to_ascii_lowercase())
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn new() -> Self {
+        Self(Self::OFFSET)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_hash_is_stable_and_tells_plans_apart() {
+        let one = plan_hash("tasks: [a]", Some("doc"));
+        assert_eq!(one, plan_hash("tasks: [a]", Some("doc")));
+        assert_eq!(one.len(), 16);
+        assert_ne!(one, plan_hash("tasks: [a]", Some("other doc")));
+        assert_ne!(one, plan_hash("tasks: [b]", Some("doc")));
+    }
+
+    #[test]
+    fn a_short_hash_of_six_digits_names_a_plan() {
+        let hash = plan_hash("x", None);
+        assert!(hash_matches(&hash[..6], &hash));
+        assert!(!hash_matches(&hash[..5], &hash));
+        assert!(!hash_matches("000000", "ffffffffffffffff"));
+    }
+
+    #[test]
+    fn a_planning_feature_in_a_cluster_that_does_not_plan_is_said_so() {
+        assert_eq!(cluster_planning_problem(false, 0), None);
+        let empty = cluster_planning_problem(true, 0).unwrap_or_default();
+        assert!(empty.contains("ralph run"), "{empty}");
+        let mixed = cluster_planning_problem(true, 3).unwrap_or_default();
+        assert!(mixed.contains("3 hand-written"), "{mixed}");
+    }
+}

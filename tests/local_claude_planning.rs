@@ -1,0 +1,90 @@
+//! `ralph run` planning a Feature with the real claude-agent-acp (Claude Code over ACP),
+//! offline: the scripted fake Anthropic API has the planner write the task list file with
+//! Claude Code's Write tool, then has each planned task done. The agent is installed by
+//! `scripts/install-agents`; this test fails, not skips, without it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support::real_agents;
+
+use ralph::engine::dag::TaskPhase;
+use real_agents::fake_anthropic::{FakeAnthropic, claude};
+use real_agents::fake_model::{Script, Turn};
+use real_agents::local_run::{Project, describe, exit_code};
+use real_agents::real_agent::ralph_run;
+
+const FEATURE: &str = "apiVersion: ralph.dev/v1alpha1
+kind: Feature
+metadata:
+  name: counter
+spec:
+  context:
+    spec:
+      inline: Write greeting.txt, then review it.
+  planning:
+    maxTasks: 5
+  agent:
+    command: [unused-agent]
+";
+
+const PLAN: &str = "tasks:
+  - name: write-greeting
+    title: Write the greeting
+    description: Write greeting.txt saying Hello, world!
+    acceptance: [greeting.txt holds the greeting]
+  - name: review-greeting
+    dependsOn: [write-greeting]
+    acceptance: [the greeting is right]
+";
+
+#[test]
+fn claude_agent_acp_plans_a_feature_with_a_file_and_builds_it() {
+    let project = Project::new(FEATURE, "");
+    let answer = project.path(".ralph-planning/tasks.yaml");
+    let done = |name: &str| {
+        Turn::text(format!(
+            "Task {name} is done.\n<task-done>{name}</task-done>"
+        ))
+    };
+    let script = Script::new()
+        .task(
+            "planning",
+            [
+                FakeAnthropic::write_file(&answer, PLAN),
+                Turn::text("The task list is written."),
+            ],
+        )
+        .task(
+            "write-greeting",
+            [
+                FakeAnthropic::write_file(&project.path("greeting.txt"), "Hello, world!\n"),
+                done("write-greeting"),
+            ],
+        )
+        .task("review-greeting", [done("review-greeting")]);
+    let home = project.path("home");
+    std::fs::create_dir(&home).unwrap();
+    let (fake, launch) = claude(script, &home);
+
+    let output = ralph_run(&project.path("feature.yaml"), &launch);
+
+    assert_eq!(
+        exit_code(&output),
+        0,
+        "{}\n{}",
+        describe(&output),
+        fake.traffic()
+    );
+    assert_eq!(
+        project.started_order(),
+        ["planning", "write-greeting", "review-greeting"]
+    );
+    let tasks = project.store().tasks().unwrap();
+    assert!(
+        tasks.iter().all(|t| t.phase == TaskPhase::Done),
+        "{tasks:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path("greeting.txt")).unwrap(),
+        "Hello, world!\n"
+    );
+}
