@@ -14,7 +14,7 @@ mod harness;
 use fake_apiserver::{RequestRecord, Verb};
 use harness::{Harness, feature_manifest};
 use kube::api::ListParams;
-use ralph::controller::claim;
+use ralph::controller::act::claim;
 use ralph::engine::dag::TaskPhase;
 
 /// Longer than the harness waits: whatever happens to a claim, expiry is not why.

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::controller::decide::{FeaturePlan, Problem};
+use crate::controller::plan::decide::FeaturePlan;
+use crate::controller::plan::problem::Problem;
 use crate::engine::lifecycle::Action;
 
 /// A `ralph.dev/v1alpha1` object of `kind` with this metadata and spec.
