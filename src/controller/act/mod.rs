@@ -2,6 +2,8 @@
 //! ConfigMaps the controller keeps (rests, knowledge).
 
 pub mod claim;
+pub(crate) mod claims;
+pub mod error;
 pub(crate) mod events;
 pub(crate) mod gateway_secret;
 pub(crate) mod git_secret;

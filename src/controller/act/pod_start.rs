@@ -56,7 +56,7 @@ pub(crate) async fn clear_on_spec_change(
         );
         conditions::set_condition(&mut status.conditions, condition);
         write_status(ctx, &task, &status).await?;
-        now.push(ctx.task_writes.newest(task));
+        now.push(ctx.cache.task_writes.newest(task));
     }
     Ok(now)
 }
@@ -77,7 +77,7 @@ pub(crate) async fn show_waiting(
     };
     let namespace = task.namespace().unwrap_or_default();
     let id = attempt_id(&task.name_any(), number);
-    let pod = ctx.pods.get(&ObjectRef::new(&id).within(&namespace));
+    let pod = ctx.cache.pods.get(&ObjectRef::new(&id).within(&namespace));
     let status = task.status.as_ref();
     let problem = pod
         .as_deref()

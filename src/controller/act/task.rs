@@ -13,83 +13,24 @@ use kube::api::{DeleteParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::claim::{ClaimError, ClaimRequest, Leases, lease_transitions};
+use super::claim::lease_transitions;
+use super::claims::{Claimed, Claims};
+use super::error::TaskError;
 use super::task_status::write_status;
 use crate::api::{ClaimStatus, Feature, Task, TaskStatus};
-use crate::controller::cache::slots::{NewClaim, SlotCaches};
-use crate::controller::cache::texts::TextError;
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::decide::{TaskPlan, feature_key};
-use crate::controller::plan::pod::{AttemptPod, PodError, attempt_pod};
+use crate::controller::plan::pod::{AttemptPod, attempt_pod};
 use crate::controller::plan::problem::Problem;
 use crate::controller::plan::status::{self, FeatureEvents, Ingestion};
 use crate::controller::runtime::context::Context;
 use crate::engine::backoff::RetryBackoff;
 use crate::engine::conclusion::{self, ConclusionPolicy, NextState, TaskState};
-use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id, is_spent};
+use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
 use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect};
 use crate::engine::prompt::{self, CompletedBlocker, FeatureText, PromptInput, TaskText};
 use crate::engine::verification::AttemptKind;
 use crate::engine::workspace::WorkspaceReport;
-
-/// Why a task's actions could not be carried out.
-#[derive(Debug, thiserror::Error)]
-pub enum TaskError {
-    /// An API call failed.
-    #[error(transparent)]
-    Call(#[from] CallError),
-    /// A claim operation failed.
-    #[error(transparent)]
-    Claim(#[from] ClaimError),
-    /// The agent Pod cannot be built from the Feature.
-    #[error(transparent)]
-    Pod(#[from] PodError),
-    /// The API server refused the agent Pod (403: e.g. its ServiceAccount is missing; 422:
-    /// the Pod spec is invalid): the user must fix the configuration.
-    #[error("the API server refused agent Pod {pod}: {source}")]
-    PodRejected {
-        /// The Pod.
-        pod: String,
-        /// The refusal.
-        #[source]
-        source: CallError,
-    },
-    /// The Task object lacks what the controller needs (name, namespace, uid).
-    #[error("Task {task}: {problem}")]
-    Malformed {
-        /// The Task.
-        task: String,
-        /// What is missing.
-        problem: &'static str,
-    },
-    /// The feature's spec or plan text could not be read.
-    #[error("Feature {feature}: cannot read {what}: {problem}")]
-    Context {
-        /// The feature.
-        feature: String,
-        /// `spec.context.spec` or `spec.context.plan`.
-        what: &'static str,
-        /// Why.
-        problem: String,
-    },
-}
-
-impl From<TextError> for TaskError {
-    fn from(error: TextError) -> Self {
-        match error {
-            TextError::Call(error) => TaskError::Call(error),
-            TextError::Unreadable {
-                feature,
-                what,
-                problem,
-            } => TaskError::Context {
-                feature,
-                what,
-                problem,
-            },
-        }
-    }
-}
 
 /// Everything a task's actions need besides the plan.
 pub struct TaskScope<'a> {
@@ -121,68 +62,31 @@ pub async fn apply(
     let namespace = task
         .namespace()
         .ok_or_else(|| malformed(&name, "no namespace"))?;
-    let key = format!("{namespace}/{name}");
     let ctx = scope.ctx;
-    let leases = Leases::new(
-        Api::namespaced(ctx.client.clone(), &namespace),
-        ctx.api_timeout,
-    );
-    let mut held: Option<Lease> = scope.leases.get(&name).map(|l| Lease::clone(l));
+    let held = scope.leases.get(&name).map(|l| Lease::clone(l));
+    let mut claims = Claims::new(ctx, &namespace, &name, held);
     let mut status_written = false;
     for action in &plan.actions {
         match action {
             Action::Claim { attempt, replace } => {
-                let now = crate::controller::plan::time::time(scope.now_ms).0;
-                let request = claim_request(scope.feature, task, *attempt)?;
-                let running = ctx.indexes.running(&ctx.tasks);
-                let wanted = NewClaim {
-                    key: &key,
-                    attempt: *attempt,
-                    expires_at_ms: scope.now_ms
-                        + i64::from(request.duration_seconds).saturating_mul(1000),
-                };
-                let caches = SlotCaches {
-                    running: &running,
-                    tasks: &ctx.tasks,
-                    leases: &ctx.leases,
-                };
-                if !ctx.slots.take(&wanted, caches, scope.now_ms) {
-                    tracing::debug!(task = %name, "controller at --max-concurrent-attempts");
-                    effects.waiting_for_slot = true;
-                    return Ok(());
-                }
-                // A spent, released or expired Lease is taken over, not re-created: the
-                // fencing token (leaseTransitions) counts the attempts that held it.
-                let outcome = match &held {
-                    Some(existing) if *replace || super::claim::is_expired(existing, now) => {
-                        match take_over(&leases, plan, existing, &request, now).await {
-                            Err(ClaimError::Gone { .. }) => {
-                                ctx.lease_cache.forget_gone(existing);
-                                create_or_take_over(ctx, &leases, plan, &request, now).await
-                            }
-                            other => other,
-                        }
-                    }
-                    _ => create_or_take_over(ctx, &leases, plan, &request, now).await,
-                };
-                match outcome {
-                    Ok(lease) => held = Some(lease),
-                    Err(ClaimError::Held { .. } | ClaimError::Conflict { .. }) => {
-                        ctx.slots.forget(&key);
+                let claimed = claims
+                    .claim(scope.feature, plan, *attempt, *replace, scope.now_ms)
+                    .await?;
+                match claimed {
+                    Claimed::Held => {}
+                    Claimed::NoSlot => {
+                        effects.waiting_for_slot = true;
                         return Ok(());
                     }
-                    Err(error) => {
-                        ctx.slots.forget(&key);
-                        return Err(error.into());
-                    }
+                    Claimed::Lost => return Ok(()),
                 }
             }
             Action::StartAttempt { attempt } => {
-                match start(scope, plan, *attempt, held.as_ref()).await {
+                match start(scope, plan, *attempt, claims.held()).await {
                     Ok(()) => effects.started = true,
                     Err(TaskError::PodRejected { pod, source }) => {
                         let problem = pod_rejected(&namespace, &pod, &source, scope);
-                        reject_attempt(scope, plan, &leases, held.as_ref(), &problem).await?;
+                        reject_attempt(scope, plan, &claims, &problem).await?;
                         effects.pod_rejected = Some(problem);
                         return Ok(());
                     }
@@ -196,11 +100,11 @@ pub async fn apply(
                 }
             }
             Action::Ingest(end) => {
-                let end = match confirm_end(&leases, plan, end, &namespace, ctx).await? {
+                let end = match confirm_end(&claims, plan, end, &namespace, ctx).await? {
                     Confirmed::CacheBehind => return Ok(()),
                     Confirmed::As(end) => end,
                 };
-                let fenced = fenced_off(plan, held.as_ref(), &end);
+                let fenced = claims.fenced_off(plan, &end);
                 ingest(scope, plan, fenced.as_ref().unwrap_or(&end), effects).await?;
                 status_written = true;
             }
@@ -214,11 +118,23 @@ pub async fn apply(
                 }
             }
             Action::RenewClaim => {
-                status_written |= keep_waiting_claim(scope, plan, &leases, held.as_ref()).await?;
+                status_written |= keep_waiting_claim(scope, plan, &claims).await?;
             }
             Action::RequeueAt(_) => {}
         }
     }
+    show_on_task(scope, plan, status_written, effects).await
+}
+
+/// When no action wrote the Task's status: shows its run started, or its Pod waiting with
+/// a start problem (or past one), or else the phase the DAG derived.
+async fn show_on_task(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    mut status_written: bool,
+    effects: &mut FeatureEvents,
+) -> Result<(), TaskError> {
+    let (ctx, task) = (scope.ctx, &plan.task);
     if !status_written
         && plan.run == RunView::Running
         && let Some(new) = crate::controller::plan::pod_wait::shown_started(task, scope.now_ms)
@@ -236,65 +152,6 @@ pub async fn apply(
         write_status(ctx, task, &status::with_phase(task, phase)).await?;
     }
     Ok(())
-}
-
-/// Takes over `existing` for `request`. When the cached Lease is behind (a renewal the
-/// cache has not shown, so the precondition fails), reads it once and takes the live one
-/// over if it is still free for the task: expired, or spent by one of its concluded attempts.
-/// [`ClaimError::Gone`] when the API server has no such Lease any more.
-async fn take_over(
-    leases: &Leases,
-    plan: &TaskPlan,
-    existing: &Lease,
-    request: &ClaimRequest,
-    now: jiff::Timestamp,
-) -> Result<Lease, ClaimError> {
-    match leases.take_over(existing, request, now).await {
-        Err(ClaimError::Conflict { lease }) => match leases.get(&request.lease).await? {
-            None => Err(ClaimError::Gone { lease }),
-            Some(live) if is_free_for(plan, &request.lease, &live, now) => {
-                leases.take_over(&live, request, now).await
-            }
-            Some(_) => Err(ClaimError::Conflict { lease }),
-        },
-        other => other,
-    }
-}
-
-/// True when the live Lease `lease` may be taken over for `plan`'s task: expired, or spent
-/// by one of its concluded attempts.
-fn is_free_for(plan: &TaskPlan, lease: &str, live: &Lease, now: jiff::Timestamp) -> bool {
-    let status = plan.task.status.as_ref();
-    super::claim::is_expired(live, now)
-        || super::claim::holder(live).is_some_and(|holder| {
-            is_spent(
-                lease,
-                status.map(|s| s.phase).unwrap_or_default(),
-                status.map_or(0, |s| s.attempt_count),
-                holder,
-            )
-        })
-}
-
-/// Claims for `plan` a Lease the cache does not show: creates it, or, when it exists (a
-/// spent claim retired from the cache: [`super::lease_cache`]), takes the live one over if
-/// it is free for the task. A Lease found really held goes back in the cache.
-async fn create_or_take_over(
-    ctx: &Context,
-    leases: &Leases,
-    plan: &TaskPlan,
-    request: &ClaimRequest,
-    now: jiff::Timestamp,
-) -> Result<Lease, ClaimError> {
-    let free = |live: &Lease| is_free_for(plan, &request.lease, live, now);
-    let outcome = leases.create_or_take_over(request, now, free).await;
-    if let Err(ClaimError::Held {
-        live: Some(live), ..
-    }) = &outcome
-    {
-        ctx.lease_cache.restore(Lease::clone(live));
-    }
-    outcome
 }
 
 /// How long a task whose agent Pod was refused waits before it is tried again.
@@ -324,16 +181,10 @@ fn pod_rejected(namespace: &str, pod: &str, source: &CallError, scope: &TaskScop
 async fn reject_attempt(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,
-    leases: &Leases,
-    held: Option<&Lease>,
+    claims: &Claims<'_>,
     problem: &Problem,
 ) -> Result<(), TaskError> {
-    if let Some(lease) = held {
-        match leases.release(lease).await {
-            Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
+    claims.release().await?;
     let retry_after = scope.now_ms + POD_REJECTED_RETRY_MS;
     if let Some(new) = status::misconfigured(&plan.task, problem, Some(retry_after), scope.now_ms) {
         write_status(scope.ctx, &plan.task, &new).await?;
@@ -347,22 +198,15 @@ async fn reject_attempt(
 async fn keep_waiting_claim(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,
-    leases: &Leases,
-    held: Option<&Lease>,
+    claims: &Claims<'_>,
 ) -> Result<bool, TaskError> {
-    let (Some(lease), Some(number)) = (held, plan.view.attempt.as_ref().map(|a| a.number)) else {
+    let Some(number) = plan.view.attempt.as_ref().map(|a| a.number) else {
         return Ok(false);
     };
     let id = attempt_id(&plan.view.name, number);
     let now = crate::controller::plan::time::time(scope.now_ms).0;
-    match leases.renew_as_read(lease, &id, now).await {
-        Ok(_) => {}
-        Err(
-            ClaimError::NotHolder { .. } | ClaimError::Conflict { .. } | ClaimError::Gone { .. },
-        ) => {
-            return Ok(false);
-        }
-        Err(error) => return Err(error.into()),
+    if !claims.renew(&id, now).await? {
+        return Ok(false);
     }
     let RunView::Pending(waiting) = &plan.run else {
         return Ok(false);
@@ -390,7 +234,7 @@ enum Confirmed {
 /// the runner's result while it held the claim (e.g. the Lease expired during an API outage
 /// that kept the sidecar from renewing) is ingested with that result.
 async fn confirm_end(
-    leases: &Leases,
+    claims: &Claims<'_>,
     plan: &TaskPlan,
     end: &AttemptEnd,
     namespace: &str,
@@ -411,13 +255,7 @@ async fn confirm_end(
     };
     match end {
         AttemptEnd::ClaimLost { .. } => {
-            let now = crate::controller::plan::time::time(crate::clock::now_ms()).0;
-            let live = leases.get(&plan.view.name).await?;
-            let still_held = live.is_some_and(|lease| {
-                super::claim::holder(&lease) == Some(id.as_str())
-                    && !super::claim::is_expired(&lease, now)
-            });
-            if still_held {
+            if claims.is_still_held(&plan.view.name, &id).await? {
                 return Ok(Confirmed::CacheBehind);
             }
             let pod = live_pod().await?;
@@ -449,56 +287,11 @@ async fn confirm_end(
     }
 }
 
-/// The fence checked on ingest: a result counts only while the claim Lease has not been
-/// taken over since the attempt started (`leaseTransitions` not above the token recorded
-/// at start; below it only means the Lease cache is behind). A result from a fenced-off
-/// attempt is ruled a lost claim.
-fn fenced_off(plan: &TaskPlan, lease: Option<&Lease>, end: &AttemptEnd) -> Option<AttemptEnd> {
-    let (AttemptEnd::Reported(_), Some(lease)) = (end, lease) else {
-        return None;
-    };
-    let recorded = plan.task.status.as_ref()?.claim.as_ref()?.fencing_token;
-    let current = lease_transitions(lease);
-    (current > recorded).then(|| AttemptEnd::ClaimLost {
-        reason: format!(
-            "fenced off: the attempt started with fencing token {recorded}, the claim Lease is at {current}"
-        ),
-    })
-}
-
 fn malformed(task: &str, problem: &'static str) -> TaskError {
     TaskError::Malformed {
         task: task.to_owned(),
         problem,
     }
-}
-
-fn claim_request(feature: &Feature, task: &Task, attempt: u32) -> Result<ClaimRequest, TaskError> {
-    let name = task.name_any();
-    let owner = task
-        .controller_owner_ref(&())
-        .filter(|o| !o.uid.is_empty())
-        .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
-    Ok(ClaimRequest {
-        lease: name.clone(),
-        holder: attempt_id(&name, attempt),
-        duration_seconds: i32::try_from(feature.spec.lease_duration_seconds).unwrap_or(i32::MAX),
-        owner: Some(owner),
-        labels: BTreeMap::from([
-            (
-                crate::controller::plan::pod::FEATURE_LABEL.to_owned(),
-                feature.name_any(),
-            ),
-            (
-                crate::controller::plan::pod::TASK_LABEL.to_owned(),
-                crate::controller::plan::decide::task_id(task),
-            ),
-            (
-                crate::controller::plan::pod::TASK_OBJECT_LABEL.to_owned(),
-                name,
-            ),
-        ]),
-    })
 }
 
 /// Creates the attempt's Pod (idempotent; the prompt is in it), then records it started.
@@ -521,22 +314,7 @@ async fn start(
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
     let kind = crate::controller::plan::verify::next_attempt_kind(scope.feature, task);
-    let parent = task.spec.fields.parent.as_deref();
-    let described: Vec<&str> = [
-        Some(name.as_str()),
-        parent.filter(|p| scope.siblings.contains_key(*p)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let descriptions = crate::controller::cache::texts::descriptions(
-        ctx,
-        scope.feature,
-        scope.siblings,
-        &described,
-    )
-    .await?;
-    let prompt = render_prompt(scope, plan, kind, &descriptions);
+    let prompt = prompt_of(scope, plan, kind).await?;
     let choice = match &plan.selection {
         Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
         _ => None,
@@ -571,26 +349,25 @@ async fn start(
         &mut pod,
         scope.feature,
         input.agent,
-        || {
-            let key = feature_key(&namespace, &scope.feature.name_any());
-            let pods = ctx.indexes.pods.objects(&ctx.pods, &key);
-            let pods = pods
-                .into_iter()
-                .filter_map(|pod| pod.metadata.name.clone().map(|name| (name, pod)))
-                .collect();
-            (scope.siblings.values().cloned().collect(), pods)
-        },
+        || spent_by(scope, &namespace),
     );
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    create_idempotent(ctx.api_timeout, &pods, &id, &pod)
-        .await
-        .map_err(|source| match source.status_code() {
-            Some(403 | 422) => TaskError::PodRejected {
-                pod: id.clone(),
-                source,
-            },
-            _ => source.into(),
-        })?;
+    create_attempt_pod(ctx, &namespace, &id, &pod).await?;
+    record_started(scope, plan, attempt, lease, kind, choice).await
+}
+
+/// Records on the Task that the attempt started (its claim with the fencing token, its
+/// kind and its agent), and warns of a model hint the pool refused.
+async fn record_started(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    attempt: u32,
+    lease: Option<&Lease>,
+    kind: AttemptKind,
+    choice: Option<&crate::engine::selection::Choice>,
+) -> Result<(), TaskError> {
+    let (ctx, task) = (scope.ctx, &plan.task);
+    let name = task.name_any();
+    let id = attempt_id(&name, attempt);
     let claim = ClaimStatus {
         lease: name.clone(),
         holder: id.clone(),
@@ -623,6 +400,69 @@ async fn start(
     write_status(ctx, task, &started).await?;
     ctx.metrics.attempts_started.inc();
     tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
+    Ok(())
+}
+
+/// The attempt's prompt, from the descriptions of the Task and its parent (which no cache
+/// keeps).
+async fn prompt_of(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    kind: AttemptKind,
+) -> Result<String, TaskError> {
+    let task = &plan.task;
+    let name = task.name_any();
+    let parent = task.spec.fields.parent.as_deref();
+    let described: Vec<&str> = [
+        Some(name.as_str()),
+        parent.filter(|p| scope.siblings.contains_key(*p)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let descriptions = crate::controller::cache::texts::descriptions(
+        scope.ctx,
+        scope.feature,
+        scope.siblings,
+        &described,
+    )
+    .await?;
+    Ok(render_prompt(scope, plan, kind, &descriptions))
+}
+
+/// The Feature's Tasks and its agent Pods by name: what its budget's shares are taken from.
+fn spent_by(
+    scope: &TaskScope<'_>,
+    namespace: &str,
+) -> (Vec<Arc<Task>>, BTreeMap<String, Arc<Pod>>) {
+    let ctx = scope.ctx;
+    let key = feature_key(namespace, &scope.feature.name_any());
+    let pods = ctx.cache.indexes.pods.objects(&ctx.cache.pods, &key);
+    let pods = pods
+        .into_iter()
+        .filter_map(|pod| pod.metadata.name.clone().map(|name| (name, pod)))
+        .collect();
+    (scope.siblings.values().cloned().collect(), pods)
+}
+
+/// Creates the attempt's Pod; one the API server refuses (403, 422) is
+/// [`TaskError::PodRejected`].
+async fn create_attempt_pod(
+    ctx: &Context,
+    namespace: &str,
+    id: &str,
+    pod: &Pod,
+) -> Result<(), TaskError> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    create_idempotent(ctx.api_timeout, &pods, id, pod)
+        .await
+        .map_err(|source| match source.status_code() {
+            Some(403 | 422) => TaskError::PodRejected {
+                pod: id.to_owned(),
+                source,
+            },
+            _ => source.into(),
+        })?;
     Ok(())
 }
 
@@ -784,27 +624,7 @@ async fn ingest(
         rand::random::<f64>(),
     );
     if let Some(rest) = &next.agent_rest {
-        let (identity, agent) =
-            crate::controller::plan::selection::exhausted_agent(scope.feature, task);
-        let namespace = task.namespace().unwrap_or_default();
-        let report = super::rests::RestReport {
-            identity: &identity,
-            rest,
-            reported_by: format!(
-                "agent {agent} of Feature {}, task {}",
-                scope.feature.name_any(),
-                plan.task_id
-            ),
-        };
-        ctx.rests
-            .rest(
-                &ctx.client,
-                ctx.api_timeout,
-                &namespace,
-                &report,
-                scope.now_ms,
-            )
-            .await?;
+        record_rest(scope, plan, rest).await?;
     }
     let decision = &next.decision;
     let result = match end {
@@ -840,6 +660,49 @@ async fn ingest(
         scope.now_ms,
     );
     write_status(ctx, task, &new_status).await?;
+    report_decision(ctx, task, decision, result, effects).await;
+    Ok(())
+}
+
+/// Records an exhausted agent's rest for the namespace.
+async fn record_rest(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    rest: &crate::engine::conclusion::AgentRest,
+) -> Result<(), TaskError> {
+    let (ctx, task) = (scope.ctx, &plan.task);
+    let (identity, agent) =
+        crate::controller::plan::selection::exhausted_agent(scope.feature, task);
+    let namespace = task.namespace().unwrap_or_default();
+    let report = super::rests::RestReport {
+        identity: &identity,
+        rest,
+        reported_by: format!(
+            "agent {agent} of Feature {}, task {}",
+            scope.feature.name_any(),
+            plan.task_id
+        ),
+    };
+    ctx.rests
+        .rest(
+            &ctx.client,
+            ctx.api_timeout,
+            &namespace,
+            &report,
+            scope.now_ms,
+        )
+        .await?;
+    Ok(())
+}
+
+/// Passes the decision's feature effect on, counts it, and records its Event.
+async fn report_decision(
+    ctx: &Context,
+    task: &Task,
+    decision: &crate::engine::policy::Decision,
+    result: Option<&crate::engine::attempt::AttemptResult>,
+    effects: &mut FeatureEvents,
+) {
     match &decision.feature {
         FeatureEffect::Stop { reason } => effects.stop_reason = Some(reason.clone()),
         FeatureEffect::Halt { reason } => {
@@ -866,7 +729,6 @@ async fn ingest(
             .decision(&task.object_ref(&()), &decision.event)
             .await;
     }
-    Ok(())
 }
 
 /// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
@@ -880,6 +742,7 @@ fn observe_claim_to_pod(ctx: &Context, task: &Task, status: &TaskStatus) {
     };
     let namespace = task.namespace().unwrap_or_default();
     let pod = ctx
+        .cache
         .pods
         .get(&kube::runtime::reflector::ObjectRef::new(&claim.holder).within(&namespace));
     let started = pod
@@ -915,6 +778,7 @@ fn finish_report_of(ctx: &Context, task: &Task) -> Option<WorkspaceReport> {
     let pod_name = task.status.as_ref()?.attempts.last()?.pod.clone()?;
     let namespace = task.namespace()?;
     let pod = ctx
+        .cache
         .pods
         .get(&ObjectRef::new(&pod_name).within(&namespace))?;
     crate::controller::plan::pod_git::finish_report(&pod)

@@ -31,6 +31,6 @@ pub async fn write_status(
         api.patch_status(&name, &params, &Patch::Apply(&patch)),
     )
     .await?;
-    ctx.task_writes.record(task, written);
+    ctx.cache.task_writes.record(task, written);
     Ok(())
 }

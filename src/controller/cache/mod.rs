@@ -10,6 +10,7 @@ pub mod retention;
 pub(crate) mod shapes;
 pub(crate) mod slots;
 pub(crate) mod spec_cache;
+pub(crate) mod store;
 pub(crate) mod task_writes;
 pub(crate) mod texts;
 pub mod trim;

@@ -55,6 +55,7 @@ pub(crate) async fn descriptions(
         if let Some(template) = template {
             if spec.is_none() && !is_whole(feature) {
                 spec = ctx
+                    .cache
                     .specs
                     .spec(&ctx.client, ctx.api_timeout, feature)
                     .await?;
@@ -69,7 +70,7 @@ pub(crate) async fn descriptions(
         }
         // A standalone Task, or a template gone from the newest spec: the Task holds what
         // it was applied with (kept from the watch while a standalone Task may run).
-        text = text.or_else(|| sibling.and_then(|t| ctx.descriptions.of(t)));
+        text = text.or_else(|| sibling.and_then(|t| ctx.cache.descriptions.of(t)));
         if text.is_none() {
             text = read_description(ctx, feature, name).await?;
         }

@@ -217,20 +217,7 @@ pub(crate) fn plan_laid_out(
     let iterations: u32 = snapshot.tasks.iter().map(|t| attempt_count(t)).sum();
     let Layout { shape, task_at } = match layout {
         Ok(layout) => layout,
-        Err(errors) => {
-            return FeaturePlan {
-                invalid: Some(Problem {
-                    reason: conditions::REASON_INVALID_PLAN,
-                    message: errors.to_string(),
-                }),
-                tasks: Vec::new(),
-                counts: PhaseCounts::default(),
-                outcome: None,
-                iterations,
-                budget_spent: None,
-                pool_resting: None,
-            };
-        }
+        Err(errors) => return invalid_plan(&errors, iterations),
     };
     let task_of = |position: usize| {
         task_at
@@ -244,34 +231,8 @@ pub(crate) fn plan_laid_out(
     let spec = &feature.spec;
     let max_iterations = spec.max_iterations.map(u64::from);
     let budget_spent = super::budget::budget_spent(feature, snapshot.tasks, snapshot.pods);
-    let parallelism = usize::try_from(spec.parallelism).unwrap_or(usize::MAX);
-    let limits = Gate {
-        suspended: spec.suspend,
-        stopped: is_stopped(feature),
-        parallelism,
-        running: dag.counts().running,
-        iterations_used: u64::from(iterations),
-        max_iterations,
-        budget_spent: budget_spent.is_some()
-            || super::budget_share::budget_leased_out(feature, snapshot.tasks, snapshot.pods),
-    };
-    let mut handed_out = 0;
-    let start_timeout_ms = Some(i64::from(spec.pod_start_timeout_seconds) * 1000);
-    let pool = super::selection::FeaturePool::of(feature);
-    // Whether every agent of the pool rests does not depend on the task
-    // (`engine::selection::select`): asked of the first ready task, then reused.
-    let mut pool_rest: Option<Option<(i64, String)>> = None;
-    let mut ready_seen = 0usize;
-    let mut view = TaskView {
-        name: String::new(),
-        phase: TaskPhase::Pending,
-        ready: false,
-        generation: 0,
-        next_attempt_after_ms: None,
-        attempt: None,
-        gate: limits.standing(),
-    };
-
+    let limits = feature_gate(snapshot, &dag, iterations, budget_spent.is_some());
+    let mut pass = TaskPass::new(snapshot, limits);
     let mut tasks = Vec::new();
     // Ready tasks first, in run order, so the free slots go to them.
     let ready: Vec<usize> = dag.ready_positions().collect();
@@ -280,97 +241,8 @@ pub(crate) fn plan_laid_out(
         let Some(task) = task_of(position) else {
             continue;
         };
-        let name = task.name_any_ref();
         let phase = dag.phase_at(position).unwrap_or_default();
-        let recorded = recorded_phase(task);
-        let ready = dag.is_ready_at(position);
-        let pending_ready = phase == TaskPhase::Pending && ready;
-        let mut first_selection = None;
-        if pending_ready && pool_rest.is_none() {
-            let selection = pool.select(task, snapshot.rests, snapshot.now_ms);
-            pool_rest = Some(match &selection {
-                Selection::Wait { until_ms, message } => Some((*until_ms, message.clone())),
-                Selection::Run(_) => None,
-            });
-            first_selection = Some(selection);
-        }
-        let pool_wait = match &pool_rest {
-            Some(Some((until_ms, _))) if pending_ready => Some(*until_ms),
-            _ => None,
-        };
-        let next_attempt_after_ms = task
-            .status
-            .as_ref()
-            .and_then(|s| s.next_attempt_after.as_ref())
-            .map(|t| t.0.as_millisecond())
-            .max(pool_wait);
-        let waiting = next_attempt_after_ms.is_some_and(|at| snapshot.now_ms < at);
-        let gate = if pending_ready && !waiting {
-            // The controller-wide limit on attempts (derived from live claims) caps this pass too.
-            let gate = match limits.next(handed_out) {
-                FeatureGate::Open if handed_out >= snapshot.start_limit => FeatureGate::AtCapacity,
-                gate => gate,
-            };
-            if gate == FeatureGate::Open {
-                handed_out += 1;
-            }
-            gate
-        } else {
-            limits.standing()
-        };
-        // One view, its name buffer reused: most tasks of a large feature need nothing.
-        view.name.clear();
-        view.name.push_str(name);
-        view.phase = phase;
-        view.ready = ready;
-        view.generation = task.metadata.generation.unwrap_or(0);
-        view.next_attempt_after_ms = next_attempt_after_ms;
-        view.attempt = last_attempt(task);
-        view.gate = gate;
-        let claim = snapshot.leases.get(name).and_then(|l| claim_view(l));
-        let pod = view
-            .attempt
-            .as_ref()
-            .and_then(|a| snapshot.pods.get(&attempt_id(name, a.number)));
-        let run = run_view(
-            pod.map(|p| p.as_ref()),
-            view.attempt.is_some(),
-            start_timeout_ms,
-        );
-        let run =
-            super::pod_start::with_start_problem(pod.map(|p| p.as_ref()), run, snapshot.now_ms);
-        let mut actions = lifecycle::decide(&view, claim.as_ref(), &run, snapshot.now_ms);
-        let ruling = pod.and_then(|p| super::pod_start::ruling_due(p, snapshot.now_ms));
-        actions.extend(ruling.map(Action::RequeueAt));
-        let derived_phase = (phase != recorded).then_some(phase);
-        ready_seen += usize::from(pending_ready);
-        let among_first_ready = pending_ready && ready_seen <= parallelism;
-        if actions.is_empty() && derived_phase.is_none() && !among_first_ready {
-            continue;
-        }
-        // Which agent and model would run it; every agent of the pool resting makes it wait.
-        let selection = match &pool_rest {
-            _ if !pending_ready => None,
-            Some(Some((until_ms, message))) => Some(Selection::Wait {
-                until_ms: *until_ms,
-                message: message.clone(),
-            }),
-            _ if gate != FeatureGate::Open => None,
-            _ => Some(
-                first_selection
-                    .unwrap_or_else(|| pool.select(task, snapshot.rests, snapshot.now_ms)),
-            ),
-        };
-        tasks.push(TaskPlan {
-            task_id: task_id(task),
-            task: Arc::clone(task),
-            derived_phase,
-            view: view.clone(),
-            claim,
-            run,
-            actions,
-            selection,
-        });
+        tasks.extend(pass.plan_task(task, phase, dag.is_ready_at(position)));
     }
     let outcome = dag.outcome(OutcomeInputs {
         suspended: spec.suspend,
@@ -385,7 +257,198 @@ pub(crate) fn plan_laid_out(
         outcome,
         iterations,
         budget_spent,
-        pool_resting: pool_rest.flatten(),
+        pool_resting: pass.pool_rest.flatten(),
+    }
+}
+
+/// The plan of a feature whose DAG is invalid: nothing runs.
+fn invalid_plan(errors: &DagErrors, iterations: u32) -> FeaturePlan {
+    FeaturePlan {
+        invalid: Some(Problem {
+            reason: conditions::REASON_INVALID_PLAN,
+            message: errors.to_string(),
+        }),
+        tasks: Vec::new(),
+        counts: PhaseCounts::default(),
+        outcome: None,
+        iterations,
+        budget_spent: None,
+        pool_resting: None,
+    }
+}
+
+/// What the feature lets start: suspend, stop, parallelism, `maxIterations`, the budget.
+fn feature_gate(snapshot: &Snapshot<'_>, dag: &Dag, iterations: u32, budget_spent: bool) -> Gate {
+    let feature = snapshot.feature;
+    let spec = &feature.spec;
+    Gate {
+        suspended: spec.suspend,
+        stopped: is_stopped(feature),
+        parallelism: usize::try_from(spec.parallelism).unwrap_or(usize::MAX),
+        running: dag.counts().running,
+        iterations_used: u64::from(iterations),
+        max_iterations: spec.max_iterations.map(u64::from),
+        budget_spent: budget_spent
+            || super::budget_share::budget_leased_out(feature, snapshot.tasks, snapshot.pods),
+    }
+}
+
+/// One pass over a feature's tasks, ready ones first: hands out the free attempt slots,
+/// asks the pool once whether every agent rests, and decides each task's actions.
+struct TaskPass<'s> {
+    snapshot: &'s Snapshot<'s>,
+    limits: Gate,
+    start_timeout_ms: Option<i64>,
+    pool: super::selection::FeaturePool<'s>,
+    /// Attempts handed a slot so far.
+    handed_out: usize,
+    /// Whether every agent of the pool rests does not depend on the task
+    /// (`engine::selection::select`): asked of the first ready task, then reused.
+    pool_rest: Option<Option<(i64, String)>>,
+    /// Ready, pending tasks seen so far.
+    ready_seen: usize,
+    /// One view, its name buffer reused: most tasks of a large feature need nothing.
+    view: TaskView,
+}
+
+impl<'s> TaskPass<'s> {
+    fn new(snapshot: &'s Snapshot<'s>, limits: Gate) -> Self {
+        let spec = &snapshot.feature.spec;
+        TaskPass {
+            snapshot,
+            start_timeout_ms: Some(i64::from(spec.pod_start_timeout_seconds) * 1000),
+            pool: super::selection::FeaturePool::of(snapshot.feature),
+            handed_out: 0,
+            pool_rest: None,
+            ready_seen: 0,
+            view: TaskView {
+                name: String::new(),
+                phase: TaskPhase::Pending,
+                ready: false,
+                generation: 0,
+                next_attempt_after_ms: None,
+                attempt: None,
+                gate: limits.standing(),
+            },
+            limits,
+        }
+    }
+
+    /// The plan of `task` (its phase after the DAG's derivations, and whether it is ready),
+    /// or `None` when it needs nothing and is not among the first ready tasks.
+    fn plan_task(&mut self, task: &Arc<Task>, phase: TaskPhase, ready: bool) -> Option<TaskPlan> {
+        let now_ms = self.snapshot.now_ms;
+        let name = task.name_any_ref();
+        let pending_ready = phase == TaskPhase::Pending && ready;
+        let first_selection = self.ask_pool(task, pending_ready);
+        let next_attempt_after_ms = self.next_attempt_after(task, pending_ready);
+        let waiting = next_attempt_after_ms.is_some_and(|at| now_ms < at);
+        let gate = self.gate(pending_ready && !waiting);
+        let view = &mut self.view;
+        view.name.clear();
+        view.name.push_str(name);
+        view.phase = phase;
+        view.ready = ready;
+        view.generation = task.metadata.generation.unwrap_or(0);
+        view.next_attempt_after_ms = next_attempt_after_ms;
+        view.attempt = last_attempt(task);
+        view.gate = gate;
+        let claim = self.snapshot.leases.get(name).and_then(|l| claim_view(l));
+        let pod = (view.attempt.as_ref())
+            .and_then(|a| self.snapshot.pods.get(&attempt_id(name, a.number)))
+            .map(|p| p.as_ref());
+        let run = run_view(pod, view.attempt.is_some(), self.start_timeout_ms);
+        let run = super::pod_start::with_start_problem(pod, run, now_ms);
+        let mut actions = lifecycle::decide(view, claim.as_ref(), &run, now_ms);
+        let ruling = pod.and_then(|p| super::pod_start::ruling_due(p, now_ms));
+        actions.extend(ruling.map(Action::RequeueAt));
+        let derived_phase = (phase != recorded_phase(task)).then_some(phase);
+        self.ready_seen += usize::from(pending_ready);
+        let among_first_ready = pending_ready && self.ready_seen <= self.limits.parallelism;
+        if actions.is_empty() && derived_phase.is_none() && !among_first_ready {
+            return None;
+        }
+        let selection = self.selection(task, pending_ready, gate, first_selection);
+        Some(TaskPlan {
+            task_id: task_id(task),
+            task: Arc::clone(task),
+            derived_phase,
+            view: self.view.clone(),
+            claim,
+            run,
+            actions,
+            selection,
+        })
+    }
+
+    /// Asks the pool for the first ready, pending task whether every agent rests; the
+    /// selection made for it.
+    fn ask_pool(&mut self, task: &Task, pending_ready: bool) -> Option<Selection> {
+        if !pending_ready || self.pool_rest.is_some() {
+            return None;
+        }
+        let selection = self
+            .pool
+            .select(task, self.snapshot.rests, self.snapshot.now_ms);
+        self.pool_rest = Some(match &selection {
+            Selection::Wait { until_ms, message } => Some((*until_ms, message.clone())),
+            Selection::Run(_) => None,
+        });
+        Some(selection)
+    }
+
+    /// When `task` may start its next attempt: its backoff, or the pool's rest.
+    fn next_attempt_after(&self, task: &Task, pending_ready: bool) -> Option<i64> {
+        let pool_wait = match &self.pool_rest {
+            Some(Some((until_ms, _))) if pending_ready => Some(*until_ms),
+            _ => None,
+        };
+        task.status
+            .as_ref()
+            .and_then(|s| s.next_attempt_after.as_ref())
+            .map(|t| t.0.as_millisecond())
+            .max(pool_wait)
+    }
+
+    /// The gate of a task: a ready, pending task not waiting (`may_start`) is handed a slot
+    /// while the feature and this pass's start limit (the controller-wide limit on
+    /// attempts, derived from live claims) have one.
+    fn gate(&mut self, may_start: bool) -> FeatureGate {
+        if !may_start {
+            return self.limits.standing();
+        }
+        let gate = match self.limits.next(self.handed_out) {
+            FeatureGate::Open if self.handed_out >= self.snapshot.start_limit => {
+                FeatureGate::AtCapacity
+            }
+            gate => gate,
+        };
+        if gate == FeatureGate::Open {
+            self.handed_out += 1;
+        }
+        gate
+    }
+
+    /// Which agent and model would run the task; every agent of the pool resting makes it
+    /// wait.
+    fn selection(
+        &self,
+        task: &Task,
+        pending_ready: bool,
+        gate: FeatureGate,
+        first_selection: Option<Selection>,
+    ) -> Option<Selection> {
+        match &self.pool_rest {
+            _ if !pending_ready => None,
+            Some(Some((until_ms, message))) => Some(Selection::Wait {
+                until_ms: *until_ms,
+                message: message.clone(),
+            }),
+            _ if gate != FeatureGate::Open => None,
+            _ => Some(first_selection.unwrap_or_else(|| {
+                (self.pool).select(task, self.snapshot.rests, self.snapshot.now_ms)
+            })),
+        }
     }
 }
 

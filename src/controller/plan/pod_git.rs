@@ -98,34 +98,7 @@ pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
             ["--result-copy".to_owned(), RESULT_COPY.to_owned()],
         );
     }
-    let (prepare_mode, finish_mode, verifier) = match steps.kind {
-        GitAttemptKind::Work {
-            verify_after: false,
-        } => (None, "integrate", None),
-        GitAttemptKind::Work { verify_after: true } => (None, "push-work-branch", None),
-        GitAttemptKind::Verify => (Some("--from-work-branch"), "integrate", Some("--verifier")),
-    };
-    let mut prepare_args = vec!["git".to_owned(), "prepare".to_owned()];
-    prepare_args.extend(repo_args(steps));
-    prepare_args.extend(prepare_mode.map(str::to_owned));
-    let mut finish_args = vec!["git".to_owned(), "finish".to_owned()];
-    finish_args.extend(repo_args(steps));
-    finish_args.extend(
-        [
-            "--result-file",
-            RESULT_COPY,
-            "--runner-heartbeat-file",
-            RUNNER_BEAT,
-            "--heartbeat-max-age",
-            &format!("{STALE_AFTER_SECONDS}s"),
-            "--ended-file",
-            GIT_FINISH_ENDED,
-            "--mode",
-            finish_mode,
-        ]
-        .map(str::to_owned),
-    );
-    finish_args.extend(verifier.map(str::to_owned));
+    let (prepare_args, finish_args) = step_args(steps);
     let image = steps
         .git
         .image
@@ -168,6 +141,39 @@ pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
     spec.volumes
         .get_or_insert_with(Vec::new)
         .extend(git_volumes(steps.git));
+}
+
+/// The arguments of `ralph git prepare` and `ralph git finish` for the attempt's kind.
+fn step_args(steps: &GitSteps<'_>) -> (Vec<String>, Vec<String>) {
+    let (prepare_mode, finish_mode, verifier) = match steps.kind {
+        GitAttemptKind::Work {
+            verify_after: false,
+        } => (None, "integrate", None),
+        GitAttemptKind::Work { verify_after: true } => (None, "push-work-branch", None),
+        GitAttemptKind::Verify => (Some("--from-work-branch"), "integrate", Some("--verifier")),
+    };
+    let mut prepare_args = vec!["git".to_owned(), "prepare".to_owned()];
+    prepare_args.extend(repo_args(steps));
+    prepare_args.extend(prepare_mode.map(str::to_owned));
+    let mut finish_args = vec!["git".to_owned(), "finish".to_owned()];
+    finish_args.extend(repo_args(steps));
+    finish_args.extend(
+        [
+            "--result-file",
+            RESULT_COPY,
+            "--runner-heartbeat-file",
+            RUNNER_BEAT,
+            "--heartbeat-max-age",
+            &format!("{STALE_AFTER_SECONDS}s"),
+            "--ended-file",
+            GIT_FINISH_ENDED,
+            "--mode",
+            finish_mode,
+        ]
+        .map(str::to_owned),
+    );
+    finish_args.extend(verifier.map(str::to_owned));
+    (prepare_args, finish_args)
 }
 
 fn repo_args(steps: &GitSteps<'_>) -> Vec<String> {

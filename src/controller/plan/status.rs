@@ -1,5 +1,7 @@
 //! Task and Feature status, computed (pure) from the old status and what happened.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::decide::{FeaturePlan, STOPPED};
 use super::problem::Problem;
 use super::time::time;
@@ -12,7 +14,7 @@ use crate::api::{
 };
 use crate::engine::attempt::AttemptResult;
 use crate::engine::conclusion;
-use crate::engine::dag::{FeatureOutcome, TaskPhase};
+use crate::engine::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use crate::engine::policy::{Decision, PreviousAttempt};
 
 fn current(task: &Task) -> TaskStatus {
@@ -285,33 +287,27 @@ pub fn feature_status(
         iterations: plan.iterations,
         ..FeatureStatus::default()
     };
-    let set = |status: &mut FeatureStatus, type_: &str, on: bool, reason: &str, message: &str| {
-        let value = if on { STATUS_TRUE } else { STATUS_FALSE };
-        let c = conditions::condition(type_, value, reason, message, generation, now.clone());
-        conditions::set_condition(&mut status.conditions, c);
+    let set = FeatureConditions {
+        generation,
+        now: now.clone(),
     };
     if let Some(invalid) = &plan.invalid {
         status.phase = FeaturePhase::Invalid;
         status.message = Some(invalid.message.clone());
-        set(&mut status, VALID, false, invalid.reason, &invalid.message);
-        set(
-            &mut status,
-            PROGRESSING,
-            false,
-            invalid.reason,
-            "the plan is invalid",
-        );
+        set.set(&mut status, VALID, false, invalid.reason, &invalid.message);
+        let why = "the plan is invalid";
+        set.set(&mut status, PROGRESSING, false, invalid.reason, why);
         return status;
     }
     match &events.misconfiguration {
-        Some(problem) => set(
+        Some(problem) => set.set(
             &mut status,
             CONFIGURED,
             false,
             problem.reason,
             &problem.message,
         ),
-        None => set(
+        None => set.set(
             &mut status,
             CONFIGURED,
             true,
@@ -319,7 +315,7 @@ pub fn feature_status(
             "agent Pods can be created",
         ),
     }
-    set(
+    set.set(
         &mut status,
         VALID,
         true,
@@ -331,16 +327,7 @@ pub fn feature_status(
     super::pod_gateway::set_gateway_condition(feature, &mut status.conditions, now.clone());
     status.git = super::git::branch_status(feature, tasks);
     let c = &plan.counts;
-    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    status.counts = TaskCounts {
-        total: count(c.total()),
-        pending: count(c.pending),
-        ready: count(c.ready),
-        running: count(c.running),
-        done: count(c.done),
-        failed: count(c.failed),
-        blocked: count(c.blocked),
-    };
+    status.counts = task_counts(c);
     let stop_reason = events.stop_reason.clone().or_else(|| {
         conditions::find(&old.conditions, STOPPED)
             .filter(|c| c.status == STATUS_TRUE)
@@ -351,7 +338,7 @@ pub fn feature_status(
         None => plan.outcome,
     };
     if let Some(reason) = &stop_reason {
-        set(&mut status, STOPPED, true, "AgentPromisedFailure", reason);
+        set.set(&mut status, STOPPED, true, "AgentPromisedFailure", reason);
     }
     status.outcome = outcome;
     status.phase = match outcome {
@@ -360,7 +347,69 @@ pub fn feature_status(
         None if c.running > 0 || plan.iterations > 0 => FeaturePhase::Running,
         None => FeaturePhase::Pending,
     };
-    status.message = match (&stop_reason, outcome) {
+    status.message = feature_message(plan, events, stop_reason.as_deref(), outcome);
+    super::selection::set_pool_condition(
+        &mut status,
+        plan.pool_resting.as_ref(),
+        generation,
+        now_ms,
+    );
+    set_outcome_conditions(&mut status, &set, outcome, c);
+    let tasks_confined = tasks.iter().filter_map(|task| {
+        let confined = conditions::find(&task.status.as_ref()?.conditions, conditions::CONFINED)?;
+        Some((task.metadata.name.as_deref().unwrap_or_default(), confined))
+    });
+    if let Some(confined) = conditions::feature_confined(tasks_confined, generation, now) {
+        conditions::set_condition(&mut status.conditions, confined);
+    }
+    status
+}
+
+/// Sets Feature conditions observed at one generation and time.
+struct FeatureConditions {
+    generation: Option<i64>,
+    now: Time,
+}
+
+impl FeatureConditions {
+    fn set(&self, status: &mut FeatureStatus, type_: &str, on: bool, reason: &str, message: &str) {
+        let value = if on { STATUS_TRUE } else { STATUS_FALSE };
+        let c = conditions::condition(
+            type_,
+            value,
+            reason,
+            message,
+            self.generation,
+            self.now.clone(),
+        );
+        conditions::set_condition(&mut status.conditions, c);
+    }
+}
+
+/// The task counts of the Feature's status.
+fn task_counts(c: &PhaseCounts) -> TaskCounts {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    TaskCounts {
+        total: count(c.total()),
+        pending: count(c.pending),
+        ready: count(c.ready),
+        running: count(c.running),
+        done: count(c.done),
+        failed: count(c.failed),
+        blocked: count(c.blocked),
+    }
+}
+
+/// The Feature's status message: a promised FAILURE, a misconfiguration, the outcome's
+/// limit, a spent budget, a resting pool, or the tasks done.
+fn feature_message(
+    plan: &FeaturePlan,
+    events: &FeatureEvents,
+    stop_reason: Option<&str>,
+    outcome: Option<FeatureOutcome>,
+) -> Option<String> {
+    let c = &plan.counts;
+    match (stop_reason, outcome) {
         (Some(reason), _) => Some(format!("an agent promised FAILURE: {reason}")),
         (None, None) if events.misconfiguration.is_some() => {
             events.misconfiguration.as_ref().map(|p| p.message.clone())
@@ -379,54 +428,41 @@ pub fn feature_status(
             .as_ref()
             .map(|(_, message)| message.clone()),
         (None, None) => Some(format!("{} of {} tasks done", c.done, c.total())),
-    };
-    super::selection::set_pool_condition(
-        &mut status,
-        plan.pool_resting.as_ref(),
-        generation,
-        now_ms,
-    );
+    }
+}
+
+/// `Progressing`, `Complete` and `Failed` for the Feature's outcome (none yet: progressing).
+fn set_outcome_conditions(
+    status: &mut FeatureStatus,
+    set: &FeatureConditions,
+    outcome: Option<FeatureOutcome>,
+    c: &PhaseCounts,
+) {
     let message = status.message.clone().unwrap_or_default();
     let progressing = outcome.is_none();
-    set(
-        &mut status,
-        PROGRESSING,
-        progressing,
-        if progressing {
-            "TasksRunning"
-        } else {
-            "Settled"
-        },
-        &message,
-    );
+    let reason = if progressing {
+        "TasksRunning"
+    } else {
+        "Settled"
+    };
+    set.set(status, PROGRESSING, progressing, reason, &message);
     let complete = outcome == Some(FeatureOutcome::Complete);
-    set(
-        &mut status,
-        COMPLETE,
-        complete,
-        if complete {
-            "AllTasksDone"
-        } else {
-            "NotComplete"
-        },
-        &format!("{} of {} tasks done", c.done, c.total()),
-    );
+    let reason = if complete {
+        "AllTasksDone"
+    } else {
+        "NotComplete"
+    };
+    let done = format!("{} of {} tasks done", c.done, c.total());
+    set.set(status, COMPLETE, complete, reason, &done);
     let failed = outcome == Some(FeatureOutcome::Failed);
-    set(
-        &mut status,
+    let reason = if failed { "FeatureFailed" } else { "NotFailed" };
+    set.set(
+        status,
         FAILED,
         failed,
-        if failed { "FeatureFailed" } else { "NotFailed" },
+        reason,
         if failed { &message } else { "" },
     );
-    let tasks_confined = tasks.iter().filter_map(|task| {
-        let confined = conditions::find(&task.status.as_ref()?.conditions, conditions::CONFINED)?;
-        Some((task.metadata.name.as_deref().unwrap_or_default(), confined))
-    });
-    if let Some(confined) = conditions::feature_confined(tasks_confined, generation, now) {
-        conditions::set_condition(&mut status.conditions, confined);
-    }
-    status
 }
 
 /// Reason of `Progressing` on a new Feature while its Tasks are being created.

@@ -4,15 +4,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::runtime::reflector::Store;
 
 use super::metrics::Metrics;
-use crate::api::Task;
 use crate::controller::act::events::Events;
-use crate::controller::cache::slots::Slots;
+use crate::controller::cache::store::Cache;
 use crate::controller::plan::pod::PodSettings;
 use crate::sync::lock;
 
@@ -24,44 +20,24 @@ pub const FIELD_MANAGER: &str = "ralph-controller";
 pub struct Context {
     /// Kubernetes client.
     pub client: Client,
-    /// Cache of Task objects in the watched namespaces.
-    pub tasks: Store<Task>,
-    /// Cache of agent Pods (label `ralph.dev/attempt`).
-    pub pods: Store<Pod>,
-    /// Cache of claim Leases (label `ralph.dev/feature`); spent ones are retired from it.
-    pub leases: Store<Lease>,
-    /// The claim Lease cache as the claim path changes it (a Lease read live put back).
-    pub lease_cache: crate::controller::cache::lease_cache::LeaseCache,
-    /// Whether the Task, Pod and Lease caches have been filled by their first lists.
-    pub filled: crate::controller::cache::filled::CachesFilled,
+    /// Limit of every API call, its wait in the client's rate limit included.
+    pub api_timeout: Duration,
+    /// What reconciles read: the watched objects and what is kept between reconciles.
+    pub cache: Cache,
     /// How agent Pods are built.
     pub pod_settings: PodSettings,
-    /// Controller-wide limit on running attempts.
-    pub slots: Slots,
     /// Kubernetes Events.
     pub events: Events,
     /// Prometheus metrics.
     pub metrics: Metrics,
-    /// Limit of every API call, its wait in the client's rate limit included.
-    pub api_timeout: Duration,
     /// The Feature generation whose Tasks were last applied, by `namespace/name`.
     pub applied: Arc<Mutex<HashMap<String, i64>>>,
-    /// Task status writes the Task cache has not shown yet (read-your-writes).
-    pub task_writes: crate::controller::cache::task_writes::TaskWrites,
     /// Exhausted agents' rests by namespace (kept in a ConfigMap per namespace).
     pub rests: crate::controller::act::rests::AgentRests,
-    /// The caches' objects by Feature (and the held claim Leases).
-    pub indexes: crate::controller::cache::index::Indexes,
     /// Checks made before claiming (the agent ServiceAccount exists).
     pub preflight: crate::controller::act::preflight::Preflight,
     /// Task template applies in flight over all Features (each holds a connection).
     pub template_applies: Arc<tokio::sync::Semaphore>,
-    /// Whole Feature specs (prompt texts) read on demand; the Feature cache keeps none.
-    pub specs: crate::controller::cache::spec_cache::SpecCache,
-    /// Standalone Tasks' prompt texts, kept from the Task watch while they may run.
-    pub descriptions: crate::controller::cache::descriptions::Descriptions,
-    /// Each Feature's validated task structure, kept between its reconciles.
-    pub shapes: Arc<crate::controller::cache::shapes::Shapes>,
 }
 
 /// Most Task template applies in flight at once over all Features.

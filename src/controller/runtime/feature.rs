@@ -16,8 +16,11 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::context::{Context, FIELD_MANAGER};
 use crate::api::{Feature, FeatureStatus, Task, conditions, desired_tasks};
-use crate::controller::act::claim::{self, ClaimError, Leases};
-use crate::controller::act::task::{self, TaskError, TaskScope};
+use crate::controller::act::claim;
+use crate::controller::act::claims::Claims;
+use crate::controller::act::error::TaskError;
+use crate::controller::act::task::{self, TaskScope};
+use crate::controller::cache::shapes::plan_kept;
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::decide::{self, FeaturePlan, Snapshot};
@@ -26,6 +29,7 @@ use crate::controller::plan::pod::{AttemptPod, PodError, attempt_pod};
 use crate::controller::plan::problem::Problem;
 use crate::controller::plan::status::{self, FeatureEvents};
 use crate::engine::dag::TaskPhase;
+use crate::engine::selection::Rests;
 use crate::engine::verification::AttemptKind;
 
 /// How often a settled feature is looked at even without events.
@@ -110,7 +114,7 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
         return Ok(Requeue::requeue(STALE_RETRY));
     }
     let key = feature_key(&namespace, &name);
-    let listed = ctx.indexes.tasks.objects(&ctx.tasks, &key);
+    let listed = ctx.cache.indexes.tasks.objects(&ctx.cache.tasks, &key);
     if feature.status.is_none() && listed.len() < feature.spec.tasks.len() {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         patch_status(feature, ctx, &status::creating_tasks(feature, now_ms)).await?;
@@ -121,10 +125,10 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
         return Ok(Requeue::requeue(STALE_RETRY));
     }
     let listed = match synced.wrote {
-        true => ctx.indexes.tasks.objects(&ctx.tasks, &key),
+        true => ctx.cache.indexes.tasks.objects(&ctx.cache.tasks, &key),
         false => listed,
     };
-    let tasks = ctx.task_writes.newest_of_all(listed);
+    let tasks = ctx.cache.task_writes.newest_of_all(listed);
     let rejected = synced.rejected.map(|(_, problem)| problem);
     match judge(feature, ctx, rejected.clone(), tasks).await {
         // A write found the Task cache behind (409): decide again from a fresh read, once,
@@ -138,19 +142,82 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
     }
 }
 
-/// Decide, apply and write status from `tasks` (the feature's Tasks) and the other caches.
+/// What one reconcile decides on, gathered before it decides: the Feature's Tasks, Leases
+/// and Pods (caches), the configuration checks (the Secrets read live, remembered per
+/// period), a halt recorded on the Feature or its Tasks, and the agents' rests.
+struct Gathered {
+    tasks: Vec<Arc<Task>>,
+    leases: BTreeMap<String, Arc<Lease>>,
+    pods: BTreeMap<String, Arc<Pod>>,
+    now_ms: i64,
+    /// What keeps any agent Pod from existing, found before deciding.
+    precheck: Option<Problem>,
+    /// A halt recorded on the Feature or shown by its Tasks.
+    recorded: Option<Problem>,
+    start_limit: usize,
+    rests: Rests,
+}
+
+impl Gathered {
+    fn snapshot<'a>(&'a self, feature: &'a Feature) -> Snapshot<'a> {
+        Snapshot {
+            feature,
+            tasks: &self.tasks,
+            leases: &self.leases,
+            pods: &self.pods,
+            now_ms: self.now_ms,
+            start_limit: self.start_limit,
+            rests: &self.rests,
+        }
+    }
+}
+
+/// Gathers, decides, applies and writes status from `tasks` (the feature's Tasks) and the
+/// other caches.
 async fn judge(
     feature: &Feature,
     ctx: &Context,
     rejected: Option<Problem>,
     tasks: Vec<Arc<Task>>,
 ) -> Result<Requeue, ReconcileError> {
+    let mut gathered = gather(feature, ctx, tasks).await?;
+    let Some(plan) = decide_once(feature, ctx, &mut gathered, rejected).await? else {
+        return Ok(Requeue::requeue(STALE_RETRY));
+    };
+    let mut effects = FeatureEvents::default();
+    if let Some(invalid) = &plan.invalid {
+        let namespace = feature.namespace().unwrap_or_default();
+        release_claims(ctx, &namespace, &gathered.leases, &gathered.tasks, None).await?;
+        stop_pods(ctx, &namespace, &gathered.pods).await?;
+        if !was_invalid(feature) {
+            warn_of(ctx, feature, invalid).await;
+        }
+    } else {
+        effects = apply_plan(feature, ctx, &gathered, &plan).await?;
+    }
+    write_status(
+        feature,
+        ctx,
+        &plan,
+        &gathered.tasks,
+        &effects,
+        gathered.now_ms,
+    )
+    .await?;
+    Ok(requeue_after(&plan, &effects, gathered.now_ms))
+}
+
+/// Reads everything the decision needs (the configuration checks first: a halt lifted by a
+/// spec change is written to the Tasks before they are read for the plan).
+async fn gather(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: Vec<Arc<Task>>,
+) -> Result<Gathered, ReconcileError> {
     let namespace = feature.namespace().unwrap_or_default();
-    let name = feature.name_any();
-    // Fetch: the feature's leases and pods, from the caches.
-    let key = feature_key(&namespace, &name);
-    let leases = by_name(ctx.indexes.leases.objects(&ctx.leases, &key));
-    let pods = by_name(ctx.indexes.pods.objects(&ctx.pods, &key));
+    let key = feature_key(&namespace, &feature.name_any());
+    let leases = by_name(ctx.cache.indexes.leases.objects(&ctx.cache.leases, &key));
+    let pods = by_name(ctx.cache.indexes.pods.objects(&ctx.cache.pods, &key));
     let now_ms = jiff::Timestamp::now().as_millisecond();
     let mut precheck = match configuration_problem(feature, ctx) {
         Some(problem) => Some(problem),
@@ -165,126 +232,149 @@ async fn judge(
             .await?;
     let recorded = status::recorded_misconfiguration(feature)
         .or_else(|| crate::controller::plan::pod_start::halt_shown_by_tasks(&tasks));
-    let mut start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
+    let start_limit = start_limit(precheck.as_ref(), recorded.as_ref(), &tasks, now_ms);
     let rests = ctx
         .rests
         .current(&ctx.client, ctx.api_timeout, &namespace, now_ms)
         .await?;
-
-    // Decide.
-    let snapshot = Snapshot {
-        feature,
-        tasks: &tasks,
-        leases: &leases,
-        pods: &pods,
+    Ok(Gathered {
+        tasks,
+        leases,
+        pods,
         now_ms,
+        precheck,
+        recorded,
         start_limit,
-        rests: &rests,
-    };
-    let mut plan = crate::controller::cache::shapes::plan_kept(&snapshot, &ctx.shapes);
+        rests,
+    })
+}
+
+/// Plans the feature once from what was gathered. Two rare cases read once more and, for
+/// correctness, decide again; neither is worth its read on every reconcile:
+/// - a plan newly invalid or empty is confirmed against a live list of the Tasks
+///   (standalone Tasks have no template that says they must exist, so only the API server
+///   can tell a lagging cache): `None` when only the cache is behind;
+/// - a plan that claims while the agent Pods' ServiceAccount is missing (read only then,
+///   remembered per period) is planned again with no claim, as the API server would refuse
+///   the Pod.
+async fn decide_once(
+    feature: &Feature,
+    ctx: &Context,
+    gathered: &mut Gathered,
+    rejected: Option<Problem>,
+) -> Result<Option<FeaturePlan>, ReconcileError> {
+    let mut plan = plan_kept(&gathered.snapshot(feature), &ctx.cache.shapes);
     if let Some(rejected) = rejected {
         plan.invalid = Some(rejected);
         plan.tasks.clear();
     } else if newly_invalid_or_empty(feature, &plan) {
-        // Confirm with a live read before ruling: standalone Tasks have no template that
-        // says they must exist, so only the API server can tell a lagging cache.
-        let live = live_tasks(ctx, &namespace, &name).await?;
+        let namespace = feature.namespace().unwrap_or_default();
+        let live = live_tasks(ctx, &namespace, &feature.name_any()).await?;
         let fresh = decide::plan(&Snapshot {
             tasks: &live,
-            ..snapshot.clone()
+            ..gathered.snapshot(feature)
         });
         if !newly_invalid_or_empty(feature, &fresh) {
             tracing::debug!("plan invalid or empty only in the cache; not judging");
-            return Ok(Requeue::requeue(STALE_RETRY));
+            return Ok(None);
         }
     }
-
-    // No claim while the agent Pod's ServiceAccount is missing (the API server would refuse
-    // the Pod): checked only when this reconcile would claim.
-    if precheck.is_none()
+    if gathered.precheck.is_none()
         && claims_any(&plan)
         && let Some(problem) = missing_service_account(feature, ctx).await
     {
-        start_limit = 0;
-        plan = crate::controller::cache::shapes::plan_kept(
-            &Snapshot {
-                start_limit,
-                ..snapshot.clone()
-            },
-            &ctx.shapes,
-        );
-        precheck = Some(problem);
+        gathered.start_limit = 0;
+        plan = plan_kept(&gathered.snapshot(feature), &ctx.cache.shapes);
+        gathered.precheck = Some(problem);
     }
+    Ok(Some(plan))
+}
 
-    // Apply.
-    let mut effects = FeatureEvents::default();
-    if let Some(invalid) = &plan.invalid {
-        release_claims(ctx, &namespace, &leases, &tasks, None).await?;
-        stop_pods(ctx, &namespace, &pods).await?;
-        if !was_invalid(feature) {
-            warn_of(ctx, feature, invalid).await;
-        }
-    } else {
-        let starting = starts_attempts(&plan);
-        // Prompts name a task's parent and blockers: read only when an attempt starts.
-        let siblings = match starting {
-            true => prompt_siblings(&plan, &tasks),
-            false => BTreeMap::new(),
-        };
-        let texts = crate::controller::cache::texts::feature_texts(feature, ctx, starting)
+/// Carries out a valid plan: each task's actions (several tasks at once), then the claims
+/// a suspended or halted feature gives back and the wait shown on its tasks. The prompts'
+/// inputs (parent and blocker Tasks, the feature's texts, its knowledge) are read only when
+/// an attempt starts.
+async fn apply_plan(
+    feature: &Feature,
+    ctx: &Context,
+    gathered: &Gathered,
+    plan: &FeaturePlan,
+) -> Result<FeatureEvents, ReconcileError> {
+    let starting = starts_attempts(plan);
+    let siblings = match starting {
+        true => prompt_siblings(plan, &gathered.tasks),
+        false => BTreeMap::new(),
+    };
+    let texts = crate::controller::cache::texts::feature_texts(feature, ctx, starting)
+        .await
+        .map_err(TaskError::from)?;
+    let knowledge = match starting {
+        true => crate::controller::act::memory::feature_knowledge(feature, ctx)
             .await
-            .map_err(TaskError::from)?;
-        let knowledge = match starting {
-            true => crate::controller::act::memory::feature_knowledge(feature, ctx)
-                .await
-                .map_err(TaskError::from)?,
-            false => Vec::new(),
-        };
-        let scope = TaskScope {
-            ctx,
-            feature,
-            siblings: &siblings,
-            leases: &leases,
-            texts: &texts,
-            knowledge: &knowledge,
-            now_ms,
-        };
-        let applies: Vec<_> = plan
-            .tasks
-            .iter()
-            .filter(|t| !t.actions.is_empty() || t.derived_phase.is_some())
-            .map(|t| apply_task(&scope, t))
-            .collect();
-        let outcomes: Vec<_> = futures::stream::iter(applies)
-            .buffer_unordered(CONCURRENT_TASK_APPLIES)
-            .collect()
-            .await;
-        let mut first_error = None;
-        for (task_plan, result, task_effects) in outcomes {
-            effects.merge(task_effects);
-            if let Err(error) = result {
-                tracing::warn!(task = %task_plan.task.name_any(), %error, "task actions failed");
-                first_error.get_or_insert(error);
-            }
-        }
-        effects.misconfiguration = misconfiguration(feature, precheck.clone(), recorded, &effects);
-        if let Some(error) = first_error {
-            write_status(feature, ctx, &plan, &tasks, &effects, now_ms).await?;
-            return Err(error.into());
-        }
-        if feature.spec.suspend || start_limit == 0 {
-            release_claims(ctx, &namespace, &leases, &tasks, Some(&pods)).await?;
-        }
-        if let Some(problem) = &precheck {
-            mark_waiting_tasks(ctx, feature, &plan, problem, now_ms).await?;
-        }
-        report_misconfiguration(feature, ctx, effects.misconfiguration.as_ref()).await;
+            .map_err(TaskError::from)?,
+        false => Vec::new(),
+    };
+    let scope = TaskScope {
+        ctx,
+        feature,
+        siblings: &siblings,
+        leases: &gathered.leases,
+        texts: &texts,
+        knowledge: &knowledge,
+        now_ms: gathered.now_ms,
+    };
+    let (mut effects, first_error) = apply_tasks(&scope, plan).await;
+    let precheck = gathered.precheck.clone();
+    effects.misconfiguration =
+        misconfiguration(feature, precheck, gathered.recorded.clone(), &effects);
+    if let Some(error) = first_error {
+        let (tasks, now_ms) = (&gathered.tasks, gathered.now_ms);
+        write_status(feature, ctx, plan, tasks, &effects, now_ms).await?;
+        return Err(error.into());
     }
+    if feature.spec.suspend || gathered.start_limit == 0 {
+        let namespace = feature.namespace().unwrap_or_default();
+        let (leases, tasks) = (&gathered.leases, &gathered.tasks);
+        release_claims(ctx, &namespace, leases, tasks, Some(&gathered.pods)).await?;
+    }
+    if let Some(problem) = &gathered.precheck {
+        mark_waiting_tasks(ctx, feature, plan, problem, gathered.now_ms).await?;
+    }
+    report_misconfiguration(feature, ctx, effects.misconfiguration.as_ref()).await;
+    Ok(effects)
+}
 
-    // Status.
-    write_status(feature, ctx, &plan, &tasks, &effects, now_ms).await?;
-    let requeue = requeue(&plan, now_ms);
-    Ok(match &effects.misconfiguration {
+/// Applies the actions of every task that has any (several at once); the tasks' effects
+/// merged, and the first error.
+async fn apply_tasks(
+    scope: &TaskScope<'_>,
+    plan: &FeaturePlan,
+) -> (FeatureEvents, Option<TaskError>) {
+    let applies: Vec<_> = plan
+        .tasks
+        .iter()
+        .filter(|t| !t.actions.is_empty() || t.derived_phase.is_some())
+        .map(|t| apply_task(scope, t))
+        .collect();
+    let outcomes: Vec<_> = futures::stream::iter(applies)
+        .buffer_unordered(CONCURRENT_TASK_APPLIES)
+        .collect()
+        .await;
+    let mut effects = FeatureEvents::default();
+    let mut first_error = None;
+    for (task_plan, result, task_effects) in outcomes {
+        effects.merge(task_effects);
+        if let Err(error) = result {
+            tracing::warn!(task = %task_plan.task.name_any(), %error, "task actions failed");
+            first_error.get_or_insert(error);
+        }
+    }
+    (effects, first_error)
+}
+
+/// When to reconcile the feature again.
+fn requeue_after(plan: &FeaturePlan, effects: &FeatureEvents, now_ms: i64) -> Requeue {
+    match &effects.misconfiguration {
         // A created ServiceAccount triggers nothing here: look again soon.
         Some(p)
             if plan.invalid.is_none() && p.reason == conditions::REASON_MISSING_SERVICE_ACCOUNT =>
@@ -294,13 +384,12 @@ async fn judge(
         Some(_) if plan.invalid.is_none() => Requeue::requeue(MISCONFIGURED_RETRY),
         // Slots are freed by other features' Leases going, which do not trigger this one.
         _ if effects.waiting_for_slot => Requeue::requeue(SLOT_RETRY),
-        _ => requeue,
-    })
+        _ => requeue(plan, now_ms),
+    }
 }
 
-/// True when every store a reconcile reads has been filled by its first list.
 fn caches_synced(ctx: &Context) -> bool {
-    ctx.filled.all()
+    ctx.cache.filled.all()
 }
 
 /// The feature's Tasks as the API server has them now, trimmed as the cache trims them
@@ -513,10 +602,6 @@ async fn release_claims(
     tasks: &[Arc<Task>],
     pods: Option<&BTreeMap<String, Arc<Pod>>>,
 ) -> Result<(), ReconcileError> {
-    let leases_api = Leases::new(
-        Api::namespaced(ctx.client.clone(), namespace),
-        ctx.api_timeout,
-    );
     let now = jiff::Timestamp::now();
     for (name, lease) in leases {
         let holder = claim::holder(lease).filter(|h| !h.is_empty());
@@ -542,10 +627,9 @@ async fn release_claims(
         if spent || pods.is_some_and(backs_attempt) {
             continue;
         }
-        match leases_api.release(lease).await {
-            Ok(()) | Err(ClaimError::Conflict { .. } | ClaimError::Gone { .. }) => {}
-            Err(error) => return Err(TaskError::from(error).into()),
-        }
+        Claims::new(ctx, namespace, name, Some(Lease::clone(lease)))
+            .release()
+            .await?;
     }
     Ok(())
 }
@@ -554,7 +638,7 @@ async fn release_claims(
 /// periodically, not per reconcile (it reads every cached Task).
 pub fn count_tasks_by_phase(ctx: &Context) {
     let mut counts: Vec<(TaskPhase, i64)> = TaskPhase::ALL.map(|phase| (phase, 0)).to_vec();
-    for task in ctx.tasks.state() {
+    for task in ctx.cache.tasks.state() {
         let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
         if let Some((_, count)) = counts.iter_mut().find(|(p, _)| *p == phase) {
             *count += 1;
@@ -638,18 +722,7 @@ async fn sync_tasks(
         return Ok(sync);
     }
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut wanted = std::collections::BTreeSet::new();
-    let mut stale = Vec::new();
-    for (index, (template, hash)) in feature.spec.tasks.iter().zip(&hashes).enumerate() {
-        let name = crate::api::task_object_name(&feature.name_any(), &template.name);
-        wanted.insert(name.clone());
-        let up_to_date = cached.get(&name).is_some_and(|c| {
-            crate::controller::plan::origin::of(c).template_hash == Some(hash.as_str())
-        });
-        if !up_to_date {
-            stale.push((index, name));
-        }
-    }
+    let (wanted, stale) = stale_templates(feature, &cached, &hashes);
     // Applied for this generation already and not in the cache: the watch lags, unless a
     // live read says the Task is gone (deleted by someone), then it is applied again.
     if applied_before && let Some((_, first)) = stale.first() {
@@ -670,7 +743,7 @@ async fn sync_tasks(
     }
     let turn = match stale.is_empty() {
         true => None,
-        false => ctx.specs.applying().await,
+        false => ctx.cache.specs.applying().await,
     };
     let stale = match stale_tasks(feature, ctx, stale).await? {
         WholeTasks::Built(tasks) => tasks,
@@ -688,6 +761,46 @@ async fn sync_tasks(
         .collect()
         .await;
     drop(turn);
+    if let Some(error) = record_applied(feature, &mut sync, applied) {
+        return Err(error.into());
+    }
+    if sync.rejected.is_none() {
+        ctx.set_applied_generation(&key, generation);
+    }
+    sync.wrote |= delete_orphans(ctx, &api, &namespace, &cached, &wanted, &uid).await?;
+    Ok(sync)
+}
+
+/// The names of the Tasks the Feature's templates describe, and those (with their
+/// template's index) whose applied template differs from `hashes` or that the cache lacks.
+fn stale_templates(
+    feature: &Feature,
+    cached: &BTreeMap<String, Arc<Task>>,
+    hashes: &[String],
+) -> (std::collections::BTreeSet<String>, Vec<(usize, String)>) {
+    let mut wanted = std::collections::BTreeSet::new();
+    let mut stale = Vec::new();
+    for (index, (template, hash)) in feature.spec.tasks.iter().zip(hashes).enumerate() {
+        let name = crate::api::task_object_name(&feature.name_any(), &template.name);
+        wanted.insert(name.clone());
+        let up_to_date = cached.get(&name).is_some_and(|c| {
+            crate::controller::plan::origin::of(c).template_hash == Some(hash.as_str())
+        });
+        if !up_to_date {
+            stale.push((index, name));
+        }
+    }
+    (wanted, stale)
+}
+
+/// Records the templates applied (to be seen in the cache) and the first one the API
+/// server refused in spec order; returns the first other error.
+fn record_applied(
+    feature: &Feature,
+    sync: &mut TaskSync,
+    applied: Vec<(usize, String, Result<(), CallError>)>,
+) -> Option<CallError> {
+    let namespace = feature.namespace().unwrap_or_default();
     let mut first_error = None;
     for (index, name, result) in applied {
         match result {
@@ -720,19 +833,27 @@ async fn sync_tasks(
             }
         }
     }
-    if let Some(error) = first_error {
-        return Err(error.into());
-    }
-    if sync.rejected.is_none() {
-        ctx.set_applied_generation(&key, generation);
-    }
+    first_error
+}
+
+/// Deletes the Feature's templated Tasks (of Feature uid `uid`) whose template is gone
+/// (not in `wanted`), unless they are running; whether there was any.
+async fn delete_orphans(
+    ctx: &Context,
+    api: &Api<Task>,
+    namespace: &str,
+    cached: &BTreeMap<String, Arc<Task>>,
+    wanted: &std::collections::BTreeSet<String>,
+    uid: &str,
+) -> Result<bool, ReconcileError> {
+    let mut any = false;
     let orphans = cached.values().filter(|t| {
         !wanted.contains(&t.name_any())
-            && crate::controller::plan::origin::of(t).feature_uid == Some(uid.as_str())
+            && crate::controller::plan::origin::of(t).feature_uid == Some(uid)
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });
     for orphan in orphans {
-        sync.wrote = true;
+        any = true;
         let name = orphan.name_any();
         let deleted = bounded(
             ctx.api_timeout,
@@ -745,7 +866,7 @@ async fn sync_tasks(
             _ => {}
         }
     }
-    Ok(sync)
+    Ok(any)
 }
 
 /// The Tasks to apply for the changed templates of a cached Feature.
@@ -777,6 +898,7 @@ async fn stale_tasks(
     let read = match crate::controller::cache::trim::is_whole(feature) {
         true => None,
         false => match ctx
+            .cache
             .specs
             .spec(&ctx.client, ctx.api_timeout, feature)
             .await?

@@ -38,6 +38,7 @@ use crate::controller::cache::index::{Index, Indexes};
 use crate::controller::cache::lease_cache::{self, LeaseCache};
 use crate::controller::cache::retention::{self, SharedWriter};
 use crate::controller::cache::slots::Slots;
+use crate::controller::cache::store::Cache;
 use crate::controller::cache::trim;
 use crate::controller::plan::pod::{ATTEMPT_LABEL, FEATURE_LABEL, PodSettings, SidecarMode};
 
@@ -313,32 +314,34 @@ impl Term<'_> {
         );
         Context {
             client: self.client.clone(),
-            tasks: caches.tasks.clone(),
-            pods: caches.pods.clone(),
-            leases: caches.leases.clone(),
-            lease_cache: caches.lease_cache.clone(),
-            filled: caches.filled.clone(),
+            api_timeout: self.config.call_limit(),
+            cache: Cache {
+                tasks: caches.tasks.clone(),
+                pods: caches.pods.clone(),
+                leases: caches.leases.clone(),
+                lease_cache: caches.lease_cache.clone(),
+                filled: caches.filled.clone(),
+                indexes: caches.indexes.clone(),
+                task_writes: Default::default(),
+                slots: Slots::new(self.config.max_concurrent_attempts),
+                specs: Default::default(),
+                descriptions: caches.descriptions.clone(),
+                shapes: Default::default(),
+            },
             pod_settings: PodSettings {
                 ralph_image: self.config.ralph_image.clone(),
                 service_account: self.config.agent_service_account.clone(),
                 sidecar: self.sidecar,
                 gateway_prices: self.config.gateway_prices.clone(),
             },
-            slots: Slots::new(self.config.max_concurrent_attempts),
             events: Events::new(recorder, self.config.call_limit()),
             metrics: self.metrics.clone(),
-            api_timeout: self.config.call_limit(),
             applied: Default::default(),
-            task_writes: Default::default(),
             rests: Default::default(),
-            indexes: caches.indexes.clone(),
             preflight: Default::default(),
             template_applies: Arc::new(tokio::sync::Semaphore::new(
                 super::context::TEMPLATE_APPLIES,
             )),
-            specs: Default::default(),
-            descriptions: caches.descriptions.clone(),
-            shapes: Default::default(),
         }
     }
 }
@@ -396,7 +399,7 @@ impl Caches {
             trim::trim_pod,
             move |event| retention::retiring(event, &retired, &recorded_by),
             vec![indexes.pods.clone()],
-            Some(pod_significance),
+            Some(pod_predicate),
         );
         // Spent claims whose attempt the cached Task records are retired from the cache.
         let spent_of = tasks.clone();
@@ -406,7 +409,7 @@ impl Caches {
             |lease| trim::trim_metadata(&mut lease.metadata),
             move |event| lease_cache::retiring(event, &spent_of),
             vec![indexes.leases.clone()],
-            Some(lease_significance),
+            Some(lease_predicate),
         );
         let leases = lease_cache.store;
         let (lease_cache_writer, restored) = LeaseCache::new(
@@ -536,16 +539,19 @@ async fn timed_reconcile(
 /// trimmed by `trim` to what reconciles read, see [`trim`], and each event passed through
 /// `admit`, which may drop it or turn it into another) and the
 /// `indexes` over it, reconnecting with [`WatchBackoff`], and the cache's writer. With
-/// `significance`, a changed object triggers a reconcile only when that value changed
+/// `predicate`, a changed object triggers a reconcile only when that value changed
 /// (every object of a re-list, and every deletion, still does); the cache and indexes
-/// follow every change.
+/// follow every change. This is kube-runtime's `WatchStreamExt::predicate_filter`, kept
+/// here because that one keys its memory by `ObjectRef` (this one by a 16-byte hash of
+/// namespace and name) and would also hold back a re-listed or deleted object whose value
+/// did not change.
 fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
     trim: impl FnMut(&mut K) + Send + 'static,
     mut admit: impl FnMut(watcher::Event<K>) -> Option<watcher::Event<K>> + Send + 'static,
     indexes: Vec<Index<K>>,
-    significance: Option<fn(&K) -> u64>,
+    predicate: Option<fn(&K) -> u64>,
 ) -> Cached<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
@@ -556,7 +562,7 @@ where
     let watch_writer = Arc::clone(&writer);
     let (signal, filled) = crate::controller::cache::filled::filled();
     // By a hash of namespace and name, not a reference: 16 bytes per cached object. Two
-    // objects sharing a hash would also need equal significance values to miss a trigger.
+    // objects sharing a hash would also need equal predicate values to miss a trigger.
     let mut seen: HashMap<u64, u64> = HashMap::new();
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
@@ -582,7 +588,7 @@ where
         })
         .filter_map(move |event| {
             let trigger = match event {
-                Ok(watcher::Event::Apply(object)) => match significance {
+                Ok(watcher::Event::Apply(object)) => match predicate {
                     Some(value_of) => {
                         let value = value_of(&object);
                         let changed = seen.insert(identity(&object), value) != Some(value);
@@ -591,7 +597,7 @@ where
                     None => Some(Ok(object)),
                 },
                 Ok(watcher::Event::InitApply(object)) => {
-                    if let Some(value_of) = significance {
+                    if let Some(value_of) = predicate {
                         seen.insert(identity(&object), value_of(&object));
                     }
                     Some(Ok(object))
@@ -637,7 +643,7 @@ where
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
 /// its containers ended, and a start problem a container waits for. The kubelet's other
 /// status updates (conditions, readiness, IPs) trigger nothing.
-fn pod_significance(pod: &Pod) -> u64 {
+fn pod_predicate(pod: &Pod) -> u64 {
     let status = pod.status.as_ref();
     let ended: Vec<(&str, Option<i32>)> = status
         .and_then(|s| s.container_statuses.as_ref())
@@ -648,7 +654,7 @@ fn pod_significance(pod: &Pod) -> u64 {
             Some((c.name.as_str(), Some(terminated.exit_code)))
         })
         .collect();
-    significance_of(&(
+    hash_of(&(
         status.and_then(|s| s.phase.as_deref()),
         pod.metadata.deletion_timestamp.is_some(),
         ended,
@@ -661,9 +667,9 @@ fn pod_significance(pod: &Pod) -> u64 {
 /// trigger nothing: expiry is a matter of time, which each reconcile schedules from the
 /// newest renewal. A write that leaves the Lease expired (a renewal from a skewed clock, a
 /// hand edit) triggers at once, since the scheduled wake-up is for the old expiry.
-fn lease_significance(lease: &Lease) -> u64 {
+fn lease_predicate(lease: &Lease) -> u64 {
     let spec = lease.spec.as_ref();
-    significance_of(&(
+    hash_of(&(
         spec.and_then(|s| s.holder_identity.as_deref()),
         spec.and_then(|s| s.lease_transitions),
         spec.and_then(|s| s.lease_duration_seconds),
@@ -674,10 +680,10 @@ fn lease_significance(lease: &Lease) -> u64 {
 /// An object's namespace and name, hashed.
 fn identity<K: Resource>(object: &K) -> u64 {
     let meta = object.meta();
-    significance_of(&(meta.namespace.as_deref(), meta.name.as_deref()))
+    hash_of(&(meta.namespace.as_deref(), meta.name.as_deref()))
 }
 
-fn significance_of(value: &impl std::hash::Hash) -> u64 {
+fn hash_of(value: &impl std::hash::Hash) -> u64 {
     use std::hash::Hasher;
     let mut hasher = fnv::FnvHasher::default();
     value.hash(&mut hasher);
@@ -754,8 +760,8 @@ mod tests {
         let now = Timestamp::now();
         let earlier = now - jiff::SignedDuration::from_secs(5);
         assert_eq!(
-            lease_significance(&claim_lease(earlier)),
-            lease_significance(&claim_lease(now))
+            lease_predicate(&claim_lease(earlier)),
+            lease_predicate(&claim_lease(now))
         );
     }
 
@@ -764,8 +770,8 @@ mod tests {
         let now = Timestamp::now();
         let long_ago = now - jiff::SignedDuration::from_secs(3600);
         assert_ne!(
-            lease_significance(&claim_lease(long_ago)),
-            lease_significance(&claim_lease(now))
+            lease_predicate(&claim_lease(long_ago)),
+            lease_predicate(&claim_lease(now))
         );
     }
 }
