@@ -13,3 +13,4 @@ pub(crate) mod preflight;
 pub(crate) mod rests;
 pub mod task;
 pub(crate) mod task_status;
+pub(crate) mod templates;

@@ -4,7 +4,7 @@
 //! reads what belongs to its Feature instead of scanning every cached object, so its work
 //! does not grow with the other Features' sizes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -227,6 +227,13 @@ impl Indexes {
 fn by_feature_label(meta: &ObjectMeta) -> Option<String> {
     let feature = meta.labels.as_ref()?.get(FEATURE_LABEL)?;
     Some(feature_key(meta.namespace.as_deref()?, feature))
+}
+
+pub(crate) fn by_name<K: Resource>(objects: Vec<Arc<K>>) -> BTreeMap<String, Arc<K>> {
+    objects
+        .into_iter()
+        .filter_map(|o| o.meta().name.clone().map(|n| (n, o)))
+        .collect()
 }
 
 #[cfg(test)]

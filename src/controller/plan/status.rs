@@ -299,29 +299,7 @@ pub fn feature_status(
         set.set(&mut status, PROGRESSING, false, invalid.reason, why);
         return status;
     }
-    match &events.misconfiguration {
-        Some(problem) => set.set(
-            &mut status,
-            CONFIGURED,
-            false,
-            problem.reason,
-            &problem.message,
-        ),
-        None => set.set(
-            &mut status,
-            CONFIGURED,
-            true,
-            "Configured",
-            "agent Pods can be created",
-        ),
-    }
-    set.set(
-        &mut status,
-        VALID,
-        true,
-        "PlanValid",
-        "the task DAG is valid",
-    );
+    set_configured(&mut status, &set, events.misconfiguration.as_ref());
     status.usage = super::budget::recorded(tasks);
     super::budget::set_cost_condition(feature, &status.usage, &mut status.conditions, now.clone());
     super::pod_gateway::set_gateway_condition(feature, &mut status.conditions, now.clone());
@@ -355,6 +333,32 @@ pub fn feature_status(
         now_ms,
     );
     set_outcome_conditions(&mut status, &set, outcome, c);
+    set_confined(&mut status, tasks, generation, now);
+    status
+}
+
+/// `Configured` (false with the misconfiguration, when there is one) and `Valid`.
+fn set_configured(status: &mut FeatureStatus, set: &FeatureConditions, problem: Option<&Problem>) {
+    match problem {
+        Some(problem) => set.set(status, CONFIGURED, false, problem.reason, &problem.message),
+        None => set.set(
+            status,
+            CONFIGURED,
+            true,
+            "Configured",
+            "agent Pods can be created",
+        ),
+    }
+    set.set(status, VALID, true, "PlanValid", "the task DAG is valid");
+}
+
+/// The Feature's `Confined` condition, from its Tasks'.
+fn set_confined(
+    status: &mut FeatureStatus,
+    tasks: &[std::sync::Arc<Task>],
+    generation: Option<i64>,
+    now: Time,
+) {
     let tasks_confined = tasks.iter().filter_map(|task| {
         let confined = conditions::find(&task.status.as_ref()?.conditions, conditions::CONFINED)?;
         Some((task.metadata.name.as_deref().unwrap_or_default(), confined))
@@ -362,7 +366,6 @@ pub fn feature_status(
     if let Some(confined) = conditions::feature_confined(tasks_confined, generation, now) {
         conditions::set_condition(&mut status.conditions, confined);
     }
-    status
 }
 
 /// Sets Feature conditions observed at one generation and time.
