@@ -10,7 +10,7 @@
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use ralph::api::{Feature, Task};
-use ralph::controller::trim::{trim_feature, trim_task};
+use ralph::controller::cache::trim::{trim_feature, trim_task};
 use serde_json::{Value, json};
 
 #[global_allocator]

@@ -1,5 +1,5 @@
 //! Figures of the pool and model selection, printed, not asserted: the Feature reconcile's
-//! pure decision (`controller::decide::plan`) for a 200-task Feature with one agent and no
+//! pure decision (`controller::plan::decide::plan`) for a 200-task Feature with one agent and no
 //! models, and with a pool of 9 agents (the first 8 resting), an escalating model list and
 //! 10 recorded attempts per task; and one `engine::selection::select` call.
 //!
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ralph::api::{Feature, Task, desired_tasks};
-use ralph::controller::decide::{Snapshot, plan};
+use ralph::controller::plan::decide::{Snapshot, plan};
 use ralph::engine::conclusion::AgentRest;
 use ralph::engine::selection::Rests;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use ralph::api::{Feature, FeaturePhase};
-use ralph::controller::budget::{COST_REPORTED, REASON_COST_UNKNOWN};
+use ralph::controller::plan::budget::{COST_REPORTED, REASON_COST_UNKNOWN};
 
 use serde_json::json;
 

@@ -11,7 +11,7 @@ use crate::support::{fake_apiserver, harness};
 use fake_apiserver::{RequestRecord, Verb};
 use harness::{Harness, feature_manifest};
 use kube::api::ListParams;
-use ralph::controller::claim;
+use ralph::controller::act::claim;
 use ralph::engine::dag::TaskPhase;
 
 /// Longer than the harness waits: whatever happens to a claim, expiry is not why.

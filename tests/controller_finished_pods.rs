@@ -11,7 +11,7 @@ use std::time::Duration;
 use fake_apiserver::{ApiError, RequestRecord};
 use harness::{Harness, one_task, runner_arg};
 use ralph::api::TaskStatus;
-use ralph::controller::retention::RETIRE_PERIOD;
+use ralph::controller::cache::retention::RETIRE_PERIOD;
 use ralph::engine::dag::TaskPhase;
 use ralph::engine::policy::AttemptOutcome;
 use serde_json::json;

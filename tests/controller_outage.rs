@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use ralph::api::Feature;
-use ralph::controller::leader::ElectionConfig;
+use ralph::controller::runtime::leader::ElectionConfig;
 use ralph::controller::{ControllerConfig, LeaderElection, NativeSidecars};
 use tokio_util::sync::CancellationToken;
 
@@ -224,8 +224,8 @@ async fn the_controller_client_names_itself_in_the_user_agent() {
 
 #[tokio::test]
 async fn calls_queued_in_the_rate_limit_longer_than_the_api_timeout_still_succeed() {
-    use ralph::controller::call::bounded;
     use ralph::controller::client::ThrottleLayer;
+    use ralph::controller::client::call::bounded;
     let server = FakeApiServer::start().await.expect("fake API server");
     server.add_realistic_latency();
     let api_timeout = Duration::from_millis(500);
@@ -247,8 +247,8 @@ async fn calls_queued_in_the_rate_limit_longer_than_the_api_timeout_still_succee
 
 #[tokio::test]
 async fn a_sent_request_without_an_answer_times_out_after_the_api_timeout() {
-    use ralph::controller::call::{CallError, bounded};
     use ralph::controller::client::ThrottleLayer;
+    use ralph::controller::client::call::{CallError, bounded};
     let server = FakeApiServer::start().await.expect("fake API server");
     let api_timeout = Duration::from_millis(300);
     let throttle = ThrottleLayer::new(10.0, 1, api_timeout).expect("a positive rate");

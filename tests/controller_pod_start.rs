@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use ralph::api::AttemptOutcome;
-use ralph::controller::pod_start::START_GRACE_MS;
+use ralph::controller::plan::pod_start::START_GRACE_MS;
 use ralph::engine::dag::TaskPhase;
 
 const PULL_FAILED: &str = "failed to pull and unpack image \"agent:test\": pull access denied";

@@ -15,8 +15,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use ralph::controller::claim::{self, ClaimError, ClaimRequest, Leases};
-use ralph::controller::retention::RETIRE_PERIOD;
+use ralph::controller::act::claim::{self, ClaimError, ClaimRequest, Leases};
+use ralph::controller::cache::retention::RETIRE_PERIOD;
 use ralph::engine::dag::TaskPhase;
 
 /// Longer than the harness waits: whatever happens to a claim, expiry is not why.

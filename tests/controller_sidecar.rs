@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use ralph::controller::claim::{self, ClaimError, ClaimRequest, Leases};
+use ralph::controller::act::claim::{self, ClaimError, ClaimRequest, Leases};
 use ralph::controller::sidecar::{self, SidecarConfig, SidecarExit};
 
 const NS: &str = "team";

@@ -478,11 +478,11 @@ async fn lease_held_by(holder: &str) -> fake_apiserver::FakeApiServer {
     let server = fake_apiserver::FakeApiServer::start()
         .await
         .expect("fake API server");
-    let leases = ralph::controller::claim::Leases::new(
+    let leases = ralph::controller::act::claim::Leases::new(
         kube::Api::namespaced(server.client_in("team"), "team"),
         std::time::Duration::from_secs(5),
     );
-    let request = ralph::controller::claim::ClaimRequest {
+    let request = ralph::controller::act::claim::ClaimRequest {
         lease: "feat-build".to_owned(),
         holder: holder.to_owned(),
         duration_seconds: 60,

@@ -479,7 +479,7 @@ const PLAN_SCRIPT: &str = concat!(
 /// An agent Pod as the controller builds it, its agent `image` running `command`.
 fn attempt_pod_running(image: &str, command: Value) -> Pod {
     use ralph::api::AgentSpec;
-    use ralph::controller::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+    use ralph::controller::plan::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
     let agent: AgentSpec =
         serde_json::from_value(json!({ "image": image, "command": command })).expect("agent spec");
     let input = AttemptPod {

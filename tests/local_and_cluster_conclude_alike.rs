@@ -9,7 +9,7 @@ use crate::support::{cluster_objects, mentions};
 use cluster_objects::{hello_feature, hello_task};
 use mentions::assert_mentions;
 use ralph::api::AttemptOutcome;
-use ralph::controller::status::{self, Ingestion};
+use ralph::controller::plan::status::{self, Ingestion};
 use ralph::engine::attempt::{AttemptResult, StopReason};
 use ralph::engine::dag::TaskPhase;
 use ralph::engine::lifecycle::AttemptEnd;
@@ -133,7 +133,7 @@ fn cluster_in(before: &Before, end: &AttemptEnd, workspace: Option<&WorkspaceRep
         "attemptCount": attempt_count(before),
         "attempts": attempts,
     }));
-    let next = ralph::controller::task::conclude_in_workspace(
+    let next = ralph::controller::act::task::conclude_in_workspace(
         &feature, &task, "t", end, workspace, NOW, JITTER,
     );
     let result = match end {
@@ -608,7 +608,7 @@ fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spend
             claim,
             NOW,
         ));
-        let next = ralph::controller::task::conclude(&feature, &task, "t", end, NOW, JITTER);
+        let next = ralph::controller::act::task::conclude(&feature, &task, "t", end, NOW, JITTER);
         let result = match end {
             AttemptEnd::Reported(result) => Some(result.as_ref()),
             _ => None,
@@ -622,12 +622,12 @@ fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spend
         task.status = Some(status::ingested(&task, &ingestion));
     }
     let tasks = [std::sync::Arc::new(task)];
-    let totals = ralph::controller::budget::recorded(&tasks);
+    let totals = ralph::controller::plan::budget::recorded(&tasks);
     let pods = std::collections::BTreeMap::new();
     Spending {
         tokens: totals.tokens(),
         cost: totals.cost_text(),
-        spent: ralph::controller::budget::budget_spent(&feature, &tasks, &pods)
+        spent: ralph::controller::plan::budget::budget_spent(&feature, &tasks, &pods)
             .map(|s| s.to_string()),
     }
 }

@@ -82,7 +82,7 @@ fn cluster(strategy: ModelStrategy, history: &[Past], resting: Resting) -> Chose
             (agent.identity(), rest(*until))
         })
         .collect();
-    chosen(ralph::controller::selection::select(
+    chosen(ralph::controller::plan::selection::select(
         &feature, &task, &rests, NOW,
     ))
 }

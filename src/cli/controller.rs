@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::controller::client::ThrottleLayer;
-use crate::controller::leader::ElectionConfig;
+use crate::controller::runtime::leader::ElectionConfig;
 use crate::controller::{ControllerConfig, LeaderElection, NativeSidecars};
 
 /// Options of `ralph controller`.
@@ -152,7 +152,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         finished_pod_ttl: args.finished_pod_ttl,
         gateway_prices: gateway_prices(args.gateway_prices.as_deref())?,
     };
-    crate::controller::run(client, config, crate::controller::shutdown::signal()).await?;
+    crate::controller::run(
+        client,
+        config,
+        crate::controller::runtime::shutdown::signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

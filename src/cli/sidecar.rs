@@ -90,7 +90,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         lease_duration: args.lease_duration,
         exit_when_done: args.exit_when_done,
     };
-    let exit = sidecar::run(client, config, crate::controller::shutdown::signal()).await;
+    let exit = sidecar::run(
+        client,
+        config,
+        crate::controller::runtime::shutdown::signal(),
+    )
+    .await;
     Ok(match exit {
         SidecarExit::Fenced { holder } => {
             tracing::warn!(%holder, "the claim passed to another holder; stopping");

@@ -1,47 +1,22 @@
-//! Kubernetes controllers: Feature, Task, claim Leases, agent Pod builder, status.
+//! The Kubernetes side of ralph, in rooms that show its architecture:
+//!
+//! - [`cache`]: the read model (the watched objects as trimmed and indexed, what the
+//!   controller wrote and the watch has not shown yet);
+//! - [`plan`]: pure decisions (no I/O, no client, no [`runtime::context::Context`]): what to
+//!   do with each Task, the Feature's status, the agent Pod's layout, problems;
+//! - [`act`]: the writes (claim Leases, Tasks, Pods, Events, ConfigMaps);
+//! - [`runtime`]: what wires them (the Feature reconcile, watches, leader election, metrics);
+//! - [`client`]: the API client and the bound on every call;
+//! - [`sidecar`]: the claim-keeper that runs in each agent Pod (`ralph sidecar`).
 
-pub mod budget;
-pub mod call;
-pub mod claim;
+pub mod act;
+pub mod cache;
 pub mod client;
-pub mod context;
-pub mod decide;
-pub mod descriptions;
-pub mod events;
-pub mod feature;
-pub mod filled;
-mod gateway_secret;
-pub mod git;
-pub mod heap;
-pub mod index;
-pub mod leader;
-pub mod lease_cache;
-pub mod memory;
-pub mod metrics;
-pub mod origin;
-pub mod pod;
-mod pod_gateway;
-pub mod pod_git;
-pub mod pod_start;
-pub mod pod_wait;
-pub mod preflight;
-pub mod rests;
-pub mod retention;
-pub mod run_view;
+pub mod plan;
 pub mod runtime;
-pub mod selection;
-pub mod server;
-pub mod shapes;
-pub mod shutdown;
 pub mod sidecar;
-pub mod slots;
-pub mod spec_cache;
-pub mod status;
-pub mod task;
-pub mod trim;
-pub mod verify;
 
 #[cfg(test)]
 mod testing;
 
-pub use runtime::{ControllerConfig, LeaderElection, NativeSidecars, RunError, run};
+pub use runtime::run::{ControllerConfig, LeaderElection, NativeSidecars, RunError, run};

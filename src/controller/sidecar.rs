@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 
-use super::claim::{ClaimError, Leases};
+use crate::controller::act::claim::{ClaimError, Leases};
 
 /// Shortest pause between two renewals.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);

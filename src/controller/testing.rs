@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::controller::decide::{FeatureManifest, Problem};
+use crate::controller::plan::decide::FeaturePlan;
+use crate::controller::plan::problem::Problem;
 use crate::engine::lifecycle::Action;
 
 /// A `ralph.dev/v1alpha1` object of `kind` with this metadata and spec.
@@ -21,7 +22,7 @@ pub fn object<K: DeserializeOwned>(kind: &str, metadata: Value, spec: Value) -> 
 }
 
 /// The tasks `plan` claims, by name.
-pub fn claimed(plan: &FeatureManifest) -> Vec<String> {
+pub fn claimed(plan: &FeaturePlan) -> Vec<String> {
     plan.tasks
         .iter()
         .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))

@@ -235,19 +235,6 @@ pub fn conclude(
     }
 }
 
-/// The former name of [`conclude`], kept for callers not moved yet.
-#[doc(hidden)]
-pub fn conclude_with_workspace(
-    end: &AttemptEnd,
-    workspace: Option<&WorkspaceReport>,
-    task: &TaskState,
-    policy: &ConclusionPolicy,
-    now_ms: i64,
-    jitter: f64,
-) -> NextState {
-    conclude(end, workspace, task, policy, now_ms, jitter)
-}
-
 /// The phase a decision puts the task in. A claimed task was Pending before it ran, so
 /// "unchanged" means Pending again.
 pub fn phase_after(change: PhaseChange) -> TaskPhase {

@@ -74,9 +74,6 @@ pub struct TriedModel {
     pub next_model: Option<String>,
 }
 
-/// The former name of [`TriedModel`], kept for callers not moved yet.
-#[doc(hidden)]
-pub type PastAttempt = TriedModel;
 
 /// Resting agents by identity.
 pub type Rests = BTreeMap<String, AgentRest>;

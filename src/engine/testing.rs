@@ -53,7 +53,7 @@ pub fn conclude_with_workspace(
     workspace: Option<&WorkspaceReport>,
     task: &TaskState,
 ) -> NextState {
-    conclusion::conclude_with_workspace(end, workspace, task, &conclusion_policy(), NOW_MS, 0.0)
+    conclusion::conclude(end, workspace, task, &conclusion_policy(), NOW_MS, 0.0)
 }
 
 /// A result of attempt `<task>-a1` that finished its turn with `end_turn` and said nothing:

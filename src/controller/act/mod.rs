@@ -1,0 +1,16 @@
+//! The writes: claim Leases, Task applies and status, agent Pods, Events, and the
+//! ConfigMaps the controller keeps (rests, knowledge).
+
+pub mod claim;
+pub(crate) mod claims;
+pub mod error;
+pub(crate) mod events;
+pub(crate) mod gateway_secret;
+pub(crate) mod git_secret;
+pub(crate) mod memory;
+pub(crate) mod pod_start;
+pub(crate) mod preflight;
+pub(crate) mod rests;
+pub mod task;
+pub(crate) mod task_status;
+pub(crate) mod templates;

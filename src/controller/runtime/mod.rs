@@ -1,0 +1,11 @@
+//! What wires the rooms together: the kube-runtime controller and its watches, the Feature
+//! reconcile, the shared context, leader election, the metrics and health server.
+
+pub(crate) mod context;
+pub(crate) mod feature;
+pub(crate) mod heap;
+pub mod leader;
+pub(crate) mod metrics;
+pub mod run;
+pub(crate) mod server;
+pub mod shutdown;
