@@ -74,7 +74,6 @@ pub struct TriedModel {
     pub next_model: Option<String>,
 }
 
-
 /// Resting agents by identity.
 pub type Rests = BTreeMap<String, AgentRest>;
 

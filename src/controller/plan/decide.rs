@@ -23,6 +23,7 @@ use crate::engine::dag::{
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
+use crate::engine::planning;
 use crate::engine::selection::{Rests, Selection};
 
 /// Condition type set when an agent promised FAILURE: the feature stopped for good.
@@ -215,9 +216,25 @@ pub(crate) fn plan_laid_out(
 ) -> FeaturePlan {
     let feature = snapshot.feature;
     let iterations: u32 = snapshot.tasks.iter().map(|t| attempt_count(t)).sum();
+    let hand_written = snapshot.tasks.len().max(feature.spec.tasks.len());
+    if let Some(message) =
+        planning::cluster_planning_problem(feature.spec.planning.is_some(), hand_written)
+    {
+        let problem = Problem {
+            reason: planning::REASON_PLANNING_UNSUPPORTED,
+            message,
+        };
+        return refused(problem, iterations);
+    }
     let Layout { shape, task_at } = match layout {
         Ok(layout) => layout,
-        Err(errors) => return invalid_plan(&errors, iterations),
+        Err(errors) => {
+            let problem = Problem {
+                reason: conditions::REASON_INVALID_PLAN,
+                message: errors.to_string(),
+            };
+            return refused(problem, iterations);
+        }
     };
     let task_of = |position: usize| {
         task_at
@@ -261,13 +278,11 @@ pub(crate) fn plan_laid_out(
     }
 }
 
-/// The plan of a feature whose DAG is invalid: nothing runs.
-fn invalid_plan(errors: &DagErrors, iterations: u32) -> FeaturePlan {
+/// The plan of a Feature that cannot run as written: nothing starts, and `problem` is its
+/// `Valid=False` condition.
+fn refused(problem: Problem, iterations: u32) -> FeaturePlan {
     FeaturePlan {
-        invalid: Some(Problem {
-            reason: conditions::REASON_INVALID_PLAN,
-            message: errors.to_string(),
-        }),
+        invalid: Some(problem),
         tasks: Vec::new(),
         counts: PhaseCounts::default(),
         outcome: None,

@@ -3,7 +3,7 @@
 
 use crate::api::{Feature, Task, TaskStatus};
 use crate::engine::selection::{
-    self, Choice, ModelChoice, TriedModel, PoolAgent, Rests, Selection,
+    self, Choice, ModelChoice, PoolAgent, Rests, Selection, TriedModel,
 };
 
 /// A Task's attempts (the ones its status keeps), oldest first, as the selection reads them.
