@@ -262,8 +262,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(exit) => return Ok(exit.into()),
     };
     let mut display = Display::new(Mode::detect(args.json));
-    let tasks = store.tasks()?;
-    show_plan(&mut display, &feature, &tasks, report);
+    show_plan(&mut display, &feature, &store.tasks()?, report);
     let worktrees = match open_worktrees(&args, &workspace, &feature.name, &state).await {
         Ok(worktrees) => worktrees,
         Err(error) => {
@@ -273,17 +272,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let runner_args = all_runner_args(&args, chosen, confinement, &state)?;
     let options = run_options(&args, &feature, exe, workspace, worktrees, runner_args);
-    let planning = super::plan::RunPlanning {
-        file: &args.file,
-        chosen,
-        exe: &options.runner.program,
-        runner: &options.runner,
-        workdir: options.worktrees.as_ref().map_or_else(
-            || options.runner.workspace.clone(),
-            |worktrees| worktrees.top().to_path_buf(),
-        ),
-        interactive: super::plan::interactive(args.json),
-    };
+    let planning = run_planning(&args, chosen, &options);
     let feature = match super::plan::for_run(&planning, &mut store, feature, &mut display).await? {
         Ok(feature) => feature,
         Err(exit) => {
@@ -301,18 +290,42 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .chain(gateway_off_warning(
             chosen.feature.spec.agent.gateway.as_ref(),
         ));
-    for message in warnings {
-        display.show(&RunEvent::Warning {
-            task: None,
-            message,
-        });
-    }
+    show_warnings(&mut display, warnings);
     match run_to_end(&planning, &mut store, feature, &options, &mut display).await? {
         Ok((feature, outcome)) => finish(&mut store, &feature, &outcome, &mut display),
         Err(exit) => {
             store.release_run_ownership(&process::own_token())?;
             Ok(exit.into())
         }
+    }
+}
+
+/// Shows each warning before the run starts.
+fn show_warnings(display: &mut Display, warnings: impl IntoIterator<Item = String>) {
+    for message in warnings {
+        display.show(&RunEvent::Warning {
+            task: None,
+            message,
+        });
+    }
+}
+
+/// What planning needs of the run: the manifest, how runners start, where the planner works.
+fn run_planning<'a>(
+    args: &'a Args,
+    chosen: &'a FeatureManifest,
+    options: &'a RunOptions,
+) -> super::plan::RunPlanning<'a> {
+    super::plan::RunPlanning {
+        file: &args.file,
+        chosen,
+        exe: &options.runner.program,
+        runner: &options.runner,
+        workdir: options.worktrees.as_ref().map_or_else(
+            || options.runner.workspace.clone(),
+            |worktrees| worktrees.top().to_path_buf(),
+        ),
+        interactive: super::plan::interactive(args.json),
     }
 }
 

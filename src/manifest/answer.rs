@@ -264,6 +264,28 @@ fn parse(text: &str) -> Result<Vec<serde_yaml_ng::Value>, AnswerProblem> {
     }
 }
 
+/// The rules of a planned task's `dependsOn`: its length, names, no name twice.
+fn dependency_rules(task: &AnswerTask, out: &mut Vec<AnswerProblem>) {
+    let name = Some(task.name.as_str());
+    if task.depends_on.len() > MAX_DEPENDENCIES {
+        out.push(problem(
+            name,
+            format!("dependsOn names more than {MAX_DEPENDENCIES} tasks"),
+        ));
+    }
+    for (index, dependency) in task.depends_on.iter().enumerate() {
+        if let Err(why) = check_dns_subdomain(dependency) {
+            out.push(problem(name, format!("dependsOn {dependency:?} {why}")));
+        }
+        if task.depends_on[..index].contains(dependency) {
+            out.push(problem(
+                name,
+                format!("dependsOn names {dependency:?} twice"),
+            ));
+        }
+    }
+}
+
 fn task_rules(task: &AnswerTask, existing: &HashSet<&str>, out: &mut Vec<AnswerProblem>) {
     let name = Some(task.name.as_str());
     if let Err(why) = check_dns_label(&task.name) {
@@ -295,23 +317,7 @@ fn task_rules(task: &AnswerTask, existing: &HashSet<&str>, out: &mut Vec<AnswerP
             format!("the description (with its checks) is longer than {MAX_DESCRIPTION_LEN} bytes"),
         ));
     }
-    if task.depends_on.len() > MAX_DEPENDENCIES {
-        out.push(problem(
-            name,
-            format!("dependsOn names more than {MAX_DEPENDENCIES} tasks"),
-        ));
-    }
-    for (index, dependency) in task.depends_on.iter().enumerate() {
-        if let Err(why) = check_dns_subdomain(dependency) {
-            out.push(problem(name, format!("dependsOn {dependency:?} {why}")));
-        }
-        if task.depends_on[..index].contains(dependency) {
-            out.push(problem(
-                name,
-                format!("dependsOn names {dependency:?} twice"),
-            ));
-        }
-    }
+    dependency_rules(task, out);
     if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&task.priority) {
         out.push(problem(
             name,

@@ -240,6 +240,27 @@ fn prompt(
     })
 }
 
+/// Proposes a revised plan (approved at once unless approval is Manual) and what the run
+/// does next with it.
+fn adopt_revision(
+    store: &mut Store,
+    mut state: PlanState,
+    feature: &LocalFeature,
+    run: &PlanningRun<'_>,
+    plan: StoredPlan,
+) -> Result<Planned, PlanningError> {
+    state.propose(plan, run.spec.approval, rfc3339(now_ms()));
+    state.retry_failed = true;
+    save(store, &state)?;
+    Ok(match state.approved() {
+        Some(_) => Planned::Run(Box::new(with_plan(feature.clone(), &state))),
+        None => match &state.plan {
+            Some(plan) => Planned::AwaitingApproval(plan.clone()),
+            None => Planned::Run(Box::new(feature.clone())),
+        },
+    })
+}
+
 /// Runs one planning attempt and judges its answer.
 async fn attempt(
     store: &mut Store,
@@ -283,38 +304,71 @@ async fn attempt(
         generation: 0,
         kind: AttemptKind::Work,
     });
+    let ended = run_attempt(&command, store, &id, &text, display).await?;
+    let answered = judge(&ended, &answer_dir, round.existing, run.spec);
+    clear(&answer_dir)?;
+    record(
+        store,
+        display,
+        &id,
+        number,
+        started_at_ms,
+        &ended,
+        &answered,
+    )?;
+    Ok(answered)
+}
+
+/// Runs the planner's runner until it ended, showing its activity as it comes.
+async fn run_attempt(
+    command: &RunnerCommand,
+    store: &Store,
+    id: &str,
+    text: &str,
+    display: &mut Display,
+) -> Result<Ended, PlanningError> {
     let (reports, mut received) = tokio::sync::mpsc::unbounded_channel();
     let launch = Launch {
         task: PLANNING_TASK,
-        attempt: &id,
-        files: AttemptFiles::in_dir(store.attempt_dir(&id)),
-        prompt: &text,
+        attempt: id,
+        files: AttemptFiles::in_dir(store.attempt_dir(id)),
+        prompt: text,
         reports,
     };
-    executor::start(&command, launch, None)?;
-    let ended = loop {
+    executor::start(command, launch, None)?;
+    loop {
         match received.recv().await {
             Some(report) => match report.report {
                 Report::Activity(text) => display.show(&RunEvent::Activity {
                     task: PLANNING_TASK.to_owned(),
-                    attempt: id.clone(),
+                    attempt: id.to_owned(),
                     text,
                 }),
                 Report::Spawned(_) => {}
-                Report::Ended(ended) => break *ended,
+                Report::Ended(ended) => return Ok(*ended),
             },
             None => {
-                break Ended {
+                return Ok(Ended {
                     exit_code: None,
                     result: Err("the runner's watcher stopped".to_owned()),
                     workspace: None,
-                };
+                });
             }
         }
-    };
-    let answered = judge(&ended, &answer_dir, round.existing, run.spec);
-    clear(&answer_dir)?;
-    let (outcome, phase, message) = match &answered {
+    }
+}
+
+/// Records the planning attempt and how its answer was judged, in the store and on screen.
+fn record(
+    store: &mut Store,
+    display: &mut Display,
+    id: &str,
+    number: u32,
+    started_at_ms: i64,
+    ended: &Ended,
+    answered: &Answered,
+) -> Result<(), PlanningError> {
+    let (outcome, phase, message) = match answered {
         Answered::Valid(plan) => (
             "planned",
             TaskPhase::Done,
@@ -332,7 +386,7 @@ async fn attempt(
     let ended_at_ms = now_ms();
     let result = ended.result.as_ref().ok();
     let row = AttemptRow {
-        id: id.clone(),
+        id: id.to_owned(),
         task: PLANNING_TASK.to_owned(),
         number,
         kind: AttemptKind::Work,
@@ -350,18 +404,18 @@ async fn attempt(
             result: result.and_then(|r| serde_json::to_string(r).ok()),
         },
     };
-    let event = NewEvent::attempt(PLANNING_TASK, &id, outcome, message.clone());
+    let event = NewEvent::attempt(PLANNING_TASK, id, outcome, message.clone());
     store.record_planning_attempt(&row, &event)?;
     display.show(&RunEvent::Ended {
         task: PLANNING_TASK.to_owned(),
-        attempt: id,
+        attempt: id.to_owned(),
         outcome: outcome.to_owned(),
         phase,
         duration_ms: ended_at_ms - started_at_ms,
         retry_at_ms: None,
         message: (phase != TaskPhase::Done).then_some(message),
     });
-    Ok(answered)
+    Ok(())
 }
 
 /// Removes the answer directory (a stale answer is never read twice).
@@ -513,16 +567,7 @@ pub async fn replan(
                 let tasks = kept.iter().cloned().chain(revised.answer.tasks).collect();
                 let plan = StoredPlan::new(Answer { tasks }, current.document.clone());
                 state.previous = Some(current);
-                state.propose(plan, run.spec.approval, rfc3339(now_ms()));
-                state.retry_failed = true;
-                save(store, &state)?;
-                return Ok(Some(match state.approved() {
-                    Some(_) => Planned::Run(Box::new(with_plan(feature.clone(), &state))),
-                    None => match &state.plan {
-                        Some(plan) => Planned::AwaitingApproval(plan.clone()),
-                        None => Planned::Run(Box::new(feature.clone())),
-                    },
-                }));
+                return adopt_revision(store, state, feature, run, plan).map(Some);
             }
             Answered::Invalid(problems) => {
                 state.invalid_answers += 1;
