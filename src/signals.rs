@@ -5,7 +5,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// Which stop signal arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopSignal {
+pub(crate) enum StopSignal {
     /// SIGTERM.
     Terminate,
     /// SIGINT (Ctrl+C).
@@ -14,7 +14,7 @@ pub enum StopSignal {
 
 impl StopSignal {
     /// The signal's name, e.g. `SIGTERM`.
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             StopSignal::Terminate => "SIGTERM",
             StopSignal::Interrupt => "SIGINT",
@@ -24,14 +24,14 @@ impl StopSignal {
 
 /// Listens for SIGTERM and SIGINT; while it exists they no longer end the process.
 #[derive(Debug)]
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     terminate: Signal,
     interrupt: Signal,
 }
 
 impl StopSignals {
     /// Starts listening.
-    pub fn listen() -> std::io::Result<Self> {
+    pub(crate) fn listen() -> std::io::Result<Self> {
         Ok(StopSignals {
             terminate: signal(SignalKind::terminate())?,
             interrupt: signal(SignalKind::interrupt())?,
@@ -40,7 +40,7 @@ impl StopSignals {
 
     /// Waits for the next stop signal. Cancel-safe: no signal is lost when the wait is
     /// dropped.
-    pub async fn recv(&mut self) -> StopSignal {
+    pub(crate) async fn recv(&mut self) -> StopSignal {
         tokio::select! {
             _ = self.terminate.recv() => StopSignal::Terminate,
             _ = self.interrupt.recv() => StopSignal::Interrupt,

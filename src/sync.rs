@@ -4,7 +4,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 /// Locks `mutex`, recovering the guard of a poisoned lock.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),

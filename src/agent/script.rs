@@ -20,7 +20,7 @@ use serde_yaml_ng::Value;
 /// A script that cannot be used, with where the problem is.
 #[derive(Debug, thiserror::Error)]
 #[error("{source_name}: {location}: {message}")]
-pub struct ScriptError {
+pub(crate) struct ScriptError {
     /// The script file (or other source name).
     pub source_name: String,
     /// Where in the script (e.g. `tasks.write-test attempt 2 step 1`).
@@ -31,7 +31,7 @@ pub struct ScriptError {
 
 /// One thing the agent does during a prompt turn.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Send an agent message chunk (`{task}` and `{attempt}` substituted).
     Text(String),
     /// Send an agent thought chunk.
@@ -79,7 +79,7 @@ pub enum Step {
 
 /// A permissioned file tool call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ToolStep {
+pub(crate) struct ToolStep {
     /// The file (relative paths are taken from the session's cwd).
     pub path: PathBuf,
     /// Write this content; `None` reads the file instead.
@@ -97,7 +97,7 @@ pub struct ToolStep {
 
 /// What a scripted permission request carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PermissionRequestStyle {
+pub(crate) enum PermissionRequestStyle {
     /// The `tool_call` update and the request both carry title, kind, input and location.
     #[default]
     Full,
@@ -109,7 +109,7 @@ pub enum PermissionRequestStyle {
 
 /// A JSON-RPC error answer to the prompt.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ErrorStep {
+pub(crate) struct ErrorStep {
     /// The error code (default -32603, internal error).
     pub code: i32,
     /// The error message.
@@ -120,7 +120,7 @@ pub struct ErrorStep {
 
 /// Usage to report.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct UsageStep {
+pub(crate) struct UsageStep {
     /// Input tokens.
     pub input_tokens: u64,
     /// Output tokens.
@@ -138,7 +138,7 @@ enum Plan {
 
 /// A parsed script.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Script {
+pub(crate) struct Script {
     model: Option<String>,
     models: Vec<String>,
     default: Plan,
@@ -147,7 +147,7 @@ pub struct Script {
 
 impl Script {
     /// Parses a YAML script; `source_name` names it in errors.
-    pub fn from_yaml(text: &str, source_name: &str) -> Result<Self, ScriptError> {
+    pub(crate) fn from_yaml(text: &str, source_name: &str) -> Result<Self, ScriptError> {
         let fail = |location: &str, message: String| ScriptError {
             source_name: source_name.to_string(),
             location: location.to_string(),
@@ -223,18 +223,18 @@ impl Script {
     }
 
     /// The model the agent reports for its sessions (`model:` at the top).
-    pub fn model(&self) -> Option<&str> {
+    pub(crate) fn model(&self) -> Option<&str> {
         self.model.as_deref()
     }
 
     /// The models a client may choose (`models:` at the top).
-    pub fn models(&self) -> &[String] {
+    pub(crate) fn models(&self) -> &[String] {
         &self.models
     }
 
     /// The steps for `task` on attempt number `attempt` (1-based; beyond the list, the
     /// last attempt repeats).
-    pub fn steps_for(&self, task: &str, attempt: u32) -> &[Step] {
+    pub(crate) fn steps_for(&self, task: &str, attempt: u32) -> &[Step] {
         match self.tasks.get(task).unwrap_or(&self.default) {
             Plan::Every(steps) => steps,
             Plan::PerAttempt(attempts) => {
@@ -247,7 +247,7 @@ impl Script {
 
 /// The attempt number in `RALPH_ATTEMPT`: the trailing number of `<task>-a<N>`, or a
 /// plain number; 1 when absent or unreadable.
-pub fn attempt_number(attempt: Option<&str>) -> u32 {
+pub(crate) fn attempt_number(attempt: Option<&str>) -> u32 {
     let Some(attempt) = attempt else { return 1 };
     let digits: String = attempt
         .chars()
@@ -261,7 +261,7 @@ pub fn attempt_number(attempt: Option<&str>) -> u32 {
 }
 
 /// Substitutes `{task}` and `{attempt}`.
-pub fn substitute(text: &str, task: &str, attempt: u32) -> String {
+pub(crate) fn substitute(text: &str, task: &str, attempt: u32) -> String {
     text.replace("{task}", task)
         .replace("{attempt}", &attempt.to_string())
 }

@@ -43,11 +43,11 @@ const DRAIN: Duration = Duration::from_millis(50);
 /// Why the scripted agent stopped with an error.
 #[derive(Debug, thiserror::Error)]
 #[error("ACP connection failed: {0}")]
-pub struct AgentError(String);
+pub(crate) struct AgentError(String);
 
 /// The task, attempt and steps the agent plays.
 #[derive(Clone, Debug)]
-pub struct Performance {
+pub(crate) struct Performance {
     /// The task name (`{task}`).
     pub task: String,
     /// The attempt number (`{attempt}`).
@@ -100,7 +100,7 @@ struct Shared {
 }
 
 /// Serves ACP on the process's stdin and stdout until the client hangs up.
-pub async fn serve_stdio(performance: Performance) -> Result<(), AgentError> {
+pub(crate) async fn serve_stdio(performance: Performance) -> Result<(), AgentError> {
     let transport = ByteStreams::new(
         tokio::io::stdout().compat_write(),
         tokio::io::stdin().compat(),
@@ -109,7 +109,7 @@ pub async fn serve_stdio(performance: Performance) -> Result<(), AgentError> {
 }
 
 /// Serves ACP on `transport` until the client hangs up.
-pub async fn serve(
+pub(crate) async fn serve(
     performance: Performance,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), AgentError> {

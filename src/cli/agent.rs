@@ -28,7 +28,7 @@ pub struct ScriptArgs {
 }
 
 /// Runs `ralph agent`.
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Script(args) => script(args).await,
     }

@@ -96,7 +96,7 @@ fn gateway_prices(file: Option<&std::path::Path>) -> anyhow::Result<crate::gatew
 }
 
 /// Runs `ralph controller`.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The inferring error's own text already names each cause; its source chain would
     // repeat them.
     let kube_config = kube::Config::infer().await.map_err(|error| {

@@ -10,7 +10,7 @@ use anyhow::Context;
 pub struct Args {}
 
 /// Runs `ralph crds`: both CRDs as one multi-document YAML stream on stdout.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(_args: Args) -> anyhow::Result<ExitCode> {
     let yaml = crate::api::crds_yaml().context("cannot render the CRDs as YAML")?;
     let mut stdout = std::io::stdout().lock();
     let written = stdout

@@ -139,7 +139,7 @@ struct PreparedState {
 }
 
 /// Runs a git step; the exit status is 0 when the report says all went well.
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
     let (report, repo, ended_file) = match command {
         Command::Prepare(args) => (prepare(&args).await, args.repo, None),
         Command::Finish(args) => (finish(&args).await, args.repo, args.ended_file),
@@ -392,7 +392,7 @@ fn remote_repo(repo: &RepoArgs) -> Result<RemoteRepo, WorkspaceError> {
 }
 
 /// The credentials in `dir`: a username and token, or an SSH key and known_hosts.
-pub fn read_credentials(dir: &Path) -> Result<Option<Credentials>, WorkspaceError> {
+pub(crate) fn read_credentials(dir: &Path) -> Result<Option<Credentials>, WorkspaceError> {
     let read = |name: &str| -> Result<Option<String>, WorkspaceError> {
         let path = dir.join(name);
         match std::fs::read_to_string(&path) {

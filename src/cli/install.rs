@@ -15,7 +15,7 @@ pub struct Args {
 }
 
 /// Runs `ralph install`.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     use std::os::unix::fs::PermissionsExt;
     let source = std::env::current_exe().context("cannot locate the running ralph binary")?;
     tokio::fs::copy(&source, &args.to)

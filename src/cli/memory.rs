@@ -33,7 +33,7 @@ pub struct KnowledgeArgs {
 }
 
 /// Runs `ralph journal`: one entry per ended attempt, oldest first.
-pub async fn journal(args: JournalArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn journal(args: JournalArgs) -> anyhow::Result<ExitCode> {
     let store = args.state.open()?;
     let task = args.task.as_deref();
     let entries = match &args.search {
@@ -50,7 +50,7 @@ pub async fn journal(args: JournalArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `ralph knowledge`: what agents of the run learned (the manifest's seeded knowledge
 /// is not repeated).
-pub async fn knowledge(args: KnowledgeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn knowledge(args: KnowledgeArgs) -> anyhow::Result<ExitCode> {
     let book = args.state.open()?.learned_knowledge()?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&book)?);

@@ -1,21 +1,21 @@
 //! The `ralph` command line: one module per subcommand. This is the binary's edge,
 //! so subcommands return `anyhow::Result`.
 
-pub mod agent;
-pub mod controller;
-pub mod crds;
-pub mod exit;
-pub mod git;
-pub mod install;
-pub mod memory;
-pub mod plan;
-pub mod reset;
-pub mod run;
-pub mod runner;
-pub mod sidecar;
-pub mod status;
-pub mod task;
-pub mod validate;
+pub(crate) mod agent;
+pub(crate) mod controller;
+pub(crate) mod crds;
+pub(crate) mod exit;
+pub(crate) mod git;
+pub(crate) mod install;
+pub(crate) mod memory;
+pub(crate) mod plan;
+pub(crate) mod reset;
+pub(crate) mod run;
+pub(crate) mod runner;
+pub(crate) mod sidecar;
+pub(crate) mod status;
+pub(crate) mod task;
+pub(crate) mod validate;
 
 use std::process::ExitCode;
 

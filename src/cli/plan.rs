@@ -70,7 +70,7 @@ pub enum Command {
 }
 
 /// Runs `ralph plan`.
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Check {
             file,
@@ -254,7 +254,7 @@ fn show(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// What `ralph run` needs to plan.
-pub struct RunPlanning<'a> {
+pub(crate) struct RunPlanning<'a> {
     /// The manifest.
     pub file: &'a Path,
     /// The Feature as read.
@@ -271,7 +271,7 @@ pub struct RunPlanning<'a> {
 
 /// `feature` with the tasks of the plan the store holds, approved (before the store syncs
 /// with the manifest, so planned tasks are kept); as it is when `chosen` no longer plans.
-pub fn with_kept_plan(
+pub(crate) fn with_kept_plan(
     store: &Store,
     chosen: &FeatureManifest,
     feature: LocalFeature,
@@ -285,7 +285,7 @@ pub fn with_kept_plan(
 /// The planning step of `ralph run`: without `spec.planning`, `feature` as it is; else
 /// plans (or takes the plan kept), asks for approval on a terminal, syncs the store with
 /// the planned tasks and says so. `Err(exit)` when the run stops here (said on the display).
-pub async fn for_run(
+pub(crate) async fn for_run(
     run: &RunPlanning<'_>,
     store: &mut Store,
     feature: LocalFeature,
@@ -392,7 +392,7 @@ fn apply(
 /// After the run loop: with `replan: OnFailure`, a Feature that failed because a planned
 /// task failed for good is re-planned (its pending part) and run again. `None`: the run is
 /// over as it ended; `Some(Ok(feature))`: run `feature`; `Some(Err(exit))`: stop.
-pub async fn after_run(
+pub(crate) async fn after_run(
     run: &RunPlanning<'_>,
     store: &mut Store,
     feature: &LocalFeature,
@@ -585,6 +585,6 @@ fn ask(plan: &planning::StoredPlan, base: &LocalFeature) -> anyhow::Result<bool>
 }
 
 /// Whether `ralph run` may ask a person (stdin and stderr are terminals, no `--json`).
-pub fn interactive(json: bool) -> bool {
+pub(crate) fn interactive(json: bool) -> bool {
     !json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }

@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 /// Runs `ralph reset`: removes the run's worktrees and its state; the feature branch stays.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let dir = args.state.dir()?;
     let store = Store::open_existing(&dir)?;
     if let Some(owner) = store.meta(keys::RUN_OWNER)?

@@ -93,7 +93,7 @@ pub struct Args {
 }
 
 /// The exit for how a run ended.
-pub fn exit(outcome: &RunOutcome) -> Exit {
+pub(crate) fn exit(outcome: &RunOutcome) -> Exit {
     match outcome {
         RunOutcome::Interrupted => Exit::Interrupted,
         RunOutcome::Halted { .. } => Exit::AgentMisconfigured,
@@ -104,7 +104,7 @@ pub fn exit(outcome: &RunOutcome) -> Exit {
 /// Splits an agent command like a shell, replaces a leading `ralph` with `exe`, and makes
 /// words naming existing files relative to `cwd` absolute (the agent runs in the workspace,
 /// not where `ralph run` was typed).
-pub fn agent_command(command: &str, exe: &Path, cwd: &Path) -> anyhow::Result<Vec<String>> {
+pub(crate) fn agent_command(command: &str, exe: &Path, cwd: &Path) -> anyhow::Result<Vec<String>> {
     let words = shell_words::split(command)
         .with_context(|| format!("--agent {command:?} is not a valid command line"))?;
     if words.is_empty() {
@@ -128,7 +128,7 @@ pub fn agent_command(command: &str, exe: &Path, cwd: &Path) -> anyhow::Result<Ve
 
 /// Replaces a leading `ralph` with this binary, so `cargo run -- run ...` works without
 /// installing.
-pub fn resolve_ralph(mut command: Vec<String>, exe: &Path) -> Vec<String> {
+pub(crate) fn resolve_ralph(mut command: Vec<String>, exe: &Path) -> Vec<String> {
     if command.first().is_some_and(|program| program == "ralph") {
         command[0] = exe.display().to_string();
     }
@@ -222,7 +222,7 @@ fn gateway_off_warning(gateway: Option<&GatewaySpec>) -> Option<String> {
 
 /// Runs `ralph run`: read and check the manifest, open the store, run the scheduler,
 /// show the outcome.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = match load(&args) {
         Ok(plan) => plan,
         Err(exit) => return Ok(exit.into()),

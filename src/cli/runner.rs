@@ -147,7 +147,7 @@ const BEAT_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Runs `ralph runner`; the exit status is the outcome class. The ended file is written
 /// however it ends.
-pub async fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     let ended_file = args.ended_file.take();
     let outcome = attempt(args).await;
     if let Some(path) = ended_file
@@ -287,7 +287,7 @@ fn prices(file: Option<&Path>) -> anyhow::Result<Option<PriceTable>> {
 }
 
 /// The exit status documenting an outcome class.
-pub fn exit_status(outcome: OutcomeClass) -> u8 {
+pub(crate) fn exit_status(outcome: OutcomeClass) -> u8 {
     match outcome {
         OutcomeClass::Finished => 0,
         OutcomeClass::Crashed => 3,

@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use crate::controller::sidecar::{self, SidecarConfig, SidecarExit};
 
 /// Exit status when the attempt no longer holds its Lease.
-pub const EXIT_FENCED: u8 = 3;
+pub(crate) const EXIT_FENCED: u8 = 3;
 
 /// Options of `ralph sidecar`.
 #[derive(Debug, clap::Args)]
@@ -66,7 +66,7 @@ fn parse_lease(value: &str) -> Result<(String, String), String> {
 }
 
 /// Runs `ralph sidecar`.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let _gateway = crate::gateway::sidecar::start(&args.gateway)
         .await
         .context("cannot start the model gateway")?;

@@ -112,7 +112,7 @@ impl StateArgs {
 }
 
 /// The name of the Feature of manifest `file`: its only one, or `wanted`.
-pub fn feature_of(file: &Path, wanted: Option<&str>) -> anyhow::Result<String> {
+pub(crate) fn feature_of(file: &Path, wanted: Option<&str>) -> anyhow::Result<String> {
     let options = crate::manifest::LoadOptions {
         agent_from_command_line: true,
         local: true,
@@ -150,7 +150,7 @@ pub struct Args {
 use crate::clock::now_ms;
 
 /// Runs `ralph status`.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let dir = match args.state.locate()? {
         Located::One(dir) => dir,
         Located::Several(runs) => return list_runs(&runs, args.json),

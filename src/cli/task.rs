@@ -42,7 +42,7 @@ pub enum Command {
 }
 
 /// Runs `ralph task`.
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::List { state, json } => {
             let store = state.open()?;

@@ -23,7 +23,7 @@ pub struct Args {
 
 /// Runs `ralph validate`: exit 0 and the plan on stdout when every file is valid; exit 3
 /// (invalid input, as `ralph run`) and every problem on stderr otherwise.
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = crate::manifest::LoadOptions {
         agent_from_command_line: args.agent.is_some(),
         local: false,
@@ -50,7 +50,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The plan as text: per feature a header, then its tasks as a tree (subtasks indented
 /// under their parent). Ready tasks carry `ready #N` (N = run order) and come first
 /// among their siblings; a parent comes as early as its earliest ready subtask.
-pub fn render(plan: &Plan) -> String {
+pub(crate) fn render(plan: &Plan) -> String {
     let mut out = String::new();
     for (index, feature) in plan.features.iter().enumerate() {
         if index > 0 {

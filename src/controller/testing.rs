@@ -11,7 +11,7 @@ use crate::controller::plan::problem::Problem;
 use crate::engine::lifecycle::Action;
 
 /// A `ralph.dev/v1alpha1` object of `kind` with this metadata and spec.
-pub fn object<K: DeserializeOwned>(kind: &str, metadata: Value, spec: Value) -> K {
+pub(super) fn object<K: DeserializeOwned>(kind: &str, metadata: Value, spec: Value) -> K {
     let value = json!({
         "apiVersion": "ralph.dev/v1alpha1",
         "kind": kind,
@@ -22,7 +22,7 @@ pub fn object<K: DeserializeOwned>(kind: &str, metadata: Value, spec: Value) -> 
 }
 
 /// The tasks `plan` claims, by name.
-pub fn claimed(plan: &FeaturePlan) -> Vec<String> {
+pub(super) fn claimed(plan: &FeaturePlan) -> Vec<String> {
     plan.tasks
         .iter()
         .filter(|t| t.actions.iter().any(|a| matches!(a, Action::Claim { .. })))
@@ -31,14 +31,14 @@ pub fn claimed(plan: &FeaturePlan) -> Vec<String> {
 }
 
 /// The spec of a built Pod (the builder always sets one).
-pub fn pod_spec(pod: &Pod) -> &PodSpec {
+pub(super) fn pod_spec(pod: &Pod) -> &PodSpec {
     pod.spec
         .as_ref()
         .unwrap_or_else(|| panic!("the Pod has no spec"))
 }
 
 /// The container or init container `name` of `pod`.
-pub fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
+pub(super) fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
     let spec = pod_spec(pod);
     spec.containers
         .iter()
@@ -48,7 +48,7 @@ pub fn container<'a>(pod: &'a Pod, name: &str) -> &'a Container {
 }
 
 /// The volume `name` of `pod`.
-pub fn volume<'a>(pod: &'a Pod, name: &str) -> &'a Volume {
+pub(super) fn volume<'a>(pod: &'a Pod, name: &str) -> &'a Volume {
     pod_spec(pod)
         .volumes
         .iter()
@@ -58,14 +58,14 @@ pub fn volume<'a>(pod: &'a Pod, name: &str) -> &'a Volume {
 }
 
 /// Status and reason of the condition `type_` among `conditions`.
-pub fn condition_state<'a>(conditions: &'a [Condition], type_: &str) -> (&'a str, &'a str) {
+pub(super) fn condition_state<'a>(conditions: &'a [Condition], type_: &str) -> (&'a str, &'a str) {
     let condition = crate::api::conditions::find(conditions, type_)
         .unwrap_or_else(|| panic!("no {type_} condition"));
     (condition.status.as_str(), condition.reason.as_str())
 }
 
 /// Asserts that `problem` has `reason` and a message naming each of `named`.
-pub fn assert_problem(problem: Option<Problem>, reason: &str, named: &[&str]) {
+pub(super) fn assert_problem(problem: Option<Problem>, reason: &str, named: &[&str]) {
     let problem = problem.unwrap_or_else(|| panic!("no problem; expected {reason}"));
     assert_eq!(problem.reason, reason);
     for name in named {
@@ -74,6 +74,6 @@ pub fn assert_problem(problem: Option<Problem>, reason: &str, named: &[&str]) {
 }
 
 /// The arguments of the container `name` of `pod`.
-pub fn args(pod: &Pod, name: &str) -> Vec<String> {
+pub(super) fn args(pod: &Pod, name: &str) -> Vec<String> {
     container(pod, name).args.clone().unwrap_or_default()
 }

@@ -19,11 +19,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::attempt::{Tokens, Usage};
 
 /// Digits after the decimal point a dollar amount may have.
-pub const USD_DECIMALS: usize = 6;
+pub(crate) const USD_DECIMALS: usize = 6;
 /// Digits before the decimal point a dollar amount may have.
-pub const USD_INTEGER_DIGITS: usize = 9;
+pub(crate) const USD_INTEGER_DIGITS: usize = 9;
 /// The shape of a dollar amount (a non-negative decimal), as the CRD checks it.
-pub const USD_PATTERN: &str = "^[0-9]{1,9}([.][0-9]{1,6})?$";
+pub(crate) const USD_PATTERN: &str = "^[0-9]{1,9}([.][0-9]{1,6})?$";
 
 const MICROS_PER_DOLLAR: u64 = 1_000_000;
 

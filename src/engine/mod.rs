@@ -2,19 +2,19 @@
 //! (the current time is always an argument).
 
 pub mod attempt;
-pub mod backoff;
-pub mod budget;
+pub(crate) mod backoff;
+pub(crate) mod budget;
 pub mod conclusion;
 pub mod dag;
 pub mod lifecycle;
 pub mod memory;
-pub mod outcome;
-pub mod planning;
+pub(crate) mod outcome;
+pub(crate) mod planning;
 pub mod policy;
 pub mod prompt;
 pub mod selection;
 pub mod sigils;
-pub mod stable_hash;
+pub(crate) mod stable_hash;
 #[doc(hidden)]
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -8,7 +8,7 @@ const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// 64-bit FNV-1a of `bytes`.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hasher = StableHasher::default();
     hasher.write(bytes);
     hasher.finish()
@@ -17,7 +17,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 /// A [`Hasher`] computing 64-bit FNV-1a: stable across processes and releases (unlike the
 /// standard library's, which is randomly seeded, and `rustc-hash`'s, which may change).
 #[derive(Clone, Copy, Debug)]
-pub struct StableHasher(u64);
+pub(crate) struct StableHasher(u64);
 
 impl Default for StableHasher {
     fn default() -> Self {

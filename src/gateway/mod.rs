@@ -6,10 +6,10 @@
 
 mod anthropic;
 mod gemini;
-pub mod meter;
+pub(crate) mod meter;
 mod openai;
-pub mod prices;
-pub mod provider;
+pub(crate) mod prices;
+pub(crate) mod provider;
 mod server;
 pub mod sidecar;
 mod tap;

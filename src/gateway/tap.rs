@@ -35,7 +35,7 @@ pub(crate) struct UsageTap {
 impl UsageTap {
     /// A tap for an answer of `provider` to a call of `requested_model`; `events` when the
     /// answer is a server-sent event stream.
-    pub fn new(
+    pub(super) fn new(
         provider: Provider,
         requested_model: Option<String>,
         meter: Arc<Meter>,
@@ -62,7 +62,7 @@ impl UsageTap {
     }
 
     /// Looks at the next chunk of the answer.
-    pub fn feed(&mut self, chunk: &[u8]) {
+    pub(super) fn feed(&mut self, chunk: &[u8]) {
         match &mut self.framing {
             Framing::Json { body, skipping } => keep(body, skipping, chunk),
             Framing::Events { line, skipping } => {

@@ -21,7 +21,7 @@ pub(crate) struct WireUsage {
 
 impl WireUsage {
     /// Takes every field `later` carries.
-    pub fn merge(&mut self, later: WireUsage) {
+    pub(crate) fn merge(&mut self, later: WireUsage) {
         self.input = later.input.or(self.input);
         self.output = later.output.or(self.output);
         self.cache_read = later.cache_read.or(self.cache_read);
@@ -30,7 +30,7 @@ impl WireUsage {
     }
 
     /// Whether any token count was seen.
-    pub fn has_tokens(&self) -> bool {
+    pub(crate) fn has_tokens(&self) -> bool {
         self.input.is_some()
             || self.output.is_some()
             || self.cache_read.is_some()
@@ -38,7 +38,7 @@ impl WireUsage {
     }
 
     /// The counts, unseen ones as 0.
-    pub fn tokens(&self) -> Tokens {
+    pub(crate) fn tokens(&self) -> Tokens {
         Tokens {
             input: self.input.unwrap_or(0),
             output: self.output.unwrap_or(0),

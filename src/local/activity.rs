@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 /// Longest activity description, in characters.
-pub const MAX_ACTIVITY_CHARS: usize = 80;
+pub(crate) const MAX_ACTIVITY_CHARS: usize = 80;
 
 const KIND_KEYS: [&str; 5] = ["sessionUpdate", "kind", "event", "type", "phase"];
 const DETAIL_KEYS: [&str; 8] = [
@@ -19,7 +19,7 @@ const DETAIL_KEYS: [&str; 8] = [
 ];
 
 /// Describes one runner stdout line, or `None` for a blank line.
-pub fn describe(line: &str) -> Option<String> {
+pub(crate) fn describe(line: &str) -> Option<String> {
     let line = line.trim();
     if line.is_empty() {
         return None;
@@ -60,7 +60,7 @@ fn find_string(value: &Value, keys: &[&str], depth: usize) -> Option<String> {
 }
 
 /// `text` on one line (whitespace runs collapsed), cut to `max` characters with `…`.
-pub fn truncate(text: &str, max: usize) -> String {
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= max {
         return one_line;

@@ -196,7 +196,7 @@ fn print_line(line: &str) {
 }
 
 /// The plain-text line for an event, `None` for events shown only live (activity).
-pub fn plain_line(event: &RunEvent) -> Option<String> {
+pub(crate) fn plain_line(event: &RunEvent) -> Option<String> {
     Some(match event {
         RunEvent::Plan {
             feature,

@@ -16,7 +16,7 @@ use crate::local::worktree::AttemptWorktree;
 
 /// Errors starting an attempt.
 #[derive(Debug, thiserror::Error)]
-pub enum ExecutorError {
+pub(crate) enum ExecutorError {
     /// The attempt directory or prompt file could not be written.
     #[error("cannot prepare {path} for attempt {attempt}: {source}")]
     Prepare {
@@ -56,7 +56,7 @@ pub struct RunnerCommand {
 
 /// The files kept for one attempt under the state directory.
 #[derive(Clone, Debug)]
-pub struct AttemptFiles {
+pub(crate) struct AttemptFiles {
     /// The attempt's directory.
     pub dir: PathBuf,
     /// The prompt given to the agent.
@@ -73,7 +73,7 @@ pub struct AttemptFiles {
 
 impl AttemptFiles {
     /// The files of an attempt kept in `dir`.
-    pub fn in_dir(dir: PathBuf) -> AttemptFiles {
+    pub(crate) fn in_dir(dir: PathBuf) -> AttemptFiles {
         AttemptFiles {
             prompt: dir.join("prompt.md"),
             result: dir.join("result.json"),
@@ -140,7 +140,7 @@ fn prepare(attempt: &str, files: &AttemptFiles, prompt: &str) -> Result<(), Exec
 }
 
 /// The `ralph runner` argument list for one attempt.
-pub fn runner_args(
+pub(crate) fn runner_args(
     command: &RunnerCommand,
     task: &str,
     attempt: &str,
@@ -171,7 +171,7 @@ pub fn runner_args(
 
 /// One attempt to start: whose it is, where its files go, what the agent is told and
 /// where its reports are sent.
-pub struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     /// The task.
     pub task: &'a str,
     /// The attempt ID.
@@ -192,7 +192,7 @@ pub struct Launch<'a> {
 /// git worktree and starts the runner in it, and after the runner's end commits and
 /// integrates a done verdict's work; the [`Report::Ended`] carries what git did, and the
 /// runner's pid comes only in [`Report::Spawned`].
-pub fn start(
+pub(crate) fn start(
     command: &RunnerCommand,
     launch: Launch<'_>,
     worktree: Option<AttemptWorktree>,
@@ -343,7 +343,7 @@ async fn relay(stdout: tokio::process::ChildStdout, log: &Path, send: &impl Fn(R
 }
 
 /// Reads the runner's result document; without one, says why (exit code, last stderr line).
-pub fn read_result(
+pub(crate) fn read_result(
     path: &Path,
     exit_code: Option<i32>,
     stderr: &Path,

@@ -3,7 +3,7 @@
 
 /// The start time of process `pid` in clock ticks since boot (Linux `/proc/PID/stat`
 /// field 22), or `None` when the process does not exist or the platform has no `/proc`.
-pub fn start_time(pid: u32) -> Option<i64> {
+pub(crate) fn start_time(pid: u32) -> Option<i64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_start_time(&stat)
 }
@@ -11,7 +11,7 @@ pub fn start_time(pid: u32) -> Option<i64> {
 /// Reads field 22 (`starttime`) of a `/proc/PID/stat` line. The command name (field 2) is
 /// parenthesised and may itself contain spaces and parentheses, so fields are counted from
 /// the last `)`.
-pub fn parse_start_time(stat: &str) -> Option<i64> {
+pub(crate) fn parse_start_time(stat: &str) -> Option<i64> {
     let after_name = &stat[stat.rfind(')')? + 1..];
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
@@ -77,17 +77,17 @@ impl std::fmt::Display for ProcessId {
 }
 
 /// `pid:starttime` naming this process, for records other processes check.
-pub fn own_token() -> String {
+pub(crate) fn own_token() -> String {
     ProcessId::own().to_string()
 }
 
 /// Whether the process named by a token from [`own_token`] is still alive.
-pub fn token_alive(token: &str) -> bool {
+pub(crate) fn token_alive(token: &str) -> bool {
     ProcessId::parse(token).is_some_and(|process| process.is_alive())
 }
 
 /// The direct children of process `pid` (Linux `/proc/PID/task/*/children`).
-pub fn children(pid: u32) -> Vec<u32> {
+pub(crate) fn children(pid: u32) -> Vec<u32> {
     let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -104,7 +104,7 @@ pub fn children(pid: u32) -> Vec<u32> {
 
 /// Kills a runner at once, with the process groups of its children (the agent runs in a
 /// group of its own, which the runner can no longer stop once killed).
-pub fn kill_runner(pid: u32) {
+pub(crate) fn kill_runner(pid: u32) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     for child in children(pid) {

@@ -18,7 +18,7 @@ fn text(row: &TaskRow) -> TaskText {
 
 /// The engine's prompt input for `row`'s next attempt; `memory` is what it recalls of the
 /// journal and knowledge ([`recall`]).
-pub fn input(
+pub(crate) fn input(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
@@ -65,7 +65,7 @@ pub fn input(
 }
 
 /// The rendered prompt for `row`'s next attempt.
-pub fn render(
+pub(crate) fn render(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,
@@ -77,7 +77,11 @@ pub fn render(
 /// What `row`'s next prompt recalls from the store: its own journal, the journal of the
 /// tasks it depends on, and the feature's knowledge (seeded in the manifest, replaced and
 /// extended by what agents learned), within the manifest's budgets.
-pub fn recall(store: &Store, feature: &LocalFeature, row: &TaskRow) -> Result<Recall, StoreError> {
+pub(crate) fn recall(
+    store: &Store,
+    feature: &LocalFeature,
+    row: &TaskRow,
+) -> Result<Recall, StoreError> {
     let own = store.journal(Some(row.name()))?;
     let mut blockers = Vec::new();
     for blocker in &row.spec.fields.depends_on {

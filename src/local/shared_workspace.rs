@@ -4,7 +4,7 @@
 use std::path::Path;
 
 /// The warning for `parallel` attempts sharing `workspace`, when there is more than one.
-pub fn shared_directory_warning(parallel: usize, workspace: &Path) -> Option<String> {
+pub(crate) fn shared_directory_warning(parallel: usize, workspace: &Path) -> Option<String> {
     (parallel > 1).then(|| {
         format!(
             "up to {parallel} attempts run at once in one directory, {}: parallel tasks can \

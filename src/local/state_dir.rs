@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::store::DATABASE_FILE;
 
 /// Name of the directory beside a manifest that holds the state of its Features.
-pub const DEFAULT_STATE_DIR: &str = ".ralph";
+pub(crate) const DEFAULT_STATE_DIR: &str = ".ralph";
 
 /// How deep below the current directory `ralph status` looks for runs.
 const SEARCH_DEPTH: usize = 4;
@@ -16,7 +16,7 @@ const SEARCH_DEPTH: usize = 4;
 const NOT_SEARCHED: [&str; 3] = ["target", "node_modules", ".git"];
 
 /// The `.ralph/` directory beside `manifest`.
-pub fn root_beside(manifest: &Path) -> PathBuf {
+pub(crate) fn root_beside(manifest: &Path) -> PathBuf {
     manifest
         .parent()
         .filter(|dir| !dir.as_os_str().is_empty())
@@ -26,7 +26,7 @@ pub fn root_beside(manifest: &Path) -> PathBuf {
 
 /// The state directory of `feature` run from `manifest`: an explicit `--state`, or
 /// `.ralph/<feature>/` beside the manifest.
-pub fn resolve(state: Option<&Path>, manifest: &Path, feature: &str) -> PathBuf {
+pub(crate) fn resolve(state: Option<&Path>, manifest: &Path, feature: &str) -> PathBuf {
     match state {
         Some(state) => state.to_path_buf(),
         None => root_beside(manifest).join(feature),
@@ -34,18 +34,18 @@ pub fn resolve(state: Option<&Path>, manifest: &Path, feature: &str) -> PathBuf 
 }
 
 /// The store an older ralph kept directly in `root` (one state per directory), if any.
-pub fn legacy_store(root: &Path) -> Option<PathBuf> {
+pub(crate) fn legacy_store(root: &Path) -> Option<PathBuf> {
     Some(root.join(DATABASE_FILE)).filter(|db| db.is_file())
 }
 
 /// Whether `dir` holds a run's state.
-pub fn holds_state(dir: &Path) -> bool {
+pub(crate) fn holds_state(dir: &Path) -> bool {
     dir.join(DATABASE_FILE).is_file()
 }
 
 /// The state directories of the runs whose manifests lie at or below `dir` (a few levels
 /// deep), sorted: every `.ralph/<feature>/` and a `.ralph/` an older ralph left.
-pub fn find_runs(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn find_runs(dir: &Path) -> Vec<PathBuf> {
     let mut runs = Vec::new();
     search(dir, SEARCH_DEPTH, &mut runs);
     runs.sort();

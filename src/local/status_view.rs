@@ -16,7 +16,7 @@ use crate::local::table::{
 /// One task in `ralph status` / `ralph task list`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TaskLine {
+pub(crate) struct TaskLine {
     /// Task ID.
     pub task: String,
     /// Phase.
@@ -46,7 +46,7 @@ pub struct TaskLine {
 /// A claim as shown.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClaimLine {
+pub(crate) struct ClaimLine {
     /// Attempt ID.
     pub holder: String,
     /// Runner pid.
@@ -59,7 +59,7 @@ pub struct ClaimLine {
 /// The whole state as shown by `ralph status`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusView {
+pub(crate) struct StatusView {
     /// Feature name.
     pub feature: String,
     /// The outcome the last run ended with, if it ended.
@@ -85,7 +85,7 @@ pub struct StatusView {
 /// Tasks per phase.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Counts {
+pub(crate) struct Counts {
     /// All tasks.
     pub total: usize,
     /// Pending.
@@ -102,7 +102,7 @@ pub struct Counts {
 
 impl Counts {
     /// Counts the phases of `tasks`.
-    pub fn of(tasks: &[TaskRow]) -> Counts {
+    pub(crate) fn of(tasks: &[TaskRow]) -> Counts {
         let mut counts = Counts {
             total: tasks.len(),
             ..Counts::default()
@@ -137,7 +137,7 @@ fn budget_line(budget: &Budget, usage: &UsageTotals) -> String {
 }
 
 /// One line per task; usage from the stored `attempts`.
-pub fn task_lines(
+pub(crate) fn task_lines(
     tasks: &[TaskRow],
     claims: &[ClaimRow],
     attempts: &[AttemptRow],
@@ -182,7 +182,7 @@ fn tokens_column(usage: &UsageTotals, unreported: u32) -> String {
 }
 
 /// The task table as text; times relative to `now_ms`.
-pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
+pub(crate) fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
     let mut table = Table::of_tasks(
         lines.iter().map(|l| l.task.as_str()),
         &[Left(8), Right(3), Right(8), Right(7), Right(9), Right(9)],
@@ -226,7 +226,7 @@ pub fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
 }
 
 /// `ralph status` as text.
-pub fn render_status(view: &StatusView, now_ms: i64) -> String {
+pub(crate) fn render_status(view: &StatusView, now_ms: i64) -> String {
     let mut out = String::new();
     let state = view.outcome.as_deref().unwrap_or("not finished");
     let _ = writeln!(out, "feature {}: {state}", view.feature);
@@ -248,7 +248,11 @@ pub fn render_status(view: &StatusView, now_ms: i64) -> String {
 }
 
 /// `ralph task show NAME` as text.
-pub fn render_task(task: &TaskRow, claim: Option<&ClaimRow>, attempts: &[AttemptRow]) -> String {
+pub(crate) fn render_task(
+    task: &TaskRow,
+    claim: Option<&ClaimRow>,
+    attempts: &[AttemptRow],
+) -> String {
     let spec = &task.spec;
     let mut out = String::new();
     let _ = writeln!(out, "task {}: {}", spec.name, spec.fields.title);
@@ -358,7 +362,7 @@ fn relative(ms: i64) -> String {
 }
 
 /// "Previous attempt crashed: …" from the stored JSON (the raw text if it does not parse).
-pub fn previous_attempt_text(json: &str) -> String {
+pub(crate) fn previous_attempt_text(json: &str) -> String {
     serde_json::from_str::<crate::engine::policy::PreviousAttempt>(json)
         .map_or_else(|_| json.to_string(), |previous| previous.to_string())
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 /// How a column aligns its cells within its width.
 #[derive(Clone, Copy, Debug)]
-pub enum Column {
+pub(crate) enum Column {
     /// Left-aligned, padded to the width.
     Left(usize),
     /// Right-aligned, padded to the width.
@@ -15,7 +15,7 @@ pub enum Column {
 /// A table being written row by row: two spaces after the first column and before the
 /// last (unpadded) one, one space between the others.
 #[derive(Debug)]
-pub struct Table {
+pub(crate) struct Table {
     columns: Vec<Column>,
     out: String,
 }
@@ -23,7 +23,10 @@ pub struct Table {
 impl Table {
     /// A table whose first column holds task names (at least as wide as `TASK`) and whose
     /// further padded columns are `columns`; every row has one more cell, the last, free one.
-    pub fn of_tasks<'a>(names: impl IntoIterator<Item = &'a str>, columns: &[Column]) -> Table {
+    pub(crate) fn of_tasks<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+        columns: &[Column],
+    ) -> Table {
         let width = names
             .into_iter()
             .map(str::len)
@@ -39,13 +42,13 @@ impl Table {
     }
 
     /// Appends a line of free text (not aligned).
-    pub fn line(&mut self, text: &str) {
+    pub(crate) fn line(&mut self, text: &str) {
         self.out.push_str(text);
         self.out.push('\n');
     }
 
     /// Appends a row: one cell per column, then the last cell.
-    pub fn row(&mut self, cells: &[&dyn std::fmt::Display]) {
+    pub(crate) fn row(&mut self, cells: &[&dyn std::fmt::Display]) {
         let last = self.columns.len();
         for (index, cell) in cells.iter().enumerate() {
             let separator = match index {
@@ -66,7 +69,7 @@ impl Table {
     }
 
     /// The table's text.
-    pub fn render(self) -> String {
+    pub(crate) fn render(self) -> String {
         self.out
     }
 }

@@ -14,7 +14,7 @@ use crate::local::scheduler::conclude::recorded_outcome;
 use crate::local::store::{AttemptRow, TaskRow};
 
 /// What the task's next attempt does, from its attempts (oldest first).
-pub fn next_attempt_kind(
+pub(crate) fn next_attempt_kind(
     verify: &VerifySpec,
     generation: i64,
     history: &[AttemptRow],
@@ -31,7 +31,7 @@ pub fn next_attempt_kind(
 }
 
 /// What attempt `number` does, as the store recorded it when it started.
-pub fn attempt_kind(history: &[AttemptRow], number: u32) -> AttemptKind {
+pub(crate) fn attempt_kind(history: &[AttemptRow], number: u32) -> AttemptKind {
     history
         .iter()
         .rev()
@@ -42,7 +42,7 @@ pub fn attempt_kind(history: &[AttemptRow], number: u32) -> AttemptKind {
 
 /// The runner command of an attempt of `kind`: a work attempt runs `verify.command` after a
 /// done verdict, a verification attempt runs read-only.
-pub fn runner_command(
+pub(crate) fn runner_command(
     base: &RunnerCommand,
     verify: &VerifySpec,
     kind: AttemptKind,
@@ -56,7 +56,7 @@ pub fn runner_command(
 }
 
 /// What the agent that reported the task done said about its work (its journal notes).
-pub fn reported_work(history: &[AttemptRow]) -> Option<String> {
+pub(crate) fn reported_work(history: &[AttemptRow]) -> Option<String> {
     let result = history
         .iter()
         .rev()
@@ -68,7 +68,7 @@ pub fn reported_work(history: &[AttemptRow]) -> Option<String> {
 }
 
 /// The verification prompt for `row`, with what the worker reported.
-pub fn prompt(
+pub(crate) fn prompt(
     feature: &LocalFeature,
     tasks: &HashMap<String, TaskRow>,
     row: &TaskRow,

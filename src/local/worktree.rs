@@ -94,18 +94,18 @@ impl Worktrees {
 }
 
 /// The directory of attempt `number` of `task` under the worktrees' `root`.
-pub fn attempt_dir(root: &Path, task: &str, number: u32) -> PathBuf {
+pub(crate) fn attempt_dir(root: &Path, task: &str, number: u32) -> PathBuf {
     root.join(task).join(format!("a{number}"))
 }
 
 /// The worktree root of the state directory `state`.
-pub fn root(state: &Path) -> PathBuf {
+pub(crate) fn root(state: &Path) -> PathBuf {
     state.join("worktrees")
 }
 
 /// Where one attempt works.
 #[derive(Clone, Debug)]
-pub struct AttemptWorktree {
+pub(crate) struct AttemptWorktree {
     /// The repository.
     pub worktrees: Arc<Worktrees>,
     /// The task.
@@ -121,7 +121,7 @@ pub struct AttemptWorktree {
 impl AttemptWorktree {
     /// The worktree the attempt works in: a new one from the feature branch, or for a
     /// verifier the one of the work it checks.
-    pub async fn prepare(&self) -> Result<AttemptWorkspace, String> {
+    pub(crate) async fn prepare(&self) -> Result<AttemptWorkspace, String> {
         let worktrees = &self.worktrees;
         match self.verifies {
             None => {
@@ -174,7 +174,7 @@ impl AttemptWorktree {
     /// integrates it (a work attempt followed by a verifier only commits); the worktree of
     /// an attempt whose work is integrated, or that changed nothing, is removed; any other
     /// is kept for a look until `ralph task reset`.
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         ws: &AttemptWorkspace,
         result: &Result<AttemptResult, String>,
@@ -278,7 +278,7 @@ async fn repository_author(top: &Path) -> CommitAuthor {
 /// Adds `.ralph/` to the `info/exclude` of the repository the state directory `state` lies
 /// in, if any, so the state never shows as untracked. Best effort: a repository that
 /// cannot be written keeps showing it, nothing else changes.
-pub async fn exclude_state(state: &Path) {
+pub(crate) async fn exclude_state(state: &Path) {
     let Some(top) = repository_root(state).await else {
         return;
     };
@@ -328,7 +328,7 @@ async fn git_output(dir: &Path, args: &[&str]) -> Option<String> {
 
 /// The worktrees of `task`'s attempts `numbers` that are still there, under the state
 /// directory `state` (kept for a look, or in use).
-pub fn kept(
+pub(crate) fn kept(
     state: &Path,
     task: &str,
     numbers: impl IntoIterator<Item = u32>,
@@ -343,7 +343,7 @@ pub fn kept(
 
 /// Removes the kept worktrees of `task` under the state directory `state` and their work
 /// branches (`ralph task reset`); returns the directories removed.
-pub async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, String> {
+pub(crate) async fn remove_kept(state: &Path, task: &str) -> Result<Vec<PathBuf>, String> {
     let state = std::path::absolute(state).unwrap_or_else(|_| state.to_path_buf());
     let task_dir = root(&state).join(task);
     let Ok(entries) = std::fs::read_dir(&task_dir) else {

@@ -11,7 +11,7 @@ pub mod answer;
 mod document;
 mod error;
 mod path;
-pub mod plan;
+pub(crate) mod plan;
 mod rules;
 mod schema;
 

@@ -84,7 +84,7 @@ impl PlannedTask {
 /// Builds each feature's plan, merging standalone Tasks into their feature, and checks
 /// every DAG. Returns all problems found. A Task naming a Feature listed in
 /// `unreadable_features` (one that failed to load, already reported) is skipped silently.
-pub fn build(
+pub(crate) fn build(
     manifests: Manifests,
     unreadable_features: &HashSet<String>,
 ) -> Result<Plan, Vec<ManifestError>> {

@@ -10,10 +10,10 @@ use crate::api::names::{DNS_LABEL_MAX_LEN, check_dns_subdomain};
 use crate::api::{Feature, Task, TaskFields, TextSource};
 
 /// A rule violation: the field and what is wrong.
-pub type RuleViolation = (FieldPath, String);
+pub(super) type RuleViolation = (FieldPath, String);
 
 /// Violations of the Feature CRD's rules.
-pub fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
+pub(super) fn feature_rules(feature: &Feature, name: &str) -> Vec<RuleViolation> {
     let mut out = Vec::new();
     if let Err(problem) = check_dns_subdomain(name) {
         out.push((FieldPath::root("metadata").key("name"), problem));
@@ -98,7 +98,7 @@ fn pool_rules(feature: &Feature, out: &mut Vec<RuleViolation>) {
 }
 
 /// Violations of the Task CRD's rules.
-pub fn task_rules(task: &Task, name: &str) -> Vec<RuleViolation> {
+pub(super) fn task_rules(task: &Task, name: &str) -> Vec<RuleViolation> {
     let mut out = Vec::new();
     if let Err(problem) = check_dns_subdomain(name) {
         out.push((FieldPath::root("metadata").key("name"), problem));

@@ -11,7 +11,7 @@ use crate::api::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN};
 /// One schema violation: the field (e.g. `spec.tasks[write-test].dependOn`) and what is
 /// wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(super) struct Violation {
     /// The field.
     pub path: FieldPath,
     /// What is wrong.
@@ -21,7 +21,7 @@ pub struct Violation {
 }
 
 /// Checks a whole object `value` against its `schema` (an OpenAPI v3 schema as JSON).
-pub fn check(value: &Value, schema: &Value) -> Vec<Violation> {
+pub(super) fn check(value: &Value, schema: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
     check_node(value, schema, &FieldPath::default(), &mut out);
     out

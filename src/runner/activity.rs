@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use crate::sync::lock;
 
 /// Shortest interval between two heartbeat writes.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Traffic bookkeeping shared by the transport and the supervisor.
 #[derive(Debug)]
-pub struct Activity {
+pub(super) struct Activity {
     last_traffic: Mutex<Instant>,
     heartbeat: Option<Heartbeat>,
 }
@@ -25,7 +25,7 @@ struct Heartbeat {
 
 impl Activity {
     /// Starts the clock now; writes the first heartbeat at once.
-    pub fn new(heartbeat_file: Option<PathBuf>) -> Self {
+    pub(super) fn new(heartbeat_file: Option<PathBuf>) -> Self {
         let activity = Self {
             last_traffic: Mutex::new(Instant::now()),
             heartbeat: heartbeat_file.map(|path| Heartbeat {
@@ -38,14 +38,14 @@ impl Activity {
     }
 
     /// Records traffic from the agent.
-    pub fn touch(&self) {
+    pub(super) fn touch(&self) {
         let now = Instant::now();
         *lock(&self.last_traffic) = now;
         self.beat(now);
     }
 
     /// When the agent last sent anything.
-    pub fn last_traffic(&self) -> Instant {
+    pub(super) fn last_traffic(&self) -> Instant {
         *lock(&self.last_traffic)
     }
 

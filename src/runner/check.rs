@@ -33,7 +33,7 @@ pub struct CheckCommand {
 
 /// Runs the configured check when the agent's turn ended with a done verdict for its task,
 /// and records it in `result` (`check`) and the event log.
-pub async fn after_done_verdict(config: &RunnerConfig, result: &mut AttemptResult) {
+pub(crate) async fn after_done_verdict(config: &RunnerConfig, result: &mut AttemptResult) {
     let Some(check) = &config.check else {
         return;
     };
@@ -75,7 +75,7 @@ pub async fn after_done_verdict(config: &RunnerConfig, result: &mut AttemptResul
 }
 
 /// Runs `check` in `workspace` with `env` added, and reports how it ended.
-pub async fn run_check(
+pub(crate) async fn run_check(
     check: &CheckCommand,
     workspace: &Path,
     env: &[(&str, &str)],

@@ -30,10 +30,10 @@ use super::workspace::{PathError, Workspace};
 use crate::sync::lock;
 
 /// The live connection and session, for sending `session/cancel`.
-pub type SessionHandle = (ConnectionTo<Agent>, SessionId);
+pub(super) type SessionHandle = (ConnectionTo<Agent>, SessionId);
 
 /// What the client needs to drive the conversation.
-pub struct ClientContext {
+pub(super) struct ClientContext {
     /// The prompt text.
     pub prompt: String,
     /// The confined workspace.
@@ -68,7 +68,7 @@ type Conversation = Result<Result<RawPromptResponse, Error>, Error>;
 
 /// Runs the conversation until the prompt turn ends; sends the session handle on
 /// `session_tx` as soon as the session exists.
-pub async fn drive(
+pub(super) async fn drive(
     context: ClientContext,
     transport: impl ConnectTo<Client> + 'static,
     session_tx: oneshot::Sender<SessionHandle>,

@@ -11,7 +11,7 @@ use crate::clock::now_ms;
 use crate::sync::lock;
 
 /// Strings longer than this many bytes are shortened in event lines.
-pub const MAX_LOGGED_STRING: usize = 2048;
+pub(crate) const MAX_LOGGED_STRING: usize = 2048;
 
 type Sink = Arc<Mutex<Box<dyn Write + Send>>>;
 
@@ -61,7 +61,7 @@ impl EventLog {
 }
 
 /// Builds one event line with long strings shortened; `ts` and `event` come first.
-pub fn event_line(ts_ms: i64, event: &str, fields: Value) -> String {
+pub(crate) fn event_line(ts_ms: i64, event: &str, fields: Value) -> String {
     let mut line = format!("{{\"ts\":{ts_ms},\"event\":{}", Value::from(event));
     let fields = match shorten_strings(fields) {
         Value::Object(fields) => fields,
@@ -80,7 +80,7 @@ pub fn event_line(ts_ms: i64, event: &str, fields: Value) -> String {
 
 /// Replaces every string longer than [`MAX_LOGGED_STRING`] with its head and a note of
 /// how many bytes were left out.
-pub fn shorten_strings(value: Value) -> Value {
+pub(crate) fn shorten_strings(value: Value) -> Value {
     match value {
         Value::String(text) if text.len() > MAX_LOGGED_STRING => {
             let head = char_prefix(&text, MAX_LOGGED_STRING);
@@ -98,7 +98,7 @@ pub fn shorten_strings(value: Value) -> Value {
 }
 
 /// The longest prefix of `text` of at most `max_bytes` bytes that ends on a char boundary.
-pub fn char_prefix(text: &str, max_bytes: usize) -> &str {
+pub(crate) fn char_prefix(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }

@@ -16,7 +16,7 @@ use super::model::{RawSetConfigOption, RawSetResponse};
 #[derive(Clone, Debug, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "session/set_mode", response = RawSetResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawSetMode {
+pub(crate) struct RawSetMode {
     /// The session.
     pub session_id: String,
     /// The chosen mode.
@@ -74,7 +74,7 @@ const GENERIC: KnownAgent = KnownAgent {
 
 /// What the runner wants of the agent's mode.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// A verifier: the read-only mode.
     pub read_only: bool,
     /// Landlock confines the agent.
@@ -85,7 +85,7 @@ pub struct Wanted {
 
 /// What came of setting the mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ModeSet {
+pub(crate) struct ModeSet {
     /// The mode the agent now runs in, when the runner set one.
     pub mode: Option<String>,
     /// Why the agent may not ask before it acts (unknown agent, mode missing or refused).
@@ -181,7 +181,7 @@ fn choose(agent: &str, wanted: Wanted, offered: &[String]) -> Result<ModeSet, St
 
 /// Puts the session in the mode where `agent` asks before it acts (a verifier: its
 /// read-only mode), as far as it lets the client choose.
-pub async fn set(
+pub(crate) async fn set(
     cx: &ConnectionTo<Agent>,
     session_id: &str,
     agent: &str,

@@ -18,7 +18,7 @@ use crate::engine::attempt::Misconfiguration;
 #[derive(Clone, Debug, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "session/set_config_option", response = RawSetResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawSetConfigOption {
+pub(crate) struct RawSetConfigOption {
     /// The session.
     pub session_id: String,
     /// The option's id (`model`).
@@ -31,7 +31,7 @@ pub struct RawSetConfigOption {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "session/set_model", response = RawSetResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawSetModel {
+pub(crate) struct RawSetModel {
     /// The session.
     pub session_id: String,
     /// The chosen model.
@@ -40,7 +40,7 @@ pub struct RawSetModel {
 
 /// The answer to either request (its content is not needed).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonRpcResponse)]
-pub struct RawSetResponse {
+pub(crate) struct RawSetResponse {
     /// Whatever the agent answered.
     #[serde(flatten)]
     pub rest: serde_json::Map<String, Value>,
@@ -48,7 +48,7 @@ pub struct RawSetResponse {
 
 /// How a session lets the client choose its model.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ModelRoute {
+pub(crate) enum ModelRoute {
     /// A configuration option of category `model` (or id `model`), with the values it offers.
     ConfigOption {
         /// The option's id.
@@ -66,7 +66,7 @@ pub enum ModelRoute {
 }
 
 /// How the session answered by `session/new` lets the client choose its model.
-pub fn model_route(config_options: Option<&Value>, models: Option<&Value>) -> ModelRoute {
+pub(crate) fn model_route(config_options: Option<&Value>, models: Option<&Value>) -> ModelRoute {
     let selector = config_options
         .and_then(Value::as_array)
         .into_iter()
@@ -116,7 +116,7 @@ pub(crate) fn offered_values(selector: &Value) -> Vec<String> {
 /// answer says it now uses (mistral-vibe says so only there, with the configuration
 /// options it answers). `Err`: the agent rejected it, offers models without it, or offers
 /// no model choice at all.
-pub async fn choose(
+pub(crate) async fn choose(
     cx: &ConnectionTo<Agent>,
     session_id: &str,
     config_options: Option<&Value>,
@@ -168,7 +168,7 @@ pub async fn choose(
 }
 
 /// The misconfiguration of an agent that offers no model choice over ACP.
-pub fn no_model_choice(model: &str) -> Misconfiguration {
+pub(crate) fn no_model_choice(model: &str) -> Misconfiguration {
     Misconfiguration {
         problem: format!(
             "the agent offers no model choice over ACP (no session configuration option of \
@@ -182,7 +182,7 @@ pub fn no_model_choice(model: &str) -> Misconfiguration {
 }
 
 /// The misconfiguration of an agent that refused `model`.
-pub fn rejected(model: &str, reason: &str, offered: &[String]) -> Misconfiguration {
+pub(crate) fn rejected(model: &str, reason: &str, offered: &[String]) -> Misconfiguration {
     let offers = if offered.is_empty() {
         String::new()
     } else {

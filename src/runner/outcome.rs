@@ -24,7 +24,7 @@ const EXHAUSTION_ERROR_KINDS: &[&str] = &[
 
 /// How the prompt turn ended.
 #[derive(Clone, Debug, PartialEq)]
-pub enum TurnEnd {
+pub(crate) enum TurnEnd {
     /// The agent answered the prompt with a stop reason.
     Answered {
         /// The stop reason as sent.
@@ -59,7 +59,7 @@ pub enum TurnEnd {
 
 /// Why the runner stopped the agent before the turn ended by itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Interruption {
+pub(crate) enum Interruption {
     /// The runner was told to cancel (signal, or the caller's token).
     Cancelled,
     /// No ACP traffic for this long.
@@ -83,7 +83,7 @@ pub enum Interruption {
 
 /// Everything the classification looks at.
 #[derive(Clone, Debug)]
-pub struct Observations {
+pub(crate) struct Observations {
     /// How the turn ended.
     pub turn: TurnEnd,
     /// Whether and why the runner stopped the agent.
@@ -114,7 +114,7 @@ pub struct Observations {
 
 /// The classification.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Classification {
+pub(crate) struct Classification {
     /// The outcome class.
     pub outcome: OutcomeClass,
     /// The stop reason, when the agent answered one (or one was mapped from an error).
@@ -126,7 +126,7 @@ pub struct Classification {
 }
 
 /// Classifies one attempt.
-pub fn classify(observations: &Observations) -> Classification {
+pub(crate) fn classify(observations: &Observations) -> Classification {
     let stop_reason = answered_stop_reason(&observations.turn);
     let verdict = |outcome, crash: Option<String>| Classification {
         outcome,
@@ -288,7 +288,7 @@ fn misconfiguration(observations: &Observations) -> Option<Misconfiguration> {
 }
 
 /// The misconfiguration of a program that does not speak ACP on stdout.
-pub fn not_acp(command: &str, line: &str) -> Misconfiguration {
+pub(crate) fn not_acp(command: &str, line: &str) -> Misconfiguration {
     Misconfiguration {
         problem: format!(
             "`{command}` is not an ACP agent: it printed `{}` on stdout where an ACP agent \
@@ -450,7 +450,7 @@ fn failed_prompt(code: i32, message: &str, data: Option<&Value>) -> Classificati
 }
 
 /// A usage-limit report in a prompt error (its `errorKind`, message or data).
-pub fn exhaustion_in_error(
+pub(crate) fn exhaustion_in_error(
     message: &str,
     data: Option<&Value>,
     patterns: &Patterns,

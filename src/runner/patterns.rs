@@ -11,7 +11,8 @@ use crate::engine::attempt::Exhaustion;
 
 /// Stderr texts that mean the agent CLI failed, whatever it does next (some log the
 /// error and hang).
-pub const DEFAULT_CRASH_PATTERNS: &[&str] = &["No messages returned", "ECONNRESET", "ETIMEDOUT"];
+pub(crate) const DEFAULT_CRASH_PATTERNS: &[&str] =
+    &["No messages returned", "ECONNRESET", "ETIMEDOUT"];
 
 /// Longest exhaustion message kept in the result.
 const MAX_EXHAUSTION_MESSAGE: usize = 300;
@@ -80,22 +81,22 @@ static ERROR_REPORT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Whether an agent's answer text is an error report (a failed request to its model).
-pub fn is_error_report(text: &str) -> bool {
+pub(crate) fn is_error_report(text: &str) -> bool {
     ERROR_REPORT.is_match(text)
 }
 
 /// Whether a stderr line is noise for failure summaries.
-pub fn is_noise(line: &str) -> bool {
+pub(crate) fn is_noise(line: &str) -> bool {
     NOISE.is_match(line.trim())
 }
 
 /// Whether a line reads like an error report.
-pub fn is_error_like(line: &str) -> bool {
+pub(crate) fn is_error_like(line: &str) -> bool {
     ERROR_LIKE.is_match(line)
 }
 
 /// Whether a message says the agent needs authentication it does not have.
-pub fn needs_authentication(text: &str) -> bool {
+pub(crate) fn needs_authentication(text: &str) -> bool {
     NEEDS_AUTHENTICATION.is_match(text)
 }
 
@@ -111,7 +112,7 @@ static RESET_IN_UNITS: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The crash and exhaustion recognisers of one attempt.
 #[derive(Clone, Debug)]
-pub struct Patterns {
+pub(crate) struct Patterns {
     crash: Vec<Regex>,
     exhaustion: Vec<Regex>,
 }
@@ -119,7 +120,10 @@ pub struct Patterns {
 impl Patterns {
     /// The default crash patterns plus `extra_crash`, and `extra_exhaustion` on top of
     /// the built-in exhaustion recognisers.
-    pub fn new(extra_crash: &[String], extra_exhaustion: &[String]) -> Result<Self, RunnerError> {
+    pub(crate) fn new(
+        extra_crash: &[String],
+        extra_exhaustion: &[String],
+    ) -> Result<Self, RunnerError> {
         let compile = |kind: &'static str, pattern: &str| {
             Regex::new(pattern).map_err(|source| RunnerError::Pattern {
                 kind,
@@ -141,7 +145,7 @@ impl Patterns {
     }
 
     /// The crash pattern a stderr line matches, if any.
-    pub fn crash_in(&self, line: &str) -> Option<&str> {
+    pub(crate) fn crash_in(&self, line: &str) -> Option<&str> {
         self.crash
             .iter()
             .find(|pattern| pattern.is_match(line))
@@ -150,7 +154,7 @@ impl Patterns {
 
     /// Exhaustion reported on stderr or in a prompt error (every recogniser applies): quota
     /// wording, or a rate limit that states when to retry.
-    pub fn exhaustion_in_diagnostic(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
+    pub(crate) fn exhaustion_in_diagnostic(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
         let matched = DEFINITE.is_match(text)
             || GENERIC.is_match(text)
             || self.exhaustion.iter().any(|pattern| pattern.is_match(text))
@@ -160,20 +164,13 @@ impl Patterns {
 
     /// Whether `text` is a definite usage-limit report (not just rate-limit wording):
     /// the agent cannot go on, so it is stopped at once.
-    pub fn is_definite_exhaustion(&self, text: &str) -> bool {
+    pub(crate) fn is_definite_exhaustion(&self, text: &str) -> bool {
         DEFINITE.is_match(text) || self.exhaustion.iter().any(|pattern| pattern.is_match(text))
-    }
-
-    /// Exhaustion reported in the agent's message text (definite reports and the
-    /// configured patterns only).
-    pub fn exhaustion_in_message(&self, text: &str, now_unix: i64) -> Option<Exhaustion> {
-        self.is_definite_exhaustion(text)
-            .then(|| exhaustion(text, now_unix))
     }
 }
 
 /// Whether `text` is a rate limit that says when to retry (`retry-after: 7`).
-pub fn is_rate_limit_with_reset(text: &str, now_unix: i64) -> bool {
+pub(crate) fn is_rate_limit_with_reset(text: &str, now_unix: i64) -> bool {
     RATE_LIMIT.is_match(text) && reset_time(text, now_unix).is_some()
 }
 
@@ -191,7 +188,7 @@ fn exhaustion(text: &str, now_unix: i64) -> Exhaustion {
 }
 
 /// The quota reset time a message states, as Unix seconds.
-pub fn reset_time(text: &str, now_unix: i64) -> Option<i64> {
+pub(crate) fn reset_time(text: &str, now_unix: i64) -> Option<i64> {
     if let Some(epoch) = RESET_EPOCH
         .captures(text)
         .and_then(|captures| captures[1].parse::<i64>().ok())
@@ -267,7 +264,7 @@ mod tests {
     #[test]
     fn claude_usage_limit_carries_its_reset_epoch() {
         let found = patterns()
-            .exhaustion_in_message("Claude AI usage limit reached|1760000000", 0)
+            .exhaustion_in_diagnostic("Claude AI usage limit reached|1760000000", 0)
             .unwrap();
         assert_eq!(found.reset_at, Some(1_760_000_000));
     }
@@ -297,7 +294,7 @@ mod tests {
         let text = "429 Too many requests, please slow down (retry-after: 7)";
         let found = patterns().exhaustion_in_diagnostic(text, 100).unwrap();
         assert_eq!(found.reset_at, Some(107));
-        assert!(patterns().exhaustion_in_message(text, 0).is_none());
+        assert!(!patterns().is_definite_exhaustion(text));
     }
 
     #[test]
@@ -337,10 +334,6 @@ mod tests {
     #[test]
     fn configured_exhaustion_patterns_apply_to_message_text() {
         let patterns = Patterns::new(&[], &["out of juice".into()]).unwrap();
-        assert!(
-            patterns
-                .exhaustion_in_message("I am out of juice", 0)
-                .is_some()
-        );
+        assert!(patterns.is_definite_exhaustion("I am out of juice"));
     }
 }

@@ -11,7 +11,7 @@ use super::workspace::Workspace;
 
 /// What a permission request is about, reduced to what the policy looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ToolRequest {
+pub(crate) struct ToolRequest {
     /// The tool call's title (e.g. `Write src/main.rs`, `` `rm -rf build` ``).
     pub title: Option<String>,
     /// The kind of tool, when the agent said.
@@ -26,7 +26,7 @@ pub struct ToolRequest {
 
 /// The policy's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// Let the tool run.
     Allow,
     /// Refuse, for the reason given.
@@ -35,7 +35,7 @@ pub enum Answer {
 
 /// Deny globs plus the workspace rule, and for a verification attempt the read-only rule.
 #[derive(Clone, Debug, Default)]
-pub struct PermissionPolicy {
+pub(crate) struct PermissionPolicy {
     deny: Vec<(String, Regex)>,
     read_only: bool,
 }
@@ -44,7 +44,7 @@ impl PermissionPolicy {
     /// A policy refusing whatever matches one of `deny` (globs: `*` is any run of
     /// characters, `?` one character; matched against the whole title, the command,
     /// and each path, absolute and workspace-relative).
-    pub fn new(deny: &[String]) -> Result<Self, RunnerError> {
+    pub(crate) fn new(deny: &[String]) -> Result<Self, RunnerError> {
         let deny = deny
             .iter()
             .map(|glob| Ok((glob.clone(), glob_regex(glob)?)))
@@ -57,19 +57,19 @@ impl PermissionPolicy {
 
     /// The same policy, refusing every edit, write, delete and move when `read_only` (a
     /// verification attempt checks the work; it must not change it).
-    pub fn read_only(self, read_only: bool) -> Self {
+    pub(crate) fn read_only(self, read_only: bool) -> Self {
         Self { read_only, ..self }
     }
 
     /// Whether the agent may write files through the client (`fs/write_text_file`).
-    pub fn allows_writes(&self) -> bool {
+    pub(crate) fn allows_writes(&self) -> bool {
         !self.read_only
     }
 
     /// Decides one permission request: refused when nothing is known about the call,
     /// when a file-changing call names no path, when a path leads outside the workspace,
     /// or when a deny glob matches.
-    pub fn decide(&self, request: &ToolRequest, workspace: &Workspace) -> Answer {
+    pub(crate) fn decide(&self, request: &ToolRequest, workspace: &Workspace) -> Answer {
         if request.unknown {
             return Answer::Deny(
                 "nothing is known about this tool call (no title, kind, input or location)".into(),

@@ -12,14 +12,14 @@ use super::error::RunnerError;
 
 /// A running agent and its process group.
 #[derive(Debug)]
-pub struct AgentProcess {
+pub(crate) struct AgentProcess {
     child: Child,
     group: Option<Pid>,
     exit: Option<ExitStatus>,
 }
 
 /// The agent's standard streams, taken once after spawning.
-pub struct AgentPipes {
+pub(crate) struct AgentPipes {
     /// The agent's stdin (ACP requests).
     pub stdin: ChildStdin,
     /// The agent's stdout (ACP responses and notifications).
@@ -50,7 +50,7 @@ pub(crate) fn kill_group(group: Option<Pid>) {
 impl AgentProcess {
     /// Starts `command` in `cwd` with the variables `removed` taken out of its environment
     /// and `env` added, in a new process group.
-    pub fn spawn(
+    pub(crate) fn spawn(
         command: &[String],
         cwd: &std::path::Path,
         env: &[(&str, &str)],
@@ -97,17 +97,17 @@ impl AgentProcess {
     }
 
     /// The agent's process id.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.group.map(|pid| pid.as_raw().unsigned_abs())
     }
 
     /// Kills the agent's whole process group at once.
-    pub fn kill_group(&self) {
+    pub(crate) fn kill_group(&self) {
         kill_group(self.group);
     }
 
     /// Waits for the agent to exit (cancel-safe; remembers the status).
-    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         if let Some(status) = self.exit {
             return Ok(status);
         }
@@ -117,13 +117,13 @@ impl AgentProcess {
     }
 
     /// Whether [`wait`](Self::wait) has seen the agent exit.
-    pub fn has_exited(&self) -> bool {
+    pub(crate) fn has_exited(&self) -> bool {
         self.exit.is_some()
     }
 
     /// Gives the agent `grace` to exit by itself (its stdin is closed by now), kills its
     /// process group if it does not, and makes sure no process of the group is left.
-    pub async fn shut_down(&mut self, grace: Duration) -> Option<ExitStatus> {
+    pub(crate) async fn shut_down(&mut self, grace: Duration) -> Option<ExitStatus> {
         if self.exit.is_none() && tokio::time::timeout(grace, self.wait()).await.is_err() {
             self.kill_group();
         }
@@ -136,14 +136,14 @@ impl AgentProcess {
 /// Makes this process the reaper of its orphaned descendants (Linux), so a daemon the agent
 /// forks out of its process group is re-parented here and [`kill_adopted`] finds it.
 #[cfg(target_os = "linux")]
-pub fn adopt_orphans() -> nix::Result<()> {
+pub(crate) fn adopt_orphans() -> nix::Result<()> {
     nix::sys::prctl::set_child_subreaper(true)
 }
 
 /// Kills this process's remaining children (daemons the agent left, adopted through
 /// [`adopt_orphans`]) and theirs, until none is left; their pids. Only for a process whose
 /// every child is the agent's: `ralph runner`, once the attempt ended.
-pub fn kill_adopted() -> Vec<u32> {
+pub(crate) fn kill_adopted() -> Vec<u32> {
     let mut killed = Vec::new();
     for _ in 0..ADOPTED_SWEEPS {
         let children: Vec<u32> = children_of(std::process::id())
@@ -193,6 +193,6 @@ pub fn children_of(parent: u32) -> Vec<u32> {
 }
 
 /// An exit status as event-log fields.
-pub fn exit_fields(status: ExitStatus) -> serde_json::Value {
+pub(crate) fn exit_fields(status: ExitStatus) -> serde_json::Value {
     serde_json::json!({"code": status.code(), "signal": status.signal()})
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "session/prompt", response = RawPromptResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawPrompt {
+pub(crate) struct RawPrompt {
     /// The session the prompt is for.
     pub session_id: String,
     /// The prompt's content blocks.
@@ -24,7 +24,7 @@ pub struct RawPrompt {
 /// The answer to `session/prompt`, with the stop reason kept as a string.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonRpcResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawPromptResponse {
+pub(crate) struct RawPromptResponse {
     /// Why the turn ended (`end_turn`, `max_tokens`, ... or an agent-specific value).
     pub stop_reason: String,
     /// Token usage of the turn (ACP `unstable_end_turn_token_usage`), when the agent sends it.
@@ -38,7 +38,7 @@ pub struct RawPromptResponse {
 /// Token usage of one prompt turn, as the prompt response carries it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TurnUsage {
+pub(crate) struct TurnUsage {
     /// Input tokens.
     #[serde(default)]
     pub input_tokens: u64,
@@ -57,7 +57,7 @@ pub struct TurnUsage {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonRpcNotification)]
 #[notification(method = "session/update")]
 #[serde(rename_all = "camelCase")]
-pub struct RawSessionUpdate {
+pub(crate) struct RawSessionUpdate {
     /// The session the update belongs to.
     pub session_id: String,
     /// The update (`{"sessionUpdate": "agent_message_chunk", ...}`).
@@ -69,7 +69,7 @@ pub struct RawSessionUpdate {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonRpcRequest)]
 #[request(method = "session/new", response = RawNewSessionResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawNewSession {
+pub(crate) struct RawNewSession {
     /// The session's working directory.
     pub cwd: std::path::PathBuf,
     /// MCP servers for the session (none).
@@ -79,7 +79,7 @@ pub struct RawNewSession {
 /// The answer to `session/new`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonRpcResponse)]
 #[serde(rename_all = "camelCase")]
-pub struct RawNewSessionResponse {
+pub(crate) struct RawNewSessionResponse {
     /// The new session.
     pub session_id: String,
     /// The unstable model state (`{"currentModelId": ..}`), when the agent sends it.

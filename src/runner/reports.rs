@@ -12,7 +12,7 @@ const MAX_LAST_MESSAGE: usize = 1024;
 
 /// What a session update reports about the agent's health.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HealthReport {
+pub(crate) enum HealthReport {
     /// The agent's state is an error until a later status says otherwise (codex-acp's
     /// `_meta.codex.threadStatus.type: "systemError"`), with its message when it has one.
     StatusError(Option<String>),
@@ -24,7 +24,7 @@ pub enum HealthReport {
 }
 
 /// The error report a session update carries, if any.
-pub fn report_in_update(update: &Value) -> Option<HealthReport> {
+pub(crate) fn report_in_update(update: &Value) -> Option<HealthReport> {
     match update.get("sessionUpdate")?.as_str()? {
         "session_info_update" => vendor_report(update.get("_meta")?),
         "notice" if update.get("severity")?.as_str()? == "error" => {
@@ -68,7 +68,7 @@ fn vendor_report(meta: &Value) -> Option<HealthReport> {
 
 /// The errors an agent reported during one prompt turn, and whether it answered after.
 #[derive(Clone, Debug, Default)]
-pub struct TurnReports {
+pub(crate) struct TurnReports {
     status_error: Option<Option<String>>,
     event_error: Option<String>,
     answered: bool,
@@ -79,7 +79,7 @@ pub struct TurnReports {
 
 impl TurnReports {
     /// Takes in one session update of the turn.
-    pub fn record(&mut self, update: &Value) {
+    pub(crate) fn record(&mut self, update: &Value) {
         match report_in_update(update) {
             Some(HealthReport::StatusError(message)) => self.status_error = Some(message),
             Some(HealthReport::StatusOk) => self.status_error = None,
@@ -109,7 +109,7 @@ impl TurnReports {
     /// The error the turn ended in, if it did: a status error (named by its message, else
     /// by the agent's last message, which is where codex-acp writes the error), or an
     /// error event that no answer text followed.
-    pub fn unanswered_error(&self) -> Option<String> {
+    pub(crate) fn unanswered_error(&self) -> Option<String> {
         if let Some(message) = &self.status_error {
             let last = self.last_message.trim();
             return Some(match message {
@@ -122,22 +122,22 @@ impl TurnReports {
     }
 
     /// Whether the turn carried answer text.
-    pub fn answered(&self) -> bool {
+    pub(crate) fn answered(&self) -> bool {
         self.answered
     }
 
     /// The turn's last answer text (its first KiB).
-    pub fn last_message(&self) -> &str {
+    pub(crate) fn last_message(&self) -> &str {
         &self.last_message
     }
 
     /// Takes in a permission the runner refused in this turn (what and why).
-    pub fn record_refusal(&mut self, refusal: String) {
+    pub(crate) fn record_refusal(&mut self, refusal: String) {
         self.refusal = Some(refusal);
     }
 
     /// The last permission the runner refused in this turn.
-    pub fn refusal(&self) -> Option<&str> {
+    pub(crate) fn refusal(&self) -> Option<&str> {
         self.refusal.as_deref()
     }
 }
@@ -148,7 +148,7 @@ const INCOMPLETE_RESPONSE: &str = "incomplete response returned, reason: ";
 
 /// The reason of an "Incomplete response returned, reason: REASON" error (e.g.
 /// `max_output_tokens`), when `error` is one.
-pub fn incomplete_response_reason(error: &str) -> Option<&str> {
+pub(crate) fn incomplete_response_reason(error: &str) -> Option<&str> {
     let start = error.to_ascii_lowercase().find(INCOMPLETE_RESPONSE)? + INCOMPLETE_RESPONSE.len();
     let rest = &error[start..];
     let end = rest
@@ -176,7 +176,7 @@ fn error_text_of(value: &Value) -> Option<String> {
 
 /// Whether an `agent_message_chunk` is an informational notice rather than part of the
 /// answer (claude-agent-acp: `_meta.claudeCode.kind: "informational"`).
-pub fn is_informational(update: &Value) -> bool {
+pub(crate) fn is_informational(update: &Value) -> bool {
     let kind = |holder: Option<&Value>| {
         holder
             .and_then(|holder| holder.get("_meta"))
@@ -189,7 +189,7 @@ pub fn is_informational(update: &Value) -> bool {
 }
 
 /// Whether a message chunk carries answer text (non-blank text, not informational).
-pub fn is_answer_text(update: &Value) -> bool {
+pub(crate) fn is_answer_text(update: &Value) -> bool {
     update.get("sessionUpdate").and_then(Value::as_str) == Some("agent_message_chunk")
         && !is_informational(update)
         && update
@@ -204,7 +204,7 @@ const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high",
 
 /// The model a session update names: a `config_option_update` with a model selector, or
 /// a `current_model_update`.
-pub fn model_in_update(update: &Value) -> Option<String> {
+pub(crate) fn model_in_update(update: &Value) -> Option<String> {
     match update.get("sessionUpdate")?.as_str()? {
         "config_option_update" => model_in_options(update.get("configOptions")?),
         "current_model_update" => ["currentModelId", "modelId"]
@@ -218,14 +218,17 @@ pub fn model_in_update(update: &Value) -> Option<String> {
 /// The model a `session/new` answer names: the `model` selector among the configuration
 /// options, else the unstable `models` state (codex-acp's `currentModelId` there carries
 /// the reasoning effort, its selector does not).
-pub fn model_of_session(config_options: Option<&Value>, models: Option<&Value>) -> Option<String> {
+pub(crate) fn model_of_session(
+    config_options: Option<&Value>,
+    models: Option<&Value>,
+) -> Option<String> {
     config_options
         .and_then(model_in_options)
         .or_else(|| model_in_models(models?))
 }
 
 /// The model the `model` selector among configuration options (raw JSON) is set to.
-pub fn model_in_options(options: &Value) -> Option<String> {
+pub(crate) fn model_in_options(options: &Value) -> Option<String> {
     let selector = options.as_array()?.iter().find(|option| {
         option.get("category").and_then(Value::as_str) == Some("model")
             || option.get("id").and_then(Value::as_str) == Some("model")
@@ -304,7 +307,7 @@ fn without_effort(model: &str) -> &str {
 
 /// Tokens a prompt response's `_meta` reports (gemini-cli:
 /// `_meta.quota.token_count.{input_tokens, output_tokens}`).
-pub fn tokens_in_response_meta(meta: &Value) -> Option<(u64, u64)> {
+pub(crate) fn tokens_in_response_meta(meta: &Value) -> Option<(u64, u64)> {
     let count = meta.get("quota")?.get("token_count")?;
     let tokens = |key: &str| count.get(key).and_then(Value::as_u64).unwrap_or(0);
     Some((tokens("input_tokens"), tokens("output_tokens")))
@@ -312,7 +315,7 @@ pub fn tokens_in_response_meta(meta: &Value) -> Option<(u64, u64)> {
 
 /// The model a prompt response's `_meta` names (gemini-cli: the model of
 /// `_meta.quota.model_usage` with the most output tokens).
-pub fn model_in_response_meta(meta: &Value) -> Option<String> {
+pub(crate) fn model_in_response_meta(meta: &Value) -> Option<String> {
     meta.get("quota")?
         .get("model_usage")?
         .as_array()?

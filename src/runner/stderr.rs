@@ -15,7 +15,7 @@ use crate::sync::lock;
 
 /// What the watcher reports to the supervisor.
 #[derive(Debug)]
-pub enum StderrAlarm {
+pub(super) enum StderrAlarm {
     /// A line matched a crash pattern.
     Crash {
         /// The pattern.
@@ -37,7 +37,7 @@ const KEPT_ERROR_LINES: usize = 5;
 
 /// What the agent's stderr said that a failure summary can use.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StderrDigest {
+pub(crate) struct StderrDigest {
     /// The first non-empty line that is not noise (warnings, banners, stack frames).
     pub first_line: Option<String>,
     /// The first few error-like lines (error, failed, exception, fatal, ...).
@@ -48,7 +48,7 @@ pub struct StderrDigest {
 
 impl StderrDigest {
     /// Takes in one stderr line.
-    pub fn record(&mut self, line: &str) {
+    pub(crate) fn record(&mut self, line: &str) {
         let line = line.trim();
         if line.is_empty() || patterns::is_noise(line) {
             return;
@@ -64,7 +64,7 @@ impl StderrDigest {
 
     /// The line that best says what went wrong: the first error-like line, else the
     /// first line that is not noise.
-    pub fn summary_line(&self) -> Option<&str> {
+    pub(crate) fn summary_line(&self) -> Option<&str> {
         self.error_lines
             .first()
             .or(self.first_line.as_ref())
@@ -73,10 +73,10 @@ impl StderrDigest {
 }
 
 /// The digest, shared between the watcher and the attempt.
-pub type SharedDigest = Arc<Mutex<StderrDigest>>;
+pub(super) type SharedDigest = Arc<Mutex<StderrDigest>>;
 
 /// Reads stderr to its end.
-pub async fn watch(
+pub(super) async fn watch(
     stderr: ChildStderr,
     patterns: Patterns,
     relay: bool,

@@ -29,7 +29,7 @@ use crate::sync::lock;
 const ABANDON_AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// What the supervisor watches and acts on.
-pub struct Supervision<'a> {
+pub(super) struct Supervision<'a> {
     /// The agent process.
     pub agent: &'a mut AgentProcess,
     /// The agent's ACP traffic.
@@ -52,7 +52,7 @@ pub struct Supervision<'a> {
 }
 
 /// What the supervision saw.
-pub struct Supervised {
+pub(super) struct Supervised {
     /// How the turn ended.
     pub turn_end: TurnEnd,
     /// Why the runner stopped the agent, if it did.
@@ -72,7 +72,7 @@ enum Escalation {
 
 /// Drives `conversation` to its end under supervision; `session_rx` delivers the
 /// session once it exists (for `session/cancel`).
-pub async fn supervise(
+pub(super) async fn supervise(
     mut conversation: Pin<&mut impl Future<Output = TurnEnd>>,
     mut session_rx: oneshot::Receiver<SessionHandle>,
     supervision: Supervision<'_>,
@@ -241,7 +241,7 @@ fn phase(turn: &Mutex<TurnState>) -> Phase {
 
 /// Whether a line that is not JSON-RPC now means the agent does not speak ACP: it came
 /// before the agent answered `initialize`.
-pub fn not_acp_yet(turn: &Mutex<TurnState>) -> bool {
+pub(super) fn not_acp_yet(turn: &Mutex<TurnState>) -> bool {
     phase(turn) == Phase::Starting
 }
 

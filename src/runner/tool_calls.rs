@@ -46,7 +46,7 @@ const PATH_MAP_KEYS: &[&str] = &["changes"];
 
 /// What is known about one tool call, merged from everything the agent sent about it.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct KnownToolCall {
+pub(crate) struct KnownToolCall {
     /// The human-readable title.
     pub title: Option<String>,
     /// The kind of tool.
@@ -61,7 +61,7 @@ pub struct KnownToolCall {
 
 impl KnownToolCall {
     /// Takes in the fields one update carries.
-    pub fn apply(&mut self, fields: &ToolCallUpdateFields) {
+    pub(crate) fn apply(&mut self, fields: &ToolCallUpdateFields) {
         if let Some(title) = &fields.title {
             self.title = Some(title.clone());
         }
@@ -89,7 +89,7 @@ impl KnownToolCall {
     }
 
     /// Whether nothing at all is known about the call.
-    pub fn is_unknown(&self) -> bool {
+    pub(crate) fn is_unknown(&self) -> bool {
         self.title
             .as_deref()
             .is_none_or(|title| title.trim().is_empty())
@@ -100,7 +100,7 @@ impl KnownToolCall {
     }
 
     /// The parts of the call the permission policy looks at.
-    pub fn request(&self) -> ToolRequest {
+    pub(crate) fn request(&self) -> ToolRequest {
         let mut paths = self.locations.clone();
         paths.extend(self.diff_paths.iter().cloned());
         if let Some(input) = &self.raw_input {
@@ -120,19 +120,19 @@ impl KnownToolCall {
 
 /// The tool calls of one session, by id.
 #[derive(Debug, Default)]
-pub struct ToolCalls {
+pub(crate) struct ToolCalls {
     calls: HashMap<String, KnownToolCall>,
 }
 
 impl ToolCalls {
     /// Takes in a `tool_call` session update (a repeated id updates the known call).
-    pub fn record_call(&mut self, call: &ToolCall) {
+    pub(crate) fn record_call(&mut self, call: &ToolCall) {
         let update = ToolCallUpdate::from(call.clone());
         self.record_update(&update);
     }
 
     /// Takes in a `tool_call_update` session update (an unknown id starts a new call).
-    pub fn record_update(&mut self, update: &ToolCallUpdate) {
+    pub(crate) fn record_update(&mut self, update: &ToolCallUpdate) {
         self.calls
             .entry(update.tool_call_id.0.to_string())
             .or_default()
@@ -141,7 +141,7 @@ impl ToolCalls {
 
     /// The call a permission request is about: what is known, with the request's own
     /// fields merged in (and remembered).
-    pub fn merge_request(&mut self, tool_call: &ToolCallUpdate) -> KnownToolCall {
+    pub(crate) fn merge_request(&mut self, tool_call: &ToolCallUpdate) -> KnownToolCall {
         self.record_update(tool_call);
         self.calls
             .get(tool_call.tool_call_id.0.as_ref())
@@ -150,7 +150,7 @@ impl ToolCalls {
     }
 
     /// Takes in one raw `session/update` if it is about a tool call.
-    pub fn record_raw(&mut self, update: &Value) {
+    pub(crate) fn record_raw(&mut self, update: &Value) {
         match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("tool_call") => {
                 if let Ok(call) = serde_json::from_value::<ToolCall>(update.clone()) {

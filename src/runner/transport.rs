@@ -21,7 +21,7 @@ use super::activity::Activity;
 /// Stdout is read by its own task (returned), so every line the agent printed reaches
 /// `noise` even when the connection ends first (e.g. a program that printed its usage and
 /// exited before `initialize` could be written): await the task to read stdout to its end.
-pub fn agent_lines(
+pub(super) fn agent_lines(
     stdin: ChildStdin,
     stdout: ChildStdout,
     activity: Arc<Activity>,

@@ -14,7 +14,7 @@ const NON_TEXT_CONTENT: &str = "\u{FFFC}";
 
 /// How far the conversation with the agent got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Spawned, `initialize` not answered yet.
     #[default]
     Starting,
@@ -28,7 +28,7 @@ pub enum Phase {
 
 impl Phase {
     /// Completes "the agent exited ..." with where it was.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Phase::Starting => "before answering initialize",
             Phase::Initialized => "before creating a session",
@@ -38,7 +38,7 @@ impl Phase {
     }
 
     /// The request the agent had yet to answer in this phase.
-    pub fn pending_request(self) -> &'static str {
+    pub(crate) fn pending_request(self) -> &'static str {
         match self {
             Phase::Starting => "initialize",
             Phase::Initialized => "session/new",
@@ -49,7 +49,7 @@ impl Phase {
 
 /// The state of the attempt's conversation, shared by the ACP handlers.
 #[derive(Debug)]
-pub struct TurnState {
+pub(crate) struct TurnState {
     /// How far the conversation got.
     pub phase: Phase,
     /// Session updates received since the prompt was sent.
@@ -91,14 +91,14 @@ impl Default for TurnState {
 
 impl TurnState {
     /// The state before `initialize`, the runner asking for `requested_model`.
-    pub fn asking_for(requested_model: Option<String>) -> TurnState {
+    pub(crate) fn asking_for(requested_model: Option<String>) -> TurnState {
         let mut turn = TurnState::default();
         turn.ran_by.requested_model = requested_model;
         turn
     }
 
     /// Takes in one `session/update` (raw JSON); returns its kind for the log.
-    pub fn record_update(&mut self, update: &serde_json::Value) {
+    pub(crate) fn record_update(&mut self, update: &serde_json::Value) {
         let counted = self.phase == Phase::Prompted;
         if counted {
             self.updates_in_turn += 1;
@@ -134,7 +134,7 @@ impl TurnState {
 
     /// Takes in the prompt response's `_meta`: tokens and model agents report there
     /// (used when the response carries no standard usage).
-    pub fn record_response_meta(&mut self, meta: &serde_json::Value) {
+    pub(crate) fn record_response_meta(&mut self, meta: &serde_json::Value) {
         if self.usage.total_tokens() == 0
             && let Some((input, output)) = reports::tokens_in_response_meta(meta)
         {
@@ -165,7 +165,7 @@ impl TurnState {
     }
 
     /// Takes in the token usage of the prompt response.
-    pub fn record_turn_usage(&mut self, usage: &TurnUsage) {
+    pub(crate) fn record_turn_usage(&mut self, usage: &TurnUsage) {
         self.usage.tokens = Tokens {
             input: usage.input_tokens,
             output: usage.output_tokens,
@@ -175,7 +175,7 @@ impl TurnState {
     }
 
     /// The sigils of the turn's agent messages (verdicts from the last one).
-    pub fn take_sigils(&mut self) -> Sigils {
+    pub(crate) fn take_sigils(&mut self) -> Sigils {
         std::mem::replace(&mut self.scanner, SigilScanner::new()).finish()
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum PathError {
+pub(crate) enum PathError {
     /// The path leads outside the workspace (directly, through `..`, or through a symlink).
     #[error("{path} is outside the workspace {workspace}")]
     Outside {
@@ -27,13 +27,13 @@ pub enum PathError {
 
 /// The workspace root, canonicalized once.
 #[derive(Clone, Debug)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     root: PathBuf,
 }
 
 impl Workspace {
     /// Resolves the workspace directory (it must exist).
-    pub fn new(dir: &Path) -> io::Result<Self> {
+    pub(crate) fn new(dir: &Path) -> io::Result<Self> {
         let root = dir.canonicalize()?;
         if !root.is_dir() {
             return Err(io::Error::new(
@@ -45,7 +45,7 @@ impl Workspace {
     }
 
     /// Checks that files can be created in the workspace (creates and removes a probe file).
-    pub fn check_writable(&self) -> io::Result<()> {
+    pub(crate) fn check_writable(&self) -> io::Result<()> {
         let probe = self
             .root
             .join(format!(".ralph-write-probe-{}", std::process::id()));
@@ -57,13 +57,13 @@ impl Workspace {
     }
 
     /// The canonical workspace root.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// The real path `path` names, when it lies inside the workspace. The path need not
     /// exist; its deepest existing ancestor is resolved through symlinks.
-    pub fn resolve(&self, path: &Path) -> Result<PathBuf, PathError> {
+    pub(crate) fn resolve(&self, path: &Path) -> Result<PathBuf, PathError> {
         let absolute = normalize(&self.root.join(path));
         let outside = || PathError::Outside {
             path: path.to_path_buf(),
@@ -83,19 +83,14 @@ impl Workspace {
         }
     }
 
-    /// Whether `path` lies inside the workspace.
-    pub fn contains(&self, path: &Path) -> bool {
-        self.resolve(path).is_ok()
-    }
-
     /// `path` relative to the workspace root, when it is inside.
-    pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+    pub(crate) fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
         path.strip_prefix(&self.root).ok()
     }
 }
 
 /// Removes `.` and resolves `..` lexically (an absolute path never climbs above `/`).
-pub fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut normal = PathBuf::new();
     for component in path.components() {
         match component {
@@ -169,7 +164,7 @@ mod tests {
     #[test]
     fn an_absolute_path_elsewhere_is_refused() {
         let (_dir, workspace) = workspace();
-        assert!(!workspace.contains(Path::new("/etc/passwd")));
+        assert!(workspace.resolve(Path::new("/etc/passwd")).is_err());
     }
 
     #[test]

@@ -150,7 +150,7 @@ pub(crate) struct Git {
 
 impl Git {
     /// Runs `git args` in `cwd`; `git_ref` names the ref in errors.
-    pub async fn run(
+    pub(super) async fn run(
         &self,
         cwd: &Path,
         args: &[&str],
@@ -206,7 +206,7 @@ impl Git {
     }
 
     /// Runs a command that must succeed and returns its trimmed stdout.
-    pub async fn ok(
+    pub(super) async fn ok(
         &self,
         cwd: &Path,
         args: &[&str],
@@ -222,7 +222,7 @@ impl Git {
     }
 
     /// The commit `rev` names in the repository at `cwd` (`HEAD`, `HEAD^`, a ref).
-    pub async fn commit_at(
+    pub(super) async fn commit_at(
         &self,
         cwd: &Path,
         rev: &str,
@@ -232,7 +232,7 @@ impl Git {
     }
 
     /// Runs local commands in `cwd` one after the other; each must succeed.
-    pub async fn ok_each(
+    pub(super) async fn ok_each(
         &self,
         cwd: &Path,
         commands: &[&[&str]],
@@ -245,7 +245,13 @@ impl Git {
     }
 
     /// The error for a failed command: network failures are told apart by what git printed.
-    pub fn failure(&self, args: &[&str], git_ref: &str, net: Net, stderr: &str) -> WorkspaceError {
+    pub(super) fn failure(
+        &self,
+        args: &[&str],
+        git_ref: &str,
+        net: Net,
+        stderr: &str,
+    ) -> WorkspaceError {
         let detail = last_lines(stderr);
         if net == Net::Remote {
             let lower = stderr.to_lowercase();

@@ -13,7 +13,7 @@ mod error;
 mod git;
 mod local;
 mod remote;
-pub mod report;
+pub(crate) mod report;
 mod settings;
 
 pub use attempt::{AttemptRef, AttemptWorkspace, CommitOutcome, GitOptions, IntegrationOutcome};
@@ -28,13 +28,13 @@ pub use settings::{
 
 /// File names in a credentials directory handed to the git steps (a credentials Secret's
 /// keys are mapped onto them): `username` and `token`, or `ssh-privatekey` and `known_hosts`.
-pub mod credential_file {
+pub(crate) mod credential_file {
     /// The HTTPS username.
-    pub const USERNAME: &str = "username";
+    pub(crate) const USERNAME: &str = "username";
     /// The HTTPS token or password.
-    pub const TOKEN: &str = "token";
+    pub(crate) const TOKEN: &str = "token";
     /// The SSH private key.
-    pub const SSH_KEY: &str = "ssh-privatekey";
+    pub(crate) const SSH_KEY: &str = "ssh-privatekey";
     /// The SSH known_hosts lines.
-    pub const KNOWN_HOSTS: &str = "known_hosts";
+    pub(crate) const KNOWN_HOSTS: &str = "known_hosts";
 }

@@ -6,7 +6,7 @@ use super::error::WorkspaceError;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, tasks_in_subjects};
 
 /// Done, and the agent left `ws` as it found it.
-pub fn unchanged(ws: &AttemptWorkspace) -> WorkspaceReport {
+pub(crate) fn unchanged(ws: &AttemptWorkspace) -> WorkspaceReport {
     WorkspaceReport {
         work_branch: Some(ws.work_branch.clone()),
         feature_head: Some(ws.start_commit.clone()),
@@ -18,7 +18,7 @@ pub fn unchanged(ws: &AttemptWorkspace) -> WorkspaceReport {
 }
 
 /// What integrating the commit `commit` of `ws` gave.
-pub fn integration(
+pub(crate) fn integration(
     ws: &AttemptWorkspace,
     commit: Option<String>,
     outcome: IntegrationOutcome,
@@ -58,7 +58,7 @@ pub fn integration(
 }
 
 /// A failed git step, said as `message`: misconfigured when only the user can fix it.
-pub fn failure(error: &WorkspaceError, message: String) -> WorkspaceReport {
+pub(crate) fn failure(error: &WorkspaceError, message: String) -> WorkspaceReport {
     let outcome = if error.needs_user_fix() {
         WorkspaceOutcome::Misconfigured
     } else {

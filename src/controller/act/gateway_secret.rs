@@ -32,7 +32,7 @@ fn credential_keys(feature: &Feature) -> Vec<(String, String, String)> {
 }
 
 /// The problem with one Secret as read (`None`: it does not exist) for `key`.
-pub fn secret_problem(
+pub(crate) fn secret_problem(
     namespace: &str,
     (name, key, field): &(String, String, String),
     secret: Option<&Secret>,
@@ -72,7 +72,7 @@ pub fn secret_problem(
 
 /// The first problem with the Feature's model credential Secrets (read live, remembered
 /// per generation for a short while); `None` when they are fine or none is named.
-pub async fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
+pub(crate) async fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
     let namespace = feature.namespace().unwrap_or_default();
     for reference in credential_keys(feature) {
         let remembered = format!(

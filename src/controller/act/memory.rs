@@ -29,12 +29,12 @@ use crate::engine::memory::{self, JournalEntry, KnowledgeEntry, Recall, RecallIn
 const WRITE_ATTEMPTS: usize = 3;
 
 /// Name of the ConfigMap holding a feature's learned knowledge.
-pub fn knowledge_config_map(feature: &str) -> String {
+pub(crate) fn knowledge_config_map(feature: &str) -> String {
     format!("{feature}-knowledge")
 }
 
 /// The journal of a Task: one entry per ended attempt its status keeps.
-pub fn task_journal(task: &Task) -> Vec<JournalEntry> {
+pub(crate) fn task_journal(task: &Task) -> Vec<JournalEntry> {
     let id = crate::controller::plan::decide::task_id(task);
     let Some(status) = task.status.as_ref() else {
         return Vec::new();
@@ -61,7 +61,7 @@ pub fn task_journal(task: &Task) -> Vec<JournalEntry> {
 
 /// What the next prompt of `task` recalls: its own journal, that of the tasks it depends on
 /// (`siblings` by object name), and the feature's knowledge, within the Feature's budgets.
-pub fn recall(
+pub(crate) fn recall(
     feature: &Feature,
     task: &Task,
     task_id: &str,
@@ -89,7 +89,7 @@ pub fn recall(
 
 /// The feature's knowledge: seeded (inline, then `knowledgeFrom`), replaced and extended by
 /// what agents learned (its ConfigMap).
-pub async fn feature_knowledge(
+pub(crate) async fn feature_knowledge(
     feature: &Feature,
     ctx: &Context,
 ) -> Result<Vec<KnowledgeEntry>, TextError> {
@@ -149,13 +149,13 @@ async fn learned(
 }
 
 /// Event reason when the knowledge of an attempt cannot be kept.
-pub const REASON_KNOWLEDGE_NOT_KEPT: &str = "KnowledgeNotKept";
+pub(crate) const REASON_KNOWLEDGE_NOT_KEPT: &str = "KnowledgeNotKept";
 
 /// [`record_knowledge`], before the attempt is recorded in the Task's status. A failure the
 /// user must fix (403: RBAC without ConfigMap create/update; 400/422: a ConfigMap the API
 /// server refuses) is a Warning Event on the Task and does not hold up the task; any other
 /// failure is returned, so the result is ingested again later.
-pub async fn keep_knowledge(
+pub(crate) async fn keep_knowledge(
     ctx: &Context,
     feature: &Feature,
     task: &Task,
@@ -181,7 +181,7 @@ pub async fn keep_knowledge(
 /// Keeps the knowledge an attempt wrote in the feature's ConfigMap (created, owned by the
 /// Feature, on the first entry). Nothing is written when the attempt brought none or
 /// nothing new.
-pub async fn record_knowledge(
+pub(crate) async fn record_knowledge(
     ctx: &Context,
     feature: &Feature,
     result: &AttemptResult,

@@ -3,7 +3,7 @@
 
 pub mod claim;
 pub(crate) mod claims;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod gateway_secret;
 pub(crate) mod git_secret;

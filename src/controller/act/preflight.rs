@@ -91,7 +91,7 @@ impl Preflight {
 }
 
 /// The problem of agent Pods whose ServiceAccount is missing.
-pub fn missing_service_account(namespace: &str, account: &str) -> Problem {
+pub(crate) fn missing_service_account(namespace: &str, account: &str) -> Problem {
     Problem {
         reason: conditions::REASON_MISSING_SERVICE_ACCOUNT,
         message: format!(

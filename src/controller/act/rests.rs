@@ -28,12 +28,12 @@ use crate::engine::conclusion::AgentRest;
 use crate::engine::selection::{Rests, format_ms};
 
 /// Name of the ConfigMap holding a namespace's agent rests.
-pub const REST_CONFIG_MAP: &str = "ralph-agent-rests";
+pub(crate) const REST_CONFIG_MAP: &str = "ralph-agent-rests";
 
 /// One rest as the ConfigMap stores it (JSON under the agent's identity).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StoredRest {
+pub(crate) struct StoredRest {
     /// Until when, RFC 3339 (for people).
     pub until: String,
     /// Until when, Unix ms.
@@ -162,7 +162,7 @@ async fn read(client: &Client, timeout: Duration, namespace: &str) -> Result<Res
 
 /// The rests a ConfigMap's data holds; entries that do not parse are skipped (a person may
 /// have edited them).
-pub fn parse(data: BTreeMap<String, String>) -> Rests {
+pub(crate) fn parse(data: BTreeMap<String, String>) -> Rests {
     data.into_iter()
         .filter_map(|(identity, json)| {
             let stored: StoredRest = serde_json::from_str(&json).ok()?;

@@ -10,7 +10,7 @@ use crate::controller::runtime::context::{Context, FIELD_MANAGER};
 
 /// Writes a Task's status by server-side apply, with the resourceVersion it was decided on
 /// as a precondition (a stale view gets a conflict, not a lost update).
-pub async fn write_status(
+pub(crate) async fn write_status(
     ctx: &Context,
     task: &Task,
     status: &TaskStatus,

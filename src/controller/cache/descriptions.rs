@@ -13,7 +13,7 @@ use crate::engine::dag::TaskPhase;
 use crate::sync::lock;
 
 /// Most bytes held at once: the texts and, per Task, its uid and [`ENTRY_OVERHEAD`].
-pub const MAX_BYTES: usize = 2 * 1024 * 1024;
+pub(crate) const MAX_BYTES: usize = 2 * 1024 * 1024;
 
 /// What one kept text costs besides its own bytes and its uid's (map slots, the generation,
 /// the age).

@@ -7,21 +7,21 @@
 use tokio::sync::watch;
 
 /// Sets a cache's [`Filled`] once its first list is in.
-pub struct FilledSignal(watch::Sender<bool>);
+pub(crate) struct FilledSignal(watch::Sender<bool>);
 
 /// Whether a cache has been filled; cheap to clone, any number may wait.
 #[derive(Clone, Debug)]
 pub struct Filled(watch::Receiver<bool>);
 
 /// A signal and its reader, not filled yet.
-pub fn filled() -> (FilledSignal, Filled) {
+pub(crate) fn filled() -> (FilledSignal, Filled) {
     let (sender, receiver) = watch::channel(false);
     (FilledSignal(sender), Filled(receiver))
 }
 
 impl FilledSignal {
     /// Marks the cache filled (for good: a re-list keeps serving the cache it replaces).
-    pub fn mark(&self) {
+    pub(crate) fn mark(&self) {
         self.0
             .send_if_modified(|filled| !std::mem::replace(filled, true));
     }

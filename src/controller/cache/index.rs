@@ -179,7 +179,7 @@ where
 }
 
 /// `object`'s reference without its resourceVersion and uid (identity only, less memory).
-pub fn reference<K: Resource>(object: &K) -> ObjectRef<K>
+pub(crate) fn reference<K: Resource>(object: &K) -> ObjectRef<K>
 where
     K::DynamicType: Default,
 {

@@ -37,7 +37,7 @@ use crate::sync::lock;
 /// True when nothing reads `lease` from the cache any more: it is the claim of a cached
 /// Task (its owner, same uid), spent by an attempt that Task records as started and
 /// concluded.
-pub fn is_retirable(lease: &Lease, tasks: &Store<Task>) -> bool {
+pub(crate) fn is_retirable(lease: &Lease, tasks: &Store<Task>) -> bool {
     let Some(holder) = claim::holder(lease).filter(|h| !h.is_empty()) else {
         return false;
     };
@@ -57,7 +57,7 @@ pub fn is_retirable(lease: &Lease, tasks: &Store<Task>) -> bool {
 
 /// The watch event that caches `event`'s Lease, with retirable Leases ([`is_retirable`])
 /// left out ([`retire_event`]).
-pub fn retiring(event: Event<Lease>, tasks: &Store<Task>) -> Option<Event<Lease>> {
+pub(crate) fn retiring(event: Event<Lease>, tasks: &Store<Task>) -> Option<Event<Lease>> {
     retire_event(event, |lease| is_retirable(lease, tasks))
 }
 
@@ -73,7 +73,7 @@ pub struct LeaseCache {
 }
 
 /// Leases put back in the cache ([`LeaseCache::restore`]): their Features are reconciled.
-pub type Restored = mpsc::UnboundedReceiver<Lease>;
+pub(crate) type Restored = mpsc::UnboundedReceiver<Lease>;
 
 impl LeaseCache {
     /// The cache `leases`, written through `writer` (shared with its watch) and kept in
@@ -129,7 +129,7 @@ impl LeaseCache {
 
 /// Every [`RETIRE_PERIOD`], retires the cached Leases spent since the watch brought them;
 /// for ever.
-pub async fn sweep(cache: LeaseCache) {
+pub(crate) async fn sweep(cache: LeaseCache) {
     loop {
         tokio::time::sleep(RETIRE_PERIOD).await;
         let retired = cache.retire_spent();

@@ -208,7 +208,7 @@ fn fingerprint(templates: &TemplatePositions<'_>, task: &Task) -> u64 {
 
 /// [`decide::plan`], with the feature's DAG structure from `shapes` while its Tasks' structure is
 /// the same as when it was kept (a reconcile of a large feature validates nothing again).
-pub fn plan_kept(snapshot: &Snapshot<'_>, shapes: &Shapes) -> FeaturePlan {
+pub(crate) fn plan_kept(snapshot: &Snapshot<'_>, shapes: &Shapes) -> FeaturePlan {
     let feature = snapshot.feature;
     let key = feature_key(
         feature.metadata.namespace.as_deref().unwrap_or(""),

@@ -29,10 +29,10 @@ use crate::engine::lifecycle::attempt_id;
 use crate::sync::lock;
 
 /// The key under which the Task index keeps the Running Tasks.
-pub const RUNNING: &str = "running";
+pub(crate) const RUNNING: &str = "running";
 
 /// The Task index key of `task`: [`RUNNING`] while its status records it Running.
-pub fn running_key(task: &Task) -> Option<String> {
+pub(crate) fn running_key(task: &Task) -> Option<String> {
     (task.status.as_ref()?.phase == TaskPhase::Running).then(|| RUNNING.to_owned())
 }
 

@@ -17,15 +17,15 @@ use crate::controller::client::call::{CallError, bounded};
 use crate::sync::lock;
 
 /// Most Feature specs held at once.
-pub const MAX_ENTRIES: usize = 16;
+pub(crate) const MAX_ENTRIES: usize = 16;
 /// Most prompt text (template titles and descriptions) held at once, in bytes. A Feature
 /// whose text alone is larger is read and used, not kept.
-pub const MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
+pub(crate) const MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
 
 /// Most Features whose Tasks are applied at once (each holds its changed Tasks, prompt
 /// texts included, until they are applied: a first sync of 50 Features would hold all
 /// 10,000). Enough to keep every template apply permit busy.
-pub const FEATURES_APPLYING: usize = 8;
+pub(crate) const FEATURES_APPLYING: usize = 8;
 
 /// The bounded cache of whole Feature specs (one per process, shared by reconciles).
 #[derive(Clone)]

@@ -16,7 +16,7 @@ use crate::engine::lifecycle::RunView;
 
 /// Annotation on agent Pods: the share of the Feature's budget the attempt's gateway
 /// enforces (JSON), read back while the attempt runs to share the rest.
-pub const BUDGET_SHARE_ANNOTATION: &str = "ralph.dev/budget-share";
+pub(crate) const BUDGET_SHARE_ANNOTATION: &str = "ralph.dev/budget-share";
 
 /// The share of the Feature's budget a new attempt may spend (as `ralph run` gives it,
 /// `Budget::share`): what the ended attempts (`tasks`, and Pods not ingested yet) and the

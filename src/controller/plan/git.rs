@@ -23,7 +23,7 @@ use crate::workspace::{RepoSettings, Transport};
 /// its work branch); a verification attempt starts from that work branch and integrates it
 /// on pass. `agent` is the pool agent that runs the attempt (its image runs the git steps
 /// unless `spec.workspace.git.image` names one).
-pub fn add_to_attempt_pod(
+pub(crate) fn add_to_attempt_pod(
     pod: &mut Pod,
     feature: &Feature,
     agent: &AgentSpec,
@@ -68,7 +68,7 @@ pub(crate) fn settings_problem(feature: &Feature, git: &GitWorkspace) -> Option<
 }
 
 /// The problem with the credentials Secret as read (`None`: it does not exist).
-pub fn secret_problem(
+pub(crate) fn secret_problem(
     feature: &Feature,
     git: &GitWorkspace,
     secret: Option<&Secret>,
@@ -118,7 +118,7 @@ pub fn secret_problem(
 }
 
 /// Records the git steps' report on the attempt just ingested.
-pub fn record_report(status: &mut TaskStatus, report: Option<WorkspaceReport>) {
+pub(crate) fn record_report(status: &mut TaskStatus, report: Option<WorkspaceReport>) {
     if let (Some(record), Some(report)) = (status.attempts.last_mut(), report) {
         record.workspace = Some(Box::new(report));
     }
@@ -128,7 +128,7 @@ pub fn record_report(status: &mut TaskStatus, report: Option<WorkspaceReport>) {
 /// top of. (Attempts' end times do not order pushes: two tasks' git steps race, and the
 /// status keeps whole seconds.) Reports without `integratedOnto` (recorded by an older
 /// version) fall back to the newest end time.
-pub fn branch_status(feature: &Feature, tasks: &[Arc<Task>]) -> Option<FeatureBranchStatus> {
+pub(crate) fn branch_status(feature: &Feature, tasks: &[Arc<Task>]) -> Option<FeatureBranchStatus> {
     let git = feature.spec.git()?;
     let branch = git
         .feature_branch

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use crate::api::{TASK_LABEL, Task};
 
 /// Annotation on a templated Task: a hash of what the controller last applied for it.
-pub const TEMPLATE_HASH_ANNOTATION: &str = "ralph.dev/template-hash";
+pub(crate) const TEMPLATE_HASH_ANNOTATION: &str = "ralph.dev/template-hash";
 
 /// Marks the packed origin of a cached Task in `metadata.selfLink`, a field API servers
 /// have left empty since Kubernetes 1.20 and nothing in the controller reads. A selfLink an
@@ -26,7 +26,7 @@ const SEPARATOR: char = '/';
 
 /// Where a Task came from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Origin<'a> {
+pub(crate) struct Origin<'a> {
     /// The uid of the Feature that owns the Task (its owner reference of kind Feature).
     pub feature_uid: Option<&'a str>,
     /// The name of the template the Task was applied from (its `ralph.dev/task` label).
@@ -38,13 +38,13 @@ pub struct Origin<'a> {
 
 impl Origin<'_> {
     /// True when the Feature of uid `feature_uid` owns the Task and applied it from a template.
-    pub fn is_templated_by(&self, feature_uid: &str) -> bool {
+    pub(crate) fn is_templated_by(&self, feature_uid: &str) -> bool {
         self.feature_uid == Some(feature_uid) && self.template_hash.is_some()
     }
 }
 
 /// Where `task` came from, read from a Task as the API server returns it or as it is cached.
-pub fn of(task: &Task) -> Origin<'_> {
+pub(crate) fn of(task: &Task) -> Origin<'_> {
     of_meta(&task.metadata)
 }
 
@@ -81,7 +81,7 @@ fn of_meta(meta: &ObjectMeta) -> Origin<'_> {
 /// cache). Left as it is when a
 /// part holds the separator (a hand-written annotation on a standalone Task): [`of`] still
 /// reads it, at the cost of the maps.
-pub fn pack(meta: &mut ObjectMeta) {
+pub(crate) fn pack(meta: &mut ObjectMeta) {
     let origin = of_meta(meta);
     let packed = if origin == Origin::default() {
         None
@@ -120,7 +120,7 @@ fn unpack(packed: &str) -> Origin<'_> {
 }
 
 /// A stable hash of what is applied for a templated Task (spec, labels, owner).
-pub fn template_hash(task: &Task) -> String {
+pub(crate) fn template_hash(task: &Task) -> String {
     use std::hash::Hasher;
     let applied = serde_json::json!({
         "spec": task.spec,

@@ -15,13 +15,13 @@ use crate::gateway::{PriceTable, Provider};
 
 /// Feature condition, present while an agent turns its model gateway off
 /// (`gateway.enabled: false`): `False`, reason [`REASON_GATEWAY_OFF`].
-pub const MODEL_GATEWAY: &str = "ModelGateway";
+pub(crate) const MODEL_GATEWAY: &str = "ModelGateway";
 /// `ModelGateway=False`: the agent holds the model key, and only its own reports count.
-pub const REASON_GATEWAY_OFF: &str = "GatewayOff";
+pub(crate) const REASON_GATEWAY_OFF: &str = "GatewayOff";
 
 /// Sets the [`MODEL_GATEWAY`] condition while an agent of the Feature turns its gateway
 /// off, and removes it otherwise.
-pub fn set_gateway_condition(
+pub(crate) fn set_gateway_condition(
     feature: &Feature,
     list: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
@@ -67,7 +67,7 @@ pub(crate) struct PodGateway<'a> {
 impl<'a> PodGateway<'a> {
     /// The gateway `agent` runs behind: when it is on, names a credential, and the agent is
     /// one ralph knows the model API of.
-    pub fn of(agent: &'a AgentSpec) -> Option<PodGateway<'a>> {
+    pub(crate) fn of(agent: &'a AgentSpec) -> Option<PodGateway<'a>> {
         let spec = agent.gateway.as_ref().filter(|spec| spec.enabled)?;
         let credential = spec.credential.as_ref()?;
         let provider = spec
@@ -85,12 +85,12 @@ impl<'a> PodGateway<'a> {
     }
 
     /// The runner's flags: read the sidecar's meter at the end.
-    pub fn runner_args(&self) -> Vec<String> {
+    pub(crate) fn runner_args(&self) -> Vec<String> {
         vec!["--gateway-url".to_owned(), self.url()]
     }
 
     /// Sets the agent's base URL and placeholder key variables (over any the Feature set).
-    pub fn agent_env(&self, env: &mut Vec<EnvVar>) {
+    pub(crate) fn agent_env(&self, env: &mut Vec<EnvVar>) {
         let base_url = format!("{}{}", self.url(), self.provider.agent_prefix());
         let set = [
             env_var(self.provider.base_url_variable(), &base_url),
@@ -101,7 +101,7 @@ impl<'a> PodGateway<'a> {
     }
 
     /// The sidecar's flags.
-    pub fn sidecar_args(&self) -> Vec<String> {
+    pub(crate) fn sidecar_args(&self) -> Vec<String> {
         let kind = match self.credential.kind {
             CredentialKindSpec::ApiKey => "api-key",
             CredentialKindSpec::Bearer => "bearer",
@@ -123,7 +123,7 @@ impl<'a> PodGateway<'a> {
 
     /// The sidecar's variables: the credential from the Secret key, where it comes from,
     /// and the prices (the cluster's, the Feature's over them).
-    pub fn sidecar_env(&self, cluster_prices: &PriceTable) -> Vec<EnvVar> {
+    pub(crate) fn sidecar_env(&self, cluster_prices: &PriceTable) -> Vec<EnvVar> {
         let reference = &self.credential.secret_key_ref;
         let mut env = vec![
             EnvVar {

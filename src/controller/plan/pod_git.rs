@@ -27,11 +27,11 @@ use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport, finish_commits
 use crate::workspace::{Transport, credential_file, validate_url};
 
 /// Name of the init container that clones the repository.
-pub const PREPARE_CONTAINER: &str = "git-prepare";
+pub(crate) const PREPARE_CONTAINER: &str = "git-prepare";
 /// Name of the container that commits and integrates after the agent.
-pub const FINISH_CONTAINER: &str = "git-finish";
+pub(crate) const FINISH_CONTAINER: &str = "git-finish";
 /// Name of the volume holding the credentials Secret.
-pub const CREDENTIALS_VOLUME: &str = "git-credentials";
+pub(crate) const CREDENTIALS_VOLUME: &str = "git-credentials";
 
 const RESULT_COPY: &str = "/ralph/run/result.json";
 const CREDENTIALS_DIR: &str = "/ralph/git-credentials";
@@ -46,7 +46,7 @@ const SECRET_MODE: i32 = 0o440;
 
 /// Which attempt the Pod runs: the seam for verification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GitAttemptKind {
+pub(crate) enum GitAttemptKind {
     /// A work attempt: starts from the feature branch. With `verify_after`, done work is
     /// committed and pushed to the task's work branch only (a verifier integrates it);
     /// otherwise it is integrated at once.
@@ -61,7 +61,7 @@ pub enum GitAttemptKind {
 
 /// What the git steps of one attempt are built from.
 #[derive(Clone, Debug)]
-pub struct GitSteps<'a> {
+pub(crate) struct GitSteps<'a> {
     /// The Feature's repository.
     pub git: &'a GitWorkspace,
     /// The feature.
@@ -77,7 +77,7 @@ pub struct GitSteps<'a> {
 }
 
 /// Adds the git steps to an attempt's Pod (built by [`super::pod::attempt_pod`]).
-pub fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
+pub(crate) fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
     let Some(spec) = pod.spec.as_mut() else {
         return;
     };
@@ -306,7 +306,7 @@ fn report_in(terminated: &ContainerStateTerminated) -> Option<WorkspaceReport> {
 /// What the finishing step reported, once it ended. A step that ended without a readable
 /// report, or a Pod that ended before the step did, reports a failure: work a done verdict
 /// promised is never taken as integrated when nothing says it was.
-pub fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
+pub(crate) fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
     if !has_finish_step(pod) {
         return None;
     }
@@ -341,7 +341,7 @@ fn pod_over(pod: &Pod) -> bool {
 /// until its finishing step has (its work is being integrated), and a clone that failed
 /// ends the attempt with what it said (misconfigured when only the user can fix it, else
 /// crashed and retried).
-pub fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
+pub(crate) fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
     let pod_over = pod_over(pod);
     match view {
         RunView::Ended {

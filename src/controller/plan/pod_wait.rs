@@ -7,15 +7,15 @@ use crate::api::{Task, TaskStatus, conditions};
 use crate::engine::lifecycle::Waiting;
 
 /// Condition type on a Task whose attempt's Pod waited to start.
-pub const ATTEMPT_STARTED: &str = "AttemptStarted";
+pub(crate) const ATTEMPT_STARTED: &str = "AttemptStarted";
 /// Reason while the Pod waits.
-pub const REASON_POD_PENDING: &str = "PodPending";
+pub(crate) const REASON_POD_PENDING: &str = "PodPending";
 /// Reason once it started after a wait.
-pub const REASON_POD_STARTED: &str = "PodStarted";
+pub(crate) const REASON_POD_STARTED: &str = "PodStarted";
 
 /// The Task's status showing that attempt `attempt_id` waits for `waiting`; `None` when it
 /// shows that already.
-pub fn shown_waiting(
+pub(crate) fn shown_waiting(
     task: &Task,
     attempt_id: &str,
     waiting: &Waiting,
@@ -45,7 +45,7 @@ pub fn shown_waiting(
 
 /// The Task's status once its attempt's agent started after [`shown_waiting`]; `None` when
 /// no wait was shown.
-pub fn shown_started(task: &Task, now_ms: i64) -> Option<TaskStatus> {
+pub(crate) fn shown_started(task: &Task, now_ms: i64) -> Option<TaskStatus> {
     let waited = task
         .status
         .as_ref()

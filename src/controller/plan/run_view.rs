@@ -14,7 +14,7 @@ use crate::engine::lifecycle::{ClaimView, RunView, Waiting};
 /// before the status says Running, so a recorded attempt without a Pod lost its Pod).
 /// A Pod whose agent has not started is released `start_timeout_ms` after its creation
 /// (`None`: never).
-pub fn run_view(
+pub(crate) fn run_view(
     pod: Option<&Pod>,
     attempt_recorded: bool,
     start_timeout_ms: Option<i64>,
@@ -97,7 +97,7 @@ fn waiting_reason(pod: &Pod) -> String {
 
 /// When the agent container started (running or since ended), else when the kubelet
 /// acknowledged the Pod.
-pub fn started_at(pod: &Pod) -> Option<jiff::Timestamp> {
+pub(crate) fn started_at(pod: &Pod) -> Option<jiff::Timestamp> {
     let status = pod.status.as_ref()?;
     let state = status
         .container_statuses
@@ -114,7 +114,7 @@ pub fn started_at(pod: &Pod) -> Option<jiff::Timestamp> {
 }
 
 /// When the Pod finished: the agent container's end, else `None` (not finished or unknown).
-pub fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
+pub(crate) fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
     agent_terminated(pod)?.finished_at.as_ref().map(|t| t.0)
 }
 
@@ -192,7 +192,7 @@ fn pod_failure_reason(pod: &Pod) -> String {
 
 /// The Lease as the lifecycle sees it. A Lease with no holder is no claim; one with no
 /// renew time counts as renewed at its acquire time (or never, i.e. expired).
-pub fn claim_view(lease: &Lease) -> Option<ClaimView> {
+pub(crate) fn claim_view(lease: &Lease) -> Option<ClaimView> {
     let spec = lease.spec.as_ref()?;
     let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
     let renewed_at_ms = spec

@@ -15,12 +15,12 @@ use crate::engine::verification::{self, AttemptKind, PastAttempt};
 /// lives in git (`spec.workspace.git`), from which the verification Pod starts on the task's
 /// work branch (the worker pushed it there). Each attempt Pod otherwise works in its own
 /// emptyDir.
-pub fn verifier_sees_the_work(feature: &Feature) -> bool {
+pub(crate) fn verifier_sees_the_work(feature: &Feature) -> bool {
     feature.spec.git().is_some()
 }
 
 /// What keeps the Feature's `spec.verify` from working on a cluster, if anything.
-pub fn verify_problem(feature: &Feature) -> Option<Problem> {
+pub(crate) fn verify_problem(feature: &Feature) -> Option<Problem> {
     if !feature.spec.verify.agent || verifier_sees_the_work(feature) {
         return None;
     }
@@ -51,7 +51,7 @@ fn history(task: &Task) -> impl DoubleEndedIterator<Item = PastAttempt> + '_ {
 }
 
 /// What the Task's next attempt does: verify the work its last attempt reported done, or work.
-pub fn next_attempt_kind(feature: &Feature, task: &Task) -> AttemptKind {
+pub(crate) fn next_attempt_kind(feature: &Feature, task: &Task) -> AttemptKind {
     verification::next_attempt_kind(
         feature.spec.verify.agent,
         task.metadata.generation.unwrap_or(0),
@@ -61,7 +61,7 @@ pub fn next_attempt_kind(feature: &Feature, task: &Task) -> AttemptKind {
 
 /// What the agent that reported the task done said about its work (its journal notes), for
 /// the verification prompt.
-pub fn reported_work(task: &Task) -> Option<String> {
+pub(crate) fn reported_work(task: &Task) -> Option<String> {
     let last_work = task
         .status
         .iter()
@@ -74,7 +74,7 @@ pub fn reported_work(task: &Task) -> Option<String> {
 
 /// Records the kind of the attempt that just started on its record, and a verification in
 /// progress as the `Verifying` condition.
-pub fn record_start(
+pub(crate) fn record_start(
     status: &mut TaskStatus,
     kind: AttemptKind,
     generation: Option<i64>,
@@ -104,7 +104,7 @@ pub fn record_start(
 
 /// After an attempt ended: `Verifying=True` while a verification of reported work is due,
 /// `False` (with the decision's reason) once a verification has ruled.
-pub fn record_end(
+pub(crate) fn record_end(
     status: &mut TaskStatus,
     feature: &Feature,
     decision: &Decision,

@@ -13,7 +13,7 @@ use crate::controller::plan::pod::PodSettings;
 use crate::sync::lock;
 
 /// Field manager of every server-side apply the controller makes.
-pub const FIELD_MANAGER: &str = "ralph-controller";
+pub(crate) const FIELD_MANAGER: &str = "ralph-controller";
 
 /// The controller's shared state (one per process).
 #[derive(Clone)]
@@ -41,7 +41,7 @@ pub struct Context {
 }
 
 /// Most Task template applies in flight at once over all Features.
-pub const TEMPLATE_APPLIES: usize = 32;
+pub(crate) const TEMPLATE_APPLIES: usize = 32;
 
 impl Context {
     /// The Feature generation whose Tasks this process last applied.

@@ -49,7 +49,7 @@ const SERVICE_ACCOUNT_RETRY: Duration = Duration::from_secs(5);
 
 /// Why a Feature reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
+pub(crate) enum ReconcileError {
     /// An API call failed.
     #[error(transparent)]
     Call(#[from] CallError),
@@ -63,7 +63,7 @@ pub enum ReconcileError {
 
 /// Reconciles one Feature.
 #[tracing::instrument(skip_all, fields(feature = %feature.name_any(), namespace = feature.namespace()))]
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     feature: Arc<Feature>,
     ctx: Arc<Context>,
 ) -> Result<Requeue, ReconcileError> {
@@ -73,7 +73,11 @@ pub async fn reconcile(
 }
 
 /// After a failed reconcile: log, retry soon.
-pub fn error_policy(feature: Arc<Feature>, error: &ReconcileError, _ctx: Arc<Context>) -> Requeue {
+pub(crate) fn error_policy(
+    feature: Arc<Feature>,
+    error: &ReconcileError,
+    _ctx: Arc<Context>,
+) -> Requeue {
     if error.is_stale_cache() {
         tracing::debug!(feature = %feature.name_any(), %error, "cache behind a write; retrying");
         return Requeue::requeue(STALE_RETRY);
@@ -85,7 +89,7 @@ pub fn error_policy(feature: Arc<Feature>, error: &ReconcileError, _ctx: Arc<Con
 impl ReconcileError {
     /// True for a resourceVersion conflict: the cache had not caught up with an earlier
     /// write yet, nothing is wrong.
-    pub fn is_stale_cache(&self) -> bool {
+    pub(crate) fn is_stale_cache(&self) -> bool {
         match self {
             ReconcileError::Call(error) | ReconcileError::Task(TaskError::Call(error)) => {
                 error.is_conflict()
@@ -632,7 +636,7 @@ async fn release_claims(
 
 /// Sets the tasks-by-phase gauges from the cache (all watched features); called
 /// periodically, not per reconcile (it reads every cached Task).
-pub fn count_tasks_by_phase(ctx: &Context) {
+pub(crate) fn count_tasks_by_phase(ctx: &Context) {
     let mut counts: Vec<(TaskPhase, i64)> = TaskPhase::ALL.map(|phase| (phase, 0)).to_vec();
     for task in ctx.cache.tasks.state() {
         let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();

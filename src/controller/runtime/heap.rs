@@ -7,7 +7,7 @@ use tikv_jemalloc_ctl::{epoch, stats};
 
 /// One reading of the heap, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeapFigures {
+pub(crate) struct HeapFigures {
     /// Bytes in live allocations.
     pub allocated: u64,
     /// Bytes in pages that hold live allocations.
@@ -18,7 +18,7 @@ pub struct HeapFigures {
 
 /// Reads the allocator's figures as of now; `None` where it keeps none (a build whose
 /// allocator is not jemalloc reads zeros, which are reported as they are).
-pub fn sample() -> Option<HeapFigures> {
+pub(crate) fn sample() -> Option<HeapFigures> {
     epoch::advance().ok()?;
     Some(HeapFigures {
         allocated: stats::allocated::read().ok()? as u64,

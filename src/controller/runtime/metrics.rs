@@ -164,14 +164,14 @@ impl Metrics {
 }
 
 /// A registry holding the controller's metrics, and its text encoding.
-pub struct MetricsRegistry {
+pub(crate) struct MetricsRegistry {
     registry: Registry,
     metrics: Metrics,
 }
 
 impl MetricsRegistry {
     /// A registry with `metrics` registered.
-    pub fn new(metrics: &Metrics) -> Self {
+    pub(crate) fn new(metrics: &Metrics) -> Self {
         let mut registry = Registry::default();
         metrics.register(&mut registry);
         Self {
@@ -181,7 +181,7 @@ impl MetricsRegistry {
     }
 
     /// The OpenMetrics text exposition, the heap gauges read now.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         self.metrics.sample_heap();
         let mut text = String::new();
         // Writing into a String cannot fail.

@@ -6,6 +6,6 @@ pub(crate) mod feature;
 pub(crate) mod heap;
 pub mod leader;
 pub(crate) mod metrics;
-pub mod run;
+pub(crate) mod run;
 pub(crate) mod server;
-pub mod shutdown;
+pub(crate) mod shutdown;

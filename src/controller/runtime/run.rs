@@ -134,7 +134,7 @@ where
 }
 
 /// Decides native sidecars from the setting and the API server's version.
-pub async fn sidecar_mode(
+pub(crate) async fn sidecar_mode(
     client: &Client,
     setting: NativeSidecars,
 ) -> Result<SidecarMode, RunError> {
@@ -156,7 +156,7 @@ pub async fn sidecar_mode(
 }
 
 /// Native sidecars are on by default from Kubernetes 1.29 (minor versions may carry a `+`).
-pub fn supports_native_sidecars(major: &str, minor: &str) -> bool {
+pub(crate) fn supports_native_sidecars(major: &str, minor: &str) -> bool {
     let number = |s: &str| {
         s.trim_end_matches(|c: char| !c.is_ascii_digit())
             .parse::<u32>()
@@ -694,15 +694,15 @@ fn hash_of(value: &impl std::hash::Hash) -> u64 {
 /// success. kube-runtime's default grows to 30 s, which after an API server outage leaves
 /// the caches stale for minutes while the server is already back.
 #[derive(Debug, Clone)]
-pub struct WatchBackoff {
+pub(crate) struct WatchBackoff {
     next: Duration,
 }
 
 impl WatchBackoff {
     /// The first delay.
-    pub const MIN: Duration = Duration::from_millis(100);
+    pub(crate) const MIN: Duration = Duration::from_millis(100);
     /// The longest delay.
-    pub const MAX: Duration = Duration::from_secs(2);
+    pub(crate) const MAX: Duration = Duration::from_secs(2);
 }
 
 impl Default for WatchBackoff {

@@ -14,18 +14,18 @@ use super::metrics::MetricsRegistry;
 
 /// Readiness shared between the controller and the HTTP server.
 #[derive(Clone, Debug, Default)]
-pub struct Health {
+pub(crate) struct Health {
     ready: Arc<AtomicBool>,
 }
 
 impl Health {
     /// Marks the controller ready (its caches are filled) or not.
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 
     /// Whether the controller is ready.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 }
@@ -37,7 +37,7 @@ struct ServerState {
 }
 
 /// The router serving the endpoints.
-pub fn router(registry: Arc<MetricsRegistry>, health: Health) -> Router {
+pub(crate) fn router(registry: Arc<MetricsRegistry>, health: Health) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
@@ -81,7 +81,7 @@ pub enum ServerError {
 }
 
 /// Binds `addr`; returns the bound address and the serving future.
-pub async fn bind(
+pub(crate) async fn bind(
     addr: SocketAddr,
     router: Router,
 ) -> Result<(SocketAddr, impl Future<Output = Result<(), ServerError>>), ServerError> {

@@ -3,7 +3,7 @@
 use crate::signals::StopSignals;
 
 /// Completes when the process receives SIGTERM or SIGINT.
-pub async fn signal() {
+pub(crate) async fn signal() {
     match StopSignals::listen() {
         Ok(mut signals) => {
             signals.recv().await;

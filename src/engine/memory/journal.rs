@@ -12,7 +12,7 @@ use crate::engine::policy::AttemptOutcome;
 use crate::engine::sigils::{self, Sigils};
 
 /// Longest failure or crash detail kept in an entry, in characters.
-pub const MAX_DETAIL_CHARS: usize = 500;
+pub(crate) const MAX_DETAIL_CHARS: usize = 500;
 
 /// One attempt, as the journal remembers it. Usage an agent did not report is `None`
 /// (unknown), never 0.
@@ -66,7 +66,7 @@ pub struct AttemptFacts<'a> {
 }
 
 /// The journal entry of an ended attempt.
-pub fn entry(facts: &AttemptFacts<'_>) -> JournalEntry {
+pub(crate) fn entry(facts: &AttemptFacts<'_>) -> JournalEntry {
     let detail = facts
         .crash
         .or(facts.sigils.task_failed_reason.as_deref())
@@ -170,7 +170,7 @@ fn newest_first(entries: &mut [&JournalEntry]) {
 }
 
 /// A task's own entries, newest first.
-pub fn ranked_own(entries: &[JournalEntry]) -> Vec<&JournalEntry> {
+pub(crate) fn ranked_own(entries: &[JournalEntry]) -> Vec<&JournalEntry> {
     let mut ranked: Vec<&JournalEntry> = entries.iter().collect();
     newest_first(&mut ranked);
     ranked
@@ -178,7 +178,7 @@ pub fn ranked_own(entries: &[JournalEntry]) -> Vec<&JournalEntry> {
 
 /// The entries of the tasks a task depends on: the latest of each task first (newest first),
 /// then the older ones (newest first).
-pub fn ranked_blockers(entries: &[JournalEntry]) -> Vec<&JournalEntry> {
+pub(crate) fn ranked_blockers(entries: &[JournalEntry]) -> Vec<&JournalEntry> {
     let mut all: Vec<&JournalEntry> = entries.iter().collect();
     newest_first(&mut all);
     let mut latest = Vec::new();

@@ -11,14 +11,14 @@ use super::cut;
 use crate::engine::sigils::{self, Knowledge};
 
 /// Longest title kept, in characters.
-pub const MAX_TITLE_CHARS: usize = 200;
+pub(crate) const MAX_TITLE_CHARS: usize = 200;
 /// Longest body kept, in characters.
-pub const MAX_BODY_CHARS: usize = 8192;
+pub(crate) const MAX_BODY_CHARS: usize = 8192;
 /// Most bytes a feature's learned knowledge may take (its ConfigMap or store rows): the
 /// oldest entries are dropped beyond it.
-pub const MAX_KNOWLEDGE_BYTES: usize = 512 * 1024;
+pub(crate) const MAX_KNOWLEDGE_BYTES: usize = 512 * 1024;
 /// The `source` of an entry the user seeded in the Feature.
-pub const SEEDED: &str = "seed";
+pub(crate) const SEEDED: &str = "seed";
 
 /// One lesson.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -102,7 +102,7 @@ fn normalized_tags(tags: &[String]) -> Vec<String> {
 
 /// Adds `new` to `book`: an entry replaces the one with the same title. Returns whether the
 /// book changed. The book stays within [`MAX_KNOWLEDGE_BYTES`], oldest entries dropped first.
-pub fn learn(
+pub(crate) fn learn(
     book: &mut Vec<KnowledgeEntry>,
     new: impl IntoIterator<Item = KnowledgeEntry>,
 ) -> bool {
@@ -129,7 +129,7 @@ fn same_lesson(a: &KnowledgeEntry, b: &KnowledgeEntry) -> bool {
 }
 
 /// Drops the oldest entries until the book takes at most `max_bytes`; whether any went.
-pub fn bound(book: &mut Vec<KnowledgeEntry>, max_bytes: usize) -> bool {
+pub(crate) fn bound(book: &mut Vec<KnowledgeEntry>, max_bytes: usize) -> bool {
     let mut total: usize = book.iter().map(KnowledgeEntry::size).sum();
     if total <= max_bytes {
         return false;
@@ -146,7 +146,7 @@ pub fn bound(book: &mut Vec<KnowledgeEntry>, max_bytes: usize) -> bool {
 
 /// The feature's knowledge: the seeded entries, each replaced by a learned entry with the
 /// same title, then the other learned entries.
-pub fn merged(seeded: &[KnowledgeEntry], learned: &[KnowledgeEntry]) -> Vec<KnowledgeEntry> {
+pub(crate) fn merged(seeded: &[KnowledgeEntry], learned: &[KnowledgeEntry]) -> Vec<KnowledgeEntry> {
     let mut book = seeded.to_vec();
     for entry in learned {
         let key = entry.key();
@@ -160,7 +160,7 @@ pub fn merged(seeded: &[KnowledgeEntry], learned: &[KnowledgeEntry]) -> Vec<Know
 
 /// The words a task is known by: its tags and the words of its ID (split at anything but
 /// letters and digits), lower case.
-pub fn task_words(task: &str, tags: &[String]) -> BTreeSet<String> {
+pub(crate) fn task_words(task: &str, tags: &[String]) -> BTreeSet<String> {
     tags.iter()
         .map(|t| t.trim().to_lowercase())
         .chain(
@@ -174,7 +174,7 @@ pub fn task_words(task: &str, tags: &[String]) -> BTreeSet<String> {
 /// The entries for a task, best first: those sharing the most tags with the task's words
 /// (newest first among equals), then the untagged ones (newest first). Entries whose tags
 /// all miss are left out.
-pub fn matching<'a>(
+pub(crate) fn matching<'a>(
     book: &'a [KnowledgeEntry],
     task: &str,
     tags: &[String],
@@ -200,7 +200,7 @@ pub fn matching<'a>(
 
 /// A ConfigMap data key for an entry's title: `[-._a-zA-Z0-9]`, stable, distinct per title
 /// (a slug of the title and a hash of its compared form).
-pub fn storage_key(entry: &KnowledgeEntry) -> String {
+pub(crate) fn storage_key(entry: &KnowledgeEntry) -> String {
     let key = entry.key();
     let hash = crate::engine::stable_hash::fnv1a(key.as_bytes());
     let slug: String = key

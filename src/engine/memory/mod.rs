@@ -3,8 +3,8 @@
 //! prompt recalls within its character budgets. Pure: both modes store entries their own way
 //! (the local store; Task status and a ConfigMap in a cluster) and call [`recall`].
 
-pub mod journal;
-pub mod knowledge;
+pub(crate) mod journal;
+pub(crate) mod knowledge;
 
 pub use journal::{AttemptFacts, JournalEntry};
 pub use knowledge::KnowledgeEntry;

@@ -7,31 +7,34 @@
 mod prompt;
 mod proposals;
 
-pub use prompt::{PlanningPrompt, Revision, render};
-pub use proposals::{PROPOSE_CLOSE, PROPOSE_HELP, PROPOSE_OPEN, proposal_in};
+pub(crate) use prompt::{PlanningPrompt, Revision, render};
+pub(crate) use proposals::{PROPOSE_HELP, proposal_in};
 
 /// The task ID of planning attempts (`planning-a1`, ...): a planned or hand-written task
 /// of a planning Feature may not be named so.
-pub const PLANNING_TASK: &str = "planning";
+pub(crate) const PLANNING_TASK: &str = "planning";
 
 /// The directory, relative to the workspace, the planner writes its answer in. ralph
 /// removes it before each planning attempt and after reading the answer, so it is never
 /// committed as work.
-pub const ANSWER_DIR: &str = ".ralph-planning";
+pub(crate) const ANSWER_DIR: &str = ".ralph-planning";
 
 /// The planner's task list, in [`ANSWER_DIR`].
-pub const TASKS_FILE: &str = "tasks.yaml";
+pub(crate) const TASKS_FILE: &str = "tasks.yaml";
 
 /// The planner's plan document (markdown, optional), in [`ANSWER_DIR`].
-pub const DOCUMENT_FILE: &str = "plan.md";
+pub(crate) const DOCUMENT_FILE: &str = "plan.md";
 
 /// Condition reason of a Feature with `spec.planning` where planning does not run.
-pub const REASON_PLANNING_UNSUPPORTED: &str = "PlanningUnsupported";
+pub(crate) const REASON_PLANNING_UNSUPPORTED: &str = "PlanningUnsupported";
 
 /// Why a Feature asking for planning cannot run as asked in a cluster that does not plan
 /// yet, or `None` when it can: a Feature with `spec.planning` and no hand-written task
 /// would otherwise look like one with no plan, and one with tasks would run only those.
-pub fn cluster_planning_problem(has_planning: bool, hand_written_tasks: usize) -> Option<String> {
+pub(crate) fn cluster_planning_problem(
+    has_planning: bool,
+    hand_written_tasks: usize,
+) -> Option<String> {
     if !has_planning {
         return None;
     }
@@ -50,7 +53,7 @@ pub fn cluster_planning_problem(has_planning: bool, hand_written_tasks: usize) -
 /// The hash of a plan: 16 hex digits of FNV-1a (64 bit) over its tasks' canonical text and
 /// its document. Not a security measure: it tells one plan from another, so that an
 /// approval of an older plan is not taken for the current one.
-pub fn plan_hash(tasks_canonical: &str, document: Option<&str>) -> String {
+pub(crate) fn plan_hash(tasks_canonical: &str, document: Option<&str>) -> String {
     let mut hash = Fnv::new();
     hash.write(tasks_canonical.as_bytes());
     hash.write(&[0]);
@@ -59,7 +62,7 @@ pub fn plan_hash(tasks_canonical: &str, document: Option<&str>) -> String {
 }
 
 /// The hash of a document alone (`status.planning.documentHash`).
-pub fn document_hash(document: &str) -> String {
+pub(crate) fn document_hash(document: &str) -> String {
     let mut hash = Fnv::new();
     hash.write(document.as_bytes());
     format!("{:016x}", hash.0)
@@ -67,7 +70,7 @@ pub fn document_hash(document: &str) -> String {
 
 /// Whether `given` names the plan of hash `current`: equal, or a prefix of it of at least
 /// 6 digits (as git accepts a short commit).
-pub fn hash_matches(given: &str, current: &str) -> bool {
+pub(crate) fn hash_matches(given: &str, current: &str) -> bool {
     given.len() >= 6 && current.starts_with(&given.to_ascii_lowercase())
 }
 

@@ -6,7 +6,7 @@ use crate::engine::sigils::defuse;
 
 /// Everything a planning attempt's prompt is made of.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PlanningPrompt {
+pub(crate) struct PlanningPrompt {
     /// The Feature's name.
     pub feature: String,
     /// `spec.context.spec`.
@@ -37,7 +37,7 @@ pub struct PlanningPrompt {
 
 /// What a planner revising a plan after a failure is told.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Revision {
+pub(crate) struct Revision {
     /// The task that failed for good.
     pub failed_task: String,
     /// Why it failed (its last attempt's message).
@@ -71,7 +71,7 @@ const FORMAT: &str = "tasks:
 ";
 
 /// The rendered planning prompt. User text is defused, so the prompt holds no sigil.
-pub fn render(input: &PlanningPrompt) -> String {
+pub(crate) fn render(input: &PlanningPrompt) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Plan the feature {}\n", input.feature);
     out.push_str(

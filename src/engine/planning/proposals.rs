@@ -7,12 +7,12 @@
 use crate::engine::sigils::is_placeholder;
 
 /// Opens a proposal.
-pub const PROPOSE_OPEN: &str = "<ralph:propose-tasks>";
+pub(super) const PROPOSE_OPEN: &str = "<ralph:propose-tasks>";
 /// Closes a proposal.
-pub const PROPOSE_CLOSE: &str = "</ralph:propose-tasks>";
+pub(super) const PROPOSE_CLOSE: &str = "</ralph:propose-tasks>";
 
 /// What every prompt of a planning Feature says about proposals (after the plan).
-pub const PROPOSE_HELP: &str = "Follow-up tasks: if you find work that belongs to no task \
+pub(crate) const PROPOSE_HELP: &str = "Follow-up tasks: if you find work that belongs to no task \
 of this plan, finish your own task and propose tasks for it at the end of your final \
 message, before your verdict, in the planner's YAML form (name, title, description, \
 dependsOn, acceptance or verify.command):\n\n<ralph:propose-tasks>\n{TASKS_YAML}\n\
@@ -20,7 +20,7 @@ dependsOn, acceptance or verify.command):\n\n<ralph:propose-tasks>\n{TASKS_YAML}
 
 /// The body of the proposal in `final_message` (the turn's last message), when one stands
 /// where a verdict would count.
-pub fn proposal_in(final_message: &str) -> Option<&str> {
+pub(crate) fn proposal_in(final_message: &str) -> Option<&str> {
     let open = final_message.rfind(PROPOSE_OPEN)?;
     let before = &final_message[..open];
     let line_start = before.trim_end_matches([' ', '\t']);

@@ -56,7 +56,7 @@ impl Mode {
     }
 
     /// Whether text read in this mode is code or quotation (never a sigil).
-    pub fn hides(self) -> bool {
+    pub(super) fn hides(self) -> bool {
         !matches!(self, Mode::Text | Mode::LineStart)
     }
 }

@@ -13,7 +13,7 @@ pub(super) struct ProseWindow {
 }
 
 impl ProseWindow {
-    pub fn push(&mut self, prose: &str) {
+    pub(super) fn push(&mut self, prose: &str) {
         if prose.len() >= CONTEXT_BYTES {
             self.text.clear();
             self.text.push_str(suffix(prose, CONTEXT_BYTES));
@@ -27,7 +27,7 @@ impl ProseWindow {
     }
 
     /// The last [`CONTEXT_BYTES`] of prose (fewer when less was seen).
-    pub fn recent(&self) -> &str {
+    pub(super) fn recent(&self) -> &str {
         suffix(&self.text, CONTEXT_BYTES)
     }
 }

@@ -22,7 +22,7 @@ use crate::manifest::answer::{Answer, AnswerLimits, check_answer};
 use super::{PlanState, StoredPlan, load, rfc3339, save, with_plan};
 
 /// What planning needs besides the store and the Feature.
-pub struct PlanningRun<'a> {
+pub(crate) struct PlanningRun<'a> {
     /// `spec.planning`.
     pub spec: &'a PlanningSpec,
     /// How runners start (the planner's agent is chosen from it).
@@ -37,7 +37,7 @@ pub struct PlanningRun<'a> {
 
 /// How planning ended.
 #[derive(Debug)]
-pub enum Planned {
+pub(crate) enum Planned {
     /// The approved plan's tasks joined the Feature: run it.
     Run(Box<LocalFeature>),
     /// A valid plan waits for a person's approval.
@@ -53,7 +53,7 @@ pub enum Planned {
 
 /// Why planning stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The planner failed: too many invalid answers or crashes.
     Failed,
     /// The planner's agent cannot run as configured.
@@ -64,7 +64,7 @@ pub enum Stop {
 
 /// Errors of the planning machinery (not the planner's: those are outcomes).
 #[derive(Debug, thiserror::Error)]
-pub enum PlanningError {
+pub(crate) enum PlanningError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] crate::local::store::StoreError),
@@ -102,7 +102,7 @@ enum Answered {
 
 /// Plans until the store holds an approved plan (then the Feature with its tasks is
 /// returned), a plan waits for approval, or planning stops.
-pub async fn plan(
+pub(crate) async fn plan(
     store: &mut Store,
     feature: &LocalFeature,
     run: &PlanningRun<'_>,
@@ -502,7 +502,7 @@ fn judge(
 
 /// What a revision after a failure needs: the task that failed for good, why, and what
 /// its journal says.
-pub struct Failure {
+pub(crate) struct Failure {
     /// The task.
     pub task: String,
     /// Its last attempt's message.
@@ -516,7 +516,7 @@ pub struct Failure {
 /// tasks that replace the pending ones. The done planned tasks are kept; the new plan is
 /// approved as any plan is. `feature` holds the hand-written tasks only; `done` names
 /// every task done. `Ok(None)` when no revision may run (`maxReplans` used).
-pub async fn replan(
+pub(crate) async fn replan(
     store: &mut Store,
     feature: &LocalFeature,
     run: &PlanningRun<'_>,

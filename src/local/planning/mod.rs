@@ -4,13 +4,13 @@
 //! hand-written ones, and `ralph task list` shows them like any task.
 
 mod attempt;
-pub mod proposals;
+pub(crate) mod proposals;
 mod show;
 
 use serde::{Deserialize, Serialize};
 
-pub use attempt::{Failure, Planned, PlanningError, PlanningRun, Stop, plan, replan};
-pub use show::render_plan;
+pub(crate) use attempt::{Failure, Planned, PlanningRun, Stop, plan, replan};
+pub(crate) use show::render_plan;
 
 use crate::api::TaskTemplate;
 use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningSpec, PlanningStatus};
@@ -22,7 +22,7 @@ use crate::manifest::answer::Answer;
 /// Where planning stands, as the store keeps it (meta key `planning`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PlanState {
+pub(crate) struct PlanState {
     /// Planning attempts started so far.
     #[serde(default)]
     pub attempts: u32,
@@ -66,7 +66,7 @@ pub struct PlanState {
 /// A valid plan: the planner's tasks and document, and the hash that names it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StoredPlan {
+pub(crate) struct StoredPlan {
     /// The tasks, as the planner wrote them.
     pub answer: Answer,
     /// The plan document, when the planner wrote one.
@@ -78,7 +78,7 @@ pub struct StoredPlan {
 
 impl StoredPlan {
     /// A plan of `answer` and `document`, hashed.
-    pub fn new(answer: Answer, document: Option<String>) -> StoredPlan {
+    pub(crate) fn new(answer: Answer, document: Option<String>) -> StoredPlan {
         let hash = plan_hash(&answer.canonical(), document.as_deref());
         StoredPlan {
             answer,
@@ -88,7 +88,7 @@ impl StoredPlan {
     }
 
     /// Its tasks as templates.
-    pub fn templates(&self) -> Vec<TaskTemplate> {
+    pub(crate) fn templates(&self) -> Vec<TaskTemplate> {
         self.answer.templates()
     }
 }
@@ -96,19 +96,19 @@ impl StoredPlan {
 impl PlanState {
     /// The plan whose tasks are the Feature's: the approved one, else the one approved
     /// before a revision that waits for approval.
-    pub fn running(&self) -> Option<&StoredPlan> {
+    pub(crate) fn running(&self) -> Option<&StoredPlan> {
         self.approved().or(self.previous.as_ref())
     }
 
     /// The current plan, approved.
-    pub fn approved(&self) -> Option<&StoredPlan> {
+    pub(crate) fn approved(&self) -> Option<&StoredPlan> {
         let plan = self.plan.as_ref()?;
         let approval = self.approval.as_ref()?;
         (approval.state == ApprovalState::Approved && approval.hash == plan.hash).then_some(plan)
     }
 
     /// The plan waiting for a person, if any.
-    pub fn awaiting_approval(&self) -> Option<&StoredPlan> {
+    pub(crate) fn awaiting_approval(&self) -> Option<&StoredPlan> {
         let plan = self.plan.as_ref()?;
         let pending = self
             .approval
@@ -119,7 +119,7 @@ impl PlanState {
 
     /// Takes a valid plan: approved at once when `approval` is Automatic; a new round of
     /// planning attempts starts.
-    pub fn propose(&mut self, plan: StoredPlan, approval: Approval, at: String) {
+    pub(crate) fn propose(&mut self, plan: StoredPlan, approval: Approval, at: String) {
         let state = match approval {
             Approval::Automatic => ApprovalState::Approved,
             Approval::Manual => ApprovalState::Pending,
@@ -139,7 +139,7 @@ impl PlanState {
     }
 
     /// What `status.planning` says of this state.
-    pub fn status(&self) -> PlanningStatus {
+    pub(crate) fn status(&self) -> PlanningStatus {
         PlanningStatus {
             attempts: self.attempts,
             replans: self.replans,
@@ -160,7 +160,7 @@ impl PlanState {
 
 /// Adds proposed `tasks` to the running plan: a new plan, approved as any plan is (the
 /// running one goes on while it waits). `None` when there is no running plan.
-pub fn extend(
+pub(crate) fn extend(
     state: &mut PlanState,
     tasks: Vec<crate::manifest::answer::AnswerTask>,
     approval: Approval,
@@ -176,7 +176,7 @@ pub fn extend(
 }
 
 /// Reads the planning state (the default when nothing was planned yet).
-pub fn load(store: &Store) -> Result<PlanState, StoreError> {
+pub(crate) fn load(store: &Store) -> Result<PlanState, StoreError> {
     match store.meta(keys::PLANNING)? {
         None => Ok(PlanState::default()),
         Some(json) => {
@@ -186,7 +186,7 @@ pub fn load(store: &Store) -> Result<PlanState, StoreError> {
 }
 
 /// Writes the planning state.
-pub fn save(store: &mut Store, state: &PlanState) -> Result<(), StoreError> {
+pub(crate) fn save(store: &mut Store, state: &PlanState) -> Result<(), StoreError> {
     let json =
         serde_json::to_string(state).map_err(|error| StoreError::corrupt("planning", error))?;
     store.set_meta(keys::PLANNING, Some(&json))
@@ -194,7 +194,7 @@ pub fn save(store: &mut Store, state: &PlanState) -> Result<(), StoreError> {
 
 /// `feature` with the tasks of the approved plan after its hand-written ones, and the plan
 /// document after its `context.plan` (every prompt shows it).
-pub fn with_plan(mut feature: LocalFeature, state: &PlanState) -> LocalFeature {
+pub(crate) fn with_plan(mut feature: LocalFeature, state: &PlanState) -> LocalFeature {
     let Some(plan) = state.running() else {
         return feature;
     };
@@ -210,7 +210,7 @@ pub fn with_plan(mut feature: LocalFeature, state: &PlanState) -> LocalFeature {
 }
 
 /// Why a Feature cannot plan locally, if it cannot.
-pub fn planning_problem(feature: &LocalFeature, spec: &PlanningSpec) -> Option<String> {
+pub(crate) fn planning_problem(feature: &LocalFeature, spec: &PlanningSpec) -> Option<String> {
     let name = &feature.name;
     if feature.spec_text.is_none() && feature.plan_text.is_none() {
         return Some(format!(
@@ -243,7 +243,7 @@ pub fn planning_problem(feature: &LocalFeature, spec: &PlanningSpec) -> Option<S
 
 /// What approving a plan did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Approved {
+pub(crate) enum Approved {
     /// The plan of this hash is approved now.
     Now(String),
     /// It already was.
@@ -260,7 +260,7 @@ pub enum Approved {
 }
 
 /// Approves the current plan, or the plan `hash` names when it is the current one.
-pub fn approve(state: &mut PlanState, hash: Option<&str>, by: &str, at: String) -> Approved {
+pub(crate) fn approve(state: &mut PlanState, hash: Option<&str>, by: &str, at: String) -> Approved {
     let Some(plan) = &state.plan else {
         return Approved::NoPlan;
     };
@@ -288,7 +288,7 @@ pub fn approve(state: &mut PlanState, hash: Option<&str>, by: &str, at: String) 
 
 /// Rejects the current plan waiting for approval: the next `ralph run` plans again with
 /// `comment` in the prompt. `None` when no plan waits.
-pub fn reject(state: &mut PlanState, comment: &str, by: &str, at: String) -> Option<String> {
+pub(crate) fn reject(state: &mut PlanState, comment: &str, by: &str, at: String) -> Option<String> {
     let hash = state.awaiting_approval()?.hash.clone();
     state.approval = Some(ApprovalStatus {
         state: ApprovalState::Rejected,
@@ -322,7 +322,7 @@ const MAX_FILES: usize = 10_000;
 /// The files of the directory the planner works in: `git ls-files` in a repository, else
 /// the files below it (dot directories, `target` and `node_modules` left out); `None` when
 /// it holds none.
-pub fn repository_files(dir: &std::path::Path) -> Option<Vec<String>> {
+pub(crate) fn repository_files(dir: &std::path::Path) -> Option<Vec<String>> {
     let listed = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -370,7 +370,7 @@ fn walk(top: &std::path::Path, dir: &std::path::Path, files: &mut Vec<String>) {
 }
 
 /// RFC 3339 of a Unix time in ms.
-pub fn rfc3339(now_ms: i64) -> String {
+pub(crate) fn rfc3339(now_ms: i64) -> String {
     jiff::Timestamp::from_millisecond(now_ms)
         .map(|t| t.to_string())
         .unwrap_or_default()

@@ -10,7 +10,7 @@ use super::PlanState;
 
 /// What the done attempts proposed since the last look.
 #[derive(Debug, Default)]
-pub struct Proposals {
+pub(crate) struct Proposals {
     /// Valid proposed tasks, in the order they came.
     pub tasks: Vec<AnswerTask>,
     /// Refused proposals: the proposing task and the problems.
@@ -20,7 +20,7 @@ pub struct Proposals {
 /// Reads the proposals of done work attempts not looked at yet (recorded in `state`);
 /// each is checked against the Feature's tasks (`existing`, plus the proposals accepted
 /// before it) and the tasks `maxTasks` leaves (`room`).
-pub fn take(
+pub(crate) fn take(
     store: &Store,
     state: &mut PlanState,
     existing: &[TaskTemplate],
@@ -63,7 +63,7 @@ pub fn take(
 /// The last agent message of a runner's log (JSON lines), as the runner's sigil scanner
 /// splits messages: a tool call, a thought or any other update ends a message, as does a
 /// new `messageId`.
-pub fn final_message(log: &str) -> String {
+pub(crate) fn final_message(log: &str) -> String {
     const IGNORED: [&str; 5] = [
         "usage_update",
         "available_commands_update",

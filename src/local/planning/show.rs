@@ -10,7 +10,7 @@ use super::StoredPlan;
 /// The plan as a person reads it before approving: hash, document, then its tasks by
 /// level (a task's level is one more than its deepest dependency's; level 1 can start at
 /// once), each with its title and what it waits for. Hand-written tasks are level 0.
-pub fn render_plan(plan: &StoredPlan, hand_written: &[TaskTemplate]) -> String {
+pub(crate) fn render_plan(plan: &StoredPlan, hand_written: &[TaskTemplate]) -> String {
     let mut out = String::new();
     let tasks = plan.templates();
     let _ = writeln!(out, "plan {} ({} tasks)", plan.hash, tasks.len());

@@ -41,7 +41,7 @@ pub(super) struct Live {
 impl Live {
     /// Attempt `number` (`attempt`, for `generation`) started by this run at `now_ms`,
     /// its claim held; its runner not spawned yet.
-    pub fn started(
+    pub(super) fn started(
         attempt: String,
         number: u32,
         generation: i64,
@@ -67,7 +67,7 @@ impl Live {
 
     /// The attempt `holder` of the Running task `row`, left by an earlier run: its claim and
     /// its record, if the store has them (`claim_ms`: how long a claim lasts).
-    pub fn left_over(
+    pub(super) fn left_over(
         holder: String,
         row: &TaskRow,
         claim: Option<&ClaimRow>,
@@ -93,7 +93,7 @@ impl Live {
     }
 
     /// The attempt as the lifecycle sees it.
-    pub fn attempt_view(&self) -> AttemptView {
+    pub(super) fn attempt_view(&self) -> AttemptView {
         AttemptView {
             number: self.number,
             generation: self.generation,
@@ -101,7 +101,7 @@ impl Live {
     }
 
     /// The claim as the lifecycle sees it.
-    pub fn claim_view(&self) -> Option<ClaimView> {
+    pub(super) fn claim_view(&self) -> Option<ClaimView> {
         self.claimed.then(|| ClaimView {
             holder: self.attempt.clone(),
             renewed_at_ms: self.renewed_at_ms,
@@ -112,7 +112,7 @@ impl Live {
 
     /// The run as the lifecycle sees it; `alive` tells whether a runner of an earlier run
     /// still runs.
-    pub fn run_view(&self, alive: Liveness) -> RunView {
+    pub(super) fn run_view(&self, alive: Liveness) -> RunView {
         match (&self.ended, self.process) {
             (Some(ended), _) => RunView::Ended {
                 result: ended.result.clone().ok().map(Box::new),
@@ -125,12 +125,12 @@ impl Live {
     }
 
     /// Whether its runner was left by an earlier run and has not ended (it is polled).
-    pub fn is_orphan(&self) -> bool {
+    pub(super) fn is_orphan(&self) -> bool {
         !self.child && self.ended.is_none()
     }
 
     /// Whether its runner process still runs (spawned and not ended).
-    pub fn is_running(&self) -> bool {
+    pub(super) fn is_running(&self) -> bool {
         self.process.is_some() && self.ended.is_none()
     }
 }

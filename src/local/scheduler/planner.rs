@@ -150,7 +150,7 @@ fn node(row: &TaskRow) -> TaskNode {
 
 impl<'a> Planner<'a> {
     /// Plans a run of `feature` over what the store holds; a rest that is over is dropped.
-    pub fn new(
+    pub(super) fn new(
         feature: &'a LocalFeature,
         options: &RunOptions,
         loaded: Loaded,
@@ -196,24 +196,24 @@ impl<'a> Planner<'a> {
     }
 
     /// How long a claim lasts unless renewed, ms.
-    pub fn claim_ms(&self) -> i64 {
+    pub(super) fn claim_ms(&self) -> i64 {
         self.claim_ms
     }
 
     /// The phase changes the DAG derived when it was built.
-    pub fn loaded_transitions(&self) -> Vec<AutoTransition> {
+    pub(super) fn loaded_transitions(&self) -> Vec<AutoTransition> {
         self.dag.loaded_transitions().to_vec()
     }
 
     /// Applies one of the DAG's phase changes to its row; the row after it.
-    pub fn apply_transition(&mut self, change: &AutoTransition) -> Option<TaskRow> {
+    pub(super) fn apply_transition(&mut self, change: &AutoTransition) -> Option<TaskRow> {
         let row = self.tasks.get_mut(&change.task)?;
         row.phase = change.to;
         Some(row.clone())
     }
 
     /// Until when and why every agent of the pool rests at `now_ms`, if they all do.
-    pub fn pool_wait(&self, now_ms: i64) -> Option<(i64, String)> {
+    pub(super) fn pool_wait(&self, now_ms: i64) -> Option<(i64, String)> {
         match self.choice(&[], now_ms) {
             Selection::Wait { until_ms, message } => Some((until_ms, message)),
             Selection::Run(_) => None,
@@ -221,12 +221,12 @@ impl<'a> Planner<'a> {
     }
 
     /// The agent and model of a task's next attempt (`history`: its attempts, oldest first).
-    pub fn choice(&self, history: &[AttemptRow], now_ms: i64) -> Selection {
+    pub(super) fn choice(&self, history: &[AttemptRow], now_ms: i64) -> Selection {
         crate::local::selection::select(self.feature, history, &self.rests, now_ms)
     }
 
     /// Starts a loop turn: forgets the last wake-up time and looks at the pool's rests.
-    pub fn begin_turn(&mut self, now_ms: i64) -> Rest {
+    pub(super) fn begin_turn(&mut self, now_ms: i64) -> Rest {
         self.wake_at_ms = None;
         match self.pool_wait(now_ms) {
             Some((until_ms, message)) => {
@@ -238,7 +238,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The tasks the DAG says may run, in its order.
-    pub fn ready(&self) -> Vec<String> {
+    pub(super) fn ready(&self) -> Vec<String> {
         self.dag.ready().map(str::to_string).collect()
     }
 
@@ -258,14 +258,14 @@ impl<'a> Planner<'a> {
     }
 
     /// The budget the ended attempts spent, if any.
-    pub fn budget_spent(&self) -> Option<BudgetSpent> {
+    pub(super) fn budget_spent(&self) -> Option<BudgetSpent> {
         self.feature.budget.spent(&self.spent)
     }
 
     /// The share of the budget an attempt starting now may spend (`ralph runner
     /// --budget-tokens/--budget-cost`, enforced by its model gateway); `None` without a
     /// budget.
-    pub fn budget_share(&self) -> Option<Allowance> {
+    pub(super) fn budget_share(&self) -> Option<Allowance> {
         if self.feature.budget.is_unlimited() {
             return None;
         }
@@ -292,7 +292,7 @@ impl<'a> Planner<'a> {
 
     /// What the budget says when the run starts: spent already, or costs unknown; nothing
     /// when no task is left to run (a run of a finished feature starts nothing).
-    pub fn budget_warnings_at_start(&self) -> Vec<String> {
+    pub(super) fn budget_warnings_at_start(&self) -> Vec<String> {
         let counts = self.dag.counts();
         if counts.pending + counts.running == 0 {
             return Vec::new();
@@ -325,7 +325,7 @@ impl<'a> Planner<'a> {
 
     /// What to do about the ready task `task`, or `None` once the feature lets nothing more
     /// start. `claims` is the store's claims (one left by an earlier run is stale).
-    pub fn ready_actions(
+    pub(super) fn ready_actions(
         &self,
         task: &str,
         claims: &[ClaimRow],
@@ -375,7 +375,7 @@ impl<'a> Planner<'a> {
     }
 
     /// What to do about the attempt of the running task `task`.
-    pub fn running_actions(&self, task: &str, now_ms: i64, alive: Liveness) -> Vec<Action> {
+    pub(super) fn running_actions(&self, task: &str, now_ms: i64, alive: Liveness) -> Vec<Action> {
         let (Some(live), Some(row)) = (self.live.get(task), self.tasks.get(task)) else {
             return Vec::new();
         };
@@ -401,12 +401,12 @@ impl<'a> Planner<'a> {
     }
 
     /// Look again at `at_ms` at the latest.
-    pub fn wake_at(&mut self, at_ms: i64) {
+    pub(super) fn wake_at(&mut self, at_ms: i64) {
         self.wake_at_ms = Some(self.wake_at_ms.map_or(at_ms, |w| w.min(at_ms)));
     }
 
     /// When the loop must look again even if no runner reports.
-    pub fn next_wake(&self, now_ms: i64) -> Option<i64> {
+    pub(super) fn next_wake(&self, now_ms: i64) -> Option<i64> {
         let orphans = self.live.values().any(Live::is_orphan);
         let poll = orphans.then_some(now_ms + ORPHAN_POLL_MS);
         [self.wake_at_ms, Some(self.next_renewal_ms), poll]
@@ -417,7 +417,7 @@ impl<'a> Planner<'a> {
 
     /// The time to say the run waits for (once per time), when nothing runs and the next
     /// attempt is later.
-    pub fn wait_to_announce(&mut self, now_ms: i64) -> Option<i64> {
+    pub(super) fn wait_to_announce(&mut self, now_ms: i64) -> Option<i64> {
         let until_ms = self.wake_at_ms.filter(|&at| at > now_ms)?;
         if !self.live.is_empty() || self.announced_wait_ms == Some(until_ms) {
             return None;
@@ -427,7 +427,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The outcome once nothing runs and nothing more will start.
-    pub fn outcome(&self) -> Option<RunOutcome> {
+    pub(super) fn outcome(&self) -> Option<RunOutcome> {
         if !self.live.is_empty() {
             return None;
         }
@@ -461,7 +461,7 @@ impl<'a> Planner<'a> {
 
     /// The claims (task, attempt) to renew now, marked renewed; none before a third of the
     /// claim's duration has passed since the last renewal.
-    pub fn renew_claims(&mut self, now_ms: i64) -> Vec<(String, String)> {
+    pub(super) fn renew_claims(&mut self, now_ms: i64) -> Vec<(String, String)> {
         if now_ms < self.next_renewal_ms {
             return Vec::new();
         }
@@ -477,7 +477,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The tasks whose runner was left by an earlier run and has not ended.
-    pub fn orphans(&self) -> Vec<String> {
+    pub(super) fn orphans(&self) -> Vec<String> {
         self.live
             .iter()
             .filter(|(_, live)| live.is_orphan())
@@ -487,7 +487,7 @@ impl<'a> Planner<'a> {
 
     /// Ctrl+C: the first cancels every running attempt gracefully; a second within
     /// [`KILL_WINDOW`] kills them at once.
-    pub fn interrupt(&mut self, now: Instant) -> Interrupt {
+    pub(super) fn interrupt(&mut self, now: Instant) -> Interrupt {
         let kill = self
             .interrupted_at
             .is_some_and(|at| now.duration_since(at) < KILL_WINDOW);
@@ -502,12 +502,12 @@ impl<'a> Planner<'a> {
     }
 
     /// The task's row.
-    pub fn task(&self, task: &str) -> Option<&TaskRow> {
+    pub(super) fn task(&self, task: &str) -> Option<&TaskRow> {
         self.tasks.get(task)
     }
 
     /// The tasks that are Running according to their rows.
-    pub fn running(&self) -> Vec<String> {
+    pub(super) fn running(&self) -> Vec<String> {
         self.tasks
             .values()
             .filter(|row| row.phase == TaskPhase::Running)
@@ -516,29 +516,29 @@ impl<'a> Planner<'a> {
     }
 
     /// The attempt in flight for `task`.
-    pub fn live(&self, task: &str) -> Option<&Live> {
+    pub(super) fn live(&self, task: &str) -> Option<&Live> {
         self.live.get(task)
     }
 
     /// The attempt of `task` is now in flight.
-    pub fn track(&mut self, task: &str, live: Live) {
+    pub(super) fn track(&mut self, task: &str, live: Live) {
         self.live.insert(task.to_string(), live);
     }
 
     /// The attempt of `task` is no longer in flight.
-    pub fn untrack(&mut self, task: &str) -> Option<Live> {
+    pub(super) fn untrack(&mut self, task: &str) -> Option<Live> {
         self.live.remove(task)
     }
 
     /// The in-flight attempt of `task` if it is `attempt`.
-    pub fn current(&mut self, task: &str, attempt: &str) -> Option<&mut Live> {
+    pub(super) fn current(&mut self, task: &str, attempt: &str) -> Option<&mut Live> {
         self.live
             .get_mut(task)
             .filter(|live| live.attempt == attempt)
     }
 
     /// How attempt `number` of `task` starts; `None` for an unknown task.
-    pub fn launch(&self, task: &str, number: u32) -> Option<Launch> {
+    pub(super) fn launch(&self, task: &str, number: u32) -> Option<Launch> {
         let row = self.tasks.get(task)?;
         if row.phase == TaskPhase::Running && row.attempt_count == number {
             let generation = self.live.get(task).map_or(row.generation, |l| l.generation);
@@ -551,7 +551,10 @@ impl<'a> Planner<'a> {
     }
 
     /// The store recorded a new attempt of the task whose row is now `row`: it runs.
-    pub fn attempt_started(&mut self, row: TaskRow) -> Result<Vec<AutoTransition>, PhaseError> {
+    pub(super) fn attempt_started(
+        &mut self,
+        row: TaskRow,
+    ) -> Result<Vec<AutoTransition>, PhaseError> {
         self.started += 1;
         let name = row.spec.name.clone();
         let transitions = self.dag.set_phase(&name, TaskPhase::Running)?;
@@ -560,13 +563,13 @@ impl<'a> Planner<'a> {
     }
 
     /// The feature this run plans.
-    pub fn feature(&self) -> &'a LocalFeature {
+    pub(super) fn feature(&self) -> &'a LocalFeature {
         self.feature
     }
 
     /// The verification prompt of `task`, with what its memory recalls and what its worker
     /// `reported`.
-    pub fn verification_prompt(
+    pub(super) fn verification_prompt(
         &self,
         task: &str,
         memory: Recall,
@@ -579,7 +582,7 @@ impl<'a> Planner<'a> {
 
     /// The prompt of `task`'s next attempt, with what its memory recalls
     /// ([`crate::local::prompt::recall`]).
-    pub fn prompt(&self, task: &str, memory: Recall) -> String {
+    pub(super) fn prompt(&self, task: &str, memory: Recall) -> String {
         self.tasks.get(task).map_or_else(String::new, |row| {
             prompt::render(self.feature, &self.tasks, row, memory)
         })
@@ -587,7 +590,7 @@ impl<'a> Planner<'a> {
 
     /// Concludes the attempt of `task` that ended with `end` (`history`: the task's recorded
     /// attempts, oldest first) and applies it to the task, the feature and the DAG.
-    pub fn conclude(
+    pub(super) fn conclude(
         &mut self,
         task: &str,
         end: &AttemptEnd,

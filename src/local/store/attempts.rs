@@ -12,7 +12,7 @@ const COLUMNS: &str = "id, task, number, generation, started_at_ms, ended_at_ms,
     stop_reason, crash, message, usage, result, kind";
 
 /// The attempt ID of attempt `number` of `task`.
-pub fn attempt_id(task: &str, number: u32) -> String {
+pub(super) fn attempt_id(task: &str, number: u32) -> String {
     format!("{task}-a{number}")
 }
 

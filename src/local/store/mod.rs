@@ -247,19 +247,19 @@ fn write_meta(conn: &Connection, key: &str, value: Option<&str>) -> rusqlite::Re
 }
 
 /// Metadata keys.
-pub mod keys {
+pub(crate) mod keys {
     /// The feature spec last synced, as JSON.
-    pub const FEATURE: &str = "feature";
+    pub(crate) const FEATURE: &str = "feature";
     /// The name of the Feature the store belongs to (schema 3).
-    pub const FEATURE_NAME: &str = "feature_name";
+    pub(crate) const FEATURE_NAME: &str = "feature_name";
     /// Why the feature was stopped (`<promise>FAILURE</promise>` reason).
-    pub const STOPPED: &str = "stopped";
+    pub(crate) const STOPPED: &str = "stopped";
     /// `pid:starttime` of the `ralph run` process working on this state.
-    pub const RUN_OWNER: &str = "run_owner";
+    pub(crate) const RUN_OWNER: &str = "run_owner";
     /// The outcome the last run ended with.
-    pub const OUTCOME: &str = "outcome";
+    pub(crate) const OUTCOME: &str = "outcome";
     /// Where planning stands: the plan, its approval, the planning attempts (JSON).
-    pub const PLANNING: &str = "planning";
+    pub(crate) const PLANNING: &str = "planning";
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::rows::{AttemptRow, NewEvent};
 use super::{Store, StoreError, events};
 
 /// The attempts table's `kind` of a planning attempt.
-pub const PLANNING_KIND: &str = "planning";
+pub(super) const PLANNING_KIND: &str = "planning";
 
 impl Store {
     /// Records an ended planning attempt and an event saying how it ended, in one
