@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod budget;
 pub mod conclusion;
 pub mod dag;
+pub mod feature_plan;
 pub mod lifecycle;
 pub mod memory;
 pub mod outcome;
