@@ -25,7 +25,7 @@ pub fn may_start(
     next_attempt_after_ms: Option<i64>,
     now_ms: i64,
 ) -> bool {
-    phase == TaskPhase::Pending && ready && !next_attempt_after_ms.is_some_and(|at| now_ms < at)
+    phase == TaskPhase::Pending && ready && next_attempt_after_ms.is_none_or(|at| now_ms >= at)
 }
 
 /// A feature's attempt slots, handed out to the tasks that ask, in the order they ask.
