@@ -6,6 +6,7 @@ pub(crate) mod backoff;
 pub(crate) mod budget;
 pub mod conclusion;
 pub mod dag;
+pub mod feature_plan;
 pub mod lifecycle;
 pub mod memory;
 pub(crate) mod outcome;

@@ -20,6 +20,7 @@ use crate::engine::conclusion::Gate;
 use crate::engine::dag::{
     Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseCounts, Shape, TaskPhase,
 };
+use crate::engine::feature_plan::{self, Slots};
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
@@ -249,17 +250,14 @@ pub(crate) fn plan_laid_out(
     let max_iterations = spec.max_iterations.map(u64::from);
     let budget_spent = super::budget::budget_spent(feature, snapshot.tasks, snapshot.pods);
     let limits = feature_gate(snapshot, &dag, iterations, budget_spent.is_some());
-    let mut pass = TaskPass::new(snapshot, limits);
+    let mut pass = TaskPass::new(snapshot, Slots::new(limits, snapshot.start_limit));
     let mut tasks = Vec::new();
-    // Ready tasks first, in run order, so the free slots go to them.
-    let ready: Vec<usize> = dag.ready_positions().collect();
-    let rest = (0..shape.len()).filter(|&p| !dag.is_ready_at(p));
-    for position in ready.iter().copied().chain(rest) {
+    for (position, ready) in feature_plan::ready_first(&dag) {
         let Some(task) = task_of(position) else {
             continue;
         };
         let phase = dag.phase_at(position).unwrap_or_default();
-        tasks.extend(pass.plan_task(task, phase, dag.is_ready_at(position)));
+        tasks.extend(pass.plan_task(task, phase, ready));
     }
     let outcome = dag.outcome(OutcomeInputs {
         suspended: spec.suspend,
@@ -312,11 +310,10 @@ fn feature_gate(snapshot: &Snapshot<'_>, dag: &Dag, iterations: u32, budget_spen
 /// asks the pool once whether every agent rests, and decides each task's actions.
 struct TaskPass<'s> {
     snapshot: &'s Snapshot<'s>,
-    limits: Gate,
+    /// The feature's attempt slots, under the controller-wide start limit.
+    slots: Slots,
     start_timeout_ms: Option<i64>,
     pool: super::selection::FeaturePool<'s>,
-    /// Attempts handed a slot so far.
-    handed_out: usize,
     /// Whether every agent of the pool rests does not depend on the task
     /// (`engine::selection::select`): asked of the first ready task, then reused.
     pool_rest: Option<Option<(i64, String)>>,
@@ -327,13 +324,12 @@ struct TaskPass<'s> {
 }
 
 impl<'s> TaskPass<'s> {
-    fn new(snapshot: &'s Snapshot<'s>, limits: Gate) -> Self {
+    fn new(snapshot: &'s Snapshot<'s>, slots: Slots) -> Self {
         let spec = &snapshot.feature.spec;
         TaskPass {
             snapshot,
             start_timeout_ms: Some(i64::from(spec.pod_start_timeout_seconds) * 1000),
             pool: super::selection::FeaturePool::of(snapshot.feature),
-            handed_out: 0,
             pool_rest: None,
             ready_seen: 0,
             view: TaskView {
@@ -343,9 +339,9 @@ impl<'s> TaskPass<'s> {
                 generation: 0,
                 next_attempt_after_ms: None,
                 attempt: None,
-                gate: limits.standing(),
+                gate: slots.standing(),
             },
-            limits,
+            slots,
         }
     }
 
@@ -357,8 +353,8 @@ impl<'s> TaskPass<'s> {
         let pending_ready = phase == TaskPhase::Pending && ready;
         let first_selection = self.ask_pool(task, pending_ready);
         let next_attempt_after_ms = self.next_attempt_after(task, pending_ready);
-        let waiting = next_attempt_after_ms.is_some_and(|at| now_ms < at);
-        let gate = self.gate(pending_ready && !waiting);
+        let may_start = feature_plan::may_start(phase, ready, next_attempt_after_ms, now_ms);
+        let gate = self.slots.take(may_start);
         let view = &mut self.view;
         view.name.clear();
         view.name.push_str(name);
@@ -379,7 +375,7 @@ impl<'s> TaskPass<'s> {
         actions.extend(ruling.map(Action::RequeueAt));
         let derived_phase = (phase != recorded_phase(task)).then_some(phase);
         self.ready_seen += usize::from(pending_ready);
-        let among_first_ready = pending_ready && self.ready_seen <= self.limits.parallelism;
+        let among_first_ready = pending_ready && self.ready_seen <= self.slots.gate().parallelism;
         if actions.is_empty() && derived_phase.is_none() && !among_first_ready {
             return None;
         }
@@ -423,25 +419,6 @@ impl<'s> TaskPass<'s> {
             .and_then(|s| s.next_attempt_after.as_ref())
             .map(|t| t.0.as_millisecond())
             .max(pool_wait)
-    }
-
-    /// The gate of a task: a ready, pending task not waiting (`may_start`) is handed a slot
-    /// while the feature and this pass's start limit (the controller-wide limit on
-    /// attempts, derived from live claims) have one.
-    fn gate(&mut self, may_start: bool) -> FeatureGate {
-        if !may_start {
-            return self.limits.standing();
-        }
-        let gate = match self.limits.next(self.handed_out) {
-            FeatureGate::Open if self.handed_out >= self.snapshot.start_limit => {
-                FeatureGate::AtCapacity
-            }
-            gate => gate,
-        };
-        if gate == FeatureGate::Open {
-            self.handed_out += 1;
-        }
-        gate
     }
 
     /// Which agent and model would run the task; every agent of the pool resting makes it

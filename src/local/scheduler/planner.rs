@@ -14,6 +14,7 @@ use crate::engine::conclusion::{AgentRest, Gate, NextState, limit_message};
 use crate::engine::dag::{
     AutoTransition, Dag, DagErrors, FeatureOutcome, OutcomeInputs, PhaseError, TaskNode, TaskPhase,
 };
+use crate::engine::feature_plan::{self, Slots};
 use crate::engine::lifecycle::{
     self, Action, AttemptEnd, ClaimView, FeatureGate, RunView, TaskView,
 };
@@ -309,8 +310,10 @@ impl<'a> Planner<'a> {
         u64::from(self.iterations_at_start + self.started)
     }
 
-    /// What the feature allows for tasks that are not running.
-    fn gate(&self) -> FeatureGate {
+    /// What the feature allows for tasks that are not running. Asked afresh for each ready
+    /// task: an attempt started in the same turn counts as running, as an iteration and as
+    /// a leased budget share.
+    fn gate(&self) -> Gate {
         Gate {
             suspended: self.interrupting() || self.feature.suspend || self.halted.is_some(),
             stopped: self.stopped.is_some(),
@@ -320,7 +323,6 @@ impl<'a> Planner<'a> {
             max_iterations: self.max_iterations().map(u64::from),
             budget_spent: self.budget_spent().is_some() || self.budget_leased_out(),
         }
-        .next(0)
     }
 
     /// What to do about the ready task `task`, or `None` once the feature lets nothing more
@@ -331,8 +333,8 @@ impl<'a> Planner<'a> {
         claims: &[ClaimRow],
         now_ms: i64,
     ) -> Option<Vec<Action>> {
-        let gate = self.gate();
-        if gate != FeatureGate::Open {
+        let mut slots = Slots::new(self.gate(), usize::MAX);
+        if slots.gate().next(0) != FeatureGate::Open {
             return None;
         }
         let Some(row) = self
@@ -342,6 +344,8 @@ impl<'a> Planner<'a> {
         else {
             return Some(Vec::new());
         };
+        let may_start = feature_plan::may_start(row.phase, true, row.next_attempt_after_ms, now_ms);
+        let gate = slots.take(may_start);
         let view = TaskView {
             name: task.to_string(),
             phase: row.phase,
@@ -363,7 +367,9 @@ impl<'a> Planner<'a> {
         ))
     }
 
-    /// A claim left in the store by an earlier run for a task that is not running.
+    /// A claim left in the store by an earlier run for a task that is not running. Its
+    /// fencing token is 0: the store counts no holder changes, and the lifecycle decides
+    /// without the token (the controller fences results on the Lease itself).
     fn stale_claim(&self, task: &str, claims: &[ClaimRow]) -> Option<ClaimView> {
         let claim = claims.iter().find(|c| c.task == task)?;
         Some(ClaimView {
