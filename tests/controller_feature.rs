@@ -8,9 +8,10 @@ use crate::support::{fake_apiserver, harness};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
-use ralph::api::{AttemptOutcome, FeaturePhase};
+use ralph::api::{AttemptOutcome, Feature, FeaturePhase};
 use ralph::engine::dag::TaskPhase;
 use serde_json::json;
 
@@ -276,12 +277,7 @@ async fn invalid_plan_is_reported_and_nothing_runs() {
     ]);
     let h = Harness::with_feature("loop", tasks, json!({})).await;
     let feature = h.wait_for_feature_phase("loop", "Invalid").await;
-    let status = feature.status.expect("status");
-    let valid = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Valid")
-        .expect("Valid condition");
+    let valid = valid_condition(feature);
     assert_eq!(valid.status, "False");
     assert_mentions(&valid.message, &["loop-a"]);
     assert!(h.agent_pods().await.is_empty());
@@ -638,15 +634,20 @@ async fn a_feature_asking_for_planning_is_refused_with_what_to_do_instead() {
     )
     .await;
     let feature = h.wait_for_feature_phase("planned", "Invalid").await;
-    let status = feature.status.expect("status");
-    let valid = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Valid")
-        .expect("Valid condition");
+    let valid = valid_condition(feature);
     assert_eq!(valid.status, "False");
     assert_eq!(valid.reason, "PlanningUnsupported");
     assert_mentions(&valid.message, &["spec.planning", "1 hand-written"]);
     assert!(h.agent_pods().await.is_empty());
     h.stop().await;
+}
+
+/// The Feature's `Valid` condition.
+fn valid_condition(feature: Feature) -> Condition {
+    let status = feature.status.expect("status");
+    status
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Valid")
+        .expect("Valid condition")
 }

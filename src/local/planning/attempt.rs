@@ -127,27 +127,34 @@ pub(crate) async fn plan(
             Answered::Valid(plan) => {
                 state.propose(plan, run.spec.approval, rfc3339(now_ms()));
             }
-            Answered::Invalid(problems) => {
-                state.invalid_answers += 1;
-                state.problems = problems;
-            }
-            Answered::Crashed(_) => state.crashes += 1,
-            Answered::Halted(message) => {
-                save(store, &state)?;
-                return Ok(Planned::Stopped {
-                    message,
-                    stop: Stop::Halted,
-                });
-            }
-            Answered::Limit(message) => {
-                save(store, &state)?;
-                return Ok(Planned::Stopped {
-                    message,
-                    stop: Stop::Limit,
-                });
+            refused => {
+                if let Some((message, stop)) = count_refused(&mut state, refused) {
+                    save(store, &state)?;
+                    return Ok(Planned::Stopped { message, stop });
+                }
             }
         }
         save(store, &state)?;
+    }
+}
+
+/// Counts an answer that planned nothing (refused, or a crash) for the next attempt's
+/// limits; or how planning stops: a misconfigured planner halts, one out of quota or budget
+/// stops at its limit. A valid answer is the caller's and changes nothing here.
+fn count_refused(state: &mut PlanState, answered: Answered) -> Option<(String, Stop)> {
+    match answered {
+        Answered::Valid(_) => None,
+        Answered::Invalid(problems) => {
+            state.invalid_answers += 1;
+            state.problems = problems;
+            None
+        }
+        Answered::Crashed(_) => {
+            state.crashes += 1;
+            None
+        }
+        Answered::Halted(message) => Some((message, Stop::Halted)),
+        Answered::Limit(message) => Some((message, Stop::Limit)),
     }
 }
 
@@ -569,24 +576,11 @@ pub(crate) async fn replan(
                 state.previous = Some(current);
                 return adopt_revision(store, state, feature, run, plan).map(Some);
             }
-            Answered::Invalid(problems) => {
-                state.invalid_answers += 1;
-                state.problems = problems;
-            }
-            Answered::Crashed(_) => state.crashes += 1,
-            Answered::Halted(message) => {
-                save(store, &state)?;
-                return Ok(Some(Planned::Stopped {
-                    message,
-                    stop: Stop::Halted,
-                }));
-            }
-            Answered::Limit(message) => {
-                save(store, &state)?;
-                return Ok(Some(Planned::Stopped {
-                    message,
-                    stop: Stop::Limit,
-                }));
+            refused => {
+                if let Some((message, stop)) = count_refused(&mut state, refused) {
+                    save(store, &state)?;
+                    return Ok(Some(Planned::Stopped { message, stop }));
+                }
             }
         }
         save(store, &state)?;
