@@ -305,7 +305,7 @@ pub fn feature_status(
     super::pod_gateway::set_gateway_condition(feature, &mut status.conditions, now.clone());
     status.git = super::git::branch_status(feature, tasks);
     let c = &plan.counts;
-    status.counts = task_counts(c);
+    status.counts = TaskCounts::from(*c);
     let stop_reason = events.stop_reason.clone().or_else(|| {
         conditions::find(&old.conditions, STOPPED)
             .filter(|c| c.status == STATUS_TRUE)
@@ -386,20 +386,6 @@ impl FeatureConditions {
             self.now.clone(),
         );
         conditions::set_condition(&mut status.conditions, c);
-    }
-}
-
-/// The task counts of the Feature's status.
-fn task_counts(c: &PhaseCounts) -> TaskCounts {
-    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    TaskCounts {
-        total: count(c.total()),
-        pending: count(c.pending),
-        ready: count(c.ready),
-        running: count(c.running),
-        done: count(c.done),
-        failed: count(c.failed),
-        blocked: count(c.blocked),
     }
 }
 
