@@ -9,8 +9,8 @@ use crate::support::real_agents;
 use ralph::engine::dag::TaskPhase;
 use real_agents::fake_anthropic::{FakeAnthropic, claude};
 use real_agents::fake_model::{Script, Turn};
-use real_agents::local_run::{Project, describe, exit_code};
-use real_agents::real_agent::ralph_run;
+use real_agents::local_run::Project;
+use real_agents::scenario::ralph_run_to_success;
 
 const FEATURE: &str = "apiVersion: ralph.dev/v1alpha1
 kind: Feature
@@ -65,15 +65,7 @@ fn claude_agent_acp_plans_a_feature_with_a_file_and_builds_it() {
     std::fs::create_dir(&home).unwrap();
     let (fake, launch) = claude(script, &home);
 
-    let output = ralph_run(&project.path("feature.yaml"), &launch);
-
-    assert_eq!(
-        exit_code(&output),
-        0,
-        "{}\n{}",
-        describe(&output),
-        fake.traffic()
-    );
+    ralph_run_to_success(&project.path("feature.yaml"), &launch, &fake);
     assert_eq!(
         project.started_order(),
         ["planning", "write-greeting", "review-greeting"]

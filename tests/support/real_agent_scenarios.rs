@@ -27,6 +27,24 @@ use super::real_agent::{
     kill_agent_of, ralph_run,
 };
 
+/// `ralph run` of `manifest` with the agent, which must exit 0 (its output and what the
+/// fake model received are shown when it does not).
+pub fn ralph_run_to_success(
+    manifest: &Path,
+    launch: &AgentLaunch,
+    model: &ModelServer,
+) -> std::process::Output {
+    let output = ralph_run(manifest, launch);
+    assert_eq!(
+        exit_code(&output),
+        0,
+        "{}\n{}",
+        describe(&output),
+        model.traffic()
+    );
+    output
+}
+
 /// Starts an agent's fake model API with a script and says how to start the agent against
 /// it, with the given home directory (e.g. `|script, home| codex(script, home)`).
 pub trait StartAgent<F>: Fn(Script, &Path) -> (F, AgentLaunch) {}
@@ -416,15 +434,7 @@ pub fn ralph_run_completes_a_feature_in_dependency_order<F: Deref<Target = Model
     std::fs::create_dir(&home).expect("create the agent's home");
     let (fake, launch) = agent(script, &home);
 
-    let output = ralph_run(&project.path("feature.yaml"), &launch);
-
-    assert_eq!(
-        exit_code(&output),
-        0,
-        "{}\n{}",
-        describe(&output),
-        fake.traffic()
-    );
+    let output = ralph_run_to_success(&project.path("feature.yaml"), &launch, &fake);
     let written = std::fs::read_to_string(&greeting).unwrap_or_else(|error| {
         panic!(
             "the agent wrote no greeting.txt ({error})\n{}\n{}",

@@ -7,6 +7,10 @@
 mod prompt;
 mod proposals;
 
+use std::hash::Hasher;
+
+use crate::engine::stable_hash::{StableHasher, fnv1a};
+
 pub(crate) use prompt::{PlanningPrompt, Revision, render};
 pub(crate) use proposals::{PROPOSE_HELP, proposal_in};
 
@@ -54,42 +58,22 @@ pub(crate) fn cluster_planning_problem(
 /// its document. Not a security measure: it tells one plan from another, so that an
 /// approval of an older plan is not taken for the current one.
 pub(crate) fn plan_hash(tasks_canonical: &str, document: Option<&str>) -> String {
-    let mut hash = Fnv::new();
-    hash.write(tasks_canonical.as_bytes());
-    hash.write(&[0]);
-    hash.write(document.unwrap_or_default().as_bytes());
-    format!("{:016x}", hash.0)
+    let mut hasher = StableHasher::default();
+    hasher.write(tasks_canonical.as_bytes());
+    hasher.write(&[0]);
+    hasher.write(document.unwrap_or_default().as_bytes());
+    format!("{:016x}", hasher.finish())
 }
 
 /// The hash of a document alone (`status.planning.documentHash`).
 pub(crate) fn document_hash(document: &str) -> String {
-    let mut hash = Fnv::new();
-    hash.write(document.as_bytes());
-    format!("{:016x}", hash.0)
+    format!("{:016x}", fnv1a(document.as_bytes()))
 }
 
 /// Whether `given` names the plan of hash `current`: equal, or a prefix of it of at least
 /// 6 digits (as git accepts a short commit).
 pub(crate) fn hash_matches(given: &str, current: &str) -> bool {
     given.len() >= 6 && current.starts_with(&given.to_ascii_lowercase())
-}
-
-struct Fnv(u64);
-
-impl Fnv {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    fn new() -> Self {
-        Self(Self::OFFSET)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
 }
 
 #[cfg(test)]
