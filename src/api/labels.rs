@@ -21,3 +21,16 @@ pub const PROMPT_ANNOTATION: &str = "ralph.dev/prompt";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`].
 pub const MANAGED_BY: &str = "ralph-operator";
+/// Label on Tasks a planner wrote (docs/planning.md): the hash of the plan that holds them.
+pub const PLAN_LABEL: &str = "ralph.dev/plan";
+/// Annotation on a Feature: the hash (or 6 or more of its first digits) of the plan a
+/// person approves (`ralph plan approve`, or `kubectl annotate`). An approval of another
+/// plan than the current one changes nothing.
+pub const APPROVE_PLAN_ANNOTATION: &str = "ralph.dev/approve-plan";
+/// Annotation on a Feature: the hash of the plan a person rejects; the planner plans again
+/// with [`REJECT_COMMENT_ANNOTATION`] in its prompt.
+pub const REJECT_PLAN_ANNOTATION: &str = "ralph.dev/reject-plan";
+/// Annotation on a Feature: why the plan named by [`REJECT_PLAN_ANNOTATION`] was rejected.
+pub const REJECT_COMMENT_ANNOTATION: &str = "ralph.dev/reject-comment";
+/// Annotation on a Feature: who approved or rejected its plan (set by `ralph plan`).
+pub const PLAN_ANSWERED_BY_ANNOTATION: &str = "ralph.dev/plan-answered-by";

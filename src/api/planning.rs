@@ -164,3 +164,14 @@ pub struct ApprovalStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
 }
+
+/// Name of the ConfigMap that keeps a Feature's current plan (owned by the Feature).
+pub fn plan_config_map_name(feature: &str) -> String {
+    format!("{feature}-plan")
+}
+
+/// Name of the ConfigMap the claim-keeper uploads a planning attempt's answer to (owned by
+/// the attempt's Pod).
+pub fn answer_config_map_name(attempt: &str) -> String {
+    format!("{attempt}-answer")
+}

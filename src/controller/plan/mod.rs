@@ -7,6 +7,7 @@ pub(crate) mod budget_share;
 pub mod decide;
 pub(crate) mod git;
 pub(crate) mod origin;
+pub(crate) mod plan_map;
 pub mod pod;
 pub(crate) mod pod_gateway;
 pub(crate) mod pod_git;
