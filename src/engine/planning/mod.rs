@@ -1,9 +1,10 @@
 //! Planning: an agent turns a Feature's spec into its task DAG (docs/planning.md).
 //!
 //! Pure parts both modes share: where the planner writes its answer, the plan's hash (what
-//! an approval names), the planning prompt, and the words a cluster uses for a Feature that
+//! an approval names), the planning prompt, how an attempt's end and answer are judged, and the words a cluster uses for a Feature that
 //! asks for planning where planning does not run yet.
 
+mod answered;
 mod prompt;
 mod proposals;
 
@@ -11,6 +12,10 @@ use std::hash::Hasher;
 
 use crate::engine::stable_hash::{StableHasher, fnv1a};
 
+pub(crate) use answered::{
+    REFUSED_PREFIX, Unanswered, not_written, planned, refused, refused_in_a_row, refused_message,
+    refused_problems, unanswered,
+};
 pub(crate) use prompt::{PlanningPrompt, Revision, render};
 pub(crate) use proposals::{PROPOSE_HELP, proposal_in};
 

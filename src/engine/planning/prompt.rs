@@ -23,7 +23,7 @@ pub(crate) struct PlanningPrompt {
     pub answer_path: String,
     /// Where the planner may write its plan document.
     pub document_path: String,
-    /// The command that checks an answer as ralph will.
+    /// The command that checks an answer as ralph will (empty: none is offered).
     pub check_command: String,
     /// The repository's files (paths), when the planner works in one.
     pub repository: Option<Vec<String>>,
@@ -127,6 +127,15 @@ pub(crate) fn render(input: &PlanningPrompt) -> String {
 }
 
 fn answer_section(input: &PlanningPrompt, out: &mut String) {
+    let check = if input.check_command.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Check the file with `{}` and fix every problem it prints before you end your \
+             turn. ",
+            input.check_command
+        )
+    };
     let _ = write!(
         out,
         "## Your answer\n\n\
@@ -135,14 +144,12 @@ fn answer_section(input: &PlanningPrompt, out: &mut String) {
          2. Write the task list to `{answer}`, in this YAML form:\n\n```yaml\n{FORMAT}```\n\n\
          Rules: at least 1 and at most {max} tasks; names unique and not `{planning}`; no \
          dependency cycle; `dependsOn` and `parent` name tasks of your list or hand-written \
-         ones; every task has `acceptance` or `verify.command`. Check the file with \
-         `{check}` and fix every problem it prints before you end your turn. Your final \
+         ones; every task has `acceptance` or `verify.command`. {check}Your final \
          message needs no verdict: the file is your answer.\n\n",
         document = input.document_path,
         answer = input.answer_path,
         max = input.max_tasks,
         planning = super::PLANNING_TASK,
-        check = input.check_command,
     );
 }
 
@@ -224,6 +231,16 @@ mod tests {
         assert!(prompt.contains("at most 40 tasks"), "{prompt}");
         assert!(prompt.contains("ralph plan check /w/"), "{prompt}");
         assert!(prompt.contains("dependsOn: [define-types]"), "{prompt}");
+    }
+
+    #[test]
+    fn a_prompt_without_a_check_command_offers_none() {
+        let prompt = render(&PlanningPrompt {
+            check_command: String::new(),
+            ..input()
+        });
+        assert!(!prompt.contains("Check the file"), "{prompt}");
+        assert!(prompt.contains("Your final message needs no verdict"), "{prompt}");
     }
 
     #[test]

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use crate::api::TaskTemplate;
 use crate::api::planning::PlanningSpec;
 use crate::clock::now_ms;
-use crate::engine::attempt::{AttemptResult, OutcomeClass};
+use crate::engine::attempt::AttemptResult;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::planning::{
-    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, Revision, TASKS_FILE, render,
+    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, Revision, TASKS_FILE, Unanswered,
+    not_written, refused_message, render, unanswered,
 };
 use crate::engine::verification::AttemptKind;
 use crate::local::display::Display;
@@ -384,7 +385,7 @@ fn record(
         Answered::Invalid(problems) => (
             "invalid",
             TaskPhase::Pending,
-            format!("answer refused: {}", problems.join("; ")),
+            refused_message(problems),
         ),
         Answered::Crashed(why) => ("crashed", TaskPhase::Pending, why.clone()),
         Answered::Halted(why) => ("misconfigured", TaskPhase::Pending, why.clone()),
@@ -450,47 +451,15 @@ fn judge(
         Ok(result) => result,
         Err(why) => return Answered::Crashed(why.clone()),
     };
-    match result.outcome {
-        OutcomeClass::Finished => {}
-        OutcomeClass::Misconfigured => {
-            let why = result
-                .misconfiguration
-                .as_ref()
-                .map(|m| format!("{m:?}"))
-                .or_else(|| result.crash.clone())
-                .unwrap_or_else(|| "misconfigured".to_owned());
-            return Answered::Halted(format!(
-                "stopped: the planner's agent cannot run as configured: {why}"
-            ));
-        }
-        OutcomeClass::Exhausted | OutcomeClass::LimitReached => {
-            let why = result
-                .exhaustion
-                .as_ref()
-                .map(|e| format!("{e:?}"))
-                .or_else(|| result.crash.clone())
-                .unwrap_or_else(|| format!("{:?}", result.outcome));
-            return Answered::Limit(format!(
-                "stopped: the planner's agent reached a limit (its quota or its budget \
-                 share): {why}; run again later"
-            ));
-        }
-        OutcomeClass::Crashed | OutcomeClass::Cancelled => {
-            return Answered::Crashed(
-                result
-                    .crash
-                    .clone()
-                    .unwrap_or_else(|| format!("{:?}", result.outcome)),
-            );
-        }
+    match unanswered(result) {
+        None => {}
+        Some(Unanswered::Halted(why)) => return Answered::Halted(why),
+        Some(Unanswered::Limit(why)) => return Answered::Limit(why),
+        Some(Unanswered::Crashed(why)) => return Answered::Crashed(why),
     }
     let tasks_file = answer_dir.join(TASKS_FILE);
     let Ok(text) = std::fs::read_to_string(&tasks_file) else {
-        return Answered::Invalid(vec![format!(
-            "no answer: the task list was not written to {} (write the file; your final \
-             message is not read as the plan)",
-            tasks_file.display()
-        )]);
+        return Answered::Invalid(vec![not_written(&tasks_file.display().to_string())]);
     };
     let limits = AnswerLimits {
         max_tasks: spec.max_tasks,
