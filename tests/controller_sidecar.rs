@@ -2,7 +2,8 @@
 //! beats, stops when another attempt holds the Lease, stops renewing the moment the attempt
 //! is over (a plain sidecar exits, a native one waits to be stopped), and retries an API
 //! server it cannot reach, asking the runner to stop before the claim lapses. Also the Lease
-//! claim operations (create, double claim, take over, release).
+//! claim operations (create, double claim, take over, release), and a planning attempt's
+//! answer upload (once, owned by the Pod; a problem in its place when there is none).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support::fake_apiserver;
@@ -15,7 +16,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use ralph::controller::act::claim::{self, ClaimError, ClaimRequest, Leases};
-use ralph::controller::sidecar::{self, SidecarConfig, SidecarExit};
+use k8s_openapi::api::core::v1::ConfigMap;
+use ralph::controller::sidecar::{self, AnswerUpload, SidecarConfig, SidecarExit};
 
 const NS: &str = "team";
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -113,9 +115,49 @@ impl RunDir {
             api_timeout: Duration::from_secs(2),
             lease_duration: Duration::from_secs(3),
             exit_when_done: plain,
+            answer: None,
+        }
+    }
+
+    /// The configuration of a planning attempt's claim-keeper: it uploads what `answers`
+    /// holds.
+    fn planning_config(&self, plain: bool, answers: &AnswerDir) -> SidecarConfig {
+        SidecarConfig {
+            answer: Some(answers.upload()),
+            ..self.config(plain)
         }
     }
 }
+
+/// A planning attempt's answer directory in the workspace.
+struct AnswerDir {
+    dir: tempfile::TempDir,
+}
+
+impl AnswerDir {
+    fn empty() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.dir.path().join(name), text).expect("answer file");
+    }
+
+    fn upload(&self) -> AnswerUpload {
+        AnswerUpload {
+            dir: self.dir.path().to_path_buf(),
+            config_map: ANSWER.to_owned(),
+            feature: "shop".to_owned(),
+            pod_name: "feat-build-a1".to_owned(),
+            pod_uid: "pod-uid-1".to_owned(),
+        }
+    }
+}
+
+const ANSWER: &str = "feat-build-a1-answer";
+const TASKS: &str = "tasks:\n  - name: parse\n    title: Parse\n    acceptance: [parses]\n";
 
 /// How the spawned sidecar `run` ended (it must end within [`PATIENCE`]).
 async fn exit_of(run: tokio::task::JoinHandle<SidecarExit>) -> SidecarExit {
@@ -378,4 +420,122 @@ async fn a_released_claim_is_taken_over_with_the_next_fencing_token() {
         .expect("take over");
     assert_eq!(claim::holder(&second), Some("feat-build-a2"));
     assert_eq!(claim::lease_transitions(&second), 1);
+}
+
+/// The answer ConfigMap, once it exists.
+async fn uploaded(server: &FakeApiServer) -> ConfigMap {
+    let maps: Api<ConfigMap> = Api::namespaced(server.client_in(NS), NS);
+    maps.get_opt(ANSWER)
+        .await
+        .expect("get ConfigMap")
+        .expect("the answer was uploaded")
+}
+
+fn data(map: &ConfigMap, key: &str) -> Option<String> {
+    map.data.as_ref()?.get(key).cloned()
+}
+
+#[tokio::test]
+async fn a_planning_claim_keeper_uploads_the_answer_owned_by_its_pod_before_it_exits() {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    let answers = AnswerDir::empty();
+    answers.write("tasks.yaml", TASKS);
+    answers.write("plan.md", "# The plan\n");
+    let created = first_claim(&leases, 3).await;
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.planning_config(true, &answers),
+        std::future::pending(),
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    run_dir.runner_ended();
+    assert_eq!(exit_of(run).await, SidecarExit::Done);
+
+    let map = uploaded(&server).await;
+    assert_eq!(data(&map, "tasks.yaml").as_deref(), Some(TASKS));
+    assert_eq!(data(&map, "plan.md").as_deref(), Some("# The plan\n"));
+    let labels = map.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("ralph.dev/feature").map(String::as_str), Some("shop"));
+    assert_eq!(labels.get("ralph.dev/task").map(String::as_str), Some("planning"));
+    let owner = &map.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("Pod", "feat-build-a1", "pod-uid-1"));
+}
+
+#[tokio::test]
+async fn a_planner_that_wrote_no_task_list_leaves_a_problem_naming_the_file() {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    let answers = AnswerDir::empty();
+    let created = first_claim(&leases, 3).await;
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.planning_config(true, &answers),
+        std::future::pending(),
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    run_dir.runner_ended();
+    assert_eq!(exit_of(run).await, SidecarExit::Done);
+
+    let map = uploaded(&server).await;
+    let problem = data(&map, "problem").expect("a problem");
+    assert!(problem.contains("tasks.yaml") && problem.contains("write the file"), "{problem}");
+    assert_eq!(data(&map, "tasks.yaml"), None);
+}
+
+#[tokio::test]
+async fn a_native_planning_claim_keeper_stopped_while_the_runner_lives_uploads_before_it_stops() {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    let answers = AnswerDir::empty();
+    answers.write("tasks.yaml", TASKS);
+    let created = first_claim(&leases, 3).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.planning_config(false, &answers),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    let _ = stop.send(());
+    assert_eq!(exit_of(run).await, SidecarExit::Stopped);
+    assert_eq!(data(&uploaded(&server).await, "tasks.yaml").as_deref(), Some(TASKS));
+}
+
+#[tokio::test]
+async fn an_answer_uploaded_already_is_not_replaced() {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    let answers = AnswerDir::empty();
+    answers.write("tasks.yaml", TASKS);
+    let first = sidecar::answer_config_map(&answers.upload(), NS);
+    let maps: Api<ConfigMap> = Api::namespaced(server.client_in(NS), NS);
+    maps.create(&Default::default(), &first).await.expect("first upload");
+    answers.write("tasks.yaml", "tasks: []\n");
+    let created = first_claim(&leases, 3).await;
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.planning_config(true, &answers),
+        std::future::pending(),
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    run_dir.runner_ended();
+    assert_eq!(exit_of(run).await, SidecarExit::Done);
+    assert_eq!(data(&uploaded(&server).await, "tasks.yaml").as_deref(), Some(TASKS));
+}
+
+#[test]
+fn an_answer_too_large_for_an_object_leaves_a_problem_saying_so() {
+    let answers = AnswerDir::empty();
+    // Text that does not compress: a counter hashed into hex.
+    let tasks: String = (0u64..200_000)
+        .map(|i| format!("{:016x}\n", i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) ^ i))
+        .collect();
+    answers.write("tasks.yaml", &tasks);
+    let map = sidecar::answer_config_map(&answers.upload(), NS);
+    let problem = data(&map, "problem").expect("a problem");
+    assert!(problem.contains("more than an object may hold"), "{problem}");
+    assert!(map.binary_data.is_none());
 }

@@ -2,7 +2,8 @@
 //!
 //! Exit status: 0 when stopped (SIGTERM), released (Lease deleted or freed) or, with
 //! `--exit-when-done`, once the attempt is over; 3 when fenced off (another attempt holds
-//! the Lease).
+//! the Lease). In a planning attempt's Pod (`--answer-dir`) it uploads the planner's answer
+//! before it exits.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::controller::sidecar::{self, SidecarConfig, SidecarExit};
+use crate::controller::sidecar::{self, AnswerUpload, SidecarConfig, SidecarExit};
 
 /// Exit status when the attempt no longer holds its Lease.
 pub(crate) const EXIT_FENCED: u8 = 3;
@@ -51,6 +52,22 @@ pub struct Args {
     /// Exit (status 0) once the attempt is over; for a plain (non-native) sidecar container.
     #[arg(long)]
     pub exit_when_done: bool,
+    /// A planning attempt's answer directory (in the workspace, mounted read-only): its
+    /// files are uploaded once the attempt is over.
+    #[arg(long, value_name = "DIR", requires_all = ["answer_config_map", "answer_feature", "pod_name", "pod_uid"])]
+    pub answer_dir: Option<PathBuf>,
+    /// The ConfigMap the answer is uploaded to.
+    #[arg(long, value_name = "NAME", requires = "answer_dir")]
+    pub answer_config_map: Option<String>,
+    /// The feature the answer plans (a label of its ConfigMap).
+    #[arg(long, value_name = "NAME", requires = "answer_dir")]
+    pub answer_feature: Option<String>,
+    /// This Pod's name: the answer ConfigMap's owner.
+    #[arg(long, env = crate::controller::plan::pod_planning::POD_NAME_ENV, hide_env_values = true)]
+    pub pod_name: Option<String>,
+    /// This Pod's uid.
+    #[arg(long, env = crate::controller::plan::pod_planning::POD_UID_ENV, hide_env_values = true)]
+    pub pod_uid: Option<String>,
     /// The model gateway the agent's model calls go through (docs/gateway.md).
     #[command(flatten)]
     pub gateway: crate::gateway::sidecar::SidecarGatewayArgs,
@@ -89,6 +106,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         api_timeout: args.api_timeout,
         lease_duration: args.lease_duration,
         exit_when_done: args.exit_when_done,
+        answer: answer_upload(
+            args.answer_dir,
+            args.answer_config_map,
+            args.answer_feature,
+            args.pod_name,
+            args.pod_uid,
+        ),
     };
     let exit = sidecar::run(
         client,
@@ -105,6 +129,23 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             tracing::info!(exit = ?other, "sidecar stopping");
             ExitCode::SUCCESS
         }
+    })
+}
+
+/// The answer upload the flags ask for (clap requires all of them with `--answer-dir`).
+fn answer_upload(
+    dir: Option<PathBuf>,
+    config_map: Option<String>,
+    feature: Option<String>,
+    pod_name: Option<String>,
+    pod_uid: Option<String>,
+) -> Option<AnswerUpload> {
+    Some(AnswerUpload {
+        dir: dir?,
+        config_map: config_map?,
+        feature: feature?,
+        pod_name: pod_name?,
+        pod_uid: pod_uid?,
     })
 }
 

@@ -11,6 +11,9 @@
 //! of a Pod whose agent has not started too. Renewals that fail (the API server is
 //! unreachable) are retried; when they keep failing and the claim would lapse within one renewal, it writes the stop file: the
 //! runner stops the agent before anyone else may take the task over.
+//!
+//! In a planning attempt's Pod it also uploads the planner's answer, once: when the attempt
+//! is over, or on SIGTERM at the latest ([`AnswerUpload`]).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -18,9 +21,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
+use crate::api::labels::{FEATURE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, TASK_LABEL};
 use crate::controller::act::claim::{ClaimError, Leases};
+use crate::controller::client::call::bounded;
+use crate::controller::plan::plan_map::{PROBLEM_KEY, PlanFiles, plan_map};
+use crate::engine::planning::{DOCUMENT_FILE, PLANNING_TASK, TASKS_FILE, not_written};
 
 /// Shortest pause between two renewals.
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -56,6 +66,130 @@ pub struct SidecarConfig {
     /// Exit once the claim is spent (a plain sidecar container must end for its Pod to
     /// complete; a native sidecar is stopped by the kubelet instead).
     pub exit_when_done: bool,
+    /// In a planning attempt's Pod: where the planner's answer is and where it goes.
+    pub answer: Option<AnswerUpload>,
+}
+
+/// A planning attempt's answer upload: the files the planner wrote in the workspace (read
+/// through a read-only mount), put into a ConfigMap owned by the Pod, with
+/// [`plan_map`]'s layout. Without a readable answer the ConfigMap holds only
+/// [`PROBLEM_KEY`], saying why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnswerUpload {
+    /// The answer directory (`<workspace>/.ralph-planning`).
+    pub dir: PathBuf,
+    /// The ConfigMap's name (`<attempt>-answer`).
+    pub config_map: String,
+    /// The feature (a label of the ConfigMap).
+    pub feature: String,
+    /// The Pod's name (its owner).
+    pub pod_name: String,
+    /// The Pod's uid.
+    pub pod_uid: String,
+}
+
+/// The answer ConfigMap in `namespace` for what `upload.dir` holds now.
+pub fn answer_config_map(upload: &AnswerUpload, namespace: &str) -> ConfigMap {
+    let meta = ObjectMeta {
+        name: Some(upload.config_map.clone()),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(
+            [
+                (FEATURE_LABEL, upload.feature.as_str()),
+                (TASK_LABEL, PLANNING_TASK),
+                (MANAGED_BY_LABEL, MANAGED_BY),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        ),
+        owner_references: Some(vec![OwnerReference {
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            name: upload.pod_name.clone(),
+            uid: upload.pod_uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]),
+        ..ObjectMeta::default()
+    };
+    let problem = |message: String| ConfigMap {
+        metadata: meta.clone(),
+        data: Some([(PROBLEM_KEY.to_owned(), message)].into()),
+        ..ConfigMap::default()
+    };
+    let tasks_file = upload.dir.join(TASKS_FILE);
+    let tasks = match std::fs::read_to_string(&tasks_file) {
+        Ok(tasks) => tasks,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return problem(not_written(&tasks_file.display().to_string()));
+        }
+        Err(error) => {
+            return problem(format!(
+                "no answer: the task list {} cannot be read ({error}): write it as a UTF-8 \
+                 text file the Pod's user may read",
+                tasks_file.display()
+            ));
+        }
+    };
+    let document = std::fs::read_to_string(upload.dir.join(DOCUMENT_FILE))
+        .ok()
+        .filter(|text| !text.trim().is_empty());
+    let files = PlanFiles {
+        tasks: Some(tasks),
+        document,
+    };
+    plan_map(meta.clone(), &files, Default::default()).unwrap_or_else(|error| {
+        problem(format!(
+            "no answer: the answer in {} cannot be uploaded: {error}",
+            upload.dir.display()
+        ))
+    })
+}
+
+/// How often an upload is tried before the claim-keeper gives up (the controller then
+/// counts the attempt as one that ended without an answer).
+const UPLOAD_TRIES: u32 = 5;
+
+/// Uploads the answer once; later calls do nothing.
+struct Uploader {
+    api: Api<ConfigMap>,
+    upload: AnswerUpload,
+    namespace: String,
+    timeout: Duration,
+    done: bool,
+}
+
+impl Uploader {
+    async fn upload_once(&mut self) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let map = answer_config_map(&self.upload, &self.namespace);
+        let name = &self.upload.config_map;
+        for attempt in 1..=UPLOAD_TRIES {
+            let created = bounded(
+                self.timeout,
+                format!("create ConfigMap {}/{name}", self.namespace),
+                self.api.create(&PostParams::default(), &map),
+            )
+            .await;
+            match created {
+                Ok(_) => {
+                    tracing::info!(config_map = %name, "uploaded the planner's answer");
+                    return;
+                }
+                Err(error) if error.is_conflict() => return,
+                Err(error) if attempt < UPLOAD_TRIES => {
+                    tracing::warn!(%error, "cannot upload the planner's answer; retrying");
+                    tokio::time::sleep(MIN_INTERVAL).await;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot upload the planner's answer; giving up");
+                }
+            }
+        }
+    }
 }
 
 /// What the sidecar saw in the run directory.
@@ -136,16 +270,34 @@ pub async fn run(
     config: SidecarConfig,
     shutdown: impl Future<Output = ()>,
 ) -> SidecarExit {
-    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let api: Api<Lease> = Api::namespaced(client.clone(), &config.namespace);
     let leases = Leases::new(api, config.api_timeout);
+    let mut uploader = config.answer.clone().map(|upload| Uploader {
+        api: Api::namespaced(client, &config.namespace),
+        upload,
+        namespace: config.namespace.clone(),
+        timeout: config.api_timeout,
+        done: false,
+    });
     let mut keeper = Keeper::new(config);
     tokio::pin!(shutdown);
     loop {
-        if let Some(exit) = keeper.tick(&leases).await {
+        let exit = keeper.tick(&leases).await;
+        if keeper.done
+            && let Some(uploader) = uploader.as_mut()
+        {
+            uploader.upload_once().await;
+        }
+        if let Some(exit) = exit {
             return exit;
         }
         tokio::select! {
-            () = &mut shutdown => return SidecarExit::Stopped,
+            () = &mut shutdown => {
+                if let Some(uploader) = uploader.as_mut() {
+                    uploader.upload_once().await;
+                }
+                return SidecarExit::Stopped;
+            }
             () = tokio::time::sleep(POLL) => {}
         }
     }
@@ -295,6 +447,7 @@ mod tests {
             api_timeout: Duration::from_secs(10),
             lease_duration: Duration::from_secs(60),
             exit_when_done: true,
+            answer: None,
         }
     }
 

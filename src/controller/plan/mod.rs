@@ -11,6 +11,7 @@ pub(crate) mod plan_map;
 pub mod pod;
 pub(crate) mod pod_gateway;
 pub(crate) mod pod_git;
+pub(crate) mod pod_planning;
 pub mod pod_start;
 pub(crate) mod pod_wait;
 pub(crate) mod problem;
