@@ -13,10 +13,10 @@ use std::time::Duration;
 use fake_apiserver::FakeApiServer;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use ralph::controller::act::claim::{self, ClaimError, ClaimRequest, Leases};
-use k8s_openapi::api::core::v1::ConfigMap;
 use ralph::controller::sidecar::{self, AnswerUpload, SidecarConfig, SidecarExit};
 
 const NS: &str = "team";
@@ -456,10 +456,19 @@ async fn a_planning_claim_keeper_uploads_the_answer_owned_by_its_pod_before_it_e
     assert_eq!(data(&map, "tasks.yaml").as_deref(), Some(TASKS));
     assert_eq!(data(&map, "plan.md").as_deref(), Some("# The plan\n"));
     let labels = map.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels.get("ralph.dev/feature").map(String::as_str), Some("shop"));
-    assert_eq!(labels.get("ralph.dev/task").map(String::as_str), Some("planning"));
+    assert_eq!(
+        labels.get("ralph.dev/feature").map(String::as_str),
+        Some("shop")
+    );
+    assert_eq!(
+        labels.get("ralph.dev/task").map(String::as_str),
+        Some("planning")
+    );
     let owner = &map.metadata.owner_references.clone().unwrap_or_default()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("Pod", "feat-build-a1", "pod-uid-1"));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("Pod", "feat-build-a1", "pod-uid-1")
+    );
 }
 
 #[tokio::test]
@@ -479,7 +488,10 @@ async fn a_planner_that_wrote_no_task_list_leaves_a_problem_naming_the_file() {
 
     let map = uploaded(&server).await;
     let problem = data(&map, "problem").expect("a problem");
-    assert!(problem.contains("tasks.yaml") && problem.contains("write the file"), "{problem}");
+    assert!(
+        problem.contains("tasks.yaml") && problem.contains("write the file"),
+        "{problem}"
+    );
     assert_eq!(data(&map, "tasks.yaml"), None);
 }
 
@@ -501,7 +513,10 @@ async fn a_native_planning_claim_keeper_stopped_while_the_runner_lives_uploads_b
     renewed_after(&api, renew_ms(&created)).await;
     let _ = stop.send(());
     assert_eq!(exit_of(run).await, SidecarExit::Stopped);
-    assert_eq!(data(&uploaded(&server).await, "tasks.yaml").as_deref(), Some(TASKS));
+    assert_eq!(
+        data(&uploaded(&server).await, "tasks.yaml").as_deref(),
+        Some(TASKS)
+    );
 }
 
 #[tokio::test]
@@ -512,7 +527,9 @@ async fn an_answer_uploaded_already_is_not_replaced() {
     answers.write("tasks.yaml", TASKS);
     let first = sidecar::answer_config_map(&answers.upload(), NS);
     let maps: Api<ConfigMap> = Api::namespaced(server.client_in(NS), NS);
-    maps.create(&Default::default(), &first).await.expect("first upload");
+    maps.create(&Default::default(), &first)
+        .await
+        .expect("first upload");
     answers.write("tasks.yaml", "tasks: []\n");
     let created = first_claim(&leases, 3).await;
     let run = tokio::spawn(sidecar::run(
@@ -523,7 +540,10 @@ async fn an_answer_uploaded_already_is_not_replaced() {
     renewed_after(&api, renew_ms(&created)).await;
     run_dir.runner_ended();
     assert_eq!(exit_of(run).await, SidecarExit::Done);
-    assert_eq!(data(&uploaded(&server).await, "tasks.yaml").as_deref(), Some(TASKS));
+    assert_eq!(
+        data(&uploaded(&server).await, "tasks.yaml").as_deref(),
+        Some(TASKS)
+    );
 }
 
 #[test]
@@ -531,11 +551,19 @@ fn an_answer_too_large_for_an_object_leaves_a_problem_saying_so() {
     let answers = AnswerDir::empty();
     // Text that does not compress: a counter hashed into hex.
     let tasks: String = (0u64..200_000)
-        .map(|i| format!("{:016x}\n", i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) ^ i))
+        .map(|i| {
+            format!(
+                "{:016x}\n",
+                i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) ^ i
+            )
+        })
         .collect();
     answers.write("tasks.yaml", &tasks);
     let map = sidecar::answer_config_map(&answers.upload(), NS);
     let problem = data(&map, "problem").expect("a problem");
-    assert!(problem.contains("more than an object may hold"), "{problem}");
+    assert!(
+        problem.contains("more than an object may hold"),
+        "{problem}"
+    );
     assert!(map.binary_data.is_none());
 }

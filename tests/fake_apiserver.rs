@@ -1239,7 +1239,10 @@ fn the_charts_rbac_grants_the_controller_and_the_agents_their_rules() {
     };
     assert!(grants(&controller, "tasks/status", "patch"));
     assert!(grants(&agent, "leases", "update"));
-    assert!(grants(&agent, "configmaps", "create"), "a planning Pod uploads its answer");
+    assert!(
+        grants(&agent, "configmaps", "create"),
+        "a planning Pod uploads its answer"
+    );
     assert!(!grants(&agent, "configmaps", "update"));
     assert!(!grants(&agent, "pods", "get"));
 }

@@ -1,5 +1,5 @@
 //! The writes: claim Leases, Task applies and status, agent Pods, Events, and the
-//! ConfigMaps the controller keeps (rests, knowledge).
+//! ConfigMaps the controller keeps (rests, knowledge, plans).
 
 pub mod claim;
 pub(crate) mod claims;
@@ -8,6 +8,7 @@ pub(crate) mod events;
 pub(crate) mod gateway_secret;
 pub(crate) mod git_secret;
 pub(crate) mod memory;
+pub(crate) mod planning;
 pub(crate) mod pod_start;
 pub(crate) mod preflight;
 pub(crate) mod rests;

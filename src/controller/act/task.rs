@@ -314,7 +314,12 @@ async fn start(
         .filter(|o| !o.uid.is_empty())
         .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
     let kind = crate::controller::plan::verify::next_attempt_kind(scope.feature, task);
-    let prompt = prompt_of(scope, plan, kind).await?;
+    let planning = super::planning::is_planning(scope.feature, plan);
+    let prompt = if planning {
+        super::planning::prompt(scope, plan)
+    } else {
+        prompt_of(scope, plan, kind).await?
+    };
     let choice = match &plan.selection {
         Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
         _ => None,
@@ -351,6 +356,10 @@ async fn start(
         input.agent,
         || spent_by(scope, &namespace),
     );
+    if planning {
+        let answer = crate::api::planning::answer_config_map_name(&id);
+        crate::controller::plan::pod_planning::add_answer_upload(&mut pod, &answer);
+    }
     create_attempt_pod(ctx, &namespace, &id, &pod).await?;
     record_started(scope, plan, attempt, lease, kind, choice).await
 }
@@ -618,6 +627,16 @@ async fn ingest(
         scope.now_ms,
         rand::random::<f64>(),
     );
+    let planning = super::planning::is_planning(scope.feature, plan);
+    let next = if planning {
+        // None: the claim-keeper may still upload the answer.
+        let Some(next) = super::planning::conclude(scope, plan, end, next).await? else {
+            return Ok(());
+        };
+        next
+    } else {
+        next
+    };
     if let Some(rest) = &next.agent_rest {
         record_rest(scope, plan, rest).await?;
     }
@@ -655,6 +674,9 @@ async fn ingest(
         scope.now_ms,
     );
     write_status(ctx, task, &new_status).await?;
+    if planning {
+        super::planning::forget_answer(scope, plan).await?;
+    }
     report_decision(ctx, task, decision, result, effects).await;
     Ok(())
 }

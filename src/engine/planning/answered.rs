@@ -149,7 +149,9 @@ pub(crate) fn refused(
 
 /// Refused answers in a row at the end of `reasons`: the recorded reasons of a planning
 /// task's ended attempts, oldest first.
-pub(crate) fn refused_in_a_row<'a>(reasons: impl DoubleEndedIterator<Item = Option<&'a str>>) -> u32 {
+pub(crate) fn refused_in_a_row<'a>(
+    reasons: impl DoubleEndedIterator<Item = Option<&'a str>>,
+) -> u32 {
     let streak = reasons
         .rev()
         .take_while(|reason| reason.is_some_and(|r| r.starts_with(REFUSED_PREFIX)))
@@ -181,7 +183,10 @@ mod tests {
     }
 
     fn problems() -> Vec<String> {
-        vec!["task b: depends on c, which does not exist".to_owned(), "no task".to_owned()]
+        vec![
+            "task b: depends on c, which does not exist".to_owned(),
+            "no task".to_owned(),
+        ]
     }
 
     #[test]
@@ -207,17 +212,33 @@ mod tests {
 
     #[test]
     fn more_refused_answers_in_a_row_than_allowed_fail_planning_naming_the_last_problems() {
-        assert_eq!(refused(base(), &problems(), 2, 2).phase, PhaseChange::Pending);
+        assert_eq!(
+            refused(base(), &problems(), 2, 2).phase,
+            PhaseChange::Pending
+        );
         let failed = refused(base(), &problems(), 3, 2);
         assert_eq!(failed.phase, PhaseChange::Failed);
-        assert!(failed.event.message.contains("maxInvalidAnswers is 2"), "{}", failed.event.message);
-        assert!(failed.event.message.contains("depends on c"), "{}", failed.event.message);
+        assert!(
+            failed.event.message.contains("maxInvalidAnswers is 2"),
+            "{}",
+            failed.event.message
+        );
+        assert!(
+            failed.event.message.contains("depends on c"),
+            "{}",
+            failed.event.message
+        );
     }
 
     #[test]
     fn refused_answers_are_counted_back_from_the_newest_attempt() {
         let refused = refused_message(&problems());
-        let reasons = [Some(refused.as_str()), None, Some(refused.as_str()), Some(refused.as_str())];
+        let reasons = [
+            Some(refused.as_str()),
+            None,
+            Some(refused.as_str()),
+            Some(refused.as_str()),
+        ];
         assert_eq!(refused_in_a_row(reasons.into_iter()), 2);
         assert_eq!(refused_in_a_row([Some("crashed")].into_iter()), 0);
     }

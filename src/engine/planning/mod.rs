@@ -13,8 +13,8 @@ use std::hash::Hasher;
 use crate::engine::stable_hash::{StableHasher, fnv1a};
 
 pub(crate) use answered::{
-    REFUSED_PREFIX, Unanswered, not_written, planned, refused, refused_in_a_row, refused_message,
-    refused_problems, unanswered,
+    Unanswered, not_written, planned, refused, refused_in_a_row, refused_message, refused_problems,
+    unanswered,
 };
 pub(crate) use prompt::{PlanningPrompt, Revision, render};
 pub(crate) use proposals::{PROPOSE_HELP, proposal_in};

@@ -27,6 +27,9 @@ pub(crate) struct PlanningPrompt {
     pub check_command: String,
     /// The repository's files (paths), when the planner works in one.
     pub repository: Option<Vec<String>>,
+    /// Where the repository is checked out, when the planner works in one whose files are
+    /// not listed (in a cluster's planning Pod).
+    pub repository_dir: Option<String>,
     /// The problems of the previous answer, when it was refused.
     pub problems: Vec<String>,
     /// A person's reason for rejecting the previous plan.
@@ -99,8 +102,17 @@ pub(crate) fn render(input: &PlanningPrompt) -> String {
         }
         out.push('\n');
     }
-    if let Some(files) = &input.repository {
-        repository_section(files, &mut out);
+    match (&input.repository, &input.repository_dir) {
+        (Some(files), _) => repository_section(files, &mut out),
+        (None, Some(dir)) => {
+            let _ = writeln!(
+                out,
+                "## The repository\n\nYou work in the repository the tasks will change, \
+                 checked out at `{dir}`. Its files are not listed here: read what you need \
+                 before you plan.\n"
+            );
+        }
+        (None, None) => {}
     }
     if let Some(revision) = &input.revision {
         revision_section(revision, &mut out);
@@ -240,7 +252,20 @@ mod tests {
             ..input()
         });
         assert!(!prompt.contains("Check the file"), "{prompt}");
-        assert!(prompt.contains("Your final message needs no verdict"), "{prompt}");
+        assert!(
+            prompt.contains("Your final message needs no verdict"),
+            "{prompt}"
+        );
+    }
+
+    #[test]
+    fn a_repository_whose_files_are_not_listed_is_named_for_the_planner_to_read() {
+        let prompt = render(&PlanningPrompt {
+            repository_dir: Some("/workspace".to_owned()),
+            ..input()
+        });
+        assert!(prompt.contains("checked out at `/workspace`"), "{prompt}");
+        assert!(prompt.contains("read what you need"), "{prompt}");
     }
 
     #[test]

@@ -1,0 +1,449 @@
+//! The planning Task's attempts (docs/planning.md): their prompt, and what the controller
+//! does with the answer a finished attempt's claim-keeper uploaded (ConfigMap
+//! `<attempt>-answer`, [`crate::controller::sidecar::AnswerUpload`]). A valid answer
+//! becomes the Feature's plan, ConfigMap `<feature>-plan` (owned by the Feature), and the
+//! planning Task is done; an invalid one is sent back to the planner at once with its
+//! problems, until more than `spec.planning.maxInvalidAnswers` were refused in a row. Every
+//! other end (a crash, a misconfigured agent, its quota) is concluded as any attempt's.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+
+use super::error::TaskError;
+use super::task::{TaskScope, conclude_in_workspace};
+use crate::api::labels::{FEATURE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, TASK_LABEL};
+use crate::api::planning::{
+    ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,
+};
+use crate::api::{Feature, Task};
+use crate::controller::client::call::bounded;
+use crate::controller::plan::decide::TaskPlan;
+use crate::controller::plan::plan_map::{
+    HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
+};
+use crate::controller::plan::pod::{SIDECAR_CONTAINER, WORKSPACE};
+use crate::engine::attempt::OutcomeClass;
+use crate::engine::conclusion::{NextState, phase_after};
+use crate::engine::lifecycle::{AttemptEnd, attempt_id};
+use crate::engine::planning::{
+    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, TASKS_FILE, not_written, plan_hash,
+    planned, refused, refused_in_a_row, refused_problems, render,
+};
+use crate::engine::policy::AttemptOutcome;
+use crate::manifest::answer::{Answer, AnswerLimits, check_answer};
+
+/// Whether `plan` is the planning Task's.
+pub(crate) fn is_planning(feature: &Feature, plan: &TaskPlan) -> bool {
+    plan.task_id == PLANNING_TASK && feature.spec.planning.is_some()
+}
+
+/// The answer file's path in the planning Pod.
+fn answer_path() -> String {
+    format!("{WORKSPACE}/{ANSWER_DIR}/{TASKS_FILE}")
+}
+
+/// The planning attempt's prompt.
+pub(crate) fn prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
+    let feature = scope.feature;
+    let spec = planning_spec(feature);
+    let hand_written = &feature.spec.tasks;
+    let answer = answer_path();
+    // `ralph plan check` knows no hand-written task without the manifest, so it would refuse
+    // a dependency on one: it is offered only when there is none.
+    let check_command = if hand_written.is_empty() {
+        format!(
+            "{} plan check --max-tasks {} {answer}",
+            crate::controller::plan::pod::RALPH,
+            spec.max_tasks
+        )
+    } else {
+        String::new()
+    };
+    render(&PlanningPrompt {
+        feature: feature.name_any(),
+        spec: scope.texts.spec.clone(),
+        plan: scope.texts.plan.clone(),
+        guidance: spec.guidance.clone(),
+        hand_written: hand_written
+            .iter()
+            .map(|task| {
+                let after = if task.fields.depends_on.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (after {})", task.fields.depends_on.join(", "))
+                };
+                format!("{}: {}{after}", task.name, task.fields.title)
+            })
+            .collect(),
+        max_tasks: spec.max_tasks,
+        answer_path: answer,
+        document_path: format!("{WORKSPACE}/{ANSWER_DIR}/{DOCUMENT_FILE}"),
+        check_command,
+        repository: None,
+        repository_dir: feature.spec.git().map(|_| WORKSPACE.to_owned()),
+        problems: last_problems(&plan.task),
+        rejection: rejection(feature),
+        revision: None,
+    })
+}
+
+fn planning_spec(feature: &Feature) -> PlanningSpec {
+    feature.spec.planning.clone().unwrap_or_default()
+}
+
+/// The problems of the last refused answer, unless a plan was made since.
+fn last_problems(task: &Task) -> Vec<String> {
+    let Some(status) = task.status.as_ref() else {
+        return Vec::new();
+    };
+    for record in status.attempts.iter().rev() {
+        if record.outcome == Some(AttemptOutcome::Done) {
+            break;
+        }
+        if let Some(problems) = record.reason.as_deref().and_then(refused_problems) {
+            return problems;
+        }
+    }
+    Vec::new()
+}
+
+/// A person's comment on the plan they rejected.
+fn rejection(feature: &Feature) -> Option<String> {
+    let approval = feature
+        .status
+        .as_ref()?
+        .planning
+        .as_ref()?
+        .approval
+        .as_ref()?;
+    (approval.state == ApprovalState::Rejected)
+        .then(|| approval.comment.clone().unwrap_or_default())
+}
+
+/// The planning attempt's conclusion `next` (the engine's, from `end`) with its answer
+/// judged: `None` while a finished attempt's claim-keeper may still upload it (the Pod's
+/// change when it ends triggers the next reconcile).
+pub(crate) async fn conclude(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    end: &AttemptEnd,
+    next: NextState,
+) -> Result<Option<NextState>, TaskError> {
+    let finished =
+        matches!(end, AttemptEnd::Reported(result) if result.outcome == OutcomeClass::Finished);
+    if !finished {
+        return Ok(Some(next));
+    }
+    let task = &plan.task;
+    let namespace = task.namespace().unwrap_or_default();
+    let attempt = current_attempt(task);
+    let name = answer_config_map_name(&attempt);
+    let api: Api<ConfigMap> = Api::namespaced(scope.ctx.client.clone(), &namespace);
+    let answer = bounded(
+        scope.ctx.api_timeout,
+        format!("get ConfigMap {namespace}/{name}"),
+        api.get_opt(&name),
+    )
+    .await?;
+    let Some(answer) = answer else {
+        if claim_keeper_runs(scope, &namespace, &attempt) {
+            return Ok(None);
+        }
+        let reason = format!(
+            "the planning attempt ended without an answer: its claim-keeper uploaded no \
+             ConfigMap {name} (see `kubectl logs -n {namespace} {attempt} -c {SIDECAR_CONTAINER}`)"
+        );
+        return Ok(Some(conclude_in_workspace(
+            scope.feature,
+            task,
+            &plan.task_id,
+            &AttemptEnd::NoResult { reason },
+            None,
+            scope.now_ms,
+            rand::random::<f64>(),
+        )));
+    };
+    let kept = answered(&answer, scope.feature).and_then(|(answer, document)| {
+        let hash = plan_hash(&answer.canonical(), document.as_deref());
+        plan_config_map(scope.feature, &answer, document, &hash)
+            .map(|map| (map, answer.tasks.len(), hash))
+            .map_err(|error| vec![error.to_string()])
+    });
+    let judged = match kept {
+        Ok((map, tasks, hash)) => {
+            keep_plan(scope, &namespace, map).await?;
+            planned(next.decision.clone(), &plan.task_id, tasks, &hash)
+        }
+        Err(problems) => {
+            let max = planning_spec(scope.feature).max_invalid_answers;
+            refused(
+                next.decision.clone(),
+                &problems,
+                refused_before(task).saturating_add(1),
+                max,
+            )
+        }
+    };
+    Ok(Some(NextState {
+        phase: phase_after(judged.phase),
+        without_verdict: 0,
+        next_attempt_after_ms: None,
+        previous_attempt: judged.previous_attempt.clone(),
+        message: judged.event.message.clone(),
+        agent_rest: None,
+        crash: None,
+        decision: judged,
+        ..next
+    }))
+}
+
+/// Deletes the ended attempt's answer ConfigMap, once its conclusion is recorded (it is
+/// owned by the Pod too, and goes with it).
+pub(crate) async fn forget_answer(scope: &TaskScope<'_>, plan: &TaskPlan) -> Result<(), TaskError> {
+    let namespace = plan.task.namespace().unwrap_or_default();
+    let name = answer_config_map_name(&current_attempt(&plan.task));
+    let api: Api<ConfigMap> = Api::namespaced(scope.ctx.client.clone(), &namespace);
+    let deleted = bounded(
+        scope.ctx.api_timeout,
+        format!("delete ConfigMap {namespace}/{name}"),
+        api.delete(&name, &DeleteParams::default()),
+    )
+    .await;
+    match deleted {
+        Err(error) if !error.is_not_found() => Err(error.into()),
+        _ => Ok(()),
+    }
+}
+
+/// The attempt id of the Task's current attempt.
+fn current_attempt(task: &Task) -> String {
+    let number = task.status.as_ref().map_or(0, |s| s.attempt_count);
+    attempt_id(&task.name_any(), number)
+}
+
+/// Answers refused in a row before the current attempt.
+fn refused_before(task: &Task) -> u32 {
+    let Some(status) = task.status.as_ref() else {
+        return 0;
+    };
+    refused_in_a_row(
+        status
+            .attempts
+            .iter()
+            .filter(|a| a.number < status.attempt_count && a.outcome.is_some())
+            .map(|a| a.reason.as_deref()),
+    )
+}
+
+/// Whether the attempt's Pod still runs its claim-keeper (it may yet upload the answer).
+fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt: &str) -> bool {
+    let Some(pod) = scope
+        .ctx
+        .cache
+        .pods
+        .get(&ObjectRef::<Pod>::new(attempt).within(namespace))
+    else {
+        return false;
+    };
+    let Some(status) = pod.status.as_ref() else {
+        return true;
+    };
+    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let keeper = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .find(|c| c.name == SIDECAR_CONTAINER);
+    keeper.is_none_or(|c| c.state.as_ref().is_none_or(|s| s.terminated.is_none()))
+}
+
+/// The answer an answer ConfigMap holds, checked against the Feature's hand-written tasks
+/// and `maxTasks`, with its document; or the problems the planner must fix.
+pub(crate) fn answered(
+    config_map: &ConfigMap,
+    feature: &Feature,
+) -> Result<(Answer, Option<String>), Vec<String>> {
+    if let Some(problem) = text(config_map, PROBLEM_KEY) {
+        return Err(vec![problem.to_owned()]);
+    }
+    let files = read_plan_map(config_map).map_err(|error| vec![error.to_string()])?;
+    let Some(tasks) = files.tasks else {
+        return Err(vec![not_written(&answer_path())]);
+    };
+    let limits = AnswerLimits {
+        max_tasks: planning_spec(feature).max_tasks,
+        existing: &feature.spec.tasks,
+    };
+    let answer = check_answer(&tasks, limits).map_err(|problems| problems.messages())?;
+    let document = files.document.filter(|text| !text.trim().is_empty());
+    Ok((answer, document))
+}
+
+/// The Feature's plan ConfigMap for a valid answer (pure).
+pub(crate) fn plan_config_map(
+    feature: &Feature,
+    answer: &Answer,
+    document: Option<String>,
+    hash: &str,
+) -> Result<ConfigMap, PlanMapError> {
+    let name = feature.name_any();
+    let meta = ObjectMeta {
+        name: Some(plan_config_map_name(&name)),
+        namespace: feature.namespace(),
+        labels: Some(BTreeMap::from([
+            (FEATURE_LABEL.to_owned(), name),
+            (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
+            (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+        ])),
+        owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
+        ..ObjectMeta::default()
+    };
+    let files = PlanFiles {
+        tasks: Some(answer.canonical()),
+        document,
+    };
+    plan_map(
+        meta,
+        &files,
+        BTreeMap::from([(HASH_KEY.to_owned(), hash.to_owned())]),
+    )
+}
+
+/// Writes the Feature's plan: created, or replacing the one it had.
+async fn keep_plan(
+    scope: &TaskScope<'_>,
+    namespace: &str,
+    map: ConfigMap,
+) -> Result<(), TaskError> {
+    let name = plan_config_map_name(&scope.feature.name_any());
+    let api: Api<ConfigMap> = Api::namespaced(scope.ctx.client.clone(), namespace);
+    let timeout = scope.ctx.api_timeout;
+    let created = bounded(
+        timeout,
+        format!("create ConfigMap {namespace}/{name}"),
+        api.create(&PostParams::default(), &map),
+    )
+    .await;
+    match created {
+        Err(error) if error.is_conflict() => {
+            let current = bounded(
+                timeout,
+                format!("get ConfigMap {namespace}/{name}"),
+                api.get(&name),
+            )
+            .await?;
+            let mut replacement = map;
+            replacement.metadata.resource_version = current.resource_version();
+            bounded(
+                timeout,
+                format!("replace ConfigMap {namespace}/{name}"),
+                api.replace(&name, &PostParams::default(), &replacement),
+            )
+            .await?;
+            Ok(())
+        }
+        other => other.map(|_| ()).map_err(Into::into),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feature(hand_written: &str) -> Feature {
+        let yaml = format!(
+            "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata: {{name: shop, namespace: team, uid: f-1}}\n\
+             spec:\n  agent: {{image: agent:1, command: [agent]}}\n  planning: {{maxTasks: 3}}\n  tasks: {hand_written}\n"
+        );
+        serde_yaml_ng::from_str(&yaml).expect("a Feature")
+    }
+
+    fn answer_map(data: &[(&str, &str)]) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn an_answer_may_depend_on_the_features_hand_written_tasks() {
+        let feature = feature("[{name: schema, title: Schema, acceptance: [done]}]");
+        let map = answer_map(&[(
+            "tasks.yaml",
+            "tasks:\n  - {name: api, title: API, dependsOn: [schema], acceptance: [serves]}\n",
+        )]);
+        let (answer, document) = answered(&map, &feature).expect("valid");
+        assert_eq!(answer.tasks.len(), 1);
+        assert_eq!(document, None);
+    }
+
+    #[test]
+    fn an_answer_over_max_tasks_is_refused_with_the_limit() {
+        let tasks: String = (0..4)
+            .map(|i| format!("  - {{name: t{i}, title: T, acceptance: [ok]}}\n"))
+            .collect();
+        let map = answer_map(&[("tasks.yaml", &format!("tasks:\n{tasks}"))]);
+        let problems = answered(&map, &feature("[]")).expect_err("refused");
+        assert!(
+            problems.iter().any(|p| p.contains("maxTasks (3)")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_problem_uploaded_instead_of_an_answer_is_the_answers_problem() {
+        let map = answer_map(&[(PROBLEM_KEY, "no answer: the task list was not written")]);
+        let problems = answered(&map, &feature("[]")).expect_err("refused");
+        assert_eq!(problems, ["no answer: the task list was not written"]);
+    }
+
+    #[test]
+    fn the_plan_config_map_is_owned_by_the_feature_and_carries_the_plan_hash() {
+        let feature = feature("[]");
+        let map = answer_map(&[(
+            "tasks.yaml",
+            "tasks:\n  - {name: api, title: API, acceptance: [serves]}\n",
+        )]);
+        let (answer, _) = answered(&map, &feature).expect("valid");
+        let hash = plan_hash(&answer.canonical(), Some("# Plan"));
+        let plan =
+            plan_config_map(&feature, &answer, Some("# Plan".to_owned()), &hash).expect("fits");
+        assert_eq!(plan.metadata.name.as_deref(), Some("shop-plan"));
+        assert_eq!(text(&plan, HASH_KEY), Some(hash.as_str()));
+        let owner = &plan.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("Feature", Some(true))
+        );
+        let files = read_plan_map(&plan).expect("readable");
+        assert_eq!(files.tasks, Some(answer.canonical()));
+        assert_eq!(files.document.as_deref(), Some("# Plan"));
+    }
+
+    #[test]
+    fn refused_answers_before_the_current_attempt_are_counted() {
+        let refused = crate::engine::planning::refused_message(&["no task".to_owned()]);
+        let task: Task = serde_yaml_ng::from_str(&format!(
+            "apiVersion: ralph.dev/v1alpha1\nkind: Task\nmetadata: {{name: shop-planning, namespace: team}}\n\
+             spec: {{featureRef: shop, title: Plan}}\n\
+             status:\n  attemptCount: 3\n  attempts:\n\
+             \x20   - {{number: 1, outcome: failed, reason: \"{refused}\"}}\n\
+             \x20   - {{number: 2, outcome: failed, reason: \"{refused}\"}}\n\
+             \x20   - {{number: 3}}\n"
+        ))
+        .expect("a Task");
+        assert_eq!(refused_before(&task), 2);
+        assert_eq!(last_problems(&task), ["no task"]);
+    }
+}
