@@ -80,6 +80,7 @@ fn measure(name: &str, feature: &Feature, tasks: &[Arc<Task>], rests: &Rests) {
         now_ms: NOW,
         start_limit: usize::MAX,
         rests,
+        planning_only: None,
     };
     let started = Instant::now();
     let mut claimed = 0;

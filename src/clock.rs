@@ -41,6 +41,13 @@ pub fn format_duration(duration: Duration) -> String {
     }
 }
 
+/// A Unix time in ms as RFC 3339 (empty when out of range).
+pub(crate) fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

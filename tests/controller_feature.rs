@@ -625,23 +625,6 @@ async fn a_lagging_task_watch_never_shows_a_feature_of_standalone_tasks_without_
     h.stop().await;
 }
 
-#[tokio::test]
-async fn a_feature_asking_for_planning_is_refused_with_what_to_do_instead() {
-    let h = Harness::with_feature(
-        "planned",
-        json!([{"name": "a"}]),
-        json!({"planning": {"approval": "Manual"}}),
-    )
-    .await;
-    let feature = h.wait_for_feature_phase("planned", "Invalid").await;
-    let valid = valid_condition(feature);
-    assert_eq!(valid.status, "False");
-    assert_eq!(valid.reason, "PlanningUnsupported");
-    assert_mentions(&valid.message, &["spec.planning", "1 hand-written"]);
-    assert!(h.agent_pods().await.is_empty());
-    h.stop().await;
-}
-
 /// The Feature's `Valid` condition.
 fn valid_condition(feature: Feature) -> Condition {
     let status = feature.status.expect("status");

@@ -24,6 +24,8 @@ mod controller_kept_shape;
 mod controller_mechanics;
 mod controller_memory;
 mod controller_outage;
+mod controller_planning;
+mod controller_planning_attempt;
 mod controller_pod_start;
 mod controller_pools;
 mod controller_retired_leases;

@@ -1,6 +1,7 @@
 -- Argo CD health of a ralph.dev Feature (resource.customizations.health.ralph.dev_Feature).
 -- Healthy: Complete, or NoPlan (nothing to do). Degraded: Failed, Blocked, Invalid,
--- LimitReached, Halted. Suspended: Suspended. Progressing: anything else, and while the
+-- LimitReached, Halted. Suspended: Suspended, and AwaitingApproval (a plan waits for a
+-- person). Progressing: anything else, and while the
 -- controller has not yet observed the latest spec.
 local hs = { status = "Progressing", message = "Waiting for the ralph controller" }
 if obj.status == nil or obj.status.phase == nil then
@@ -24,7 +25,7 @@ if phase == "Complete" or phase == "NoPlan" then
 elseif phase == "Failed" or phase == "Blocked" or phase == "Invalid" or phase == "LimitReached"
     or phase == "Halted" then
   hs.status = "Degraded"
-elseif phase == "Suspended" then
+elseif phase == "Suspended" or phase == "AwaitingApproval" then
   hs.status = "Suspended"
 end
 -- A configuration problem the user must fix (Configured=False: no agent image, Pod

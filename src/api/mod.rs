@@ -30,7 +30,10 @@ pub use status::{
     AttemptOutcome, AttemptRecord, ClaimStatus, FeaturePhase, FeatureStatus, MAX_ATTEMPT_HISTORY,
     TaskCounts, TaskStatus,
 };
-pub use task::{DesiredTasksError, Task, TaskSpec, desired_tasks, task_object_name};
+pub use task::{
+    DesiredTasksError, Task, TaskSpec, desired_tasks, planned_tasks, planning_task,
+    task_object_name,
+};
 pub use template::{TaskFields, TaskTemplate};
 pub use verify::VerifySpec;
 

@@ -123,6 +123,9 @@ pub struct PlanningStatus {
     /// Hash of the current plan (its tasks and document): what an approval names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dag_hash: Option<String>,
+    /// The planning attempt that wrote the current plan (`<feature>-planning-a<N>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_by: Option<String>,
     /// How many tasks the current plan holds.
     #[serde(default)]
     pub tasks: u32,

@@ -205,6 +205,9 @@ pub enum FeaturePhase {
     /// (an image that cannot be pulled, an agent that reports itself misconfigured ...);
     /// nothing runs. See the Configured condition.
     Halted,
+    /// A planner's plan waits for a person to approve or reject it (`spec.planning.approval:
+    /// Manual`, docs/planning.md); nothing else runs.
+    AwaitingApproval,
 }
 
 impl From<FeatureOutcome> for FeaturePhase {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::feature::Feature;
 use super::names::DNS_LABEL_PATTERN;
 use super::status::TaskStatus;
-use super::template::TaskFields;
+use super::template::{TaskFields, TaskTemplate};
 use super::{FEATURE_LABEL, TASK_LABEL};
 use crate::engine::dag::TaskNode;
 
@@ -90,49 +90,107 @@ pub enum DesiredTasksError {
 /// The Task objects a Feature owns, one per template, in template order (see [`Task`] for
 /// the naming rule). Pure: the controller applies the result with server-side apply.
 pub fn desired_tasks(feature: &Feature) -> Result<Vec<Task>, DesiredTasksError> {
-    let feature_name = feature
-        .metadata
-        .name
-        .clone()
-        .ok_or(DesiredTasksError::MissingName)?;
-    let owner = feature
-        .controller_owner_ref(&())
-        .filter(|owner| !owner.uid.is_empty())
-        .ok_or_else(|| DesiredTasksError::MissingUid {
-            feature: feature_name.clone(),
-        })?;
-    let tasks = feature
+    let owned = Owned::of(feature)?;
+    Ok(feature
         .spec
         .tasks
         .iter()
+        .map(|template| owned.task(template))
+        .collect())
+}
+
+/// The Task objects of a plan of hash `plan` (its tasks as `templates`): named and linked as
+/// templated Tasks are, owned by the Feature, labelled with the plan's hash
+/// ([`crate::api::labels::PLAN_LABEL`]) and never with the Feature's own labels (a GitOps
+/// tool's tracking label on them would have it prune them).
+pub fn planned_tasks(
+    feature: &Feature,
+    templates: &[TaskTemplate],
+    plan: &str,
+) -> Result<Vec<Task>, DesiredTasksError> {
+    let owned = Owned::of(feature)?;
+    Ok(templates
+        .iter()
         .map(|template| {
-            let mut fields = template.fields.clone();
-            fields.depends_on = fields
-                .depends_on
-                .iter()
-                .map(|dependency| task_object_name(&feature_name, dependency))
-                .collect();
-            fields.parent = fields
-                .parent
-                .as_deref()
-                .map(|parent| task_object_name(&feature_name, parent));
-            let mut task = Task::new(
-                &task_object_name(&feature_name, &template.name),
-                TaskSpec {
-                    feature_ref: feature_name.clone(),
-                    fields,
-                },
-            );
-            task.metadata.namespace = feature.namespace();
-            task.metadata.labels = Some(BTreeMap::from([
-                (FEATURE_LABEL.to_owned(), feature_name.clone()),
-                (TASK_LABEL.to_owned(), template.name.clone()),
-            ]));
-            task.metadata.owner_references = Some(vec![owner.clone()]);
+            let mut task = owned.task(template);
+            task.labels_mut()
+                .insert(crate::api::labels::PLAN_LABEL.to_owned(), plan.to_owned());
             task
         })
-        .collect();
-    Ok(tasks)
+        .collect())
+}
+
+/// The Feature's planning Task (`<feature>-planning`): its attempts are the planner's
+/// (docs/planning.md).
+pub fn planning_task(feature: &Feature) -> Result<Task, DesiredTasksError> {
+    let owned = Owned::of(feature)?;
+    Ok(owned.task(&TaskTemplate {
+        name: crate::engine::planning::PLANNING_TASK.to_owned(),
+        fields: TaskFields {
+            title: format!("Plan the tasks of Feature {}", owned.feature),
+            description: "A planner writes this Feature's task DAG from its spec \
+                          (spec.planning; docs/planning.md)."
+                .to_owned(),
+            ..TaskFields::default()
+        },
+    }))
+}
+
+/// What every Task a Feature owns shares: the Feature's name, namespace and owner reference.
+struct Owned {
+    feature: String,
+    namespace: Option<String>,
+    owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+}
+
+impl Owned {
+    fn of(feature: &Feature) -> Result<Owned, DesiredTasksError> {
+        let name = feature
+            .metadata
+            .name
+            .clone()
+            .ok_or(DesiredTasksError::MissingName)?;
+        let owner = feature
+            .controller_owner_ref(&())
+            .filter(|owner| !owner.uid.is_empty())
+            .ok_or_else(|| DesiredTasksError::MissingUid {
+                feature: name.clone(),
+            })?;
+        Ok(Owned {
+            feature: name,
+            namespace: feature.namespace(),
+            owner,
+        })
+    }
+
+    /// The Task of `template`: its dependencies and parent named as Task objects.
+    fn task(&self, template: &TaskTemplate) -> Task {
+        let feature_name = &self.feature;
+        let mut fields = template.fields.clone();
+        fields.depends_on = fields
+            .depends_on
+            .iter()
+            .map(|dependency| task_object_name(feature_name, dependency))
+            .collect();
+        fields.parent = fields
+            .parent
+            .as_deref()
+            .map(|parent| task_object_name(feature_name, parent));
+        let mut task = Task::new(
+            &task_object_name(feature_name, &template.name),
+            TaskSpec {
+                feature_ref: feature_name.clone(),
+                fields,
+            },
+        );
+        task.metadata.namespace = self.namespace.clone();
+        task.metadata.labels = Some(BTreeMap::from([
+            (FEATURE_LABEL.to_owned(), feature_name.clone()),
+            (TASK_LABEL.to_owned(), template.name.clone()),
+        ]));
+        task.metadata.owner_references = Some(vec![self.owner.clone()]);
+        task
+    }
 }
 
 #[cfg(test)]

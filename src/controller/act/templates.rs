@@ -180,7 +180,8 @@ fn record_applied(
 }
 
 /// Deletes the Feature's templated Tasks (of Feature uid `uid`) whose template is gone
-/// (not in `wanted`), unless they are running; whether there was any.
+/// (not in `wanted`), unless they are running; whether there was any. Tasks the Feature
+/// owns without a template (its planning Task, its planned Tasks) are not templated.
 async fn delete_orphans(
     ctx: &Context,
     api: &Api<Task>,
@@ -192,7 +193,7 @@ async fn delete_orphans(
     let mut any = false;
     let orphans = cached.values().filter(|t| {
         !wanted.contains(&t.name_any())
-            && crate::controller::plan::origin::of(t).feature_uid == Some(uid)
+            && crate::controller::plan::origin::of(t).is_templated_by(uid)
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });
     for orphan in orphans {

@@ -53,6 +53,7 @@ fn planned(feature: &Feature, tasks: &[Arc<Task>], shapes: &Shapes) -> Vec<Strin
             now_ms: 1_000,
             start_limit: usize::MAX,
             rests: &rests,
+            planning_only: None,
         },
         shapes,
     );

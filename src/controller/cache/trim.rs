@@ -575,6 +575,7 @@ mod tests {
             feature_uid: Some("fu"),
             template: Some("a"),
             template_hash: Some("abc"),
+            plan: None,
         };
         assert_eq!(origin::of(&live), expected);
         assert_eq!(origin::of(&cached), expected);

@@ -209,6 +209,7 @@ mod planning {
             now_ms: 1_000,
             start_limit: usize::MAX,
             rests: &crate::engine::selection::Rests::new(),
+            planning_only: None,
         })
     }
 

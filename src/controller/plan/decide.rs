@@ -24,7 +24,6 @@ use crate::engine::feature_plan::{self, Slots};
 use crate::engine::lifecycle::{
     self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
-use crate::engine::planning;
 use crate::engine::selection::{Rests, Selection};
 
 /// Condition type set when an agent promised FAILURE: the feature stopped for good.
@@ -48,6 +47,9 @@ pub struct Snapshot<'a> {
     pub start_limit: usize,
     /// Agents resting after exhausting their quota, by identity (the namespace's).
     pub rests: &'a Rests,
+    /// While set, only this Task (the Feature's planning Task) may start: the Feature's
+    /// plan is not approved, or its Tasks do not all exist yet (`super::planning::Stage`).
+    pub planning_only: Option<&'a str>,
 }
 
 /// What one task must do.
@@ -217,16 +219,6 @@ pub(crate) fn plan_laid_out(
 ) -> FeaturePlan {
     let feature = snapshot.feature;
     let iterations: u32 = snapshot.tasks.iter().map(|t| attempt_count(t)).sum();
-    let hand_written = snapshot.tasks.len().max(feature.spec.tasks.len());
-    if let Some(message) =
-        planning::cluster_planning_problem(feature.spec.planning.is_some(), hand_written)
-    {
-        let problem = Problem {
-            reason: planning::REASON_PLANNING_UNSUPPORTED,
-            message,
-        };
-        return refused(problem, iterations);
-    }
     let Layout { shape, task_at } = match layout {
         Ok(layout) => layout,
         Err(errors) => {
@@ -265,6 +257,10 @@ pub(crate) fn plan_laid_out(
         max_iterations,
         budget_reached: budget_spent.is_some(),
     });
+    let outcome = match snapshot.planning_only {
+        Some(planner) => outcome_while_planning(outcome, snapshot.tasks, planner),
+        None => outcome,
+    };
     FeaturePlan {
         invalid: None,
         tasks,
@@ -273,6 +269,24 @@ pub(crate) fn plan_laid_out(
         iterations,
         budget_spent,
         pool_resting: pass.pool_rest.flatten(),
+    }
+}
+
+/// The outcome of a Feature whose tasks wait for its plan: Failed when planning failed for
+/// good; never Complete, NoPlan or Blocked (the plan's tasks are still to come).
+fn outcome_while_planning(
+    outcome: Option<FeatureOutcome>,
+    tasks: &[Arc<Task>],
+    planner: &str,
+) -> Option<FeatureOutcome> {
+    let planning_failed = tasks
+        .iter()
+        .find(|t| t.name_any_ref() == planner)
+        .is_some_and(|t| recorded_phase(t) == TaskPhase::Failed);
+    match outcome {
+        _ if planning_failed => Some(FeatureOutcome::Failed),
+        Some(FeatureOutcome::Complete | FeatureOutcome::NoPlan | FeatureOutcome::Blocked) => None,
+        other => other,
     }
 }
 
@@ -354,7 +368,15 @@ impl<'s> TaskPass<'s> {
         let first_selection = self.ask_pool(task, pending_ready);
         let next_attempt_after_ms = self.next_attempt_after(task, pending_ready);
         let may_start = feature_plan::may_start(phase, ready, next_attempt_after_ms, now_ms);
-        let gate = self.slots.take(may_start);
+        // A task that waits for the Feature's plan is at capacity: it starts nothing.
+        let held = self
+            .snapshot
+            .planning_only
+            .is_some_and(|planner| planner != name);
+        let gate = match held {
+            true => FeatureGate::AtCapacity,
+            false => self.slots.take(may_start),
+        };
         let view = &mut self.view;
         view.name.clear();
         view.name.push_str(name);

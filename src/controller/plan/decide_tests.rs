@@ -68,6 +68,7 @@ fn plan_at(
         now_ms,
         start_limit,
         rests,
+        planning_only: None,
     })
 }
 
@@ -323,4 +324,71 @@ fn an_agent_is_back_in_the_pool_once_its_reset_time_has_passed() {
         NOW + 60_000,
     );
     assert_eq!(chosen_agent(&plan, "a").as_deref(), Some("primary"));
+}
+
+/// Plans `tasks` of `feature` while every task but the Task `planner` waits for the plan.
+fn plan_while_planning(feature: &Feature, tasks: &[Arc<Task>], planner: &str) -> FeaturePlan {
+    let (leases, pods) = (BTreeMap::new(), BTreeMap::new());
+    plan(&Snapshot {
+        feature,
+        tasks,
+        leases: &leases,
+        pods: &pods,
+        now_ms: NOW,
+        start_limit: usize::MAX,
+        rests: &Rests::new(),
+        planning_only: Some(planner),
+    })
+}
+
+#[test]
+fn while_the_feature_plans_only_its_planning_task_is_claimed() {
+    let feature = feature(serde_json::json!({}));
+    let mut all = tasks(&feature, &[]);
+    all.push(Arc::new(
+        crate::api::planning_task(&feature).expect("planner"),
+    ));
+    let plan = plan_while_planning(&feature, &all, "hello-planning");
+    assert_eq!(claimed(&plan), vec!["planning"]);
+}
+
+#[test]
+fn a_feature_waiting_for_its_plan_is_never_complete() {
+    let feature = feature(serde_json::json!({}));
+    let done = [
+        ("a", TaskPhase::Done),
+        ("b", TaskPhase::Done),
+        ("c", TaskPhase::Done),
+        ("d", TaskPhase::Done),
+    ];
+    let mut all = tasks(&feature, &done);
+    let mut planner = crate::api::planning_task(&feature).expect("planner");
+    planner.status = Some(TaskStatus {
+        phase: TaskPhase::Done,
+        ..TaskStatus::default()
+    });
+    all.push(Arc::new(planner));
+    assert_eq!(
+        plan_for(&feature, &all).outcome,
+        Some(FeatureOutcome::Complete)
+    );
+    assert_eq!(
+        plan_while_planning(&feature, &all, "hello-planning").outcome,
+        None
+    );
+}
+
+#[test]
+fn a_feature_whose_planning_failed_for_good_fails() {
+    let feature = feature(serde_json::json!({}));
+    let mut all = tasks(&feature, &[]);
+    let mut planner = crate::api::planning_task(&feature).expect("planner");
+    planner.status = Some(TaskStatus {
+        phase: TaskPhase::Failed,
+        ..TaskStatus::default()
+    });
+    all.push(Arc::new(planner));
+    let plan = plan_while_planning(&feature, &all, "hello-planning");
+    assert_eq!(plan.outcome, Some(FeatureOutcome::Failed));
+    assert!(claimed(&plan).is_empty());
 }

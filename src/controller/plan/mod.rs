@@ -8,6 +8,7 @@ pub mod decide;
 pub(crate) mod git;
 pub(crate) mod origin;
 pub(crate) mod plan_map;
+pub(crate) mod planning;
 pub mod pod;
 pub(crate) mod pod_gateway;
 pub(crate) mod pod_git;

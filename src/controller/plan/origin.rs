@@ -1,6 +1,7 @@
 //! Where a Task came from: the Feature that owns it, the template it was applied from, and
-//! the hash of what was applied. A Task read from the API server says so in its owner
-//! reference, its `ralph.dev/task` label and its template-hash annotation. A cached Task
+//! the hash of what was applied; or, for a Task a planner wrote, the hash of its plan. A
+//! Task read from the API server says so in its owner reference, its `ralph.dev/task`
+//! label, its template-hash annotation and its `ralph.dev/plan` label. A cached Task
 //! (`cache::trim::trim_task`) keeps the three in one cache-only string instead ([`pack`]):
 //! a label map costs 640 bytes even with one entry, and an owner reference 230, about
 //! 8.5 MiB over 10,000 cached Tasks. [`of`] reads either form, so no reader needs to know
@@ -10,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use kube::ResourceExt;
 
+use crate::api::labels::PLAN_LABEL;
 use crate::api::{TASK_LABEL, Task};
 
 /// Annotation on a templated Task: a hash of what the controller last applied for it.
@@ -34,12 +36,20 @@ pub(crate) struct Origin<'a> {
     /// The hash of what was applied (its template-hash annotation); only a Task the
     /// controller applied from a template has one.
     pub template_hash: Option<&'a str>,
+    /// The hash of the plan that holds the Task, when a planner wrote it.
+    pub plan: Option<&'a str>,
 }
 
 impl Origin<'_> {
     /// True when the Feature of uid `feature_uid` owns the Task and applied it from a template.
     pub(crate) fn is_templated_by(&self, feature_uid: &str) -> bool {
         self.feature_uid == Some(feature_uid) && self.template_hash.is_some()
+    }
+
+    /// True when the Feature of uid `feature_uid` owns the Task and a planner wrote it, in
+    /// the plan of hash `plan`.
+    pub(crate) fn is_planned_by(&self, feature_uid: &str, plan: &str) -> bool {
+        self.feature_uid == Some(feature_uid) && self.plan == Some(plan)
     }
 }
 
@@ -73,6 +83,11 @@ fn of_meta(meta: &ObjectMeta) -> Origin<'_> {
             .as_ref()
             .and_then(|a| a.get(TEMPLATE_HASH_ANNOTATION))
             .map(String::as_str),
+        plan: meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(PLAN_LABEL))
+            .map(String::as_str),
     }
 }
 
@@ -98,7 +113,12 @@ pub(crate) fn pack(meta: &mut ObjectMeta) {
 }
 
 fn packed(origin: Origin<'_>) -> Option<String> {
-    let parts = [origin.feature_uid, origin.template, origin.template_hash];
+    let parts = [
+        origin.feature_uid,
+        origin.template,
+        origin.template_hash,
+        origin.plan,
+    ];
     if parts.iter().flatten().any(|part| part.contains(SEPARATOR)) {
         return None;
     }
@@ -110,12 +130,13 @@ fn packed(origin: Origin<'_>) -> Option<String> {
 
 fn unpack(packed: &str) -> Origin<'_> {
     let mut parts = packed
-        .splitn(3, SEPARATOR)
+        .splitn(4, SEPARATOR)
         .map(|part| (!part.is_empty()).then_some(part));
     Origin {
         feature_uid: parts.next().flatten(),
         template: parts.next().flatten(),
         template_hash: parts.next().flatten(),
+        plan: parts.next().flatten(),
     }
 }
 
@@ -175,6 +196,19 @@ mod tests {
         assert!(cached.labels.is_none() && cached.owner_references.is_none());
         assert_eq!(of_meta(&cached), of_meta(&live));
         assert!(of_meta(&cached).is_templated_by("fu"));
+    }
+
+    #[test]
+    fn a_planned_task_reads_its_plan_the_same_packed_as_live() {
+        let mut live = meta(vec![owner("Feature", "fu")], Some("a"), None);
+        live.labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(PLAN_LABEL.to_owned(), "p1".to_owned());
+        let cached = packed_copy(live.clone());
+        assert_eq!(of_meta(&cached), of_meta(&live));
+        assert!(of_meta(&cached).is_planned_by("fu", "p1"));
+        assert!(!of_meta(&cached).is_planned_by("fu", "p2"));
+        assert!(!of_meta(&cached).is_templated_by("fu"));
     }
 
     #[test]

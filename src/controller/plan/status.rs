@@ -229,6 +229,23 @@ pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
     }
 }
 
+/// What a Feature whose plan waits for a person says.
+fn awaiting_approval_message(feature: &Feature, events: &FeatureEvents) -> Option<String> {
+    let planning = events.planning.as_ref()?;
+    let hash = planning.dag_hash.as_deref().unwrap_or_default();
+    let name = feature.metadata.name.as_deref().unwrap_or_default();
+    let waits = format!(
+        "plan {hash} of {} tasks waits for approval: `ralph plan show feature/{name}`, then \
+         `ralph plan approve feature/{name} --hash {hash}` or `ralph plan reject \
+         feature/{name} --comment ...`",
+        planning.tasks
+    );
+    Some(match &planning.message {
+        Some(stale) => format!("{waits} ({stale})"),
+        None => waits,
+    })
+}
+
 /// What the attempts of this reconcile said about the whole feature.
 #[derive(Clone, Debug, Default)]
 pub struct FeatureEvents {
@@ -248,6 +265,10 @@ pub struct FeatureEvents {
     /// The configuration problem the Feature's status must show (set by the reconcile from
     /// the above, the spec and the recorded status).
     pub misconfiguration: Option<Problem>,
+    /// `status.planning` of a Feature that plans (set by the reconcile).
+    pub planning: Option<crate::api::planning::PlanningStatus>,
+    /// The Feature's plan waits for a person (set by the reconcile).
+    pub awaiting_approval: bool,
 }
 
 impl FeatureEvents {
@@ -285,6 +306,7 @@ pub fn feature_status(
         conditions: old.conditions.clone(),
         observed_generation: generation,
         iterations: plan.iterations,
+        planning: events.planning.clone(),
         ..FeatureStatus::default()
     };
     let set = FeatureConditions {
@@ -322,10 +344,14 @@ pub fn feature_status(
     status.phase = match outcome {
         Some(outcome) => outcome.into(),
         None if c.running == 0 && events.misconfiguration.is_some() => FeaturePhase::Halted,
+        None if events.awaiting_approval && c.running == 0 => FeaturePhase::AwaitingApproval,
         None if c.running > 0 || plan.iterations > 0 => FeaturePhase::Running,
         None => FeaturePhase::Pending,
     };
-    status.message = feature_message(plan, events, stop_reason.as_deref(), outcome);
+    status.message = match status.phase {
+        FeaturePhase::AwaitingApproval => awaiting_approval_message(feature, events),
+        _ => feature_message(plan, events, stop_reason.as_deref(), outcome),
+    };
     super::selection::set_pool_condition(
         &mut status,
         plan.pool_resting.as_ref(),

@@ -156,6 +156,10 @@ struct Gathered {
     recorded: Option<Problem>,
     start_limit: usize,
     rests: Rests,
+    /// Where planning stands (docs/planning.md); `NotPlanning` without `spec.planning`.
+    planning: crate::controller::act::planned::Planning,
+    /// The Feature's planning Task, while every other task waits for the plan.
+    planning_only: Option<String>,
 }
 
 impl Gathered {
@@ -168,6 +172,7 @@ impl Gathered {
             now_ms: self.now_ms,
             start_limit: self.start_limit,
             rests: &self.rests,
+            planning_only: self.planning_only.as_deref(),
         }
     }
 }
@@ -195,6 +200,11 @@ async fn judge(
     } else {
         effects = apply_plan(feature, ctx, &gathered, &plan).await?;
     }
+    effects.planning = gathered.planning.status.clone();
+    effects.awaiting_approval = matches!(
+        gathered.planning.stage,
+        crate::controller::plan::planning::Stage::AwaitingApproval { .. }
+    );
     write_status(
         feature,
         ctx,
@@ -204,6 +214,10 @@ async fn judge(
         gathered.now_ms,
     )
     .await?;
+    if gathered.planning.wrote {
+        // The Tasks planning created are not in the listing yet.
+        return Ok(Requeue::requeue(SLOT_RETRY));
+    }
     Ok(requeue_after(&plan, &effects, gathered.now_ms))
 }
 
@@ -237,6 +251,11 @@ async fn gather(
         .rests
         .current(&ctx.client, ctx.api_timeout, &namespace, now_ms)
         .await?;
+    let planning = crate::controller::act::planned::reconcile(feature, ctx, &tasks, now_ms).await?;
+    let planning_only = planning
+        .stage
+        .holds_tasks()
+        .then(|| crate::controller::plan::planning::planning_task_name(feature));
     Ok(Gathered {
         tasks,
         leases,
@@ -246,6 +265,8 @@ async fn gather(
         recorded,
         start_limit,
         rests,
+        planning,
+        planning_only,
     })
 }
 

@@ -1,8 +1,7 @@
 //! Planning: an agent turns a Feature's spec into its task DAG (docs/planning.md).
 //!
 //! Pure parts both modes share: where the planner writes its answer, the plan's hash (what
-//! an approval names), the planning prompt, how an attempt's end and answer are judged, and the words a cluster uses for a Feature that
-//! asks for planning where planning does not run yet.
+//! an approval names), the planning prompt, how an attempt's end and answer are judged.
 
 mod answered;
 mod prompt;
@@ -33,31 +32,6 @@ pub(crate) const TASKS_FILE: &str = "tasks.yaml";
 
 /// The planner's plan document (markdown, optional), in [`ANSWER_DIR`].
 pub(crate) const DOCUMENT_FILE: &str = "plan.md";
-
-/// Condition reason of a Feature with `spec.planning` where planning does not run.
-pub(crate) const REASON_PLANNING_UNSUPPORTED: &str = "PlanningUnsupported";
-
-/// Why a Feature asking for planning cannot run as asked in a cluster that does not plan
-/// yet, or `None` when it can: a Feature with `spec.planning` and no hand-written task
-/// would otherwise look like one with no plan, and one with tasks would run only those.
-pub(crate) fn cluster_planning_problem(
-    has_planning: bool,
-    hand_written_tasks: usize,
-) -> Option<String> {
-    if !has_planning {
-        return None;
-    }
-    Some(if hand_written_tasks == 0 {
-        "spec.planning is set, but this controller does not plan yet: plan the tasks with \
-         `ralph run` (or write spec.tasks), then apply them"
-            .to_owned()
-    } else {
-        format!(
-            "spec.planning is set, but this controller does not plan yet: only the \
-             {hand_written_tasks} hand-written tasks would run; remove spec.planning to run them"
-        )
-    })
-}
 
 /// The hash of a plan: 16 hex digits of FNV-1a (64 bit) over its tasks' canonical text and
 /// its document. Not a security measure: it tells one plan from another, so that an
@@ -100,14 +74,5 @@ mod tests {
         assert!(hash_matches(&hash[..6], &hash));
         assert!(!hash_matches(&hash[..5], &hash));
         assert!(!hash_matches("000000", "ffffffffffffffff"));
-    }
-
-    #[test]
-    fn a_planning_feature_in_a_cluster_that_does_not_plan_is_said_so() {
-        assert_eq!(cluster_planning_problem(false, 0), None);
-        let empty = cluster_planning_problem(true, 0).unwrap_or_default();
-        assert!(empty.contains("ralph run"), "{empty}");
-        let mixed = cluster_planning_problem(true, 3).unwrap_or_default();
-        assert!(mixed.contains("3 hand-written"), "{mixed}");
     }
 }

@@ -154,6 +154,7 @@ impl PlanState {
             }),
             approval: self.approval.clone(),
             message: (!self.problems.is_empty()).then(|| self.problems.join("; ")),
+            planned_by: None,
         }
     }
 }
@@ -370,11 +371,7 @@ fn walk(top: &std::path::Path, dir: &std::path::Path, files: &mut Vec<String>) {
 }
 
 /// RFC 3339 of a Unix time in ms.
-pub(crate) fn rfc3339(now_ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(now_ms)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
+pub(crate) use crate::clock::rfc3339;
 
 #[cfg(test)]
 #[path = "tests.rs"]

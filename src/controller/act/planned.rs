@@ -1,0 +1,374 @@
+//! What planning writes besides its attempts (docs/planning.md): the Feature's planning
+//! Task, the plan its planner wrote read into `status.planning`, a person's answer to it
+//! recorded (and the answer's annotations removed), and an approved plan's Tasks created,
+//! all of them or, while any is missing, no planned task running.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+
+use crate::api::planning::{ApprovalState, PlanningStatus, plan_config_map_name};
+use crate::api::{Feature, Task, TaskStatus, planned_tasks, planning_task};
+use crate::clock::rfc3339;
+use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::plan_map::read_plan_map;
+use crate::controller::plan::planning::{self, Answer, Stage};
+use crate::controller::runtime::context::Context;
+use crate::engine::dag::TaskPhase;
+use crate::engine::planning::{document_hash, plan_hash};
+use crate::manifest::answer::{Answer as TaskList, AnswerLimits, check_answer};
+
+/// How many planned Tasks are created at once (the client's QPS paces them further).
+const CONCURRENT_CREATES: usize = 32;
+
+/// Where a planning Feature stands after this reconcile's planning writes.
+#[derive(Debug)]
+pub(crate) struct Planning {
+    /// Its stage.
+    pub(crate) stage: Stage,
+    /// Its `status.planning` (`None`: the Feature does not plan).
+    pub(crate) status: Option<PlanningStatus>,
+    /// Whether Tasks were created or changed: the listing is behind.
+    pub(crate) wrote: bool,
+}
+
+/// Takes a planning Feature one step on: creates its planning Task, reads a new plan,
+/// records a person's answer, creates an approved plan's Tasks.
+pub(crate) async fn reconcile(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: &[Arc<Task>],
+    now_ms: i64,
+) -> Result<Planning, CallError> {
+    let mut status = planning::current(feature);
+    let mut wrote = false;
+    // A plan read may be approved at once, and an approved plan's Tasks are created in the
+    // same reconcile: at most three steps.
+    for _ in 0..3 {
+        let stage = planning::stage_with(feature, &status, tasks);
+        let step = match &stage {
+            Stage::NotPlanning => {
+                return Ok(Planning {
+                    stage,
+                    status: None,
+                    wrote,
+                });
+            }
+            Stage::Planning | Stage::Running => None,
+            Stage::NoPlanningTask => {
+                create_planning_task(feature, ctx).await?;
+                wrote = true;
+                None
+            }
+            Stage::PlanToRead { attempt } => {
+                Some(read_plan(feature, ctx, tasks, attempt, &status, now_ms).await?)
+            }
+            Stage::AwaitingApproval { hash } => {
+                record_answer(feature, ctx, tasks, hash, &status, now_ms).await?
+            }
+            Stage::Creating { hash } => {
+                wrote |= create_planned(feature, ctx, tasks, hash, &mut status).await?;
+                None
+            }
+        };
+        match step {
+            Some(next) if next != status => status = next,
+            _ => {
+                let stage = planning::stage_with(feature, &status, tasks);
+                let status = planning::with_attempts(status, feature, tasks);
+                return Ok(Planning {
+                    stage,
+                    status: Some(status),
+                    wrote,
+                });
+            }
+        }
+    }
+    let stage = planning::stage_with(feature, &status, tasks);
+    Ok(Planning {
+        stage,
+        status: Some(planning::with_attempts(status, feature, tasks)),
+        wrote,
+    })
+}
+
+async fn create_planning_task(feature: &Feature, ctx: &Context) -> Result<(), CallError> {
+    let Ok(task) = planning_task(feature) else {
+        return Ok(());
+    };
+    create_task(ctx, task).await.map(|_| ())
+}
+
+/// Creates `task`; one that exists already is fine. The API server's refusal is returned
+/// as `Ok(Some(message))`.
+async fn create_task(ctx: &Context, task: Task) -> Result<Option<String>, CallError> {
+    let namespace = task.namespace().unwrap_or_default();
+    let name = task.name_any();
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
+    let _permit = ctx.template_applies.acquire().await;
+    let created = bounded(
+        ctx.api_timeout,
+        format!("create Task {namespace}/{name}"),
+        api.create(&PostParams::default(), &task),
+    )
+    .await;
+    match created {
+        Ok(_) => Ok(None),
+        Err(error) if error.status_code() == Some(409) => Ok(None),
+        Err(error) if error.status_code() == Some(422) => Ok(Some(format!(
+            "the API server rejected planned Task {namespace}/{name}: {error}"
+        ))),
+        Err(error) => Err(error),
+    }
+}
+
+/// The plan the planner's attempt `attempt` kept in the Feature's plan ConfigMap, as
+/// checked task list and document; `Err(message)` when it cannot be read.
+async fn plan_of(
+    feature: &Feature,
+    ctx: &Context,
+) -> Result<Result<(TaskList, Option<String>), String>, CallError> {
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = plan_config_map_name(&feature.name_any());
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let read = bounded(
+        ctx.api_timeout,
+        format!("get ConfigMap {namespace}/{name}"),
+        api.get_opt(&name),
+    )
+    .await?;
+    let Some(config_map) = read else {
+        return Ok(Err(format!(
+            "the plan's ConfigMap {namespace}/{name} is missing"
+        )));
+    };
+    let files = match read_plan_map(&config_map) {
+        Ok(files) => files,
+        Err(error) => return Ok(Err(error.to_string())),
+    };
+    let Some(text) = files.tasks else {
+        return Ok(Err(format!(
+            "ConfigMap {namespace}/{name} holds no task list"
+        )));
+    };
+    let limits = AnswerLimits {
+        max_tasks: feature.spec.planning.as_ref().map_or(0, |p| p.max_tasks),
+        existing: &feature.spec.tasks,
+    };
+    Ok(match check_answer(&text, limits) {
+        Ok(answer) => Ok((answer, files.document)),
+        Err(problems) => Err(format!(
+            "the plan in ConfigMap {namespace}/{name} is invalid: {}",
+            problems.messages().join("; ")
+        )),
+    })
+}
+
+/// Reads the plan attempt `attempt` wrote into the status (approved at once when approval
+/// is Automatic); a plan that cannot be read sends the planning Task back to planning.
+async fn read_plan(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: &[Arc<Task>],
+    attempt: &str,
+    status: &PlanningStatus,
+    now_ms: i64,
+) -> Result<PlanningStatus, CallError> {
+    let regarding = feature.object_ref(&());
+    match plan_of(feature, ctx).await? {
+        Ok((answer, document)) => {
+            let hash = plan_hash(&answer.canonical(), document.as_deref());
+            let count = u32::try_from(answer.tasks.len()).unwrap_or(u32::MAX);
+            let next = planning::proposed(
+                feature,
+                attempt,
+                &hash,
+                count,
+                document.as_deref().map(document_hash),
+                rfc3339(now_ms),
+            );
+            let approved = next
+                .approval
+                .as_ref()
+                .is_some_and(|a| a.state == ApprovalState::Approved);
+            let note = if approved {
+                format!("plan {hash} of {count} tasks written by {attempt}; approved (automatic)")
+            } else {
+                format!(
+                    "plan {hash} of {count} tasks written by {attempt} waits for approval: \
+                     `ralph plan show feature/{0}`, then `ralph plan approve feature/{0} --hash \
+                     {hash}` (or reject it with a comment)",
+                    feature.name_any()
+                )
+            };
+            ctx.events.normal(&regarding, "PlanProposed", note).await;
+            Ok(next)
+        }
+        Err(why) => {
+            let message = format!("{why}: planning again");
+            ctx.events
+                .warning(&regarding, "PlanUnreadable", message.clone())
+                .await;
+            plan_again(feature, ctx, tasks, &message).await?;
+            Ok(PlanningStatus {
+                planned_by: Some(attempt.to_owned()),
+                message: Some(message),
+                ..status.clone()
+            })
+        }
+    }
+}
+
+/// Records the answer the Feature's annotations give to the plan of hash `hash` and removes
+/// them; `None` when they give none.
+async fn record_answer(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: &[Arc<Task>],
+    hash: &str,
+    status: &PlanningStatus,
+    now_ms: i64,
+) -> Result<Option<PlanningStatus>, CallError> {
+    let Some(answer) = planning::answer(feature, hash, rfc3339(now_ms)) else {
+        return Ok(None);
+    };
+    let regarding = feature.object_ref(&());
+    let next = match answer {
+        Answer::Approve(approval) => {
+            let by = approval.by.clone().unwrap_or_default();
+            let note = format!("plan {hash} approved by {by}");
+            ctx.events.normal(&regarding, "PlanApproved", note).await;
+            PlanningStatus {
+                approval: Some(approval),
+                message: None,
+                ..status.clone()
+            }
+        }
+        Answer::Reject(rejection) => {
+            let comment = rejection.comment.clone().unwrap_or_default();
+            let note = format!("plan {hash} rejected: {comment}; planning again");
+            ctx.events.normal(&regarding, "PlanRejected", note).await;
+            plan_again(
+                feature,
+                ctx,
+                tasks,
+                &format!("plan {hash} rejected: {comment}"),
+            )
+            .await?;
+            PlanningStatus {
+                approval: Some(rejection),
+                message: None,
+                ..status.clone()
+            }
+        }
+        Answer::Stale { message } => {
+            ctx.events
+                .warning(&regarding, "StalePlanAnswer", message.clone())
+                .await;
+            PlanningStatus {
+                message: Some(message),
+                ..status.clone()
+            }
+        }
+    };
+    remove_answer(feature, ctx).await?;
+    Ok(Some(next))
+}
+
+/// Removes the answer annotations (the status records the answer now).
+async fn remove_answer(feature: &Feature, ctx: &Context) -> Result<(), CallError> {
+    let keys = planning::answer_annotations(feature);
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = feature.name_any();
+    let removed: serde_json::Map<String, serde_json::Value> = keys
+        .into_iter()
+        .map(|key| (key.to_owned(), serde_json::Value::Null))
+        .collect();
+    let patch = serde_json::json!({"metadata": {"annotations": removed}});
+    let api: Api<Feature> = Api::namespaced(ctx.client.clone(), &namespace);
+    bounded(
+        ctx.api_timeout,
+        format!("remove the plan answer from Feature {namespace}/{name}"),
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sends the planning Task back to Pending with its retries given back: the planner plans
+/// again (after a rejection, or a plan that cannot be read).
+async fn plan_again(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: &[Arc<Task>],
+    why: &str,
+) -> Result<(), CallError> {
+    let name = planning::planning_task_name(feature);
+    let Some(planner) = tasks.iter().find(|t| t.name_any() == name) else {
+        return Ok(());
+    };
+    let old = planner.status.clone().unwrap_or_default();
+    let status = TaskStatus {
+        phase: TaskPhase::Pending,
+        retry_count: 0,
+        next_attempt_after: None,
+        message: Some(why.to_owned()),
+        ..old
+    };
+    crate::controller::act::task_status::write_status(ctx, planner, &status).await
+}
+
+/// Creates the approved plan's Tasks that do not exist yet; whether it created any. A Task
+/// the API server refuses is shown in the status message (and an Event).
+async fn create_planned(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: &[Arc<Task>],
+    hash: &str,
+    status: &mut PlanningStatus,
+) -> Result<bool, CallError> {
+    let regarding = feature.object_ref(&());
+    let (answer, _) = match plan_of(feature, ctx).await? {
+        Ok(plan) => plan,
+        Err(why) => {
+            status.message = Some(why);
+            return Ok(false);
+        }
+    };
+    let Ok(planned) = planned_tasks(feature, &answer.templates(), hash) else {
+        return Ok(false);
+    };
+    let missing: Vec<Task> = planned
+        .into_iter()
+        .filter(|p| !tasks.iter().any(|t| t.name_any() == p.name_any()))
+        .collect();
+    let count = missing.len();
+    let created: Vec<_> = futures::stream::iter(missing.into_iter().map(|t| create_task(ctx, t)))
+        .buffer_unordered(CONCURRENT_CREATES)
+        .collect()
+        .await;
+    let mut refused = Vec::new();
+    for result in created {
+        if let Some(message) = result? {
+            refused.push(message);
+        }
+    }
+    if let Some(first) = refused.first() {
+        ctx.events
+            .warning(&regarding, "PlannedTaskRejected", first.clone())
+            .await;
+        status.message = Some(first.clone());
+    } else if count > 0 {
+        let note = format!("created the {count} Tasks of plan {hash}");
+        ctx.events
+            .normal(&regarding, "PlannedTasksCreated", note)
+            .await;
+    }
+    Ok(count > 0)
+}

@@ -1,0 +1,271 @@
+use std::sync::Arc;
+
+use kube::ResourceExt;
+
+use super::*;
+use crate::api::planning::PlanningStatus;
+use crate::api::{FeatureStatus, TaskStatus, planned_tasks, planning_task};
+use crate::controller::testing;
+
+/// A Feature `demo` that plans (approval `approval`), with one hand-written task `setup`.
+fn feature(approval: &str) -> Feature {
+    let spec = serde_json::json!({
+        "agent": {"image": "agent:1", "command": ["agent"]},
+        "context": {"spec": {"inline": "build it"}},
+        "planning": {"approval": approval},
+        "tasks": [{"name": "setup"}]
+    });
+    let metadata =
+        serde_json::json!({"name": "demo", "namespace": "ns", "uid": "f-uid", "generation": 1});
+    testing::object("Feature", metadata, spec)
+}
+
+fn stage(feature: &Feature, tasks: &[Arc<Task>]) -> Stage {
+    stage_with(feature, &current(feature), tasks)
+}
+
+fn with_planning(mut feature: Feature, planning: PlanningStatus) -> Feature {
+    feature.status = Some(FeatureStatus {
+        planning: Some(planning),
+        ..FeatureStatus::default()
+    });
+    feature
+}
+
+fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<Task> {
+    let mut task = planning_task(feature).expect("planning task");
+    task.status = Some(TaskStatus {
+        phase,
+        attempt_count: attempts,
+        message: Some("answer refused: the plan holds no task".to_owned()),
+        ..TaskStatus::default()
+    });
+    Arc::new(task)
+}
+
+fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<Task>> {
+    let templates: Vec<_> = names
+        .iter()
+        .map(|n| crate::api::TaskTemplate {
+            name: (*n).to_owned(),
+            fields: crate::api::TaskFields {
+                title: (*n).to_owned(),
+                ..Default::default()
+            },
+        })
+        .collect();
+    planned_tasks(feature, &templates, hash)
+        .expect("planned")
+        .into_iter()
+        .map(Arc::new)
+        .collect()
+}
+
+fn approved(hash: &str, tasks: u32) -> PlanningStatus {
+    PlanningStatus {
+        planned_by: Some("demo-planning-a1".to_owned()),
+        dag_hash: Some(hash.to_owned()),
+        tasks,
+        approval: Some(ApprovalStatus {
+            state: ApprovalState::Approved,
+            hash: hash.to_owned(),
+            ..ApprovalStatus::default()
+        }),
+        ..PlanningStatus::default()
+    }
+}
+
+#[test]
+fn a_feature_without_planning_is_not_held() {
+    let mut plain = feature("Automatic");
+    plain.spec.planning = None;
+    assert_eq!(stage(&plain, &[]), Stage::NotPlanning);
+    assert!(!Stage::NotPlanning.holds_tasks());
+}
+
+#[test]
+fn a_planning_feature_first_needs_its_planning_task() {
+    assert_eq!(stage(&feature("Automatic"), &[]), Stage::NoPlanningTask);
+}
+
+#[test]
+fn while_the_planning_task_is_not_done_the_feature_plans() {
+    let feature = feature("Automatic");
+    for phase in [TaskPhase::Pending, TaskPhase::Running, TaskPhase::Failed] {
+        let tasks = [planner(&feature, phase, 1)];
+        assert_eq!(stage(&feature, &tasks), Stage::Planning, "{phase:?}");
+    }
+    assert!(Stage::Planning.holds_tasks());
+}
+
+#[test]
+fn a_done_planning_attempt_the_status_does_not_name_is_read() {
+    let feature = feature("Automatic");
+    let tasks = [planner(&feature, TaskPhase::Done, 2)];
+    assert_eq!(
+        stage(&feature, &tasks),
+        Stage::PlanToRead {
+            attempt: "demo-planning-a2".to_owned()
+        }
+    );
+}
+
+#[test]
+fn an_approved_plan_holds_the_tasks_until_all_of_its_tasks_exist() {
+    let feature = with_planning(feature("Manual"), approved("h1", 2));
+    let mut tasks = vec![planner(&feature, TaskPhase::Done, 1)];
+    tasks.extend(planned(&feature, &["one"], "h1"));
+    assert_eq!(
+        stage(&feature, &tasks),
+        Stage::Creating {
+            hash: "h1".to_owned()
+        }
+    );
+    tasks.extend(planned(&feature, &["two"], "h1"));
+    assert_eq!(stage(&feature, &tasks), Stage::Running);
+}
+
+#[test]
+fn tasks_of_another_plan_do_not_count_for_the_current_one() {
+    let feature = with_planning(feature("Manual"), approved("h1", 1));
+    let mut tasks = vec![planner(&feature, TaskPhase::Done, 1)];
+    tasks.extend(planned(&feature, &["one"], "h0"));
+    assert!(matches!(stage(&feature, &tasks), Stage::Creating { .. }));
+}
+
+#[test]
+fn a_manual_plan_waits_for_a_person() {
+    let at = "2026-11-28T00:00:00Z".to_owned();
+    let proposed = proposed(&feature("Manual"), "demo-planning-a1", "h1", 3, None, at);
+    assert_eq!(
+        proposed.approval.as_ref().map(|a| a.state),
+        Some(ApprovalState::Pending)
+    );
+    let feature = with_planning(feature("Manual"), proposed);
+    let tasks = [planner(&feature, TaskPhase::Done, 1)];
+    assert_eq!(
+        stage(&feature, &tasks),
+        Stage::AwaitingApproval {
+            hash: "h1".to_owned()
+        }
+    );
+}
+
+#[test]
+fn an_automatic_plan_is_approved_by_automatic() {
+    let at = "2026-11-28T00:00:00Z".to_owned();
+    let proposed = proposed(&feature("Automatic"), "demo-planning-a1", "h1", 3, None, at);
+    let approval = proposed.approval.expect("approval");
+    assert_eq!(approval.state, ApprovalState::Approved);
+    assert_eq!(approval.by.as_deref(), Some("automatic"));
+    assert_eq!(proposed.tasks, 3);
+}
+
+fn annotated(pairs: &[(&str, &str)]) -> Feature {
+    let mut feature = feature("Manual");
+    for (key, value) in pairs {
+        feature
+            .annotations_mut()
+            .insert((*key).to_owned(), (*value).to_owned());
+    }
+    feature
+}
+
+const CURRENT: &str = "0123456789abcdef";
+
+#[test]
+fn an_approval_of_the_current_plan_or_its_six_first_digits_approves_it() {
+    for named in [CURRENT, "012345"] {
+        let feature = annotated(&[
+            (APPROVE_PLAN_ANNOTATION, named),
+            (PLAN_ANSWERED_BY_ANNOTATION, "ana"),
+        ]);
+        let Some(Answer::Approve(approval)) = answer(&feature, CURRENT, "t".to_owned()) else {
+            panic!("{named} should approve");
+        };
+        assert_eq!(approval.hash, CURRENT);
+        assert_eq!(approval.by.as_deref(), Some("ana"));
+    }
+}
+
+#[test]
+fn an_approval_of_a_stale_plan_changes_nothing_and_says_which_is_current() {
+    let feature = annotated(&[(APPROVE_PLAN_ANNOTATION, "fedcba9876543210")]);
+    let Some(Answer::Stale { message }) = answer(&feature, CURRENT, "t".to_owned()) else {
+        panic!("a stale approval");
+    };
+    assert!(
+        message.contains(CURRENT) && message.contains("fedcba9876543210"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_rejection_carries_its_comment() {
+    let feature = annotated(&[
+        (REJECT_PLAN_ANNOTATION, CURRENT),
+        (REJECT_COMMENT_ANNOTATION, "split the parser task"),
+    ]);
+    let Some(Answer::Reject(rejection)) = answer(&feature, CURRENT, "t".to_owned()) else {
+        panic!("a rejection");
+    };
+    assert_eq!(rejection.comment.as_deref(), Some("split the parser task"));
+    assert_eq!(rejection.state, ApprovalState::Rejected);
+    assert_eq!(
+        answer_annotations(&feature),
+        vec![REJECT_PLAN_ANNOTATION, REJECT_COMMENT_ANNOTATION]
+    );
+}
+
+#[test]
+fn no_answer_annotation_is_no_answer() {
+    assert_eq!(answer(&feature("Manual"), CURRENT, "t".to_owned()), None);
+}
+
+#[test]
+fn a_rejected_plan_plans_again() {
+    let mut planning = approved("h1", 2);
+    if let Some(approval) = planning.approval.as_mut() {
+        approval.state = ApprovalState::Rejected;
+    }
+    let feature = with_planning(feature("Manual"), planning);
+    let tasks = [planner(&feature, TaskPhase::Done, 1)];
+    assert_eq!(stage(&feature, &tasks), Stage::Planning);
+}
+
+#[test]
+fn the_planning_status_counts_the_planning_tasks_attempts_and_shows_its_refusal() {
+    let feature = feature("Manual");
+    let tasks = [planner(&feature, TaskPhase::Pending, 3)];
+    let planning = with_attempts(PlanningStatus::default(), &feature, &tasks);
+    assert_eq!(planning.attempts, 3);
+    assert_eq!(
+        planning.message.as_deref(),
+        Some("answer refused: the plan holds no task")
+    );
+}
+
+#[test]
+fn planned_tasks_carry_the_plan_and_never_the_features_own_labels() {
+    let mut feature = feature("Manual");
+    feature.labels_mut().insert(
+        "app.kubernetes.io/instance".to_owned(),
+        "argo-app".to_owned(),
+    );
+    feature.annotations_mut().insert(
+        "argocd.argoproj.io/tracking-id".to_owned(),
+        "app:ralph.dev/Feature:ns/demo".to_owned(),
+    );
+    let tasks = planned(&feature, &["one"], "h1");
+    let task = &tasks[0];
+    assert_eq!(task.name_any(), "demo-one");
+    assert_eq!(
+        task.labels()
+            .get(crate::api::labels::PLAN_LABEL)
+            .map(String::as_str),
+        Some("h1")
+    );
+    assert!(!task.labels().contains_key("app.kubernetes.io/instance"));
+    assert!(task.annotations().is_empty());
+    assert!(origin::of(task).is_planned_by("f-uid", "h1"));
+}
