@@ -426,6 +426,39 @@ fn a_proposed_follow_up_task_joins_the_plan_and_runs() {
 }
 
 #[test]
+fn task_list_says_whether_a_task_is_hand_written_planned_or_proposed() {
+    let hand_written = "    - name: setup\n      title: Set the project up\n";
+    let project = Project::new(&planning_feature("", hand_written), &proposing(DOCS));
+    project.run_to_success(&[]);
+
+    let listed: serde_json::Value =
+        serde_json::from_slice(&project.ralph_ok(&["task", "list", "--json"]).stdout).unwrap();
+    let origins: Vec<(&str, &str)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| {
+            (
+                line["task"].as_str().unwrap(),
+                line["origin"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        origins,
+        [
+            ("setup", "hand-written"),
+            ("build", "planned"),
+            ("docs", "proposed")
+        ]
+    );
+    assert_mentions(
+        &stdout(&project.ralph_ok(&["task", "list"])),
+        &["FROM", "hand-written", "planned", "proposed"],
+    );
+}
+
+#[test]
 fn a_proposed_task_waits_for_approval_when_approval_is_manual() {
     let project = Project::new(
         &planning_feature("    approval: Manual\n", ""),
