@@ -159,6 +159,34 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Runs `ralph plan approve feature/counter -n team` on a terminal (util-linux `script`
+    /// gives it one), typing `typed`; returns what the terminal showed and the exit code.
+    async fn approve_on_a_terminal(&self, typed: &str) -> (String, i32) {
+        use tokio::io::AsyncWriteExt as _;
+        let command = format!(
+            "{} plan approve feature/{FEATURE} -n {NS}",
+            env!("CARGO_BIN_EXE_ralph")
+        );
+        let mut child = tokio::process::Command::new("script")
+            .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+            .current_dir(self.dir.path())
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("USER", "alice")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("util-linux script runs");
+        // Kept open until ralph is over: at its end, `script` would hang up the terminal.
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(typed.as_bytes()).await.unwrap();
+        let output = child.wait_with_output().await.unwrap();
+        drop(stdin);
+        (stdout(&output), code(&output))
+    }
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -391,5 +419,33 @@ async fn a_plan_approved_automatically_waits_for_nobody() {
         &stderr(&refused),
         &["approval: Automatic", "waits for nobody"],
     );
+    assert!(cluster.annotations().await.is_empty());
+}
+
+#[tokio::test]
+async fn approve_on_a_terminal_shows_the_plan_and_approves_when_answered_yes() {
+    let cluster = waiting_plan().await;
+
+    let (terminal, code) = cluster.approve_on_a_terminal("y\n").await;
+
+    assert_eq!(code, 0, "{terminal}");
+    assert_mentions(
+        &terminal,
+        &[
+            "level 2:",
+            &format!("Approve plan {HASH} of Feature counter (namespace team)? [y/N]"),
+        ],
+    );
+    assert_eq!(cluster.annotations().await[APPROVE_PLAN_ANNOTATION], HASH);
+}
+
+#[tokio::test]
+async fn approve_on_a_terminal_answered_no_changes_nothing() {
+    let cluster = waiting_plan().await;
+
+    let (terminal, code) = cluster.approve_on_a_terminal("n\n").await;
+
+    assert_eq!(code, 1, "{terminal}");
+    assert_mentions(&terminal, &["[y/N]", "nothing approved"]);
     assert!(cluster.annotations().await.is_empty());
 }

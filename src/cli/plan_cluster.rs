@@ -135,6 +135,15 @@ impl ClusterPlan {
         })
     }
 
+    /// Whether the Feature's plans are approved without a person.
+    fn automatic(&self) -> bool {
+        self.feature
+            .spec
+            .planning
+            .as_ref()
+            .is_some_and(|p| p.approval == Approval::Automatic)
+    }
+
     /// The answer recorded for the current plan, if any.
     fn answer(&self) -> Option<&ApprovalStatus> {
         let approval = self.status.approval.as_ref()?;
@@ -182,6 +191,11 @@ impl ClusterPlan {
                     .map(|c| format!(" ({c})"))
                     .unwrap_or_default()
             ),
+            _ if self.automatic() => {
+                "approved automatically (spec.planning.approval: Automatic) once the \
+                 controller takes it"
+                    .to_owned()
+            }
             _ => format!(
                 "waiting for approval: `ralph plan approve {argument} --hash {hash}` or \
                  `ralph plan reject {argument} --comment TEXT`",
@@ -390,13 +404,7 @@ fn approvable(
         }
         Some(ApprovalState::Pending) | None => {}
     }
-    let automatic = plan
-        .feature
-        .spec
-        .planning
-        .as_ref()
-        .is_some_and(|p| p.approval == Approval::Automatic);
-    if automatic {
+    if plan.automatic() {
         return Err(Refusal::State(format!(
             "{} approves its plans itself (spec.planning.approval: Automatic): plan {current} \
              waits for nobody; set approval: Manual to approve plans by hand",
