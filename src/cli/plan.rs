@@ -309,7 +309,7 @@ fn show(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
         .tasks()?
         .iter()
         .filter(|t| planned.contains(&t.name()))
-        .map(|t| (t.name().to_owned(), format!("[{:?}]", t.phase)))
+        .map(|t| (t.name().to_owned(), t.phase))
         .collect();
     print!(
         "{}",

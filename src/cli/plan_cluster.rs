@@ -22,6 +22,7 @@ use crate::api::planning::{
 };
 use crate::api::{Feature, Task};
 use crate::controller::plan::plan_map::{HASH_KEY, read_plan_map, text};
+use crate::engine::dag::TaskPhase;
 use crate::engine::planning::hash_matches;
 use crate::local::planning::{StoredPlan, render_plan_with_phases};
 use crate::manifest::answer::Answer;
@@ -96,13 +97,18 @@ enum Refusal {
     State(String),
 }
 
-impl Refusal {
-    fn exit(&self) -> ExitCode {
-        eprintln!("error: {self}");
-        match self {
-            Refusal::Input(_) => Exit::InvalidInput.into(),
-            Refusal::State(_) => ExitCode::from(1),
+/// `result`, a refusal said on stderr and turned into its exit code.
+fn said(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCode> {
+    match result.map_err(anyhow::Error::downcast::<Refusal>) {
+        Ok(code) => Ok(code),
+        Err(Ok(refusal)) => {
+            eprintln!("error: {refusal}");
+            Ok(match refusal {
+                Refusal::Input(_) => Exit::InvalidInput.into(),
+                Refusal::State(_) => ExitCode::from(1),
+            })
         }
+        Err(Err(error)) => Err(error),
     }
 }
 
@@ -114,7 +120,7 @@ struct ClusterPlan {
     /// The plan ConfigMap's plan, when there is one.
     plan: Option<StoredPlan>,
     /// Each planned Task's phase, by its name in the plan.
-    phases: HashMap<String, String>,
+    phases: HashMap<String, TaskPhase>,
 }
 
 impl ClusterPlan {
@@ -206,26 +212,28 @@ impl ClusterPlan {
 }
 
 /// Reads the Feature, its plan ConfigMap and its planned Tasks.
-async fn read(target: &Target) -> anyhow::Result<Result<ClusterPlan, Refusal>> {
+async fn read(target: &Target) -> anyhow::Result<ClusterPlan> {
     let features: Api<Feature> = Api::namespaced(target.client.clone(), &target.namespace);
     let feature = features
         .get_opt(&target.name)
         .await
         .map_err(|error| anyhow::anyhow!("cannot read {}: {error}", target.describe()))?;
     let Some(feature) = feature else {
-        return Ok(Err(Refusal::Input(format!(
+        return Err(Refusal::Input(format!(
             "{} not found: `kubectl get features -n {}` lists the Features there; -n names \
              another namespace",
             target.describe(),
             target.namespace
-        ))));
+        ))
+        .into());
     };
     if feature.spec.planning.is_none() {
-        return Ok(Err(Refusal::Input(format!(
+        return Err(Refusal::Input(format!(
             "{} has no spec.planning: its tasks are hand-written, there is no plan to show, \
              approve or reject",
             target.describe()
-        ))));
+        ))
+        .into());
     }
     let status = feature
         .status
@@ -259,15 +267,15 @@ async fn read(target: &Target) -> anyhow::Result<Result<ClusterPlan, Refusal>> {
         .filter_map(|task| {
             let name = task.labels().get(TASK_LABEL)?.clone();
             let phase = task.status.as_ref().map(|s| s.phase).unwrap_or_default();
-            Some((name, format!("[{phase:?}]")))
+            Some((name, phase))
         })
         .collect();
-    Ok(Ok(ClusterPlan {
+    Ok(ClusterPlan {
         feature,
         status,
         plan,
         phases,
-    }))
+    })
 }
 
 /// The plan a plan ConfigMap holds.
@@ -289,13 +297,14 @@ fn stored_plan(config_map: &ConfigMap, map_name: &str) -> anyhow::Result<StoredP
 
 /// `ralph plan show feature/NAME`.
 pub(crate) async fn show(target: &Target, json: bool) -> anyhow::Result<ExitCode> {
-    let plan = match read(target).await? {
-        Ok(plan) => plan,
-        Err(refusal) => return Ok(refusal.exit()),
-    };
+    said(show_plan(target, json).await)
+}
+
+async fn show_plan(target: &Target, json: bool) -> anyhow::Result<ExitCode> {
+    let plan = read(target).await?;
     if json {
         let mut tasks: Vec<_> = plan.phases.iter().collect();
-        tasks.sort();
+        tasks.sort_by_key(|(name, _)| *name);
         let value = json!({
             "feature": target.name,
             "namespace": target.namespace,
@@ -308,7 +317,7 @@ pub(crate) async fn show(target: &Target, json: bool) -> anyhow::Result<ExitCode
                 .map(|(name, phase)| json!({
                     "name": name,
                     "object": crate::api::task_object_name(&target.name, name),
-                    "phase": phase.trim_matches(['[', ']']),
+                    "phase": phase,
                 }))
                 .collect::<Vec<_>>(),
         });
@@ -333,17 +342,17 @@ pub(crate) async fn approve(
     hash: Option<&str>,
     ask: bool,
 ) -> anyhow::Result<ExitCode> {
-    let plan = match read(target).await? {
-        Ok(plan) => plan,
-        Err(refusal) => return Ok(refusal.exit()),
-    };
-    let current = match approvable(&plan, target, hash) {
-        Ok(Approvable::Now(current)) => current,
-        Ok(Approvable::Already(said)) => {
-            println!("{said}");
+    said(approve_plan(target, hash, ask).await)
+}
+
+async fn approve_plan(target: &Target, hash: Option<&str>, ask: bool) -> anyhow::Result<ExitCode> {
+    let plan = read(target).await?;
+    let current = match approvable(&plan, target, hash)? {
+        Approvable::Now(current) => current,
+        Approvable::Already(already) => {
+            println!("{already}");
             return Ok(ExitCode::SUCCESS);
         }
-        Err(refusal) => return Ok(refusal.exit()),
     };
     if ask && !confirm(&plan, target, &current)? {
         eprintln!("nothing approved");
@@ -416,21 +425,19 @@ fn approvable(
 
 /// `ralph plan reject feature/NAME --comment TEXT`.
 pub(crate) async fn reject(target: &Target, comment: &str) -> anyhow::Result<ExitCode> {
-    let plan = match read(target).await? {
-        Ok(plan) => plan,
-        Err(refusal) => return Ok(refusal.exit()),
-    };
-    let current = match plan.current(target) {
-        Ok(current) => current.to_owned(),
-        Err(refusal) => return Ok(refusal.exit()),
-    };
+    said(reject_plan(target, comment).await)
+}
+
+async fn reject_plan(target: &Target, comment: &str) -> anyhow::Result<ExitCode> {
+    let plan = read(target).await?;
+    let current = plan.current(target)?.to_owned();
     match plan.answer().map(|a| a.state) {
         Some(ApprovalState::Approved) => {
-            return Ok(Refusal::State(format!(
+            return Err(Refusal::State(format!(
                 "plan {current} of {} is approved already: its Tasks run; nothing rejected",
                 target.describe()
             ))
-            .exit());
+            .into());
         }
         Some(ApprovalState::Rejected) => {
             println!(

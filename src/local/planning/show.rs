@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::api::TaskTemplate;
+use crate::engine::dag::TaskPhase;
 
 use super::StoredPlan;
 
@@ -19,7 +20,7 @@ pub(crate) fn render_plan(plan: &StoredPlan, hand_written: &[TaskTemplate]) -> S
 pub(crate) fn render_plan_with_phases(
     plan: &StoredPlan,
     hand_written: &[TaskTemplate],
-    phases: &HashMap<String, String>,
+    phases: &HashMap<String, TaskPhase>,
 ) -> String {
     let mut out = String::new();
     let tasks = plan.templates();
@@ -46,7 +47,7 @@ pub(crate) fn render_plan_with_phases(
                 let _ = write!(out, "  [part of {parent}]");
             }
             if let Some(phase) = phases.get(&task.name) {
-                let _ = write!(out, "  {phase}");
+                let _ = write!(out, "  [{phase:?}]");
             }
             out.push('\n');
         }
