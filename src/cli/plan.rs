@@ -13,6 +13,7 @@ use super::status::StateArgs;
 use crate::api::planning::{DEFAULT_MAX_PLANNED_TASKS, Replan};
 use crate::clock::now_ms;
 use crate::engine::dag::TaskPhase;
+use crate::engine::planning::hash_matches;
 use crate::local::display::Display;
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
@@ -64,7 +65,7 @@ pub enum Command {
         /// The plan's hash (or its first 6 or more digits), as `ralph plan show` prints it.
         #[arg(long, value_name = "HASH")]
         hash: Option<String>,
-        /// For `feature/NAME` on a terminal: approve without showing the plan and asking.
+        /// On a terminal: approve without showing the plan and asking.
         #[arg(long, short = 'y')]
         yes: bool,
     },
@@ -140,6 +141,22 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             let mut store = state.open()?;
             let mut plan_state = planning::load(&store)?;
+            if !yes
+                && interactive(false)
+                && let Some(plan) = plan_state.awaiting_approval()
+                && hash
+                    .as_deref()
+                    .is_none_or(|given| hash_matches(given, &plan.hash))
+            {
+                let question = format!("Approve plan {}?", plan.hash);
+                if !confirm(
+                    &planning::render_plan(plan, &others(&store, plan)?),
+                    &question,
+                )? {
+                    eprintln!("nothing approved");
+                    return Ok(ExitCode::from(1));
+                }
+            }
             let outcome = planning::approve(&mut plan_state, hash.as_deref(), &who(), now());
             let code = match &outcome {
                 Approved::Now(hash) => {
@@ -275,6 +292,21 @@ fn hand_written(plan: &FeatureManifest) -> Vec<crate::api::TaskTemplate> {
         .collect()
 }
 
+/// The Feature's tasks that `plan` does not hold (the hand-written ones).
+fn others(
+    store: &Store,
+    plan: &planning::StoredPlan,
+) -> anyhow::Result<Vec<crate::api::TaskTemplate>> {
+    let planned: Vec<&str> = plan.answer.tasks.iter().map(|t| t.name.as_str()).collect();
+    Ok(store
+        .feature()?
+        .map(|f| f.tasks)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| !planned.contains(&t.name.as_str()))
+        .collect())
+}
+
 fn show(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     let state = planning::load(store)?;
     if json {
@@ -298,13 +330,7 @@ fn show(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let planned: Vec<&str> = plan.answer.tasks.iter().map(|t| t.name.as_str()).collect();
-    let others: Vec<crate::api::TaskTemplate> = store
-        .feature()?
-        .map(|f| f.tasks)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| !planned.contains(&t.name.as_str()))
-        .collect();
+    let others = others(store, plan)?;
     let phases = store
         .tasks()?
         .iter()
