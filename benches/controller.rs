@@ -21,6 +21,11 @@
 //! - templated20, templated50, templated500: the same with 200 tasks (Pods) as the
 //!   Feature's templates, whose descriptions need no read.
 //!
+//! - planning: a Feature that plans (approval Manual, parallelism 10) whose planner answers
+//!   100 independent tasks; from the approval (the annotation written) until the 100
+//!   planned Tasks exist, until the first planned attempt's Pod exists, and until all 100
+//!   are done, at the controller's default client rate limit (QPS 50, burst 100).
+//!
 //! `cargo bench --bench controller` (release), or `--profile dev` for a quicker build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -492,6 +497,101 @@ async fn side_by_side(qps: Option<f64>, templated: bool) {
     print_requests(&ralph_requests, runs);
 }
 
+/// Planned tasks in the planning part.
+const PLANNED: usize = 100;
+
+/// The planning part (see the module's doc).
+async fn planning_approval() {
+    let server = FakeApiServer::start().await.expect("fake API server");
+    server.add_realistic_latency();
+    let client = server.client_in(NS);
+    create_agent_service_account(&client).await;
+    // What the planning attempt's claim-keeper uploads: 100 independent tasks.
+    let tasks: String = (0..PLANNED)
+        .map(|i| format!("- name: t{i}\n  title: Planned task {i}\n  acceptance: [done]\n"))
+        .collect();
+    let answer: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big-planning-a1-answer"},
+        "data": {"tasks.yaml": tasks}
+    }))
+    .expect("answer ConfigMap");
+    Api::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &answer)
+        .await
+        .expect("create the answer");
+    let mut manifest = feature("big", 0, 10);
+    manifest.spec = serde_json::from_value(serde_json::json!({
+        "agent": {"image": "agent:bench", "command": ["agent"]},
+        "parallelism": 10,
+        "context": {"spec": {"inline": "Plan a hundred tasks."}},
+        "planning": {"approval": "Manual", "maxTasks": PLANNED},
+    }))
+    .expect("planning spec");
+    let features: Api<Feature> = Api::namespaced(client.clone(), NS);
+    features
+        .create(&PostParams::default(), &manifest)
+        .await
+        .expect("create feature");
+    // The controller's default client rate limit.
+    let _controller = start_controller(&server, Some(50.0));
+    let _agents = finish_every_pod(client.clone());
+    let hash = loop {
+        let waiting = features.get("big").await.ok().and_then(|f| {
+            let status = f.status?;
+            (status.phase == ralph::api::FeaturePhase::AwaitingApproval)
+                .then_some(status.planning?.dag_hash)?
+        });
+        if let Some(hash) = waiting {
+            break hash;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let tasks: Api<ralph::api::Task> = Api::namespaced(client.clone(), NS);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let planned = ListParams::default().labels(&format!("ralph.dev/plan={hash}"));
+    let approve =
+        serde_json::json!({"metadata": {"annotations": {"ralph.dev/approve-plan": hash}}});
+    let started = Instant::now();
+    features
+        .patch("big", &PatchParams::default(), &Patch::Merge(&approve))
+        .await
+        .expect("approve");
+    let (mut all_exist, mut first_pod) = (None, None);
+    while all_exist.is_none() || first_pod.is_none() {
+        if all_exist.is_none() && tasks.list(&planned).await.map_or(0, |l| l.items.len()) == PLANNED
+        {
+            all_exist = Some(started.elapsed());
+        }
+        if first_pod.is_none()
+            && pods
+                .list(&ListParams::default())
+                .await
+                .is_ok_and(|l| l.items.iter().any(|p| p.name_any().starts_with("big-t")))
+        {
+            first_pod = Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    while done_count(&features, "big").await < PLANNED + 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64();
+    println!("planning: approval of a {PLANNED}-task plan (QPS 50, burst 100, 2/8 ms latency)");
+    println!(
+        "  all {PLANNED} planned Tasks exist       {:>7.2} s",
+        secs(all_exist)
+    );
+    println!(
+        "  first planned attempt's Pod exists  {:>7.2} s",
+        secs(first_pod)
+    );
+    println!(
+        "  all {PLANNED} planned tasks done        {:>7.2} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 fn main() {
     // `cargo bench --bench controller -- 100 applied` runs only those parts.
     run_bench(|parts| async move {
@@ -513,6 +613,9 @@ fn main() {
         }
         if parts.runs("unthrottled") {
             side_by_side(None, false).await;
+        }
+        if parts.runs("planning") {
+            planning_approval().await;
         }
     });
 }

@@ -101,6 +101,13 @@ async fn a_planning_feature_plans_first_then_runs_the_plan_to_complete() {
         !h.has_pod("demo-setup-a1").await,
         "a hand-written task started before the plan"
     );
+    let message = h
+        .eventually("the Feature says it plans", || async {
+            let status = h.features().get("demo").await.ok()?.status?;
+            status.message.filter(|m| m.starts_with("planning"))
+        })
+        .await;
+    assert_mentions(&message, &["demo-planning"]);
     planner_answers(&h, &planner, "demo", PLAN).await;
     let feature = run_done(&h, "demo", &["setup", "count", "docs"]).await;
     let planning = feature

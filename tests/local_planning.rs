@@ -267,6 +267,60 @@ fn an_approved_plan_runs_on_the_next_run() {
     assert_eq!(project.started_order().len(), 5);
 }
 
+/// Runs `ralph plan approve` on `project`'s state on a terminal (util-linux `script` gives
+/// it one), typing `typed`; returns what the terminal showed and the exit code.
+fn approve_on_a_terminal(project: &Project, typed: &str) -> (String, i32) {
+    use std::io::Write as _;
+    let command = format!(
+        "{} plan approve --state {}",
+        env!("CARGO_BIN_EXE_ralph"),
+        project.state().display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux script runs");
+    // Kept open until ralph is over: at its end, `script` would hang up the terminal.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(typed.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    (stdout(&output), exit_code(&output))
+}
+
+#[test]
+fn approve_on_a_terminal_shows_the_plan_and_asks_first() {
+    let project = manual();
+    let hash = plan_hash(&project);
+
+    let (terminal, code) = approve_on_a_terminal(&project, "y\n");
+
+    assert_eq!(code, 0, "{terminal}");
+    assert_mentions(
+        &terminal,
+        &[
+            "level 3:",
+            &format!("Approve plan {hash}? [y/N]"),
+            "approved plan",
+        ],
+    );
+    project.run_to_success(&[]);
+}
+
+#[test]
+fn approve_on_a_terminal_answered_no_changes_nothing() {
+    let project = manual();
+
+    let (terminal, code) = approve_on_a_terminal(&project, "n\n");
+
+    assert_eq!(code, 1, "{terminal}");
+    assert_mentions(&terminal, &["nothing approved"]);
+    let again = project.run(&[]);
+    assert_eq!(exit_code(&again), 8, "{}", describe(&again));
+}
+
 #[test]
 fn approving_a_stale_hash_changes_nothing_and_says_so() {
     let project = manual();
@@ -422,6 +476,39 @@ fn a_proposed_follow_up_task_joins_the_plan_and_runs() {
     assert_mentions(
         &project.prompt("build-a1"),
         &["<ralph:propose-tasks>", "Follow-up tasks"],
+    );
+}
+
+#[test]
+fn task_list_says_whether_a_task_is_hand_written_planned_or_proposed() {
+    let hand_written = "    - name: setup\n      title: Set the project up\n";
+    let project = Project::new(&planning_feature("", hand_written), &proposing(DOCS));
+    project.run_to_success(&[]);
+
+    let listed: serde_json::Value =
+        serde_json::from_slice(&project.ralph_ok(&["task", "list", "--json"]).stdout).unwrap();
+    let origins: Vec<(&str, &str)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| {
+            (
+                line["task"].as_str().unwrap(),
+                line["origin"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        origins,
+        [
+            ("setup", "hand-written"),
+            ("build", "planned"),
+            ("docs", "proposed")
+        ]
+    );
+    assert_mentions(
+        &stdout(&project.ralph_ok(&["task", "list"])),
+        &["FROM", "hand-written", "planned", "proposed"],
     );
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod git;
 pub(crate) mod install;
 pub(crate) mod memory;
 pub(crate) mod plan;
+mod plan_cluster;
 pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod runner;

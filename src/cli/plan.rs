@@ -8,10 +8,12 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use super::exit::Exit;
+use super::plan_cluster;
 use super::status::StateArgs;
 use crate::api::planning::{DEFAULT_MAX_PLANNED_TASKS, Replan};
 use crate::clock::now_ms;
 use crate::engine::dag::TaskPhase;
+use crate::engine::planning::hash_matches;
 use crate::local::display::Display;
 use crate::local::executor::RunnerCommand;
 use crate::local::feature::LocalFeature;
@@ -41,32 +43,73 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         max_tasks: Option<u32>,
     },
-    /// Print the plan of a local run (its document and its DAG) with its hash.
+    /// Print the plan (its document and its DAG) with its hash: of a local run, or of a
+    /// Feature in the cluster given as `feature/NAME` in place of FILE.
     Show {
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Print `status.planning` and the plan as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Approve the plan waiting for approval; with --hash only that plan (a stale hash
-    /// changes nothing). The next `ralph run` runs its tasks.
+    /// changes nothing). The next `ralph run` runs its tasks; for `feature/NAME`, the
+    /// controller creates them.
     Approve {
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// The plan's hash (or its first 6 or more digits), as `ralph plan show` prints it.
         #[arg(long, value_name = "HASH")]
         hash: Option<String>,
+        /// On a terminal: approve without showing the plan and asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
-    /// Reject the plan waiting for approval: the next `ralph run` plans again, with the
-    /// comment in the planner's prompt.
+    /// Reject the plan waiting for approval: the planner plans again (the next `ralph run`,
+    /// or the controller for `feature/NAME`), with the comment in its prompt.
     Reject {
         #[command(flatten)]
         state: StateArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Why, for the planner.
         #[arg(long, value_name = "TEXT")]
         comment: String,
     },
+}
+
+/// Where a Feature given as `feature/NAME` is.
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// The namespace of `feature/NAME` (default: the kubeconfig context's).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+}
+
+/// The Feature in the cluster the arguments name, connected; `None` for a local run.
+async fn cluster_target(
+    state: &StateArgs,
+    cluster: ClusterArgs,
+) -> anyhow::Result<Option<plan_cluster::Target>> {
+    let Some(name) = plan_cluster::feature_name(state.file.as_deref()) else {
+        if cluster.namespace.is_some() {
+            anyhow::bail!(
+                "-n/--namespace is for a Feature in the cluster: name it as feature/NAME \
+                 (e.g. `ralph plan show feature/NAME -n NAMESPACE`)"
+            );
+        }
+        return Ok(None);
+    };
+    if state.feature.is_some() {
+        anyhow::bail!("--feature is for a manifest FILE; feature/{name} names the Feature already");
+    }
+    plan_cluster::Target::connect(name, cluster.namespace)
+        .await
+        .map(Some)
 }
 
 /// Runs `ralph plan`.
@@ -78,10 +121,42 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
             feature,
             max_tasks,
         } => check(&file, manifest.as_deref(), feature.as_deref(), max_tasks),
-        Command::Show { state, json } => show(&state.open()?, json),
-        Command::Approve { state, hash } => {
+        Command::Show {
+            state,
+            cluster,
+            json,
+        } => match cluster_target(&state, cluster).await? {
+            Some(target) => plan_cluster::show(&target, json).await,
+            None => show(&state.open()?, json),
+        },
+        Command::Approve {
+            state,
+            cluster,
+            hash,
+            yes,
+        } => {
+            if let Some(target) = cluster_target(&state, cluster).await? {
+                let ask = !yes && interactive(false);
+                return plan_cluster::approve(&target, hash.as_deref(), ask).await;
+            }
             let mut store = state.open()?;
             let mut plan_state = planning::load(&store)?;
+            if !yes
+                && interactive(false)
+                && let Some(plan) = plan_state.awaiting_approval()
+                && hash
+                    .as_deref()
+                    .is_none_or(|given| hash_matches(given, &plan.hash))
+            {
+                let question = format!("Approve plan {}?", plan.hash);
+                if !confirm(
+                    &planning::render_plan(plan, &others(&store, plan)?),
+                    &question,
+                )? {
+                    eprintln!("nothing approved");
+                    return Ok(ExitCode::from(1));
+                }
+            }
             let outcome = planning::approve(&mut plan_state, hash.as_deref(), &who(), now());
             let code = match &outcome {
                 Approved::Now(hash) => {
@@ -107,7 +182,14 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             Ok(ExitCode::from(code))
         }
-        Command::Reject { state, comment } => {
+        Command::Reject {
+            state,
+            cluster,
+            comment,
+        } => {
+            if let Some(target) = cluster_target(&state, cluster).await? {
+                return plan_cluster::reject(&target, &comment).await;
+            }
             let mut store = state.open()?;
             let mut plan_state = planning::load(&store)?;
             match planning::reject(&mut plan_state, &comment, &who(), now()) {
@@ -210,6 +292,21 @@ fn hand_written(plan: &FeatureManifest) -> Vec<crate::api::TaskTemplate> {
         .collect()
 }
 
+/// The Feature's tasks that `plan` does not hold (the hand-written ones).
+fn others(
+    store: &Store,
+    plan: &planning::StoredPlan,
+) -> anyhow::Result<Vec<crate::api::TaskTemplate>> {
+    let planned: Vec<&str> = plan.answer.tasks.iter().map(|t| t.name.as_str()).collect();
+    Ok(store
+        .feature()?
+        .map(|f| f.tasks)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| !planned.contains(&t.name.as_str()))
+        .collect())
+}
+
 fn show(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     let state = planning::load(store)?;
     if json {
@@ -233,14 +330,17 @@ fn show(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let planned: Vec<&str> = plan.answer.tasks.iter().map(|t| t.name.as_str()).collect();
-    let others: Vec<crate::api::TaskTemplate> = store
-        .feature()?
-        .map(|f| f.tasks)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| !planned.contains(&t.name.as_str()))
+    let others = others(store, plan)?;
+    let phases = store
+        .tasks()?
+        .iter()
+        .filter(|t| planned.contains(&t.name()))
+        .map(|t| (t.name().to_owned(), t.phase))
         .collect();
-    print!("{}", planning::render_plan(plan, &others));
+    print!(
+        "{}",
+        planning::render_plan_with_phases(plan, &others, &phases)
+    );
     let approval = match state.approval.as_ref().map(|a| a.state) {
         Some(crate::api::planning::ApprovalState::Approved) => "approved".to_owned(),
         _ => format!(
@@ -575,9 +675,15 @@ fn absolute(path: &Path) -> PathBuf {
 
 /// Shows the plan on the terminal and asks whether to run it.
 fn ask(plan: &planning::StoredPlan, base: &LocalFeature) -> anyhow::Result<bool> {
+    let question = format!("Run this plan ({})?", plan.hash);
+    confirm(&planning::render_plan(plan, &base.tasks), &question)
+}
+
+/// Shows a rendered plan on stderr and asks `question` (y/N).
+pub(super) fn confirm(rendered: &str, question: &str) -> anyhow::Result<bool> {
     let mut err = std::io::stderr();
-    write!(err, "{}", planning::render_plan(plan, &base.tasks))?;
-    write!(err, "\nRun this plan ({})? [y/N] ", plan.hash)?;
+    write!(err, "{rendered}")?;
+    write!(err, "\n{question} [y/N] ")?;
     err.flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;

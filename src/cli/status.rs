@@ -209,7 +209,12 @@ fn status_view(store: &Store) -> anyhow::Result<StatusView> {
         },
         stopped: store.meta(keys::STOPPED)?,
         counts: Counts::of(&tasks),
-        tasks: task_lines(&tasks, &claims, &attempts),
+        tasks: task_lines(
+            &tasks,
+            &claims,
+            &attempts,
+            &crate::local::planning::load(store)?,
+        ),
         usage: crate::local::budget::attempt_totals(&attempts),
         tokens_unreported: crate::local::budget::tokens_unreported(&attempts),
         budget: Some(feature.budget).filter(|b| !b.is_unlimited()),

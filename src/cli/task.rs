@@ -4,13 +4,15 @@ use std::process::ExitCode;
 
 use crate::cli::status::StateArgs;
 use crate::clock::now_ms;
+use crate::local::planning;
 use crate::local::status_view::{render_task, render_tasks, task_lines};
 use crate::local::worktree;
 
 /// Subcommands of `ralph task`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List the tasks with their phase, attempts and claim.
+    /// List the tasks with their phase, where each came from (hand-written, planned,
+    /// proposed), attempts and claim.
     List {
         #[command(flatten)]
         state: StateArgs,
@@ -46,7 +48,12 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::List { state, json } => {
             let store = state.open()?;
-            let lines = task_lines(&store.tasks()?, &store.claims()?, &store.attempts(None)?);
+            let lines = task_lines(
+                &store.tasks()?,
+                &store.claims()?,
+                &store.attempts(None)?,
+                &planning::load(&store)?,
+            );
             if json {
                 println!("{}", serde_json::to_string_pretty(&lines)?);
             } else {

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::engine::budget::{Budget, UsageTotals};
 use crate::engine::dag::TaskPhase;
+use crate::local::planning::PlanState;
 use crate::local::store::{AttemptRow, ClaimRow, TaskRow};
 use crate::local::table::{
     Column::{Left, Right},
@@ -21,6 +22,8 @@ pub(crate) struct TaskLine {
     pub task: String,
     /// Phase.
     pub phase: TaskPhase,
+    /// Where the task came from.
+    pub origin: Origin,
     /// Spec generation.
     pub generation: i64,
     /// Attempts started.
@@ -41,6 +44,29 @@ pub(crate) struct TaskLine {
     /// Its ended attempts that reported no tokens.
     #[serde(skip_serializing_if = "is_zero")]
     pub tokens_unreported: u32,
+}
+
+/// Where a task came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Origin {
+    /// Written in the manifest.
+    #[default]
+    HandWritten,
+    /// Written by the planner (docs/planning.md).
+    Planned,
+    /// Proposed by a done task's attempt (`<ralph:propose-tasks>`).
+    Proposed,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Origin::HandWritten => "hand-written",
+            Origin::Planned => "planned",
+            Origin::Proposed => "proposed",
+        })
+    }
 }
 
 /// A claim as shown.
@@ -136,17 +162,19 @@ fn budget_line(budget: &Budget, usage: &UsageTotals) -> String {
     format!("budget: {}", parts.join(", "))
 }
 
-/// One line per task; usage from the stored `attempts`.
+/// One line per task; usage from the stored `attempts`, origin from `planning`.
 pub(crate) fn task_lines(
     tasks: &[TaskRow],
     claims: &[ClaimRow],
     attempts: &[AttemptRow],
+    planning: &PlanState,
 ) -> Vec<TaskLine> {
     tasks
         .iter()
         .map(|task| TaskLine {
             task: task.name().to_string(),
             phase: task.phase,
+            origin: planning.origin(task.name()),
             generation: task.generation,
             attempts: task.attempt_count,
             retries: task.retry_count,
@@ -185,7 +213,15 @@ fn tokens_column(usage: &UsageTotals, unreported: u32) -> String {
 pub(crate) fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
     let mut table = Table::of_tasks(
         lines.iter().map(|l| l.task.as_str()),
-        &[Left(8), Right(3), Right(8), Right(7), Right(9), Right(9)],
+        &[
+            Left(8),
+            Right(3),
+            Right(8),
+            Right(7),
+            Right(9),
+            Right(9),
+            Left(12),
+        ],
     );
     table.row(&[
         &"TASK",
@@ -195,6 +231,7 @@ pub(crate) fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
         &"RETRIES",
         &"TOKENS",
         &"COST",
+        &"FROM",
         &"NOTE",
     ]);
     for line in lines {
@@ -219,6 +256,7 @@ pub(crate) fn render_tasks(lines: &[TaskLine], now_ms: i64) -> String {
             &line.retries,
             &tokens_column(&line.usage, line.tokens_unreported),
             &line.usage.cost_column(),
+            &line.origin,
             &crate::local::activity::truncate(&note, 100),
         ]);
     }

@@ -3,6 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::decide::{FeaturePlan, STOPPED};
+use super::planning::Stage;
 use super::problem::Problem;
 use super::time::time;
 use crate::api::conditions::{
@@ -229,19 +230,27 @@ pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
     }
 }
 
-/// What a Feature whose plan waits for a person says.
-fn awaiting_approval_message(feature: &Feature, events: &FeatureEvents) -> Option<String> {
+/// What a Feature whose tasks wait for its plan says.
+fn plan_wait_message(feature: &Feature, stage: &Stage, events: &FeatureEvents) -> Option<String> {
     let planning = events.planning.as_ref()?;
-    let hash = planning.dag_hash.as_deref().unwrap_or_default();
     let name = feature.metadata.name.as_deref().unwrap_or_default();
-    let waits = format!(
-        "plan {hash} of {} tasks waits for approval: `ralph plan show feature/{name}`, then \
-         `ralph plan approve feature/{name} --hash {hash}` or `ralph plan reject \
-         feature/{name} --comment ...`",
-        planning.tasks
-    );
+    let hash = planning.dag_hash.as_deref().unwrap_or_default();
+    let waits = match stage {
+        Stage::NoPlanningTask | Stage::Planning | Stage::PlanToRead { .. } => format!(
+            "planning: the tasks wait for the plan of Task {name}-planning ({} attempts so far)",
+            planning.attempts
+        ),
+        Stage::AwaitingApproval { .. } => format!(
+            "plan {hash} of {} tasks waits for approval: `ralph plan show feature/{name}`, \
+             then `ralph plan approve feature/{name} --hash {hash}` or `ralph plan reject \
+             feature/{name} --comment ...`",
+            planning.tasks
+        ),
+        Stage::Creating { .. } => format!("creating the {} Tasks of plan {hash}", planning.tasks),
+        Stage::NotPlanning | Stage::Running => return None,
+    };
     Some(match &planning.message {
-        Some(stale) => format!("{waits} ({stale})"),
+        Some(note) => format!("{waits} ({note})"),
         None => waits,
     })
 }
@@ -267,8 +276,9 @@ pub struct FeatureEvents {
     pub misconfiguration: Option<Problem>,
     /// `status.planning` of a Feature that plans (set by the reconcile).
     pub planning: Option<crate::api::planning::PlanningStatus>,
-    /// The Feature's plan waits for a person (set by the reconcile).
-    pub awaiting_approval: bool,
+    /// Where planning stands while the Feature's tasks wait for its plan (set by the
+    /// reconcile).
+    pub plan_stage: Option<super::planning::Stage>,
 }
 
 impl FeatureEvents {
@@ -344,14 +354,19 @@ pub fn feature_status(
     status.phase = match outcome {
         Some(outcome) => outcome.into(),
         None if c.running == 0 && events.misconfiguration.is_some() => FeaturePhase::Halted,
-        None if events.awaiting_approval && c.running == 0 => FeaturePhase::AwaitingApproval,
+        None if c.running == 0
+            && matches!(events.plan_stage, Some(Stage::AwaitingApproval { .. })) =>
+        {
+            FeaturePhase::AwaitingApproval
+        }
         None if c.running > 0 || plan.iterations > 0 => FeaturePhase::Running,
         None => FeaturePhase::Pending,
     };
-    status.message = match status.phase {
-        FeaturePhase::AwaitingApproval => awaiting_approval_message(feature, events),
-        _ => feature_message(plan, events, stop_reason.as_deref(), outcome),
-    };
+    status.message = match (&events.plan_stage, outcome) {
+        (Some(stage), None) => plan_wait_message(feature, stage, events),
+        _ => None,
+    }
+    .or_else(|| feature_message(plan, events, stop_reason.as_deref(), outcome));
     super::selection::set_pool_condition(
         &mut status,
         plan.pool_resting.as_ref(),

@@ -201,10 +201,8 @@ async fn judge(
         effects = apply_plan(feature, ctx, &gathered, &plan).await?;
     }
     effects.planning = gathered.planning.status.clone();
-    effects.awaiting_approval = matches!(
-        gathered.planning.stage,
-        crate::controller::plan::planning::Stage::AwaitingApproval { .. }
-    );
+    effects.plan_stage = Some(gathered.planning.stage.clone())
+        .filter(crate::controller::plan::planning::Stage::holds_tasks);
     write_status(
         feature,
         ctx,

@@ -10,12 +10,13 @@ mod show;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use attempt::{Failure, Planned, PlanningRun, Stop, plan, replan};
-pub(crate) use show::render_plan;
+pub(crate) use show::{render_plan, render_plan_with_phases};
 
 use crate::api::TaskTemplate;
 use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningSpec, PlanningStatus};
 use crate::engine::planning::{PROPOSE_HELP, document_hash, hash_matches, plan_hash};
 use crate::local::feature::LocalFeature;
+use crate::local::status_view::Origin;
 use crate::local::store::{Store, StoreError, keys};
 use crate::manifest::answer::Answer;
 
@@ -61,6 +62,9 @@ pub(crate) struct PlanState {
     /// The approval of the current plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalStatus>,
+    /// Tasks of the plan that done attempts proposed (the others the planner wrote).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proposed: Vec<String>,
 }
 
 /// A valid plan: the planner's tasks and document, and the hash that names it.
@@ -138,6 +142,21 @@ impl PlanState {
         self.crashes = 0;
     }
 
+    /// Where task `task` of the Feature came from: the plan whose tasks run (the planner,
+    /// or a done attempt's proposal), else the manifest.
+    pub(crate) fn origin(&self, task: &str) -> Origin {
+        let planned = self
+            .running()
+            .is_some_and(|plan| plan.answer.tasks.iter().any(|t| t.name == task));
+        if !planned {
+            Origin::HandWritten
+        } else if self.proposed.iter().any(|p| p == task) {
+            Origin::Proposed
+        } else {
+            Origin::Planned
+        }
+    }
+
     /// What `status.planning` says of this state.
     pub(crate) fn status(&self) -> PlanningStatus {
         PlanningStatus {
@@ -169,6 +188,7 @@ pub(crate) fn extend(
 ) -> Option<()> {
     let running = state.running()?.clone();
     let mut answer = running.answer.clone();
+    state.proposed.extend(tasks.iter().map(|t| t.name.clone()));
     answer.tasks.extend(tasks);
     let plan = StoredPlan::new(answer, running.document.clone());
     state.previous = Some(running);

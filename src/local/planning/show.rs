@@ -1,9 +1,11 @@
-//! `ralph plan show`: a plan's document and its DAG, level by level.
+//! `ralph plan show`: a plan's document and its DAG, level by level. One rendering for a
+//! local run's plan and for a Feature's plan in a cluster.
 
 use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::api::TaskTemplate;
+use crate::engine::dag::TaskPhase;
 
 use super::StoredPlan;
 
@@ -11,6 +13,15 @@ use super::StoredPlan;
 /// level (a task's level is one more than its deepest dependency's; level 1 can start at
 /// once), each with its title and what it waits for. Hand-written tasks are level 0.
 pub(crate) fn render_plan(plan: &StoredPlan, hand_written: &[TaskTemplate]) -> String {
+    render_plan_with_phases(plan, hand_written, &HashMap::new())
+}
+
+/// [`render_plan`], each task followed by its phase when `phases` (by task name) has one.
+pub(crate) fn render_plan_with_phases(
+    plan: &StoredPlan,
+    hand_written: &[TaskTemplate],
+    phases: &HashMap<String, TaskPhase>,
+) -> String {
     let mut out = String::new();
     let tasks = plan.templates();
     let _ = writeln!(out, "plan {} ({} tasks)", plan.hash, tasks.len());
@@ -34,6 +45,9 @@ pub(crate) fn render_plan(plan: &StoredPlan, hand_written: &[TaskTemplate]) -> S
             }
             if let Some(parent) = &task.fields.parent {
                 let _ = write!(out, "  [part of {parent}]");
+            }
+            if let Some(phase) = phases.get(&task.name) {
+                let _ = write!(out, "  [{phase:?}]");
             }
             out.push('\n');
         }
