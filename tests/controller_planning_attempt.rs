@@ -317,3 +317,64 @@ async fn the_planning_pod_uploads_its_answer_and_runs_no_finishing_step() {
     );
     h.stop().await;
 }
+
+/// The planner writes two tasks; every other task writes its file and is done.
+const PLANNER_SCRIPT: &str = r##"
+tasks:
+  planning:
+    - - tool: {path: .ralph-planning/plan.md, write: "# Words\nFirst the counter, then its docs.\n"}
+      - tool: {path: .ralph-planning/tasks.yaml, write: "tasks:\n  - {name: count, title: Count words, acceptance: [counts]}\n  - {name: docs, title: Document it, dependsOn: [count], acceptance: [documented]}\n"}
+      - text: "The plan is written."
+  count:
+    - [ {tool: {path: count.txt, write: "count\n"}}, {text: "Wrote it. <task-done>count</task-done>"} ]
+  docs:
+    - [ {tool: {path: docs.txt, write: "docs\n"}}, {text: "Wrote it. <task-done>docs</task-done>"} ]
+"##;
+
+/// The whole path on a node: the planning Pod runs the real runner, the scripted planner and
+/// the claim-keeper (under the agent ServiceAccount's RBAC), which uploads the answer; the
+/// controller keeps it as the plan, creates its Tasks, and they run to Complete on the
+/// feature branch, which holds no answer file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_node_the_planning_pods_answer_becomes_the_plan_that_runs_to_complete() {
+    let world = crate::support::git_cluster::World::with_credentials().await;
+    let h = &world.harness;
+    let feature = world.feature_with(
+        "counter",
+        PLANNER_SCRIPT,
+        json!([]),
+        json!({
+            "context": {"spec": {"inline": "Count words."}},
+            "planning": {"approval": "Automatic"}
+        }),
+    );
+    h.create_feature(feature).await;
+    let done = h.wait_for_feature_phase("counter", "Complete").await;
+
+    let planning = done
+        .status
+        .and_then(|s| s.planning)
+        .expect("status.planning");
+    assert_eq!(planning.tasks, 2);
+    let plan = h.config_map("counter-plan").await;
+    let data = plan.data.clone().unwrap_or_default();
+    assert_eq!(data.get("hash"), planning.dag_hash.as_ref());
+    assert!(data["plan.md"].contains("First the counter"), "{data:?}");
+    assert!(
+        h.config_maps()
+            .get_opt("counter-planning-a1-answer")
+            .await
+            .expect("get")
+            .is_none(),
+        "the answer is deleted once read"
+    );
+    let subjects = world.subjects("counter").join("\n");
+    assert_mentions(&subjects, &["count", "docs"]);
+    assert!(!subjects.contains("planning"), "{subjects}");
+    let files = world.git.files("app", &world.feature_branch("counter"));
+    assert!(
+        !files.iter().any(|f| f.starts_with(".ralph-planning")),
+        "the answer was committed: {files:?}"
+    );
+    assert!(files.iter().any(|f| f == "docs.txt"), "{files:?}");
+}
