@@ -152,6 +152,77 @@ fn answer_upload(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser as _;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    const KEEPER: [&str; 5] = [
+        "sidecar",
+        "--lease",
+        "team/shop-planning",
+        "--holder",
+        "shop-planning-a1",
+    ];
+
+    fn parsed(extra: &[&str]) -> Result<Args, clap::Error> {
+        let mut argv: Vec<&str> = KEEPER.to_vec();
+        argv.extend(["--heartbeat-file", "/ralph-run/runner.beat"]);
+        argv.extend(extra);
+        Cli::try_parse_from(argv).map(|cli| cli.args)
+    }
+
+    #[test]
+    fn an_answer_upload_names_its_config_map_feature_and_pod() {
+        let args = parsed(&[
+            "--answer-dir",
+            "/workspace/.ralph-planning",
+            "--answer-config-map",
+            "shop-planning-a1-answer",
+            "--answer-feature",
+            "shop",
+            "--pod-name",
+            "shop-planning-a1",
+            "--pod-uid",
+            "uid-1",
+        ])
+        .expect("parses");
+        let upload = answer_upload(
+            args.answer_dir,
+            args.answer_config_map,
+            args.answer_feature,
+            args.pod_name,
+            args.pod_uid,
+        )
+        .expect("an upload");
+        assert_eq!(upload.config_map, "shop-planning-a1-answer");
+        assert_eq!(upload.pod_uid, "uid-1");
+    }
+
+    #[test]
+    fn an_answer_dir_without_its_config_map_is_refused() {
+        let error =
+            parsed(&["--answer-dir", "/workspace/.ralph-planning"]).expect_err("incomplete upload");
+        assert!(error.to_string().contains("--answer-config-map"), "{error}");
+    }
+
+    #[test]
+    fn a_claim_keeper_without_an_answer_dir_uploads_nothing() {
+        let args = parsed(&[]).expect("parses");
+        assert_eq!(
+            answer_upload(
+                args.answer_dir,
+                args.answer_config_map,
+                args.answer_feature,
+                args.pod_name,
+                args.pod_uid
+            ),
+            None
+        );
+    }
 
     #[test]
     fn lease_flag_splits_namespace_and_name() {
