@@ -391,7 +391,6 @@ mod tests {
                 holder: "feat-build-a1".to_owned(),
                 renewed_at_ms: 5_000,
                 duration_ms: 60_000,
-                fencing_token: 0,
             })
         );
     }
