@@ -83,8 +83,6 @@ pub struct ClaimView {
     pub renewed_at_ms: i64,
     /// How long a renewal is valid, ms.
     pub duration_ms: i64,
-    /// Incremented on every change of holder (Lease `leaseTransitions`).
-    pub fencing_token: i64,
 }
 
 impl ClaimView {

@@ -45,7 +45,6 @@ fn claim(holder: &str, renewed_at_ms: i64) -> ClaimView {
         holder: holder.to_owned(),
         renewed_at_ms,
         duration_ms: LEASE_MS,
-        fencing_token: 1,
     }
 }
 

@@ -2,9 +2,9 @@
 //! controller's leader election). Create fails when a Lease exists (no double claim), an
 //! expired or released Lease is taken over by replace with a resourceVersion precondition
 //! (raising `leaseTransitions`, the fencing token), renewals check the holder first,
-//! release clears the holder with a precondition. A claim the controller's cache does not
-//! show (spent claims are retired from it) is created, or taken over after one live read
-//! when the create finds it exists ([`Leases::create_or_take_over`]).
+//! release clears the holder with a precondition. A write that conflicts (the create finds
+//! a Lease, or the take-over's precondition fails) is settled in one place
+//! ([`Leases::settle_conflict`]): one live read of the Lease decides.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -43,8 +43,8 @@ pub enum ClaimError {
         lease: String,
         /// Its current holder, when it names one.
         holder: String,
-        /// The Lease as read after the create failed, when it was.
-        live: Option<Box<Lease>>,
+        /// The Lease as read live after the write conflicted.
+        live: Box<Lease>,
     },
     /// The Lease changed between read and write (another writer won).
     #[error("Lease {lease} changed concurrently")]
@@ -143,15 +143,11 @@ pub fn is_expired(lease: &Lease, now: Timestamp) -> bool {
 }
 
 /// [`ClaimError::Held`] for `lease`, as `live` shows it.
-fn held(lease: &str, live: Option<Lease>) -> ClaimError {
+fn held(lease: &str, live: Lease) -> ClaimError {
     ClaimError::Held {
         lease: lease.to_owned(),
-        holder: live
-            .as_ref()
-            .and_then(holder)
-            .unwrap_or_default()
-            .to_owned(),
-        live: live.map(Box::new),
+        holder: holder(&live).unwrap_or_default().to_owned(),
+        live: Box::new(live),
     }
 }
 
@@ -178,54 +174,39 @@ impl Leases {
         .await?)
     }
 
-    /// Creates the claim; [`ClaimError::Held`] when a Lease of that name exists.
+    /// Creates the claim; [`ClaimError::Held`] with the live Lease when one of that name
+    /// exists ([`ClaimError::Gone`] when it was deleted before it could be read).
     pub async fn create(
         &self,
         request: &ClaimRequest,
         now: Timestamp,
     ) -> Result<Lease, ClaimError> {
-        let lease = new_lease(request, now);
-        let op = format!("create Lease {}", request.lease);
-        match bounded(
-            self.timeout,
-            op,
-            self.api.create(&PostParams::default(), &lease),
-        )
-        .await
-        {
-            Ok(lease) => Ok(lease),
-            Err(error) if error.is_conflict() => {
-                let live = self.get(&request.lease).await?;
-                Err(held(&request.lease, live))
-            }
-            Err(error) => Err(error.into()),
-        }
+        self.create_or_take_over(request, now, |_| false).await
     }
 
     /// Creates the claim; when a Lease of that name exists (a cache may not show it: spent
-    /// claims are retired from the controller's), reads it once and takes it over when
-    /// `is_free` says the live Lease is free for this claim (expired, or spent). Otherwise
-    /// [`ClaimError::Held`] with the live Lease, or [`ClaimError::Conflict`] when another
-    /// writer took it over or deleted it meanwhile. One create, at most one read and one
-    /// replace: never a loop.
+    /// claims are retired from the controller's), settles the conflict
+    /// ([`Self::settle_conflict`]): the live Lease is taken over when `is_free` says it is
+    /// free for this claim (expired, or spent).
     pub async fn create_or_take_over(
         &self,
         request: &ClaimRequest,
         now: Timestamp,
         is_free: impl FnOnce(&Lease) -> bool,
     ) -> Result<Lease, ClaimError> {
-        match self.create(request, now).await {
-            Err(ClaimError::Held {
-                live: Some(live), ..
-            }) if is_free(&live) => self.take_over(&live, request, now).await,
-            Err(ClaimError::Held { live: None, .. }) => Err(ClaimError::Conflict {
-                lease: request.lease.clone(),
-            }),
-            other => other,
+        let lease = new_lease(request, now);
+        let op = format!("create Lease {}", request.lease);
+        let params = PostParams::default();
+        let call = self.api.create(&params, &lease);
+        match bounded(self.timeout, op, call).await {
+            Ok(lease) => Ok(lease),
+            Err(error) if error.is_conflict() => self.settle_conflict(request, now, is_free).await,
+            Err(error) => Err(error.into()),
         }
     }
 
     /// Takes over `existing` (expired, or our own stale claim) for `request`'s holder.
+    /// [`ClaimError::Conflict`] when it changed since it was read.
     pub async fn take_over(
         &self,
         existing: &Lease,
@@ -241,6 +222,42 @@ impl Leases {
             .map_err(|error| self.classify(error, &request.lease))
     }
 
+    /// Takes over `existing` (as a cache shows it) for `request`'s holder; when it changed
+    /// since (a renewal the cache has not shown, so the precondition fails), settles the
+    /// conflict ([`Self::settle_conflict`]).
+    pub async fn take_over_or_settle(
+        &self,
+        existing: &Lease,
+        request: &ClaimRequest,
+        now: Timestamp,
+        is_free: impl FnOnce(&Lease) -> bool,
+    ) -> Result<Lease, ClaimError> {
+        match self.take_over(existing, request, now).await {
+            Err(ClaimError::Conflict { .. }) => self.settle_conflict(request, now, is_free).await,
+            other => other,
+        }
+    }
+
+    /// A write of `request`'s Lease conflicted: reads the Lease live once and decides from
+    /// what it says. Taken over (one replace, with its resourceVersion) when `is_free` says
+    /// it is free for this claim; [`ClaimError::Held`] with the live Lease when it is not;
+    /// [`ClaimError::Gone`] when it no longer exists. Never a loop: a second conflict is
+    /// [`ClaimError::Conflict`].
+    pub async fn settle_conflict(
+        &self,
+        request: &ClaimRequest,
+        now: Timestamp,
+        is_free: impl FnOnce(&Lease) -> bool,
+    ) -> Result<Lease, ClaimError> {
+        match self.get(&request.lease).await? {
+            None => Err(ClaimError::Gone {
+                lease: request.lease.clone(),
+            }),
+            Some(live) if is_free(&live) => self.take_over(&live, request, now).await,
+            Some(live) => Err(held(&request.lease, live)),
+        }
+    }
+
     /// Creates the claim, or takes over an existing one when it expired. `Held` otherwise.
     pub async fn acquire(
         &self,
@@ -253,7 +270,7 @@ impl Leases {
                 self.take_over(&existing, request, now).await
             }
             Some(existing) if holder(&existing) == Some(request.holder.as_str()) => Ok(existing),
-            Some(existing) => Err(held(&request.lease, Some(existing))),
+            Some(existing) => Err(held(&request.lease, existing)),
         }
     }
 
@@ -374,7 +391,6 @@ mod tests {
                 holder: "feat-build-a1".to_owned(),
                 renewed_at_ms: 5_000,
                 duration_ms: 60_000,
-                fencing_token: 0,
             })
         );
     }

@@ -3,7 +3,7 @@
 //! within the controller's attempt slots), renew while the run waits to start, release, and
 //! the live read that confirms a claim lost. The slot taken for a claim is given back in
 //! one place ([`Claims::claim`]); a write refused as a conflict is settled by one live read
-//! of the Lease, never a loop.
+//! of the Lease, never a loop ([`super::claim::Leases::settle_conflict`]).
 
 use std::collections::BTreeMap;
 
@@ -26,7 +26,8 @@ pub(crate) enum Claimed {
     Held,
     /// Every attempt slot of the controller is taken: the task waits.
     NoSlot,
-    /// Someone else holds the Lease, or changed it meanwhile: the next reconcile decides.
+    /// Someone else holds the Lease, or changed or deleted it meanwhile: the next reconcile
+    /// decides.
     Lost,
 }
 
@@ -85,7 +86,9 @@ impl<'c> Claims<'c> {
             Err(error) => {
                 self.ctx.cache.slots.forget(&self.key);
                 match error {
-                    ClaimError::Held { .. } | ClaimError::Conflict { .. } => Ok(Claimed::Lost),
+                    ClaimError::Held { .. }
+                    | ClaimError::Conflict { .. }
+                    | ClaimError::Gone { .. } => Ok(Claimed::Lost),
                     error => Err(error.into()),
                 }
             }
@@ -108,6 +111,12 @@ impl<'c> Claims<'c> {
         ctx.cache.slots.take(&wanted, caches, now_ms)
     }
 
+    /// Takes over the cached Lease when it is free (spent or released: `replace`; or
+    /// expired), otherwise creates the claim; a conflict either way is settled by one live
+    /// read ([`Leases::settle_conflict`], free when [`is_free_for`] the task). A cached
+    /// Lease the API server no longer has is forgotten and the claim created. A Lease
+    /// found really held goes back in the cache (it may have been retired from it:
+    /// [`crate::controller::cache::lease_cache`]).
     async fn acquire(
         &self,
         plan: &TaskPlan,
@@ -115,58 +124,24 @@ impl<'c> Claims<'c> {
         replace: bool,
         now: Timestamp,
     ) -> Result<Lease, ClaimError> {
-        match &self.held {
+        let free = |live: &Lease| is_free_for(plan, &request.lease, live, now);
+        let outcome = match &self.held {
             Some(existing) if replace || is_expired(existing, now) => {
-                match self.take_over(plan, existing, request, now).await {
+                match self
+                    .leases
+                    .take_over_or_settle(existing, request, now, free)
+                    .await
+                {
                     Err(ClaimError::Gone { .. }) => {
                         self.ctx.cache.lease_cache.forget_gone(existing);
-                        self.create_or_take_over(plan, request, now).await
+                        self.leases.create_or_take_over(request, now, free).await
                     }
                     other => other,
                 }
             }
-            _ => self.create_or_take_over(plan, request, now).await,
-        }
-    }
-
-    /// Takes over `existing` for `request`. When the cached Lease is behind (a renewal the
-    /// cache has not shown, so the precondition fails), reads it once and takes the live one
-    /// over if it is still free for the task. [`ClaimError::Gone`] when the API server has
-    /// no such Lease any more.
-    async fn take_over(
-        &self,
-        plan: &TaskPlan,
-        existing: &Lease,
-        request: &ClaimRequest,
-        now: Timestamp,
-    ) -> Result<Lease, ClaimError> {
-        match self.leases.take_over(existing, request, now).await {
-            Err(ClaimError::Conflict { lease }) => match self.leases.get(&request.lease).await? {
-                None => Err(ClaimError::Gone { lease }),
-                Some(live) if is_free_for(plan, &request.lease, &live, now) => {
-                    self.leases.take_over(&live, request, now).await
-                }
-                Some(_) => Err(ClaimError::Conflict { lease }),
-            },
-            other => other,
-        }
-    }
-
-    /// Claims a Lease the cache does not show: creates it, or, when it exists (a spent claim
-    /// retired from the cache: [`crate::controller::cache::lease_cache`]), takes the live one
-    /// over if it is free for the task. A Lease found really held goes back in the cache.
-    async fn create_or_take_over(
-        &self,
-        plan: &TaskPlan,
-        request: &ClaimRequest,
-        now: Timestamp,
-    ) -> Result<Lease, ClaimError> {
-        let free = |live: &Lease| is_free_for(plan, &request.lease, live, now);
-        let outcome = self.leases.create_or_take_over(request, now, free).await;
-        if let Err(ClaimError::Held {
-            live: Some(live), ..
-        }) = &outcome
-        {
+            _ => self.leases.create_or_take_over(request, now, free).await,
+        };
+        if let Err(ClaimError::Held { live, .. }) = &outcome {
             self.ctx.cache.lease_cache.restore(Lease::clone(live));
         }
         outcome

@@ -204,7 +204,6 @@ pub(crate) fn claim_view(lease: &Lease) -> Option<ClaimView> {
         holder,
         renewed_at_ms,
         duration_ms: i64::from(spec.lease_duration_seconds.unwrap_or(0)).saturating_mul(1000),
-        fencing_token: i64::from(spec.lease_transitions.unwrap_or(0)),
     })
 }
 

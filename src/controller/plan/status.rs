@@ -278,7 +278,7 @@ pub struct FeatureEvents {
     pub planning: Option<crate::api::planning::PlanningStatus>,
     /// Where planning stands while the Feature's tasks wait for its plan (set by the
     /// reconcile).
-    pub plan_stage: Option<super::planning::Stage>,
+    pub(crate) plan_stage: Option<super::planning::Stage>,
 }
 
 impl FeatureEvents {

@@ -9,3 +9,6 @@ pub(crate) mod metrics;
 pub(crate) mod run;
 pub(crate) mod server;
 pub(crate) mod shutdown;
+pub(crate) mod term;
+pub(crate) mod trigger;
+pub(crate) mod watches;

@@ -106,7 +106,6 @@ impl Live {
             holder: self.attempt.clone(),
             renewed_at_ms: self.renewed_at_ms,
             duration_ms: self.claim_ms,
-            fencing_token: 0,
         })
     }
 

@@ -367,16 +367,13 @@ impl<'a> Planner<'a> {
         ))
     }
 
-    /// A claim left in the store by an earlier run for a task that is not running. Its
-    /// fencing token is 0: the store counts no holder changes, and the lifecycle decides
-    /// without the token (the controller fences results on the Lease itself).
+    /// A claim left in the store by an earlier run for a task that is not running.
     fn stale_claim(&self, task: &str, claims: &[ClaimRow]) -> Option<ClaimView> {
         let claim = claims.iter().find(|c| c.task == task)?;
         Some(ClaimView {
             holder: claim.holder.clone(),
             renewed_at_ms: claim.expires_at_ms - self.claim_ms,
             duration_ms: self.claim_ms,
-            fencing_token: 0,
         })
     }
 
