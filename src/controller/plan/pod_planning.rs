@@ -1,8 +1,10 @@
 //! The planning attempt's Pod (pure): built by [`super::pod::attempt_pod`] like any other,
 //! then its claim-keeper mounts the workspace read-only and, once the attempt is over,
 //! uploads the planner's answer as ConfigMap `<attempt>-answer`, owned by the Pod
-//! (docs/planning.md, [`crate::controller::sidecar`]). The Pod runs no finishing git step:
-//! the planner changes no code, and its files are dropped with the Pod.
+//! (docs/planning.md, [`crate::controller::sidecar`]). For that the agent ServiceAccount may
+//! create ConfigMaps (config/rbac/agent.yaml); its token is mounted into the claim-keeper
+//! only, never into the agent container. The Pod runs no finishing git step: the planner
+//! changes no code, and its files are dropped with the Pod.
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 
