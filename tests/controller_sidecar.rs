@@ -567,3 +567,15 @@ fn an_answer_too_large_for_an_object_leaves_a_problem_saying_so() {
     );
     assert!(map.binary_data.is_none());
 }
+
+#[test]
+fn a_task_list_that_cannot_be_read_leaves_a_problem_naming_it() {
+    let answers = AnswerDir::empty();
+    std::fs::create_dir(answers.dir.path().join("tasks.yaml")).expect("a directory");
+    let map = sidecar::answer_config_map(&answers.upload(), NS);
+    let problem = data(&map, "problem").expect("a problem");
+    assert!(
+        problem.contains("tasks.yaml") && problem.contains("cannot be read"),
+        "{problem}"
+    );
+}

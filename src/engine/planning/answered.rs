@@ -115,7 +115,7 @@ pub(crate) fn refused(
                 kind: EventKind::Warning,
                 reason: "PlanningFailed",
                 message: format!(
-                    "planning failed: the planner's last {in_a_row} answers were refused \
+                    "planning failed: {in_a_row} answers in a row were refused \
                      (spec.planning.maxInvalidAnswers is {max_invalid_answers}); the last one's \
                      problems: {}",
                     problems.join("; ")
