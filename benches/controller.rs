@@ -50,7 +50,7 @@ use fake_apiserver::{FakeApiServer, RequestRecord};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use ralph::api::Feature;
 
 const NS: &str = "bench";

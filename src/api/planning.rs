@@ -66,9 +66,10 @@ pub struct PlanningSpec {
     pub max_replans: u32,
 
     /// How many invalid answers (prose, a cycle, an unknown dependency, ...) are sent back
-    /// to the planner with their problems before planning fails.
+    /// to the planner with their problems before planning fails. At most 8: a Task's status
+    /// keeps its last 10 attempts, which must show the refusals in a row and the one before.
     #[serde(default = "default_max_invalid_answers")]
-    #[schemars(range(max = 10))]
+    #[schemars(range(max = 8))]
     pub max_invalid_answers: u32,
 }
 
