@@ -134,77 +134,81 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
             cluster,
             hash,
             yes,
-        } => {
-            if let Some(target) = cluster_target(&state, cluster).await? {
+        } => match cluster_target(&state, cluster).await? {
+            Some(target) => {
                 let ask = !yes && interactive(false);
-                return plan_cluster::approve(&target, hash.as_deref(), ask).await;
+                plan_cluster::approve(&target, hash.as_deref(), ask).await
             }
-            let mut store = state.open()?;
-            let mut plan_state = planning::load(&store)?;
-            if !yes
-                && interactive(false)
-                && let Some(plan) = plan_state.awaiting_approval()
-                && hash
-                    .as_deref()
-                    .is_none_or(|given| hash_matches(given, &plan.hash))
-            {
-                let question = format!("Approve plan {}?", plan.hash);
-                if !confirm(
-                    &planning::render_plan(plan, &others(&store, plan)?),
-                    &question,
-                )? {
-                    eprintln!("nothing approved");
-                    return Ok(ExitCode::from(1));
-                }
-            }
-            let outcome = planning::approve(&mut plan_state, hash.as_deref(), &who(), now());
-            let code = match &outcome {
-                Approved::Now(hash) => {
-                    planning::save(&mut store, &plan_state)?;
-                    println!("approved plan {hash}; `ralph run` runs its tasks");
-                    0
-                }
-                Approved::Already(hash) => {
-                    println!("plan {hash} was approved already");
-                    0
-                }
-                Approved::Stale { given, current } => {
-                    eprintln!(
-                        "error: {given} is not the current plan ({current}): nothing approved; \
-                         `ralph plan show` prints the current one"
-                    );
-                    1
-                }
-                Approved::NoPlan => {
-                    eprintln!("error: there is no plan to approve: `ralph run` plans first");
-                    1
-                }
-            };
-            Ok(ExitCode::from(code))
-        }
+            None => approve_local(&state, hash.as_deref(), yes),
+        },
         Command::Reject {
             state,
             cluster,
             comment,
-        } => {
-            if let Some(target) = cluster_target(&state, cluster).await? {
-                return plan_cluster::reject(&target, &comment).await;
-            }
-            let mut store = state.open()?;
-            let mut plan_state = planning::load(&store)?;
-            match planning::reject(&mut plan_state, &comment, &who(), now()) {
-                Some(hash) => {
-                    planning::save(&mut store, &plan_state)?;
-                    println!(
-                        "rejected plan {hash}; the next `ralph run` plans again with your comment"
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
-                None => {
-                    eprintln!("error: no plan waits for approval: nothing rejected");
-                    Ok(ExitCode::from(1))
-                }
-            }
+        } => match cluster_target(&state, cluster).await? {
+            Some(target) => plan_cluster::reject(&target, &comment).await,
+            None => reject_local(&state, &comment),
+        },
+    }
+}
+
+/// `ralph plan approve FILE`: approves the plan in the run's store.
+fn approve_local(state: &StateArgs, hash: Option<&str>, yes: bool) -> anyhow::Result<ExitCode> {
+    let mut store = state.open()?;
+    let mut plan_state = planning::load(&store)?;
+    if !yes
+        && interactive(false)
+        && let Some(plan) = plan_state.awaiting_approval()
+        && hash.is_none_or(|given| hash_matches(given, &plan.hash))
+    {
+        let question = format!("Approve plan {}?", plan.hash);
+        if !confirm(
+            &planning::render_plan(plan, &others(&store, plan)?),
+            &question,
+        )? {
+            eprintln!("nothing approved");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let outcome = planning::approve(&mut plan_state, hash, &who(), now());
+    let code = match &outcome {
+        Approved::Now(hash) => {
+            planning::save(&mut store, &plan_state)?;
+            println!("approved plan {hash}; `ralph run` runs its tasks");
+            0
+        }
+        Approved::Already(hash) => {
+            println!("plan {hash} was approved already");
+            0
+        }
+        Approved::Stale { given, current } => {
+            eprintln!(
+                "error: {given} is not the current plan ({current}): nothing approved; \
+                 `ralph plan show` prints the current one"
+            );
+            1
+        }
+        Approved::NoPlan => {
+            eprintln!("error: there is no plan to approve: `ralph run` plans first");
+            1
+        }
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// `ralph plan reject FILE`: rejects the plan in the run's store.
+fn reject_local(state: &StateArgs, comment: &str) -> anyhow::Result<ExitCode> {
+    let mut store = state.open()?;
+    let mut plan_state = planning::load(&store)?;
+    match planning::reject(&mut plan_state, comment, &who(), now()) {
+        Some(hash) => {
+            planning::save(&mut store, &plan_state)?;
+            println!("rejected plan {hash}; the next `ralph run` plans again with your comment");
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!("error: no plan waits for approval: nothing rejected");
+            Ok(ExitCode::from(1))
         }
     }
 }

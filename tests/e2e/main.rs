@@ -164,6 +164,64 @@ async fn feature_runs_its_plan_in_dependency_order_to_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn a_feature_planned_from_its_spec_waits_for_approval_then_runs_its_plan() {
+    let mut e2e = E2e::setup("from-spec").await;
+    let spec = json!({
+        "parallelism": 2,
+        "context": { "spec": { "inline": "Design it, then build it." } },
+        "planning": { "approval": "Manual" },
+    });
+    e2e.apply_scripted("spec", "from-spec.script.yaml", spec)
+        .await;
+    let waiting = e2e
+        .wait_for_phase("spec", FeaturePhase::AwaitingApproval)
+        .await;
+    let planning = waiting
+        .status
+        .and_then(|s| s.planning)
+        .expect("status.planning");
+    assert_eq!(planning.tasks, 2);
+    let hash = planning.dag_hash.expect("the plan's hash");
+    assert!(
+        !e2e.pod_names().iter().any(|p| p.starts_with("spec-design")),
+        "a planned task ran before its plan was approved"
+    );
+    let approve = json!({ "metadata": { "annotations": { "ralph.dev/approve-plan": hash } } });
+    e2e.features()
+        .patch(
+            "spec",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&approve),
+        )
+        .await
+        .expect("approve the plan");
+
+    let feature = e2e.wait_for_phase("spec", FeaturePhase::Complete).await;
+    let counts = feature.status.map(|s| s.counts).unwrap_or_default();
+    assert_eq!(
+        (counts.total, counts.done),
+        (3, 3),
+        "the planning Task and 2 planned"
+    );
+    let design = e2e
+        .tasks()
+        .get("spec-design")
+        .await
+        .expect("planned Task spec-design");
+    assert_eq!(
+        kube::ResourceExt::labels(&design).get("ralph.dev/plan"),
+        Some(&hash)
+    );
+    let pods = e2e.pod_names();
+    assert_eq!(
+        pods.first().map(String::as_str),
+        Some("spec-planning-a1"),
+        "{pods:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn crashed_attempt_is_retried_and_the_retry_completes() {
     let mut e2e = E2e::setup("retry").await;
     let spec = json!({

@@ -1,6 +1,7 @@
-//! The Feature reconcile: fetch (caches) → decide (pure, [`super::decide`]) → apply (per
-//! task, [`super::task`]) → status. It also keeps the Feature's Task objects in line with
-//! its templates.
+//! The Feature reconcile: gather (the caches, the checks of [`super::feature_checks`],
+//! planning) → decide once (pure, `plan::decide`) → apply (per task, `act::task`) → status
+//! ([`super::feature_status`]). It also keeps the Feature's Task objects in line with its
+//! templates.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,13 +10,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::runtime::controller::Action as Requeue;
 use kube::{Api, Resource, ResourceExt};
 
-use super::context::{Context, FIELD_MANAGER};
-use crate::api::{Feature, FeatureStatus, Task, conditions};
+use super::context::Context;
+use super::feature_checks::{
+    configuration_problem, misconfiguration, missing_service_account, report_misconfiguration,
+    start_limit, warn_of,
+};
+use super::feature_status::{patch_status, write_status};
+use crate::api::{Feature, Task, conditions};
 use crate::controller::act::claim;
 use crate::controller::act::claims::Claims;
 use crate::controller::act::error::TaskError;
@@ -25,12 +30,10 @@ use crate::controller::cache::shapes::plan_kept;
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::decide::{self, FeaturePlan, Snapshot};
-use crate::controller::plan::pod::{AttemptPod, PodError, attempt_pod};
 use crate::controller::plan::problem::Problem;
 use crate::controller::plan::status::{self, FeatureEvents};
 use crate::engine::dag::TaskPhase;
 use crate::engine::selection::Rests;
-use crate::engine::verification::AttemptKind;
 
 /// How often a settled feature is looked at even without events.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -459,137 +462,6 @@ fn was_invalid(feature: &Feature) -> bool {
         .is_some_and(|s| s.phase == crate::api::FeaturePhase::Invalid)
 }
 
-/// How many attempts may be claimed in this reconcile: none while the configuration keeps
-/// any Pod from existing; one to probe whether a refused Pod's cause was fixed, once the
-/// refused task's wait is over.
-fn start_limit(
-    precheck: Option<&Problem>,
-    recorded: Option<&Problem>,
-    tasks: &[Arc<Task>],
-    now_ms: i64,
-) -> usize {
-    match (precheck, recorded) {
-        (Some(_), _) => 0,
-        (None, Some(problem))
-            if crate::controller::plan::pod_start::halts_until_spec_changes(problem.reason) =>
-        {
-            0
-        }
-        (None, Some(_)) => {
-            let waiting = tasks.iter().filter_map(|t| t.status.as_ref()).any(|s| {
-                conditions::find(&s.conditions, conditions::CONFIGURED)
-                    .is_some_and(|c| c.status == conditions::STATUS_FALSE)
-                    && s.next_attempt_after
-                        .as_ref()
-                        .is_some_and(|at| at.0.as_millisecond() > now_ms)
-            });
-            usize::from(!waiting)
-        }
-        (None, None) => usize::MAX,
-    }
-}
-
-/// A configuration problem the Feature's spec alone shows: no Pod can be built from it, or
-/// it asks for something this controller cannot do yet.
-fn configuration_problem(feature: &Feature, ctx: &Context) -> Option<Problem> {
-    let namespace = feature.namespace().unwrap_or_default();
-    let name = feature.name_any();
-    if let Some(problem) = crate::controller::plan::budget::invalid_budget(feature) {
-        return Some(problem);
-    }
-    if let Some(problem) = crate::controller::plan::verify::verify_problem(feature) {
-        return Some(problem);
-    }
-    let probe = AttemptPod {
-        namespace: &namespace,
-        task: "probe",
-        task_id: "probe",
-        feature: &name,
-        attempt_id: "probe-a1",
-        prompt: "",
-        owner: OwnerReference::default(),
-        agent: &feature.spec.agent,
-        model: None,
-        overrides: feature.spec.pod_template.as_ref(),
-        kind: AttemptKind::Work,
-        verify: &feature.spec.verify,
-        lease_duration_seconds: feature.spec.lease_duration_seconds,
-    };
-    let Some(error) = attempt_pod(&probe, &ctx.pod_settings).err() else {
-        return crate::controller::plan::selection::fallback_problem(feature);
-    };
-    let (reason, fix) = match error {
-        PodError::NoAgentImage { .. } => (
-            conditions::REASON_MISSING_AGENT_IMAGE,
-            "set spec.agent.image to an image that contains the agent CLI",
-        ),
-        PodError::NoAgentCommand { .. } => (
-            conditions::REASON_MISSING_AGENT_COMMAND,
-            "set spec.agent.command to the agent's ACP command",
-        ),
-    };
-    Some(Problem {
-        reason,
-        message: format!("{error}: {fix}; no attempt starts until it is fixed"),
-    })
-}
-
-/// The configuration problem the Feature shows after this reconcile.
-fn misconfiguration(
-    feature: &Feature,
-    precheck: Option<Problem>,
-    recorded: Option<Problem>,
-    effects: &FeatureEvents,
-) -> Option<Problem> {
-    let halted = effects.halt.as_ref().map(|halt| Problem {
-        reason: halt.reason,
-        message: format!(
-            "the agent of Feature {}/{} is misconfigured: {}; fix spec.agent (image, \
-             command, credentials); no attempt starts until the Feature's spec changes",
-            feature.namespace().unwrap_or_default(),
-            feature.name_any(),
-            halt.message
-        ),
-    });
-    let still_recorded =
-        recorded.filter(|p| !(p.reason == conditions::REASON_POD_REJECTED && effects.started));
-    precheck
-        .or(halted)
-        .or_else(|| effects.pod_rejected.clone())
-        .or(still_recorded)
-        .or_else(|| effects.pod_start.clone())
-}
-
-/// One Warning Event when the Feature's configuration problem appears or changes (not one
-/// per retry). An agent that reported itself misconfigured has its Warning on the Task
-/// already (the outcome policy's event).
-async fn report_misconfiguration(feature: &Feature, ctx: &Context, problem: Option<&Problem>) {
-    let Some(problem) =
-        problem.filter(|p| !crate::controller::plan::pod_start::halts_until_spec_changes(p.reason))
-    else {
-        return;
-    };
-    let shown = feature
-        .status
-        .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, conditions::CONFIGURED))
-        .is_some_and(|c| c.status == conditions::STATUS_FALSE && c.reason == problem.reason);
-    if !shown {
-        warn_of(ctx, feature, problem).await;
-    }
-}
-
-/// A Warning event on `feature` that shows `problem`.
-async fn warn_of(ctx: &Context, feature: &Feature, problem: &Problem) {
-    ctx.events
-        .warning(
-            &feature.object_ref(&()),
-            problem.reason,
-            problem.message.clone(),
-        )
-        .await;
-}
-
 /// Shows a configuration problem on the tasks that would start now if it were fixed.
 async fn mark_waiting_tasks(
     ctx: &Context,
@@ -701,20 +573,6 @@ fn claims_any(plan: &FeaturePlan) -> bool {
     })
 }
 
-/// The problem when the ServiceAccount the Feature's agent Pods run as does not exist.
-async fn missing_service_account(feature: &Feature, ctx: &Context) -> Option<Problem> {
-    let account = feature
-        .spec
-        .pod_template
-        .as_ref()
-        .and_then(|t| t.service_account_name.as_deref())
-        .unwrap_or(&ctx.pod_settings.service_account);
-    let namespace = feature.namespace().unwrap_or_default();
-    ctx.preflight
-        .service_account(&ctx.client, ctx.api_timeout, &namespace, account)
-        .await
-}
-
 /// Stops the agent Pods of a Feature whose plan turned invalid (their claims are released:
 /// their results would not count).
 async fn stop_pods(
@@ -766,76 +624,4 @@ fn starts_attempt(task: &decide::TaskPlan) -> bool {
     task.actions
         .iter()
         .any(|a| matches!(a, crate::engine::lifecycle::Action::StartAttempt { .. }))
-}
-
-/// Writes the Feature's status when it changed.
-/// Writes `status` as the Feature's whole status (server-side apply).
-async fn patch_status(
-    feature: &Feature,
-    ctx: &Context,
-    status: &FeatureStatus,
-) -> Result<(), ReconcileError> {
-    let name = feature.name_any();
-    let namespace = feature.namespace().unwrap_or_default();
-    let api: Api<Feature> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = serde_json::json!({
-        "apiVersion": crate::api::API_VERSION,
-        "kind": "Feature",
-        "metadata": {"name": name},
-        "status": status,
-    });
-    bounded(
-        ctx.api_timeout,
-        format!("write status of Feature {namespace}/{name}"),
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        ),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn write_status(
-    feature: &Feature,
-    ctx: &Context,
-    plan: &FeaturePlan,
-    tasks: &[Arc<Task>],
-    effects: &FeatureEvents,
-    now_ms: i64,
-) -> Result<(), ReconcileError> {
-    let new = status::feature_status(feature, plan, tasks, effects, now_ms);
-    if feature.status.as_ref() == Some(&new) {
-        return Ok(());
-    }
-    let old_phase = feature.status.as_ref().map(|s| s.phase);
-    let name = feature.name_any();
-    patch_status(feature, ctx, &new).await?;
-    let old_conditions = feature.status.as_ref().map_or(&[][..], |s| &s.conditions);
-    if let Some(warning) =
-        crate::controller::plan::budget::cost_became_unknown(old_conditions, &new.conditions)
-    {
-        ctx.events
-            .warning(
-                &feature.object_ref(&()),
-                crate::controller::plan::budget::REASON_COST_UNKNOWN,
-                warning,
-            )
-            .await;
-    }
-    if old_phase != Some(new.phase) {
-        ctx.events
-            .normal(
-                &feature.object_ref(&()),
-                "FeaturePhase",
-                format!(
-                    "feature {name} is {:?}: {}",
-                    new.phase,
-                    new.message.clone().unwrap_or_default()
-                ),
-            )
-            .await;
-    }
-    Ok(())
 }

@@ -3,6 +3,8 @@
 
 pub(crate) mod context;
 pub(crate) mod feature;
+mod feature_checks;
+mod feature_status;
 pub(crate) mod heap;
 pub mod leader;
 pub(crate) mod metrics;
