@@ -14,5 +14,7 @@ pub(crate) mod pod_start;
 pub(crate) mod preflight;
 pub(crate) mod rests;
 pub mod task;
+mod task_end;
+mod task_start;
 pub(crate) mod task_status;
 pub(crate) mod templates;

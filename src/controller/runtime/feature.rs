@@ -1,6 +1,6 @@
-//! The Feature reconcile: gather (the caches, the checks of [`super::feature_checks`],
+//! The Feature reconcile: gather (the caches, the checks of `feature_checks.rs`,
 //! planning) → decide once (pure, `plan::decide`) → apply (per task, `act::task`) → status
-//! ([`super::feature_status`]). It also keeps the Feature's Task objects in line with its
+//! (`feature_status.rs`). It also keeps the Feature's Task objects in line with its
 //! templates.
 
 use std::collections::BTreeMap;

@@ -1,0 +1,290 @@
+//! Starting an attempt: the claim recorded on the Task, its prompt rendered (the inputs read
+//! only now), and its agent Pod created.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::{Api, Resource, ResourceExt};
+
+use super::claim::lease_transitions;
+use super::error::TaskError;
+use super::task::{TaskScope, malformed};
+use super::task_end::retry_policy;
+use super::task_status::write_status;
+use crate::api::{ClaimStatus, Task};
+use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::decide::{TaskPlan, feature_key};
+use crate::controller::plan::pod::{AttemptPod, attempt_pod};
+use crate::controller::plan::status::{self};
+use crate::controller::runtime::context::Context;
+use crate::engine::lifecycle::attempt_id;
+use crate::engine::prompt::{self, CompletedBlocker, PromptInput, TaskText};
+use crate::engine::verification::AttemptKind;
+
+/// Creates the attempt's Pod (idempotent; the prompt is in it), then records it started.
+pub(super) async fn start(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    attempt: u32,
+    lease: Option<&Lease>,
+) -> Result<(), TaskError> {
+    let ctx = scope.ctx;
+    let task = &plan.task;
+    let name = task.name_any();
+    let namespace = task
+        .namespace()
+        .ok_or_else(|| malformed(&name, "no namespace"))?;
+    let feature_name = scope.feature.name_any();
+    let id = attempt_id(&name, attempt);
+    let owner = task
+        .controller_owner_ref(&())
+        .filter(|o| !o.uid.is_empty())
+        .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
+    let kind = crate::controller::plan::verify::next_attempt_kind(scope.feature, task);
+    let planning = super::planning::is_planning(scope.feature, plan);
+    let prompt = if planning {
+        super::planning::prompt(scope, plan)
+    } else {
+        prompt_of(scope, plan, kind).await?
+    };
+    let choice = match &plan.selection {
+        Some(crate::engine::selection::Selection::Run(choice)) => Some(choice),
+        _ => None,
+    };
+    let input = AttemptPod {
+        namespace: &namespace,
+        task: &name,
+        task_id: &plan.task_id,
+        feature: &feature_name,
+        attempt_id: &id,
+        prompt: &prompt,
+        owner,
+        agent: choice
+            .and_then(|c| scope.feature.spec.pool_agent(&c.agent))
+            .unwrap_or(&scope.feature.spec.agent),
+        model: choice.and_then(|c| c.model.as_deref()),
+        overrides: scope.feature.spec.pod_template.as_ref(),
+        kind,
+        verify: &scope.feature.spec.verify,
+        lease_duration_seconds: scope.feature.spec.lease_duration_seconds,
+    };
+    let mut pod = attempt_pod(&input, &ctx.pod_settings)?;
+    crate::controller::plan::git::add_to_attempt_pod(
+        &mut pod,
+        scope.feature,
+        input.agent,
+        &plan.task_id,
+        attempt,
+        kind,
+    );
+    crate::controller::plan::budget_share::add_to_attempt_pod(
+        &mut pod,
+        scope.feature,
+        input.agent,
+        || spent_by(scope, &namespace),
+    );
+    if planning {
+        let answer = crate::api::planning::answer_config_map_name(&id);
+        crate::controller::plan::pod_planning::add_answer_upload(&mut pod, &answer);
+    }
+    create_attempt_pod(ctx, &namespace, &id, &pod).await?;
+    record_started(scope, plan, attempt, lease, kind, choice).await
+}
+
+/// Records on the Task that the attempt started (its claim with the fencing token, its
+/// kind and its agent), and warns of a model hint the pool refused.
+pub(super) async fn record_started(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    attempt: u32,
+    lease: Option<&Lease>,
+    kind: AttemptKind,
+    choice: Option<&crate::engine::selection::Choice>,
+) -> Result<(), TaskError> {
+    let (ctx, task) = (scope.ctx, &plan.task);
+    let name = task.name_any();
+    let id = attempt_id(&name, attempt);
+    let claim = ClaimStatus {
+        lease: name.clone(),
+        holder: id.clone(),
+        attempt,
+        acquired_at: lease
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.acquire_time.as_ref())
+            .map(|t| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.0)),
+        fencing_token: lease.map_or(0, lease_transitions),
+    };
+    let mut started = status::started(task, attempt, &id, claim, scope.now_ms);
+    crate::controller::plan::verify::record_start(
+        &mut started,
+        kind,
+        task.metadata.generation,
+        scope.now_ms,
+    );
+    if let Some(choice) = choice {
+        crate::controller::plan::selection::record_choice(&mut started, choice);
+        if let Some(warning) = &choice.refused_hint {
+            ctx.events
+                .warning(
+                    &task.object_ref(&()),
+                    "ModelHintRefused",
+                    format!("task {}: {warning}", plan.task_id),
+                )
+                .await;
+        }
+    }
+    write_status(ctx, task, &started).await?;
+    ctx.metrics.attempts_started.inc();
+    tracing::debug!(task = %name, pod = %id, attempt, "attempt started");
+    Ok(())
+}
+
+/// The attempt's prompt, from the descriptions of the Task and its parent (which no cache
+/// keeps).
+pub(super) async fn prompt_of(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    kind: AttemptKind,
+) -> Result<String, TaskError> {
+    let task = &plan.task;
+    let name = task.name_any();
+    let parent = task.spec.fields.parent.as_deref();
+    let described: Vec<&str> = [
+        Some(name.as_str()),
+        parent.filter(|p| scope.siblings.contains_key(*p)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let descriptions = crate::controller::cache::texts::descriptions(
+        scope.ctx,
+        scope.feature,
+        scope.siblings,
+        &described,
+    )
+    .await?;
+    Ok(render_prompt(scope, plan, kind, &descriptions))
+}
+
+/// The Feature's Tasks and its agent Pods by name: what its budget's shares are taken from.
+pub(super) fn spent_by(
+    scope: &TaskScope<'_>,
+    namespace: &str,
+) -> (Vec<Arc<Task>>, BTreeMap<String, Arc<Pod>>) {
+    let ctx = scope.ctx;
+    let key = feature_key(namespace, &scope.feature.name_any());
+    let pods = ctx.cache.indexes.pods.objects(&ctx.cache.pods, &key);
+    let pods = pods
+        .into_iter()
+        .filter_map(|pod| pod.metadata.name.clone().map(|name| (name, pod)))
+        .collect();
+    (scope.siblings.values().cloned().collect(), pods)
+}
+
+/// Creates the attempt's Pod; one the API server refuses (403, 422) is
+/// [`TaskError::PodRejected`].
+pub(super) async fn create_attempt_pod(
+    ctx: &Context,
+    namespace: &str,
+    id: &str,
+    pod: &Pod,
+) -> Result<(), TaskError> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    create_idempotent(ctx.api_timeout, &pods, id, pod)
+        .await
+        .map_err(|source| match source.status_code() {
+            Some(403 | 422) => TaskError::PodRejected {
+                pod: id.to_owned(),
+                source,
+            },
+            _ => source.into(),
+        })?;
+    Ok(())
+}
+
+/// Creates `object`, or returns the existing one of that name (a repeated start).
+pub(super) async fn create_idempotent<K>(
+    timeout: Duration,
+    api: &Api<K>,
+    name: &str,
+    object: &K,
+) -> Result<K, CallError>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let created = bounded(
+        timeout,
+        format!("create {kind} {name}"),
+        api.create(&PostParams::default(), object),
+    )
+    .await;
+    match created {
+        Err(error) if error.is_conflict() => {
+            bounded(timeout, format!("get {kind} {name}"), api.get(name)).await
+        }
+        other => other,
+    }
+}
+
+/// The attempt's prompt; `descriptions` are the task's and its parent's
+/// ([`crate::controller::cache::texts::descriptions`]: the Task cache keeps none).
+pub(super) fn render_prompt(
+    scope: &TaskScope<'_>,
+    plan: &TaskPlan,
+    kind: AttemptKind,
+    descriptions: &BTreeMap<String, String>,
+) -> String {
+    let task = &plan.task;
+    let fields = &task.spec.fields;
+    let text = |t: &Task, id: String| TaskText {
+        id,
+        title: t.spec.fields.title.clone(),
+        description: descriptions
+            .get(t.metadata.name.as_deref().unwrap_or_default())
+            .cloned()
+            .unwrap_or_default(),
+    };
+    let parent = fields
+        .parent
+        .as_ref()
+        .and_then(|p| scope.siblings.get(p))
+        .map(|p| text(p, crate::controller::plan::decide::task_id(p)));
+    let completed_blockers = fields
+        .depends_on
+        .iter()
+        .filter_map(|d| scope.siblings.get(d))
+        .map(|b| CompletedBlocker {
+            id: crate::controller::plan::decide::task_id(b),
+            title: b.spec.fields.title.clone(),
+            summary: None,
+        })
+        .collect();
+    let status = task.status.clone().unwrap_or_default();
+    let input = PromptInput {
+        task: text(task, plan.task_id.clone()),
+        parent,
+        completed_blockers,
+        feature: scope.texts.clone(),
+        retry_count: status.retry_count,
+        max_retries: retry_policy(scope.feature, task).max_retries,
+        previous_attempt: status::previous_attempt(task),
+        reported: crate::controller::plan::verify::reported_work(task),
+        memory: super::memory::recall(
+            scope.feature,
+            task,
+            &plan.task_id,
+            scope.siblings,
+            scope.knowledge,
+        ),
+    };
+    match kind {
+        AttemptKind::Work => prompt::render(&input),
+        AttemptKind::Verify => prompt::render_verification(&input),
+    }
+}
