@@ -65,6 +65,16 @@ async fn planner_answers(h: &Harness, pod: &Pod, feature: &str, tasks: &str) {
     h.finish_done(pod).await;
 }
 
+/// Feature `demo` (approval Manual) planned with [`PLAN`] and waiting for a person: the
+/// plan's hash.
+async fn plan_awaiting_approval(h: &Harness) -> String {
+    h.create_feature(planning_feature("demo", "Manual")).await;
+    let planner = h.wait_for_pod("demo-planning-a1").await;
+    planner_answers(h, &planner, "demo", PLAN).await;
+    h.wait_for_feature_phase("demo", "AwaitingApproval").await;
+    plan_hash(h, "demo").await
+}
+
 /// The current plan's hash, once the Feature's status holds one.
 async fn plan_hash(h: &Harness, feature: &str) -> String {
     h.eventually("the plan in status.planning", || async {
@@ -130,8 +140,7 @@ async fn planned_tasks_are_owned_by_the_feature_and_labelled_with_their_plan() {
     let planner = h.wait_for_pod("demo-planning-a1").await;
     planner_answers(&h, &planner, "demo", PLAN).await;
     let hash = plan_hash(&h, "demo").await;
-    let count = h.wait_for_pod("demo-setup-a1").await;
-    drop(count);
+    h.wait_for_pod("demo-setup-a1").await;
     let task = h
         .tasks()
         .get("demo-count")
@@ -151,11 +160,8 @@ async fn planned_tasks_are_owned_by_the_feature_and_labelled_with_their_plan() {
 #[tokio::test]
 async fn a_manual_plan_waits_for_a_person_and_nothing_else_runs() {
     let h = Harness::start().await;
-    h.create_feature(planning_feature("demo", "Manual")).await;
-    let planner = h.wait_for_pod("demo-planning-a1").await;
-    planner_answers(&h, &planner, "demo", PLAN).await;
-    let feature = h.wait_for_feature_phase("demo", "AwaitingApproval").await;
-    let hash = plan_hash(&h, "demo").await;
+    let hash = plan_awaiting_approval(&h).await;
+    let feature = h.features().get("demo").await.expect("feature");
     let message = feature.status.and_then(|s| s.message).unwrap_or_default();
     assert_mentions(&message, &[&hash, "ralph plan approve feature/demo"]);
     let events = h.events_with_reason("PlanProposed").await;
@@ -174,11 +180,7 @@ async fn a_manual_plan_waits_for_a_person_and_nothing_else_runs() {
 #[tokio::test]
 async fn approving_the_current_plan_by_its_first_digits_runs_it() {
     let h = Harness::start().await;
-    h.create_feature(planning_feature("demo", "Manual")).await;
-    let planner = h.wait_for_pod("demo-planning-a1").await;
-    planner_answers(&h, &planner, "demo", PLAN).await;
-    h.wait_for_feature_phase("demo", "AwaitingApproval").await;
-    let hash = plan_hash(&h, "demo").await;
+    let hash = plan_awaiting_approval(&h).await;
     annotate(
         &h,
         "demo",
@@ -204,11 +206,7 @@ async fn approving_the_current_plan_by_its_first_digits_runs_it() {
 #[tokio::test]
 async fn approving_a_stale_plan_changes_nothing_and_says_which_plan_is_current() {
     let h = Harness::start().await;
-    h.create_feature(planning_feature("demo", "Manual")).await;
-    let planner = h.wait_for_pod("demo-planning-a1").await;
-    planner_answers(&h, &planner, "demo", PLAN).await;
-    h.wait_for_feature_phase("demo", "AwaitingApproval").await;
-    let hash = plan_hash(&h, "demo").await;
+    let hash = plan_awaiting_approval(&h).await;
     annotate(
         &h,
         "demo",
@@ -239,11 +237,7 @@ async fn approving_a_stale_plan_changes_nothing_and_says_which_plan_is_current()
 #[tokio::test]
 async fn rejecting_a_plan_plans_again_and_records_the_comment() {
     let h = Harness::start().await;
-    h.create_feature(planning_feature("demo", "Manual")).await;
-    let planner = h.wait_for_pod("demo-planning-a1").await;
-    planner_answers(&h, &planner, "demo", PLAN).await;
-    h.wait_for_feature_phase("demo", "AwaitingApproval").await;
-    let hash = plan_hash(&h, "demo").await;
+    let hash = plan_awaiting_approval(&h).await;
     annotate(
         &h,
         "demo",

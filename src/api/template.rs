@@ -86,3 +86,15 @@ pub struct TaskTemplate {
     #[serde(flatten)]
     pub fields: TaskFields,
 }
+
+impl TaskTemplate {
+    /// One line for a planner: `name: title (after a, b)`.
+    pub fn outline(&self) -> String {
+        if self.fields.depends_on.is_empty() {
+            format!("{}: {}", self.name, self.fields.title)
+        } else {
+            let after = self.fields.depends_on.join(", ");
+            format!("{}: {} (after {after})", self.name, self.fields.title)
+        }
+    }
+}

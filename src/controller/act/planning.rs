@@ -70,14 +70,7 @@ pub(crate) fn prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
         guidance: spec.guidance.clone(),
         hand_written: hand_written
             .iter()
-            .map(|task| {
-                let after = if task.fields.depends_on.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (after {})", task.fields.depends_on.join(", "))
-                };
-                format!("{}: {}{after}", task.name, task.fields.title)
-            })
+            .map(crate::api::TaskTemplate::outline)
             .collect(),
         max_tasks: spec.max_tasks,
         answer_path: answer,

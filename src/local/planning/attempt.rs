@@ -228,14 +228,7 @@ fn prompt(
         hand_written: feature
             .tasks
             .iter()
-            .map(|task| {
-                let after = if task.fields.depends_on.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (after {})", task.fields.depends_on.join(", "))
-                };
-                format!("{}: {}{after}", task.name, task.fields.title)
-            })
+            .map(crate::api::TaskTemplate::outline)
             .collect(),
         max_tasks: run.spec.max_tasks,
         check_command: format!("{} {answer}", run.check_command),
