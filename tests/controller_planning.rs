@@ -75,6 +75,11 @@ async fn plan_awaiting_approval(h: &Harness) -> String {
     plan_hash(h, "demo").await
 }
 
+/// The approval `status.planning` records.
+fn approval_of(feature: &Feature) -> Option<ralph::api::planning::ApprovalStatus> {
+    feature.status.as_ref()?.planning.as_ref()?.approval.clone()
+}
+
 /// The current plan's hash, once the Feature's status holds one.
 async fn plan_hash(h: &Harness, feature: &str) -> String {
     h.eventually("the plan in status.planning", || async {
@@ -188,12 +193,7 @@ async fn approving_the_current_plan_by_its_first_digits_runs_it() {
     )
     .await;
     let feature = run_done(&h, "demo", &["setup", "count", "docs"]).await;
-    let approval = feature
-        .status
-        .clone()
-        .and_then(|s| s.planning)
-        .and_then(|p| p.approval)
-        .expect("approval");
+    let approval = approval_of(&feature).expect("approval");
     assert_eq!(approval.by.as_deref(), Some("ana"));
     assert_eq!(approval.hash, hash);
     assert!(
@@ -222,10 +222,7 @@ async fn approving_a_stale_plan_changes_nothing_and_says_which_plan_is_current()
     let note = events[0].note.clone().unwrap_or_default();
     assert_mentions(&note, &["0000000000000000", &hash]);
     let feature = h.wait_for_feature_phase("demo", "AwaitingApproval").await;
-    let approval = feature
-        .status
-        .and_then(|s| s.planning)
-        .and_then(|p| p.approval);
+    let approval = approval_of(&feature);
     assert_eq!(
         approval.map(|a| a.state),
         Some(ralph::api::planning::ApprovalState::Pending)
@@ -246,11 +243,7 @@ async fn rejecting_a_plan_plans_again_and_records_the_comment() {
     .await;
     h.wait_for_pod("demo-planning-a2").await;
     let feature = h.features().get("demo").await.expect("feature");
-    let approval = feature
-        .status
-        .and_then(|s| s.planning)
-        .and_then(|p| p.approval)
-        .expect("approval");
+    let approval = approval_of(&feature).expect("approval");
     assert_eq!(
         approval.state,
         ralph::api::planning::ApprovalState::Rejected
@@ -315,10 +308,7 @@ async fn a_gitops_re_apply_of_the_feature_leaves_its_planned_tasks_and_approval_
         assert_eq!(task.owner_references()[0].name, "demo", "{name}");
     }
     let feature = h.features().get("demo").await.expect("feature");
-    let approval = feature
-        .status
-        .and_then(|s| s.planning)
-        .and_then(|p| p.approval);
+    let approval = approval_of(&feature);
     assert_eq!(
         approval.map(|a| a.state),
         Some(ralph::api::planning::ApprovalState::Approved),

@@ -431,28 +431,33 @@ async fn uploaded(server: &FakeApiServer) -> ConfigMap {
         .expect("the answer was uploaded")
 }
 
+/// Runs a planning attempt's claim-keeper over `answers` until its runner ends; the
+/// ConfigMap it uploaded.
+async fn uploaded_when_the_runner_ends(answers: &AnswerDir) -> ConfigMap {
+    let (server, api, leases) = setup().await;
+    let run_dir = RunDir::beating();
+    let created = first_claim(&leases, 3).await;
+    let run = tokio::spawn(sidecar::run(
+        server.client_in(NS),
+        run_dir.planning_config(true, answers),
+        std::future::pending(),
+    ));
+    renewed_after(&api, renew_ms(&created)).await;
+    run_dir.runner_ended();
+    assert_eq!(exit_of(run).await, SidecarExit::Done);
+    uploaded(&server).await
+}
+
 fn data(map: &ConfigMap, key: &str) -> Option<String> {
     map.data.as_ref()?.get(key).cloned()
 }
 
 #[tokio::test]
 async fn a_planning_claim_keeper_uploads_the_answer_owned_by_its_pod_before_it_exits() {
-    let (server, api, leases) = setup().await;
-    let run_dir = RunDir::beating();
     let answers = AnswerDir::empty();
     answers.write("tasks.yaml", TASKS);
     answers.write("plan.md", "# The plan\n");
-    let created = first_claim(&leases, 3).await;
-    let run = tokio::spawn(sidecar::run(
-        server.client_in(NS),
-        run_dir.planning_config(true, &answers),
-        std::future::pending(),
-    ));
-    renewed_after(&api, renew_ms(&created)).await;
-    run_dir.runner_ended();
-    assert_eq!(exit_of(run).await, SidecarExit::Done);
-
-    let map = uploaded(&server).await;
+    let map = uploaded_when_the_runner_ends(&answers).await;
     assert_eq!(data(&map, "tasks.yaml").as_deref(), Some(TASKS));
     assert_eq!(data(&map, "plan.md").as_deref(), Some("# The plan\n"));
     let labels = map.metadata.labels.clone().unwrap_or_default();
@@ -473,20 +478,8 @@ async fn a_planning_claim_keeper_uploads_the_answer_owned_by_its_pod_before_it_e
 
 #[tokio::test]
 async fn a_planner_that_wrote_no_task_list_leaves_a_problem_naming_the_file() {
-    let (server, api, leases) = setup().await;
-    let run_dir = RunDir::beating();
     let answers = AnswerDir::empty();
-    let created = first_claim(&leases, 3).await;
-    let run = tokio::spawn(sidecar::run(
-        server.client_in(NS),
-        run_dir.planning_config(true, &answers),
-        std::future::pending(),
-    ));
-    renewed_after(&api, renew_ms(&created)).await;
-    run_dir.runner_ended();
-    assert_eq!(exit_of(run).await, SidecarExit::Done);
-
-    let map = uploaded(&server).await;
+    let map = uploaded_when_the_runner_ends(&answers).await;
     let problem = data(&map, "problem").expect("a problem");
     assert!(
         problem.contains("tasks.yaml") && problem.contains("write the file"),
