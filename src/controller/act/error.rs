@@ -63,3 +63,13 @@ impl From<TextError> for TaskError {
         }
     }
 }
+
+impl TaskError {
+    /// The Task `task` lacks what the controller needs (`problem`).
+    pub(crate) fn malformed(task: &str, problem: &'static str) -> TaskError {
+        TaskError::Malformed {
+            task: task.to_owned(),
+            problem,
+        }
+    }
+}

@@ -13,6 +13,7 @@ pub(crate) mod planning;
 pub(crate) mod pod_start;
 pub(crate) mod preflight;
 pub(crate) mod rests;
+pub(crate) mod scope;
 pub mod task;
 mod task_end;
 mod task_start;

@@ -14,7 +14,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::error::TaskError;
-use super::task::{TaskScope, conclude_in_workspace};
+use super::scope::TaskScope;
+use super::task_end::conclude_in_workspace;
 use crate::api::labels::{FEATURE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, TASK_LABEL};
 use crate::api::planning::{
     ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,

@@ -3,9 +3,6 @@
 //! cancel and delete. An attempt's conclusion spends its claim: the Lease is left to
 //! expire, and the task's next claim takes it over.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DeleteParams;
@@ -13,36 +10,17 @@ use kube::{Api, ResourceExt};
 
 use super::claims::{Claimed, Claims};
 use super::error::TaskError;
+pub use super::scope::TaskScope;
 use super::task_end::ingest;
 pub use super::task_end::{conclude, conclude_in_workspace};
 use super::task_start::start;
 use super::task_status::write_status;
-use crate::api::{Feature, Task, TaskStatus};
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::problem::Problem;
 use crate::controller::plan::status::{self, FeatureEvents};
 use crate::controller::runtime::context::Context;
 use crate::engine::lifecycle::{Action, AttemptEnd, RunView, attempt_id};
-use crate::engine::prompt::FeatureText;
-
-/// Everything a task's actions need besides the plan.
-pub struct TaskScope<'a> {
-    /// Shared controller state.
-    pub ctx: &'a Context,
-    /// The task's Feature.
-    pub feature: &'a Feature,
-    /// All Tasks of the feature, by name (for prompts: parent and blockers).
-    pub siblings: &'a BTreeMap<String, Arc<Task>>,
-    /// Claim Leases by name.
-    pub leases: &'a BTreeMap<String, Arc<Lease>>,
-    /// The feature's spec and plan texts, resolved once per reconcile when needed.
-    pub texts: &'a FeatureText,
-    /// The feature's knowledge (seeded and learned), read when an attempt starts.
-    pub knowledge: &'a [crate::engine::memory::KnowledgeEntry],
-    /// The current time, Unix ms.
-    pub now_ms: i64,
-}
 
 /// Applies `plan`'s actions in order; stops early (without error) when a claim is lost
 /// to someone else. Feature-level effects (a promised FAILURE) go into `effects`.
@@ -55,7 +33,7 @@ pub async fn apply(
     let name = task.name_any();
     let namespace = task
         .namespace()
-        .ok_or_else(|| malformed(&name, "no namespace"))?;
+        .ok_or_else(|| TaskError::malformed(&name, "no namespace"))?;
     let ctx = scope.ctx;
     let held = scope.leases.get(&name).map(|l| Lease::clone(l));
     let mut claims = Claims::new(ctx, &namespace, &name, held);
@@ -278,36 +256,6 @@ async fn confirm_end(
             })
         }
         _ => Ok(Confirmed::As(end.clone())),
-    }
-}
-
-pub(super) fn malformed(task: &str, problem: &'static str) -> TaskError {
-    TaskError::Malformed {
-        task: task.to_owned(),
-        problem,
-    }
-}
-
-/// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
-/// claim to the agent container starting (or the kubelet acknowledging the Pod).
-pub(super) fn observe_claim_to_pod(ctx: &Context, task: &Task, status: &TaskStatus) {
-    let Some(claim) = status.claim.as_ref() else {
-        return;
-    };
-    let Some(acquired) = claim.acquired_at.as_ref() else {
-        return;
-    };
-    let namespace = task.namespace().unwrap_or_default();
-    let pod = ctx
-        .cache
-        .pods
-        .get(&kube::runtime::reflector::ObjectRef::new(&claim.holder).within(&namespace));
-    let started = pod
-        .as_ref()
-        .and_then(|pod| crate::controller::plan::run_view::started_at(pod));
-    if let Some(started) = started {
-        let seconds = started.duration_since(acquired.0).as_secs_f64().max(0.0);
-        ctx.metrics.claim_to_pod_seconds.observe(seconds);
     }
 }
 

@@ -5,7 +5,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::error::TaskError;
-use super::task::{TaskScope, observe_claim_to_pod};
+use super::scope::TaskScope;
 use super::task_status::write_status;
 use crate::api::{Feature, Task};
 use crate::controller::plan::decide::TaskPlan;
@@ -217,4 +217,27 @@ pub(super) fn finish_report_of(ctx: &Context, task: &Task) -> Option<WorkspaceRe
         .pods
         .get(&ObjectRef::new(&pod_name).within(&namespace))?;
     crate::controller::plan::pod_git::finish_report(&pod)
+}
+
+/// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
+/// claim to the agent container starting (or the kubelet acknowledging the Pod).
+fn observe_claim_to_pod(ctx: &Context, task: &Task, status: &crate::api::TaskStatus) {
+    let Some(claim) = status.claim.as_ref() else {
+        return;
+    };
+    let Some(acquired) = claim.acquired_at.as_ref() else {
+        return;
+    };
+    let namespace = task.namespace().unwrap_or_default();
+    let pod = ctx
+        .cache
+        .pods
+        .get(&kube::runtime::reflector::ObjectRef::new(&claim.holder).within(&namespace));
+    let started = pod
+        .as_ref()
+        .and_then(|pod| crate::controller::plan::run_view::started_at(pod));
+    if let Some(started) = started {
+        let seconds = started.duration_since(acquired.0).as_secs_f64().max(0.0);
+        ctx.metrics.claim_to_pod_seconds.observe(seconds);
+    }
 }

@@ -12,7 +12,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::claim::lease_transitions;
 use super::error::TaskError;
-use super::task::{TaskScope, malformed};
+use super::scope::TaskScope;
 use super::task_end::retry_policy;
 use super::task_status::write_status;
 use crate::api::{ClaimStatus, Task};
@@ -37,13 +37,13 @@ pub(super) async fn start(
     let name = task.name_any();
     let namespace = task
         .namespace()
-        .ok_or_else(|| malformed(&name, "no namespace"))?;
+        .ok_or_else(|| TaskError::malformed(&name, "no namespace"))?;
     let feature_name = scope.feature.name_any();
     let id = attempt_id(&name, attempt);
     let owner = task
         .controller_owner_ref(&())
         .filter(|o| !o.uid.is_empty())
-        .ok_or_else(|| malformed(&name, "no uid (not read from the API server)"))?;
+        .ok_or_else(|| TaskError::malformed(&name, "no uid (not read from the API server)"))?;
     let kind = crate::controller::plan::verify::next_attempt_kind(scope.feature, task);
     let planning = super::planning::is_planning(scope.feature, plan);
     let prompt = if planning {
