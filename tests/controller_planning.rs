@@ -316,3 +316,31 @@ async fn a_gitops_re_apply_of_the_feature_leaves_its_planned_tasks_and_approval_
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_manual_plan_runs_once_approved_while_the_feature_and_task_watches_lag() {
+    let server = crate::support::fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server");
+    server.lag_watches("features", std::time::Duration::from_millis(400));
+    server.lag_watches("tasks", std::time::Duration::from_millis(400));
+    let h = Harness::start_on(server, 16);
+    let hash = plan_awaiting_approval(&h).await;
+    annotate(&h, "demo", json!({"ralph.dev/approve-plan": hash})).await;
+    let feature = run_done(&h, "demo", &["setup", "count", "docs"]).await;
+    let approval = approval_of(&feature).expect("approval");
+    assert_eq!(
+        (approval.state, approval.hash),
+        (ralph::api::planning::ApprovalState::Approved, hash)
+    );
+    // The plan was read once and each planned Task created once, whatever the lag.
+    for reason in ["PlanProposed", "PlannedTasksCreated"] {
+        let events = h.events_with_reason(reason).await;
+        let occurrences: i32 = events
+            .iter()
+            .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+            .sum();
+        assert_eq!(occurrences, 1, "{reason}: {events:?}");
+    }
+    h.stop().await;
+}

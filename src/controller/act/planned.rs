@@ -43,7 +43,7 @@ pub(crate) async fn reconcile(
     tasks: &[Arc<Task>],
     now_ms: i64,
 ) -> Result<Planning, CallError> {
-    let mut status = planning::current(feature);
+    let mut status = ctx.cache.planning_writes.newest(feature);
     let mut wrote = false;
     // A plan read may be approved at once, and an approved plan's Tasks are created in the
     // same reconcile: at most three steps.
@@ -99,12 +99,21 @@ async fn create_planning_task(feature: &Feature, ctx: &Context) -> Result<(), Ca
     let Ok(task) = planning_task(feature) else {
         return Ok(());
     };
-    create_task(ctx, task).await.map(|_| ())
+    create_task(ctx, task).await.map(drop)
 }
 
-/// Creates `task`; one that exists already is fine. The API server's refusal is returned
-/// as `Ok(Some(message))`.
-async fn create_task(ctx: &Context, task: Task) -> Result<Option<String>, CallError> {
+/// How creating a Task went (other errors are the call's).
+enum Created {
+    /// It was created now.
+    Now,
+    /// It existed already (a listing behind the API server).
+    Existed,
+    /// The API server refused it: why.
+    Refused(String),
+}
+
+/// Creates `task`.
+async fn create_task(ctx: &Context, task: Task) -> Result<Created, CallError> {
     let namespace = task.namespace().unwrap_or_default();
     let name = task.name_any();
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -116,9 +125,9 @@ async fn create_task(ctx: &Context, task: Task) -> Result<Option<String>, CallEr
     )
     .await;
     match created {
-        Ok(_) => Ok(None),
-        Err(error) if error.status_code() == Some(409) => Ok(None),
-        Err(error) if error.status_code() == Some(422) => Ok(Some(format!(
+        Ok(_) => Ok(Created::Now),
+        Err(error) if error.status_code() == Some(409) => Ok(Created::Existed),
+        Err(error) if error.status_code() == Some(422) => Ok(Created::Refused(format!(
             "the API server rejected planned Task {namespace}/{name}: {error}"
         ))),
         Err(error) => Err(error),
@@ -184,6 +193,7 @@ async fn read_plan(
             let count = u32::try_from(answer.tasks.len()).unwrap_or(u32::MAX);
             let next = planning::proposed(
                 feature,
+                status,
                 attempt,
                 &hash,
                 count,
@@ -348,15 +358,16 @@ async fn create_planned(
         .into_iter()
         .filter(|p| !tasks.iter().any(|t| t.name_any() == p.name_any()))
         .collect();
-    let count = missing.len();
     let created: Vec<_> = futures::stream::iter(missing.into_iter().map(|t| create_task(ctx, t)))
         .buffer_unordered(CONCURRENT_CREATES)
         .collect()
         .await;
-    let mut refused = Vec::new();
+    let (mut count, mut refused) = (0, Vec::new());
     for result in created {
-        if let Some(message) = result? {
-            refused.push(message);
+        match result? {
+            Created::Now => count += 1,
+            Created::Existed => {}
+            Created::Refused(message) => refused.push(message),
         }
     }
     if let Some(first) = refused.first() {
@@ -365,7 +376,7 @@ async fn create_planned(
             .await;
         status.message = Some(first.clone());
     } else if count > 0 {
-        let note = format!("created the {count} Tasks of plan {hash}");
+        let note = format!("created {count} Tasks of plan {hash}");
         ctx.events
             .normal(&regarding, "PlannedTasksCreated", note)
             .await;

@@ -6,6 +6,7 @@ pub(crate) mod descriptions;
 pub(crate) mod filled;
 pub(crate) mod index;
 pub(crate) mod lease_cache;
+pub(crate) mod planning_writes;
 pub mod retention;
 pub(crate) mod shapes;
 pub(crate) mod slots;

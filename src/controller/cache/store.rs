@@ -12,6 +12,7 @@ use super::descriptions::Descriptions;
 use super::filled::CachesFilled;
 use super::index::Indexes;
 use super::lease_cache::LeaseCache;
+use super::planning_writes::PlanningWrites;
 use super::shapes::Shapes;
 use super::slots::Slots;
 use super::spec_cache::SpecCache;
@@ -35,6 +36,8 @@ pub struct Cache {
     pub indexes: Indexes,
     /// Task status writes the Task cache has not shown yet (read-your-writes).
     pub task_writes: TaskWrites,
+    /// `status.planning` writes the Feature cache has not shown yet (read-your-writes).
+    pub planning_writes: PlanningWrites,
     /// Controller-wide limit on running attempts.
     pub slots: Slots,
     /// Whole Feature specs (prompt texts) read on demand; the Feature cache keeps none.

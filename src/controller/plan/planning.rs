@@ -103,19 +103,11 @@ pub(crate) fn stage_with(
     }
 }
 
-/// The Feature's `status.planning` as recorded (empty when none).
-pub(crate) fn current(feature: &Feature) -> PlanningStatus {
-    feature
-        .status
-        .as_ref()
-        .and_then(|s| s.planning.clone())
-        .unwrap_or_default()
-}
-
-/// The status of a plan just read: written by `attempt`, of hash `hash`, `tasks` tasks and
+/// `previous` once a plan was read: written by `attempt`, of hash `hash`, `tasks` tasks and
 /// the document of hash `document_hash`; approved at once when approval is Automatic.
 pub(crate) fn proposed(
     feature: &Feature,
+    previous: &PlanningStatus,
     attempt: &str,
     hash: &str,
     tasks: u32,
@@ -144,7 +136,7 @@ pub(crate) fn proposed(
             at: Some(at),
         }),
         message: None,
-        ..current(feature)
+        ..previous.clone()
     }
 }
 

@@ -20,6 +20,14 @@ fn feature(approval: &str) -> Feature {
     testing::object("Feature", metadata, spec)
 }
 
+fn current(feature: &Feature) -> PlanningStatus {
+    feature
+        .status
+        .as_ref()
+        .and_then(|s| s.planning.clone())
+        .unwrap_or_default()
+}
+
 fn stage(feature: &Feature, tasks: &[Arc<Task>]) -> Stage {
     stage_with(feature, &current(feature), tasks)
 }
@@ -136,7 +144,15 @@ fn tasks_of_another_plan_do_not_count_for_the_current_one() {
 #[test]
 fn a_manual_plan_waits_for_a_person() {
     let at = "2026-11-28T00:00:00Z".to_owned();
-    let proposed = proposed(&feature("Manual"), "demo-planning-a1", "h1", 3, None, at);
+    let proposed = proposed(
+        &feature("Manual"),
+        &PlanningStatus::default(),
+        "demo-planning-a1",
+        "h1",
+        3,
+        None,
+        at,
+    );
     assert_eq!(
         proposed.approval.as_ref().map(|a| a.state),
         Some(ApprovalState::Pending)
@@ -154,7 +170,15 @@ fn a_manual_plan_waits_for_a_person() {
 #[test]
 fn an_automatic_plan_is_approved_by_automatic() {
     let at = "2026-11-28T00:00:00Z".to_owned();
-    let proposed = proposed(&feature("Automatic"), "demo-planning-a1", "h1", 3, None, at);
+    let proposed = proposed(
+        &feature("Automatic"),
+        &PlanningStatus::default(),
+        "demo-planning-a1",
+        "h1",
+        3,
+        None,
+        at,
+    );
     let approval = proposed.approval.expect("approval");
     assert_eq!(approval.state, ApprovalState::Approved);
     assert_eq!(approval.by.as_deref(), Some("automatic"));

@@ -57,6 +57,9 @@ pub(super) async fn write_status(
     let old_phase = feature.status.as_ref().map(|s| s.phase);
     let name = feature.name_any();
     patch_status(feature, ctx, &new).await?;
+    ctx.cache
+        .planning_writes
+        .record(feature, new.planning.as_ref());
     let old_conditions = feature.status.as_ref().map_or(&[][..], |s| &s.conditions);
     if let Some(warning) =
         crate::controller::plan::budget::cost_became_unknown(old_conditions, &new.conditions)

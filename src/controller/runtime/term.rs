@@ -98,6 +98,7 @@ impl Term<'_> {
                 filled: caches.filled.clone(),
                 indexes: caches.indexes.clone(),
                 task_writes: Default::default(),
+                planning_writes: Default::default(),
                 slots: Slots::new(self.config.max_concurrent_attempts),
                 specs: Default::default(),
                 descriptions: caches.descriptions.clone(),

@@ -1,0 +1,88 @@
+//! The read-your-writes overlay of the Features' `status.planning`: what this process last
+//! wrote there, until the Feature cache shows it. Planning steps act once (a plan read, a
+//! person's answer recorded) and must not be repeated, or undone, from a Feature the watch
+//! has not brought up to date yet.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::api::Feature;
+use crate::api::planning::PlanningStatus;
+
+/// By Feature uid: the `status.planning` this process wrote last.
+#[derive(Clone, Debug, Default)]
+pub struct PlanningWrites {
+    written: Arc<Mutex<HashMap<String, PlanningStatus>>>,
+}
+
+impl PlanningWrites {
+    /// Records that `feature`'s status was written with `planning`.
+    pub(crate) fn record(&self, feature: &Feature, planning: Option<&PlanningStatus>) {
+        let (Some(uid), Some(planning)) = (feature.metadata.uid.clone(), planning) else {
+            return;
+        };
+        crate::sync::lock(&self.written).insert(uid, planning.clone());
+    }
+
+    /// The newest `status.planning` of `feature`: its own, or the one this process wrote
+    /// that the cached Feature does not show yet. This process is the only writer of
+    /// `status.planning` while it leads; an entry the cache has caught up with is dropped.
+    pub(crate) fn newest(&self, feature: &Feature) -> PlanningStatus {
+        let cached = feature.status.as_ref().and_then(|s| s.planning.clone());
+        let Some(uid) = feature.metadata.uid.as_deref() else {
+            return cached.unwrap_or_default();
+        };
+        let mut written = crate::sync::lock(&self.written);
+        match written.get(uid) {
+            Some(ours) if cached.as_ref() != Some(ours) => ours.clone(),
+            Some(_) => {
+                written.remove(uid);
+                cached.unwrap_or_default()
+            }
+            None => cached.unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::FeatureStatus;
+
+    fn feature(planning: Option<PlanningStatus>) -> Feature {
+        let mut feature: Feature = crate::controller::testing::object(
+            "Feature",
+            serde_json::json!({"name": "demo", "namespace": "ns", "uid": "u1"}),
+            serde_json::json!({"agent": {"command": ["agent"]}}),
+        );
+        feature.status = Some(FeatureStatus {
+            planning,
+            ..FeatureStatus::default()
+        });
+        feature
+    }
+
+    fn read_by(attempt: &str) -> PlanningStatus {
+        PlanningStatus {
+            planned_by: Some(attempt.to_owned()),
+            ..PlanningStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_write_the_cache_does_not_show_yet_is_read_back() {
+        let writes = PlanningWrites::default();
+        writes.record(&feature(None), Some(&read_by("demo-planning-a1")));
+        assert_eq!(writes.newest(&feature(None)), read_by("demo-planning-a1"));
+    }
+
+    #[test]
+    fn once_the_cache_shows_the_write_the_cache_is_read() {
+        let writes = PlanningWrites::default();
+        let written = read_by("demo-planning-a1");
+        writes.record(&feature(None), Some(&written));
+        assert_eq!(writes.newest(&feature(Some(written.clone()))), written);
+        let later = read_by("demo-planning-a2");
+        assert_eq!(writes.newest(&feature(Some(later.clone()))), later);
+    }
+}
