@@ -43,53 +43,43 @@ pub(crate) async fn reconcile(
     tasks: &[Arc<Task>],
     now_ms: i64,
 ) -> Result<Planning, CallError> {
+    if feature.spec.planning.is_none() {
+        return Ok(Planning {
+            stage: Stage::NotPlanning,
+            status: None,
+            wrote: false,
+        });
+    }
     let mut status = ctx.cache.planning_writes.newest(feature);
     let mut wrote = false;
     // A plan read may be approved at once, and an approved plan's Tasks are created in the
     // same reconcile: at most three steps.
     for _ in 0..3 {
-        let stage = planning::stage_with(feature, &status, tasks);
-        let step = match &stage {
-            Stage::NotPlanning => {
-                return Ok(Planning {
-                    stage,
-                    status: None,
-                    wrote,
-                });
-            }
-            Stage::Planning | Stage::Running => None,
+        let next = match planning::stage_with(feature, &status, tasks) {
+            Stage::NotPlanning | Stage::Planning | Stage::Running => None,
             Stage::NoPlanningTask => {
                 create_planning_task(feature, ctx).await?;
                 wrote = true;
                 None
             }
             Stage::PlanToRead { attempt } => {
-                Some(read_plan(feature, ctx, tasks, attempt, &status, now_ms).await?)
+                Some(read_plan(feature, ctx, tasks, &attempt, &status, now_ms).await?)
             }
             Stage::AwaitingApproval { hash } => {
-                record_answer(feature, ctx, tasks, hash, &status, now_ms).await?
+                record_answer(feature, ctx, tasks, &hash, &status, now_ms).await?
             }
             Stage::Creating { hash } => {
-                wrote |= create_planned(feature, ctx, tasks, hash, &mut status).await?;
+                wrote |= create_planned(feature, ctx, tasks, &hash, &mut status).await?;
                 None
             }
         };
-        match step {
+        match next {
             Some(next) if next != status => status = next,
-            _ => {
-                let stage = planning::stage_with(feature, &status, tasks);
-                let status = planning::with_attempts(status, feature, tasks);
-                return Ok(Planning {
-                    stage,
-                    status: Some(status),
-                    wrote,
-                });
-            }
+            _ => break,
         }
     }
-    let stage = planning::stage_with(feature, &status, tasks);
     Ok(Planning {
-        stage,
+        stage: planning::stage_with(feature, &status, tasks),
         status: Some(planning::with_attempts(status, feature, tasks)),
         wrote,
     })
