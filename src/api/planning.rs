@@ -133,6 +133,13 @@ pub struct PlanningStatus {
     /// The approval of the current plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalStatus>,
+    /// Hash of the approved plan whose Tasks run while the current plan (a revision after a
+    /// failure, or proposed tasks added) waits for its approval or its Tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// Tasks of the current plan that workers proposed (the others the planner wrote).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proposed: Vec<String>,
     /// Why the last answer was refused, or why planning stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

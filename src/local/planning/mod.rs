@@ -174,6 +174,12 @@ impl PlanState {
             approval: self.approval.clone(),
             message: (!self.problems.is_empty()).then(|| self.problems.join("; ")),
             planned_by: None,
+            running: self
+                .previous
+                .as_ref()
+                .filter(|_| self.approved().is_none())
+                .map(|p| p.hash.clone()),
+            proposed: self.proposed.clone(),
         }
     }
 }
