@@ -494,6 +494,10 @@ async fn create_planned(
     hash: &str,
     status: &mut PlanningStatus,
 ) -> Result<bool, CallError> {
+    if ctx.cache.planning_writes.created(feature, hash) {
+        // Created by this process: the Task listing is behind.
+        return Ok(false);
+    }
     let regarding = feature.object_ref(&());
     let (answer, _) = match plan_of(feature, ctx).await? {
         Ok(plan) => plan,
@@ -527,7 +531,10 @@ async fn create_planned(
             .warning(&regarding, "PlannedTaskRejected", first.clone())
             .await;
         status.message = Some(first.clone());
-    } else if count > 0 {
+    } else {
+        ctx.cache.planning_writes.record_created(feature, hash);
+    }
+    if refused.is_empty() && count > 0 {
         let note = format!("created {count} Tasks of plan {hash}");
         ctx.events
             .normal(&regarding, "PlannedTasksCreated", note)
