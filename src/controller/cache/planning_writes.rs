@@ -37,7 +37,10 @@ impl PlanningWrites {
     /// Whether every Task of `feature`'s plan `hash` was created (the listing may lag).
     pub(crate) fn created(&self, feature: &Feature, hash: &str) -> bool {
         let uid = feature.metadata.uid.as_deref().unwrap_or_default();
-        crate::sync::lock(&self.created).get(uid).map(String::as_str) == Some(hash)
+        crate::sync::lock(&self.created)
+            .get(uid)
+            .map(String::as_str)
+            == Some(hash)
     }
 
     /// The newest `status.planning` of `feature`: its own, or the one this process wrote
