@@ -84,6 +84,10 @@ fn parse_lease(value: &str) -> Result<(String, String), String> {
 
 /// Runs `ralph sidecar`.
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // First: the kubelet stops a native sidecar as soon as the agent ends, which for an
+    // agent that ends at once comes before the client below is built; unheard, SIGTERM
+    // would kill it before it uploads a planner's answer.
+    let shutdown = crate::controller::runtime::shutdown::signal();
     let _gateway = crate::gateway::sidecar::start(&args.gateway)
         .await
         .context("cannot start the model gateway")?;
@@ -114,12 +118,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.pod_uid,
         ),
     };
-    let exit = sidecar::run(
-        client,
-        config,
-        crate::controller::runtime::shutdown::signal(),
-    )
-    .await;
+    let exit = sidecar::run(client, config, shutdown).await;
     Ok(match exit {
         SidecarExit::Fenced { holder } => {
             tracing::warn!(%holder, "the claim passed to another holder; stopping");

@@ -448,8 +448,9 @@ impl E2e {
                     .iter()
                     .map(|(name, state)| format!("{name}: {state}"))
                     .collect();
+                let objects = self.objects_now().await;
                 panic!(
-                    "gave up waiting for {what} after {limit:?}\nagent pods seen:\n{}\ncontroller log:\n{}",
+                    "gave up waiting for {what} after {limit:?}\nagent pods seen:\n{}\n{objects}controller log:\n{}",
                     pods.join("\n"),
                     tail(&self.controller.log(), 200)
                 );
@@ -460,6 +461,48 @@ impl E2e {
 
     /// Agent Pods seen so far, in order of first appearance, with their last state (phase
     /// and how their containers ended).
+    /// The namespace's Features and Tasks as they stand (phase, message, planning), for a
+    /// failure report; what cannot be read is said.
+    async fn objects_now(&self) -> String {
+        let mut out = String::from("Features:\n");
+        let read = tokio::time::timeout(Duration::from_secs(10), async {
+            let features = self.features().list(&Default::default()).await?;
+            let tasks = self.tasks().list(&Default::default()).await?;
+            Ok::<_, kube::Error>((features.items, tasks.items))
+        })
+        .await;
+        let (features, tasks) = match read {
+            Ok(Ok(objects)) => objects,
+            Ok(Err(error)) => return format!("cannot list the Features and Tasks: {error}\n"),
+            Err(_) => return "cannot list the Features and Tasks: no answer in 10s\n".to_owned(),
+        };
+        for feature in features {
+            let status = feature.status.unwrap_or_default();
+            out.push_str(&format!(
+                "{}: {:?} {:?} planning {}\n",
+                feature.metadata.name.unwrap_or_default(),
+                status.phase,
+                status.message.unwrap_or_default(),
+                serde_json::to_string(&status.planning).unwrap_or_default()
+            ));
+        }
+        out.push_str("Tasks:\n");
+        for task in tasks {
+            let status = task.status.unwrap_or_default();
+            out.push_str(&format!(
+                "{} {:?}: {:?} {:?}\n",
+                task.metadata.name.unwrap_or_default(),
+                task.metadata
+                    .labels
+                    .unwrap_or_default()
+                    .get("ralph.dev/plan"),
+                status.phase,
+                status.message.unwrap_or_default()
+            ));
+        }
+        out
+    }
+
     pub fn pods_seen(&self) -> Vec<(String, String)> {
         self.pods_seen
             .lock()

@@ -222,6 +222,43 @@ async fn a_feature_planned_from_its_spec_waits_for_approval_then_runs_its_plan()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn a_planned_task_that_fails_for_good_is_re_planned_and_the_revision_completes() {
+    let mut e2e = E2e::setup("replan").await;
+    let spec = json!({
+        "retry": { "maxRetries": 0 },
+        "context": { "spec": { "inline": "Design it, then build it." } },
+        "planning": { "approval": "Automatic", "replan": "OnFailure", "maxReplans": 1 },
+    });
+    e2e.apply_scripted("replan", "replan.script.yaml", spec)
+        .await;
+    let feature = e2e.wait_for_phase("replan", FeaturePhase::Complete).await;
+    let planning = feature
+        .status
+        .as_ref()
+        .and_then(|s| s.planning.clone())
+        .expect("status.planning");
+    assert_eq!((planning.replans, planning.attempts), (1, 2));
+    let names: Vec<String> = e2e
+        .tasks()
+        .list(&Default::default())
+        .await
+        .expect("Tasks")
+        .items
+        .iter()
+        .map(kube::ResourceExt::name_any)
+        .filter(|n| n.starts_with("replan-"))
+        .collect();
+    assert!(
+        names.contains(&"replan-build-simply".to_owned())
+            && !names.contains(&"replan-build".to_owned()),
+        "the revision replaced build by build-simply: {names:?}"
+    );
+    let pods = e2e.pod_names();
+    assert!(pods.iter().any(|p| p == "replan-planning-a2"), "{pods:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn crashed_attempt_is_retried_and_the_retry_completes() {
     let mut e2e = E2e::setup("retry").await;
     let spec = json!({
