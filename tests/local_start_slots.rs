@@ -29,7 +29,10 @@ fn stored(spec_extra: &str, names: &[&str], script: &str) -> Project {
         script,
     );
     project.run(&["--limit", "0"]);
-    assert!(project.attempts().is_empty(), "the first run started nothing");
+    assert!(
+        project.attempts().is_empty(),
+        "the first run started nothing"
+    );
     project
 }
 
