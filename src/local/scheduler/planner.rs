@@ -288,7 +288,8 @@ impl<'a> Planner<'a> {
     /// Whether the running attempts' shares and what ended attempts spent hold the whole
     /// budget: no attempt starts until one ends.
     fn budget_leased_out(&self) -> bool {
-        self.feature.budget.leased_out(&self.spent, &self.leased())
+        !self.feature.budget.is_unlimited()
+            && self.feature.budget.leased_out(&self.spent, &self.leased())
     }
 
     /// What the budget says when the run starts: spent already, or costs unknown; nothing
