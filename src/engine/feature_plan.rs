@@ -1,7 +1,8 @@
 //! The feature-level part of a plan, shared by the controller and `ralph run`: the order
 //! a feature's tasks are looked at (ready ones first, in run order, so the free attempt
-//! slots go to them) and the hand-out of those slots under the feature's [`Gate`].
-//! Each mode builds its own task views and performs its own effects.
+//! slots go to them) and the hand-out of those slots in one pass under the feature's
+//! [`Gate`], taken once per pass: a slot to each attempt that starts. Each mode builds its
+//! own task views and performs its own effects.
 
 use super::conclusion::Gate;
 use super::dag::{Dag, TaskPhase};
