@@ -56,6 +56,7 @@ mod local_planning;
 mod local_planning_real_agents;
 mod local_resume;
 mod local_run;
+mod local_start_slots;
 mod local_state;
 mod local_verify;
 mod planning_properties;

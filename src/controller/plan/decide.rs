@@ -22,7 +22,7 @@ use crate::engine::dag::{
 };
 use crate::engine::feature_plan::{self, Slots};
 use crate::engine::lifecycle::{
-    self, Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
+    Action, AttemptView, ClaimView, FeatureGate, RunView, TaskView, attempt_id,
 };
 use crate::engine::selection::{Rests, Selection};
 
@@ -384,7 +384,7 @@ impl<'s> TaskPass<'s> {
             .is_some_and(|planner| planner != name);
         let gate = match held {
             true => FeatureGate::AtCapacity,
-            false => self.slots.take(may_start),
+            false => self.slots.offer(may_start),
         };
         let view = &mut self.view;
         view.name.clear();
@@ -401,7 +401,8 @@ impl<'s> TaskPass<'s> {
             .map(|p| p.as_ref());
         let run = run_view(pod, view.attempt.is_some(), self.start_timeout_ms);
         let run = super::pod_start::with_start_problem(pod, run, now_ms);
-        let mut actions = lifecycle::decide(view, claim.as_ref(), &run, now_ms);
+        // A slot counts only when the task starts: not when someone else holds its claim.
+        let mut actions = self.slots.decide(view, claim.as_ref(), &run, now_ms);
         let ruling = pod.and_then(|p| super::pod_start::ruling_due(p, now_ms));
         actions.extend(ruling.map(Action::RequeueAt));
         let derived_phase = (phase != recorded_phase(task)).then_some(phase);

@@ -252,7 +252,9 @@ fn last_attempt_comes_from_the_status_with_its_spawn_generation() {
     // Its Pod is gone and its claim too: the attempt is lost.
     assert!(matches!(
         a.actions.first(),
-        Some(Action::Ingest(lifecycle::AttemptEnd::ClaimLost { .. }))
+        Some(Action::Ingest(
+            crate::engine::lifecycle::AttemptEnd::ClaimLost { .. }
+        ))
     ));
 }
 
@@ -419,4 +421,51 @@ fn a_feature_whose_planning_failed_for_good_fails() {
     let plan = plan_while_planning(&feature, &all, "hello-planning");
     assert_eq!(plan.outcome, Some(FeatureOutcome::Failed));
     assert!(claimed(&plan).is_empty());
+}
+
+/// The claim Lease of `task`, held by `holder`, renewed at `NOW` for a minute.
+fn lease_held_by(task: &Task, holder: &str) -> (String, Arc<Lease>) {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let renewed = jiff::Timestamp::from_millisecond(NOW).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(task.name_any()),
+            namespace: Some("ns".to_owned()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.to_owned()),
+            lease_duration_seconds: Some(60),
+            renew_time: Some(MicroTime(renewed)),
+            ..LeaseSpec::default()
+        }),
+    };
+    (task.name_any(), Arc::new(lease))
+}
+
+#[test]
+fn a_ready_task_whose_claim_someone_else_holds_leaves_its_slot_to_the_next() {
+    let f = feature(serde_json::json!({"parallelism": 1}));
+    let ts = tasks(&f, &[("a", TaskPhase::Done)]);
+    let b = ts.iter().find(|t| task_id(t) == "b").expect("task b");
+    let leases = BTreeMap::from([lease_held_by(b, "someone-else")]);
+    let pods = BTreeMap::new();
+    let plan = plan(&Snapshot {
+        feature: &f,
+        tasks: &ts,
+        leases: &leases,
+        pods: &pods,
+        now_ms: NOW,
+        start_limit: usize::MAX,
+        rests: &Rests::new(),
+        planning_only: None,
+    });
+    let b_plan = plan
+        .tasks
+        .iter()
+        .find(|t| t.task_id == "b")
+        .expect("b planned");
+    assert_eq!(b_plan.actions, vec![Action::RequeueAt(NOW + 60_000)]);
+    assert_eq!(claimed(&plan), vec!["c"]);
 }

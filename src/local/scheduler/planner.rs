@@ -288,7 +288,8 @@ impl<'a> Planner<'a> {
     /// Whether the running attempts' shares and what ended attempts spent hold the whole
     /// budget: no attempt starts until one ends.
     fn budget_leased_out(&self) -> bool {
-        self.feature.budget.leased_out(&self.spent, &self.leased())
+        !self.feature.budget.is_unlimited()
+            && self.feature.budget.leased_out(&self.spent, &self.leased())
     }
 
     /// What the budget says when the run starts: spent already, or costs unknown; nothing
@@ -310,9 +311,7 @@ impl<'a> Planner<'a> {
         u64::from(self.iterations_at_start + self.started)
     }
 
-    /// What the feature allows for tasks that are not running. Asked afresh for each ready
-    /// task: an attempt started in the same turn counts as running, as an iteration and as
-    /// a leased budget share.
+    /// What the feature allows for tasks that are not running, at the start of a pass.
     fn gate(&self) -> Gate {
         Gate {
             suspended: self.interrupting() || self.feature.suspend || self.halted.is_some(),
@@ -325,16 +324,25 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// What to do about the ready task `task`, or `None` once the feature lets nothing more
-    /// start. `claims` is the store's claims (one left by an earlier run is stale).
+    /// The attempt slots of one pass over the ready tasks ([`Planner::ready_actions`]):
+    /// the feature's gate, taken once; each attempt started in the pass takes a slot.
+    pub(super) fn start_pass(&self) -> Slots {
+        Slots::new(self.gate(), usize::MAX)
+    }
+
+    /// What to do about the ready task `task` in the pass of `slots`, or `None` once the
+    /// feature lets nothing more start. `claims` is the store's claims (one left by an
+    /// earlier run is stale). Each start leases a share of the budget
+    /// ([`Planner::budget_share`]), so the shares leased in this pass are looked at here:
+    /// once they hold the whole budget, nothing more starts.
     pub(super) fn ready_actions(
         &self,
+        slots: &mut Slots,
         task: &str,
         claims: &[ClaimRow],
         now_ms: i64,
     ) -> Option<Vec<Action>> {
-        let mut slots = Slots::new(self.gate(), usize::MAX);
-        if slots.gate().next(0) != FeatureGate::Open {
+        if slots.next() != FeatureGate::Open || self.budget_leased_out() {
             return None;
         }
         let Some(row) = self
@@ -345,7 +353,6 @@ impl<'a> Planner<'a> {
             return Some(Vec::new());
         };
         let may_start = feature_plan::may_start(row.phase, true, row.next_attempt_after_ms, now_ms);
-        let gate = slots.take(may_start);
         let view = TaskView {
             name: task.to_string(),
             phase: row.phase,
@@ -356,15 +363,10 @@ impl<'a> Planner<'a> {
                 number: row.attempt_count,
                 generation: row.generation,
             }),
-            gate,
+            gate: slots.offer(may_start),
         };
         let claim = self.stale_claim(task, claims);
-        Some(lifecycle::decide(
-            &view,
-            claim.as_ref(),
-            &RunView::NotStarted,
-            now_ms,
-        ))
+        Some(slots.decide(&view, claim.as_ref(), &RunView::NotStarted, now_ms))
     }
 
     /// A claim left in the store by an earlier run for a task that is not running.

@@ -84,7 +84,10 @@ fn no_task_starts_once_the_token_budget_is_spent() {
           starts"
         ]
     );
-    assert_eq!(plan.ready_actions("b", &[], NOW), None);
+    assert_eq!(
+        plan.ready_actions(&mut plan.start_pass(), "b", &[], NOW),
+        None
+    );
 }
 
 #[test]
@@ -93,7 +96,10 @@ fn a_task_still_starts_below_the_budget() {
     let mut plan = planner(&feature, 1, rows(&["a"], &["b"]));
     running(&mut plan, "a");
     conclude(&mut plan, "a", &done_spending("a", 10, Some(0.99)));
-    assert!(plan.ready_actions("b", &[], NOW).is_some());
+    assert!(
+        plan.ready_actions(&mut plan.start_pass(), "b", &[], NOW)
+            .is_some()
+    );
 }
 
 #[test]
@@ -160,5 +166,20 @@ fn a_run_resumed_over_a_spent_budget_says_so_and_starts_nothing() {
         warnings[0].starts_with("the token budget is spent: 12 tokens"),
         "{warnings:?}"
     );
-    assert_eq!(plan.ready_actions("b", &[], NOW), None);
+    assert_eq!(
+        plan.ready_actions(&mut plan.start_pass(), "b", &[], NOW),
+        None
+    );
+}
+
+#[test]
+fn a_share_that_leases_out_the_budget_ends_the_pass() {
+    let feature = budgeted(&["a", "b"], tokens(1));
+    let mut plan = planner(&feature, 2, rows(&[], &["a", "b"]));
+    let mut slots = plan.start_pass();
+    assert!(plan.ready_actions(&mut slots, "a", &[], NOW).is_some());
+    let mut live = Live::started(lifecycle::attempt_id("a", 1), 1, 1, NOW, 30_000);
+    live.share = plan.budget_share();
+    plan.track("a", live);
+    assert_eq!(plan.ready_actions(&mut slots, "b", &[], NOW), None);
 }

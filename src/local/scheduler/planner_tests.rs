@@ -51,7 +51,9 @@ fn starts(actions: &[Action]) -> bool {
 fn a_ready_task_starts_while_the_feature_has_room() {
     let feature = feature(vec![task("a", &[])]);
     let plan = planner(&feature, 1, pending(&["a"]));
-    let actions = plan.ready_actions("a", &[], NOW).unwrap();
+    let actions = plan
+        .ready_actions(&mut plan.start_pass(), "a", &[], NOW)
+        .unwrap();
     assert!(starts(&actions), "{actions:?}");
 }
 
@@ -60,7 +62,10 @@ fn no_task_starts_beyond_the_parallelism() {
     let feature = feature(vec![task("a", &[]), task("b", &[])]);
     let mut plan = planner(&feature, 1, pending(&["a", "b"]));
     plan.track("a", spawned("a"));
-    assert_eq!(plan.ready_actions("b", &[], NOW), None);
+    assert_eq!(
+        plan.ready_actions(&mut plan.start_pass(), "b", &[], NOW),
+        None
+    );
 }
 
 #[test]
@@ -68,7 +73,10 @@ fn a_task_in_flight_is_not_started_again() {
     let feature = feature(vec![task("a", &[])]);
     let mut plan = planner(&feature, 2, pending(&["a"]));
     plan.track("a", spawned("a"));
-    assert_eq!(plan.ready_actions("a", &[], NOW), Some(Vec::new()));
+    assert_eq!(
+        plan.ready_actions(&mut plan.start_pass(), "a", &[], NOW),
+        Some(Vec::new())
+    );
 }
 
 #[test]
@@ -76,7 +84,48 @@ fn nothing_starts_after_an_interrupt() {
     let feature = feature(vec![task("a", &[])]);
     let mut plan = planner(&feature, 1, pending(&["a"]));
     plan.interrupt(Instant::now());
-    assert_eq!(plan.ready_actions("a", &[], NOW), None);
+    assert_eq!(
+        plan.ready_actions(&mut plan.start_pass(), "a", &[], NOW),
+        None
+    );
+}
+
+/// The planner's answer for each task in turn, in one pass; a task that starts is then in
+/// flight, as the run makes it.
+fn one_pass(plan: &mut Planner<'_>, tasks: &[&str], claims: &[ClaimRow]) -> Vec<Option<bool>> {
+    let mut slots = plan.start_pass();
+    let mut answers = Vec::new();
+    for task in tasks {
+        let actions = plan.ready_actions(&mut slots, task, claims, NOW);
+        if actions.as_deref().is_some_and(starts) {
+            plan.track(task, spawned(task));
+        }
+        answers.push(actions.map(|a| starts(&a)));
+    }
+    answers
+}
+
+#[test]
+fn one_pass_starts_ready_tasks_up_to_the_parallelism() {
+    let feature = feature(vec![task("a", &[]), task("b", &[]), task("c", &[])]);
+    let mut plan = planner(&feature, 2, pending(&["a", "b", "c"]));
+    let answers = one_pass(&mut plan, &["a", "b", "c"], &[]);
+    assert_eq!(answers, [Some(true), Some(true), None]);
+}
+
+#[test]
+fn a_ready_task_claimed_by_someone_else_leaves_the_pass_its_slot() {
+    let feature = feature(vec![task("a", &[]), task("b", &[])]);
+    let mut plan = planner(&feature, 1, pending(&["a", "b"]));
+    let held = ClaimRow {
+        task: "a".into(),
+        holder: "someone-else".into(),
+        process: None,
+        acquired_at_ms: NOW,
+        expires_at_ms: NOW + 30_000,
+    };
+    let answers = one_pass(&mut plan, &["a", "b"], &[held]);
+    assert_eq!(answers, [Some(false), Some(true)]);
 }
 
 /// The rests of the pool agents named, until the given times.

@@ -109,8 +109,10 @@ impl<'a> Run<'a> {
         let ready = self.plan.ready();
         if !ready.is_empty() {
             let claims = self.store.claims().unwrap_or_default();
+            let mut slots = self.plan.start_pass();
             for task in ready {
-                let Some(actions) = self.plan.ready_actions(&task, &claims, now_ms) else {
+                let Some(actions) = self.plan.ready_actions(&mut slots, &task, &claims, now_ms)
+                else {
                     break;
                 };
                 self.execute(&task, actions, now_ms)?;
