@@ -81,6 +81,7 @@ fn measure(name: &str, feature: &Feature, tasks: &[Arc<Task>], rests: &Rests) {
         start_limit: usize::MAX,
         rests,
         planning_only: None,
+        plan_waits: None,
     };
     let started = Instant::now();
     let mut claimed = 0;

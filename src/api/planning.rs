@@ -140,6 +140,10 @@ pub struct PlanningStatus {
     /// Tasks of the current plan that workers proposed (the others the planner wrote).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proposed: Vec<String>,
+    /// The planned task whose failure the plan is being revised after (`replan:
+    /// OnFailure`), until the revised plan's Tasks exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revising: Option<String>,
     /// Why the last answer was refused, or why planning stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -179,6 +183,12 @@ pub struct ApprovalStatus {
 /// Name of the ConfigMap that keeps a Feature's current plan (owned by the Feature).
 pub fn plan_config_map_name(feature: &str) -> String {
     format!("{feature}-plan")
+}
+
+/// Name of the ConfigMap that keeps what the planner revising a Feature's plan after a
+/// failure is told (owned by the Feature).
+pub fn revision_config_map_name(feature: &str) -> String {
+    format!("{feature}-revision")
 }
 
 /// Name of the ConfigMap the claim-keeper uploads a planning attempt's answer to (owned by

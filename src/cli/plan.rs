@@ -614,15 +614,7 @@ fn failure(store: &Store) -> anyhow::Result<Option<planning::Failure>> {
     let journal = store
         .journal(Some(failed.name()))?
         .iter()
-        .map(|entry| {
-            format!(
-                "attempt {}: {:?} {} {}",
-                entry.attempt,
-                entry.outcome,
-                entry.detail.clone().unwrap_or_default(),
-                entry.notes.join(" ")
-            )
-        })
+        .map(crate::engine::planning::journal_line)
         .collect();
     Ok(Some(planning::Failure {
         task: failed.name().to_owned(),

@@ -7,18 +7,22 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
-use crate::api::planning::{ApprovalState, PlanningStatus, plan_config_map_name};
-use crate::api::{Feature, Task, TaskStatus, planned_tasks, planning_task};
+use crate::api::planning::{ApprovalState, ApprovalStatus, PlanningStatus, plan_config_map_name};
+use crate::api::labels::PLAN_LABEL;
+use crate::api::{Feature, Task, TaskStatus, planned_tasks, planning_task, task_object_name};
 use crate::clock::rfc3339;
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::plan_map::read_plan_map;
 use crate::controller::plan::planning::{self, Answer, Stage};
 use crate::controller::runtime::context::Context;
 use crate::engine::dag::TaskPhase;
-use crate::engine::planning::{document_hash, plan_hash};
+use crate::controller::act::memory::task_journal;
+use crate::controller::act::planning::{keep_config_map, revision_config_map};
+use crate::controller::plan::decide::{FeaturePlan, task_id};
+use crate::engine::planning::{Revision, document_hash, journal_line, plan_hash};
 use crate::manifest::answer::{Answer as TaskList, AnswerLimits, check_answer};
 
 /// How many planned Tasks are created at once (the client's QPS paces them further).
@@ -68,7 +72,7 @@ pub(crate) async fn reconcile(
             Stage::PlanToRead { attempt } => {
                 Some(read_plan(feature, ctx, tasks, &attempt, &status, now_ms).await?)
             }
-            Stage::AwaitingApproval { hash } => {
+            Stage::AwaitingApproval { hash, .. } => {
                 record_answer(feature, ctx, tasks, &hash, &status, now_ms).await?
             }
             Stage::Creating { hash } => {
@@ -81,11 +85,92 @@ pub(crate) async fn reconcile(
             _ => break,
         }
     }
+    let stage = planning::stage_with(feature, &status, tasks);
+    if stage == Stage::Running {
+        status = planning::settled(status);
+    }
     Ok(Planning {
-        stage: planning::stage_with(feature, &status, tasks),
+        stage,
         status: Some(planning::with_attempts(status, feature, tasks)),
         wrote,
     })
+}
+
+/// Revises the plan when one of its Tasks failed for good and the Feature would end Failed
+/// (`replan: OnFailure`, re-plans left): what the planner needs is kept in ConfigMap
+/// `<feature>-revision`, the planning Task plans again, and the Feature does not fail. A
+/// plan that cannot be read leaves the failure as it is.
+pub(crate) async fn replan_if_failed(
+    feature: &Feature,
+    ctx: &Context,
+    planning: &mut Planning,
+    tasks: &[Arc<Task>],
+    plan: &mut FeaturePlan,
+) -> Result<(), CallError> {
+    let Some(status) = planning.status.as_ref() else {
+        return Ok(());
+    };
+    let Some(failed) = planning::replan_after(feature, status, &planning.stage, tasks, plan.outcome)
+    else {
+        return Ok(());
+    };
+    let regarding = feature.object_ref(&());
+    let (answer, _) = match plan_of(feature, ctx).await? {
+        Ok(plan) => plan,
+        Err(why) => {
+            let message = format!("cannot revise the plan: {why}");
+            ctx.events.warning(&regarding, "ReplanFailed", message).await;
+            return Ok(());
+        }
+    };
+    let revision = revision(feature, tasks, failed, &answer);
+    keep_config_map(ctx, revision_config_map(feature, &revision)).await?;
+    let max = feature.spec.planning.as_ref().map_or(0, |p| p.max_replans);
+    let why = format!(
+        "task {} failed for good: {}; the planner revises the plan (re-plan {} of {max})",
+        revision.failed_task,
+        revision.failure,
+        status.replans.saturating_add(1)
+    );
+    ctx.events.warning(&regarding, "Replanning", why.clone()).await;
+    plan_again(feature, ctx, tasks, &why).await?;
+    planning.status = Some(planning::revising(status, &revision.failed_task, why));
+    planning.stage = Stage::Planning;
+    planning.wrote = true;
+    plan.outcome = None;
+    Ok(())
+}
+
+/// What the planner revising `answer` (the running plan) after `failed` failed is told.
+fn revision(feature: &Feature, tasks: &[Arc<Task>], failed: &Task, answer: &TaskList) -> Revision {
+    let done: Vec<String> = answer
+        .tasks
+        .iter()
+        .filter(|planned| {
+            let name = task_object_name(&feature.name_any(), &planned.name);
+            tasks.iter().any(|t| {
+                t.metadata.name.as_deref() == Some(name.as_str())
+                    && t.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Done)
+            })
+        })
+        .map(|planned| planned.name.clone())
+        .collect();
+    let pending = answer
+        .tasks
+        .iter()
+        .filter(|planned| !done.contains(&planned.name))
+        .cloned()
+        .collect();
+    let status = failed.status.as_ref();
+    Revision {
+        failed_task: task_id(failed),
+        failure: status
+            .and_then(|s| s.message.clone())
+            .unwrap_or_else(|| "no message".to_owned()),
+        journal: task_journal(failed).iter().map(journal_line).collect(),
+        done,
+        pending_yaml: TaskList { tasks: pending }.canonical(),
+    }
 }
 
 async fn create_planning_task(feature: &Feature, ctx: &Context) -> Result<(), CallError> {
@@ -250,6 +335,9 @@ async fn record_answer(
                 ..status.clone()
             }
         }
+        Answer::Reject(rejection) if planning::rejects_proposals(status) => {
+            keep_running(feature, ctx, tasks, status, rejection).await?
+        }
         Answer::Reject(rejection) => {
             let comment = rejection.comment.clone().unwrap_or_default();
             let note = format!("plan {hash} rejected: {comment}; planning again");
@@ -279,6 +367,72 @@ async fn record_answer(
     };
     remove_answer(feature, ctx).await?;
     Ok(Some(next))
+}
+
+/// Rejects the tasks workers proposed that the current plan adds: the plan without those
+/// not created yet becomes the plan again, approved as it was; the running Tasks go on.
+async fn keep_running(
+    feature: &Feature,
+    ctx: &Context,
+    tasks: &[Arc<Task>],
+    status: &PlanningStatus,
+    rejection: ApprovalStatus,
+) -> Result<PlanningStatus, CallError> {
+    let regarding = feature.object_ref(&());
+    let (answer, document) = match plan_of(feature, ctx).await? {
+        Ok(plan) => plan,
+        Err(why) => {
+            return Ok(PlanningStatus {
+                message: Some(why),
+                ..status.clone()
+            });
+        }
+    };
+    let dropped = planning::not_created(feature, &status.proposed, tasks);
+    let kept = TaskList {
+        tasks: answer
+            .tasks
+            .into_iter()
+            .filter(|t| !dropped.contains(&t.name.as_str()))
+            .collect(),
+    };
+    let hash = plan_hash(&kept.canonical(), document.as_deref());
+    let map = crate::controller::act::planning::plan_config_map(feature, &kept, document, &hash);
+    match map {
+        Ok(map) => keep_config_map(ctx, map).await?,
+        Err(error) => {
+            return Ok(PlanningStatus {
+                message: Some(error.to_string()),
+                ..status.clone()
+            });
+        }
+    }
+    let comment = rejection.comment.clone().unwrap_or_default();
+    let note = format!(
+        "proposed tasks {} rejected: {comment}; plan {hash} goes on",
+        dropped.join(", ")
+    );
+    ctx.events.normal(&regarding, "PlanRejected", note.clone()).await;
+    let proposed = status
+        .proposed
+        .iter()
+        .filter(|name| !dropped.contains(&name.as_str()))
+        .cloned()
+        .collect();
+    Ok(PlanningStatus {
+        dag_hash: Some(hash.clone()),
+        tasks: u32::try_from(kept.tasks.len()).unwrap_or(u32::MAX),
+        approval: Some(ApprovalStatus {
+            state: ApprovalState::Approved,
+            hash,
+            comment: Some(note),
+            ..rejection
+        }),
+        running: None,
+        proposed,
+        message: None,
+        ..status.clone()
+    })
 }
 
 /// Removes the answer annotations (the status records the answer now).
@@ -347,11 +501,11 @@ async fn create_planned(
     let Ok(planned) = planned_tasks(feature, &answer.templates(), hash) else {
         return Ok(false);
     };
-    let missing: Vec<Task> = planned
-        .into_iter()
-        .filter(|p| !tasks.iter().any(|t| t.name_any() == p.name_any()))
-        .collect();
-    let created: Vec<_> = futures::stream::iter(missing.into_iter().map(|t| create_task(ctx, t)))
+    let changes = planning::changes(feature, status, tasks, planned, hash);
+    let changed =
+        !(changes.adopt.is_empty() && changes.delete.is_empty() && changes.retry.is_empty());
+    change_kept(feature, ctx, &changes, hash).await?;
+    let created: Vec<_> = futures::stream::iter(changes.create.into_iter().map(|t| create_task(ctx, t)))
         .buffer_unordered(CONCURRENT_CREATES)
         .collect()
         .await;
@@ -374,5 +528,60 @@ async fn create_planned(
             .normal(&regarding, "PlannedTasksCreated", note)
             .await;
     }
-    Ok(count > 0)
+    Ok(count > 0 || changed)
+}
+
+/// Makes the Tasks an earlier plan left those of the plan `hash`: kept ones labelled with it
+/// (and given its spec unless done), dropped ones deleted, failed ones given their retries
+/// back (a revision).
+async fn change_kept(
+    feature: &Feature,
+    ctx: &Context,
+    changes: &planning::PlanChanges,
+    hash: &str,
+) -> Result<(), CallError> {
+    let namespace = feature.namespace().unwrap_or_default();
+    let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
+    for (task, existing) in &changes.adopt {
+        let name = task.name_any();
+        let done = existing.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Done);
+        let mut patch = serde_json::json!({"metadata": {"labels": {PLAN_LABEL: hash}}});
+        if !done {
+            let (old, new) = (serde_json::to_value(&existing.spec), serde_json::to_value(&task.spec));
+            if let (Ok(old), Ok(new)) = (old, new) {
+                patch["spec"] = planning::merge_patch(&old, &new);
+            }
+        }
+        bounded(
+            ctx.api_timeout,
+            format!("adopt Task {namespace}/{name} into plan {hash}"),
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await?;
+    }
+    for task in &changes.delete {
+        let name = task.name_any();
+        let deleted = bounded(
+            ctx.api_timeout,
+            format!("delete Task {namespace}/{name} (dropped by plan {hash})"),
+            api.delete(&name, &DeleteParams::default()),
+        )
+        .await;
+        match deleted {
+            Err(error) if error.status_code() == Some(404) => {}
+            other => drop(other?),
+        }
+    }
+    for task in &changes.retry {
+        let old = task.status.clone().unwrap_or_default();
+        let status = TaskStatus {
+            phase: TaskPhase::Pending,
+            retry_count: 0,
+            next_attempt_after: None,
+            message: Some(format!("kept by the revised plan {hash}: retried")),
+            ..old
+        };
+        crate::controller::act::task_status::write_status(ctx, task, &status).await?;
+    }
+    Ok(())
 }

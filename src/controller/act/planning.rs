@@ -19,9 +19,11 @@ use super::task_end::conclude_in_workspace;
 use crate::api::labels::{FEATURE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, TASK_LABEL};
 use crate::api::planning::{
     ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,
+    revision_config_map_name,
 };
-use crate::api::{Feature, Task};
-use crate::controller::client::call::bounded;
+use crate::api::{Feature, Task, TaskTemplate};
+use crate::controller::client::call::{CallError, bounded};
+use crate::controller::runtime::context::Context;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{
     HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
@@ -31,11 +33,11 @@ use crate::engine::attempt::OutcomeClass;
 use crate::engine::conclusion::{NextState, phase_after};
 use crate::engine::lifecycle::{AttemptEnd, attempt_id};
 use crate::engine::planning::{
-    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, TASKS_FILE, not_written, plan_hash,
+    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, Revision, TASKS_FILE, not_written, plan_hash,
     planned, refused, refused_in_a_row, refused_problems, render,
 };
 use crate::engine::policy::AttemptOutcome;
-use crate::manifest::answer::{Answer, AnswerLimits, check_answer};
+use crate::manifest::answer::{Answer, AnswerLimits, AnswerTask, check_answer};
 
 /// Whether `plan` is the planning Task's.
 pub(crate) fn is_planning(feature: &Feature, plan: &TaskPlan) -> bool {
@@ -47,8 +49,9 @@ fn answer_path() -> String {
     format!("{WORKSPACE}/{ANSWER_DIR}/{TASKS_FILE}")
 }
 
-/// The planning attempt's prompt.
-pub(crate) fn prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
+/// The planning attempt's prompt (a revision's when the plan is being revised).
+pub(crate) async fn prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> Result<String, TaskError> {
+    let revision = revision_of(scope).await?;
     let feature = scope.feature;
     let spec = planning_spec(feature);
     let hand_written = &feature.spec.tasks;
@@ -64,7 +67,7 @@ pub(crate) fn prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
     } else {
         String::new()
     };
-    render(&PlanningPrompt {
+    Ok(render(&PlanningPrompt {
         feature: feature.name_any(),
         spec: scope.texts.spec.clone(),
         plan: scope.texts.plan.clone(),
@@ -81,8 +84,8 @@ pub(crate) fn prompt(scope: &TaskScope<'_>, plan: &TaskPlan) -> String {
         repository_dir: feature.spec.git().map(|_| WORKSPACE.to_owned()),
         problems: last_problems(&plan.task),
         rejection: rejection(feature),
-        revision: None,
-    })
+        revision,
+    }))
 }
 
 fn planning_spec(feature: &Feature) -> PlanningSpec {
@@ -161,7 +164,15 @@ pub(crate) async fn conclude(
             rand::random::<f64>(),
         )));
     };
-    let kept = answered(&answer, scope.feature).and_then(|(answer, document)| {
+    let revised = match revision_of(scope).await? {
+        Some(revision) => Some(kept_by(scope, &namespace, &revision).await?),
+        None => None,
+    };
+    let (kept_tasks, kept_document) = revised.unwrap_or_default();
+    let kept = answered(&answer, scope.feature, &kept_tasks).and_then(|(answer, document)| {
+        let tasks = kept_tasks.into_iter().chain(answer.tasks).collect();
+        let answer = Answer { tasks };
+        let document = document.or(kept_document);
         let hash = plan_hash(&answer.canonical(), document.as_deref());
         plan_config_map(scope.feature, &answer, document, &hash)
             .map(|map| (map, answer.tasks.len(), hash))
@@ -169,7 +180,7 @@ pub(crate) async fn conclude(
     });
     let judged = match kept {
         Ok((map, tasks, hash)) => {
-            keep_plan(scope, &namespace, map).await?;
+            keep_config_map(scope.ctx, map).await?;
             planned(next.decision.clone(), &plan.task_id, tasks, &hash)
         }
         Err(problems) => {
@@ -258,11 +269,43 @@ pub(super) fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt:
     keeper.is_none_or(|c| c.state.as_ref().is_none_or(|s| s.terminated.is_none()))
 }
 
-/// The answer an answer ConfigMap holds, checked against the Feature's hand-written tasks
-/// and `maxTasks`, with its document; or the problems the planner must fix.
+/// The tasks of the running plan a revision keeps (the done ones) and its document.
+async fn kept_by(
+    scope: &TaskScope<'_>,
+    namespace: &str,
+    revision: &Revision,
+) -> Result<(Vec<AnswerTask>, Option<String>), TaskError> {
+    let name = plan_config_map_name(&scope.feature.name_any());
+    let api: Api<ConfigMap> = Api::namespaced(scope.ctx.client.clone(), namespace);
+    let map = bounded(
+        scope.ctx.api_timeout,
+        format!("get ConfigMap {namespace}/{name}"),
+        api.get_opt(&name),
+    )
+    .await?;
+    let Some(files) = map.as_ref().and_then(|m| read_plan_map(m).ok()) else {
+        return Ok((Vec::new(), None));
+    };
+    let running: Answer = files
+        .tasks
+        .as_deref()
+        .and_then(|yaml| serde_yaml_ng::from_str(yaml).ok())
+        .unwrap_or_default();
+    let kept = running
+        .tasks
+        .into_iter()
+        .filter(|t| revision.done.contains(&t.name))
+        .collect();
+    Ok((kept, files.document))
+}
+
+/// The answer an answer ConfigMap holds, checked against the Feature's hand-written tasks,
+/// the planned tasks a revision keeps (`kept`) and the `maxTasks` they leave, with its
+/// document; or the problems the planner must fix.
 pub(crate) fn answered(
     config_map: &ConfigMap,
     feature: &Feature,
+    kept: &[AnswerTask],
 ) -> Result<(Answer, Option<String>), Vec<String>> {
     if let Some(problem) = text(config_map, PROBLEM_KEY) {
         return Err(vec![problem.to_owned()]);
@@ -271,9 +314,17 @@ pub(crate) fn answered(
     let Some(tasks) = files.tasks else {
         return Err(vec![not_written(&answer_path())]);
     };
+    let existing: Vec<TaskTemplate> = feature
+        .spec
+        .tasks
+        .iter()
+        .cloned()
+        .chain(kept.iter().map(AnswerTask::template))
+        .collect();
+    let kept_count = u32::try_from(kept.len()).unwrap_or(u32::MAX);
     let limits = AnswerLimits {
-        max_tasks: planning_spec(feature).max_tasks,
-        existing: &feature.spec.tasks,
+        max_tasks: planning_spec(feature).max_tasks.saturating_sub(kept_count),
+        existing: &existing,
     };
     let answer = check_answer(&tasks, limits).map_err(|problems| problems.messages())?;
     let document = files.document.filter(|text| !text.trim().is_empty());
@@ -310,15 +361,59 @@ pub(crate) fn plan_config_map(
     )
 }
 
-/// Writes the Feature's plan: created, or replacing the one it had.
-async fn keep_plan(
-    scope: &TaskScope<'_>,
-    namespace: &str,
-    map: ConfigMap,
-) -> Result<(), TaskError> {
-    let name = plan_config_map_name(&scope.feature.name_any());
-    let api: Api<ConfigMap> = Api::namespaced(scope.ctx.client.clone(), namespace);
-    let timeout = scope.ctx.api_timeout;
+/// The key of the revision ConfigMap that holds the revision (YAML).
+const REVISION_KEY: &str = "revision.yaml";
+
+/// The ConfigMap that keeps `revision` for the Feature's planning attempts (pure).
+pub(crate) fn revision_config_map(feature: &Feature, revision: &Revision) -> ConfigMap {
+    let name = feature.name_any();
+    let text = serde_yaml_ng::to_string(revision).unwrap_or_default();
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(revision_config_map_name(&name)),
+            namespace: feature.namespace(),
+            labels: Some(BTreeMap::from([
+                (FEATURE_LABEL.to_owned(), name),
+                (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
+                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+            ])),
+            owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(REVISION_KEY.to_owned(), text)])),
+        ..ConfigMap::default()
+    }
+}
+
+/// The revision the Feature's planner works on, while `status.planning.revising` says
+/// one is under way (read live: it is written just before the attempt starts).
+async fn revision_of(scope: &TaskScope<'_>) -> Result<Option<Revision>, TaskError> {
+    let feature = scope.feature;
+    let planning = scope.ctx.cache.planning_writes.newest(feature);
+    if planning.revising.is_none() {
+        return Ok(None);
+    }
+    let namespace = feature.namespace().unwrap_or_default();
+    let name = revision_config_map_name(&feature.name_any());
+    let api: Api<ConfigMap> = Api::namespaced(scope.ctx.client.clone(), &namespace);
+    let map = bounded(
+        scope.ctx.api_timeout,
+        format!("get ConfigMap {namespace}/{name}"),
+        api.get_opt(&name),
+    )
+    .await?;
+    Ok(map
+        .as_ref()
+        .and_then(|m| text(m, REVISION_KEY))
+        .and_then(|yaml| serde_yaml_ng::from_str(yaml).ok()))
+}
+
+/// Writes `map`: created, or replacing the one of its name.
+pub(crate) async fn keep_config_map(ctx: &Context, map: ConfigMap) -> Result<(), CallError> {
+    let namespace = map.namespace().unwrap_or_default();
+    let name = map.name_any();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let timeout = ctx.api_timeout;
     let created = bounded(
         timeout,
         format!("create ConfigMap {namespace}/{name}"),
@@ -343,7 +438,7 @@ async fn keep_plan(
             .await?;
             Ok(())
         }
-        other => other.map(|_| ()).map_err(Into::into),
+        other => other.map(drop),
     }
 }
 
@@ -377,7 +472,7 @@ mod tests {
             "tasks.yaml",
             "tasks:\n  - {name: api, title: API, dependsOn: [schema], acceptance: [serves]}\n",
         )]);
-        let (answer, document) = answered(&map, &feature).expect("valid");
+        let (answer, document) = answered(&map, &feature, &[]).expect("valid");
         assert_eq!(answer.tasks.len(), 1);
         assert_eq!(document, None);
     }
@@ -388,7 +483,7 @@ mod tests {
             .map(|i| format!("  - {{name: t{i}, title: T, acceptance: [ok]}}\n"))
             .collect();
         let map = answer_map(&[("tasks.yaml", &format!("tasks:\n{tasks}"))]);
-        let problems = answered(&map, &feature("[]")).expect_err("refused");
+        let problems = answered(&map, &feature("[]"), &[]).expect_err("refused");
         assert!(
             problems.iter().any(|p| p.contains("maxTasks (3)")),
             "{problems:?}"
@@ -398,7 +493,7 @@ mod tests {
     #[test]
     fn a_problem_uploaded_instead_of_an_answer_is_the_answers_problem() {
         let map = answer_map(&[(PROBLEM_KEY, "no answer: the task list was not written")]);
-        let problems = answered(&map, &feature("[]")).expect_err("refused");
+        let problems = answered(&map, &feature("[]"), &[]).expect_err("refused");
         assert_eq!(problems, ["no answer: the task list was not written"]);
     }
 
@@ -409,7 +504,7 @@ mod tests {
             "tasks.yaml",
             "tasks:\n  - {name: api, title: API, acceptance: [serves]}\n",
         )]);
-        let (answer, _) = answered(&map, &feature).expect("valid");
+        let (answer, _) = answered(&map, &feature, &[]).expect("valid");
         let hash = plan_hash(&answer.canonical(), Some("# Plan"));
         let plan =
             plan_config_map(&feature, &answer, Some("# Plan".to_owned()), &hash).expect("fits");

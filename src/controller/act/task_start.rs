@@ -47,7 +47,7 @@ pub(super) async fn start(
     let kind = crate::controller::plan::verify::next_attempt_kind(scope.feature, task);
     let planning = super::planning::is_planning(scope.feature, plan);
     let prompt = if planning {
-        super::planning::prompt(scope, plan)
+        super::planning::prompt(scope, plan).await?
     } else {
         prompt_of(scope, plan, kind).await?
     };

@@ -54,6 +54,7 @@ fn planned(feature: &Feature, tasks: &[Arc<Task>], shapes: &Shapes) -> Vec<Strin
             start_limit: usize::MAX,
             rests: &rests,
             planning_only: None,
+            plan_waits: None,
         },
         shapes,
     );

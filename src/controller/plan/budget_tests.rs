@@ -210,6 +210,7 @@ mod planning {
             start_limit: usize::MAX,
             rests: &crate::engine::selection::Rests::new(),
             planning_only: None,
+            plan_waits: None,
         })
     }
 

@@ -50,6 +50,9 @@ pub struct Snapshot<'a> {
     /// While set, only this Task (the Feature's planning Task) may start: the Feature's
     /// plan is not approved, or its Tasks do not all exist yet (`super::planning::Stage`).
     pub planning_only: Option<&'a str>,
+    /// While set, the Feature's outcome waits for its plan: it ends only when this Task (the
+    /// planning Task) fails for good (`super::planning::Stage::holds_outcome`).
+    pub plan_waits: Option<&'a str>,
 }
 
 /// What one task must do.
@@ -257,7 +260,7 @@ pub(crate) fn plan_laid_out(
         max_iterations,
         budget_reached: budget_spent.is_some(),
     });
-    let outcome = match snapshot.planning_only {
+    let outcome = match snapshot.plan_waits {
         Some(planner) => outcome_while_planning(outcome, snapshot.tasks, planner),
         None => outcome,
     };
@@ -273,7 +276,8 @@ pub(crate) fn plan_laid_out(
 }
 
 /// The outcome of a Feature whose tasks wait for its plan: Failed when planning failed for
-/// good; never Complete, NoPlan or Blocked (the plan's tasks are still to come).
+/// good; never Complete, NoPlan, Blocked or Failed by its tasks (the plan's tasks are still
+/// to come, or a revision replaces the failed ones).
 fn outcome_while_planning(
     outcome: Option<FeatureOutcome>,
     tasks: &[Arc<Task>],
@@ -285,7 +289,12 @@ fn outcome_while_planning(
         .is_some_and(|t| recorded_phase(t) == TaskPhase::Failed);
     match outcome {
         _ if planning_failed => Some(FeatureOutcome::Failed),
-        Some(FeatureOutcome::Complete | FeatureOutcome::NoPlan | FeatureOutcome::Blocked) => None,
+        Some(
+            FeatureOutcome::Complete
+            | FeatureOutcome::NoPlan
+            | FeatureOutcome::Blocked
+            | FeatureOutcome::Failed,
+        ) => None,
         other => other,
     }
 }

@@ -69,6 +69,7 @@ fn plan_at(
         start_limit,
         rests,
         planning_only: None,
+        plan_waits: None,
     })
 }
 
@@ -338,6 +339,7 @@ fn plan_while_planning(feature: &Feature, tasks: &[Arc<Task>], planner: &str) ->
         start_limit: usize::MAX,
         rests: &Rests::new(),
         planning_only: Some(planner),
+        plan_waits: Some(planner),
     })
 }
 

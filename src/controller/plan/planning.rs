@@ -2,6 +2,7 @@
 //! Tasks; and what a person's answer to its plan changes. Pure: `act::planned` reads and
 //! writes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kube::ResourceExt;
@@ -10,9 +11,9 @@ use crate::api::labels::{
     APPROVE_PLAN_ANNOTATION, PLAN_ANSWERED_BY_ANNOTATION, REJECT_COMMENT_ANNOTATION,
     REJECT_PLAN_ANNOTATION,
 };
-use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningStatus};
+use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningStatus, Replan};
 use crate::api::{Feature, Task, task_object_name};
-use crate::engine::dag::TaskPhase;
+use crate::engine::dag::{FeatureOutcome, TaskPhase};
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::planning::{PLANNING_TASK, hash_matches};
 
@@ -36,6 +37,9 @@ pub(crate) enum Stage {
     AwaitingApproval {
         /// The plan's hash.
         hash: String,
+        /// Whether an approved plan's Tasks go on meanwhile (the waiting plan revises or
+        /// extends it).
+        running: bool,
     },
     /// The approved plan's Tasks do not all exist: create them; nothing else starts.
     Creating {
@@ -47,8 +51,17 @@ pub(crate) enum Stage {
 }
 
 impl Stage {
-    /// Whether every task but the planning Task waits.
+    /// Whether every task but the planning Task waits (starts nothing).
     pub(crate) fn holds_tasks(&self) -> bool {
+        !matches!(
+            self,
+            Stage::NotPlanning | Stage::Running | Stage::AwaitingApproval { running: true, .. }
+        )
+    }
+
+    /// Whether the Feature's outcome waits for its plan: it is neither Complete, Blocked nor
+    /// Failed by its tasks while a plan is made, waits or its Tasks are created.
+    pub(crate) fn holds_outcome(&self) -> bool {
         !matches!(self, Stage::NotPlanning | Stage::Running)
     }
 }
@@ -99,8 +112,156 @@ pub(crate) fn stage_with(
             }
         }
         Some(a) if a.hash == hash && a.state == ApprovalState::Rejected => Stage::Planning,
-        _ => Stage::AwaitingApproval { hash },
+        _ => Stage::AwaitingApproval {
+            hash,
+            running: planning.running.is_some(),
+        },
     }
+}
+
+/// The planned Task whose failure makes the planner revise the plan (`replan: OnFailure`,
+/// docs/planning.md): the Feature would end Failed (`outcome`) while its approved plan's
+/// Tasks run, re-plans are left, and a Task of that plan failed for good (one that ran
+/// before a parent that failed through it). A hand-written task's failure is never re-planned.
+pub(crate) fn replan_after<'t>(
+    feature: &Feature,
+    planning: &PlanningStatus,
+    stage: &Stage,
+    tasks: &'t [Arc<Task>],
+    outcome: Option<FeatureOutcome>,
+) -> Option<&'t Arc<Task>> {
+    let spec = feature.spec.planning.as_ref()?;
+    let replans_left = planning.replans < spec.max_replans;
+    if spec.replan != Replan::OnFailure
+        || !replans_left
+        || outcome != Some(FeatureOutcome::Failed)
+        || *stage != Stage::Running
+    {
+        return None;
+    }
+    let uid = feature.metadata.uid.as_deref()?;
+    let hash = planning.dag_hash.as_deref()?;
+    let failed = |t: &&Arc<Task>| {
+        origin::of(t).is_planned_by(uid, hash)
+            && t.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Failed)
+    };
+    let ran = |t: &&Arc<Task>| t.status.as_ref().is_some_and(|s| s.attempt_count > 0);
+    let mut candidates = tasks.iter().filter(failed);
+    let first = candidates.clone().next();
+    candidates.find(ran).or(first)
+}
+
+/// `previous` once the plan is being revised after `failed` failed (`why`): one more
+/// re-plan, the failed plan runs (its done Tasks are kept) until the revised one's Tasks
+/// exist.
+pub(crate) fn revising(previous: &PlanningStatus, failed: &str, why: String) -> PlanningStatus {
+    PlanningStatus {
+        replans: previous.replans.saturating_add(1),
+        running: previous.dag_hash.clone(),
+        revising: Some(failed.to_owned()),
+        message: Some(why),
+        ..previous.clone()
+    }
+}
+
+/// `planning` once the current plan's Tasks all exist: no other plan runs, and no revision
+/// is under way.
+pub(crate) fn settled(planning: PlanningStatus) -> PlanningStatus {
+    PlanningStatus {
+        running: None,
+        revising: None,
+        ..planning
+    }
+}
+
+fn name_of(task: &Task) -> &str {
+    task.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// What it takes for the Feature's Tasks to be those of the plan `desired` (its Tasks, as
+/// `api::planned_tasks` makes them).
+#[derive(Debug, Default)]
+pub(crate) struct PlanChanges {
+    /// Tasks of the plan that do not exist: create them.
+    pub(crate) create: Vec<Task>,
+    /// Tasks of the plan that exist as Tasks of an earlier plan (the plan's, the existing):
+    /// label them with the plan and, when not done, give them its spec.
+    pub(crate) adopt: Vec<(Task, Arc<Task>)>,
+    /// Planned Tasks, not done, that the plan dropped: delete them.
+    pub(crate) delete: Vec<Arc<Task>>,
+    /// Tasks of a revised plan that Failed or are Blocked: they get their retries back.
+    pub(crate) retry: Vec<Arc<Task>>,
+}
+
+/// A JSON merge patch (RFC 7386) that turns `old` into `new`: keys `new` lacks are removed,
+/// objects are patched key by key, anything else replaced.
+pub(crate) fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for key in old.keys().filter(|k| !new.contains_key(*k)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            for (key, value) in new {
+                match old.get(key) {
+                    Some(was) if was == value => {}
+                    Some(was) => {
+                        patch.insert(key.clone(), merge_patch(was, value));
+                    }
+                    None => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// The changes from the Feature's `tasks` to the plan `desired` of hash `hash`.
+pub(crate) fn changes(
+    feature: &Feature,
+    planning: &PlanningStatus,
+    tasks: &[Arc<Task>],
+    desired: Vec<Task>,
+    hash: &str,
+) -> PlanChanges {
+    let uid = feature.metadata.uid.as_deref().unwrap_or_default();
+    let by_name: BTreeMap<&str, &Arc<Task>> =
+        tasks.iter().map(|t| (name_of(t), t)).collect();
+    let phase = |t: &Task| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let mut changes = PlanChanges::default();
+    for task in &desired {
+        let Some(&existing) = by_name.get(name_of(task)) else {
+            continue;
+        };
+        if origin::of(existing).plan != Some(hash) {
+            changes.adopt.push((task.clone(), Arc::clone(existing)));
+        }
+        let failed = matches!(phase(existing), TaskPhase::Failed | TaskPhase::Blocked);
+        if planning.revising.is_some() && failed {
+            changes.retry.push(Arc::clone(existing));
+        }
+    }
+    let wanted: BTreeSet<&str> = desired.iter().map(|t| name_of(t)).collect();
+    changes.delete = tasks
+        .iter()
+        .filter(|t| {
+            let from = origin::of(t);
+            from.feature_uid == Some(uid)
+                && from.plan.is_some()
+                && !wanted.contains(name_of(t))
+                && phase(t) != TaskPhase::Done
+        })
+        .cloned()
+        .collect();
+    changes.create = desired
+        .into_iter()
+        .filter(|t| !by_name.contains_key(name_of(t)))
+        .collect();
+    changes
 }
 
 /// `previous` once a plan was read: written by `attempt`, of hash `hash`, `tasks` tasks and
@@ -138,6 +299,30 @@ pub(crate) fn proposed(
         message: None,
         ..previous.clone()
     }
+}
+
+/// Whether rejecting the current plan keeps the running one: the current plan only added
+/// tasks workers proposed to it (no revision is under way).
+pub(crate) fn rejects_proposals(planning: &PlanningStatus) -> bool {
+    planning.running.is_some() && planning.revising.is_none() && !planning.proposed.is_empty()
+}
+
+/// The names of `proposed` tasks of the Feature `feature` that have no Task yet (those a
+/// rejection drops).
+pub(crate) fn not_created<'p>(
+    feature: &Feature,
+    proposed: &'p [String],
+    tasks: &[Arc<Task>],
+) -> Vec<&'p str> {
+    let feature_name = feature.name_any();
+    proposed
+        .iter()
+        .filter(|name| {
+            let object = task_object_name(&feature_name, name);
+            !tasks.iter().any(|t| name_of(t) == object)
+        })
+        .map(String::as_str)
+        .collect()
 }
 
 /// A person's answer to a Feature's plan, read from its annotations.

@@ -162,7 +162,8 @@ fn a_manual_plan_waits_for_a_person() {
     assert_eq!(
         stage(&feature, &tasks),
         Stage::AwaitingApproval {
-            hash: "h1".to_owned()
+            hash: "h1".to_owned(),
+            running: false,
         }
     );
 }

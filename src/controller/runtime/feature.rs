@@ -163,6 +163,8 @@ struct Gathered {
     planning: crate::controller::act::planned::Planning,
     /// The Feature's planning Task, while every other task waits for the plan.
     planning_only: Option<String>,
+    /// The Feature's planning Task, while the Feature's outcome waits for the plan.
+    plan_waits: Option<String>,
 }
 
 impl Gathered {
@@ -176,6 +178,7 @@ impl Gathered {
             start_limit: self.start_limit,
             rests: &self.rests,
             planning_only: self.planning_only.as_deref(),
+            plan_waits: self.plan_waits.as_deref(),
         }
     }
 }
@@ -189,9 +192,11 @@ async fn judge(
     tasks: Vec<Arc<Task>>,
 ) -> Result<Requeue, ReconcileError> {
     let mut gathered = gather(feature, ctx, tasks).await?;
-    let Some(plan) = decide_once(feature, ctx, &mut gathered, rejected).await? else {
+    let Some(mut plan) = decide_once(feature, ctx, &mut gathered, rejected).await? else {
         return Ok(Requeue::requeue(STALE_RETRY));
     };
+    crate::controller::act::planned::replan_if_failed(feature, ctx, &mut gathered.planning, &gathered.tasks, &mut plan)
+        .await?;
     let mut effects = FeatureEvents::default();
     if let Some(invalid) = &plan.invalid {
         let namespace = feature.namespace().unwrap_or_default();
@@ -205,7 +210,7 @@ async fn judge(
     }
     effects.planning = gathered.planning.status.clone();
     effects.plan_stage = Some(gathered.planning.stage.clone())
-        .filter(crate::controller::plan::planning::Stage::holds_tasks);
+        .filter(crate::controller::plan::planning::Stage::holds_outcome);
     write_status(
         feature,
         ctx,
@@ -253,10 +258,9 @@ async fn gather(
         .current(&ctx.client, ctx.api_timeout, &namespace, now_ms)
         .await?;
     let planning = crate::controller::act::planned::reconcile(feature, ctx, &tasks, now_ms).await?;
-    let planning_only = planning
-        .stage
-        .holds_tasks()
-        .then(|| crate::controller::plan::planning::planning_task_name(feature));
+    let planner = crate::controller::plan::planning::planning_task_name(feature);
+    let planning_only = planning.stage.holds_tasks().then(|| planner.clone());
+    let plan_waits = planning.stage.holds_outcome().then_some(planner);
     Ok(Gathered {
         tasks,
         leases,
@@ -268,6 +272,7 @@ async fn gather(
         rests,
         planning,
         planning_only,
+        plan_waits,
     })
 }
 

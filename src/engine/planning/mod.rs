@@ -15,7 +15,7 @@ pub(crate) use answered::{
     Unanswered, not_written, planned, refused, refused_in_a_row, refused_message, refused_problems,
     unanswered,
 };
-pub(crate) use prompt::{PlanningPrompt, Revision, render};
+pub(crate) use prompt::{PlanningPrompt, Revision, journal_line, render};
 pub(crate) use proposals::{PROPOSE_HELP, proposal_in};
 
 /// The task ID of planning attempts (`planning-a1`, ...): a planned or hand-written task

@@ -39,7 +39,8 @@ pub(crate) struct PlanningPrompt {
 }
 
 /// What a planner revising a plan after a failure is told.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Revision {
     /// The task that failed for good.
     pub failed_task: String,
@@ -51,6 +52,17 @@ pub(crate) struct Revision {
     pub done: Vec<String>,
     /// Tasks not done, as the current plan has them (YAML).
     pub pending_yaml: String,
+}
+
+/// One journal entry as a revision shows it.
+pub(crate) fn journal_line(entry: &crate::engine::memory::journal::JournalEntry) -> String {
+    format!(
+        "attempt {}: {:?} {} {}",
+        entry.attempt,
+        entry.outcome,
+        entry.detail.clone().unwrap_or_default(),
+        entry.notes.join(" ")
+    )
 }
 
 /// Most repository paths listed in the prompt.

@@ -180,6 +180,7 @@ impl PlanState {
                 .filter(|_| self.approved().is_none())
                 .map(|p| p.hash.clone()),
             proposed: self.proposed.clone(),
+            revising: None,
         }
     }
 }
