@@ -29,7 +29,7 @@ use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{PROBLEM_KEY, read_plan_map, text};
 use crate::controller::plan::planning;
 use crate::controller::plan::pod::SIDECAR_CONTAINER;
-use crate::controller::runtime::context::Context;
+use crate::controller::runtime::context::{Context, FIELD_MANAGER};
 use crate::engine::attempt::AttemptResult;
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::planning::{document_hash, plan_hash};
@@ -399,7 +399,9 @@ async fn extend(
 }
 
 /// Writes `status.planning` now (before the proposals it holds are deleted), and keeps it
-/// for the reconciles the Feature watch has not caught up with.
+/// for the reconciles the Feature watch has not caught up with. The whole status is
+/// applied as the reconcile's status write applies it (same field manager), so that write,
+/// moments later, still owns every field, `status.planning.running` among them.
 async fn write_planning(
     feature: &Feature,
     ctx: &Context,
@@ -407,12 +409,25 @@ async fn write_planning(
 ) -> Result<(), CallError> {
     let namespace = feature.namespace().unwrap_or_default();
     let name = feature.name_any();
-    let patch = serde_json::json!({"status": {"planning": planning}});
+    let status = crate::api::FeatureStatus {
+        planning: Some(planning.clone()),
+        ..feature.status.clone().unwrap_or_default()
+    };
+    let patch = serde_json::json!({
+        "apiVersion": crate::api::API_VERSION,
+        "kind": "Feature",
+        "metadata": {"name": name},
+        "status": status,
+    });
     let api: Api<Feature> = Api::namespaced(ctx.client.clone(), &namespace);
     bounded(
         ctx.api_timeout,
         format!("write status.planning of Feature {namespace}/{name}"),
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        ),
     )
     .await?;
     ctx.cache.planning_writes.record(feature, Some(planning));
