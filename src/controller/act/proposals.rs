@@ -26,7 +26,7 @@ use crate::api::{Feature, Task};
 use crate::clock::rfc3339;
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::decide::TaskPlan;
-use crate::controller::plan::plan_map::{PROBLEM_KEY, read_plan_map, text};
+use crate::controller::plan::plan_map::{HASH_KEY, PROBLEM_KEY, read_plan_map, text};
 use crate::controller::plan::planning;
 use crate::controller::plan::pod::SIDECAR_CONTAINER;
 use crate::controller::runtime::context::{Context, FIELD_MANAGER};
@@ -257,12 +257,15 @@ pub(crate) async fn reconcile(
         // Without a readable plan the proposals wait: the planning steps say what is wrong.
         let Some((current, plan, document)) = current.and_then(|map| {
             let files = read_plan_map(&map).ok()?;
-            let tasks = files.tasks.as_deref()?;
+            let listed = files.tasks.as_deref()?;
             let limits = AnswerLimits {
                 max_tasks: u32::MAX,
                 existing: &feature.spec.tasks,
             };
-            let plan = check_answer(tasks, limits).ok()?;
+            let mut plan = check_answer(listed, limits).ok()?;
+            if text(&map, HASH_KEY) != status.dag_hash.as_deref() {
+                without_lost_extension(&mut plan, feature, tasks);
+            }
             Some((map, plan, files.document))
         }) else {
             return Ok(None);
@@ -297,6 +300,21 @@ pub(crate) async fn reconcile(
     }
     forget(ctx, &namespace, &read).await?;
     Ok(next)
+}
+
+/// Drops from `plan` (the plan ConfigMap's, whose hash is not the running plan's) the tasks
+/// that have no Task: an extension whose status write failed after the plan ConfigMap was
+/// replaced. While a plan runs every task of it has its Task, so what is left is the
+/// running plan, which the proposals (still there: they are deleted only after the status
+/// write) extend again.
+fn without_lost_extension(plan: &mut Answer, feature: &Feature, tasks: &[Arc<Task>]) {
+    let feature_name = feature.name_any();
+    plan.tasks.retain(|planned| {
+        let object = crate::api::task_object_name(&feature_name, &planned.name);
+        tasks
+            .iter()
+            .any(|t| t.metadata.name.as_deref() == Some(object.as_str()))
+    });
 }
 
 /// The task list a proposal ConfigMap holds, or why it holds none.

@@ -116,3 +116,33 @@ fn a_proposal_that_could_not_be_uploaded_is_refused_with_why() {
         )]
     );
 }
+
+#[test]
+fn a_lost_extension_is_dropped_from_the_plan_its_tasks_not_created() {
+    let feature: Feature = serde_yaml_ng::from_str(
+        "apiVersion: ralph.dev/v1alpha1\nkind: Feature\nmetadata: {name: demo, namespace: team, uid: f-1}\n\
+         spec: {agent: {image: agent:1, command: [agent]}, planning: {}}\n",
+    )
+    .expect("a Feature");
+    let task = |name: &str| -> Arc<Task> {
+        Arc::new(
+            serde_yaml_ng::from_str(&format!(
+                "apiVersion: ralph.dev/v1alpha1\nkind: Task\nmetadata: {{name: {name}, namespace: team}}\n\
+                 spec: {{featureRef: demo, title: T}}\n"
+            ))
+            .expect("a Task"),
+        )
+    };
+    let limits = AnswerLimits {
+        max_tasks: 10,
+        existing: &[],
+    };
+    let mut plan = check_answer(
+        "tasks:\n  - {name: count, acceptance: [x]}\n  - {name: polish, dependsOn: [count], acceptance: [x]}\n",
+        limits,
+    )
+    .expect("a plan");
+    without_lost_extension(&mut plan, &feature, &[task("demo-count")]);
+    let names: Vec<&str> = plan.tasks.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["count"]);
+}
