@@ -342,5 +342,9 @@ async fn a_manual_plan_runs_once_approved_while_the_feature_and_task_watches_lag
             .sum();
         assert_eq!(occurrences, 1, "{reason}: {events:?}");
     }
+    let created_again = h
+        .server
+        .count_requests(|r| r.method == "POST" && r.resource == "tasks" && r.status == 409);
+    assert_eq!(created_again, 0, "planned Tasks were created twice");
     h.stop().await;
 }

@@ -30,6 +30,7 @@ mod controller_planning_attempt;
 mod controller_planning_proposals;
 mod controller_pod_start;
 mod controller_pools;
+mod controller_replanning;
 mod controller_retired_leases;
 mod controller_sidecar;
 mod controller_templates_on_demand;

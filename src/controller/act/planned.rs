@@ -10,18 +10,18 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
-use crate::api::planning::{ApprovalState, ApprovalStatus, PlanningStatus, plan_config_map_name};
 use crate::api::labels::PLAN_LABEL;
+use crate::api::planning::{ApprovalState, ApprovalStatus, PlanningStatus, plan_config_map_name};
 use crate::api::{Feature, Task, TaskStatus, planned_tasks, planning_task, task_object_name};
 use crate::clock::rfc3339;
+use crate::controller::act::memory::task_journal;
+use crate::controller::act::planning::{keep_config_map, revision_config_map};
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::decide::{FeaturePlan, task_id};
 use crate::controller::plan::plan_map::read_plan_map;
 use crate::controller::plan::planning::{self, Answer, Stage};
 use crate::controller::runtime::context::Context;
 use crate::engine::dag::TaskPhase;
-use crate::controller::act::memory::task_journal;
-use crate::controller::act::planning::{keep_config_map, revision_config_map};
-use crate::controller::plan::decide::{FeaturePlan, task_id};
 use crate::engine::planning::{Revision, document_hash, journal_line, plan_hash};
 use crate::manifest::answer::{Answer as TaskList, AnswerLimits, check_answer};
 
@@ -110,7 +110,8 @@ pub(crate) async fn replan_if_failed(
     let Some(status) = planning.status.as_ref() else {
         return Ok(());
     };
-    let Some(failed) = planning::replan_after(feature, status, &planning.stage, tasks, plan.outcome)
+    let Some(failed) =
+        planning::replan_after(feature, status, &planning.stage, tasks, plan.outcome)
     else {
         return Ok(());
     };
@@ -119,7 +120,9 @@ pub(crate) async fn replan_if_failed(
         Ok(plan) => plan,
         Err(why) => {
             let message = format!("cannot revise the plan: {why}");
-            ctx.events.warning(&regarding, "ReplanFailed", message).await;
+            ctx.events
+                .warning(&regarding, "ReplanFailed", message)
+                .await;
             return Ok(());
         }
     };
@@ -132,7 +135,9 @@ pub(crate) async fn replan_if_failed(
         revision.failure,
         status.replans.saturating_add(1)
     );
-    ctx.events.warning(&regarding, "Replanning", why.clone()).await;
+    ctx.events
+        .warning(&regarding, "Replanning", why.clone())
+        .await;
     plan_again(feature, ctx, tasks, &why).await?;
     planning.status = Some(planning::revising(status, &revision.failed_task, why));
     planning.stage = Stage::Planning;
@@ -412,7 +417,9 @@ async fn keep_running(
         "proposed tasks {} rejected: {comment}; plan {hash} goes on",
         dropped.join(", ")
     );
-    ctx.events.normal(&regarding, "PlanRejected", note.clone()).await;
+    ctx.events
+        .normal(&regarding, "PlanRejected", note.clone())
+        .await;
     let proposed = status
         .proposed
         .iter()
@@ -490,6 +497,10 @@ async fn create_planned(
     hash: &str,
     status: &mut PlanningStatus,
 ) -> Result<bool, CallError> {
+    if ctx.cache.planning_writes.created(feature, hash) {
+        // Created by this process: the Task listing is behind.
+        return Ok(false);
+    }
     let regarding = feature.object_ref(&());
     let (answer, _) = match plan_of(feature, ctx).await? {
         Ok(plan) => plan,
@@ -505,10 +516,11 @@ async fn create_planned(
     let changed =
         !(changes.adopt.is_empty() && changes.delete.is_empty() && changes.retry.is_empty());
     change_kept(feature, ctx, &changes, hash).await?;
-    let created: Vec<_> = futures::stream::iter(changes.create.into_iter().map(|t| create_task(ctx, t)))
-        .buffer_unordered(CONCURRENT_CREATES)
-        .collect()
-        .await;
+    let created: Vec<_> =
+        futures::stream::iter(changes.create.into_iter().map(|t| create_task(ctx, t)))
+            .buffer_unordered(CONCURRENT_CREATES)
+            .collect()
+            .await;
     let (mut count, mut refused) = (0, Vec::new());
     for result in created {
         match result? {
@@ -522,7 +534,10 @@ async fn create_planned(
             .warning(&regarding, "PlannedTaskRejected", first.clone())
             .await;
         status.message = Some(first.clone());
-    } else if count > 0 {
+    } else {
+        ctx.cache.planning_writes.record_created(feature, hash);
+    }
+    if refused.is_empty() && count > 0 {
         let note = format!("created {count} Tasks of plan {hash}");
         ctx.events
             .normal(&regarding, "PlannedTasksCreated", note)
@@ -531,9 +546,9 @@ async fn create_planned(
     Ok(count > 0 || changed)
 }
 
-/// Makes the Tasks an earlier plan left those of the plan `hash`: kept ones labelled with it
-/// (and given its spec unless done), dropped ones deleted, failed ones given their retries
-/// back (a revision).
+/// Makes the Tasks an earlier plan left those of the plan `hash`: failed ones given their
+/// retries back (a revision), kept ones labelled with it (and given its spec unless done),
+/// dropped ones deleted.
 async fn change_kept(
     feature: &Feature,
     ctx: &Context,
@@ -542,12 +557,28 @@ async fn change_kept(
 ) -> Result<(), CallError> {
     let namespace = feature.namespace().unwrap_or_default();
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
+    // The status writes first: they carry the cached resourceVersion, which a patch of the
+    // same Task would make stale.
+    for task in &changes.retry {
+        let old = task.status.clone().unwrap_or_default();
+        let status = TaskStatus {
+            phase: TaskPhase::Pending,
+            retry_count: 0,
+            next_attempt_after: None,
+            message: Some(format!("kept by the revised plan {hash}: retried")),
+            ..old
+        };
+        crate::controller::act::task_status::write_status(ctx, task, &status).await?;
+    }
     for (task, existing) in &changes.adopt {
         let name = task.name_any();
         let done = existing.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Done);
         let mut patch = serde_json::json!({"metadata": {"labels": {PLAN_LABEL: hash}}});
         if !done {
-            let (old, new) = (serde_json::to_value(&existing.spec), serde_json::to_value(&task.spec));
+            let (old, new) = (
+                serde_json::to_value(&existing.spec),
+                serde_json::to_value(&task.spec),
+            );
             if let (Ok(old), Ok(new)) = (old, new) {
                 patch["spec"] = planning::merge_patch(&old, &new);
             }
@@ -571,17 +602,6 @@ async fn change_kept(
             Err(error) if error.status_code() == Some(404) => {}
             other => drop(other?),
         }
-    }
-    for task in &changes.retry {
-        let old = task.status.clone().unwrap_or_default();
-        let status = TaskStatus {
-            phase: TaskPhase::Pending,
-            retry_count: 0,
-            next_attempt_after: None,
-            message: Some(format!("kept by the revised plan {hash}: retried")),
-            ..old
-        };
-        crate::controller::act::task_status::write_status(ctx, task, &status).await?;
     }
     Ok(())
 }

@@ -23,18 +23,18 @@ use crate::api::planning::{
 };
 use crate::api::{Feature, Task, TaskTemplate};
 use crate::controller::client::call::{CallError, bounded};
-use crate::controller::runtime::context::Context;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{
     HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
 };
 use crate::controller::plan::pod::{SIDECAR_CONTAINER, WORKSPACE};
+use crate::controller::runtime::context::Context;
 use crate::engine::attempt::OutcomeClass;
 use crate::engine::conclusion::{NextState, phase_after};
 use crate::engine::lifecycle::{AttemptEnd, attempt_id};
 use crate::engine::planning::{
-    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, Revision, TASKS_FILE, not_written, plan_hash,
-    planned, refused, refused_in_a_row, refused_problems, render,
+    ANSWER_DIR, DOCUMENT_FILE, PLANNING_TASK, PlanningPrompt, Revision, TASKS_FILE, not_written,
+    plan_hash, planned, refused, refused_in_a_row, refused_problems, render,
 };
 use crate::engine::policy::AttemptOutcome;
 use crate::manifest::answer::{Answer, AnswerLimits, AnswerTask, check_answer};

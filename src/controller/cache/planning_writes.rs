@@ -1,7 +1,8 @@
 //! The read-your-writes overlay of the Features' `status.planning`: what this process last
 //! wrote there, until the Feature cache shows it. Planning steps act once (a plan read, a
 //! person's answer recorded) and must not be repeated, or undone, from a Feature the watch
-//! has not brought up to date yet.
+//! has not brought up to date yet. It also remembers which plan's Tasks this process
+//! created, so a Task watch behind those creations does not have them created again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,8 @@ use crate::api::planning::PlanningStatus;
 #[derive(Clone, Debug, Default)]
 pub struct PlanningWrites {
     written: Arc<Mutex<HashMap<String, PlanningStatus>>>,
+    /// By Feature uid: the plan whose Tasks this process has all created or found.
+    created: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl PlanningWrites {
@@ -22,6 +25,22 @@ impl PlanningWrites {
             return;
         };
         crate::sync::lock(&self.written).insert(uid, planning.clone());
+    }
+
+    /// Records that every Task of `feature`'s plan `hash` exists.
+    pub(crate) fn record_created(&self, feature: &Feature, hash: &str) {
+        if let Some(uid) = feature.metadata.uid.clone() {
+            crate::sync::lock(&self.created).insert(uid, hash.to_owned());
+        }
+    }
+
+    /// Whether every Task of `feature`'s plan `hash` was created (the listing may lag).
+    pub(crate) fn created(&self, feature: &Feature, hash: &str) -> bool {
+        let uid = feature.metadata.uid.as_deref().unwrap_or_default();
+        crate::sync::lock(&self.created)
+            .get(uid)
+            .map(String::as_str)
+            == Some(hash)
     }
 
     /// The newest `status.planning` of `feature`: its own, or the one this process wrote
@@ -67,6 +86,14 @@ mod tests {
             planned_by: Some(attempt.to_owned()),
             ..PlanningStatus::default()
         }
+    }
+
+    #[test]
+    fn a_plan_whose_tasks_were_created_is_remembered_by_its_hash() {
+        let writes = PlanningWrites::default();
+        writes.record_created(&feature(None), "h1");
+        assert!(writes.created(&feature(None), "h1"));
+        assert!(!writes.created(&feature(None), "h2"));
     }
 
     #[test]

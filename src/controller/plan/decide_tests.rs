@@ -381,6 +381,32 @@ fn a_feature_waiting_for_its_plan_is_never_complete() {
 }
 
 #[test]
+fn a_feature_whose_plan_is_revised_is_not_failed_by_its_tasks() {
+    let feature = feature(serde_json::json!({}));
+    let phases = [
+        ("a", TaskPhase::Failed),
+        ("b", TaskPhase::Done),
+        ("c", TaskPhase::Done),
+        ("d", TaskPhase::Done),
+    ];
+    let mut all = tasks(&feature, &phases);
+    let mut planner = crate::api::planning_task(&feature).expect("planner");
+    planner.status = Some(TaskStatus {
+        phase: TaskPhase::Done,
+        ..TaskStatus::default()
+    });
+    all.push(Arc::new(planner));
+    assert_eq!(
+        plan_for(&feature, &all).outcome,
+        Some(FeatureOutcome::Failed)
+    );
+    assert_eq!(
+        plan_while_planning(&feature, &all, "hello-planning").outcome,
+        None
+    );
+}
+
+#[test]
 fn a_feature_whose_planning_failed_for_good_fails() {
     let feature = feature(serde_json::json!({}));
     let mut all = tasks(&feature, &[]);

@@ -101,11 +101,15 @@ pub(crate) fn stage_with(
     match planning.approval.as_ref() {
         Some(a) if a.hash == hash && a.state == ApprovalState::Approved => {
             let uid = feature.metadata.uid.as_deref().unwrap_or_default();
-            let created = tasks
-                .iter()
-                .filter(|t| origin::of(t).is_planned_by(uid, &hash))
-                .count();
-            if created < planning.tasks as usize {
+            let planned = || {
+                tasks
+                    .iter()
+                    .filter(|t| origin::of(t).is_planned_by(uid, &hash))
+            };
+            // A revision gives the failed Tasks it keeps their retries back before it runs.
+            let failed_kept = planning.revising.is_some()
+                && planned().any(|t| t.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Failed));
+            if planned().count() < planning.tasks as usize || failed_kept {
                 Stage::Creating { hash }
             } else {
                 Stage::Running
@@ -229,8 +233,7 @@ pub(crate) fn changes(
     hash: &str,
 ) -> PlanChanges {
     let uid = feature.metadata.uid.as_deref().unwrap_or_default();
-    let by_name: BTreeMap<&str, &Arc<Task>> =
-        tasks.iter().map(|t| (name_of(t), t)).collect();
+    let by_name: BTreeMap<&str, &Arc<Task>> = tasks.iter().map(|t| (name_of(t), t)).collect();
     let phase = |t: &Task| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let mut changes = PlanChanges::default();
     for task in &desired {
@@ -245,7 +248,7 @@ pub(crate) fn changes(
             changes.retry.push(Arc::clone(existing));
         }
     }
-    let wanted: BTreeSet<&str> = desired.iter().map(|t| name_of(t)).collect();
+    let wanted: BTreeSet<&str> = desired.iter().map(name_of).collect();
     changes.delete = tasks
         .iter()
         .filter(|t| {

@@ -294,3 +294,154 @@ fn planned_tasks_carry_the_plan_and_never_the_features_own_labels() {
     assert!(task.annotations().is_empty());
     assert!(origin::of(task).is_planned_by("f-uid", "h1"));
 }
+
+/// `demo` (Automatic) that re-plans after a failure, at most twice.
+fn replanning() -> Feature {
+    let mut feature = feature("Automatic");
+    if let Some(planning) = feature.spec.planning.as_mut() {
+        planning.replan = crate::api::planning::Replan::OnFailure;
+        planning.max_replans = 2;
+    }
+    feature
+}
+
+fn with_phase(task: &Arc<Task>, phase: TaskPhase, attempts: u32) -> Arc<Task> {
+    let mut task = Task::clone(task);
+    task.status = Some(TaskStatus {
+        phase,
+        attempt_count: attempts,
+        message: Some(format!("{phase:?}")),
+        ..TaskStatus::default()
+    });
+    Arc::new(task)
+}
+
+/// The plan `h1` of `count` (Failed) and `docs` (Blocked), its planner done.
+fn failed_plan(feature: &Feature) -> Vec<Arc<Task>> {
+    let planned = planned(feature, &["count", "docs"], "h1");
+    vec![
+        planner(feature, TaskPhase::Done, 1),
+        with_phase(&planned[0], TaskPhase::Failed, 1),
+        with_phase(&planned[1], TaskPhase::Blocked, 0),
+    ]
+}
+
+fn failed_task<'t>(
+    feature: &Feature,
+    planning: &PlanningStatus,
+    tasks: &'t [Arc<Task>],
+) -> Option<&'t Arc<Task>> {
+    let stage = stage_with(feature, planning, tasks);
+    replan_after(
+        feature,
+        planning,
+        &stage,
+        tasks,
+        Some(FeatureOutcome::Failed),
+    )
+}
+
+#[test]
+fn a_failed_planned_task_is_re_planned_when_the_feature_would_fail() {
+    let feature = replanning();
+    let tasks = failed_plan(&feature);
+    let failed = failed_task(&feature, &approved("h1", 2), &tasks);
+    assert_eq!(failed.map(|t| t.name_any()).as_deref(), Some("demo-count"));
+}
+
+#[test]
+fn nothing_is_re_planned_without_replan_on_failure_or_with_the_re_plans_used() {
+    let never = feature("Automatic");
+    let tasks = failed_plan(&never);
+    assert!(failed_task(&never, &approved("h1", 2), &tasks).is_none());
+    let used = PlanningStatus {
+        replans: 2,
+        ..approved("h1", 2)
+    };
+    assert!(failed_task(&replanning(), &used, &tasks).is_none());
+}
+
+#[test]
+fn a_feature_that_would_not_fail_is_not_re_planned() {
+    let feature = replanning();
+    let tasks = failed_plan(&feature);
+    let planning = approved("h1", 2);
+    let stage = stage_with(&feature, &planning, &tasks);
+    assert!(replan_after(&feature, &planning, &stage, &tasks, None).is_none());
+}
+
+#[test]
+fn a_revision_adopts_kept_tasks_drops_the_others_and_retries_the_failed_ones() {
+    let feature = replanning();
+    let tasks = failed_plan(&feature);
+    let planning = revising(&approved("h1", 2), "count", "count failed".to_owned());
+    let desired = planned(&feature, &["count", "count-awk"], "h2")
+        .into_iter()
+        .map(|t| Task::clone(&t))
+        .collect();
+    let changes = changes(&feature, &planning, &tasks, desired, "h2");
+    let names = |tasks: Vec<&Task>| -> Vec<String> { tasks.iter().map(|t| t.name_any()).collect() };
+    assert_eq!(names(changes.create.iter().collect()), ["demo-count-awk"]);
+    assert_eq!(
+        names(changes.adopt.iter().map(|(t, _)| t).collect()),
+        ["demo-count"]
+    );
+    assert_eq!(
+        names(changes.delete.iter().map(AsRef::as_ref).collect()),
+        ["demo-docs"]
+    );
+    assert_eq!(
+        names(changes.retry.iter().map(AsRef::as_ref).collect()),
+        ["demo-count"]
+    );
+}
+
+#[test]
+fn a_revision_is_created_until_the_failed_tasks_it_keeps_are_retried() {
+    let feature = replanning();
+    let mut tasks = vec![planner(&feature, TaskPhase::Done, 2)];
+    let planned = planned(&feature, &["count"], "h2");
+    tasks.push(with_phase(&planned[0], TaskPhase::Failed, 1));
+    let mut planning = revising(&approved("h2", 1), "count", "count failed".to_owned());
+    planning.planned_by = Some("demo-planning-a2".to_owned());
+    assert_eq!(
+        stage_with(&feature, &planning, &tasks),
+        Stage::Creating {
+            hash: "h2".to_owned()
+        }
+    );
+    tasks[1] = with_phase(&planned[0], TaskPhase::Pending, 1);
+    assert_eq!(stage_with(&feature, &planning, &tasks), Stage::Running);
+}
+
+#[test]
+fn a_plan_waiting_beside_a_running_one_holds_the_outcome_but_not_the_tasks() {
+    let waiting = Stage::AwaitingApproval {
+        hash: "h2".to_owned(),
+        running: true,
+    };
+    assert!(!waiting.holds_tasks());
+    assert!(waiting.holds_outcome());
+}
+
+#[test]
+fn rejecting_added_proposals_keeps_the_running_plan_but_rejecting_a_revision_plans_again() {
+    let proposals = PlanningStatus {
+        running: Some("h1".to_owned()),
+        proposed: vec!["lint".to_owned()],
+        ..approved("h2", 3)
+    };
+    assert!(rejects_proposals(&proposals));
+    let revision = revising(&approved("h1", 2), "count", "count failed".to_owned());
+    assert!(!rejects_proposals(&revision));
+}
+
+#[test]
+fn a_merge_patch_removes_what_the_new_object_lacks() {
+    let old = serde_json::json!({"title": "a", "verify": {"command": "x"}, "tags": ["t"]});
+    let new = serde_json::json!({"title": "b", "tags": ["t"]});
+    assert_eq!(
+        merge_patch(&old, &new),
+        serde_json::json!({"title": "b", "verify": null})
+    );
+}

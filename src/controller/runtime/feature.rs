@@ -195,8 +195,14 @@ async fn judge(
     let Some(mut plan) = decide_once(feature, ctx, &mut gathered, rejected).await? else {
         return Ok(Requeue::requeue(STALE_RETRY));
     };
-    crate::controller::act::planned::replan_if_failed(feature, ctx, &mut gathered.planning, &gathered.tasks, &mut plan)
-        .await?;
+    crate::controller::act::planned::replan_if_failed(
+        feature,
+        ctx,
+        &mut gathered.planning,
+        &gathered.tasks,
+        &mut plan,
+    )
+    .await?;
     let mut effects = FeatureEvents::default();
     if let Some(invalid) = &plan.invalid {
         let namespace = feature.namespace().unwrap_or_default();
