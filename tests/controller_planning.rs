@@ -16,7 +16,7 @@ use crate::support::mentions::assert_mentions;
 
 /// A Feature `name` that plans (approval `approval`) from a spec, with one hand-written
 /// task `setup`.
-fn planning_feature(name: &str, approval: &str) -> serde_json::Value {
+pub(crate) fn planning_feature(name: &str, approval: &str) -> serde_json::Value {
     feature_manifest(
         name,
         json!([{"name": "setup", "title": "Set the project up"}]),
@@ -28,7 +28,7 @@ fn planning_feature(name: &str, approval: &str) -> serde_json::Value {
 }
 
 /// Two tasks after `setup`, each naming its check.
-const PLAN: &str = "tasks:
+pub(crate) const PLAN: &str = "tasks:
   - name: count
     title: Count words
     dependsOn: [setup]
@@ -41,7 +41,7 @@ const PLAN: &str = "tasks:
 
 /// The planner of `pod` answers `tasks` (what its claim-keeper uploads: the answer
 /// ConfigMap `<attempt>-answer`), and its attempt finishes.
-async fn planner_answers(h: &Harness, pod: &Pod, feature: &str, tasks: &str) {
+pub(crate) async fn planner_answers(h: &Harness, pod: &Pod, feature: &str, tasks: &str) {
     let answer = ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some(format!("{}-answer", pod.name_any())),
@@ -76,12 +76,12 @@ async fn plan_awaiting_approval(h: &Harness) -> String {
 }
 
 /// The approval `status.planning` records.
-fn approval_of(feature: &Feature) -> Option<ralph::api::planning::ApprovalStatus> {
+pub(crate) fn approval_of(feature: &Feature) -> Option<ralph::api::planning::ApprovalStatus> {
     feature.status.as_ref()?.planning.as_ref()?.approval.clone()
 }
 
 /// The current plan's hash, once the Feature's status holds one.
-async fn plan_hash(h: &Harness, feature: &str) -> String {
+pub(crate) async fn plan_hash(h: &Harness, feature: &str) -> String {
     h.eventually("the plan in status.planning", || async {
         let feature = h.features().get(feature).await.ok()?;
         feature.status?.planning?.dag_hash
@@ -89,7 +89,7 @@ async fn plan_hash(h: &Harness, feature: &str) -> String {
     .await
 }
 
-async fn annotate(h: &Harness, feature: &str, annotations: serde_json::Value) {
+pub(crate) async fn annotate(h: &Harness, feature: &str, annotations: serde_json::Value) {
     let patch = json!({"metadata": {"annotations": annotations}});
     h.features()
         .patch(feature, &PatchParams::default(), &Patch::Merge(&patch))

@@ -116,6 +116,7 @@ impl RunDir {
             lease_duration: Duration::from_secs(3),
             exit_when_done: plain,
             answer: None,
+            proposal: None,
         }
     }
 

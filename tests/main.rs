@@ -27,6 +27,7 @@ mod controller_memory;
 mod controller_outage;
 mod controller_planning;
 mod controller_planning_attempt;
+mod controller_planning_proposals;
 mod controller_pod_start;
 mod controller_pools;
 mod controller_replanning;

@@ -32,5 +32,8 @@ pub const APPROVE_PLAN_ANNOTATION: &str = "ralph.dev/approve-plan";
 pub const REJECT_PLAN_ANNOTATION: &str = "ralph.dev/reject-plan";
 /// Annotation on a Feature: why the plan named by [`REJECT_PLAN_ANNOTATION`] was rejected.
 pub const REJECT_COMMENT_ANNOTATION: &str = "ralph.dev/reject-comment";
+/// Annotation on a Task (the controller's): the proposal ConfigMaps of its done attempts
+/// (`<attempt>-proposal`, comma-separated) the Feature has not read yet.
+pub const PROPOSALS_ANNOTATION: &str = "ralph.dev/proposals";
 /// Annotation on a Feature: who approved or rejected its plan (set by `ralph plan`).
 pub const PLAN_ANSWERED_BY_ANNOTATION: &str = "ralph.dev/plan-answered-by";

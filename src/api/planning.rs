@@ -196,3 +196,9 @@ pub fn revision_config_map_name(feature: &str) -> String {
 pub fn answer_config_map_name(attempt: &str) -> String {
     format!("{attempt}-answer")
 }
+
+/// Name of the ConfigMap the claim-keeper uploads the tasks a worker attempt proposed to
+/// (owned by the attempt's Pod until the controller takes it over).
+pub fn proposal_config_map_name(attempt: &str) -> String {
+    format!("{attempt}-proposal")
+}

@@ -49,6 +49,11 @@ pub struct Args {
     /// claim-keeper's sign that the claim is spent.
     #[arg(long)]
     pub ended_file: Option<PathBuf>,
+    /// Write the tasks the final message proposes (`<ralph:propose-tasks>`) to this file;
+    /// the result then says `proposed: true` (an agent Pod of a planning Feature: its
+    /// claim-keeper uploads the file).
+    #[arg(long, value_name = "FILE")]
+    pub proposal_file: Option<PathBuf>,
     /// When this file appears, the attempt is cancelled (the claim-keeper cannot keep the
     /// claim); its content says why.
     #[arg(long)]
@@ -226,6 +231,7 @@ fn runner_config(args: Args, prompt: String, workspace: PathBuf) -> anyhow::Resu
             .result_file
             .iter()
             .chain(&args.result_copy)
+            .chain(&args.proposal_file)
             .chain(&args.keep_out)
             .cloned()
             .collect(),
@@ -241,6 +247,7 @@ fn runner_config(args: Args, prompt: String, workspace: PathBuf) -> anyhow::Resu
             remote: args.gateway_url,
             listen: args.gateway_listen,
         },
+        proposal_file: args.proposal_file,
     })
 }
 

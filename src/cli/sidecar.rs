@@ -3,7 +3,8 @@
 //! Exit status: 0 when stopped (SIGTERM), released (Lease deleted or freed) or, with
 //! `--exit-when-done`, once the attempt is over; 3 when fenced off (another attempt holds
 //! the Lease). In a planning attempt's Pod (`--answer-dir`) it uploads the planner's answer
-//! before it exits.
+//! before it exits; in a worker attempt's Pod of a planning Feature (`--proposal-file`), the
+//! tasks the worker proposed, when it proposed any.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::controller::sidecar::{self, AnswerUpload, SidecarConfig, SidecarExit};
+use crate::controller::sidecar::{self, AnswerUpload, ProposalUpload, SidecarConfig, SidecarExit};
 
 /// Exit status when the attempt no longer holds its Lease.
 pub(crate) const EXIT_FENCED: u8 = 3;
@@ -62,6 +63,19 @@ pub struct Args {
     /// The feature the answer plans (a label of its ConfigMap).
     #[arg(long, value_name = "NAME", requires = "answer_dir")]
     pub answer_feature: Option<String>,
+    /// A worker attempt's proposal file (the runner's `--proposal-file`, in the run
+    /// directory): uploaded once the attempt is over, when the runner wrote it.
+    #[arg(long, value_name = "FILE", requires_all = ["proposal_config_map", "proposal_feature", "proposal_task", "pod_name", "pod_uid"], conflicts_with = "answer_dir")]
+    pub proposal_file: Option<PathBuf>,
+    /// The ConfigMap the proposed tasks are uploaded to.
+    #[arg(long, value_name = "NAME", requires = "proposal_file")]
+    pub proposal_config_map: Option<String>,
+    /// The feature the tasks are proposed for (a label of the ConfigMap).
+    #[arg(long, value_name = "NAME", requires = "proposal_file")]
+    pub proposal_feature: Option<String>,
+    /// The proposing task's id (a label of the ConfigMap).
+    #[arg(long, value_name = "ID", requires = "proposal_file")]
+    pub proposal_task: Option<String>,
     /// This Pod's name: the answer ConfigMap's owner.
     #[arg(long, env = crate::controller::plan::pod_planning::POD_NAME_ENV, hide_env_values = true)]
     pub pod_name: Option<String>,
@@ -114,6 +128,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.answer_dir,
             args.answer_config_map,
             args.answer_feature,
+            args.pod_name.clone(),
+            args.pod_uid.clone(),
+        ),
+        proposal: proposal_upload(
+            args.proposal_file,
+            args.proposal_config_map,
+            (args.proposal_feature, args.proposal_task),
             args.pod_name,
             args.pod_uid,
         ),
@@ -143,6 +164,25 @@ fn answer_upload(
         dir: dir?,
         config_map: config_map?,
         feature: feature?,
+        pod_name: pod_name?,
+        pod_uid: pod_uid?,
+    })
+}
+
+/// The proposal upload the flags ask for (clap requires all of them with
+/// `--proposal-file`).
+fn proposal_upload(
+    file: Option<PathBuf>,
+    config_map: Option<String>,
+    (feature, task): (Option<String>, Option<String>),
+    pod_name: Option<String>,
+    pod_uid: Option<String>,
+) -> Option<ProposalUpload> {
+    Some(ProposalUpload {
+        file: file?,
+        config_map: config_map?,
+        feature: feature?,
+        task: task?,
         pod_name: pod_name?,
         pod_uid: pod_uid?,
     })
@@ -220,6 +260,47 @@ mod tests {
                 args.pod_uid
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_proposal_upload_names_its_config_map_feature_task_and_pod() {
+        let args = parsed(&[
+            "--proposal-file",
+            "/ralph-run/proposal.yaml",
+            "--proposal-config-map",
+            "shop-api-a1-proposal",
+            "--proposal-feature",
+            "shop",
+            "--proposal-task",
+            "api",
+            "--pod-name",
+            "shop-api-a1",
+            "--pod-uid",
+            "uid-1",
+        ])
+        .expect("parses");
+        let upload = proposal_upload(
+            args.proposal_file,
+            args.proposal_config_map,
+            (args.proposal_feature, args.proposal_task),
+            args.pod_name,
+            args.pod_uid,
+        )
+        .expect("an upload");
+        assert_eq!(
+            (upload.config_map.as_str(), upload.task.as_str()),
+            ("shop-api-a1-proposal", "api")
+        );
+    }
+
+    #[test]
+    fn a_proposal_file_without_its_config_map_is_refused() {
+        let error = parsed(&["--proposal-file", "/ralph-run/proposal.yaml"])
+            .expect_err("incomplete upload");
+        assert!(
+            error.to_string().contains("--proposal-config-map"),
+            "{error}"
         );
     }
 

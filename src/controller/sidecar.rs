@@ -13,7 +13,9 @@
 //! runner stops the agent before anyone else may take the task over.
 //!
 //! In a planning attempt's Pod it also uploads the planner's answer, once: when the attempt
-//! is over, or on SIGTERM at the latest ([`AnswerUpload`]).
+//! is over, or on SIGTERM at the latest ([`AnswerUpload`]); in a worker attempt's Pod of a
+//! planning Feature, the tasks the worker proposed, when it proposed any
+//! ([`ProposalUpload`]).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -68,6 +70,9 @@ pub struct SidecarConfig {
     pub exit_when_done: bool,
     /// In a planning attempt's Pod: where the planner's answer is and where it goes.
     pub answer: Option<AnswerUpload>,
+    /// In a worker attempt's Pod of a planning Feature: where proposed tasks are and where
+    /// they go.
+    pub proposal: Option<ProposalUpload>,
 }
 
 /// A planning attempt's answer upload: the files the planner wrote in the workspace (read
@@ -88,15 +93,41 @@ pub struct AnswerUpload {
     pub pod_uid: String,
 }
 
-/// The answer ConfigMap in `namespace` for what `upload.dir` holds now.
-pub fn answer_config_map(upload: &AnswerUpload, namespace: &str) -> ConfigMap {
-    let meta = ObjectMeta {
-        name: Some(upload.config_map.clone()),
+/// The tasks a worker attempt proposed (`<ralph:propose-tasks>`), as its runner wrote them
+/// to the proposal file in the run directory, put into a ConfigMap owned by the Pod with
+/// [`plan_map`]'s layout (the task list only). No file: nothing is uploaded (the attempt
+/// proposed nothing); a file that cannot be uploaded leaves [`PROBLEM_KEY`], saying why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProposalUpload {
+    /// The runner's proposal file (`<run dir>/proposal.yaml`).
+    pub file: PathBuf,
+    /// The ConfigMap's name (`<attempt>-proposal`).
+    pub config_map: String,
+    /// The feature (a label of the ConfigMap).
+    pub feature: String,
+    /// The proposing task's id (a label of the ConfigMap).
+    pub task: String,
+    /// The Pod's name (its owner).
+    pub pod_name: String,
+    /// The Pod's uid.
+    pub pod_uid: String,
+}
+
+/// The metadata of an upload's ConfigMap: labelled with its feature and task, owned by
+/// the Pod.
+fn upload_meta(
+    name: &str,
+    namespace: &str,
+    (feature, task): (&str, &str),
+    (pod_name, pod_uid): (&str, &str),
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
         namespace: Some(namespace.to_owned()),
         labels: Some(
             [
-                (FEATURE_LABEL, upload.feature.as_str()),
-                (TASK_LABEL, PLANNING_TASK),
+                (FEATURE_LABEL, feature),
+                (TASK_LABEL, task),
                 (MANAGED_BY_LABEL, MANAGED_BY),
             ]
             .into_iter()
@@ -106,18 +137,69 @@ pub fn answer_config_map(upload: &AnswerUpload, namespace: &str) -> ConfigMap {
         owner_references: Some(vec![OwnerReference {
             api_version: "v1".to_owned(),
             kind: "Pod".to_owned(),
-            name: upload.pod_name.clone(),
-            uid: upload.pod_uid.clone(),
+            name: pod_name.to_owned(),
+            uid: pod_uid.to_owned(),
             controller: Some(true),
             block_owner_deletion: None,
         }]),
         ..ObjectMeta::default()
-    };
-    let problem = |message: String| ConfigMap {
+    }
+}
+
+/// A ConfigMap of `meta` that holds only why nothing could be uploaded.
+fn problem_map(meta: &ObjectMeta, message: String) -> ConfigMap {
+    ConfigMap {
         metadata: meta.clone(),
         data: Some([(PROBLEM_KEY.to_owned(), message)].into()),
         ..ConfigMap::default()
+    }
+}
+
+/// The proposal ConfigMap in `namespace` for what `upload.file` holds now; `None` when
+/// there is no file (nothing was proposed).
+pub fn proposal_config_map(upload: &ProposalUpload, namespace: &str) -> Option<ConfigMap> {
+    let meta = upload_meta(
+        &upload.config_map,
+        namespace,
+        (&upload.feature, &upload.task),
+        (&upload.pod_name, &upload.pod_uid),
+    );
+    let tasks = match std::fs::read_to_string(&upload.file) {
+        Ok(tasks) => tasks,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(error) => {
+            return Some(problem_map(
+                &meta,
+                format!(
+                    "the proposed tasks in {} cannot be read: {error}",
+                    upload.file.display()
+                ),
+            ));
+        }
     };
+    let files = PlanFiles {
+        tasks: Some(tasks),
+        document: None,
+    };
+    Some(
+        plan_map(meta.clone(), &files, Default::default()).unwrap_or_else(|error| {
+            problem_map(
+                &meta,
+                format!("the proposed tasks cannot be uploaded: {error}"),
+            )
+        }),
+    )
+}
+
+/// The answer ConfigMap in `namespace` for what `upload.dir` holds now.
+pub fn answer_config_map(upload: &AnswerUpload, namespace: &str) -> ConfigMap {
+    let meta = upload_meta(
+        &upload.config_map,
+        namespace,
+        (&upload.feature, PLANNING_TASK),
+        (&upload.pod_name, &upload.pod_uid),
+    );
+    let problem = |message: String| problem_map(&meta, message);
     let tasks_file = upload.dir.join(TASKS_FILE);
     let tasks = match std::fs::read_to_string(&tasks_file) {
         Ok(tasks) => tasks,
@@ -151,10 +233,36 @@ pub fn answer_config_map(upload: &AnswerUpload, namespace: &str) -> ConfigMap {
 /// counts the attempt as one that ended without an answer).
 const UPLOAD_TRIES: u32 = 5;
 
-/// Uploads the answer once; later calls do nothing.
+/// What the claim-keeper uploads once the attempt is over.
+enum Upload {
+    /// A planning attempt's answer.
+    Answer(AnswerUpload),
+    /// A worker attempt's proposed tasks.
+    Proposal(ProposalUpload),
+}
+
+impl Upload {
+    /// What is uploaded, for the log.
+    fn what(&self) -> &'static str {
+        match self {
+            Upload::Answer(_) => "the planner's answer",
+            Upload::Proposal(_) => "the proposed tasks",
+        }
+    }
+
+    /// The ConfigMap to create, if any.
+    fn config_map(&self, namespace: &str) -> Option<ConfigMap> {
+        match self {
+            Upload::Answer(upload) => Some(answer_config_map(upload, namespace)),
+            Upload::Proposal(upload) => proposal_config_map(upload, namespace),
+        }
+    }
+}
+
+/// Uploads once; later calls do nothing.
 struct Uploader {
     api: Api<ConfigMap>,
-    upload: AnswerUpload,
+    upload: Upload,
     namespace: String,
     timeout: Duration,
     done: bool,
@@ -165,8 +273,11 @@ impl Uploader {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
-        let map = answer_config_map(&self.upload, &self.namespace);
-        let name = &self.upload.config_map;
+        let Some(map) = self.upload.config_map(&self.namespace) else {
+            return;
+        };
+        let name = map.metadata.name.clone().unwrap_or_default();
+        let what = self.upload.what();
         for attempt in 1..=UPLOAD_TRIES {
             let created = bounded(
                 self.timeout,
@@ -176,16 +287,16 @@ impl Uploader {
             .await;
             match created {
                 Ok(_) => {
-                    tracing::info!(config_map = %name, "uploaded the planner's answer");
+                    tracing::info!(config_map = %name, "uploaded {what}");
                     return;
                 }
                 Err(error) if error.is_conflict() => return,
                 Err(error) if attempt < UPLOAD_TRIES => {
-                    tracing::warn!(%error, "cannot upload the planner's answer; retrying");
+                    tracing::warn!(%error, "cannot upload {what}; retrying");
                     tokio::time::sleep(MIN_INTERVAL).await;
                 }
                 Err(error) => {
-                    tracing::error!(%error, "cannot upload the planner's answer; giving up");
+                    tracing::error!(%error, "cannot upload {what}; giving up");
                 }
             }
         }
@@ -272,7 +383,12 @@ pub async fn run(
 ) -> SidecarExit {
     let api: Api<Lease> = Api::namespaced(client.clone(), &config.namespace);
     let leases = Leases::new(api, config.api_timeout);
-    let mut uploader = config.answer.clone().map(|upload| Uploader {
+    let upload = match (config.answer.clone(), config.proposal.clone()) {
+        (Some(answer), _) => Some(Upload::Answer(answer)),
+        (None, Some(proposal)) => Some(Upload::Proposal(proposal)),
+        (None, None) => None,
+    };
+    let mut uploader = upload.map(|upload| Uploader {
         api: Api::namespaced(client, &config.namespace),
         upload,
         namespace: config.namespace.clone(),
@@ -448,6 +564,7 @@ mod tests {
             lease_duration: Duration::from_secs(60),
             exit_when_done: true,
             answer: None,
+            proposal: None,
         }
     }
 
@@ -529,6 +646,46 @@ mod tests {
             renew_interval(Duration::from_secs(15)),
             Duration::from_secs(5)
         );
+    }
+
+    fn proposal_upload(file: PathBuf) -> ProposalUpload {
+        ProposalUpload {
+            file,
+            config_map: "shop-api-a1-proposal".to_owned(),
+            feature: "shop".to_owned(),
+            task: "api".to_owned(),
+            pod_name: "shop-api-a1".to_owned(),
+            pod_uid: "pod-uid".to_owned(),
+        }
+    }
+
+    #[test]
+    fn proposed_tasks_are_uploaded_with_the_plan_layout_owned_by_the_pod() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("proposal.yaml");
+        std::fs::write(&file, "tasks:\n  - {name: docs, acceptance: [written]}\n")
+            .expect("written");
+        let map = proposal_config_map(&proposal_upload(file), "team").expect("a ConfigMap");
+        let files = crate::controller::plan::plan_map::read_plan_map(&map).expect("readable");
+        assert_eq!(
+            files.tasks.as_deref(),
+            Some("tasks:\n  - {name: docs, acceptance: [written]}\n")
+        );
+        let labels = map.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get(TASK_LABEL).map(String::as_str), Some("api"));
+        assert_eq!(labels.get(FEATURE_LABEL).map(String::as_str), Some("shop"));
+        let owner = &map.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Pod", "pod-uid")
+        );
+    }
+
+    #[test]
+    fn without_a_proposal_file_nothing_is_uploaded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let upload = proposal_upload(dir.path().join("proposal.yaml"));
+        assert_eq!(proposal_config_map(&upload, "team"), None);
     }
 
     #[test]

@@ -320,6 +320,11 @@ pub struct AttemptResult {
     /// Names of fields shortened to keep the document under [`RESULT_MAX_BYTES`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub truncated: Vec<String>,
+    /// The final message proposed follow-up tasks (`<ralph:propose-tasks>`) and the runner
+    /// wrote them to its proposal file (`ralph runner --proposal-file`); the result carries
+    /// the flag, never the tasks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proposed: bool,
 }
 
 impl AttemptResult {
@@ -346,6 +351,7 @@ impl AttemptResult {
             check: None,
             confinement: None,
             truncated: Vec::new(),
+            proposed: false,
         }
     }
 }

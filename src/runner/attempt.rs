@@ -525,6 +525,7 @@ impl Ended {
         let turn = self.turn.clone();
         let mut turn = lock(&turn);
         confinement.problems.extend(turn.mode_problem.take());
+        let final_message = turn.take_final_message();
         let observations = self.observe(&config, patterns, &mut turn);
         let mut verdict = classify(&observations);
         if let Some(problem) = turn.model_rejected.take() {
@@ -549,6 +550,10 @@ impl Ended {
                 initialize_ms: turn.initialize_ms,
             },
             confinement: Some(confinement),
+            proposed: super::proposal::write_proposal(
+                &final_message,
+                config.proposal_file.as_deref(),
+            ),
             ..base_result(&config, verdict.outcome)
         }
     }

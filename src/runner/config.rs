@@ -56,6 +56,9 @@ pub struct RunnerConfig {
     pub runner_files: Vec<PathBuf>,
     /// The model gateway between the agent and its model API (docs/gateway.md).
     pub gateway: GatewaySettings,
+    /// Where the tasks a final message proposes (`<ralph:propose-tasks>`) are written, in
+    /// an agent Pod of a planning Feature; `None`: they stay in the final message only.
+    pub proposal_file: Option<PathBuf>,
 }
 
 /// How long an attempt's agent may be idle and run, and how long it gets to stop.
@@ -142,6 +145,7 @@ impl RunnerConfig {
             confinement: Confinement::BestEffort,
             runner_files: Vec::new(),
             gateway: GatewaySettings::default(),
+            proposal_file: None,
         }
     }
 }

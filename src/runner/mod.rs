@@ -16,6 +16,7 @@ pub(crate) mod outcome;
 pub(crate) mod patterns;
 pub(crate) mod permission;
 pub(crate) mod process;
+mod proposal;
 pub(crate) mod protocol;
 pub(crate) mod reports;
 pub(crate) mod result;

@@ -70,7 +70,15 @@ pub(crate) struct TurnState {
     scanner: SigilScanner,
     /// The `messageId` of the agent message being read, when the agent sends one.
     message_id: Option<MessageId>,
+    /// The text of the agent message being read (at most [`MAX_FINAL_MESSAGE`] bytes).
+    message: String,
+    /// The last agent message with text: where a proposal counts, as the verdicts do.
+    final_message: String,
 }
+
+/// Most bytes of an agent message kept for its proposal (a proposal is a few tasks; the
+/// proposal ConfigMap holds well under an object's 1 MiB).
+const MAX_FINAL_MESSAGE: usize = 512 * 1024;
 
 impl Default for TurnState {
     fn default() -> Self {
@@ -85,6 +93,8 @@ impl Default for TurnState {
             mode_problem: None,
             scanner: SigilScanner::new(),
             message_id: None,
+            message: String::new(),
+            final_message: String::new(),
         }
     }
 }
@@ -153,15 +163,30 @@ impl TurnState {
             self.end_message();
             self.message_id = chunk.message_id;
         }
-        match chunk.content {
-            ContentBlock::Text(text) => self.scanner.push(&text.text),
-            _ => self.scanner.push(NON_TEXT_CONTENT),
-        }
+        let text = match &chunk.content {
+            ContentBlock::Text(text) => text.text.as_str(),
+            _ => NON_TEXT_CONTENT,
+        };
+        self.scanner.push(text);
+        let room = MAX_FINAL_MESSAGE.saturating_sub(self.message.len());
+        self.message
+            .push_str(super::events::char_prefix(text, room));
     }
 
     fn end_message(&mut self) {
         self.scanner.end_message();
         self.message_id = None;
+        let message = std::mem::take(&mut self.message);
+        if !message.trim().is_empty() {
+            self.final_message = message;
+        }
+    }
+
+    /// The turn's final message: its last agent message with text (as the sigil scanner
+    /// takes its verdicts from).
+    pub(crate) fn take_final_message(&mut self) -> String {
+        self.end_message();
+        std::mem::take(&mut self.final_message)
     }
 
     /// Takes in the token usage of the prompt response.
@@ -256,6 +281,24 @@ mod tests {
         assert_eq!(
             task_done_after(&mut prompted(), &updates).as_deref(),
             Some("t")
+        );
+    }
+
+    #[test]
+    fn the_final_message_is_the_last_message_with_text() {
+        let mut turn = prompted();
+        for update in [
+            chunk("Looking around."),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read"}),
+            chunk("Done. "),
+            chunk("<task-done>build</task-done>"),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "read"}),
+        ] {
+            turn.record_update(&update);
+        }
+        assert_eq!(
+            turn.take_final_message(),
+            "Done. <task-done>build</task-done>"
         );
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod planned;
 pub(crate) mod planning;
 pub(crate) mod pod_start;
 pub(crate) mod preflight;
+pub(crate) mod proposals;
 pub(crate) mod rests;
 pub(crate) mod scope;
 pub mod task;

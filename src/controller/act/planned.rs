@@ -60,7 +60,10 @@ pub(crate) async fn reconcile(
     // same reconcile: at most three steps.
     for _ in 0..3 {
         let next = match planning::stage_with(feature, &status, tasks) {
-            Stage::NotPlanning | Stage::Planning | Stage::Running => None,
+            Stage::NotPlanning | Stage::Planning => None,
+            Stage::Running => {
+                super::proposals::reconcile(feature, ctx, tasks, &status, now_ms).await?
+            }
             Stage::NoPlanningTask => {
                 create_planning_task(feature, ctx).await?;
                 wrote = true;

@@ -245,7 +245,7 @@ fn refused_before(task: &Task) -> u32 {
 }
 
 /// Whether the attempt's Pod still runs its claim-keeper (it may yet upload the answer).
-fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt: &str) -> bool {
+pub(super) fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt: &str) -> bool {
     let Some(pod) = scope
         .ctx
         .cache

@@ -97,6 +97,13 @@ pub(super) async fn ingest(
     } else {
         next
     };
+    if let AttemptEnd::Reported(result) = end
+        && next.decision.outcome == AttemptOutcome::Done
+        && !super::proposals::keep(scope, plan, result).await?
+    {
+        // The claim-keeper may still upload the proposal.
+        return Ok(());
+    }
     if let Some(rest) = &next.agent_rest {
         record_rest(scope, plan, rest).await?;
     }

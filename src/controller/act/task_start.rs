@@ -90,6 +90,17 @@ pub(super) async fn start(
     if planning {
         let answer = crate::api::planning::answer_config_map_name(&id);
         crate::controller::plan::pod_planning::add_answer_upload(&mut pod, &answer);
+    } else if crate::controller::plan::pod_planning::uploads_proposals(
+        scope.feature,
+        planning,
+        kind,
+    ) {
+        let proposal = crate::api::planning::proposal_config_map_name(&id);
+        crate::controller::plan::pod_planning::add_proposal_upload(
+            &mut pod,
+            &plan.task_id,
+            &proposal,
+        );
     }
     create_attempt_pod(ctx, &namespace, &id, &pod).await?;
     record_started(scope, plan, attempt, lease, kind, choice).await
@@ -185,6 +196,20 @@ pub(super) fn spent_by(
     (scope.siblings.values().cloned().collect(), pods)
 }
 
+/// The Feature's texts for a prompt: a planning Feature's work attempts are told after the
+/// plan how to propose follow-up tasks (docs/planning.md), as `ralph run` tells them.
+fn feature_text(scope: &TaskScope<'_>, kind: AttemptKind) -> prompt::FeatureText {
+    let mut text = scope.texts.clone();
+    if scope.feature.spec.planning.is_some() && kind == AttemptKind::Work {
+        let help = crate::engine::planning::PROPOSE_HELP;
+        text.plan = Some(match text.plan.take() {
+            Some(plan) => format!("{plan}\n\n{help}"),
+            None => help.to_owned(),
+        });
+    }
+    text
+}
+
 /// Creates the attempt's Pod; one the API server refuses (403, 422) is
 /// [`TaskError::PodRejected`].
 pub(super) async fn create_attempt_pod(
@@ -270,7 +295,7 @@ pub(super) fn render_prompt(
         task: text(task, plan.task_id.clone()),
         parent,
         completed_blockers,
-        feature: scope.texts.clone(),
+        feature: feature_text(scope, kind),
         retry_count: status.retry_count,
         max_retries: retry_policy(scope.feature, task).max_retries,
         previous_attempt: status::previous_attempt(task),

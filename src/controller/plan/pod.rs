@@ -43,6 +43,8 @@ pub(crate) const RUN_DIR: &str = "/ralph/run";
 pub(crate) const RUNNER_BEAT: &str = "/ralph/run/runner.beat";
 /// Written once the runner is done.
 pub(crate) const RUNNER_ENDED: &str = "/ralph/run/runner.ended";
+/// Where the runner writes the tasks a worker proposed (a Pod of a planning Feature).
+pub(crate) const PROPOSAL_FILE: &str = "/ralph/run/proposal.yaml";
 /// Written by the claim-keeper when it cannot keep the claim: the runner stops the agent.
 pub(crate) const STOP_FILE: &str = "/ralph/run/claim-lost";
 /// The git steps' heartbeat, written while they clone, commit and push.

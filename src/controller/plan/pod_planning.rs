@@ -5,14 +5,22 @@
 //! create ConfigMaps (config/rbac/agent.yaml); its token is mounted into the claim-keeper
 //! only, never into the agent container. The Pod runs no finishing git step: the planner
 //! changes no code, and its files are dropped with the Pod.
+//!
+//! A worker attempt's Pod of a planning Feature ([`add_proposal_upload`]): its runner
+//! writes the tasks the final message proposes to [`PROPOSAL_FILE`] in the run directory
+//! (not in the workspace: the finishing git step would commit it), and the claim-keeper
+//! uploads that file, when there is one, as ConfigMap `<attempt>-proposal`, owned by the Pod.
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 
 use super::pod::{
-    FEATURE_LABEL, GIT_FINISH_ENDED, SIDECAR_CONTAINER, WORKSPACE, in_sidecar, mount,
+    AGENT_CONTAINER, FEATURE_LABEL, GIT_FINISH_ENDED, PROPOSAL_FILE, SIDECAR_CONTAINER, WORKSPACE,
+    in_sidecar, mount,
 };
 use super::pod_git::FINISH_CONTAINER;
+use crate::api::Feature;
 use crate::engine::planning::ANSWER_DIR;
+use crate::engine::verification::AttemptKind;
 
 /// The claim-keeper's environment variable holding its Pod's name (the downward API).
 pub(crate) const POD_NAME_ENV: &str = "RALPH_POD_NAME";
@@ -42,6 +50,70 @@ pub(crate) fn add_answer_upload(pod: &mut Pod, answer_config_map: &str) {
         .find(|c| c.name == SIDECAR_CONTAINER);
     if let Some(sidecar) = sidecar {
         upload_from(sidecar, answer_config_map, &feature);
+    }
+}
+
+/// Whether an attempt's Pod uploads the tasks its worker proposes: a work attempt of a
+/// planning Feature, never a planning attempt (its answer is the plan) nor a verification.
+pub(crate) fn uploads_proposals(
+    feature: &Feature,
+    planning_attempt: bool,
+    kind: AttemptKind,
+) -> bool {
+    feature.spec.planning.is_some() && !planning_attempt && kind == AttemptKind::Work
+}
+
+/// Makes `pod` (a work attempt's Pod of task `task_id` of a planning Feature) upload the
+/// tasks its worker proposes to ConfigMap `proposal_config_map`: the runner writes them to
+/// [`PROPOSAL_FILE`], the claim-keeper uploads the file once the attempt is over.
+pub(crate) fn add_proposal_upload(pod: &mut Pod, task_id: &str, proposal_config_map: &str) {
+    let feature = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(FEATURE_LABEL))
+        .cloned()
+        .unwrap_or_default();
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if let Some(agent) = spec
+        .containers
+        .iter_mut()
+        .find(|c| c.name == AGENT_CONTAINER)
+        && let Some(command) = agent.command.as_mut()
+    {
+        // The runner's own flags end at `--`; the agent's command follows.
+        let at = command
+            .iter()
+            .position(|word| word == "--")
+            .unwrap_or(command.len());
+        command.splice(
+            at..at,
+            ["--proposal-file".to_owned(), PROPOSAL_FILE.to_owned()],
+        );
+    }
+    let sidecar = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+        .find(|c| c.name == SIDECAR_CONTAINER);
+    if let Some(sidecar) = sidecar {
+        sidecar.args.get_or_insert_with(Vec::new).extend([
+            "--proposal-file".to_owned(),
+            in_sidecar(PROPOSAL_FILE),
+            "--proposal-config-map".to_owned(),
+            proposal_config_map.to_owned(),
+            "--proposal-feature".to_owned(),
+            feature,
+            "--proposal-task".to_owned(),
+            task_id.to_owned(),
+        ]);
+        sidecar.env.get_or_insert_with(Vec::new).extend([
+            field_env(POD_NAME_ENV, "metadata.name"),
+            field_env(POD_UID_ENV, "metadata.uid"),
+        ]);
     }
 }
 

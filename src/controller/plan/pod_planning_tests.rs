@@ -29,13 +29,32 @@ fn agent() -> AgentSpec {
 
 /// The planning attempt's Pod of Feature `shop`, with its git steps when `git`.
 fn planning_pod(mode: SidecarMode, git: bool) -> Pod {
+    let mut pod = pod_of("planning", mode, git);
+    add_answer_upload(&mut pod, ANSWER);
+    pod
+}
+
+const PROPOSAL: &str = "shop-api-a1-proposal";
+
+/// A work attempt's Pod of task `api` of the planning Feature `shop`.
+fn worker_pod(mode: SidecarMode, git: bool) -> Pod {
+    let mut pod = pod_of("api", mode, git);
+    add_proposal_upload(&mut pod, "api", PROPOSAL);
+    pod
+}
+
+/// The first attempt's Pod of task `task_id` of Feature `shop`, with its git steps when
+/// `git`.
+fn pod_of(task_id: &str, mode: SidecarMode, git: bool) -> Pod {
     let agent = agent();
+    let task = format!("shop-{task_id}");
+    let attempt = format!("{task}-a1");
     let input = AttemptPod {
         namespace: "team",
-        task: "shop-planning",
-        task_id: "planning",
+        task: &task,
+        task_id,
         feature: "shop",
-        attempt_id: "shop-planning-a1",
+        attempt_id: &attempt,
         prompt: "# Plan the feature shop",
         owner: OwnerReference::default(),
         agent: &agent,
@@ -66,7 +85,7 @@ fn planning_pod(mode: SidecarMode, git: bool) -> Pod {
             &GitSteps {
                 git: &repository,
                 feature: "shop",
-                task_id: "planning",
+                task_id,
                 attempt: 1,
                 agent_image: "ghcr.io/example/claude:1",
                 kind: GitAttemptKind::Work {
@@ -75,7 +94,6 @@ fn planning_pod(mode: SidecarMode, git: bool) -> Pod {
             },
         );
     }
-    add_answer_upload(&mut pod, ANSWER);
     pod
 }
 
@@ -160,4 +178,92 @@ fn only_the_claim_keeper_mounts_the_token_in_a_planning_pod() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(with_token, [SIDECAR_CONTAINER]);
+}
+
+fn feature(planning: bool) -> Feature {
+    let mut spec = serde_json::json!({"agent": {"image": "agent:1", "command": ["agent"]}});
+    if planning {
+        spec["planning"] = serde_json::json!({"maxTasks": 10});
+    }
+    crate::controller::testing::object(
+        "Feature",
+        serde_json::json!({"name": "shop", "namespace": "team", "uid": "f-1"}),
+        spec,
+    )
+}
+
+#[test]
+fn only_work_attempts_of_a_planning_feature_upload_proposals() {
+    assert!(uploads_proposals(&feature(true), false, AttemptKind::Work));
+    assert!(!uploads_proposals(
+        &feature(false),
+        false,
+        AttemptKind::Work
+    ));
+    assert!(!uploads_proposals(&feature(true), true, AttemptKind::Work));
+    assert!(!uploads_proposals(
+        &feature(true),
+        false,
+        AttemptKind::Verify
+    ));
+}
+
+#[test]
+fn a_worker_pods_runner_writes_proposals_to_the_run_directory_and_the_claim_keeper_uploads_them() {
+    for (mode, git) in [(SidecarMode::Native, false), (SidecarMode::Plain, true)] {
+        let pod = worker_pod(mode, git);
+        let runner = container(&pod, AGENT_CONTAINER)
+            .command
+            .clone()
+            .unwrap_or_default();
+        let dashes = runner
+            .iter()
+            .position(|w| w == "--")
+            .expect("the agent command");
+        assert_eq!(
+            flag(&runner[..dashes], "--proposal-file").as_deref(),
+            Some(PROPOSAL_FILE),
+            "a runner flag, before the agent command: {runner:?}"
+        );
+        let keeper = args(&pod, SIDECAR_CONTAINER);
+        assert_eq!(
+            flag(&keeper, "--proposal-file"),
+            Some(in_sidecar(PROPOSAL_FILE))
+        );
+        assert_eq!(
+            flag(&keeper, "--proposal-config-map").as_deref(),
+            Some(PROPOSAL)
+        );
+        assert_eq!(flag(&keeper, "--proposal-feature").as_deref(), Some("shop"));
+        assert_eq!(flag(&keeper, "--proposal-task").as_deref(), Some("api"));
+        assert!(!keeper.contains(&"--answer-dir".to_owned()), "{keeper:?}");
+    }
+}
+
+#[test]
+fn a_worker_pod_keeps_its_finishing_step_and_never_shows_the_workspace_to_the_claim_keeper() {
+    let pod = worker_pod(SidecarMode::Native, true);
+    assert!(
+        spec(&pod)
+            .containers
+            .iter()
+            .any(|c| c.name == FINISH_CONTAINER)
+    );
+    let workspace_mounted = container(&pod, SIDECAR_CONTAINER)
+        .volume_mounts
+        .iter()
+        .flatten()
+        .any(|m| m.name == "workspace");
+    assert!(!workspace_mounted);
+}
+
+#[test]
+fn a_planning_pod_uploads_no_proposal() {
+    let pod = planning_pod(SidecarMode::Native, false);
+    let runner = container(&pod, AGENT_CONTAINER)
+        .command
+        .clone()
+        .unwrap_or_default();
+    assert!(!runner.contains(&"--proposal-file".to_owned()));
+    assert!(!args(&pod, SIDECAR_CONTAINER).contains(&"--proposal-file".to_owned()));
 }

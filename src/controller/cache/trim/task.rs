@@ -2,6 +2,7 @@
 
 use super::trim_metadata;
 use crate::api::Task;
+use crate::api::labels::PROPOSALS_ANNOTATION;
 
 /// A Task as cached: of its labels, annotations and owner references only where it came
 /// from (its Feature, template and template hash), packed into one cache-only string
@@ -9,12 +10,24 @@ use crate::api::Task;
 /// 10,000); no finalizers, and no description (the prompt text, up to 32 KiB, needed only
 /// when an attempt starts: [`crate::controller::cache::descriptions`] finds it); the rest
 /// of the spec and the whole status (a status write carries the whole status it was decided
-/// from).
+/// from). The proposals a done attempt left for its Feature
+/// ([`PROPOSALS_ANNOTATION`], rare and short-lived) are kept: the Feature's reconcile finds
+/// them in the cache.
 pub fn trim_task(task: &mut Task) {
     let meta = &mut task.metadata;
     trim_metadata(meta);
     meta.self_link = None;
+    let proposals = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PROPOSALS_ANNOTATION))
+        .cloned();
     crate::controller::plan::origin::pack(meta);
+    if let Some(proposals) = proposals {
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(PROPOSALS_ANNOTATION.to_owned(), proposals);
+    }
     meta.finalizers = None;
     task.spec.fields.description = String::new();
 }
@@ -90,6 +103,25 @@ mod tests {
         assert!(task.metadata.owner_references.is_none());
         assert!(task.metadata.finalizers.is_none());
         assert!(task.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cached_task_keeps_the_proposals_its_feature_has_not_read() {
+        let mut task = task();
+        kube::ResourceExt::annotations_mut(&mut task).insert(
+            PROPOSALS_ANNOTATION.to_owned(),
+            "f-a-a1-proposal".to_owned(),
+        );
+        trim_task(&mut task);
+        let annotations = task.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations.into_iter().collect::<Vec<_>>(),
+            [(
+                PROPOSALS_ANNOTATION.to_owned(),
+                "f-a-a1-proposal".to_owned()
+            )]
+        );
+        assert_eq!(origin::of(&task).template, Some("a"));
     }
 
     #[test]
