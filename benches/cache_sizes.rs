@@ -1,7 +1,7 @@
 //! What the controller's Task cache holds per object, in heap bytes (jemalloc's
 //! `stats.allocated`), printed, not asserted: a templated Task pending, running and done
 //! (one attempt with a 400-byte journal note), as a watch delivers it (managedFields and
-//! all) and trimmed into a kube reflector store as the controller caches it; and a cached
+//! all) and as the controller caches it (a `CachedTask` in a kube reflector store); and a cached
 //! Feature of 200 templates with 1 KiB prompts. Times 10,000 is most of the controller's
 //! heap with 10,000 Tasks (`benches/controller_rss.rs`).
 //! Run: `cargo bench --bench cache_sizes`.
@@ -10,7 +10,8 @@
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use ralph::api::{Feature, Task};
-use ralph::controller::cache::trim::{trim_feature, trim_task};
+use ralph::controller::cache::trim::trim_feature;
+use ralph::controller::plan::cached::CachedTask;
 use serde_json::{Value, json};
 
 #[global_allocator]
@@ -74,17 +75,16 @@ fn done() -> Value {
         "message": "task t1 done"})
 }
 
-/// Mean heap bytes of one Task of `status` in a store, trimmed as the controller caches it.
+/// Mean heap bytes of one Task of `status` in a store, as the controller caches it.
 fn cached_task_bytes(status: &Value) -> usize {
     let texts: Vec<String> = (0..COPIES)
         .map(|i| task(i, status.clone()).to_string())
         .collect();
-    let (store, mut writer) = reflector::store::<Task>();
+    let (store, mut writer) = reflector::store::<CachedTask>();
     let before = allocated();
     for text in &texts {
-        let mut task: Task = serde_json::from_str(text).unwrap();
-        trim_task(&mut task);
-        writer.apply_watcher_event(&Event::Apply(task));
+        let task: Task = serde_json::from_str(text).unwrap();
+        writer.apply_watcher_event(&Event::Apply(CachedTask::from(task)));
     }
     let bytes = (allocated() - before) / COPIES;
     assert_eq!(store.state().len(), COPIES);

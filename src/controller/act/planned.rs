@@ -14,6 +14,7 @@ use crate::api::planning::{ApprovalState, PlanningStatus, plan_config_map_name};
 use crate::api::{Feature, Task, TaskStatus, planned_tasks, planning_task};
 use crate::clock::rfc3339;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::plan_map::read_plan_map;
 use crate::controller::plan::planning::{self, Answer, Stage};
 use crate::controller::runtime::context::Context;
@@ -40,7 +41,7 @@ pub(crate) struct Planning {
 pub(crate) async fn reconcile(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     now_ms: i64,
 ) -> Result<Planning, CallError> {
     if feature.spec.planning.is_none() {
@@ -171,7 +172,7 @@ async fn plan_of(
 async fn read_plan(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     attempt: &str,
     status: &PlanningStatus,
     now_ms: i64,
@@ -227,7 +228,7 @@ async fn read_plan(
 async fn record_answer(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     hash: &str,
     status: &PlanningStatus,
     now_ms: i64,
@@ -306,7 +307,7 @@ async fn remove_answer(feature: &Feature, ctx: &Context) -> Result<(), CallError
 async fn plan_again(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     why: &str,
 ) -> Result<(), CallError> {
     let name = planning::planning_task_name(feature);
@@ -329,7 +330,7 @@ async fn plan_again(
 async fn create_planned(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     hash: &str,
     status: &mut PlanningStatus,
 ) -> Result<bool, CallError> {

@@ -16,12 +16,13 @@ use kube::{Api, Resource, ResourceExt};
 use super::error::TaskError;
 use super::scope::TaskScope;
 use super::task_end::conclude_in_workspace;
+use crate::api::Feature;
 use crate::api::labels::{FEATURE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, TASK_LABEL};
 use crate::api::planning::{
     ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,
 };
-use crate::api::{Feature, Task};
 use crate::controller::client::call::bounded;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{
     HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
@@ -90,7 +91,7 @@ fn planning_spec(feature: &Feature) -> PlanningSpec {
 }
 
 /// The problems of the last refused answer, unless a plan was made since.
-fn last_problems(task: &Task) -> Vec<String> {
+fn last_problems(task: &CachedTask) -> Vec<String> {
     let Some(status) = task.status.as_ref() else {
         return Vec::new();
     };
@@ -214,13 +215,13 @@ pub(crate) async fn forget_answer(scope: &TaskScope<'_>, plan: &TaskPlan) -> Res
 }
 
 /// The attempt id of the Task's current attempt.
-fn current_attempt(task: &Task) -> String {
+fn current_attempt(task: &CachedTask) -> String {
     let number = task.status.as_ref().map_or(0, |s| s.attempt_count);
     attempt_id(&task.name_any(), number)
 }
 
 /// Answers refused in a row before the current attempt.
-fn refused_before(task: &Task) -> u32 {
+fn refused_before(task: &CachedTask) -> u32 {
     let Some(status) = task.status.as_ref() else {
         return 0;
     };
@@ -350,6 +351,7 @@ async fn keep_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Task;
 
     fn feature(hand_written: &str) -> Feature {
         let yaml = format!(
@@ -437,6 +439,7 @@ mod tests {
              \x20   - {{number: 3}}\n"
         ))
         .expect("a Task");
+        let task = CachedTask::from(task);
         assert_eq!(refused_before(&task), 2);
         assert_eq!(last_problems(&task), ["no task"]);
     }

@@ -20,8 +20,8 @@ use kube::{Api, Client, ResourceExt};
 
 use super::index::Index;
 use super::trim;
-use crate::api::Task;
 use crate::controller::client::call::bounded;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::run_view::{finished_at, run_view};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::RunView;
@@ -48,7 +48,7 @@ impl Retired {
     /// Retires `pod` when it has ended and its cached Task has recorded its attempt
     /// ([`trim::is_recorded`]); true when it is (or was already) retired. A Pod whose
     /// Task is not cached, or whose result may still be read, stays cached.
-    pub fn retire_if_recorded(&self, pod: &Pod, tasks: &Store<Task>) -> bool {
+    pub fn retire_if_recorded(&self, pod: &Pod, tasks: &Store<CachedTask>) -> bool {
         if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
             return false;
         }
@@ -93,7 +93,11 @@ impl Retired {
 
 /// The watch event that caches `event`'s Pod, with finished Pods whose attempt is recorded
 /// retired instead ([`Retired::retire_if_recorded`], [`retire_event`]); a deletion forgets it.
-pub fn retiring(event: Event<Pod>, retired: &Retired, tasks: &Store<Task>) -> Option<Event<Pod>> {
+pub fn retiring(
+    event: Event<Pod>,
+    retired: &Retired,
+    tasks: &Store<CachedTask>,
+) -> Option<Event<Pod>> {
     if let Event::Delete(pod) = &event {
         retired.forget(pod);
     }
@@ -116,7 +120,7 @@ pub fn retire_event<K>(event: Event<K>, retire: impl FnOnce(&K) -> bool) -> Opti
 
 /// True when `pod` finished more than `ttl` before `now` and its Task (if it still exists)
 /// no longer waits for its result.
-pub fn is_due(pod: &Pod, task: Option<&Task>, now: Timestamp, ttl: Duration) -> bool {
+pub fn is_due(pod: &Pod, task: Option<&CachedTask>, now: Timestamp, ttl: Duration) -> bool {
     if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
         return false;
     }
@@ -143,7 +147,7 @@ pub struct PodCache {
     /// The retired Pods.
     pub retired: Retired,
     /// The cached Tasks.
-    pub tasks: Store<Task>,
+    pub tasks: Store<CachedTask>,
 }
 
 /// How often finished Pods whose attempt was recorded meanwhile are retired from the cache.
@@ -151,7 +155,10 @@ pub const RETIRE_PERIOD: Duration = Duration::from_secs(2);
 
 /// The cached Task that owns `object` (an agent Pod, a claim Lease): the Task its owner
 /// reference names, with the same uid (not a later Task of that name).
-pub fn owning_task<K: kube::Resource>(object: &K, tasks: &Store<Task>) -> Option<Arc<Task>> {
+pub fn owning_task<K: kube::Resource>(
+    object: &K,
+    tasks: &Store<CachedTask>,
+) -> Option<Arc<CachedTask>> {
     let namespace = object.namespace()?;
     let owner = object
         .owner_references()
@@ -259,6 +266,7 @@ pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Task;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -280,14 +288,15 @@ mod tests {
         .expect("pod")
     }
 
-    fn task(phase: &str, holder: &str) -> Task {
-        serde_json::from_value(serde_json::json!({
+    fn task(phase: &str, holder: &str) -> CachedTask {
+        let task: Task = serde_json::from_value(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "f-t"},
             "spec": {"featureRef": "f"},
             "status": {"phase": phase, "claim": {"lease": "f-t", "holder": holder, "attempt": 1}}
         }))
-        .expect("task")
+        .expect("task");
+        task.into()
     }
 
     #[test]
@@ -326,7 +335,7 @@ mod tests {
     }
 
     /// A Task cache holding `f-t` with `status`.
-    fn tasks_with(status: serde_json::Value) -> Store<Task> {
+    fn tasks_with(status: serde_json::Value) -> Store<CachedTask> {
         let task: Task = serde_json::from_value(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "f-t", "namespace": "ns", "uid": "tu"},
@@ -335,16 +344,16 @@ mod tests {
         }))
         .expect("task");
         let (store, mut writer) = kube::runtime::reflector::store();
-        writer.apply_watcher_event(&Event::Apply(task));
+        writer.apply_watcher_event(&Event::Apply(CachedTask::from(task)));
         store
     }
 
-    fn recorded_done() -> Store<Task> {
+    fn recorded_done() -> Store<CachedTask> {
         tasks_with(serde_json::json!({"phase": "Done", "attemptCount": 1,
             "attempts": [{"number": 1, "pod": "f-t-a1", "outcome": "done"}]}))
     }
 
-    fn awaiting_result() -> Store<Task> {
+    fn awaiting_result() -> Store<CachedTask> {
         tasks_with(serde_json::json!({"phase": "Running", "attemptCount": 1,
             "claim": {"lease": "f-t", "holder": "f-t-a1", "attempt": 1},
             "attempts": [{"number": 1, "pod": "f-t-a1"}]}))
@@ -389,7 +398,7 @@ mod tests {
     #[test]
     fn a_finished_pod_whose_task_is_not_cached_stays_cached() {
         let retired = Retired::default();
-        let (no_tasks, _writer) = kube::runtime::reflector::store::<Task>();
+        let (no_tasks, _writer) = kube::runtime::reflector::store::<CachedTask>();
         let event = retiring(Event::Apply(owned_pod(Some(100))), &retired, &no_tasks);
         assert!(matches!(event, Some(Event::Apply(_))));
         assert!(retired.is_empty());

@@ -17,13 +17,13 @@ use super::shapes::Shapes;
 use super::slots::Slots;
 use super::spec_cache::SpecCache;
 use super::task_writes::TaskWrites;
-use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 
 /// The controller's read model (one per process; clones share it).
 #[derive(Clone)]
 pub struct Cache {
     /// Task objects in the watched namespaces.
-    pub tasks: Store<Task>,
+    pub tasks: Store<CachedTask>,
     /// Agent Pods (label `ralph.dev/attempt`).
     pub pods: Store<Pod>,
     /// Claim Leases (label `ralph.dev/feature`); spent ones are retired from it.

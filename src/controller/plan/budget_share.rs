@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use super::pod::SIDECAR_CONTAINER;
 use super::pod_gateway::PodGateway;
 use super::run_view::run_view;
-use crate::api::{AgentSpec, Feature, Task};
+use crate::api::{AgentSpec, Feature};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::budget::Allowance;
 use crate::engine::lifecycle::RunView;
 
@@ -24,7 +25,7 @@ pub(crate) const BUDGET_SHARE_ANNOTATION: &str = "ralph.dev/budget-share";
 /// `spec.parallelism` still lets start. `None` without a budget.
 pub(crate) fn budget_share(
     feature: &Feature,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     pods: &BTreeMap<String, Arc<Pod>>,
 ) -> Option<Allowance> {
     let budget = super::budget::budget(feature);
@@ -53,7 +54,7 @@ fn running_shares(pods: &BTreeMap<String, Arc<Pod>>) -> Vec<Allowance> {
 /// budget: then no attempt starts until one ends (`Budget::leased_out`).
 pub(crate) fn budget_leased_out(
     feature: &Feature,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     pods: &BTreeMap<String, Arc<Pod>>,
 ) -> bool {
     let budget = super::budget::budget(feature);
@@ -69,7 +70,7 @@ pub(crate) fn add_to_attempt_pod(
     pod: &mut Pod,
     feature: &Feature,
     agent: &AgentSpec,
-    spent_by: impl FnOnce() -> (Vec<Arc<Task>>, BTreeMap<String, Arc<Pod>>),
+    spent_by: impl FnOnce() -> (Vec<Arc<CachedTask>>, BTreeMap<String, Arc<Pod>>),
 ) {
     if PodGateway::of(agent).is_none() {
         return;

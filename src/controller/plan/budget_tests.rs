@@ -1,4 +1,6 @@
 use super::*;
+use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::testing;
 
 fn feature(budget: serde_json::Value) -> Feature {
@@ -10,12 +12,12 @@ fn feature(budget: serde_json::Value) -> Feature {
     testing::object("Feature", metadata, spec)
 }
 
-fn task(name: &str, status: serde_json::Value) -> Arc<Task> {
+fn task(name: &str, status: serde_json::Value) -> Arc<CachedTask> {
     let metadata = serde_json::json!({"name": name, "namespace": "ns"});
     let mut task: Task =
         testing::object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     task.status = Some(serde_json::from_value(status).unwrap_or_else(|error| panic!("{error}")));
-    Arc::new(task)
+    Arc::new(task.into())
 }
 
 fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<Pod>) {
@@ -61,7 +63,7 @@ fn second_attempt_ended(
     phase: &str,
     recorded: u64,
     reported: u64,
-) -> ([Arc<Task>; 1], BTreeMap<String, Arc<Pod>>) {
+) -> ([Arc<CachedTask>; 1], BTreeMap<String, Arc<Pod>>) {
     let status = serde_json::json!(
         {"phase": phase, "attemptCount": 2, "usage": {"inputTokens": recorded}}
     );
@@ -180,7 +182,7 @@ mod planning {
     }
 
     /// The Feature's Tasks; `a` with `status` when given.
-    fn tasks_of(feature: &Feature, a: Option<serde_json::Value>) -> Vec<Arc<Task>> {
+    fn tasks_of(feature: &Feature, a: Option<serde_json::Value>) -> Vec<Arc<CachedTask>> {
         let desired = desired_tasks(feature).unwrap_or_else(|error| panic!("{error}"));
         desired
             .into_iter()
@@ -191,14 +193,14 @@ mod planning {
                 {
                     task.status = serde_json::from_value(status.clone()).ok();
                 }
-                Arc::new(task)
+                Arc::new(task.into())
             })
             .collect()
     }
 
     fn planned(
         feature: &Feature,
-        tasks: &[Arc<Task>],
+        tasks: &[Arc<CachedTask>],
         pods: &BTreeMap<String, Arc<Pod>>,
     ) -> FeaturePlan {
         plan(&Snapshot {

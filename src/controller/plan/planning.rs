@@ -11,12 +11,11 @@ use crate::api::labels::{
     REJECT_PLAN_ANNOTATION,
 };
 use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningStatus};
-use crate::api::{Feature, Task, task_object_name};
+use crate::api::{Feature, task_object_name};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::planning::{PLANNING_TASK, hash_matches};
-
-use super::origin;
 
 /// Where a planning Feature stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,7 +61,7 @@ pub(crate) fn planning_task_name(feature: &Feature) -> String {
 pub(crate) fn stage_with(
     feature: &Feature,
     planning: &PlanningStatus,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> Stage {
     if feature.spec.planning.is_none() {
         return Stage::NotPlanning;
@@ -90,7 +89,7 @@ pub(crate) fn stage_with(
             let uid = feature.metadata.uid.as_deref().unwrap_or_default();
             let created = tasks
                 .iter()
-                .filter(|t| origin::of(t).is_planned_by(uid, &hash))
+                .filter(|t| t.origin().is_planned_by(uid, &hash))
                 .count();
             if created < planning.tasks as usize {
                 Stage::Creating { hash }
@@ -207,7 +206,7 @@ pub(crate) fn answer_annotations(feature: &Feature) -> Vec<&'static str> {
 pub(crate) fn with_attempts(
     mut planning: PlanningStatus,
     feature: &Feature,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> PlanningStatus {
     let name = planning_task_name(feature);
     let planner = tasks

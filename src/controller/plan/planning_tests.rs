@@ -5,6 +5,7 @@ use kube::ResourceExt;
 use super::*;
 use crate::api::planning::PlanningStatus;
 use crate::api::{FeatureStatus, TaskStatus, planned_tasks, planning_task};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::testing;
 
 /// A Feature `demo` that plans (approval `approval`), with one hand-written task `setup`.
@@ -28,7 +29,7 @@ fn current(feature: &Feature) -> PlanningStatus {
         .unwrap_or_default()
 }
 
-fn stage(feature: &Feature, tasks: &[Arc<Task>]) -> Stage {
+fn stage(feature: &Feature, tasks: &[Arc<CachedTask>]) -> Stage {
     stage_with(feature, &current(feature), tasks)
 }
 
@@ -40,7 +41,7 @@ fn with_planning(mut feature: Feature, planning: PlanningStatus) -> Feature {
     feature
 }
 
-fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<Task> {
+fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<CachedTask> {
     let mut task = planning_task(feature).expect("planning task");
     task.status = Some(TaskStatus {
         phase,
@@ -48,10 +49,18 @@ fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<Task> {
         message: Some("answer refused: the plan holds no task".to_owned()),
         ..TaskStatus::default()
     });
-    Arc::new(task)
+    Arc::new(task.into())
 }
 
-fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<Task>> {
+fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<CachedTask>> {
+    planned_live(feature, names, hash)
+        .into_iter()
+        .map(|task| Arc::new(task.into()))
+        .collect()
+}
+
+/// The Tasks a planner writes for `names`, as the API server holds them.
+fn planned_live(feature: &Feature, names: &[&str], hash: &str) -> Vec<crate::api::Task> {
     let templates: Vec<_> = names
         .iter()
         .map(|n| crate::api::TaskTemplate {
@@ -62,11 +71,7 @@ fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<Task>> {
             },
         })
         .collect();
-    planned_tasks(feature, &templates, hash)
-        .expect("planned")
-        .into_iter()
-        .map(Arc::new)
-        .collect()
+    planned_tasks(feature, &templates, hash).expect("planned")
 }
 
 fn approved(hash: &str, tasks: u32) -> PlanningStatus {
@@ -280,7 +285,7 @@ fn planned_tasks_carry_the_plan_and_never_the_features_own_labels() {
         "argocd.argoproj.io/tracking-id".to_owned(),
         "app:ralph.dev/Feature:ns/demo".to_owned(),
     );
-    let tasks = planned(&feature, &["one"], "h1");
+    let tasks = planned_live(&feature, &["one"], "h1");
     let task = &tasks[0];
     assert_eq!(task.name_any(), "demo-one");
     assert_eq!(
@@ -291,5 +296,5 @@ fn planned_tasks_carry_the_plan_and_never_the_features_own_labels() {
     );
     assert!(!task.labels().contains_key("app.kubernetes.io/instance"));
     assert!(task.annotations().is_empty());
-    assert!(origin::of(task).is_planned_by("f-uid", "h1"));
+    assert!(super::super::origin::of(task).is_planned_by("f-uid", "h1"));
 }

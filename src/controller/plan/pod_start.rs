@@ -27,7 +27,8 @@ use kube::ResourceExt;
 use super::pod::{AGENT_CONTAINER, FEATURE_LABEL, TASK_LABEL};
 use super::problem::Problem;
 
-use crate::api::{Task, TaskStatus, conditions};
+use crate::api::{TaskStatus, conditions};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 use crate::engine::lifecycle::RunView;
 use crate::engine::policy::{AttemptOutcome, cut_chars};
@@ -467,11 +468,11 @@ fn last_outcome(status: &TaskStatus) -> Option<AttemptOutcome> {
 /// on). The Tasks decide, not the Feature's condition: its write may have failed, or a
 /// reconcile may read a Feature cache that has not caught up with it, while the Tasks are
 /// read with this process's writes applied. `act::pod_start::clear_on_spec_change` lifts it.
-pub fn halt_shown_by_tasks(tasks: &[Arc<Task>]) -> Option<Problem> {
+pub fn halt_shown_by_tasks(tasks: &[Arc<CachedTask>]) -> Option<Problem> {
     tasks.iter().find_map(|task| halt_on(task))
 }
 
-pub(crate) fn halt_on(task: &Task) -> Option<Problem> {
+pub(crate) fn halt_on(task: &CachedTask) -> Option<Problem> {
     let status = task.status.as_ref()?;
     let c = conditions::find(&status.conditions, conditions::CONFIGURED)?;
     let reason = condition_reason(&c.reason).or_else(|| {

@@ -307,8 +307,8 @@ fn task_configured(
     reason: &str,
     message: &str,
     outcome: Option<&str>,
-) -> std::sync::Arc<crate::api::Task> {
-    match serde_json::from_value(serde_json::json!({
+) -> std::sync::Arc<CachedTask> {
+    match serde_json::from_value::<crate::api::Task>(serde_json::json!({
         "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
         "metadata": {"name": "f-a", "namespace": "team"},
         "spec": {"featureRef": "f"},
@@ -321,7 +321,7 @@ fn task_configured(
             }]
         }
     })) {
-        Ok(task) => std::sync::Arc::new(task),
+        Ok(task) => std::sync::Arc::new(CachedTask::from(task)),
         Err(error) => panic!("test task does not parse: {error}"),
     }
 }

@@ -28,6 +28,7 @@ use crate::controller::act::task::{self, TaskScope};
 use crate::controller::cache::index::by_name;
 use crate::controller::cache::shapes::plan_kept;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::decide::{self, FeaturePlan, Snapshot};
 use crate::controller::plan::problem::Problem;
@@ -149,7 +150,7 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
 /// and Pods (caches), the configuration checks (the Secrets read live, remembered per
 /// period), a halt recorded on the Feature or its Tasks, and the agents' rests.
 struct Gathered {
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
     leases: BTreeMap<String, Arc<Lease>>,
     pods: BTreeMap<String, Arc<Pod>>,
     now_ms: i64,
@@ -186,7 +187,7 @@ async fn judge(
     feature: &Feature,
     ctx: &Context,
     rejected: Option<Problem>,
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
 ) -> Result<Requeue, ReconcileError> {
     let mut gathered = gather(feature, ctx, tasks).await?;
     let Some(plan) = decide_once(feature, ctx, &mut gathered, rejected).await? else {
@@ -227,7 +228,7 @@ async fn judge(
 async fn gather(
     feature: &Feature,
     ctx: &Context,
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
 ) -> Result<Gathered, ReconcileError> {
     let namespace = feature.namespace().unwrap_or_default();
     let key = feature_key(&namespace, &feature.name_any());
@@ -420,7 +421,7 @@ async fn live_tasks(
     ctx: &Context,
     namespace: &str,
     feature: &str,
-) -> Result<Vec<Arc<Task>>, ReconcileError> {
+) -> Result<Vec<Arc<CachedTask>>, ReconcileError> {
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
     let mut params = ListParams::default().limit(crate::controller::cache::trim::LIST_PAGE);
     let mut tasks = Vec::new();
@@ -435,10 +436,7 @@ async fn live_tasks(
             page.items
                 .into_iter()
                 .filter(|t| t.spec.feature_ref == feature)
-                .map(|mut t| {
-                    crate::controller::cache::trim::trim_task(&mut t);
-                    Arc::new(t)
-                }),
+                .map(|t| Arc::new(CachedTask::from(t))),
         );
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
@@ -490,7 +488,7 @@ async fn release_claims(
     ctx: &Context,
     namespace: &str,
     leases: &BTreeMap<String, Arc<Lease>>,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     pods: Option<&BTreeMap<String, Arc<Pod>>>,
 ) -> Result<(), ReconcileError> {
     let now = jiff::Timestamp::now();
@@ -595,7 +593,10 @@ async fn stop_pods(
 
 /// The Tasks the prompts of the attempts `plan` starts read (each starting Task, its
 /// parent and the tasks it depends on), by name: not every Task of a large Feature.
-fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
+fn prompt_siblings(
+    plan: &FeaturePlan,
+    tasks: &[Arc<CachedTask>],
+) -> BTreeMap<String, Arc<CachedTask>> {
     let read: rustc_hash::FxHashSet<&str> = plan
         .tasks
         .iter()

@@ -22,7 +22,7 @@ use super::metrics::Metrics;
 use super::run::ControllerConfig;
 use super::server::Health;
 use super::watches::{self, Caches};
-use crate::api::{Feature, Task};
+use crate::api::Feature;
 use crate::controller::act::events::Events;
 use crate::controller::cache::filled::CachesFilled;
 use crate::controller::cache::lease_cache;
@@ -152,12 +152,24 @@ async fn run_controller(
         let name = labels.get(FEATURE_LABEL)?;
         Some(ObjectRef::<Feature>::new(name).within(&namespace?))
     };
+    // A changed Task triggers its Feature (a cached Task is no API object, so its stream
+    // is one of Feature references; its watch's errors are logged as the others' are).
+    let task_triggers = caches.task_changes.filter_map(|changed| {
+        std::future::ready(match changed {
+            Ok(task) => task
+                .metadata
+                .namespace
+                .as_deref()
+                .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(ns)),
+            Err(error) => {
+                tracing::debug!(%error, "reconcile did not complete");
+                None
+            }
+        })
+    });
     let (features, feature_changes) = watches::features(client, namespace);
     Controller::for_stream(feature_changes, features)
-        .watches_stream(caches.task_changes, |task: Task| {
-            task.namespace()
-                .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
-        })
+        .reconcile_on(task_triggers)
         .watches_stream(caches.pod_changes, move |pod: Pod| {
             by_feature_label(pod.labels(), pod.namespace())
         })

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Resource;
+use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 
 use crate::controller::act::claim;
@@ -25,7 +25,7 @@ pub(super) struct PredicateFilter<K> {
     seen: HashMap<u64, u64>,
 }
 
-impl<K: Resource> PredicateFilter<K> {
+impl<K: Lookup> PredicateFilter<K> {
     /// A filter by `predicate`; `None` lets every changed object through.
     pub(super) fn new(predicate: Option<fn(&K) -> u64>) -> Self {
         PredicateFilter {
@@ -108,9 +108,8 @@ pub(super) fn lease_predicate(lease: &Lease) -> u64 {
 }
 
 /// An object's namespace and name, hashed.
-fn identity<K: Resource>(object: &K) -> u64 {
-    let meta = object.meta();
-    hash_of(&(meta.namespace.as_deref(), meta.name.as_deref()))
+fn identity<K: Lookup>(object: &K) -> u64 {
+    hash_of(&(object.namespace().as_deref(), object.name().as_deref()))
 }
 
 fn hash_of(value: &impl std::hash::Hash) -> u64 {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::trim_metadata;
-use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::lifecycle::attempt_number_of;
 
 /// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion
@@ -40,7 +40,7 @@ pub fn trim_pod(pod: &mut Pod) {
 /// one's end is recorded). Nothing reads such a Pod from the cache any more once it has
 /// ended ([`crate::controller::cache::retention`] keeps it out). A Pod whose result the
 /// Task has not recorded yet (e.g. one that finished while the controller was down) is not.
-pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
+pub fn is_recorded(pod: &Pod, task: &CachedTask) -> bool {
     let (Some(name), Some(status)) = (pod.metadata.name.as_deref(), task.status.as_ref()) else {
         return false;
     };
@@ -110,6 +110,7 @@ mod tests {
 
     use super::super::string_map as map;
     use super::*;
+    use crate::api::Task;
 
     fn pod_from(json: serde_json::Value) -> Pod {
         match serde_json::from_value(json) {
@@ -323,14 +324,14 @@ mod tests {
         assert!(containers.unwrap_or_default()[0].image.is_empty());
     }
 
-    fn task_with_status(status: serde_json::Value) -> Task {
-        match serde_json::from_value(serde_json::json!({
+    fn task_with_status(status: serde_json::Value) -> CachedTask {
+        match serde_json::from_value::<Task>(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "t", "namespace": "ns"},
             "spec": {"featureRef": "f"},
             "status": status
         })) {
-            Ok(task) => task,
+            Ok(task) => task.into(),
             Err(error) => panic!("test task does not parse: {error}"),
         }
     }
