@@ -1,16 +1,21 @@
 //! An agent Pod as the cache keeps it, and whether its Task has recorded its attempt (then
 //! nothing reads it from the cache any more).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod,
     PodCondition, PodStatus,
 };
 
 use super::trim_metadata;
+use crate::controller::plan::budget_share::BUDGET_SHARE_ANNOTATION;
 use crate::controller::plan::cached::CachedTask;
 use crate::engine::lifecycle::attempt_number_of;
 
-/// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion
+/// An agent Pod as cached: of its annotations only its gateway's budget share (the share
+/// the running attempt holds, which the next attempts' shares leave out; the prompt is an
+/// annotation too, and dropped), its labels, owner, deletion
 /// and creation times, and of its status the phase, reason, message, start time and each
 /// container's name and how it runs or ended (the runner's result is the agent container's
 /// termination message); of a waiting container only a start problem (the kubelet's reason,
@@ -21,7 +26,7 @@ use crate::engine::lifecycle::attempt_number_of;
 pub fn trim_pod(pod: &mut Pod) {
     trim_metadata(&mut pod.metadata);
     pod.spec = None;
-    pod.metadata.annotations = None;
+    pod.metadata.annotations = pod.metadata.annotations.take().and_then(budget_share_only);
     pod.metadata.finalizers = None;
     pod.status = pod.status.take().map(|status| PodStatus {
         phase: status.phase,
@@ -51,6 +56,17 @@ pub fn is_recorded(pod: &Pod, task: &CachedTask) -> bool {
             .attempts
             .iter()
             .any(|r| r.pod.as_deref() == Some(name) && r.outcome.is_some())
+}
+
+/// Of a Pod's annotations only its gateway's budget share (`None` without one).
+fn budget_share_only(
+    mut annotations: BTreeMap<String, String>,
+) -> Option<BTreeMap<String, String>> {
+    let share = annotations.remove(BUDGET_SHARE_ANNOTATION)?;
+    Some(BTreeMap::from([(
+        BUDGET_SHARE_ANNOTATION.to_owned(),
+        share,
+    )]))
 }
 
 /// Of a Pod's conditions only `PodScheduled=False` (the scheduler's word on a Pod that waits
@@ -191,6 +207,21 @@ mod tests {
         assert!(pod.metadata.annotations.is_none());
         assert!(pod.metadata.finalizers.is_none());
         assert!(pod.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_its_gateways_budget_share_and_no_other_annotation() {
+        let mut pod = finished_pod();
+        let share = r#"{"tokens":1000}"#;
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(BUDGET_SHARE_ANNOTATION.to_owned(), share.to_owned());
+        trim_pod(&mut pod);
+        assert_eq!(
+            pod.metadata.annotations,
+            map(&[(BUDGET_SHARE_ANNOTATION, share)])
+        );
     }
 
     #[test]
