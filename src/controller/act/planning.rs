@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -22,7 +22,7 @@ use crate::api::planning::{
     ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,
 };
 use crate::controller::client::call::bounded;
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{
     HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
@@ -240,7 +240,7 @@ fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt: &str) -> b
         .ctx
         .cache
         .pods
-        .get(&ObjectRef::<Pod>::new(attempt).within(namespace))
+        .get(&ObjectRef::<CachedPod>::new(attempt).within(namespace))
     else {
         return false;
     };

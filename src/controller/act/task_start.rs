@@ -17,7 +17,7 @@ use super::task_end::retry_policy;
 use super::task_status::write_status;
 use crate::api::ClaimStatus;
 use crate::controller::client::call::{CallError, bounded};
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::{TaskPlan, feature_key};
 use crate::controller::plan::pod::{AttemptPod, attempt_pod};
 use crate::controller::plan::status::{self};
@@ -175,7 +175,7 @@ pub(super) async fn prompt_of(
 pub(super) fn spent_by(
     scope: &TaskScope<'_>,
     namespace: &str,
-) -> (Vec<Arc<CachedTask>>, BTreeMap<String, Arc<Pod>>) {
+) -> (Vec<Arc<CachedTask>>, BTreeMap<String, Arc<CachedPod>>) {
     let ctx = scope.ctx;
     let key = feature_key(namespace, &scope.feature.name_any());
     let pods = ctx.cache.indexes.pods.objects(&ctx.cache.pods, &key);

@@ -9,13 +9,12 @@ use std::hash::Hash;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::Lookup;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::pod::FEATURE_LABEL;
 
@@ -194,7 +193,7 @@ pub struct Indexes {
     /// Tasks by `namespace/featureRef`.
     pub tasks: Index<CachedTask>,
     /// Agent Pods by `namespace/` + their `ralph.dev/feature` label.
-    pub pods: Index<Pod>,
+    pub pods: Index<CachedPod>,
     /// Claim Leases by `namespace/` + their `ralph.dev/feature` label.
     pub leases: Index<Lease>,
     /// Tasks whose status records them Running, for the attempt slots.
@@ -210,7 +209,10 @@ impl Default for Indexes {
                     &t.spec.feature_ref,
                 ))
             }),
-            pods: Index::new(|p: &Pod| by_feature_label(&p.metadata)),
+            pods: Index::new(|p: &CachedPod| {
+                let feature = p.labels().get(FEATURE_LABEL)?;
+                Some(feature_key(p.metadata.namespace.as_deref()?, feature))
+            }),
             leases: Index::new(|l: &Lease| by_feature_label(&l.metadata)),
             running_tasks: Index::new(super::slots::running_key),
         }

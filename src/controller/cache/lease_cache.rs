@@ -20,6 +20,7 @@
 
 use futures::channel::mpsc;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
@@ -40,7 +41,11 @@ pub(crate) fn is_retirable(lease: &Lease, tasks: &Store<CachedTask>) -> bool {
     let Some(holder) = claim::holder(lease).filter(|h| !h.is_empty()) else {
         return false;
     };
-    let Some(task) = owning_task(lease, tasks) else {
+    let Some(task) = owning_task(
+        lease.metadata.namespace.as_deref(),
+        lease.owner_references(),
+        tasks,
+    ) else {
         return false;
     };
     let Some(status) = task.status.as_ref() else {

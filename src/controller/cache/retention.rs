@@ -13,15 +13,16 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DeleteParams;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher::Event;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 
 use super::index::Index;
 use super::trim;
 use crate::controller::client::call::bounded;
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::run_view::{finished_at, run_view};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::RunView;
@@ -41,18 +42,23 @@ impl Retired {
         lock(&self.0)
     }
 
-    fn key(pod: &Pod) -> (String, String) {
+    fn key(pod: &CachedPod) -> (String, String) {
         (pod.namespace().unwrap_or_default(), pod.name_any())
     }
 
     /// Retires `pod` when it has ended and its cached Task has recorded its attempt
     /// ([`trim::is_recorded`]); true when it is (or was already) retired. A Pod whose
     /// Task is not cached, or whose result may still be read, stays cached.
-    pub fn retire_if_recorded(&self, pod: &Pod, tasks: &Store<CachedTask>) -> bool {
+    pub fn retire_if_recorded(&self, pod: &CachedPod, tasks: &Store<CachedTask>) -> bool {
         if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
             return false;
         }
-        let recorded = owning_task(pod, tasks).is_some_and(|task| trim::is_recorded(pod, &task));
+        let recorded = owning_task(
+            pod.metadata.namespace.as_deref(),
+            pod.owner_references(),
+            tasks,
+        )
+        .is_some_and(|task| trim::is_recorded(pod, &task));
         if recorded {
             let finished = finished_at(pod)
                 .or_else(|| pod.creation_timestamp().map(|t| t.0))
@@ -63,7 +69,7 @@ impl Retired {
     }
 
     /// Forgets `pod` (it was deleted).
-    pub fn forget(&self, pod: &Pod) {
+    pub fn forget(&self, pod: &CachedPod) {
         self.entries().remove(&Self::key(pod));
     }
 
@@ -94,10 +100,10 @@ impl Retired {
 /// The watch event that caches `event`'s Pod, with finished Pods whose attempt is recorded
 /// retired instead ([`Retired::retire_if_recorded`], [`retire_event`]); a deletion forgets it.
 pub fn retiring(
-    event: Event<Pod>,
+    event: Event<CachedPod>,
     retired: &Retired,
     tasks: &Store<CachedTask>,
-) -> Option<Event<Pod>> {
+) -> Option<Event<CachedPod>> {
     if let Event::Delete(pod) = &event {
         retired.forget(pod);
     }
@@ -120,7 +126,7 @@ pub fn retire_event<K>(event: Event<K>, retire: impl FnOnce(&K) -> bool) -> Opti
 
 /// True when `pod` finished more than `ttl` before `now` and its Task (if it still exists)
 /// no longer waits for its result.
-pub fn is_due(pod: &Pod, task: Option<&CachedTask>, now: Timestamp, ttl: Duration) -> bool {
+pub fn is_due(pod: &CachedPod, task: Option<&CachedTask>, now: Timestamp, ttl: Duration) -> bool {
     if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
         return false;
     }
@@ -139,11 +145,11 @@ pub fn is_due(pod: &Pod, task: Option<&CachedTask>, now: Timestamp, ttl: Duratio
 /// retire a Pod), the retired Pods, and the Tasks that own them.
 pub struct PodCache {
     /// The cached agent Pods.
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// The Pod cache's writer, shared with its watch.
-    pub writer: SharedWriter<Pod>,
+    pub writer: SharedWriter<CachedPod>,
     /// The Pod index the watch keeps with the cache.
-    pub index: Index<Pod>,
+    pub index: Index<CachedPod>,
     /// The retired Pods.
     pub retired: Retired,
     /// The cached Tasks.
@@ -155,16 +161,14 @@ pub const RETIRE_PERIOD: Duration = Duration::from_secs(2);
 
 /// The cached Task that owns `object` (an agent Pod, a claim Lease): the Task its owner
 /// reference names, with the same uid (not a later Task of that name).
-pub fn owning_task<K: kube::Resource>(
-    object: &K,
+pub fn owning_task(
+    namespace: Option<&str>,
+    owners: &[OwnerReference],
     tasks: &Store<CachedTask>,
 ) -> Option<Arc<CachedTask>> {
-    let namespace = object.namespace()?;
-    let owner = object
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Task")?;
-    let task = tasks.get(&ObjectRef::new(&owner.name).within(&namespace))?;
+    let namespace = namespace?;
+    let owner = owners.iter().find(|o| o.kind == "Task")?;
+    let task = tasks.get(&ObjectRef::new(&owner.name).within(namespace))?;
     (task.metadata.uid.as_deref() == Some(owner.uid.as_str())).then_some(task)
 }
 
@@ -186,7 +190,7 @@ pub fn retire_from_cache<K>(
     mut retire: impl FnMut(&K) -> bool,
 ) -> usize
 where
-    K: kube::Resource + Clone + 'static,
+    K: Lookup + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let mut retired = 0;
@@ -209,13 +213,13 @@ pub fn remove_if_unchanged<K>(
     remove: impl FnOnce(&K) -> bool,
 ) -> bool
 where
-    K: kube::Resource + Clone + 'static,
+    K: Lookup + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let mut writer = lock(writer);
     let current = store.get(&ObjectRef::from_obj(object));
     let unchanged =
-        current.is_some_and(|c| c.meta().resource_version == object.meta().resource_version);
+        current.is_some_and(|c| Lookup::resource_version(&*c) == Lookup::resource_version(object));
     if !unchanged || !remove(object) {
         return false;
     }
@@ -240,7 +244,11 @@ pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: 
         last_deletions = tokio::time::Instant::now();
         let now = Timestamp::now();
         let cached = cache.pods.state().into_iter().filter(|pod| {
-            let task = owning_task(pod.as_ref(), &cache.tasks);
+            let task = owning_task(
+                pod.metadata.namespace.as_deref(),
+                pod.owner_references(),
+                &cache.tasks,
+            );
             is_due(pod, task.as_deref(), now, ttl)
         });
         let mut due: Vec<(String, String)> = cached
@@ -274,18 +282,19 @@ mod tests {
         Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH)
     }
 
-    fn pod(finished: Option<i64>) -> Pod {
+    fn pod(finished: Option<i64>) -> CachedPod {
         let state = match finished {
             Some(s) => serde_json::json!({"terminated": {"exitCode": 0,
                 "finishedAt": at(s).to_string()}}),
             None => serde_json::json!({"running": {}}),
         };
-        serde_json::from_value(serde_json::json!({
+        let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "f-t-a1", "creationTimestamp": at(0).to_string()},
             "status": {"containerStatuses": [{"name": "agent", "image": "a", "imageID": "",
                 "ready": false, "restartCount": 0, "state": state}]}
         }))
-        .expect("pod")
+        .expect("pod");
+        pod.into()
     }
 
     fn task(phase: &str, holder: &str) -> CachedTask {
@@ -319,7 +328,7 @@ mod tests {
         assert!(is_due(&pod(Some(0)), Some(&done), at(1_000_000), HOUR));
     }
 
-    fn owned_pod(finished: Option<i64>) -> Pod {
+    fn owned_pod(finished: Option<i64>) -> CachedPod {
         let mut pod = pod(finished);
         pod.metadata.namespace = Some("ns".to_owned());
         pod.metadata.owner_references = Some(vec![

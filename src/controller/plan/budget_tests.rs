@@ -1,6 +1,8 @@
+use k8s_openapi::api::core::v1::Pod;
+
 use super::*;
 use crate::api::Task;
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::testing;
 
 fn feature(budget: serde_json::Value) -> Feature {
@@ -20,7 +22,7 @@ fn task(name: &str, status: serde_json::Value) -> Arc<CachedTask> {
     Arc::new(task.into())
 }
 
-fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<Pod>) {
+fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<CachedPod>) {
     let result = serde_json::json!({
         "version": 1, "task": "a", "attempt": name, "outcome": "finished",
         "stopReason": "end_turn", "usage": usage,
@@ -33,7 +35,7 @@ fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<Pod>) {
         }]}
     }))
     .unwrap_or_else(|error| panic!("{error}"));
-    (name.to_owned(), Arc::new(pod))
+    (name.to_owned(), Arc::new(pod.into()))
 }
 
 fn now() -> Time {
@@ -63,7 +65,7 @@ fn second_attempt_ended(
     phase: &str,
     recorded: u64,
     reported: u64,
-) -> ([Arc<CachedTask>; 1], BTreeMap<String, Arc<Pod>>) {
+) -> ([Arc<CachedTask>; 1], BTreeMap<String, Arc<CachedPod>>) {
     let status = serde_json::json!(
         {"phase": phase, "attemptCount": 2, "usage": {"inputTokens": recorded}}
     );
@@ -201,7 +203,7 @@ mod planning {
     fn planned(
         feature: &Feature,
         tasks: &[Arc<CachedTask>],
-        pods: &BTreeMap<String, Arc<Pod>>,
+        pods: &BTreeMap<String, Arc<CachedPod>>,
     ) -> FeaturePlan {
         plan(&Snapshot {
             feature,

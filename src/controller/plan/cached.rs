@@ -8,12 +8,15 @@
 //! labels, annotations and owner references it is read from: those maps cost about 870
 //! bytes a Task), its spec without the description (the prompt text, up to 32 KiB, needed
 //! only when an attempt starts: `cache::descriptions` finds it) and its whole status (a
-//! status write carries the whole status it was decided from).
+//! status write carries the whole status it was decided from). A [`CachedPod`] keeps its
+//! identity, times, labels and owner, its gateway's budget share, and its status as
+//! `cache::trim::trim_pod` trims it; no spec and no other annotation (the prompt is one).
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::Resource;
 use kube::runtime::reflector::Lookup;
@@ -238,10 +241,108 @@ impl Lookup for CachedTask {
     }
 }
 
+/// An agent Pod as the cache keeps it (`cache::trim::trim_pod` says which part of its
+/// status): no spec, and of its annotations only its gateway's budget share.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedPod {
+    /// Its identity and times, labels and owner.
+    pub metadata: CachedPodMeta,
+    /// The budget share its gateway holds (`ralph.dev/budget-share`), if any.
+    pub budget_share: Option<String>,
+    /// Its status, trimmed.
+    pub status: Option<PodStatus>,
+}
+
+/// What a cached Pod keeps of its metadata.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedPodMeta {
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `metadata.namespace`.
+    pub namespace: Option<String>,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `metadata.creationTimestamp`.
+    pub creation_timestamp: Option<Time>,
+    /// `metadata.deletionTimestamp`.
+    pub deletion_timestamp: Option<Time>,
+    /// `metadata.labels`.
+    pub labels: Option<BTreeMap<String, String>>,
+    /// `metadata.ownerReferences`.
+    pub owner_references: Option<Vec<OwnerReference>>,
+}
+
+impl CachedPod {
+    /// Its name ("" for an object without one, which the API server never returns).
+    pub fn name_any(&self) -> String {
+        self.metadata.name.clone().unwrap_or_default()
+    }
+
+    /// Its namespace.
+    pub fn namespace(&self) -> Option<String> {
+        self.metadata.namespace.clone()
+    }
+
+    /// When it was created.
+    pub fn creation_timestamp(&self) -> Option<Time> {
+        self.metadata.creation_timestamp.clone()
+    }
+
+    /// Its labels (empty without any).
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.metadata.labels.as_ref().unwrap_or(&EMPTY)
+    }
+
+    /// Its owner references.
+    pub fn owner_references(&self) -> &[OwnerReference] {
+        self.metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+    }
+}
+
+impl Lookup for CachedPod {
+    type DynamicType = ();
+
+    fn kind(dyntype: &()) -> Cow<'_, str> {
+        <Pod as Resource>::kind(dyntype)
+    }
+
+    fn group(dyntype: &()) -> Cow<'_, str> {
+        <Pod as Resource>::group(dyntype)
+    }
+
+    fn version(dyntype: &()) -> Cow<'_, str> {
+        <Pod as Resource>::version(dyntype)
+    }
+
+    fn plural(dyntype: &()) -> Cow<'_, str> {
+        <Pod as Resource>::plural(dyntype)
+    }
+
+    fn name(&self) -> Option<Cow<'_, str>> {
+        self.metadata.name.as_deref().map(Cow::Borrowed)
+    }
+
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        self.metadata.namespace.as_deref().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
+    }
+
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.metadata.uid.as_deref().map(Cow::Borrowed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;

@@ -9,12 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 
 use super::problem::Problem;
 use super::run_view::{claim_view, run_view};
 use crate::api::{Feature, conditions};
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::engine::budget::BudgetSpent;
 use crate::engine::conclusion::Gate;
 use crate::engine::dag::{
@@ -39,7 +38,7 @@ pub struct Snapshot<'a> {
     /// Claim Leases by name (a task's Lease is named like the Task).
     pub leases: &'a BTreeMap<String, Arc<Lease>>,
     /// Agent Pods by name (`<task>-a<N>`).
-    pub pods: &'a BTreeMap<String, Arc<Pod>>,
+    pub pods: &'a BTreeMap<String, Arc<CachedPod>>,
     /// The current time, Unix ms.
     pub now_ms: i64,
     /// At most this many new attempts may be claimed (0 while the feature's configuration

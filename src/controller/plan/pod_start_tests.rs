@@ -5,7 +5,8 @@ use crate::engine::testing::named_cases;
 
 const CREATED_MS: i64 = 1_800_000_000_000;
 
-fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> Pod {
+/// A Pod whose `container` waits for `reason`, as the Pod cache keeps it.
+fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> CachedPod {
     let statuses = serde_json::json!([{
         "name": container, "image": "registry.invalid/agent:1", "imageID": "",
         "ready": false, "restartCount": 0,
@@ -19,19 +20,19 @@ fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> Pod 
     let created = jiff::Timestamp::from_millisecond(CREATED_MS)
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
         .to_string();
-    match serde_json::from_value(serde_json::json!({
+    match serde_json::from_value::<Pod>(serde_json::json!({
         "metadata": {
             "name": "f-build-a1", "namespace": "team", "creationTimestamp": created,
             "labels": {"ralph.dev/feature": "f", "ralph.dev/task": "build"}
         },
         "status": {"phase": "Pending", key: statuses}
     })) {
-        Ok(pod) => pod,
+        Ok(pod) => CachedPod::from(pod),
         Err(error) => panic!("test pod does not parse: {error}"),
     }
 }
 
-fn agent_waiting(reason: &str, message: &str) -> Pod {
+fn agent_waiting(reason: &str, message: &str) -> CachedPod {
     waiting_pod(AGENT_CONTAINER, false, reason, message)
 }
 

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::runtime::controller::Action as Requeue;
 use kube::{Api, Resource, ResourceExt};
@@ -28,7 +27,7 @@ use crate::controller::act::task::{self, TaskScope};
 use crate::controller::cache::index::by_name;
 use crate::controller::cache::shapes::plan_kept;
 use crate::controller::client::call::{CallError, bounded};
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::decide::{self, FeaturePlan, Snapshot};
 use crate::controller::plan::problem::Problem;
@@ -152,7 +151,7 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
 struct Gathered {
     tasks: Vec<Arc<CachedTask>>,
     leases: BTreeMap<String, Arc<Lease>>,
-    pods: BTreeMap<String, Arc<Pod>>,
+    pods: BTreeMap<String, Arc<CachedPod>>,
     now_ms: i64,
     /// What keeps any agent Pod from existing, found before deciding.
     precheck: Option<Problem>,
@@ -489,7 +488,7 @@ async fn release_claims(
     namespace: &str,
     leases: &BTreeMap<String, Arc<Lease>>,
     tasks: &[Arc<CachedTask>],
-    pods: Option<&BTreeMap<String, Arc<Pod>>>,
+    pods: Option<&BTreeMap<String, Arc<CachedPod>>>,
 ) -> Result<(), ReconcileError> {
     let now = jiff::Timestamp::now();
     for (name, lease) in leases {
@@ -506,7 +505,7 @@ async fn release_claims(
                 crate::engine::lifecycle::is_spent(name, s.phase, s.attempt_count, h)
             })
         });
-        let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {
+        let backs_attempt = |pods: &BTreeMap<String, Arc<CachedPod>>| {
             holder.is_some_and(|h| pods.contains_key(h))
                 || status.is_some_and(|s| {
                     s.phase == TaskPhase::Running
@@ -576,7 +575,7 @@ fn claims_any(plan: &FeaturePlan) -> bool {
 async fn stop_pods(
     ctx: &Context,
     namespace: &str,
-    pods: &BTreeMap<String, Arc<Pod>>,
+    pods: &BTreeMap<String, Arc<CachedPod>>,
 ) -> Result<(), ReconcileError> {
     let running = pods.iter().filter(|(_, pod)| {
         pod.metadata.deletion_timestamp.is_none()

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 
 use crate::controller::act::claim;
+use crate::controller::plan::cached::CachedPod;
 
 /// The objects of a watch that trigger a reconcile. With a predicate, a changed object
 /// triggers one only when the predicate's value changed (every object of a re-list, and
@@ -73,7 +73,7 @@ impl<K: Lookup> PredicateFilter<K> {
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
 /// its containers ended, and a start problem a container waits for. The kubelet's other
 /// status updates (conditions, readiness, IPs) trigger nothing.
-pub(super) fn pod_predicate(pod: &Pod) -> u64 {
+pub(super) fn pod_predicate(pod: &CachedPod) -> u64 {
     let status = pod.status.as_ref();
     let ended: Vec<(&str, Option<i32>)> = status
         .and_then(|s| s.container_statuses.as_ref())

@@ -23,7 +23,7 @@ use crate::controller::cache::index::{Index, Indexes};
 use crate::controller::cache::lease_cache::{self, LeaseCache};
 use crate::controller::cache::retention::{self, SharedWriter};
 use crate::controller::cache::trim;
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::pod::{ATTEMPT_LABEL, FEATURE_LABEL};
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -44,13 +44,13 @@ pub(super) type Touched<K> = BoxStream<'static, Result<K, watcher::Error>>;
 /// changed objects that fills it and triggers reconciles.
 pub(super) struct Caches {
     pub(super) tasks: Store<CachedTask>,
-    pub(super) pods: Store<Pod>,
+    pub(super) pods: Store<CachedPod>,
     pub(super) leases: Store<Lease>,
     pub(super) lease_cache: LeaseCache,
     pub(super) task_changes: Touched<CachedTask>,
-    pub(super) pod_changes: Touched<Pod>,
+    pub(super) pod_changes: Touched<CachedPod>,
     pub(super) lease_changes: Touched<Lease>,
-    pub(super) pod_writer: SharedWriter<Pod>,
+    pub(super) pod_writer: SharedWriter<CachedPod>,
     pub(super) retired_pods: retention::Retired,
     pub(super) indexes: Indexes,
     pub(super) filled: CachesFilled,
@@ -90,10 +90,7 @@ impl Caches {
         let pod_cache = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
-            |mut pod| {
-                trim::trim_pod(&mut pod);
-                pod
-            },
+            CachedPod::from,
             move |event| retention::retiring(event, &retired, &recorded_by),
             vec![indexes.pods.clone()],
             Some(pod_predicate),

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::trim_metadata;
 use crate::controller::plan::budget_share::BUDGET_SHARE_ANNOTATION;
-use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::cached::{CachedPod, CachedPodMeta, CachedTask};
 use crate::engine::lifecycle::attempt_number_of;
 
 /// An agent Pod as cached: of its annotations only its gateway's budget share (the share
@@ -40,12 +40,36 @@ pub fn trim_pod(pod: &mut Pod) {
     });
 }
 
+impl From<Pod> for CachedPod {
+    /// The Pod as cached: [`trim_pod`], then only the kept fields.
+    fn from(mut pod: Pod) -> Self {
+        trim_pod(&mut pod);
+        let meta = pod.metadata;
+        CachedPod {
+            metadata: CachedPodMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                uid: meta.uid,
+                resource_version: meta.resource_version,
+                creation_timestamp: meta.creation_timestamp,
+                deletion_timestamp: meta.deletion_timestamp,
+                labels: meta.labels,
+                owner_references: meta.owner_references,
+            },
+            budget_share: meta
+                .annotations
+                .and_then(|mut a| a.remove(BUDGET_SHARE_ANNOTATION)),
+            status: pod.status,
+        }
+    }
+}
+
 /// True when `task`'s status has recorded the conclusion of the attempt `pod` ran: a record
 /// of that Pod with an outcome, or a later attempt started (one starts only after the last
 /// one's end is recorded). Nothing reads such a Pod from the cache any more once it has
 /// ended ([`crate::controller::cache::retention`] keeps it out). A Pod whose result the
 /// Task has not recorded yet (e.g. one that finished while the controller was down) is not.
-pub fn is_recorded(pod: &Pod, task: &CachedTask) -> bool {
+pub fn is_recorded(pod: &CachedPod, task: &CachedTask) -> bool {
     let (Some(name), Some(status)) = (pod.metadata.name.as_deref(), task.status.as_ref()) else {
         return false;
     };
@@ -367,10 +391,10 @@ mod tests {
         }
     }
 
-    fn pod_named(name: &str) -> Pod {
+    fn pod_named(name: &str) -> CachedPod {
         let mut pod = finished_pod();
         pod.metadata.name = Some(name.to_owned());
-        pod
+        pod.into()
     }
 
     #[test]
