@@ -1,16 +1,19 @@
-//! What the controller's Task cache holds per object, in heap bytes (jemalloc's
+//! What the controller's caches hold per object, in heap bytes (jemalloc's
 //! `stats.allocated`), printed, not asserted: a templated Task pending, running and done
 //! (one attempt with a 400-byte journal note), as a watch delivers it (managedFields and
-//! all) and trimmed into a kube reflector store as the controller caches it; and a cached
-//! Feature of 200 templates with 1 KiB prompts. Times 10,000 is most of the controller's
-//! heap with 10,000 Tasks (`benches/controller_rss.rs`).
+//! all) and as the controller caches it (a `CachedTask` in a kube reflector store); a
+//! cached Feature of 200 templates with 1 KiB prompts; and a finished agent Pod in the Pod
+//! cache (until its Task records the attempt, then it leaves the cache). Times 10,000 is
+//! most of the controller's heap with 10,000 Tasks (`benches/controller_rss.rs`).
 //! Run: `cargo bench --bench cache_sizes`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use ralph::api::{Feature, Task};
-use ralph::controller::cache::trim::{trim_feature, trim_task};
+use ralph::controller::cache::trim::{trim_feature, trim_pod};
+use ralph::controller::plan::cached::{CachedPod, CachedTask};
 use serde_json::{Value, json};
 
 #[global_allocator]
@@ -74,17 +77,16 @@ fn done() -> Value {
         "message": "task t1 done"})
 }
 
-/// Mean heap bytes of one Task of `status` in a store, trimmed as the controller caches it.
+/// Mean heap bytes of one Task of `status` in a store, as the controller caches it.
 fn cached_task_bytes(status: &Value) -> usize {
     let texts: Vec<String> = (0..COPIES)
         .map(|i| task(i, status.clone()).to_string())
         .collect();
-    let (store, mut writer) = reflector::store::<Task>();
+    let (store, mut writer) = reflector::store::<CachedTask>();
     let before = allocated();
     for text in &texts {
-        let mut task: Task = serde_json::from_str(text).unwrap();
-        trim_task(&mut task);
-        writer.apply_watcher_event(&Event::Apply(task));
+        let task: Task = serde_json::from_str(text).unwrap();
+        writer.apply_watcher_event(&Event::Apply(CachedTask::from(task)));
     }
     let bytes = (allocated() - before) / COPIES;
     assert_eq!(store.state().len(), COPIES);
@@ -132,6 +134,69 @@ fn cached_feature_bytes() -> usize {
     (allocated() - before) / features
 }
 
+/// A finished agent Pod as the API server sends it (its prompt in an annotation).
+fn pod(index: usize) -> Value {
+    let terminated = |name: &str, message: &str| {
+        json!({"name": name, "image": "registry.example/agent:1.4.2",
+            "imageID": "registry.example/agent@sha256:0f3c", "ready": false, "restartCount": 0,
+            "containerID": "containerd://8c1d", "started": false,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message,
+                "startedAt": "2026-11-23T23:47:25Z", "finishedAt": "2026-11-23T23:49:02Z"}}})
+    };
+    let result = json!({"version": 1, "task": "t1", "attempt": format!("g1-t{index}-a1"),
+        "outcome": "finished", "stopReason": "end_turn",
+        "usage": {"inputTokens": 48213, "outputTokens": 5120}})
+    .to_string();
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("g1-t{index}-a1"), "namespace": "team", "resourceVersion": "48290",
+            "uid": format!("{index:08x}-5742-4020-42b2-971d29c9c3c8"),
+            "creationTimestamp": "2026-11-23T23:47:23Z",
+            "labels": {"ralph.dev/feature": "g1", "ralph.dev/task": format!("t{index}"),
+                "ralph.dev/attempt": format!("g1-t{index}-a1")},
+            "annotations": {"ralph.dev/prompt": "Read the module, write the failing test first. ".repeat(40)},
+            "ownerReferences": [{"apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
+                "name": format!("g1-t{index}"), "uid": format!("{index:08x}-4742-4020-42b2-971d29c9c3c8"),
+                "controller": true}]
+        },
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "agent", "image": "registry.example/agent:1.4.2", "command": ["/ralph/bin/ralph", "runner"]},
+            {"name": "claim-keeper", "image": "registry.example/ralph:0.1.0", "command": ["/ralph", "sidecar"]}]},
+        "status": {
+            "phase": "Succeeded", "startTime": "2026-11-23T23:47:24Z", "hostIP": "10.0.0.4",
+            "podIP": "10.1.0.9", "podIPs": [{"ip": "10.1.0.9"}], "qosClass": "Burstable",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+            "initContainerStatuses": [terminated("install-ralph", "")],
+            "containerStatuses": [terminated("agent", &result), terminated("claim-keeper", "")]
+        }
+    })
+}
+
+/// Mean heap bytes of one finished agent Pod in a store: trimmed as the API's `Pod` (as
+/// cached before session 14) and as the `CachedPod` the controller caches.
+fn cached_pod_bytes() -> (usize, usize) {
+    let texts: Vec<String> = (0..COPIES).map(|i| pod(i).to_string()).collect();
+    let (trimmed_store, mut writer) = reflector::store::<Pod>();
+    let before = allocated();
+    for text in &texts {
+        let mut pod: Pod = serde_json::from_str(text).unwrap();
+        trim_pod(&mut pod);
+        writer.apply_watcher_event(&Event::Apply(pod));
+    }
+    let trimmed = (allocated() - before) / COPIES;
+    assert_eq!(trimmed_store.state().len(), COPIES);
+    let (store, mut writer) = reflector::store::<CachedPod>();
+    let before = allocated();
+    for text in &texts {
+        let pod: Pod = serde_json::from_str(text).unwrap();
+        writer.apply_watcher_event(&Event::Apply(CachedPod::from(pod)));
+    }
+    let cached = (allocated() - before) / COPIES;
+    assert_eq!(store.state().len(), COPIES);
+    (trimmed, cached)
+}
+
 fn main() {
     println!("Heap bytes per object (mean of {COPIES}), as received and as cached:");
     for (phase, status) in [
@@ -149,4 +214,6 @@ fn main() {
         "  Feature of 200 templates (1 KiB prompts), cached: {} B",
         cached_feature_bytes()
     );
+    let (trimmed, cached) = cached_pod_bytes();
+    println!("  agent Pod finished, trimmed Pod {trimmed:>6} B, CachedPod {cached:>6} B");
 }

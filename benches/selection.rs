@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ralph::api::{Feature, Task, desired_tasks};
+use ralph::api::{Feature, desired_tasks};
+use ralph::controller::plan::cached::CachedTask;
 use ralph::controller::plan::decide::{Snapshot, plan};
 use ralph::engine::conclusion::AgentRest;
 use ralph::engine::selection::Rests;
@@ -49,7 +50,7 @@ fn feature(pooled: bool) -> Feature {
     feature
 }
 
-fn tasks(feature: &Feature, history: bool) -> Vec<Arc<Task>> {
+fn tasks(feature: &Feature, history: bool) -> Vec<Arc<CachedTask>> {
     desired_tasks(feature)
         .unwrap_or_else(|error| panic!("{error}"))
         .into_iter()
@@ -64,12 +65,12 @@ fn tasks(feature: &Feature, history: bool) -> Vec<Arc<Task>> {
                 }))
                 .ok();
             }
-            Arc::new(task)
+            Arc::new(task.into())
         })
         .collect()
 }
 
-fn measure(name: &str, feature: &Feature, tasks: &[Arc<Task>], rests: &Rests) {
+fn measure(name: &str, feature: &Feature, tasks: &[Arc<CachedTask>], rests: &Rests) {
     let leases = BTreeMap::new();
     let pods = BTreeMap::new();
     let snapshot = Snapshot {

@@ -4,6 +4,7 @@
 //! `#[path = "support/cluster_objects.rs"] mod cluster_objects;`.
 
 use ralph::api::{Feature, Task};
+use ralph::controller::plan::cached::CachedTask;
 use serde_json::{Value, json};
 
 /// The Feature `hello` of the task `t`, its agent `agent:1` running `agent`, with the
@@ -25,14 +26,16 @@ pub fn hello_feature(spec: Value) -> Feature {
     .expect("valid feature")
 }
 
-/// The Task object `hello-t` of [`hello_feature`] with this `status` (`null`: none).
-pub fn hello_task(status: Value) -> Task {
-    serde_json::from_value(json!({
+/// The Task object `hello-t` of [`hello_feature`] with this `status` (`null`: none), as
+/// the controller caches it.
+pub fn hello_task(status: Value) -> CachedTask {
+    let task: Task = serde_json::from_value(json!({
         "apiVersion": "ralph.dev/v1alpha1",
         "kind": "Task",
         "metadata": {"name": "hello-t", "namespace": "ns", "generation": 1},
         "spec": {"featureRef": "hello"},
         "status": status
     }))
-    .expect("valid task")
+    .expect("valid task");
+    task.into()
 }

@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use super::claim::{ClaimError, ClaimRequest, Leases, holder, is_expired, lease_transitions};
 use super::error::TaskError;
-use crate::api::{Feature, Task};
+use crate::api::Feature;
 use crate::controller::cache::slots::{NewClaim, SlotCaches};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::runtime::context::Context;
 use crate::engine::lifecycle::{AttemptEnd, attempt_id, is_spent};
@@ -222,7 +223,11 @@ fn is_free_for(plan: &TaskPlan, lease: &str, live: &Lease, now: Timestamp) -> bo
         })
 }
 
-fn claim_request(feature: &Feature, task: &Task, attempt: u32) -> Result<ClaimRequest, TaskError> {
+fn claim_request(
+    feature: &Feature,
+    task: &CachedTask,
+    attempt: u32,
+) -> Result<ClaimRequest, TaskError> {
     let name = task.name_any();
     let owner = task
         .controller_owner_ref(&())

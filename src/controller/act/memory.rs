@@ -16,9 +16,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
-use crate::api::{Feature, Task, TextSource, memory::parse_seeds};
+use crate::api::{Feature, TextSource, memory::parse_seeds};
 use crate::controller::cache::texts::TextError;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::runtime::context::Context;
 use crate::engine::attempt::AttemptResult;
 use crate::engine::memory::journal::{self, AttemptFacts};
@@ -34,7 +35,7 @@ pub(crate) fn knowledge_config_map(feature: &str) -> String {
 }
 
 /// The journal of a Task: one entry per ended attempt its status keeps.
-pub(crate) fn task_journal(task: &Task) -> Vec<JournalEntry> {
+pub(crate) fn task_journal(task: &CachedTask) -> Vec<JournalEntry> {
     let id = crate::controller::plan::decide::task_id(task);
     let Some(status) = task.status.as_ref() else {
         return Vec::new();
@@ -63,9 +64,9 @@ pub(crate) fn task_journal(task: &Task) -> Vec<JournalEntry> {
 /// (`siblings` by object name), and the feature's knowledge, within the Feature's budgets.
 pub(crate) fn recall(
     feature: &Feature,
-    task: &Task,
+    task: &CachedTask,
     task_id: &str,
-    siblings: &BTreeMap<String, std::sync::Arc<Task>>,
+    siblings: &BTreeMap<String, std::sync::Arc<CachedTask>>,
     book: &[KnowledgeEntry],
 ) -> Recall {
     let own = task_journal(task);
@@ -158,7 +159,7 @@ pub(crate) const REASON_KNOWLEDGE_NOT_KEPT: &str = "KnowledgeNotKept";
 pub(crate) async fn keep_knowledge(
     ctx: &Context,
     feature: &Feature,
-    task: &Task,
+    task: &CachedTask,
     result: &AttemptResult,
     attempt: &str,
     now_ms: i64,

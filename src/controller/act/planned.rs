@@ -17,6 +17,7 @@ use crate::clock::rfc3339;
 use crate::controller::act::memory::task_journal;
 use crate::controller::act::planning::{keep_config_map, revision_config_map};
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::{FeaturePlan, task_id};
 use crate::controller::plan::plan_map::read_plan_map;
 use crate::controller::plan::planning::{self, Answer, Stage};
@@ -44,7 +45,7 @@ pub(crate) struct Planning {
 pub(crate) async fn reconcile(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     now_ms: i64,
 ) -> Result<Planning, CallError> {
     if feature.spec.planning.is_none() {
@@ -104,7 +105,7 @@ pub(crate) async fn replan_if_failed(
     feature: &Feature,
     ctx: &Context,
     planning: &mut Planning,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     plan: &mut FeaturePlan,
 ) -> Result<(), CallError> {
     let Some(status) = planning.status.as_ref() else {
@@ -147,7 +148,12 @@ pub(crate) async fn replan_if_failed(
 }
 
 /// What the planner revising `answer` (the running plan) after `failed` failed is told.
-fn revision(feature: &Feature, tasks: &[Arc<Task>], failed: &Task, answer: &TaskList) -> Revision {
+fn revision(
+    feature: &Feature,
+    tasks: &[Arc<CachedTask>],
+    failed: &CachedTask,
+    answer: &TaskList,
+) -> Revision {
     let done: Vec<String> = answer
         .tasks
         .iter()
@@ -264,7 +270,7 @@ async fn plan_of(
 async fn read_plan(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     attempt: &str,
     status: &PlanningStatus,
     now_ms: i64,
@@ -320,7 +326,7 @@ async fn read_plan(
 async fn record_answer(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     hash: &str,
     status: &PlanningStatus,
     now_ms: i64,
@@ -379,7 +385,7 @@ async fn record_answer(
 async fn keep_running(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     status: &PlanningStatus,
     rejection: ApprovalStatus,
 ) -> Result<PlanningStatus, CallError> {
@@ -470,7 +476,7 @@ async fn remove_answer(feature: &Feature, ctx: &Context) -> Result<(), CallError
 async fn plan_again(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     why: &str,
 ) -> Result<(), CallError> {
     let name = planning::planning_task_name(feature);
@@ -493,7 +499,7 @@ async fn plan_again(
 async fn create_planned(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     hash: &str,
     status: &mut PlanningStatus,
 ) -> Result<bool, CallError> {
@@ -575,8 +581,15 @@ async fn change_kept(
         let done = existing.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Done);
         let mut patch = serde_json::json!({"metadata": {"labels": {PLAN_LABEL: hash}}});
         if !done {
+            // The cache keeps no description: the spec is compared with the live one.
+            let live = bounded(
+                ctx.api_timeout,
+                format!("get Task {namespace}/{name}"),
+                api.get(&name),
+            )
+            .await?;
             let (old, new) = (
-                serde_json::to_value(&existing.spec),
+                serde_json::to_value(&live.spec),
                 serde_json::to_value(&task.spec),
             );
             if let (Ok(old), Ok(new)) = (old, new) {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -21,8 +21,9 @@ use crate::api::planning::{
     ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,
     revision_config_map_name,
 };
-use crate::api::{Feature, Task, TaskTemplate};
+use crate::api::{Feature, TaskTemplate};
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{
     HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
@@ -93,7 +94,7 @@ fn planning_spec(feature: &Feature) -> PlanningSpec {
 }
 
 /// The problems of the last refused answer, unless a plan was made since.
-fn last_problems(task: &Task) -> Vec<String> {
+fn last_problems(task: &CachedTask) -> Vec<String> {
     let Some(status) = task.status.as_ref() else {
         return Vec::new();
     };
@@ -225,13 +226,13 @@ pub(crate) async fn forget_answer(scope: &TaskScope<'_>, plan: &TaskPlan) -> Res
 }
 
 /// The attempt id of the Task's current attempt.
-fn current_attempt(task: &Task) -> String {
+fn current_attempt(task: &CachedTask) -> String {
     let number = task.status.as_ref().map_or(0, |s| s.attempt_count);
     attempt_id(&task.name_any(), number)
 }
 
 /// Answers refused in a row before the current attempt.
-fn refused_before(task: &Task) -> u32 {
+fn refused_before(task: &CachedTask) -> u32 {
     let Some(status) = task.status.as_ref() else {
         return 0;
     };
@@ -250,7 +251,7 @@ pub(super) fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt:
         .ctx
         .cache
         .pods
-        .get(&ObjectRef::<Pod>::new(attempt).within(namespace))
+        .get(&ObjectRef::<CachedPod>::new(attempt).within(namespace))
     else {
         return false;
     };
@@ -445,6 +446,7 @@ pub(crate) async fn keep_config_map(ctx: &Context, map: ConfigMap) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Task;
 
     fn feature(hand_written: &str) -> Feature {
         let yaml = format!(
@@ -532,6 +534,7 @@ mod tests {
              \x20   - {{number: 3}}\n"
         ))
         .expect("a Task");
+        let task = CachedTask::from(task);
         assert_eq!(refused_before(&task), 2);
         assert_eq!(last_problems(&task), ["no task"]);
     }

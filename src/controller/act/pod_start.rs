@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 
 use super::task_status::write_status;
-use crate::api::{Feature, Task, conditions};
+use crate::api::{Feature, conditions};
 use crate::controller::client::call::CallError;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::pod_start::{
     as_shown, halt_on, shown_on, shown_within_grace, started, waiting_problem,
@@ -25,9 +26,9 @@ use crate::engine::lifecycle::{RunView, attempt_id};
 pub(crate) async fn clear_on_spec_change(
     ctx: &Context,
     feature: &Feature,
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
     now_ms: i64,
-) -> Result<Vec<Arc<Task>>, CallError> {
+) -> Result<Vec<Arc<CachedTask>>, CallError> {
     let generation = feature.metadata.generation;
     let observed = feature.status.as_ref().and_then(|s| s.observed_generation);
     if observed.is_none() || observed >= generation {

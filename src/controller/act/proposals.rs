@@ -25,6 +25,7 @@ use crate::api::planning::{
 use crate::api::{Feature, Task};
 use crate::clock::rfc3339;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::plan_map::{HASH_KEY, PROBLEM_KEY, read_plan_map, text};
 use crate::controller::plan::planning;
@@ -93,9 +94,8 @@ pub(crate) async fn keep(
 }
 
 /// The proposal ConfigMaps a Task's annotation names, not read yet.
-fn proposals_of(task: &Task) -> Vec<String> {
-    task.annotations()
-        .get(PROPOSALS_ANNOTATION)
+fn proposals_of(task: &CachedTask) -> Vec<String> {
+    task.proposals()
         .map(|names| {
             names
                 .split(',')
@@ -108,7 +108,7 @@ fn proposals_of(task: &Task) -> Vec<String> {
 }
 
 /// Sets the Task's [`PROPOSALS_ANNOTATION`] to `names` (removes it when there is none).
-async fn annotate(ctx: &Context, task: &Task, names: &[String]) -> Result<(), CallError> {
+async fn annotate(ctx: &Context, task: &CachedTask, names: &[String]) -> Result<(), CallError> {
     let namespace = task.namespace().unwrap_or_default();
     let name = task.name_any();
     let value = (!names.is_empty()).then(|| names.join(","));
@@ -129,7 +129,7 @@ async fn annotate(ctx: &Context, task: &Task, names: &[String]) -> Result<(), Ca
 /// One proposal the Feature's Tasks name.
 struct Proposal {
     /// The proposing Task.
-    task: Arc<Task>,
+    task: Arc<CachedTask>,
     /// Its ConfigMap.
     config_map: String,
 }
@@ -207,7 +207,7 @@ fn read_before(text: &str, proposed: &[String]) -> bool {
 pub(crate) async fn reconcile(
     feature: &Feature,
     ctx: &Context,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     status: &PlanningStatus,
     now_ms: i64,
 ) -> Result<Option<PlanningStatus>, CallError> {
@@ -307,7 +307,7 @@ pub(crate) async fn reconcile(
 /// replaced. While a plan runs every task of it has its Task, so what is left is the
 /// running plan, which the proposals (still there: they are deleted only after the status
 /// write) extend again.
-fn without_lost_extension(plan: &mut Answer, feature: &Feature, tasks: &[Arc<Task>]) {
+fn without_lost_extension(plan: &mut Answer, feature: &Feature, tasks: &[Arc<CachedTask>]) {
     let feature_name = feature.name_any();
     plan.tasks.retain(|planned| {
         let object = crate::api::task_object_name(&feature_name, &planned.name);
@@ -468,7 +468,7 @@ async fn forget(ctx: &Context, namespace: &str, read: &[&Proposal]) -> Result<()
             _ => {}
         }
     }
-    let mut annotated: Vec<&Arc<Task>> = read.iter().map(|p| &p.task).collect();
+    let mut annotated: Vec<&Arc<CachedTask>> = read.iter().map(|p| &p.task).collect();
     annotated.dedup_by(|a, b| a.name_any() == b.name_any());
     for task in annotated {
         let left: Vec<String> = proposals_of(task)

@@ -124,13 +124,14 @@ fn a_lost_extension_is_dropped_from_the_plan_its_tasks_not_created() {
          spec: {agent: {image: agent:1, command: [agent]}, planning: {}}\n",
     )
     .expect("a Feature");
-    let task = |name: &str| -> Arc<Task> {
+    let task = |name: &str| -> Arc<CachedTask> {
         Arc::new(
-            serde_yaml_ng::from_str(&format!(
+            serde_yaml_ng::from_str::<Task>(&format!(
                 "apiVersion: ralph.dev/v1alpha1\nkind: Task\nmetadata: {{name: {name}, namespace: team}}\n\
                  spec: {{featureRef: demo, title: T}}\n"
             ))
-            .expect("a Task"),
+            .expect("a Task")
+            .into(),
         )
     };
     let limits = AnswerLimits {

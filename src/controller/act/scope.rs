@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use crate::api::{Feature, Task};
+use crate::api::Feature;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::runtime::context::Context;
 use crate::engine::prompt::FeatureText;
 
@@ -16,7 +17,7 @@ pub struct TaskScope<'a> {
     /// The task's Feature.
     pub feature: &'a Feature,
     /// All Tasks of the feature, by name (for prompts: parent and blockers).
-    pub siblings: &'a BTreeMap<String, Arc<Task>>,
+    pub siblings: &'a BTreeMap<String, Arc<CachedTask>>,
     /// Claim Leases by name.
     pub leases: &'a BTreeMap<String, Arc<Lease>>,
     /// The feature's spec and plan texts, resolved once per reconcile when needed.

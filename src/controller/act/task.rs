@@ -230,7 +230,9 @@ async fn confirm_end(
             if claims.is_still_held(&plan.view.name, &id).await? {
                 return Ok(Confirmed::CacheBehind);
             }
-            let pod = live_pod().await?;
+            let pod = live_pod()
+                .await?
+                .map(crate::controller::plan::cached::CachedPod::from);
             let now_ms = crate::clock::now_ms();
             if let Some(result) = pod
                 .as_ref()

@@ -1,13 +1,14 @@
 //! Ingesting an attempt that ended: its conclusion (the engine's, with the Feature's retry
 //! policy), the Task's status, an exhausted agent's rest and the decision's Events.
 
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 
 use super::error::TaskError;
 use super::scope::TaskScope;
 use super::task_status::write_status;
-use crate::api::{Feature, Task};
+use crate::api::Feature;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
 use crate::controller::plan::problem::Problem;
 use crate::controller::plan::status::{self, FeatureEvents, Ingestion};
@@ -19,7 +20,7 @@ use crate::engine::policy::{AttemptOutcome, EventKind, FeatureEffect};
 use crate::engine::workspace::WorkspaceReport;
 
 /// The Feature's retry settings with the Task's own retry limit, if it sets one.
-pub(super) fn retry_policy(feature: &Feature, task: &Task) -> RetryBackoff {
+pub(super) fn retry_policy(feature: &Feature, task: &CachedTask) -> RetryBackoff {
     feature
         .spec
         .retry
@@ -31,7 +32,7 @@ pub(super) fn retry_policy(feature: &Feature, task: &Task) -> RetryBackoff {
 /// settings and the Task's attempt history. Pure; `jitter` is uniform in `[0, 1)`.
 pub fn conclude(
     feature: &Feature,
-    task: &Task,
+    task: &CachedTask,
     task_id: &str,
     end: &AttemptEnd,
     now_ms: i64,
@@ -43,7 +44,7 @@ pub fn conclude(
 /// [`conclude`] with what the attempt's git steps reported.
 pub fn conclude_in_workspace(
     feature: &Feature,
-    task: &Task,
+    task: &CachedTask,
     task_id: &str,
     end: &AttemptEnd,
     workspace: Option<&WorkspaceReport>,
@@ -182,7 +183,7 @@ pub(super) async fn record_rest(
 /// Passes the decision's feature effect on, counts it, and records its Event.
 pub(super) async fn report_decision(
     ctx: &Context,
-    task: &Task,
+    task: &CachedTask,
     decision: &crate::engine::policy::Decision,
     result: Option<&crate::engine::attempt::AttemptResult>,
     effects: &mut FeatureEvents,
@@ -216,7 +217,7 @@ pub(super) async fn report_decision(
 }
 
 /// The finishing step's report of the task's current attempt, from the Pod cache.
-pub(super) fn finish_report_of(ctx: &Context, task: &Task) -> Option<WorkspaceReport> {
+pub(super) fn finish_report_of(ctx: &Context, task: &CachedTask) -> Option<WorkspaceReport> {
     let pod_name = task.status.as_ref()?.attempts.last()?.pod.clone()?;
     let namespace = task.namespace()?;
     let pod = ctx
@@ -228,7 +229,7 @@ pub(super) fn finish_report_of(ctx: &Context, task: &Task) -> Option<WorkspaceRe
 
 /// Records `ralph_claim_to_pod_seconds` once per attempt (when it ends): from taking the
 /// claim to the agent container starting (or the kubelet acknowledging the Pod).
-fn observe_claim_to_pod(ctx: &Context, task: &Task, status: &crate::api::TaskStatus) {
+fn observe_claim_to_pod(ctx: &Context, task: &CachedTask, status: &crate::api::TaskStatus) {
     let Some(claim) = status.claim.as_ref() else {
         return;
     };

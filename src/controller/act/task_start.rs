@@ -15,8 +15,9 @@ use super::error::TaskError;
 use super::scope::TaskScope;
 use super::task_end::retry_policy;
 use super::task_status::write_status;
-use crate::api::{ClaimStatus, Task};
+use crate::api::ClaimStatus;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::{TaskPlan, feature_key};
 use crate::controller::plan::pod::{AttemptPod, attempt_pod};
 use crate::controller::plan::status::{self};
@@ -185,7 +186,7 @@ pub(super) async fn prompt_of(
 pub(super) fn spent_by(
     scope: &TaskScope<'_>,
     namespace: &str,
-) -> (Vec<Arc<Task>>, BTreeMap<String, Arc<Pod>>) {
+) -> (Vec<Arc<CachedTask>>, BTreeMap<String, Arc<CachedPod>>) {
     let ctx = scope.ctx;
     let key = feature_key(namespace, &scope.feature.name_any());
     let pods = ctx.cache.indexes.pods.objects(&ctx.cache.pods, &key);
@@ -267,7 +268,7 @@ pub(super) fn render_prompt(
 ) -> String {
     let task = &plan.task;
     let fields = &task.spec.fields;
-    let text = |t: &Task, id: String| TaskText {
+    let text = |t: &CachedTask, id: String| TaskText {
         id,
         title: t.spec.fields.title.clone(),
         description: descriptions

@@ -1,18 +1,19 @@
 //! Task status writes (server-side apply, fenced by the resourceVersion decided on), recorded
 //! in the read-your-writes overlay.
 
+use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
 
 use crate::api::{Task, TaskStatus};
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::runtime::context::{Context, FIELD_MANAGER};
 
 /// Writes a Task's status by server-side apply, with the resourceVersion it was decided on
 /// as a precondition (a stale view gets a conflict, not a lost update).
 pub(crate) async fn write_status(
     ctx: &Context,
-    task: &Task,
+    task: &CachedTask,
     status: &TaskStatus,
 ) -> Result<(), CallError> {
     let name = task.name_any();

@@ -12,6 +12,7 @@ use kube::{Api, ResourceExt};
 use crate::api::{Feature, Task, conditions, desired_tasks};
 use crate::controller::cache::index::by_name;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::origin::{TEMPLATE_HASH_ANNOTATION, template_hash};
 use crate::controller::plan::problem::Problem;
@@ -42,7 +43,7 @@ pub(crate) struct TaskSync {
 pub(crate) async fn sync_tasks(
     feature: &Feature,
     ctx: &Context,
-    listed: &[Arc<Task>],
+    listed: &[Arc<CachedTask>],
 ) -> Result<TaskSync, CallError> {
     let mut sync = TaskSync::default();
     let namespace = feature.namespace().unwrap_or_default();
@@ -52,12 +53,12 @@ pub(crate) async fn sync_tasks(
     let uid = feature.metadata.uid.clone().unwrap_or_default();
     let templated = listed
         .iter()
-        .filter(|t| crate::controller::plan::origin::of(t).is_templated_by(&uid))
+        .filter(|t| t.origin().is_templated_by(&uid))
         .count();
     if applied_before && templated == feature.spec.tasks.len() {
         return Ok(sync);
     }
-    let cached: BTreeMap<String, Arc<Task>> = by_name(listed.to_vec());
+    let cached: BTreeMap<String, Arc<CachedTask>> = by_name(listed.to_vec());
     // The cached Feature holds no prompt texts: the hashes recorded when it was cached say
     // which Tasks differ, and only those are read whole (below). None without a uid.
     let hashes = crate::controller::cache::trim::template_hashes(feature);
@@ -118,7 +119,7 @@ pub(crate) async fn sync_tasks(
 /// template's index) whose applied template differs from `hashes` or that the cache lacks.
 fn stale_templates(
     feature: &Feature,
-    cached: &BTreeMap<String, Arc<Task>>,
+    cached: &BTreeMap<String, Arc<CachedTask>>,
     hashes: &[String],
 ) -> (std::collections::BTreeSet<String>, Vec<(usize, String)>) {
     let mut wanted = std::collections::BTreeSet::new();
@@ -126,9 +127,9 @@ fn stale_templates(
     for (index, (template, hash)) in feature.spec.tasks.iter().zip(hashes).enumerate() {
         let name = crate::api::task_object_name(&feature.name_any(), &template.name);
         wanted.insert(name.clone());
-        let up_to_date = cached.get(&name).is_some_and(|c| {
-            crate::controller::plan::origin::of(c).template_hash == Some(hash.as_str())
-        });
+        let up_to_date = cached
+            .get(&name)
+            .is_some_and(|c| c.origin().template_hash == Some(hash.as_str()));
         if !up_to_date {
             stale.push((index, name));
         }
@@ -186,14 +187,14 @@ async fn delete_orphans(
     ctx: &Context,
     api: &Api<Task>,
     namespace: &str,
-    cached: &BTreeMap<String, Arc<Task>>,
+    cached: &BTreeMap<String, Arc<CachedTask>>,
     wanted: &std::collections::BTreeSet<String>,
     uid: &str,
 ) -> Result<bool, CallError> {
     let mut any = false;
     let orphans = cached.values().filter(|t| {
         !wanted.contains(&t.name_any())
-            && crate::controller::plan::origin::of(t).is_templated_by(uid)
+            && t.origin().is_templated_by(uid)
             && t.status.as_ref().map(|s| s.phase) != Some(TaskPhase::Running)
     });
     for orphan in orphans {

@@ -1,5 +1,5 @@
 //! The prompt texts of standalone Tasks that may still run, taken from the Task watch
-//! before the cache drops them ([`super::trim::trim_task`]): an attempt of such a Task
+//! before the cache drops them (a [`CachedTask`] has none): an attempt of such a Task
 //! starts without a GET of its description (one request per attempt under the client's
 //! rate limit). Templated Tasks take theirs from the Feature's spec instead. Bounded by
 //! [`MAX_BYTES`], oldest kept first out; a text not kept, or kept for another generation
@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::dag::TaskPhase;
 use crate::sync::lock;
 
@@ -80,8 +81,8 @@ impl Descriptions {
         state.evict_to(MAX_BYTES);
     }
 
-    /// The description of `task` (a cached, trimmed Task) at its generation, if kept.
-    pub fn of(&self, task: &Task) -> Option<String> {
+    /// The description of `task` at its generation, if kept.
+    pub fn of(&self, task: &CachedTask) -> Option<String> {
         let uid = task.metadata.uid.as_deref()?;
         let state = lock(&self.state);
         let kept = state.by_uid.get(uid)?;
@@ -90,7 +91,7 @@ impl Descriptions {
 
     /// Forgets the text of `task`, deleted (its watch's delete event; a Task deleted while
     /// the watch was away goes out with age).
-    pub fn forget(&self, task: &Task) {
+    pub fn forget(&self, task: &CachedTask) {
         if let Some(uid) = task.metadata.uid.as_deref() {
             lock(&self.state).forget(uid);
         }
@@ -164,9 +165,7 @@ mod tests {
 
     /// What an attempt of `task`, as cached, finds.
     fn kept_for(descriptions: &Descriptions, task: &Task) -> Option<String> {
-        let mut cached = task.clone();
-        super::super::trim::trim_task(&mut cached);
-        descriptions.of(&cached)
+        descriptions.of(&CachedTask::from(task.clone()))
     }
 
     #[test]
@@ -202,7 +201,7 @@ mod tests {
     fn a_deleted_task_is_forgotten() {
         let solo = task("u1", 1, "text", TaskPhase::Pending);
         let descriptions = following(&[&solo]);
-        descriptions.forget(&solo);
+        descriptions.forget(&CachedTask::from(solo.clone()));
         assert_eq!(kept_for(&descriptions, &solo), None);
         assert_eq!(descriptions.bytes(), 0);
     }

@@ -9,18 +9,17 @@ use std::hash::Hash;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
+use kube::runtime::reflector::Lookup;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
-use crate::api::Task;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::pod::FEATURE_LABEL;
 
 /// Objects of kind `K` grouped by a key computed from each object (`None`: not indexed).
-pub struct Index<K: Resource>
+pub struct Index<K: Lookup>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -28,7 +27,7 @@ where
     state: Arc<RwLock<State<K>>>,
 }
 
-impl<K: Resource> Clone for Index<K>
+impl<K: Lookup> Clone for Index<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -40,7 +39,7 @@ where
     }
 }
 
-struct State<K: Resource>
+struct State<K: Lookup>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -51,7 +50,7 @@ where
 
 /// Each object's reference is allocated once and shared by both maps, and each key once per
 /// group: with 10,000 Tasks (and as many Pods and Leases) the indexes stay small.
-struct Groups<K: Resource>
+struct Groups<K: Lookup>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -59,7 +58,7 @@ where
     key: HashMap<Arc<ObjectRef<K>>, Arc<str>>,
 }
 
-impl<K: Resource> Default for Groups<K>
+impl<K: Lookup> Default for Groups<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -71,7 +70,7 @@ where
     }
 }
 
-impl<K: Resource> Groups<K>
+impl<K: Lookup> Groups<K>
 where
     K::DynamicType: Eq + Hash + Clone + Default,
 {
@@ -106,7 +105,7 @@ where
     }
 }
 
-impl<K: Resource> Index<K>
+impl<K: Lookup> Index<K>
 where
     K::DynamicType: Eq + Hash + Clone + Default,
 {
@@ -179,7 +178,7 @@ where
 }
 
 /// `object`'s reference without its resourceVersion and uid (identity only, less memory).
-pub(crate) fn reference<K: Resource>(object: &K) -> ObjectRef<K>
+pub(crate) fn reference<K: Lookup>(object: &K) -> ObjectRef<K>
 where
     K::DynamicType: Default,
 {
@@ -192,25 +191,28 @@ where
 #[derive(Clone)]
 pub struct Indexes {
     /// Tasks by `namespace/featureRef`.
-    pub tasks: Index<Task>,
+    pub tasks: Index<CachedTask>,
     /// Agent Pods by `namespace/` + their `ralph.dev/feature` label.
-    pub pods: Index<Pod>,
+    pub pods: Index<CachedPod>,
     /// Claim Leases by `namespace/` + their `ralph.dev/feature` label.
     pub leases: Index<Lease>,
     /// Tasks whose status records them Running, for the attempt slots.
-    pub running_tasks: Index<Task>,
+    pub running_tasks: Index<CachedTask>,
 }
 
 impl Default for Indexes {
     fn default() -> Self {
         Self {
-            tasks: Index::new(|t: &Task| {
+            tasks: Index::new(|t: &CachedTask| {
                 Some(feature_key(
                     t.metadata.namespace.as_deref()?,
                     &t.spec.feature_ref,
                 ))
             }),
-            pods: Index::new(|p: &Pod| by_feature_label(&p.metadata)),
+            pods: Index::new(|p: &CachedPod| {
+                let feature = p.labels().get(FEATURE_LABEL)?;
+                Some(feature_key(p.metadata.namespace.as_deref()?, feature))
+            }),
             leases: Index::new(|l: &Lease| by_feature_label(&l.metadata)),
             running_tasks: Index::new(super::slots::running_key),
         }
@@ -219,7 +221,7 @@ impl Default for Indexes {
 
 impl Indexes {
     /// The Tasks in the cache whose status records them Running.
-    pub fn running(&self, tasks: &Store<Task>) -> Vec<Arc<Task>> {
+    pub fn running(&self, tasks: &Store<CachedTask>) -> Vec<Arc<CachedTask>> {
         self.running_tasks.objects(tasks, super::slots::RUNNING)
     }
 }
@@ -229,10 +231,10 @@ fn by_feature_label(meta: &ObjectMeta) -> Option<String> {
     Some(feature_key(meta.namespace.as_deref()?, feature))
 }
 
-pub(crate) fn by_name<K: Resource>(objects: Vec<Arc<K>>) -> BTreeMap<String, Arc<K>> {
+pub(crate) fn by_name<K: Lookup>(objects: Vec<Arc<K>>) -> BTreeMap<String, Arc<K>> {
     objects
         .into_iter()
-        .filter_map(|o| o.meta().name.clone().map(|n| (n, o)))
+        .filter_map(|o| Some((o.name()?.into_owned(), o)))
         .collect()
 }
 

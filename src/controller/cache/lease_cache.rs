@@ -29,19 +29,23 @@ use super::retention::SharedWriter;
 use super::retention::{
     RETIRE_PERIOD, owning_task, remove_if_unchanged, retire_event, retire_from_cache,
 };
-use crate::api::Task;
 use crate::controller::act::claim;
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::lifecycle::is_spent_by_recorded_attempt;
 use crate::sync::lock;
 
 /// True when nothing reads `lease` from the cache any more: it is the claim of a cached
 /// Task (its owner, same uid), spent by an attempt that Task records as started and
 /// concluded.
-pub(crate) fn is_retirable(lease: &Lease, tasks: &Store<Task>) -> bool {
+pub(crate) fn is_retirable(lease: &Lease, tasks: &Store<CachedTask>) -> bool {
     let Some(holder) = claim::holder(lease).filter(|h| !h.is_empty()) else {
         return false;
     };
-    let Some(task) = owning_task(lease, tasks) else {
+    let Some(task) = owning_task(
+        lease.metadata.namespace.as_deref(),
+        lease.owner_references(),
+        tasks,
+    ) else {
         return false;
     };
     let Some(status) = task.status.as_ref() else {
@@ -57,7 +61,7 @@ pub(crate) fn is_retirable(lease: &Lease, tasks: &Store<Task>) -> bool {
 
 /// The watch event that caches `event`'s Lease, with retirable Leases ([`is_retirable`])
 /// left out ([`retire_event`]).
-pub(crate) fn retiring(event: Event<Lease>, tasks: &Store<Task>) -> Option<Event<Lease>> {
+pub(crate) fn retiring(event: Event<Lease>, tasks: &Store<CachedTask>) -> Option<Event<Lease>> {
     retire_event(event, |lease| is_retirable(lease, tasks))
 }
 
@@ -68,7 +72,7 @@ pub struct LeaseCache {
     leases: Store<Lease>,
     writer: SharedWriter<Lease>,
     index: Index<Lease>,
-    tasks: Store<Task>,
+    tasks: Store<CachedTask>,
     restored: mpsc::UnboundedSender<Lease>,
 }
 
@@ -82,7 +86,7 @@ impl LeaseCache {
         leases: Store<Lease>,
         writer: SharedWriter<Lease>,
         index: Index<Lease>,
-        tasks: Store<Task>,
+        tasks: Store<CachedTask>,
     ) -> (Self, Restored) {
         let (restored, receiver) = mpsc::unbounded();
         let cache = Self {

@@ -8,8 +8,10 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::*;
+use crate::api::Task;
 use crate::controller::cache::index::Indexes;
 use crate::controller::cache::retention::SharedWriter;
+use crate::controller::plan::cached::CachedTask;
 
 const TASK_UID: &str = "task-uid";
 
@@ -47,7 +49,7 @@ fn lease(holder: &str) -> Lease {
 }
 
 /// A Task cache holding `ns/f-t` in `phase` with `attempts` started.
-fn tasks(phase: &str, attempts: u32) -> Store<Task> {
+fn tasks(phase: &str, attempts: u32) -> Store<CachedTask> {
     let task: Task = serde_json::from_value(json!({
         "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
         "metadata": {"name": "f-t", "namespace": "ns", "uid": TASK_UID},
@@ -56,12 +58,12 @@ fn tasks(phase: &str, attempts: u32) -> Store<Task> {
     }))
     .expect("task");
     let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&Event::Apply(task));
+    writer.apply_watcher_event(&Event::Apply(CachedTask::from(task)));
     store
 }
 
-fn no_tasks() -> Store<Task> {
-    reflector::store::<Task>().0
+fn no_tasks() -> Store<CachedTask> {
+    reflector::store::<CachedTask>().0
 }
 
 // --- The rule ----------------------------------------------------------------------
@@ -124,7 +126,7 @@ fn a_task_without_status_keeps_its_claim() {
     }))
     .expect("task");
     let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&Event::Apply(task));
+    writer.apply_watcher_event(&Event::Apply(CachedTask::from(task)));
     assert!(!is_retirable(&lease("f-t-a1"), &store));
 }
 
@@ -159,7 +161,7 @@ fn a_deleted_claim_leaves_the_cache() {
 // --- The sweep and the claim path ---------------------------------------------------
 
 /// A Lease cache holding `cached`, with its index, over `tasks`.
-fn cache_of(cached: Vec<Lease>, tasks: Store<Task>) -> (LeaseCache, Restored, Indexes) {
+fn cache_of(cached: Vec<Lease>, tasks: Store<CachedTask>) -> (LeaseCache, Restored, Indexes) {
     let (store, writer) = reflector::store::<Lease>();
     let writer: SharedWriter<Lease> = Arc::new(std::sync::Mutex::new(writer));
     let indexes = Indexes::default();

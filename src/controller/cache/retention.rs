@@ -13,15 +13,16 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DeleteParams;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher::Event;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 
 use super::index::Index;
 use super::trim;
-use crate::api::Task;
 use crate::controller::client::call::bounded;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::run_view::{finished_at, run_view};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::RunView;
@@ -41,18 +42,23 @@ impl Retired {
         lock(&self.0)
     }
 
-    fn key(pod: &Pod) -> (String, String) {
+    fn key(pod: &CachedPod) -> (String, String) {
         (pod.namespace().unwrap_or_default(), pod.name_any())
     }
 
     /// Retires `pod` when it has ended and its cached Task has recorded its attempt
     /// ([`trim::is_recorded`]); true when it is (or was already) retired. A Pod whose
     /// Task is not cached, or whose result may still be read, stays cached.
-    pub fn retire_if_recorded(&self, pod: &Pod, tasks: &Store<Task>) -> bool {
+    pub fn retire_if_recorded(&self, pod: &CachedPod, tasks: &Store<CachedTask>) -> bool {
         if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
             return false;
         }
-        let recorded = owning_task(pod, tasks).is_some_and(|task| trim::is_recorded(pod, &task));
+        let recorded = owning_task(
+            pod.metadata.namespace.as_deref(),
+            pod.owner_references(),
+            tasks,
+        )
+        .is_some_and(|task| trim::is_recorded(pod, &task));
         if recorded {
             let finished = finished_at(pod)
                 .or_else(|| pod.creation_timestamp().map(|t| t.0))
@@ -63,7 +69,7 @@ impl Retired {
     }
 
     /// Forgets `pod` (it was deleted).
-    pub fn forget(&self, pod: &Pod) {
+    pub fn forget(&self, pod: &CachedPod) {
         self.entries().remove(&Self::key(pod));
     }
 
@@ -93,7 +99,11 @@ impl Retired {
 
 /// The watch event that caches `event`'s Pod, with finished Pods whose attempt is recorded
 /// retired instead ([`Retired::retire_if_recorded`], [`retire_event`]); a deletion forgets it.
-pub fn retiring(event: Event<Pod>, retired: &Retired, tasks: &Store<Task>) -> Option<Event<Pod>> {
+pub fn retiring(
+    event: Event<CachedPod>,
+    retired: &Retired,
+    tasks: &Store<CachedTask>,
+) -> Option<Event<CachedPod>> {
     if let Event::Delete(pod) = &event {
         retired.forget(pod);
     }
@@ -116,7 +126,7 @@ pub fn retire_event<K>(event: Event<K>, retire: impl FnOnce(&K) -> bool) -> Opti
 
 /// True when `pod` finished more than `ttl` before `now` and its Task (if it still exists)
 /// no longer waits for its result.
-pub fn is_due(pod: &Pod, task: Option<&Task>, now: Timestamp, ttl: Duration) -> bool {
+pub fn is_due(pod: &CachedPod, task: Option<&CachedTask>, now: Timestamp, ttl: Duration) -> bool {
     if !matches!(run_view(Some(pod), true, None), RunView::Ended { .. }) {
         return false;
     }
@@ -135,15 +145,15 @@ pub fn is_due(pod: &Pod, task: Option<&Task>, now: Timestamp, ttl: Duration) -> 
 /// retire a Pod), the retired Pods, and the Tasks that own them.
 pub struct PodCache {
     /// The cached agent Pods.
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// The Pod cache's writer, shared with its watch.
-    pub writer: SharedWriter<Pod>,
+    pub writer: SharedWriter<CachedPod>,
     /// The Pod index the watch keeps with the cache.
-    pub index: Index<Pod>,
+    pub index: Index<CachedPod>,
     /// The retired Pods.
     pub retired: Retired,
     /// The cached Tasks.
-    pub tasks: Store<Task>,
+    pub tasks: Store<CachedTask>,
 }
 
 /// How often finished Pods whose attempt was recorded meanwhile are retired from the cache.
@@ -151,13 +161,14 @@ pub const RETIRE_PERIOD: Duration = Duration::from_secs(2);
 
 /// The cached Task that owns `object` (an agent Pod, a claim Lease): the Task its owner
 /// reference names, with the same uid (not a later Task of that name).
-pub fn owning_task<K: kube::Resource>(object: &K, tasks: &Store<Task>) -> Option<Arc<Task>> {
-    let namespace = object.namespace()?;
-    let owner = object
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Task")?;
-    let task = tasks.get(&ObjectRef::new(&owner.name).within(&namespace))?;
+pub fn owning_task(
+    namespace: Option<&str>,
+    owners: &[OwnerReference],
+    tasks: &Store<CachedTask>,
+) -> Option<Arc<CachedTask>> {
+    let namespace = namespace?;
+    let owner = owners.iter().find(|o| o.kind == "Task")?;
+    let task = tasks.get(&ObjectRef::new(&owner.name).within(namespace))?;
     (task.metadata.uid.as_deref() == Some(owner.uid.as_str())).then_some(task)
 }
 
@@ -179,7 +190,7 @@ pub fn retire_from_cache<K>(
     mut retire: impl FnMut(&K) -> bool,
 ) -> usize
 where
-    K: kube::Resource + Clone + 'static,
+    K: Lookup + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let mut retired = 0;
@@ -202,13 +213,13 @@ pub fn remove_if_unchanged<K>(
     remove: impl FnOnce(&K) -> bool,
 ) -> bool
 where
-    K: kube::Resource + Clone + 'static,
+    K: Lookup + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let mut writer = lock(writer);
     let current = store.get(&ObjectRef::from_obj(object));
     let unchanged =
-        current.is_some_and(|c| c.meta().resource_version == object.meta().resource_version);
+        current.is_some_and(|c| Lookup::resource_version(&*c) == Lookup::resource_version(object));
     if !unchanged || !remove(object) {
         return false;
     }
@@ -233,7 +244,11 @@ pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: 
         last_deletions = tokio::time::Instant::now();
         let now = Timestamp::now();
         let cached = cache.pods.state().into_iter().filter(|pod| {
-            let task = owning_task(pod.as_ref(), &cache.tasks);
+            let task = owning_task(
+                pod.metadata.namespace.as_deref(),
+                pod.owner_references(),
+                &cache.tasks,
+            );
             is_due(pod, task.as_deref(), now, ttl)
         });
         let mut due: Vec<(String, String)> = cached
@@ -259,6 +274,7 @@ pub async fn sweep(client: Client, cache: PodCache, ttl: Duration, api_timeout: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Task;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -266,28 +282,30 @@ mod tests {
         Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH)
     }
 
-    fn pod(finished: Option<i64>) -> Pod {
+    fn pod(finished: Option<i64>) -> CachedPod {
         let state = match finished {
             Some(s) => serde_json::json!({"terminated": {"exitCode": 0,
                 "finishedAt": at(s).to_string()}}),
             None => serde_json::json!({"running": {}}),
         };
-        serde_json::from_value(serde_json::json!({
+        let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "f-t-a1", "creationTimestamp": at(0).to_string()},
             "status": {"containerStatuses": [{"name": "agent", "image": "a", "imageID": "",
                 "ready": false, "restartCount": 0, "state": state}]}
         }))
-        .expect("pod")
+        .expect("pod");
+        pod.into()
     }
 
-    fn task(phase: &str, holder: &str) -> Task {
-        serde_json::from_value(serde_json::json!({
+    fn task(phase: &str, holder: &str) -> CachedTask {
+        let task: Task = serde_json::from_value(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "f-t"},
             "spec": {"featureRef": "f"},
             "status": {"phase": phase, "claim": {"lease": "f-t", "holder": holder, "attempt": 1}}
         }))
-        .expect("task")
+        .expect("task");
+        task.into()
     }
 
     #[test]
@@ -310,7 +328,7 @@ mod tests {
         assert!(is_due(&pod(Some(0)), Some(&done), at(1_000_000), HOUR));
     }
 
-    fn owned_pod(finished: Option<i64>) -> Pod {
+    fn owned_pod(finished: Option<i64>) -> CachedPod {
         let mut pod = pod(finished);
         pod.metadata.namespace = Some("ns".to_owned());
         pod.metadata.owner_references = Some(vec![
@@ -326,7 +344,7 @@ mod tests {
     }
 
     /// A Task cache holding `f-t` with `status`.
-    fn tasks_with(status: serde_json::Value) -> Store<Task> {
+    fn tasks_with(status: serde_json::Value) -> Store<CachedTask> {
         let task: Task = serde_json::from_value(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "f-t", "namespace": "ns", "uid": "tu"},
@@ -335,16 +353,16 @@ mod tests {
         }))
         .expect("task");
         let (store, mut writer) = kube::runtime::reflector::store();
-        writer.apply_watcher_event(&Event::Apply(task));
+        writer.apply_watcher_event(&Event::Apply(CachedTask::from(task)));
         store
     }
 
-    fn recorded_done() -> Store<Task> {
+    fn recorded_done() -> Store<CachedTask> {
         tasks_with(serde_json::json!({"phase": "Done", "attemptCount": 1,
             "attempts": [{"number": 1, "pod": "f-t-a1", "outcome": "done"}]}))
     }
 
-    fn awaiting_result() -> Store<Task> {
+    fn awaiting_result() -> Store<CachedTask> {
         tasks_with(serde_json::json!({"phase": "Running", "attemptCount": 1,
             "claim": {"lease": "f-t", "holder": "f-t-a1", "attempt": 1},
             "attempts": [{"number": 1, "pod": "f-t-a1"}]}))
@@ -389,7 +407,7 @@ mod tests {
     #[test]
     fn a_finished_pod_whose_task_is_not_cached_stays_cached() {
         let retired = Retired::default();
-        let (no_tasks, _writer) = kube::runtime::reflector::store::<Task>();
+        let (no_tasks, _writer) = kube::runtime::reflector::store::<CachedTask>();
         let event = retiring(Event::Apply(owned_pod(Some(100))), &retired, &no_tasks);
         assert!(matches!(event, Some(Event::Apply(_))));
         assert!(retired.is_empty());

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 use std::sync::{Arc, Mutex};
 
-use crate::api::{Feature, Task};
+use crate::api::Feature;
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::dag::{DagErrors, Shape};
 use crate::sync::lock;
 
@@ -84,7 +85,7 @@ impl Shapes {
         &self,
         key: &str,
         feature: &Feature,
-        tasks: &[Arc<Task>],
+        tasks: &[Arc<CachedTask>],
     ) -> Result<Layout, DagErrors> {
         let templates = TemplatePositions::of(feature);
         if tasks.len() < self.kept_from_tasks {
@@ -159,7 +160,7 @@ fn fit(
     shape: &Shape,
     fingerprints: &[u64],
     templates: &TemplatePositions<'_>,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> Option<Vec<u32>> {
     if shape.len() != tasks.len() || fingerprints.len() != tasks.len() {
         return None;
@@ -178,7 +179,7 @@ fn fit(
 
 /// A hash of everything a Task's place in its Feature's DAG depends on besides its name:
 /// its identity (uid, creation time), `dependsOn`, `parent`, `priority` and template position.
-fn fingerprint(templates: &TemplatePositions<'_>, task: &Task) -> u64 {
+fn fingerprint(templates: &TemplatePositions<'_>, task: &CachedTask) -> u64 {
     let mut hasher = rustc_hash::FxHasher::default();
     let mut write = |bytes: &[u8]| {
         hasher.write_usize(bytes.len());

@@ -2,6 +2,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
+use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::Snapshot;
 use crate::controller::testing;
 use crate::engine::dag::TaskPhase;
@@ -22,27 +24,27 @@ fn feature(generation: i64) -> Feature {
 }
 
 /// A standalone Task `name` of Feature `big`, created at second `created`.
-fn task(name: &str, depends_on: &[&str], created: u32) -> Arc<Task> {
+fn task(name: &str, depends_on: &[&str], created: u32) -> Arc<CachedTask> {
     let metadata = serde_json::json!({
         "name": name, "namespace": "ns", "uid": format!("{name}-uid"), "generation": 1,
         "creationTimestamp": format!("2026-01-01T00:00:{created:02}Z"),
     });
     let spec = serde_json::json!({"featureRef": "big", "dependsOn": depends_on});
-    Arc::new(testing::object("Task", metadata, spec))
+    Arc::new(testing::object::<Task>("Task", metadata, spec).into())
 }
 
 /// a, b and c, independent.
-fn independent() -> Vec<Arc<Task>> {
+fn independent() -> Vec<Arc<CachedTask>> {
     vec![task("a", &[], 1), task("b", &[], 2), task("c", &[], 3)]
 }
 
-fn layout(shapes: &Shapes, feature: &Feature, tasks: &[Arc<Task>]) -> Layout {
+fn layout(shapes: &Shapes, feature: &Feature, tasks: &[Arc<CachedTask>]) -> Layout {
     shapes
         .layout(KEY, feature, tasks)
         .unwrap_or_else(|errors| panic!("invalid: {errors}"))
 }
 
-fn planned(feature: &Feature, tasks: &[Arc<Task>], shapes: &Shapes) -> Vec<String> {
+fn planned(feature: &Feature, tasks: &[Arc<CachedTask>], shapes: &Shapes) -> Vec<String> {
     let (leases, pods, rests) = (BTreeMap::new(), BTreeMap::new(), Rests::new());
     let plan = plan_kept(
         &Snapshot {

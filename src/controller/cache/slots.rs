@@ -19,10 +19,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::run_view::claim_view;
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::attempt_id;
@@ -32,7 +31,7 @@ use crate::sync::lock;
 pub(crate) const RUNNING: &str = "running";
 
 /// The Task index key of `task`: [`RUNNING`] while its status records it Running.
-pub(crate) fn running_key(task: &Task) -> Option<String> {
+pub(crate) fn running_key(task: &CachedTask) -> Option<String> {
     (task.status.as_ref()?.phase == TaskPhase::Running).then(|| RUNNING.to_owned())
 }
 
@@ -51,9 +50,9 @@ pub struct NewClaim<'a> {
 #[derive(Clone, Copy)]
 pub struct SlotCaches<'a> {
     /// The Tasks whose status records them Running (the Task index under [`RUNNING`]).
-    pub running: &'a [Arc<Task>],
+    pub running: &'a [Arc<CachedTask>],
     /// Every cached Task.
-    pub tasks: &'a Store<Task>,
+    pub tasks: &'a Store<CachedTask>,
     /// Every cached claim Lease.
     pub leases: &'a Store<Lease>,
 }
@@ -104,7 +103,7 @@ impl Slots {
 
 /// True when the Task `namespace/name` is gone from the cache or its status records
 /// attempt `attempt` (or a later one) as started.
-fn recorded_started(tasks: &Store<Task>, key: &str, attempt: u32) -> bool {
+fn recorded_started(tasks: &Store<CachedTask>, key: &str, attempt: u32) -> bool {
     let Some((namespace, name)) = key.split_once('/') else {
         return true;
     };
@@ -162,6 +161,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
+    use crate::api::Task;
     use crate::api::TaskStatus;
 
     const LEASE_MS: i64 = 60_000;
@@ -191,7 +191,7 @@ mod tests {
 
     fn cache<K>(objects: Vec<K>) -> Store<K>
     where
-        K: kube::Resource + Clone + 'static,
+        K: kube::runtime::reflector::Lookup + Clone + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone,
     {
         let (reader, mut writer) = store();
@@ -204,7 +204,7 @@ mod tests {
     }
 
     /// Task `name` in namespace `ns`, in `phase` after `attempts` started attempts.
-    fn task(name: &str, phase: TaskPhase, attempts: u32) -> Task {
+    fn task(name: &str, phase: TaskPhase, attempts: u32) -> CachedTask {
         let spec = crate::api::TaskSpec {
             feature_ref: "f".to_owned(),
             fields: crate::api::TaskFields::default(),
@@ -216,18 +216,18 @@ mod tests {
             attempt_count: attempts,
             ..TaskStatus::default()
         });
-        task
+        task.into()
     }
 
     /// The caches of `tasks` and `leases`, with the Running index as the controller keeps it.
     struct World {
-        tasks: Store<Task>,
+        tasks: Store<CachedTask>,
         leases: Store<Lease>,
-        running: Vec<Arc<Task>>,
+        running: Vec<Arc<CachedTask>>,
     }
 
     impl World {
-        fn of(tasks: Vec<Task>, leases: Vec<Lease>) -> Self {
+        fn of(tasks: Vec<CachedTask>, leases: Vec<Lease>) -> Self {
             let tasks = cache(tasks);
             let running = tasks
                 .state()
@@ -263,7 +263,7 @@ mod tests {
         Slots::new(1).take(&claim("ns/b", 1, at(now)), world.caches(), at(now))
     }
 
-    fn pending_b() -> Task {
+    fn pending_b() -> CachedTask {
         task("b", TaskPhase::Pending, 0)
     }
 

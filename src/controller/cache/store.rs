@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 
 use super::descriptions::Descriptions;
@@ -17,15 +16,15 @@ use super::shapes::Shapes;
 use super::slots::Slots;
 use super::spec_cache::SpecCache;
 use super::task_writes::TaskWrites;
-use crate::api::Task;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 
 /// The controller's read model (one per process; clones share it).
 #[derive(Clone)]
 pub struct Cache {
     /// Task objects in the watched namespaces.
-    pub tasks: Store<Task>,
+    pub tasks: Store<CachedTask>,
     /// Agent Pods (label `ralph.dev/attempt`).
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// Claim Leases (label `ralph.dev/feature`); spent ones are retired from it.
     pub leases: Store<Lease>,
     /// The claim Lease cache as the claim path changes it (a Lease read live put back).

@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kube::ResourceExt;
-
 use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 
 /// The Tasks this process wrote whose newer version the Task cache does not show yet, so
 /// that the next reconcile decides from what was written (read-your-writes) instead of
@@ -20,7 +19,7 @@ pub struct TaskWrites {
 /// A Task as written, and the resourceVersions it supersedes: the cached one the first of
 /// this process's consecutive writes replaced, and those of the writes in between (the
 /// cache may show any of them while it catches up).
-type Written = (Arc<Task>, Vec<Option<String>>);
+type Written = (Arc<CachedTask>, Vec<Option<String>>);
 
 impl TaskWrites {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
@@ -28,7 +27,8 @@ impl TaskWrites {
     }
 
     /// Records `written`, which replaced `from` (a cached object, or one recorded here).
-    pub(crate) fn record(&self, from: &Task, written: Task) {
+    pub(crate) fn record(&self, from: &CachedTask, written: Task) {
+        let written = CachedTask::from(written);
         let key = object_key(&written);
         let mut map = self.lock();
         let from_rv = from.resource_version();
@@ -40,14 +40,12 @@ impl TaskWrites {
             }
             _ => vec![from_rv],
         };
-        let mut written = written;
-        crate::controller::cache::trim::trim_task(&mut written);
         map.insert(key, (Arc::new(written), superseded));
     }
 
     /// `cached`, or the newer version this process wrote while the cache shows a version
     /// that write superseded. Entries the cache has moved past are dropped.
-    pub fn newest(&self, cached: Arc<Task>) -> Arc<Task> {
+    pub fn newest(&self, cached: Arc<CachedTask>) -> Arc<CachedTask> {
         let key = object_key(&cached);
         let mut map = self.lock();
         match map.get(&key).map(|written| ours_over(written, &cached)) {
@@ -62,7 +60,7 @@ impl TaskWrites {
 
     /// [`TaskWrites::newest`] of each Task, under one lock and without a key allocated per
     /// Task (a reconcile of a large Feature reads thousands).
-    pub fn newest_of_all(&self, cached: Vec<Arc<Task>>) -> Vec<Arc<Task>> {
+    pub fn newest_of_all(&self, cached: Vec<Arc<CachedTask>>) -> Vec<Arc<CachedTask>> {
         let mut map = self.lock();
         if map.is_empty() {
             return cached;
@@ -97,14 +95,14 @@ impl TaskWrites {
 
 /// Our written version while `cached` shows a version that write superseded; `None` once the
 /// cache has moved past it (the entry is spent).
-fn ours_over(written: &Written, cached: &Task) -> Option<Arc<Task>> {
+fn ours_over(written: &Written, cached: &CachedTask) -> Option<Arc<CachedTask>> {
     let (ours, superseded) = written;
     superseded
         .contains(&cached.resource_version())
         .then(|| Arc::clone(ours))
 }
 
-fn object_key(task: &Task) -> String {
+fn object_key(task: &CachedTask) -> String {
     format!(
         "{}/{}",
         task.namespace().unwrap_or_default(),
@@ -117,12 +115,19 @@ mod tests {
     use super::*;
     use crate::api::{TaskFields, TaskSpec};
 
-    fn task(rv: &str) -> Task {
-        let spec = TaskSpec {
-            feature_ref: "f".to_owned(),
-            fields: TaskFields::default(),
-        };
-        let mut task = Task::new("t", spec);
+    fn task(rv: &str) -> CachedTask {
+        CachedTask::from(live(rv))
+    }
+
+    /// A Task as a write returns it.
+    fn live(rv: &str) -> Task {
+        let mut task = Task::new(
+            "t",
+            TaskSpec {
+                feature_ref: "f".to_owned(),
+                fields: TaskFields::default(),
+            },
+        );
         task.metadata.namespace = Some("ns".to_owned());
         task.metadata.resource_version = Some(rv.to_owned());
         task
@@ -136,7 +141,7 @@ mod tests {
     #[test]
     fn a_cache_behind_our_write_yields_what_we_wrote() {
         let writes = TaskWrites::default();
-        writes.record(&task("1"), task("2"));
+        writes.record(&task("1"), live("2"));
         assert_eq!(newest_rv(&writes, "1").as_deref(), Some("2"));
     }
 
@@ -153,7 +158,7 @@ mod tests {
     #[test]
     fn a_listing_behind_our_write_yields_what_we_wrote_then_the_cache_once_past_it() {
         let writes = TaskWrites::default();
-        writes.record(&task("1"), task("2"));
+        writes.record(&task("1"), live("2"));
         assert_eq!(newest_rvs(&writes, &["1"]), [Some("2".to_owned())]);
         assert_eq!(newest_rvs(&writes, &["3"]), [Some("3".to_owned())]);
         assert_eq!(newest_rvs(&writes, &["1"]), [Some("1".to_owned())]);
@@ -162,7 +167,7 @@ mod tests {
     #[test]
     fn a_cache_past_our_write_yields_the_cache() {
         let writes = TaskWrites::default();
-        writes.record(&task("1"), task("2"));
+        writes.record(&task("1"), live("2"));
         assert_eq!(newest_rv(&writes, "3").as_deref(), Some("3"));
         assert_eq!(newest_rv(&writes, "1").as_deref(), Some("1"));
     }
@@ -170,8 +175,8 @@ mod tests {
     #[test]
     fn a_cache_showing_our_earlier_write_yields_our_latest() {
         let writes = TaskWrites::default();
-        writes.record(&task("1"), task("2"));
-        writes.record(&task("2"), task("3"));
+        writes.record(&task("1"), live("2"));
+        writes.record(&task("2"), live("3"));
         assert_eq!(newest_rv(&writes, "2").as_deref(), Some("3"));
         assert_eq!(newest_rv(&writes, "3").as_deref(), Some("3"));
         assert_eq!(newest_rv(&writes, "2").as_deref(), Some("2"));
@@ -180,8 +185,8 @@ mod tests {
     #[test]
     fn writes_on_top_of_our_own_write_stay_ahead_of_the_same_stale_cache() {
         let writes = TaskWrites::default();
-        writes.record(&task("1"), task("2"));
-        writes.record(&task("2"), task("3"));
+        writes.record(&task("1"), live("2"));
+        writes.record(&task("2"), live("3"));
         assert_eq!(newest_rv(&writes, "1").as_deref(), Some("3"));
     }
 }

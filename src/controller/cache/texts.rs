@@ -11,7 +11,7 @@ use kube::{Api, ResourceExt};
 use super::trim::is_whole;
 use crate::api::{Feature, Task, TextSource};
 use crate::controller::client::call::{CallError, bounded};
-use crate::controller::plan::origin;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::runtime::context::Context;
 use crate::engine::prompt::FeatureText;
 
@@ -34,7 +34,7 @@ pub(crate) enum TextError {
 }
 
 /// The descriptions (prompt texts) of the Tasks `names` of `feature`: neither the Task nor
-/// the Feature cache keeps them ([`super::trim::trim_task`], [`super::trim::trim_feature`]). A Task applied from one
+/// the Feature cache keeps them ([`CachedTask`], [`super::trim::trim_feature`]). A Task applied from one
 /// of the Feature's templates has its template's text, from the Feature's whole spec (one
 /// GET per Feature generation while the spec cache holds it; a spec newer than the cache's
 /// is the user's latest text, and used); a standalone Task's is the one its watch delivered
@@ -43,7 +43,7 @@ pub(crate) enum TextError {
 pub(crate) async fn descriptions(
     ctx: &Context,
     feature: &Feature,
-    siblings: &BTreeMap<String, Arc<Task>>,
+    siblings: &BTreeMap<String, Arc<CachedTask>>,
     names: &[&str],
 ) -> Result<BTreeMap<String, String>, CallError> {
     let mut texts = BTreeMap::new();
@@ -83,8 +83,8 @@ pub(crate) async fn descriptions(
 
 /// The name of the template of `feature` that `task` was applied from, if it is one of its
 /// templated Tasks.
-fn template_name<'t>(feature: &Feature, task: &'t Task) -> Option<&'t str> {
-    let origin = origin::of(task);
+fn template_name<'t>(feature: &Feature, task: &'t CachedTask) -> Option<&'t str> {
+    let origin = task.origin();
     let template_name = origin.template?;
     let templated = origin.is_templated_by(feature.metadata.uid.as_deref()?);
     let in_plan = feature.spec.tasks.iter().any(|t| t.name == template_name);

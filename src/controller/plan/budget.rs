@@ -5,15 +5,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use super::problem::Problem;
 use super::run_view::run_view;
+use crate::api::Feature;
 use crate::api::budget::budget_of;
 use crate::api::conditions::{self, STATUS_FALSE, STATUS_TRUE};
-use crate::api::{Feature, Task};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::engine::budget::{Budget, BudgetSpent, UsageTotals};
 use crate::engine::dag::TaskPhase;
 use crate::engine::lifecycle::{RunView, attempt_id};
@@ -50,7 +50,7 @@ pub fn invalid_budget(feature: &Feature) -> Option<Problem> {
 }
 
 /// What the Tasks' statuses record: every ingested attempt, once.
-pub fn recorded(tasks: &[Arc<Task>]) -> UsageTotals {
+pub fn recorded(tasks: &[Arc<CachedTask>]) -> UsageTotals {
     let mut totals = UsageTotals::default();
     for status in tasks.iter().filter_map(|t| t.status.as_ref()) {
         totals.add(&status.usage);
@@ -61,7 +61,7 @@ pub fn recorded(tasks: &[Arc<Task>]) -> UsageTotals {
 /// What the feature spent as far as the budget is concerned: the recorded totals plus the
 /// attempts that ended and are not ingested yet (their Pods' results), so that no attempt
 /// starts in the same pass that ingests the one spending the budget.
-pub fn spent(tasks: &[Arc<Task>], pods: &BTreeMap<String, Arc<Pod>>) -> UsageTotals {
+pub fn spent(tasks: &[Arc<CachedTask>], pods: &BTreeMap<String, Arc<CachedPod>>) -> UsageTotals {
     let mut totals = recorded(tasks);
     for task in tasks {
         let Some(status) = task.status.as_ref() else {
@@ -82,8 +82,8 @@ pub fn spent(tasks: &[Arc<Task>], pods: &BTreeMap<String, Arc<Pod>>) -> UsageTot
 /// attempts that ended and await ingestion ([`spent`]).
 pub fn budget_spent(
     feature: &Feature,
-    tasks: &[Arc<Task>],
-    pods: &BTreeMap<String, Arc<Pod>>,
+    tasks: &[Arc<CachedTask>],
+    pods: &BTreeMap<String, Arc<CachedPod>>,
 ) -> Option<BudgetSpent> {
     let budget = budget(feature);
     if budget.is_unlimited() {

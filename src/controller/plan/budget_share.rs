@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use super::pod::SIDECAR_CONTAINER;
 use super::pod_gateway::PodGateway;
 use super::run_view::run_view;
-use crate::api::{AgentSpec, Feature, Task};
+use crate::api::{AgentSpec, Feature};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::engine::budget::Allowance;
 use crate::engine::lifecycle::RunView;
 
@@ -24,8 +25,8 @@ pub(crate) const BUDGET_SHARE_ANNOTATION: &str = "ralph.dev/budget-share";
 /// `spec.parallelism` still lets start. `None` without a budget.
 pub(crate) fn budget_share(
     feature: &Feature,
-    tasks: &[Arc<Task>],
-    pods: &BTreeMap<String, Arc<Pod>>,
+    tasks: &[Arc<CachedTask>],
+    pods: &BTreeMap<String, Arc<CachedPod>>,
 ) -> Option<Allowance> {
     let budget = super::budget::budget(feature);
     if budget.is_unlimited() {
@@ -39,13 +40,10 @@ pub(crate) fn budget_share(
 }
 
 /// The shares the running attempts' gateways hold (their Pods' annotations).
-fn running_shares(pods: &BTreeMap<String, Arc<Pod>>) -> Vec<Allowance> {
+fn running_shares(pods: &BTreeMap<String, Arc<CachedPod>>) -> Vec<Allowance> {
     pods.values()
         .filter(|pod| run_view(Some(pod), true, None) == RunView::Running)
-        .filter_map(|pod| {
-            let annotations = pod.metadata.annotations.as_ref()?;
-            serde_json::from_str(annotations.get(BUDGET_SHARE_ANNOTATION)?).ok()
-        })
+        .filter_map(|pod| serde_json::from_str(pod.budget_share.as_deref()?).ok())
         .collect()
 }
 
@@ -53,8 +51,8 @@ fn running_shares(pods: &BTreeMap<String, Arc<Pod>>) -> Vec<Allowance> {
 /// budget: then no attempt starts until one ends (`Budget::leased_out`).
 pub(crate) fn budget_leased_out(
     feature: &Feature,
-    tasks: &[Arc<Task>],
-    pods: &BTreeMap<String, Arc<Pod>>,
+    tasks: &[Arc<CachedTask>],
+    pods: &BTreeMap<String, Arc<CachedPod>>,
 ) -> bool {
     let budget = super::budget::budget(feature);
     let leased = running_shares(pods);
@@ -69,7 +67,7 @@ pub(crate) fn add_to_attempt_pod(
     pod: &mut Pod,
     feature: &Feature,
     agent: &AgentSpec,
-    spent_by: impl FnOnce() -> (Vec<Arc<Task>>, BTreeMap<String, Arc<Pod>>),
+    spent_by: impl FnOnce() -> (Vec<Arc<CachedTask>>, BTreeMap<String, Arc<CachedPod>>),
 ) {
     if PodGateway::of(agent).is_none() {
         return;
@@ -147,7 +145,9 @@ pub(crate) mod tests {
     }
 
     /// A Feature of parallelism 4 and maxTokens 1000, and one running Pod holding `share`.
-    pub(crate) fn feature_with_running_share(share: &str) -> (Feature, BTreeMap<String, Arc<Pod>>) {
+    pub(crate) fn feature_with_running_share(
+        share: &str,
+    ) -> (Feature, BTreeMap<String, Arc<CachedPod>>) {
         let spec = serde_json::json!({
             "agent": { "command": ["claude-agent-acp"] },
             "parallelism": 4,
@@ -171,7 +171,7 @@ pub(crate) mod tests {
             }),
             ..Pod::default()
         };
-        let pods = BTreeMap::from([("f-a-a1".to_owned(), Arc::new(running))]);
+        let pods = BTreeMap::from([("f-a-a1".to_owned(), Arc::new(CachedPod::from(running)))]);
         (feature, pods)
     }
 

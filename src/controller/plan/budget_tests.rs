@@ -1,4 +1,8 @@
+use k8s_openapi::api::core::v1::Pod;
+
 use super::*;
+use crate::api::Task;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::testing;
 
 fn feature(budget: serde_json::Value) -> Feature {
@@ -10,15 +14,15 @@ fn feature(budget: serde_json::Value) -> Feature {
     testing::object("Feature", metadata, spec)
 }
 
-fn task(name: &str, status: serde_json::Value) -> Arc<Task> {
+fn task(name: &str, status: serde_json::Value) -> Arc<CachedTask> {
     let metadata = serde_json::json!({"name": name, "namespace": "ns"});
     let mut task: Task =
         testing::object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     task.status = Some(serde_json::from_value(status).unwrap_or_else(|error| panic!("{error}")));
-    Arc::new(task)
+    Arc::new(task.into())
 }
 
-fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<Pod>) {
+fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<CachedPod>) {
     let result = serde_json::json!({
         "version": 1, "task": "a", "attempt": name, "outcome": "finished",
         "stopReason": "end_turn", "usage": usage,
@@ -31,7 +35,7 @@ fn ended_pod(name: &str, usage: serde_json::Value) -> (String, Arc<Pod>) {
         }]}
     }))
     .unwrap_or_else(|error| panic!("{error}"));
-    (name.to_owned(), Arc::new(pod))
+    (name.to_owned(), Arc::new(pod.into()))
 }
 
 fn now() -> Time {
@@ -61,7 +65,7 @@ fn second_attempt_ended(
     phase: &str,
     recorded: u64,
     reported: u64,
-) -> ([Arc<Task>; 1], BTreeMap<String, Arc<Pod>>) {
+) -> ([Arc<CachedTask>; 1], BTreeMap<String, Arc<CachedPod>>) {
     let status = serde_json::json!(
         {"phase": phase, "attemptCount": 2, "usage": {"inputTokens": recorded}}
     );
@@ -180,7 +184,7 @@ mod planning {
     }
 
     /// The Feature's Tasks; `a` with `status` when given.
-    fn tasks_of(feature: &Feature, a: Option<serde_json::Value>) -> Vec<Arc<Task>> {
+    fn tasks_of(feature: &Feature, a: Option<serde_json::Value>) -> Vec<Arc<CachedTask>> {
         let desired = desired_tasks(feature).unwrap_or_else(|error| panic!("{error}"));
         desired
             .into_iter()
@@ -191,15 +195,15 @@ mod planning {
                 {
                     task.status = serde_json::from_value(status.clone()).ok();
                 }
-                Arc::new(task)
+                Arc::new(task.into())
             })
             .collect()
     }
 
     fn planned(
         feature: &Feature,
-        tasks: &[Arc<Task>],
-        pods: &BTreeMap<String, Arc<Pod>>,
+        tasks: &[Arc<CachedTask>],
+        pods: &BTreeMap<String, Arc<CachedPod>>,
     ) -> FeaturePlan {
         plan(&Snapshot {
             feature,

@@ -9,12 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 
 use super::problem::Problem;
 use super::run_view::{claim_view, run_view};
-use crate::api::{Feature, Task, conditions};
+use crate::api::{Feature, conditions};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::engine::budget::BudgetSpent;
 use crate::engine::conclusion::Gate;
 use crate::engine::dag::{
@@ -35,11 +34,11 @@ pub struct Snapshot<'a> {
     /// The Feature.
     pub feature: &'a Feature,
     /// Its Task objects (templated and standalone).
-    pub tasks: &'a [Arc<Task>],
+    pub tasks: &'a [Arc<CachedTask>],
     /// Claim Leases by name (a task's Lease is named like the Task).
     pub leases: &'a BTreeMap<String, Arc<Lease>>,
     /// Agent Pods by name (`<task>-a<N>`).
-    pub pods: &'a BTreeMap<String, Arc<Pod>>,
+    pub pods: &'a BTreeMap<String, Arc<CachedPod>>,
     /// The current time, Unix ms.
     pub now_ms: i64,
     /// At most this many new attempts may be claimed (0 while the feature's configuration
@@ -59,7 +58,7 @@ pub struct Snapshot<'a> {
 #[derive(Clone, Debug)]
 pub struct TaskPlan {
     /// The Task.
-    pub task: Arc<Task>,
+    pub task: Arc<CachedTask>,
     /// The id the agent reports sigils for (template name, or the object name).
     pub task_id: String,
     /// The task as the lifecycle saw it (phase after the DAG's derivations).
@@ -114,8 +113,8 @@ impl FeaturePlan {
 
 /// The id an agent reports sigils for: the template name of a templated Task (so the same
 /// agent script works locally and on a cluster), the object name of a standalone one.
-pub fn task_id(task: &Task) -> String {
-    super::origin::of(task)
+pub fn task_id(task: &CachedTask) -> String {
+    task.origin()
         .template
         .map_or_else(|| task.name_any(), str::to_owned)
 }
@@ -126,7 +125,7 @@ pub fn feature_key(namespace: &str, feature: &str) -> String {
 }
 
 /// Attempts started by `task`.
-pub fn attempt_count(task: &Task) -> u32 {
+pub fn attempt_count(task: &CachedTask) -> u32 {
     task.status.as_ref().map_or(0, |s| s.attempt_count)
 }
 
@@ -178,8 +177,8 @@ impl<'f> TemplatePositions<'f> {
     }
 
     /// The position of the template `task` was made from, when the Feature owns it.
-    pub fn index_of(&self, task: &Task) -> Option<usize> {
-        let origin = super::origin::of(task);
+    pub fn index_of(&self, task: &CachedTask) -> Option<usize> {
+        let origin = task.origin();
         let owned = origin.feature_uid.is_some() && origin.feature_uid == self.feature_uid;
         owned.then(|| self.positions.get(origin.template?).copied())?
     }
@@ -189,7 +188,7 @@ impl<'f> TemplatePositions<'f> {
 /// creation time and name) and validates their DAG.
 pub fn lay_out(
     templates: &TemplatePositions<'_>,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> Result<Layout, DagErrors> {
     let mut keyed: Vec<_> = tasks
         .iter()
@@ -280,7 +279,7 @@ pub(crate) fn plan_laid_out(
 /// to come, or a revision replaces the failed ones).
 fn outcome_while_planning(
     outcome: Option<FeatureOutcome>,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     planner: &str,
 ) -> Option<FeatureOutcome> {
     let planning_failed = tasks
@@ -370,7 +369,12 @@ impl<'s> TaskPass<'s> {
 
     /// The plan of `task` (its phase after the DAG's derivations, and whether it is ready),
     /// or `None` when it needs nothing and is not among the first ready tasks.
-    fn plan_task(&mut self, task: &Arc<Task>, phase: TaskPhase, ready: bool) -> Option<TaskPlan> {
+    fn plan_task(
+        &mut self,
+        task: &Arc<CachedTask>,
+        phase: TaskPhase,
+        ready: bool,
+    ) -> Option<TaskPlan> {
         let now_ms = self.snapshot.now_ms;
         let name = task.name_any_ref();
         let pending_ready = phase == TaskPhase::Pending && ready;
@@ -426,7 +430,7 @@ impl<'s> TaskPass<'s> {
 
     /// Asks the pool for the first ready, pending task whether every agent rests; the
     /// selection made for it.
-    fn ask_pool(&mut self, task: &Task, pending_ready: bool) -> Option<Selection> {
+    fn ask_pool(&mut self, task: &CachedTask, pending_ready: bool) -> Option<Selection> {
         if !pending_ready || self.pool_rest.is_some() {
             return None;
         }
@@ -441,7 +445,7 @@ impl<'s> TaskPass<'s> {
     }
 
     /// When `task` may start its next attempt: its backoff, or the pool's rest.
-    fn next_attempt_after(&self, task: &Task, pending_ready: bool) -> Option<i64> {
+    fn next_attempt_after(&self, task: &CachedTask, pending_ready: bool) -> Option<i64> {
         let pool_wait = match &self.pool_rest {
             Some(Some((until_ms, _))) if pending_ready => Some(*until_ms),
             _ => None,
@@ -457,7 +461,7 @@ impl<'s> TaskPass<'s> {
     /// wait.
     fn selection(
         &self,
-        task: &Task,
+        task: &CachedTask,
         pending_ready: bool,
         gate: FeatureGate,
         first_selection: Option<Selection>,
@@ -477,11 +481,11 @@ impl<'s> TaskPass<'s> {
 }
 
 /// The phase a Task's status records (Pending without one).
-fn recorded_phase(task: &Task) -> TaskPhase {
+fn recorded_phase(task: &CachedTask) -> TaskPhase {
     task.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
 
-fn last_attempt(task: &Task) -> Option<AttemptView> {
+fn last_attempt(task: &CachedTask) -> Option<AttemptView> {
     let status = task.status.as_ref()?;
     if status.attempt_count == 0 {
         return None;
@@ -505,7 +509,7 @@ trait NameRef {
     fn name_any_ref(&self) -> &str;
 }
 
-impl NameRef for Task {
+impl NameRef for CachedTask {
     fn name_any_ref(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or("")
     }

@@ -1,7 +1,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 
 use super::*;
 use crate::api::{AttemptRecord, TASK_LABEL, TaskStatus, desired_tasks};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::testing::{self, claimed};
 
 const NOW: i64 = 10_000_000;
@@ -25,7 +27,7 @@ fn feature(extra: serde_json::Value) -> Feature {
     testing::object("Feature", metadata, spec)
 }
 
-fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<Task>> {
+fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<CachedTask>> {
     desired_tasks(feature)
         .expect("desired tasks")
         .into_iter()
@@ -38,22 +40,22 @@ fn tasks(feature: &Feature, phases: &[(&str, TaskPhase)]) -> Vec<Arc<Task>> {
                     ..TaskStatus::default()
                 });
             }
-            Arc::new(task)
+            Arc::new(task.into())
         })
         .collect()
 }
 
-fn plan_for(feature: &Feature, tasks: &[Arc<Task>]) -> FeaturePlan {
+fn plan_for(feature: &Feature, tasks: &[Arc<CachedTask>]) -> FeaturePlan {
     plan_limited(feature, tasks, usize::MAX)
 }
 
-fn plan_limited(feature: &Feature, tasks: &[Arc<Task>], start_limit: usize) -> FeaturePlan {
+fn plan_limited(feature: &Feature, tasks: &[Arc<CachedTask>], start_limit: usize) -> FeaturePlan {
     plan_at(feature, tasks, start_limit, &Rests::new(), NOW)
 }
 
 fn plan_at(
     feature: &Feature,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     start_limit: usize,
     rests: &Rests,
     now_ms: i64,
@@ -330,7 +332,7 @@ fn an_agent_is_back_in_the_pool_once_its_reset_time_has_passed() {
 }
 
 /// Plans `tasks` of `feature` while every task but the Task `planner` waits for the plan.
-fn plan_while_planning(feature: &Feature, tasks: &[Arc<Task>], planner: &str) -> FeaturePlan {
+fn plan_while_planning(feature: &Feature, tasks: &[Arc<CachedTask>], planner: &str) -> FeaturePlan {
     let (leases, pods) = (BTreeMap::new(), BTreeMap::new());
     plan(&Snapshot {
         feature,
@@ -350,7 +352,7 @@ fn while_the_feature_plans_only_its_planning_task_is_claimed() {
     let feature = feature(serde_json::json!({}));
     let mut all = tasks(&feature, &[]);
     all.push(Arc::new(
-        crate::api::planning_task(&feature).expect("planner"),
+        crate::api::planning_task(&feature).expect("planner").into(),
     ));
     let plan = plan_while_planning(&feature, &all, "hello-planning");
     assert_eq!(claimed(&plan), vec!["planning"]);
@@ -371,7 +373,7 @@ fn a_feature_waiting_for_its_plan_is_never_complete() {
         phase: TaskPhase::Done,
         ..TaskStatus::default()
     });
-    all.push(Arc::new(planner));
+    all.push(Arc::new(planner.into()));
     assert_eq!(
         plan_for(&feature, &all).outcome,
         Some(FeatureOutcome::Complete)
@@ -397,7 +399,7 @@ fn a_feature_whose_plan_is_revised_is_not_failed_by_its_tasks() {
         phase: TaskPhase::Done,
         ..TaskStatus::default()
     });
-    all.push(Arc::new(planner));
+    all.push(Arc::new(planner.into()));
     assert_eq!(
         plan_for(&feature, &all).outcome,
         Some(FeatureOutcome::Failed)
@@ -417,14 +419,14 @@ fn a_feature_whose_planning_failed_for_good_fails() {
         phase: TaskPhase::Failed,
         ..TaskStatus::default()
     });
-    all.push(Arc::new(planner));
+    all.push(Arc::new(planner.into()));
     let plan = plan_while_planning(&feature, &all, "hello-planning");
     assert_eq!(plan.outcome, Some(FeatureOutcome::Failed));
     assert!(claimed(&plan).is_empty());
 }
 
 /// The claim Lease of `task`, held by `holder`, renewed at `NOW` for a minute.
-fn lease_held_by(task: &Task, holder: &str) -> (String, Arc<Lease>) {
+fn lease_held_by(task: &CachedTask, holder: &str) -> (String, Arc<Lease>) {
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     let renewed = jiff::Timestamp::from_millisecond(NOW).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
@@ -460,6 +462,7 @@ fn a_ready_task_whose_claim_someone_else_holds_leaves_its_slot_to_the_next() {
         start_limit: usize::MAX,
         rests: &Rests::new(),
         planning_only: None,
+        plan_waits: None,
     });
     let b_plan = plan
         .tasks

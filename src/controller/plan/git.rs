@@ -13,7 +13,8 @@ use super::pod_git::{GitAttemptKind, GitSteps, add_git_steps};
 use super::problem::Problem;
 use crate::api::conditions;
 use crate::api::workspace::{FeatureBranchStatus, GitWorkspace};
-use crate::api::{AgentSpec, Feature, Task, TaskStatus};
+use crate::api::{AgentSpec, Feature, TaskStatus};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::verification::AttemptKind;
 use crate::engine::workspace::{WorkspaceOutcome, WorkspaceReport};
 use crate::workspace::{RepoSettings, Transport};
@@ -128,7 +129,10 @@ pub(crate) fn record_report(status: &mut TaskStatus, report: Option<WorkspaceRep
 /// top of. (Attempts' end times do not order pushes: two tasks' git steps race, and the
 /// status keeps whole seconds.) Reports without `integratedOnto` (recorded by an older
 /// version) fall back to the newest end time.
-pub(crate) fn branch_status(feature: &Feature, tasks: &[Arc<Task>]) -> Option<FeatureBranchStatus> {
+pub(crate) fn branch_status(
+    feature: &Feature,
+    tasks: &[Arc<CachedTask>],
+) -> Option<FeatureBranchStatus> {
     let git = feature.spec.git()?;
     let branch = git
         .feature_branch

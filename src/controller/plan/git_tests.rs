@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::AttemptRecord;
+use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::testing::{assert_problem, object};
 
 fn feature(git: serde_json::Value) -> Feature {
@@ -88,14 +90,14 @@ fn a_url_with_a_password_in_it_is_a_configuration_problem() {
     assert!(!found.message.contains("hunter2"), "{}", found.message);
 }
 
-fn task_with(attempts: Vec<AttemptRecord>) -> Arc<Task> {
+fn task_with(attempts: Vec<AttemptRecord>) -> Arc<CachedTask> {
     let metadata = serde_json::json!({"name": "login-a", "namespace": "team"});
     let mut task: Task = object("Task", metadata, serde_json::json!({"featureRef": "login"}));
     task.status = Some(TaskStatus {
         attempts,
         ..TaskStatus::default()
     });
-    Arc::new(task)
+    Arc::new(task.into())
 }
 
 fn integrated(number: u32, head: &str, ended_ms: i64) -> AttemptRecord {

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub(crate) mod budget_share;
+pub mod cached;
 pub mod decide;
 pub(crate) mod git;
 pub(crate) mod origin;

@@ -12,12 +12,11 @@ use crate::api::labels::{
     REJECT_PLAN_ANNOTATION,
 };
 use crate::api::planning::{Approval, ApprovalState, ApprovalStatus, PlanningStatus, Replan};
-use crate::api::{Feature, Task, task_object_name};
+use crate::api::{Feature, task_object_name};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::dag::{FeatureOutcome, TaskPhase};
 use crate::engine::lifecycle::attempt_id;
 use crate::engine::planning::{PLANNING_TASK, hash_matches};
-
-use super::origin;
 
 /// Where a planning Feature stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,7 +74,7 @@ pub(crate) fn planning_task_name(feature: &Feature) -> String {
 pub(crate) fn stage_with(
     feature: &Feature,
     planning: &PlanningStatus,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> Stage {
     if feature.spec.planning.is_none() {
         return Stage::NotPlanning;
@@ -104,7 +103,7 @@ pub(crate) fn stage_with(
             let planned = || {
                 tasks
                     .iter()
-                    .filter(|t| origin::of(t).is_planned_by(uid, &hash))
+                    .filter(|t| t.origin().is_planned_by(uid, &hash))
             };
             // A revision gives the failed Tasks it keeps their retries back before it runs.
             let failed_kept = planning.revising.is_some()
@@ -131,9 +130,9 @@ pub(crate) fn replan_after<'t>(
     feature: &Feature,
     planning: &PlanningStatus,
     stage: &Stage,
-    tasks: &'t [Arc<Task>],
+    tasks: &'t [Arc<CachedTask>],
     outcome: Option<FeatureOutcome>,
-) -> Option<&'t Arc<Task>> {
+) -> Option<&'t Arc<CachedTask>> {
     let spec = feature.spec.planning.as_ref()?;
     let replans_left = planning.replans < spec.max_replans;
     if spec.replan != Replan::OnFailure
@@ -145,11 +144,11 @@ pub(crate) fn replan_after<'t>(
     }
     let uid = feature.metadata.uid.as_deref()?;
     let hash = planning.dag_hash.as_deref()?;
-    let failed = |t: &&Arc<Task>| {
-        origin::of(t).is_planned_by(uid, hash)
+    let failed = |t: &&Arc<CachedTask>| {
+        t.origin().is_planned_by(uid, hash)
             && t.status.as_ref().map(|s| s.phase) == Some(TaskPhase::Failed)
     };
-    let ran = |t: &&Arc<Task>| t.status.as_ref().is_some_and(|s| s.attempt_count > 0);
+    let ran = |t: &&Arc<CachedTask>| t.status.as_ref().is_some_and(|s| s.attempt_count > 0);
     let mut candidates = tasks.iter().filter(failed);
     let first = candidates.clone().next();
     candidates.find(ran).or(first)
@@ -178,7 +177,11 @@ pub(crate) fn settled(planning: PlanningStatus) -> PlanningStatus {
     }
 }
 
-fn name_of(task: &Task) -> &str {
+fn name_of(task: &crate::api::Task) -> &str {
+    task.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn cached_name(task: &CachedTask) -> &str {
     task.metadata.name.as_deref().unwrap_or_default()
 }
 
@@ -187,14 +190,14 @@ fn name_of(task: &Task) -> &str {
 #[derive(Debug, Default)]
 pub(crate) struct PlanChanges {
     /// Tasks of the plan that do not exist: create them.
-    pub(crate) create: Vec<Task>,
+    pub(crate) create: Vec<crate::api::Task>,
     /// Tasks of the plan that exist as Tasks of an earlier plan (the plan's, the existing):
     /// label them with the plan and, when not done, give them its spec.
-    pub(crate) adopt: Vec<(Task, Arc<Task>)>,
+    pub(crate) adopt: Vec<(crate::api::Task, Arc<CachedTask>)>,
     /// Planned Tasks, not done, that the plan dropped: delete them.
-    pub(crate) delete: Vec<Arc<Task>>,
+    pub(crate) delete: Vec<Arc<CachedTask>>,
     /// Tasks of a revised plan that Failed or are Blocked: they get their retries back.
-    pub(crate) retry: Vec<Arc<Task>>,
+    pub(crate) retry: Vec<Arc<CachedTask>>,
 }
 
 /// A JSON merge patch (RFC 7386) that turns `old` into `new`: keys `new` lacks are removed,
@@ -228,19 +231,20 @@ pub(crate) fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> s
 pub(crate) fn changes(
     feature: &Feature,
     planning: &PlanningStatus,
-    tasks: &[Arc<Task>],
-    desired: Vec<Task>,
+    tasks: &[Arc<CachedTask>],
+    desired: Vec<crate::api::Task>,
     hash: &str,
 ) -> PlanChanges {
     let uid = feature.metadata.uid.as_deref().unwrap_or_default();
-    let by_name: BTreeMap<&str, &Arc<Task>> = tasks.iter().map(|t| (name_of(t), t)).collect();
-    let phase = |t: &Task| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let by_name: BTreeMap<&str, &Arc<CachedTask>> =
+        tasks.iter().map(|t| (cached_name(t), t)).collect();
+    let phase = |t: &CachedTask| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let mut changes = PlanChanges::default();
     for task in &desired {
         let Some(&existing) = by_name.get(name_of(task)) else {
             continue;
         };
-        if origin::of(existing).plan != Some(hash) {
+        if existing.origin().plan != Some(hash) {
             changes.adopt.push((task.clone(), Arc::clone(existing)));
         }
         let failed = matches!(phase(existing), TaskPhase::Failed | TaskPhase::Blocked);
@@ -252,10 +256,10 @@ pub(crate) fn changes(
     changes.delete = tasks
         .iter()
         .filter(|t| {
-            let from = origin::of(t);
+            let from = t.origin();
             from.feature_uid == Some(uid)
                 && from.plan.is_some()
-                && !wanted.contains(name_of(t))
+                && !wanted.contains(cached_name(t))
                 && phase(t) != TaskPhase::Done
         })
         .cloned()
@@ -315,14 +319,14 @@ pub(crate) fn rejects_proposals(planning: &PlanningStatus) -> bool {
 pub(crate) fn not_created<'p>(
     feature: &Feature,
     proposed: &'p [String],
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> Vec<&'p str> {
     let feature_name = feature.name_any();
     proposed
         .iter()
         .filter(|name| {
             let object = task_object_name(&feature_name, name);
-            !tasks.iter().any(|t| name_of(t) == object)
+            !tasks.iter().any(|t| cached_name(t) == object)
         })
         .map(String::as_str)
         .collect()
@@ -395,7 +399,7 @@ pub(crate) fn answer_annotations(feature: &Feature) -> Vec<&'static str> {
 pub(crate) fn with_attempts(
     mut planning: PlanningStatus,
     feature: &Feature,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
 ) -> PlanningStatus {
     let name = planning_task_name(feature);
     let planner = tasks

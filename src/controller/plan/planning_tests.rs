@@ -5,6 +5,7 @@ use kube::ResourceExt;
 use super::*;
 use crate::api::planning::PlanningStatus;
 use crate::api::{FeatureStatus, TaskStatus, planned_tasks, planning_task};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::testing;
 
 /// A Feature `demo` that plans (approval `approval`), with one hand-written task `setup`.
@@ -28,7 +29,7 @@ fn current(feature: &Feature) -> PlanningStatus {
         .unwrap_or_default()
 }
 
-fn stage(feature: &Feature, tasks: &[Arc<Task>]) -> Stage {
+fn stage(feature: &Feature, tasks: &[Arc<CachedTask>]) -> Stage {
     stage_with(feature, &current(feature), tasks)
 }
 
@@ -40,7 +41,7 @@ fn with_planning(mut feature: Feature, planning: PlanningStatus) -> Feature {
     feature
 }
 
-fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<Task> {
+fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<CachedTask> {
     let mut task = planning_task(feature).expect("planning task");
     task.status = Some(TaskStatus {
         phase,
@@ -48,10 +49,18 @@ fn planner(feature: &Feature, phase: TaskPhase, attempts: u32) -> Arc<Task> {
         message: Some("answer refused: the plan holds no task".to_owned()),
         ..TaskStatus::default()
     });
-    Arc::new(task)
+    Arc::new(task.into())
 }
 
-fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<Task>> {
+fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<CachedTask>> {
+    planned_live(feature, names, hash)
+        .into_iter()
+        .map(|task| Arc::new(task.into()))
+        .collect()
+}
+
+/// The Tasks a planner writes for `names`, as the API server holds them.
+fn planned_live(feature: &Feature, names: &[&str], hash: &str) -> Vec<crate::api::Task> {
     let templates: Vec<_> = names
         .iter()
         .map(|n| crate::api::TaskTemplate {
@@ -62,11 +71,7 @@ fn planned(feature: &Feature, names: &[&str], hash: &str) -> Vec<Arc<Task>> {
             },
         })
         .collect();
-    planned_tasks(feature, &templates, hash)
-        .expect("planned")
-        .into_iter()
-        .map(Arc::new)
-        .collect()
+    planned_tasks(feature, &templates, hash).expect("planned")
 }
 
 fn approved(hash: &str, tasks: u32) -> PlanningStatus {
@@ -281,7 +286,7 @@ fn planned_tasks_carry_the_plan_and_never_the_features_own_labels() {
         "argocd.argoproj.io/tracking-id".to_owned(),
         "app:ralph.dev/Feature:ns/demo".to_owned(),
     );
-    let tasks = planned(&feature, &["one"], "h1");
+    let tasks = planned_live(&feature, &["one"], "h1");
     let task = &tasks[0];
     assert_eq!(task.name_any(), "demo-one");
     assert_eq!(
@@ -292,7 +297,7 @@ fn planned_tasks_carry_the_plan_and_never_the_features_own_labels() {
     );
     assert!(!task.labels().contains_key("app.kubernetes.io/instance"));
     assert!(task.annotations().is_empty());
-    assert!(origin::of(task).is_planned_by("f-uid", "h1"));
+    assert!(super::super::origin::of(task).is_planned_by("f-uid", "h1"));
 }
 
 /// `demo` (Automatic) that re-plans after a failure, at most twice.
@@ -305,8 +310,8 @@ fn replanning() -> Feature {
     feature
 }
 
-fn with_phase(task: &Arc<Task>, phase: TaskPhase, attempts: u32) -> Arc<Task> {
-    let mut task = Task::clone(task);
+fn with_phase(task: &Arc<CachedTask>, phase: TaskPhase, attempts: u32) -> Arc<CachedTask> {
+    let mut task = CachedTask::clone(task);
     task.status = Some(TaskStatus {
         phase,
         attempt_count: attempts,
@@ -317,7 +322,7 @@ fn with_phase(task: &Arc<Task>, phase: TaskPhase, attempts: u32) -> Arc<Task> {
 }
 
 /// The plan `h1` of `count` (Failed) and `docs` (Blocked), its planner done.
-fn failed_plan(feature: &Feature) -> Vec<Arc<Task>> {
+fn failed_plan(feature: &Feature) -> Vec<Arc<CachedTask>> {
     let planned = planned(feature, &["count", "docs"], "h1");
     vec![
         planner(feature, TaskPhase::Done, 1),
@@ -329,8 +334,8 @@ fn failed_plan(feature: &Feature) -> Vec<Arc<Task>> {
 fn failed_task<'t>(
     feature: &Feature,
     planning: &PlanningStatus,
-    tasks: &'t [Arc<Task>],
-) -> Option<&'t Arc<Task>> {
+    tasks: &'t [Arc<CachedTask>],
+) -> Option<&'t Arc<CachedTask>> {
     let stage = stage_with(feature, planning, tasks);
     replan_after(
         feature,
@@ -375,25 +380,16 @@ fn a_revision_adopts_kept_tasks_drops_the_others_and_retries_the_failed_ones() {
     let feature = replanning();
     let tasks = failed_plan(&feature);
     let planning = revising(&approved("h1", 2), "count", "count failed".to_owned());
-    let desired = planned(&feature, &["count", "count-awk"], "h2")
-        .into_iter()
-        .map(|t| Task::clone(&t))
-        .collect();
+    let desired = planned_live(&feature, &["count", "count-awk"], "h2");
     let changes = changes(&feature, &planning, &tasks, desired, "h2");
-    let names = |tasks: Vec<&Task>| -> Vec<String> { tasks.iter().map(|t| t.name_any()).collect() };
-    assert_eq!(names(changes.create.iter().collect()), ["demo-count-awk"]);
-    assert_eq!(
-        names(changes.adopt.iter().map(|(t, _)| t).collect()),
-        ["demo-count"]
-    );
-    assert_eq!(
-        names(changes.delete.iter().map(AsRef::as_ref).collect()),
-        ["demo-docs"]
-    );
-    assert_eq!(
-        names(changes.retry.iter().map(AsRef::as_ref).collect()),
-        ["demo-count"]
-    );
+    let created: Vec<String> = changes.create.iter().map(|t| t.name_any()).collect();
+    let adopted: Vec<String> = changes.adopt.iter().map(|(t, _)| t.name_any()).collect();
+    let deleted: Vec<String> = changes.delete.iter().map(|t| t.name_any()).collect();
+    let retried: Vec<String> = changes.retry.iter().map(|t| t.name_any()).collect();
+    assert_eq!(created, ["demo-count-awk"]);
+    assert_eq!(adopted, ["demo-count"]);
+    assert_eq!(deleted, ["demo-docs"]);
+    assert_eq!(retried, ["demo-count"]);
 }
 
 #[test]

@@ -20,6 +20,7 @@ use super::pod::{
 };
 use crate::api::labels::{ATTEMPT_KIND_LABEL, TASK_LABEL};
 use crate::api::workspace::GitWorkspace;
+use crate::controller::plan::cached::CachedPod;
 use crate::engine::attempt::{AttemptResult, RESULT_SCHEMA_VERSION};
 use crate::engine::lifecycle::RunView;
 use crate::engine::verification::AttemptKind;
@@ -276,14 +277,18 @@ fn git_volumes(git: &GitWorkspace) -> Vec<Volume> {
 
 /// Whether the Pod has a finishing git step, read from its status (the controller's Pod
 /// cache holds no spec): the kubelet reports every container once the Pod has started.
-fn has_finish_step(pod: &Pod) -> bool {
+fn has_finish_step(pod: &CachedPod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .is_some_and(|statuses| statuses.iter().any(|c| c.name == FINISH_CONTAINER))
 }
 
-fn terminated<'a>(pod: &'a Pod, name: &str, init: bool) -> Option<&'a ContainerStateTerminated> {
+fn terminated<'a>(
+    pod: &'a CachedPod,
+    name: &str,
+    init: bool,
+) -> Option<&'a ContainerStateTerminated> {
     let status = pod.status.as_ref()?;
     let statuses = if init {
         status.init_container_statuses.as_ref()?
@@ -306,7 +311,7 @@ fn report_in(terminated: &ContainerStateTerminated) -> Option<WorkspaceReport> {
 /// What the finishing step reported, once it ended. A step that ended without a readable
 /// report, or a Pod that ended before the step did, reports a failure: work a done verdict
 /// promised is never taken as integrated when nothing says it was.
-pub(crate) fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
+pub(crate) fn finish_report(pod: &CachedPod) -> Option<WorkspaceReport> {
     if !has_finish_step(pod) {
         return None;
     }
@@ -330,7 +335,7 @@ pub(crate) fn finish_report(pod: &Pod) -> Option<WorkspaceReport> {
     }
 }
 
-fn pod_over(pod: &Pod) -> bool {
+fn pod_over(pod: &CachedPod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Failed" | "Succeeded")
@@ -341,7 +346,7 @@ fn pod_over(pod: &Pod) -> bool {
 /// until its finishing step has (its work is being integrated), and a clone that failed
 /// ends the attempt with what it said (misconfigured when only the user can fix it, else
 /// crashed and retried).
-pub(crate) fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
+pub(crate) fn with_git_steps(pod: &CachedPod, view: RunView) -> RunView {
     let pod_over = pod_over(pod);
     match view {
         RunView::Ended {
@@ -366,7 +371,7 @@ pub(crate) fn with_git_steps(pod: &Pod, view: RunView) -> RunView {
 }
 
 /// The attempt's kind, from its Pod's label (the controller's Pod cache keeps labels).
-fn kind_of(pod: &Pod) -> AttemptKind {
+fn kind_of(pod: &CachedPod) -> AttemptKind {
     pod.metadata
         .labels
         .as_ref()
@@ -375,7 +380,7 @@ fn kind_of(pod: &Pod) -> AttemptKind {
 }
 
 /// The result standing in for the runner's when the clone failed (the agent never ran).
-fn prepare_failure(pod: &Pod) -> Option<AttemptResult> {
+fn prepare_failure(pod: &CachedPod) -> Option<AttemptResult> {
     let terminated = terminated(pod, PREPARE_CONTAINER, true)?;
     if terminated.exit_code == 0 {
         return None;

@@ -340,7 +340,12 @@ fn done_json() -> String {
 }
 
 fn view(pod: &Pod) -> RunView {
-    crate::controller::plan::run_view::run_view(Some(pod), true, None)
+    crate::controller::plan::run_view::run_view(Some(&cached(pod)), true, None)
+}
+
+/// `pod` as the Pod cache keeps it.
+fn cached(pod: &Pod) -> CachedPod {
+    CachedPod::from(pod.clone())
 }
 
 #[test]
@@ -372,7 +377,7 @@ fn a_done_attempt_ends_once_the_finishing_step_reported() {
             ..
         }
     ));
-    assert_eq!(finish_report(&p), Some(report));
+    assert_eq!(finish_report(&cached(&p)), Some(report));
 }
 
 fn verifier_pod() -> Pod {
@@ -492,7 +497,7 @@ fn an_unreachable_server_at_clone_time_is_a_crash_to_retry() {
 #[test]
 fn a_finishing_step_that_ended_without_a_report_is_a_failed_integration() {
     let p = with_statuses(pod(), "Failed", Some(done_json()), Some(String::new()));
-    let report = finish_report(&p).expect("a report");
+    let report = finish_report(&cached(&p)).expect("a report");
     assert_eq!(report.outcome, WorkspaceOutcome::Failed);
     assert!(
         report
@@ -511,6 +516,6 @@ fn a_pod_that_ended_before_its_finishing_step_is_a_failed_integration() {
             ..
         }
     ));
-    let report = finish_report(&p).expect("a report");
+    let report = finish_report(&cached(&p)).expect("a report");
     assert_eq!(report.outcome, WorkspaceOutcome::Failed);
 }

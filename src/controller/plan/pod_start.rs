@@ -20,14 +20,14 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
+    ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
 };
-use kube::ResourceExt;
 
 use super::pod::{AGENT_CONTAINER, FEATURE_LABEL, TASK_LABEL};
 use super::problem::Problem;
 
-use crate::api::{Task, TaskStatus, conditions};
+use crate::api::{TaskStatus, conditions};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::engine::attempt::{AttemptResult, Misconfiguration, OutcomeClass};
 use crate::engine::lifecycle::RunView;
 use crate::engine::policy::{AttemptOutcome, cut_chars};
@@ -141,7 +141,7 @@ pub struct StartProblem {
 
 /// The first container of `pod` (init containers first, as the kubelet starts them) that
 /// waits for a start problem, or that the runtime could not start ([`never_ran`]).
-pub fn start_problem(pod: &Pod) -> Option<StartProblem> {
+pub fn start_problem(pod: &CachedPod) -> Option<StartProblem> {
     let status = pod.status.as_ref()?;
     let containers = status.init_container_statuses.iter().flatten();
     containers
@@ -189,7 +189,7 @@ pub fn trimmed_waiting(status: &ContainerStatus) -> Option<(ContainerStateWaitin
 /// The run of an attempt whose Pod cannot start, as ended misconfigured, once the problem
 /// is past its grace at `now_ms`; `view` otherwise. Only a run not yet ended is looked at,
 /// or one that ended without a result because a container never ran.
-pub fn with_start_problem(pod: Option<&Pod>, view: RunView, now_ms: i64) -> RunView {
+pub fn with_start_problem(pod: Option<&CachedPod>, view: RunView, now_ms: i64) -> RunView {
     let Some(pod) = pod else {
         return view;
     };
@@ -211,7 +211,7 @@ pub fn with_start_problem(pod: Option<&Pod>, view: RunView, now_ms: i64) -> RunV
 
 /// The problem the Task and its Feature show as soon as the agent Pod waits for a start
 /// problem that is still within its grace (the kubelet keeps trying; `None` once ruled).
-pub fn waiting_problem(pod: &Pod, now_ms: i64) -> Option<Problem> {
+pub fn waiting_problem(pod: &CachedPod, now_ms: i64) -> Option<Problem> {
     let problem = start_problem(pod)?;
     let at = ruling_time(pod, &problem, now_ms);
     (at > now_ms).then(|| Problem {
@@ -228,12 +228,12 @@ pub fn waiting_problem(pod: &Pod, now_ms: i64) -> Option<Problem> {
 
 /// When the start problem of `pod`, still within its grace at `now_ms`, ends its attempt:
 /// the reconcile must look again then (a waiting Pod's next status may be minutes away).
-pub fn ruling_due(pod: &Pod, now_ms: i64) -> Option<i64> {
+pub fn ruling_due(pod: &CachedPod, now_ms: i64) -> Option<i64> {
     let problem = start_problem(pod)?;
     Some(ruling_time(pod, &problem, now_ms)).filter(|at| *at > now_ms)
 }
 
-fn ruling_time(pod: &Pod, problem: &StartProblem, now_ms: i64) -> i64 {
+fn ruling_time(pod: &CachedPod, problem: &StartProblem, now_ms: i64) -> i64 {
     created_ms(pod)
         .unwrap_or(now_ms)
         .saturating_add(problem.failure.grace_ms())
@@ -265,7 +265,7 @@ pub fn shown_on(status: Option<&TaskStatus>) -> bool {
 
 /// The result of an attempt whose Pod, read live before its claim is ruled lost, never
 /// started for a start problem: misconfigured (whatever its grace), not lost.
-pub fn never_started(pod: &Pod, now_ms: i64) -> Option<AttemptResult> {
+pub fn never_started(pod: &CachedPod, now_ms: i64) -> Option<AttemptResult> {
     let problem = start_problem(pod)?;
     Some(result(pod, &problem, now_ms))
 }
@@ -282,7 +282,7 @@ pub fn is_start_failure(view: &RunView) -> bool {
     }
 }
 
-fn ended(pod: &Pod, at_ms: i64) -> RunView {
+fn ended(pod: &CachedPod, at_ms: i64) -> RunView {
     match never_started(pod, at_ms) {
         Some(result) => RunView::Ended {
             reason: problem_reason(&result).map(str::to_owned),
@@ -292,7 +292,7 @@ fn ended(pod: &Pod, at_ms: i64) -> RunView {
     }
 }
 
-fn created_ms(pod: &Pod) -> Option<i64> {
+fn created_ms(pod: &CachedPod) -> Option<i64> {
     pod.metadata
         .creation_timestamp
         .as_ref()
@@ -300,7 +300,7 @@ fn created_ms(pod: &Pod) -> Option<i64> {
 }
 
 /// The result standing in for the runner's: the agent never ran.
-fn result(pod: &Pod, problem: &StartProblem, at_ms: i64) -> AttemptResult {
+fn result(pod: &CachedPod, problem: &StartProblem, at_ms: i64) -> AttemptResult {
     let labels = pod.labels();
     let task = labels.get(TASK_LABEL).cloned().unwrap_or_default();
     let mut result =
@@ -317,7 +317,7 @@ fn result(pod: &Pod, problem: &StartProblem, at_ms: i64) -> AttemptResult {
 
 /// `<Reason>: agent Pod <ns>/<pod> cannot start: container <c> (image <i>) waits: <the
 /// kubelet's message>`.
-fn describe(pod: &Pod, problem: &StartProblem) -> String {
+fn describe(pod: &CachedPod, problem: &StartProblem) -> String {
     let image = problem
         .image
         .as_deref()
@@ -338,7 +338,7 @@ fn describe(pod: &Pod, problem: &StartProblem) -> String {
 }
 
 /// What the user should change, by container and reason.
-fn fix(pod: &Pod, problem: &StartProblem) -> String {
+fn fix(pod: &CachedPod, problem: &StartProblem) -> String {
     let namespace = pod.namespace().unwrap_or_default();
     let feature = format!(
         "Feature {namespace}/{}",
@@ -467,11 +467,11 @@ fn last_outcome(status: &TaskStatus) -> Option<AttemptOutcome> {
 /// on). The Tasks decide, not the Feature's condition: its write may have failed, or a
 /// reconcile may read a Feature cache that has not caught up with it, while the Tasks are
 /// read with this process's writes applied. `act::pod_start::clear_on_spec_change` lifts it.
-pub fn halt_shown_by_tasks(tasks: &[Arc<Task>]) -> Option<Problem> {
+pub fn halt_shown_by_tasks(tasks: &[Arc<CachedTask>]) -> Option<Problem> {
     tasks.iter().find_map(|task| halt_on(task))
 }
 
-pub(crate) fn halt_on(task: &Task) -> Option<Problem> {
+pub(crate) fn halt_on(task: &CachedTask) -> Option<Problem> {
     let status = task.status.as_ref()?;
     let c = conditions::find(&status.conditions, conditions::CONFIGURED)?;
     let reason = condition_reason(&c.reason).or_else(|| {

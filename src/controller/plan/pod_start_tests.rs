@@ -5,7 +5,8 @@ use crate::engine::testing::named_cases;
 
 const CREATED_MS: i64 = 1_800_000_000_000;
 
-fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> Pod {
+/// A Pod whose `container` waits for `reason`, as the Pod cache keeps it.
+fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> CachedPod {
     let statuses = serde_json::json!([{
         "name": container, "image": "registry.invalid/agent:1", "imageID": "",
         "ready": false, "restartCount": 0,
@@ -19,19 +20,19 @@ fn waiting_pod(container: &str, init: bool, reason: &str, message: &str) -> Pod 
     let created = jiff::Timestamp::from_millisecond(CREATED_MS)
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
         .to_string();
-    match serde_json::from_value(serde_json::json!({
+    match serde_json::from_value::<Pod>(serde_json::json!({
         "metadata": {
             "name": "f-build-a1", "namespace": "team", "creationTimestamp": created,
             "labels": {"ralph.dev/feature": "f", "ralph.dev/task": "build"}
         },
         "status": {"phase": "Pending", key: statuses}
     })) {
-        Ok(pod) => pod,
+        Ok(pod) => CachedPod::from(pod),
         Err(error) => panic!("test pod does not parse: {error}"),
     }
 }
 
-fn agent_waiting(reason: &str, message: &str) -> Pod {
+fn agent_waiting(reason: &str, message: &str) -> CachedPod {
     waiting_pod(AGENT_CONTAINER, false, reason, message)
 }
 
@@ -307,8 +308,8 @@ fn task_configured(
     reason: &str,
     message: &str,
     outcome: Option<&str>,
-) -> std::sync::Arc<crate::api::Task> {
-    match serde_json::from_value(serde_json::json!({
+) -> std::sync::Arc<CachedTask> {
+    match serde_json::from_value::<crate::api::Task>(serde_json::json!({
         "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
         "metadata": {"name": "f-a", "namespace": "team"},
         "spec": {"featureRef": "f"},
@@ -321,7 +322,7 @@ fn task_configured(
             }]
         }
     })) {
-        Ok(task) => std::sync::Arc::new(task),
+        Ok(task) => std::sync::Arc::new(CachedTask::from(task)),
         Err(error) => panic!("test task does not parse: {error}"),
     }
 }

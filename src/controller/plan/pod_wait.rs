@@ -3,7 +3,8 @@
 //! the controller keeps the claim, and `True` once the agent started after such a wait. Pods
 //! that start at once cost no status write.
 
-use crate::api::{Task, TaskStatus, conditions};
+use crate::api::{TaskStatus, conditions};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::lifecycle::Waiting;
 
 /// Condition type on a Task whose attempt's Pod waited to start.
@@ -16,7 +17,7 @@ pub(crate) const REASON_POD_STARTED: &str = "PodStarted";
 /// The Task's status showing that attempt `attempt_id` waits for `waiting`; `None` when it
 /// shows that already.
 pub(crate) fn shown_waiting(
-    task: &Task,
+    task: &CachedTask,
     attempt_id: &str,
     waiting: &Waiting,
     now_ms: i64,
@@ -45,7 +46,7 @@ pub(crate) fn shown_waiting(
 
 /// The Task's status once its attempt's agent started after [`shown_waiting`]; `None` when
 /// no wait was shown.
-pub(crate) fn shown_started(task: &Task, now_ms: i64) -> Option<TaskStatus> {
+pub(crate) fn shown_started(task: &CachedTask, now_ms: i64) -> Option<TaskStatus> {
     let waited = task
         .status
         .as_ref()
@@ -63,7 +64,7 @@ pub(crate) fn shown_started(task: &Task, now_ms: i64) -> Option<TaskStatus> {
 }
 
 fn set(
-    task: &Task,
+    task: &CachedTask,
     status: &str,
     reason: &str,
     message: String,
@@ -84,13 +85,14 @@ fn set(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Task;
     use crate::controller::testing::object;
 
     const NOW: i64 = 1_800_000_000_000;
 
-    fn task() -> Task {
+    fn task() -> CachedTask {
         let metadata = serde_json::json!({"name": "build", "namespace": "ns", "generation": 1});
-        object("Task", metadata, serde_json::json!({"featureRef": "hello"}))
+        object::<Task>("Task", metadata, serde_json::json!({"featureRef": "hello"})).into()
     }
 
     fn unschedulable() -> Waiting {
@@ -100,7 +102,7 @@ mod tests {
         }
     }
 
-    fn with_status(mut task: Task, status: Option<TaskStatus>) -> Task {
+    fn with_status(mut task: CachedTask, status: Option<TaskStatus>) -> CachedTask {
         task.status = status;
         task
     }

@@ -3,9 +3,10 @@
 //! claim Lease as the lifecycle sees it.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus};
 
 use super::pod::AGENT_CONTAINER;
+use crate::controller::plan::cached::CachedPod;
 use crate::engine::attempt::AttemptResult;
 use crate::engine::lifecycle::{ClaimView, RunView, Waiting};
 
@@ -15,7 +16,7 @@ use crate::engine::lifecycle::{ClaimView, RunView, Waiting};
 /// A Pod whose agent has not started is released `start_timeout_ms` after its creation
 /// (`None`: never).
 pub(crate) fn run_view(
-    pod: Option<&Pod>,
+    pod: Option<&CachedPod>,
     attempt_recorded: bool,
     start_timeout_ms: Option<i64>,
 ) -> RunView {
@@ -29,7 +30,7 @@ pub(crate) fn run_view(
     super::pod_git::with_git_steps(pod, pod_view(pod, start_timeout_ms))
 }
 
-fn pod_view(pod: &Pod, start_timeout_ms: Option<i64>) -> RunView {
+fn pod_view(pod: &CachedPod, start_timeout_ms: Option<i64>) -> RunView {
     let status = pod.status.as_ref();
     if let Some(terminated) = agent_terminated(pod) {
         let (mut result, unreadable) = parse_result(terminated);
@@ -59,13 +60,13 @@ fn pod_view(pod: &Pod, start_timeout_ms: Option<i64>) -> RunView {
 
 /// Whether the agent container has started (it runs or ran); `None` when the Pod's status
 /// does not say.
-fn agent_started(pod: &Pod) -> Option<bool> {
+fn agent_started(pod: &CachedPod) -> Option<bool> {
     let state = agent_status(pod)?.state.as_ref();
     Some(state.is_some_and(|s| s.running.is_some() || s.terminated.is_some()))
 }
 
 /// Why a Pod's agent has not started: the scheduler's word when it could not place the Pod.
-fn waiting_reason(pod: &Pod) -> String {
+fn waiting_reason(pod: &CachedPod) -> String {
     let unschedulable = pod
         .status
         .as_ref()
@@ -97,7 +98,7 @@ fn waiting_reason(pod: &Pod) -> String {
 
 /// When the agent container started (running or since ended), else when the kubelet
 /// acknowledged the Pod.
-pub(crate) fn started_at(pod: &Pod) -> Option<jiff::Timestamp> {
+pub(crate) fn started_at(pod: &CachedPod) -> Option<jiff::Timestamp> {
     let status = pod.status.as_ref()?;
     let state = status
         .container_statuses
@@ -114,16 +115,16 @@ pub(crate) fn started_at(pod: &Pod) -> Option<jiff::Timestamp> {
 }
 
 /// When the Pod finished: the agent container's end, else `None` (not finished or unknown).
-pub(crate) fn finished_at(pod: &Pod) -> Option<jiff::Timestamp> {
+pub(crate) fn finished_at(pod: &CachedPod) -> Option<jiff::Timestamp> {
     agent_terminated(pod)?.finished_at.as_ref().map(|t| t.0)
 }
 
-fn agent_terminated(pod: &Pod) -> Option<&ContainerStateTerminated> {
+fn agent_terminated(pod: &CachedPod) -> Option<&ContainerStateTerminated> {
     agent_status(pod)?.state.as_ref()?.terminated.as_ref()
 }
 
 /// The agent container's status, once the kubelet reports it.
-fn agent_status(pod: &Pod) -> Option<&ContainerStatus> {
+fn agent_status(pod: &CachedPod) -> Option<&ContainerStatus> {
     pod.status
         .as_ref()?
         .container_statuses
@@ -179,7 +180,7 @@ fn terminated_reason(terminated: &ContainerStateTerminated) -> Option<String> {
     })
 }
 
-fn pod_failure_reason(pod: &Pod) -> String {
+fn pod_failure_reason(pod: &CachedPod) -> String {
     let status = pod.status.as_ref();
     let reason = status
         .and_then(|s| s.reason.as_deref())
@@ -217,8 +218,8 @@ mod tests {
     use super::*;
     use crate::engine::attempt::{OutcomeClass, RESULT_SCHEMA_VERSION};
 
-    fn pod(phase: &str, agent: Option<ContainerStateTerminated>) -> Pod {
-        Pod {
+    fn pod(phase: &str, agent: Option<ContainerStateTerminated>) -> CachedPod {
+        CachedPod {
             status: Some(PodStatus {
                 phase: Some(phase.to_owned()),
                 container_statuses: Some(vec![ContainerStatus {
@@ -231,11 +232,11 @@ mod tests {
                 }]),
                 ..PodStatus::default()
             }),
-            ..Pod::default()
+            ..CachedPod::default()
         }
     }
 
-    fn running_pod() -> Pod {
+    fn running_pod() -> CachedPod {
         let mut p = pod("Running", None);
         if let Some(agent) = p
             .status
@@ -251,7 +252,7 @@ mod tests {
         p
     }
 
-    fn unschedulable_pod(created: &str) -> Pod {
+    fn unschedulable_pod(created: &str) -> CachedPod {
         let mut p = pod("Pending", None);
         p.metadata.creation_timestamp = Some(Time(created.parse().unwrap_or_default()));
         if let Some(status) = p.status.as_mut() {
@@ -281,7 +282,7 @@ mod tests {
     }
 
     /// Asserts that the attempt of `pod` ended without a result, for `reason`.
-    fn assert_ended_without_result(pod: &Pod, reason: &str) {
+    fn assert_ended_without_result(pod: &CachedPod, reason: &str) {
         let expected = RunView::Ended {
             result: None,
             reason: Some(reason.to_owned()),

@@ -1,13 +1,14 @@
 //! The controller's side of the pool and model selection ([`crate::engine::selection`]):
 //! a Task's attempt history in, the choice recorded on the attempt it starts.
 
-use crate::api::{Feature, Task, TaskStatus};
+use crate::api::{Feature, TaskStatus};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::selection::{
     self, Choice, ModelChoice, PoolAgent, Rests, Selection, TriedModel,
 };
 
 /// A Task's attempts (the ones its status keeps), oldest first, as the selection reads them.
-pub fn history(task: &Task) -> Vec<TriedModel> {
+pub fn history(task: &CachedTask) -> Vec<TriedModel> {
     task.status
         .as_ref()
         .map(|status| {
@@ -47,7 +48,7 @@ impl<'a> FeaturePool<'a> {
     }
 
     /// The agent and model of the task's next attempt.
-    pub fn select(&self, task: &Task, rests: &Rests, now_ms: i64) -> Selection {
+    pub fn select(&self, task: &CachedTask, rests: &Rests, now_ms: i64) -> Selection {
         let agents: Vec<PoolAgent<'_>> = self
             .agents
             .iter()
@@ -58,7 +59,7 @@ impl<'a> FeaturePool<'a> {
 }
 
 /// The agent and model of the task's next attempt (see [`FeaturePool`] for many tasks).
-pub fn select(feature: &Feature, task: &Task, rests: &Rests, now_ms: i64) -> Selection {
+pub fn select(feature: &Feature, task: &CachedTask, rests: &Rests, now_ms: i64) -> Selection {
     FeaturePool::of(feature).select(task, rests, now_ms)
 }
 
@@ -72,7 +73,7 @@ pub fn record_choice(status: &mut TaskStatus, choice: &Choice) {
 
 /// The identity of the pool agent that ran the task's current attempt (the one that
 /// reported exhaustion), and its name; the primary agent for an attempt that recorded none.
-pub fn exhausted_agent(feature: &Feature, task: &Task) -> (String, String) {
+pub fn exhausted_agent(feature: &Feature, task: &CachedTask) -> (String, String) {
     let name = task
         .status
         .as_ref()

@@ -10,20 +10,27 @@ use crate::api::conditions::{
     self, COMPLETE, CONFIGURED, FAILED, PROGRESSING, STATUS_FALSE, STATUS_TRUE, VALID,
 };
 use crate::api::{
-    AttemptOutcome, AttemptRecord, ClaimStatus, Feature, FeaturePhase, FeatureStatus, Task,
-    TaskCounts, TaskStatus,
+    AttemptOutcome, AttemptRecord, ClaimStatus, Feature, FeaturePhase, FeatureStatus, TaskCounts,
+    TaskStatus,
 };
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::attempt::AttemptResult;
 use crate::engine::conclusion;
 use crate::engine::dag::{FeatureOutcome, PhaseCounts, TaskPhase};
 use crate::engine::policy::{Decision, PreviousAttempt};
 
-fn current(task: &Task) -> TaskStatus {
+fn current(task: &CachedTask) -> TaskStatus {
     task.status.clone().unwrap_or_default()
 }
 
 /// The status once attempt `number` started: Running, with its record and claim.
-pub fn started(task: &Task, number: u32, pod: &str, claim: ClaimStatus, now_ms: i64) -> TaskStatus {
+pub fn started(
+    task: &CachedTask,
+    number: u32,
+    pod: &str,
+    claim: ClaimStatus,
+    now_ms: i64,
+) -> TaskStatus {
     let mut status = current(task);
     status.phase = TaskPhase::Running;
     status.ready = false;
@@ -67,7 +74,7 @@ pub struct Ingestion<'a> {
 }
 
 /// The status once the current attempt ended.
-pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
+pub fn ingested(task: &CachedTask, ingestion: &Ingestion<'_>) -> TaskStatus {
     let decision = ingestion.decision;
     let mut status = current(task);
     status.phase = conclusion::phase_after(decision.phase);
@@ -138,7 +145,7 @@ pub fn ingested(task: &Task, ingestion: &Ingestion<'_>) -> TaskStatus {
 
 /// The status with a phase the DAG derived (parent done or failed, dependents blocked or
 /// unblocked).
-pub fn with_phase(task: &Task, phase: TaskPhase) -> TaskStatus {
+pub fn with_phase(task: &CachedTask, phase: TaskPhase) -> TaskStatus {
     let mut status = current(task);
     status.phase = phase;
     status.observed_generation = task.metadata.generation;
@@ -148,7 +155,7 @@ pub fn with_phase(task: &Task, phase: TaskPhase) -> TaskStatus {
 /// The status with `Configured=False` for `problem`; no attempt may start before
 /// `retry_after_ms` (when set). `None` when the status already says so.
 pub fn misconfigured(
-    task: &Task,
+    task: &CachedTask,
     problem: &Problem,
     retry_after_ms: Option<i64>,
     now_ms: i64,
@@ -199,7 +206,7 @@ pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
 }
 
 /// What the next prompt says about the task's last attempt.
-pub fn previous_attempt(task: &Task) -> Option<PreviousAttempt> {
+pub fn previous_attempt(task: &CachedTask) -> Option<PreviousAttempt> {
     let status = task.status.as_ref()?;
     let last = status.attempts.last()?;
     match last.outcome? {
@@ -305,7 +312,7 @@ impl FeatureEvents {
 pub fn feature_status(
     feature: &Feature,
     plan: &FeaturePlan,
-    tasks: &[std::sync::Arc<Task>],
+    tasks: &[std::sync::Arc<CachedTask>],
     events: &FeatureEvents,
     now_ms: i64,
 ) -> FeatureStatus {
@@ -396,7 +403,7 @@ fn set_configured(status: &mut FeatureStatus, set: &FeatureConditions, problem: 
 /// The Feature's `Confined` condition, from its Tasks'.
 fn set_confined(
     status: &mut FeatureStatus,
-    tasks: &[std::sync::Arc<Task>],
+    tasks: &[std::sync::Arc<CachedTask>],
     generation: Option<i64>,
     now: Time,
 ) {

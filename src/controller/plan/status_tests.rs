@@ -1,15 +1,17 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::api::Task;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::testing::{condition_state, object};
 use crate::engine::attempt::{RanBy, Tokens, Usage};
 use crate::engine::dag::PhaseCounts;
 use crate::engine::policy::{self, Decision, TaskContext};
 use crate::engine::testing;
 
-fn task() -> Task {
+fn task() -> CachedTask {
     let metadata = serde_json::json!({"name": "hello-a", "namespace": "ns", "generation": 3});
-    object("Task", metadata, serde_json::json!({"featureRef": "hello"}))
+    object::<Task>("Task", metadata, serde_json::json!({"featureRef": "hello"})).into()
 }
 
 fn claim() -> ClaimStatus {
@@ -53,7 +55,7 @@ fn result(done: bool) -> AttemptResult {
 }
 
 /// Task `hello-a` with its first attempt started at 1 s.
-fn running() -> Task {
+fn running() -> CachedTask {
     let mut task = task();
     task.status = Some(started(&task, 1, "hello-a-a1", claim(), 1_000));
     task
@@ -61,7 +63,7 @@ fn running() -> Task {
 
 /// The status of `task` once `decision` on the attempt (and its `result`) is ingested at 2 s.
 fn ingest(
-    task: &Task,
+    task: &CachedTask,
     decision: &Decision,
     result: Option<&AttemptResult>,
     next_attempt_after_ms: Option<i64>,
@@ -76,7 +78,7 @@ fn ingest(
 }
 
 /// The status of `task` once the policy's decision on `result` is ingested.
-fn ingest_result(task: &Task, result: &AttemptResult) -> TaskStatus {
+fn ingest_result(task: &CachedTask, result: &AttemptResult) -> TaskStatus {
     ingest(
         task,
         &policy::decide(&context(), result),

@@ -6,7 +6,8 @@ use kube::ResourceExt;
 
 use super::problem::Problem;
 use super::time::time;
-use crate::api::{Feature, Task, TaskStatus, conditions};
+use crate::api::{Feature, TaskStatus, conditions};
+use crate::controller::plan::cached::CachedTask;
 use crate::engine::dag::TaskPhase;
 use crate::engine::policy::Decision;
 use crate::engine::verification::{self, AttemptKind, PastAttempt};
@@ -39,7 +40,7 @@ pub(crate) fn verify_problem(feature: &Feature) -> Option<Problem> {
 }
 
 /// The Task's attempts as the engine reads them, oldest first.
-fn history(task: &Task) -> impl DoubleEndedIterator<Item = PastAttempt> + '_ {
+fn history(task: &CachedTask) -> impl DoubleEndedIterator<Item = PastAttempt> + '_ {
     task.status
         .iter()
         .flat_map(|s| &s.attempts)
@@ -51,7 +52,7 @@ fn history(task: &Task) -> impl DoubleEndedIterator<Item = PastAttempt> + '_ {
 }
 
 /// What the Task's next attempt does: verify the work its last attempt reported done, or work.
-pub(crate) fn next_attempt_kind(feature: &Feature, task: &Task) -> AttemptKind {
+pub(crate) fn next_attempt_kind(feature: &Feature, task: &CachedTask) -> AttemptKind {
     verification::next_attempt_kind(
         feature.spec.verify.agent,
         task.metadata.generation.unwrap_or(0),
@@ -61,7 +62,7 @@ pub(crate) fn next_attempt_kind(feature: &Feature, task: &Task) -> AttemptKind {
 
 /// What the agent that reported the task done said about its work (its journal notes), for
 /// the verification prompt.
-pub(crate) fn reported_work(task: &Task) -> Option<String> {
+pub(crate) fn reported_work(task: &CachedTask) -> Option<String> {
     let last_work = task
         .status
         .iter()

@@ -2,6 +2,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
+use crate::api::Task;
 use crate::api::{AgentSpec, AttemptOutcome, AttemptRecord, VerifySpec};
 use crate::controller::plan::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
 use crate::controller::testing::{assert_problem, condition_state, object};
@@ -17,7 +18,7 @@ fn feature(verify: serde_json::Value) -> Feature {
     object("Feature", metadata, spec)
 }
 
-fn task(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> Task {
+fn task(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> CachedTask {
     let metadata = serde_json::json!({"name": "hello-t", "namespace": "team", "generation": 1});
     let mut task: Task = object("Task", metadata, serde_json::json!({"featureRef": "hello"}));
     let mut status = TaskStatus {
@@ -34,7 +35,7 @@ fn task(attempts: &[(AttemptKind, Option<AttemptOutcome>)]) -> Task {
         });
     }
     task.status = Some(status);
-    task
+    task.into()
 }
 
 fn pod(kind: AttemptKind, verify: &VerifySpec) -> Pod {

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::runtime::controller::Action as Requeue;
 use kube::{Api, Resource, ResourceExt};
@@ -28,6 +27,7 @@ use crate::controller::act::task::{self, TaskScope};
 use crate::controller::cache::index::by_name;
 use crate::controller::cache::shapes::plan_kept;
 use crate::controller::client::call::{CallError, bounded};
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::decide::feature_key;
 use crate::controller::plan::decide::{self, FeaturePlan, Snapshot};
 use crate::controller::plan::problem::Problem;
@@ -149,9 +149,9 @@ async fn reconcile_inner(feature: &Feature, ctx: &Context) -> Result<Requeue, Re
 /// and Pods (caches), the configuration checks (the Secrets read live, remembered per
 /// period), a halt recorded on the Feature or its Tasks, and the agents' rests.
 struct Gathered {
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
     leases: BTreeMap<String, Arc<Lease>>,
-    pods: BTreeMap<String, Arc<Pod>>,
+    pods: BTreeMap<String, Arc<CachedPod>>,
     now_ms: i64,
     /// What keeps any agent Pod from existing, found before deciding.
     precheck: Option<Problem>,
@@ -189,7 +189,7 @@ async fn judge(
     feature: &Feature,
     ctx: &Context,
     rejected: Option<Problem>,
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
 ) -> Result<Requeue, ReconcileError> {
     let mut gathered = gather(feature, ctx, tasks).await?;
     let Some(mut plan) = decide_once(feature, ctx, &mut gathered, rejected).await? else {
@@ -238,7 +238,7 @@ async fn judge(
 async fn gather(
     feature: &Feature,
     ctx: &Context,
-    tasks: Vec<Arc<Task>>,
+    tasks: Vec<Arc<CachedTask>>,
 ) -> Result<Gathered, ReconcileError> {
     let namespace = feature.namespace().unwrap_or_default();
     let key = feature_key(&namespace, &feature.name_any());
@@ -431,7 +431,7 @@ async fn live_tasks(
     ctx: &Context,
     namespace: &str,
     feature: &str,
-) -> Result<Vec<Arc<Task>>, ReconcileError> {
+) -> Result<Vec<Arc<CachedTask>>, ReconcileError> {
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), namespace);
     let mut params = ListParams::default().limit(crate::controller::cache::trim::LIST_PAGE);
     let mut tasks = Vec::new();
@@ -446,10 +446,7 @@ async fn live_tasks(
             page.items
                 .into_iter()
                 .filter(|t| t.spec.feature_ref == feature)
-                .map(|mut t| {
-                    crate::controller::cache::trim::trim_task(&mut t);
-                    Arc::new(t)
-                }),
+                .map(|t| Arc::new(CachedTask::from(t))),
         );
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
@@ -501,8 +498,8 @@ async fn release_claims(
     ctx: &Context,
     namespace: &str,
     leases: &BTreeMap<String, Arc<Lease>>,
-    tasks: &[Arc<Task>],
-    pods: Option<&BTreeMap<String, Arc<Pod>>>,
+    tasks: &[Arc<CachedTask>],
+    pods: Option<&BTreeMap<String, Arc<CachedPod>>>,
 ) -> Result<(), ReconcileError> {
     let now = jiff::Timestamp::now();
     for (name, lease) in leases {
@@ -519,7 +516,7 @@ async fn release_claims(
                 crate::engine::lifecycle::is_spent(name, s.phase, s.attempt_count, h)
             })
         });
-        let backs_attempt = |pods: &BTreeMap<String, Arc<Pod>>| {
+        let backs_attempt = |pods: &BTreeMap<String, Arc<CachedPod>>| {
             holder.is_some_and(|h| pods.contains_key(h))
                 || status.is_some_and(|s| {
                     s.phase == TaskPhase::Running
@@ -589,7 +586,7 @@ fn claims_any(plan: &FeaturePlan) -> bool {
 async fn stop_pods(
     ctx: &Context,
     namespace: &str,
-    pods: &BTreeMap<String, Arc<Pod>>,
+    pods: &BTreeMap<String, Arc<CachedPod>>,
 ) -> Result<(), ReconcileError> {
     let running = pods.iter().filter(|(_, pod)| {
         pod.metadata.deletion_timestamp.is_none()
@@ -606,7 +603,10 @@ async fn stop_pods(
 
 /// The Tasks the prompts of the attempts `plan` starts read (each starting Task, its
 /// parent and the tasks it depends on), by name: not every Task of a large Feature.
-fn prompt_siblings(plan: &FeaturePlan, tasks: &[Arc<Task>]) -> BTreeMap<String, Arc<Task>> {
+fn prompt_siblings(
+    plan: &FeaturePlan,
+    tasks: &[Arc<CachedTask>],
+) -> BTreeMap<String, Arc<CachedTask>> {
     let read: rustc_hash::FxHashSet<&str> = plan
         .tasks
         .iter()

@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 
 use super::context::Context;
-use crate::api::{Feature, Task, conditions};
+use crate::api::{Feature, conditions};
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::pod::{AttemptPod, PodError, attempt_pod};
 use crate::controller::plan::problem::Problem;
 use crate::controller::plan::status::FeatureEvents;
@@ -20,7 +21,7 @@ use crate::engine::verification::AttemptKind;
 pub(super) fn start_limit(
     precheck: Option<&Problem>,
     recorded: Option<&Problem>,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     now_ms: i64,
 ) -> usize {
     match (precheck, recorded) {

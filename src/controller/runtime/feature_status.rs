@@ -8,8 +8,9 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::context::{Context, FIELD_MANAGER};
 use super::feature::ReconcileError;
-use crate::api::{Feature, FeatureStatus, Task};
+use crate::api::{Feature, FeatureStatus};
 use crate::controller::client::call::bounded;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::FeaturePlan;
 use crate::controller::plan::status::{self, FeatureEvents};
 
@@ -46,7 +47,7 @@ pub(super) async fn write_status(
     feature: &Feature,
     ctx: &Context,
     plan: &FeaturePlan,
-    tasks: &[Arc<Task>],
+    tasks: &[Arc<CachedTask>],
     effects: &FeatureEvents,
     now_ms: i64,
 ) -> Result<(), ReconcileError> {

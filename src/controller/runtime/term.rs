@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::Controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -22,7 +21,7 @@ use super::metrics::Metrics;
 use super::run::ControllerConfig;
 use super::server::Health;
 use super::watches::{self, Caches};
-use crate::api::{Feature, Task};
+use crate::api::Feature;
 use crate::controller::act::events::Events;
 use crate::controller::cache::filled::CachesFilled;
 use crate::controller::cache::lease_cache;
@@ -152,15 +151,17 @@ async fn run_controller(
         let name = labels.get(FEATURE_LABEL)?;
         Some(ObjectRef::<Feature>::new(name).within(&namespace?))
     };
+    let task_triggers = features_of(caches.task_changes, |task| {
+        let namespace = task.metadata.namespace.as_deref()?;
+        Some(ObjectRef::<Feature>::new(&task.spec.feature_ref).within(namespace))
+    });
+    let pod_triggers = features_of(caches.pod_changes, move |pod| {
+        by_feature_label(pod.labels(), pod.namespace())
+    });
     let (features, feature_changes) = watches::features(client, namespace);
     Controller::for_stream(feature_changes, features)
-        .watches_stream(caches.task_changes, |task: Task| {
-            task.namespace()
-                .map(|ns| ObjectRef::<Feature>::new(&task.spec.feature_ref).within(&ns))
-        })
-        .watches_stream(caches.pod_changes, move |pod: Pod| {
-            by_feature_label(pod.labels(), pod.namespace())
-        })
+        .reconcile_on(task_triggers)
+        .reconcile_on(pod_triggers)
         .watches_stream(caches.lease_changes, move |lease: Lease| {
             by_feature_label(lease.labels(), lease.namespace())
         })
@@ -172,6 +173,24 @@ async fn run_controller(
             }
         })
         .await;
+}
+
+/// The Features the changed cached objects of `changes` trigger (`feature_of` each). A
+/// cached Task or Pod is no API object, so its watch triggers reconciles by Feature
+/// reference; its watch's errors are logged as the Controller logs the others'.
+fn features_of<K: Send + 'static>(
+    changes: watches::Touched<K>,
+    feature_of: impl Fn(&K) -> Option<ObjectRef<Feature>> + Send + 'static,
+) -> impl futures::Stream<Item = ObjectRef<Feature>> + Send + 'static {
+    changes.filter_map(move |changed| {
+        std::future::ready(match changed {
+            Ok(object) => feature_of(&object),
+            Err(error) => {
+                tracing::debug!(%error, "reconcile did not complete");
+                None
+            }
+        })
+    })
 }
 
 /// [`reconcile`], its duration recorded in `ralph_reconcile_duration_seconds`.

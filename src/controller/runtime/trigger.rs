@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::Resource;
+use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 
 use crate::controller::act::claim;
+use crate::controller::plan::cached::CachedPod;
 
 /// The objects of a watch that trigger a reconcile. With a predicate, a changed object
 /// triggers one only when the predicate's value changed (every object of a re-list, and
@@ -25,7 +25,7 @@ pub(super) struct PredicateFilter<K> {
     seen: HashMap<u64, u64>,
 }
 
-impl<K: Resource> PredicateFilter<K> {
+impl<K: Lookup> PredicateFilter<K> {
     /// A filter by `predicate`; `None` lets every changed object through.
     pub(super) fn new(predicate: Option<fn(&K) -> u64>) -> Self {
         PredicateFilter {
@@ -73,7 +73,7 @@ impl<K: Resource> PredicateFilter<K> {
 /// What about an agent Pod a reconcile acts on: its phase, whether it is being deleted, how
 /// its containers ended, and a start problem a container waits for. The kubelet's other
 /// status updates (conditions, readiness, IPs) trigger nothing.
-pub(super) fn pod_predicate(pod: &Pod) -> u64 {
+pub(super) fn pod_predicate(pod: &CachedPod) -> u64 {
     let status = pod.status.as_ref();
     let ended: Vec<(&str, Option<i32>)> = status
         .and_then(|s| s.container_statuses.as_ref())
@@ -108,9 +108,8 @@ pub(super) fn lease_predicate(lease: &Lease) -> u64 {
 }
 
 /// An object's namespace and name, hashed.
-fn identity<K: Resource>(object: &K) -> u64 {
-    let meta = object.meta();
-    hash_of(&(meta.namespace.as_deref(), meta.name.as_deref()))
+fn identity<K: Lookup>(object: &K) -> u64 {
+    hash_of(&(object.namespace().as_deref(), object.name().as_deref()))
 }
 
 fn hash_of(value: &impl std::hash::Hash) -> u64 {

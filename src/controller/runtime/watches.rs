@@ -9,7 +9,7 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -23,6 +23,7 @@ use crate::controller::cache::index::{Index, Indexes};
 use crate::controller::cache::lease_cache::{self, LeaseCache};
 use crate::controller::cache::retention::{self, SharedWriter};
 use crate::controller::cache::trim;
+use crate::controller::plan::cached::{CachedPod, CachedTask};
 use crate::controller::plan::pod::{ATTEMPT_LABEL, FEATURE_LABEL};
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -42,14 +43,14 @@ pub(super) type Touched<K> = BoxStream<'static, Result<K, watcher::Error>>;
 /// The caches a reconcile reads (Tasks, agent Pods, claim Leases), each with the stream of
 /// changed objects that fills it and triggers reconciles.
 pub(super) struct Caches {
-    pub(super) tasks: Store<Task>,
-    pub(super) pods: Store<Pod>,
+    pub(super) tasks: Store<CachedTask>,
+    pub(super) pods: Store<CachedPod>,
     pub(super) leases: Store<Lease>,
     pub(super) lease_cache: LeaseCache,
-    pub(super) task_changes: Touched<Task>,
-    pub(super) pod_changes: Touched<Pod>,
+    pub(super) task_changes: Touched<CachedTask>,
+    pub(super) pod_changes: Touched<CachedPod>,
     pub(super) lease_changes: Touched<Lease>,
-    pub(super) pod_writer: SharedWriter<Pod>,
+    pub(super) pod_writer: SharedWriter<CachedPod>,
     pub(super) retired_pods: retention::Retired,
     pub(super) indexes: Indexes,
     pub(super) filled: CachesFilled,
@@ -68,9 +69,9 @@ impl Caches {
         let task_cache = cached(
             api::<Task>(client, namespace),
             watcher::Config::default(),
-            move |task: &mut Task| {
-                following.follow(task);
-                trim::trim_task(task);
+            move |task: Task| {
+                following.follow(&task);
+                CachedTask::from(task)
             },
             move |event| {
                 if let watcher::Event::Delete(task) = &event {
@@ -89,7 +90,7 @@ impl Caches {
         let pod_cache = cached(
             api::<Pod>(client, namespace),
             watcher::Config::default().labels(ATTEMPT_LABEL),
-            trim::trim_pod,
+            CachedPod::from,
             move |event| retention::retiring(event, &retired, &recorded_by),
             vec![indexes.pods.clone()],
             Some(pod_predicate),
@@ -99,7 +100,10 @@ impl Caches {
         let lease_cache = cached(
             api::<Lease>(client, namespace),
             watcher::Config::default().labels(FEATURE_LABEL),
-            |lease| trim::trim_metadata(&mut lease.metadata),
+            |mut lease: Lease| {
+                trim::trim_metadata(&mut lease.metadata);
+                lease
+            },
             move |event| lease_cache::retiring(event, &spent_of),
             vec![indexes.leases.clone()],
             Some(lease_predicate),
@@ -176,22 +180,24 @@ pub(super) fn features(
     (features, changes)
 }
 
-/// A cache of `K` and the stream of changed objects that keeps it filled (each object
-/// trimmed by `trim` to what reconciles read, see [`trim`], and each event passed through
+/// A cache of `K` and the stream of changed objects that keeps it filled (each watched
+/// object turned by `keep` into what reconciles read, see [`trim`], and each event passed through
 /// `admit`, which may drop it or turn it into another) and the
 /// `indexes` over it, reconnecting with [`WatchBackoff`], and the cache's writer. With
 /// `predicate`, a changed object triggers a reconcile only when that value changed
 /// ([`PredicateFilter`]); the cache and indexes follow every change.
-fn cached<K>(
-    api: Api<K>,
+fn cached<W, K>(
+    api: Api<W>,
     config: watcher::Config,
-    trim: impl FnMut(&mut K) + Send + 'static,
+    mut keep: impl FnMut(W) -> K + Send + 'static,
     mut admit: impl FnMut(watcher::Event<K>) -> Option<watcher::Event<K>> + Send + 'static,
     indexes: Vec<Index<K>>,
     predicate: Option<fn(&K) -> u64>,
 ) -> Cached<K>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    W: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    W::DynamicType: Default,
+    K: Lookup + Clone + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let writer: SharedWriter<K> = Arc::default();
@@ -201,10 +207,9 @@ where
     let mut triggers = PredicateFilter::new(predicate);
     let stream = watcher(api, config)
         .backoff(WatchBackoff::default())
-        .modify(trim)
         .filter_map(move |event| {
             std::future::ready(match event {
-                Ok(event) => admit(event).map(Ok),
+                Ok(event) => admit(kept(event, &mut keep)).map(Ok),
                 Err(error) => Some(Err(error)),
             })
         })
@@ -231,8 +236,19 @@ where
     }
 }
 
+/// `event` with its object turned by `keep` into what the cache holds.
+fn kept<W, K>(event: watcher::Event<W>, keep: &mut impl FnMut(W) -> K) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(keep(object)),
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(keep(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(keep(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 /// A cache made by [`cached`].
-struct Cached<K: Resource + Clone + 'static>
+struct Cached<K: Lookup + Clone + 'static>
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {

@@ -2,19 +2,19 @@
 //! them. The watch streams trim every object before the store holds it, so 10,000 Tasks and
 //! their finished agent Pods fit in a small controller. A field dropped here is read by no
 //! reconcile from the cache (a live read fetches what a rare step needs). One file per
-//! kind: [`task`], [`feature`] (and its templates' applied hashes), [`pod`] (and when the
-//! Task has recorded a Pod's attempt); a claim Lease loses only what no cached object keeps
-//! ([`trim_metadata`]).
+//! kind: [`feature`] (and its templates' applied hashes), [`pod`] (a
+//! [`crate::controller::plan::cached::CachedPod`], and when the Task has recorded a Pod's
+//! attempt); a claim Lease loses only what no cached object keeps ([`trim_metadata`]). A
+//! Task is cached as a type of its own that holds only what is kept
+//! ([`crate::controller::plan::cached::CachedTask`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 mod feature;
 mod pod;
-mod task;
 
 pub use feature::{TEMPLATE_HASHES_ANNOTATION, is_whole, template_hashes, trim_feature};
 pub use pod::{is_recorded, trim_pod};
-pub use task::trim_task;
 
 /// `kubectl apply`'s copy of the applied object: nothing the controller reads.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";

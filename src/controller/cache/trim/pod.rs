@@ -1,16 +1,21 @@
 //! An agent Pod as the cache keeps it, and whether its Task has recorded its attempt (then
 //! nothing reads it from the cache any more).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod,
     PodCondition, PodStatus,
 };
 
 use super::trim_metadata;
-use crate::api::Task;
+use crate::controller::plan::budget_share::BUDGET_SHARE_ANNOTATION;
+use crate::controller::plan::cached::{CachedPod, CachedPodMeta, CachedTask};
 use crate::engine::lifecycle::attempt_number_of;
 
-/// An agent Pod as cached: no annotations (the prompt is one), its labels, owner, deletion
+/// An agent Pod as cached: of its annotations only its gateway's budget share (the share
+/// the running attempt holds, which the next attempts' shares leave out; the prompt is an
+/// annotation too, and dropped), its labels, owner, deletion
 /// and creation times, and of its status the phase, reason, message, start time and each
 /// container's name and how it runs or ended (the runner's result is the agent container's
 /// termination message); of a waiting container only a start problem (the kubelet's reason,
@@ -21,7 +26,7 @@ use crate::engine::lifecycle::attempt_number_of;
 pub fn trim_pod(pod: &mut Pod) {
     trim_metadata(&mut pod.metadata);
     pod.spec = None;
-    pod.metadata.annotations = None;
+    pod.metadata.annotations = pod.metadata.annotations.take().and_then(budget_share_only);
     pod.metadata.finalizers = None;
     pod.status = pod.status.take().map(|status| PodStatus {
         phase: status.phase,
@@ -35,12 +40,36 @@ pub fn trim_pod(pod: &mut Pod) {
     });
 }
 
+impl From<Pod> for CachedPod {
+    /// The Pod as cached: [`trim_pod`], then only the kept fields.
+    fn from(mut pod: Pod) -> Self {
+        trim_pod(&mut pod);
+        let meta = pod.metadata;
+        CachedPod {
+            metadata: CachedPodMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                uid: meta.uid,
+                resource_version: meta.resource_version,
+                creation_timestamp: meta.creation_timestamp,
+                deletion_timestamp: meta.deletion_timestamp,
+                labels: meta.labels,
+                owner_references: meta.owner_references,
+            },
+            budget_share: meta
+                .annotations
+                .and_then(|mut a| a.remove(BUDGET_SHARE_ANNOTATION)),
+            status: pod.status,
+        }
+    }
+}
+
 /// True when `task`'s status has recorded the conclusion of the attempt `pod` ran: a record
 /// of that Pod with an outcome, or a later attempt started (one starts only after the last
 /// one's end is recorded). Nothing reads such a Pod from the cache any more once it has
 /// ended ([`crate::controller::cache::retention`] keeps it out). A Pod whose result the
 /// Task has not recorded yet (e.g. one that finished while the controller was down) is not.
-pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
+pub fn is_recorded(pod: &CachedPod, task: &CachedTask) -> bool {
     let (Some(name), Some(status)) = (pod.metadata.name.as_deref(), task.status.as_ref()) else {
         return false;
     };
@@ -51,6 +80,17 @@ pub fn is_recorded(pod: &Pod, task: &Task) -> bool {
             .attempts
             .iter()
             .any(|r| r.pod.as_deref() == Some(name) && r.outcome.is_some())
+}
+
+/// Of a Pod's annotations only its gateway's budget share (`None` without one).
+fn budget_share_only(
+    mut annotations: BTreeMap<String, String>,
+) -> Option<BTreeMap<String, String>> {
+    let share = annotations.remove(BUDGET_SHARE_ANNOTATION)?;
+    Some(BTreeMap::from([(
+        BUDGET_SHARE_ANNOTATION.to_owned(),
+        share,
+    )]))
 }
 
 /// Of a Pod's conditions only `PodScheduled=False` (the scheduler's word on a Pod that waits
@@ -110,6 +150,7 @@ mod tests {
 
     use super::super::string_map as map;
     use super::*;
+    use crate::api::Task;
 
     fn pod_from(json: serde_json::Value) -> Pod {
         match serde_json::from_value(json) {
@@ -190,6 +231,21 @@ mod tests {
         assert!(pod.metadata.annotations.is_none());
         assert!(pod.metadata.finalizers.is_none());
         assert!(pod.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_its_gateways_budget_share_and_no_other_annotation() {
+        let mut pod = finished_pod();
+        let share = r#"{"tokens":1000}"#;
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(BUDGET_SHARE_ANNOTATION.to_owned(), share.to_owned());
+        trim_pod(&mut pod);
+        assert_eq!(
+            pod.metadata.annotations,
+            map(&[(BUDGET_SHARE_ANNOTATION, share)])
+        );
     }
 
     #[test]
@@ -323,22 +379,22 @@ mod tests {
         assert!(containers.unwrap_or_default()[0].image.is_empty());
     }
 
-    fn task_with_status(status: serde_json::Value) -> Task {
-        match serde_json::from_value(serde_json::json!({
+    fn task_with_status(status: serde_json::Value) -> CachedTask {
+        match serde_json::from_value::<Task>(serde_json::json!({
             "apiVersion": "ralph.dev/v1alpha1", "kind": "Task",
             "metadata": {"name": "t", "namespace": "ns"},
             "spec": {"featureRef": "f"},
             "status": status
         })) {
-            Ok(task) => task,
+            Ok(task) => task.into(),
             Err(error) => panic!("test task does not parse: {error}"),
         }
     }
 
-    fn pod_named(name: &str) -> Pod {
+    fn pod_named(name: &str) -> CachedPod {
         let mut pod = finished_pod();
         pod.metadata.name = Some(name.to_owned());
-        pod
+        pod.into()
     }
 
     #[test]
