@@ -348,3 +348,26 @@ async fn a_manual_plan_runs_once_approved_while_the_feature_and_task_watches_lag
     assert_eq!(created_again, 0, "planned Tasks were created twice");
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_planned_task_deleted_while_its_plan_runs_is_created_again() {
+    let h = Harness::start().await;
+    h.create_feature(planning_feature("demo", "Automatic"))
+        .await;
+    let planner = h.wait_for_pod("demo-planning-a1").await;
+    planner_answers(&h, &planner, "demo", PLAN).await;
+    let setup = h.wait_for_pod("demo-setup-a1").await;
+    let first = h.tasks().get("demo-docs").await.expect("planned Task docs");
+    h.tasks()
+        .delete("demo-docs", &Default::default())
+        .await
+        .expect("delete Task docs");
+    h.eventually("Task docs created again", || async {
+        let again = h.tasks().get("demo-docs").await.ok()?;
+        (again.metadata.uid != first.metadata.uid).then_some(())
+    })
+    .await;
+    h.finish_done(&setup).await;
+    run_done(&h, "demo", &["count", "docs"]).await;
+    h.stop().await;
+}

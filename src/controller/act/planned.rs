@@ -23,7 +23,7 @@ use crate::controller::plan::plan_map::read_plan_map;
 use crate::controller::plan::planning::{self, Answer, Stage};
 use crate::controller::runtime::context::Context;
 use crate::engine::dag::TaskPhase;
-use crate::engine::planning::{Revision, document_hash, journal_line, plan_hash};
+use crate::engine::planning::{PLANNING_TASK, Revision, document_hash, journal_line, plan_hash};
 use crate::manifest::answer::{Answer as TaskList, AnswerLimits, check_answer};
 
 /// How many planned Tasks are created at once (the client's QPS paces them further).
@@ -65,8 +65,15 @@ pub(crate) async fn reconcile(
             Stage::Running => {
                 super::proposals::reconcile(feature, ctx, tasks, &status, now_ms).await?
             }
+            Stage::NoPlanningTask if ctx.cache.planning_writes.created(feature, PLANNING_TASK) => {
+                None
+            }
             Stage::NoPlanningTask => {
-                create_planning_task(feature, ctx).await?;
+                if create_planning_task(feature, ctx).await? {
+                    ctx.cache
+                        .planning_writes
+                        .record_created(feature, PLANNING_TASK);
+                }
                 wrote = true;
                 None
             }
@@ -87,6 +94,9 @@ pub(crate) async fn reconcile(
         }
     }
     let stage = planning::stage_with(feature, &status, tasks);
+    if !matches!(stage, Stage::NoPlanningTask | Stage::Creating { .. }) {
+        ctx.cache.planning_writes.seen(feature);
+    }
     if stage == Stage::Running {
         status = planning::settled(status);
     }
@@ -184,11 +194,15 @@ fn revision(
     }
 }
 
-async fn create_planning_task(feature: &Feature, ctx: &Context) -> Result<(), CallError> {
+/// Creates the Feature's planning Task; whether it exists now.
+async fn create_planning_task(feature: &Feature, ctx: &Context) -> Result<bool, CallError> {
     let Ok(task) = planning_task(feature) else {
-        return Ok(());
+        return Ok(false);
     };
-    create_task(ctx, task).await.map(drop)
+    Ok(matches!(
+        create_task(ctx, task).await?,
+        Created::Now | Created::Existed
+    ))
 }
 
 /// How creating a Task went (other errors are the call's).

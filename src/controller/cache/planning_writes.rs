@@ -1,8 +1,9 @@
 //! The read-your-writes overlay of the Features' `status.planning`: what this process last
 //! wrote there, until the Feature cache shows it. Planning steps act once (a plan read, a
 //! person's answer recorded) and must not be repeated, or undone, from a Feature the watch
-//! has not brought up to date yet. It also remembers which plan's Tasks this process
-//! created, so a Task watch behind those creations does not have them created again.
+//! has not brought up to date yet. It also remembers what Tasks this process created for a
+//! Feature (its planning Task, or a plan's Tasks) until the Task listing shows them, so a
+//! Task watch behind those creations does not have them created again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,8 @@ use crate::api::planning::PlanningStatus;
 #[derive(Clone, Debug, Default)]
 pub struct PlanningWrites {
     written: Arc<Mutex<HashMap<String, PlanningStatus>>>,
-    /// By Feature uid: the plan whose Tasks this process has all created or found.
+    /// By Feature uid: what this process created that the listing may not show yet (a plan
+    /// hash: all its Tasks; or the planning Task's template name).
     created: Arc<Mutex<HashMap<String, String>>>,
 }
 
@@ -27,20 +29,29 @@ impl PlanningWrites {
         crate::sync::lock(&self.written).insert(uid, planning.clone());
     }
 
-    /// Records that every Task of `feature`'s plan `hash` exists.
-    pub(crate) fn record_created(&self, feature: &Feature, hash: &str) {
+    /// Records that the Tasks of `what` (a plan's hash, or the planning Task's template
+    /// name) exist now for `feature`.
+    pub(crate) fn record_created(&self, feature: &Feature, what: &str) {
         if let Some(uid) = feature.metadata.uid.clone() {
-            crate::sync::lock(&self.created).insert(uid, hash.to_owned());
+            crate::sync::lock(&self.created).insert(uid, what.to_owned());
         }
     }
 
-    /// Whether every Task of `feature`'s plan `hash` was created (the listing may lag).
-    pub(crate) fn created(&self, feature: &Feature, hash: &str) -> bool {
+    /// Whether the Tasks of `what` were created for `feature` (the listing may lag).
+    pub(crate) fn created(&self, feature: &Feature, what: &str) -> bool {
         let uid = feature.metadata.uid.as_deref().unwrap_or_default();
         crate::sync::lock(&self.created)
             .get(uid)
             .map(String::as_str)
-            == Some(hash)
+            == Some(what)
+    }
+
+    /// Forgets what was created for `feature`: the listing shows it (a Task deleted later
+    /// is created again).
+    pub(crate) fn seen(&self, feature: &Feature) {
+        if let Some(uid) = feature.metadata.uid.as_deref() {
+            crate::sync::lock(&self.created).remove(uid);
+        }
     }
 
     /// The newest `status.planning` of `feature`: its own, or the one this process wrote
@@ -94,6 +105,8 @@ mod tests {
         writes.record_created(&feature(None), "h1");
         assert!(writes.created(&feature(None), "h1"));
         assert!(!writes.created(&feature(None), "h2"));
+        writes.seen(&feature(None));
+        assert!(!writes.created(&feature(None), "h1"));
     }
 
     #[test]
