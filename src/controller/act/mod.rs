@@ -8,6 +8,7 @@ pub(crate) mod events;
 pub(crate) mod gateway_secret;
 pub(crate) mod git_secret;
 pub(crate) mod memory;
+pub(crate) mod plan_maps;
 pub(crate) mod planned;
 pub(crate) mod planning;
 pub(crate) mod pod_start;

@@ -15,7 +15,7 @@ use crate::api::planning::{ApprovalState, ApprovalStatus, PlanningStatus, plan_c
 use crate::api::{Feature, Task, TaskStatus, planned_tasks, planning_task, task_object_name};
 use crate::clock::rfc3339;
 use crate::controller::act::memory::task_journal;
-use crate::controller::act::planning::{keep_config_map, revision_config_map};
+use crate::controller::act::plan_maps::{keep_config_map, revision_config_map};
 use crate::controller::client::call::{CallError, bounded};
 use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::{FeaturePlan, task_id};
@@ -422,7 +422,7 @@ async fn keep_running(
             .collect(),
     };
     let hash = plan_hash(&kept.canonical(), document.as_deref());
-    let map = crate::controller::act::planning::plan_config_map(feature, &kept, document, &hash);
+    let map = crate::controller::act::plan_maps::plan_config_map(feature, &kept, document, &hash);
     match map {
         Ok(map) => keep_config_map(ctx, map).await?,
         Err(error) => {

@@ -6,30 +6,24 @@
 //! problems, until more than `spec.planning.maxInvalidAnswers` were refused in a row. Every
 //! other end (a crash, a misconfigured agent, its quota) is concluded as any attempt's.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource, ResourceExt};
+use kube::api::DeleteParams;
+use kube::{Api, ResourceExt};
 
 use super::error::TaskError;
+use super::plan_maps::{REVISION_KEY, claim_keeper_runs, keep_config_map, plan_config_map};
 use super::scope::TaskScope;
 use super::task_end::conclude_in_workspace;
-use crate::api::labels::{FEATURE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, TASK_LABEL};
 use crate::api::planning::{
     ApprovalState, PlanningSpec, answer_config_map_name, plan_config_map_name,
     revision_config_map_name,
 };
 use crate::api::{Feature, TaskTemplate};
-use crate::controller::client::call::{CallError, bounded};
-use crate::controller::plan::cached::{CachedPod, CachedTask};
+use crate::controller::client::call::bounded;
+use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
-use crate::controller::plan::plan_map::{
-    HASH_KEY, PROBLEM_KEY, PlanFiles, PlanMapError, plan_map, read_plan_map, text,
-};
+use crate::controller::plan::plan_map::{PROBLEM_KEY, read_plan_map, text};
 use crate::controller::plan::pod::{SIDECAR_CONTAINER, WORKSPACE};
-use crate::controller::runtime::context::Context;
 use crate::engine::attempt::OutcomeClass;
 use crate::engine::conclusion::{NextState, phase_after};
 use crate::engine::lifecycle::{AttemptEnd, attempt_id};
@@ -165,21 +159,7 @@ pub(crate) async fn conclude(
             rand::random::<f64>(),
         )));
     };
-    let revised = match revision_of(scope).await? {
-        Some(revision) => Some(kept_by(scope, &namespace, &revision).await?),
-        None => None,
-    };
-    let (kept_tasks, kept_document) = revised.unwrap_or_default();
-    let kept = answered(&answer, scope.feature, &kept_tasks).and_then(|(answer, document)| {
-        let tasks = kept_tasks.into_iter().chain(answer.tasks).collect();
-        let answer = Answer { tasks };
-        let document = document.or(kept_document);
-        let hash = plan_hash(&answer.canonical(), document.as_deref());
-        plan_config_map(scope.feature, &answer, document, &hash)
-            .map(|map| (map, answer.tasks.len(), hash))
-            .map_err(|error| vec![error.to_string()])
-    });
-    let judged = match kept {
+    let judged = match plan_of_answer(scope, &namespace, &answer).await? {
         Ok((map, tasks, hash)) => {
             keep_config_map(scope.ctx, map).await?;
             planned(next.decision.clone(), &plan.task_id, tasks, &hash)
@@ -205,6 +185,31 @@ pub(crate) async fn conclude(
         decision: judged,
         ..next
     }))
+}
+
+/// The plan ConfigMap an answer makes (with the done tasks a revision keeps), its task count
+/// and hash; or the problems the planner must fix.
+async fn plan_of_answer(
+    scope: &TaskScope<'_>,
+    namespace: &str,
+    answer: &ConfigMap,
+) -> Result<Result<(ConfigMap, usize, String), Vec<String>>, TaskError> {
+    let revised = match revision_of(scope).await? {
+        Some(revision) => Some(kept_by(scope, namespace, &revision).await?),
+        None => None,
+    };
+    let (kept_tasks, kept_document) = revised.unwrap_or_default();
+    Ok(
+        answered(answer, scope.feature, &kept_tasks).and_then(|(answer, document)| {
+            let tasks = kept_tasks.into_iter().chain(answer.tasks).collect();
+            let answer = Answer { tasks };
+            let document = document.or(kept_document);
+            let hash = plan_hash(&answer.canonical(), document.as_deref());
+            plan_config_map(scope.feature, &answer, document, &hash)
+                .map(|map| (map, answer.tasks.len(), hash))
+                .map_err(|error| vec![error.to_string()])
+        }),
+    )
 }
 
 /// Deletes the ended attempt's answer ConfigMap, once its conclusion is recorded (it is
@@ -243,31 +248,6 @@ fn refused_before(task: &CachedTask) -> u32 {
             .filter(|a| a.number < status.attempt_count && a.outcome.is_some())
             .map(|a| a.reason.as_deref()),
     )
-}
-
-/// Whether the attempt's Pod still runs its claim-keeper (it may yet upload the answer).
-pub(super) fn claim_keeper_runs(scope: &TaskScope<'_>, namespace: &str, attempt: &str) -> bool {
-    let Some(pod) = scope
-        .ctx
-        .cache
-        .pods
-        .get(&ObjectRef::<CachedPod>::new(attempt).within(namespace))
-    else {
-        return false;
-    };
-    let Some(status) = pod.status.as_ref() else {
-        return true;
-    };
-    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
-        return false;
-    }
-    let keeper = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
-        .find(|c| c.name == SIDECAR_CONTAINER);
-    keeper.is_none_or(|c| c.state.as_ref().is_none_or(|s| s.terminated.is_none()))
 }
 
 /// The tasks of the running plan a revision keeps (the done ones) and its document.
@@ -332,60 +312,6 @@ pub(crate) fn answered(
     Ok((answer, document))
 }
 
-/// The Feature's plan ConfigMap for a valid answer (pure).
-pub(crate) fn plan_config_map(
-    feature: &Feature,
-    answer: &Answer,
-    document: Option<String>,
-    hash: &str,
-) -> Result<ConfigMap, PlanMapError> {
-    let name = feature.name_any();
-    let meta = ObjectMeta {
-        name: Some(plan_config_map_name(&name)),
-        namespace: feature.namespace(),
-        labels: Some(BTreeMap::from([
-            (FEATURE_LABEL.to_owned(), name),
-            (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
-            (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-        ])),
-        owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
-        ..ObjectMeta::default()
-    };
-    let files = PlanFiles {
-        tasks: Some(answer.canonical()),
-        document,
-    };
-    plan_map(
-        meta,
-        &files,
-        BTreeMap::from([(HASH_KEY.to_owned(), hash.to_owned())]),
-    )
-}
-
-/// The key of the revision ConfigMap that holds the revision (YAML).
-const REVISION_KEY: &str = "revision.yaml";
-
-/// The ConfigMap that keeps `revision` for the Feature's planning attempts (pure).
-pub(crate) fn revision_config_map(feature: &Feature, revision: &Revision) -> ConfigMap {
-    let name = feature.name_any();
-    let text = serde_yaml_ng::to_string(revision).unwrap_or_default();
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(revision_config_map_name(&name)),
-            namespace: feature.namespace(),
-            labels: Some(BTreeMap::from([
-                (FEATURE_LABEL.to_owned(), name),
-                (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
-                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-            ])),
-            owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([(REVISION_KEY.to_owned(), text)])),
-        ..ConfigMap::default()
-    }
-}
-
 /// The revision the Feature's planner works on, while `status.planning.revising` says
 /// one is under way (read live: it is written just before the attempt starts).
 async fn revision_of(scope: &TaskScope<'_>) -> Result<Option<Revision>, TaskError> {
@@ -409,44 +335,11 @@ async fn revision_of(scope: &TaskScope<'_>) -> Result<Option<Revision>, TaskErro
         .and_then(|yaml| serde_yaml_ng::from_str(yaml).ok()))
 }
 
-/// Writes `map`: created, or replacing the one of its name.
-pub(crate) async fn keep_config_map(ctx: &Context, map: ConfigMap) -> Result<(), CallError> {
-    let namespace = map.namespace().unwrap_or_default();
-    let name = map.name_any();
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let timeout = ctx.api_timeout;
-    let created = bounded(
-        timeout,
-        format!("create ConfigMap {namespace}/{name}"),
-        api.create(&PostParams::default(), &map),
-    )
-    .await;
-    match created {
-        Err(error) if error.is_conflict() => {
-            let current = bounded(
-                timeout,
-                format!("get ConfigMap {namespace}/{name}"),
-                api.get(&name),
-            )
-            .await?;
-            let mut replacement = map;
-            replacement.metadata.resource_version = current.resource_version();
-            bounded(
-                timeout,
-                format!("replace ConfigMap {namespace}/{name}"),
-                api.replace(&name, &PostParams::default(), &replacement),
-            )
-            .await?;
-            Ok(())
-        }
-        other => other.map(drop),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::Task;
+    use crate::controller::plan::plan_map::HASH_KEY;
 
     fn feature(hand_written: &str) -> Feature {
         let yaml = format!(

@@ -64,7 +64,7 @@ pub(crate) async fn keep(
     )
     .await?;
     if uploaded.is_none() {
-        if super::planning::claim_keeper_runs(scope, &namespace, &attempt) {
+        if super::plan_maps::claim_keeper_runs(scope, &namespace, &attempt) {
             return Ok(false);
         }
         let note = format!(
@@ -228,46 +228,15 @@ pub(crate) async fn reconcile(
     };
     let namespace = feature.namespace().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut read = Vec::new();
-    let mut texts = Vec::new();
-    for proposal in &pending {
-        let name = &proposal.config_map;
-        let found = bounded(
-            ctx.api_timeout,
-            format!("get ConfigMap {namespace}/{name}"),
-            api.get_opt(name),
-        )
-        .await?;
-        let task_id = crate::controller::plan::decide::task_id(&proposal.task);
-        if let Some(map) = found {
-            texts.push((task_id, proposal_text(&map)));
-        }
-        read.push(proposal);
-    }
+    let read: Vec<&Proposal> = pending.iter().collect();
+    let texts = proposal_texts(ctx, &api, &namespace, &pending).await?;
     let regarding = feature.object_ref(&());
     let mut next = None;
     if !texts.is_empty() {
-        let plan_map = plan_config_map_name(&feature.name_any());
-        let current = bounded(
-            ctx.api_timeout,
-            format!("get ConfigMap {namespace}/{plan_map}"),
-            api.get_opt(&plan_map),
-        )
-        .await?;
         // Without a readable plan the proposals wait: the planning steps say what is wrong.
-        let Some((current, plan, document)) = current.and_then(|map| {
-            let files = read_plan_map(&map).ok()?;
-            let listed = files.tasks.as_deref()?;
-            let limits = AnswerLimits {
-                max_tasks: u32::MAX,
-                existing: &feature.spec.tasks,
-            };
-            let mut plan = check_answer(listed, limits).ok()?;
-            if text(&map, HASH_KEY) != status.dag_hash.as_deref() {
-                without_lost_extension(&mut plan, feature, tasks);
-            }
-            Some((map, plan, files.document))
-        }) else {
+        let Some((current, plan, document)) =
+            current_plan(feature, ctx, &api, &namespace, tasks, status).await?
+        else {
             return Ok(None);
         };
         let mut existing = feature.spec.tasks.clone();
@@ -300,6 +269,62 @@ pub(crate) async fn reconcile(
     }
     forget(ctx, &namespace, &read).await?;
     Ok(next)
+}
+
+/// The texts of the `pending` proposals whose ConfigMaps exist, with the proposing task.
+async fn proposal_texts(
+    ctx: &Context,
+    api: &Api<ConfigMap>,
+    namespace: &str,
+    pending: &[Proposal],
+) -> Result<Vec<(String, Result<String, String>)>, CallError> {
+    let mut texts = Vec::new();
+    for proposal in pending {
+        let name = &proposal.config_map;
+        let found = bounded(
+            ctx.api_timeout,
+            format!("get ConfigMap {namespace}/{name}"),
+            api.get_opt(name),
+        )
+        .await?;
+        let task_id = crate::controller::plan::decide::task_id(&proposal.task);
+        if let Some(map) = found {
+            texts.push((task_id, proposal_text(&map)));
+        }
+    }
+    Ok(texts)
+}
+
+/// The Feature's plan ConfigMap, its task list and document (without an extension whose
+/// status write was lost); `None` when there is no readable plan.
+async fn current_plan(
+    feature: &Feature,
+    ctx: &Context,
+    api: &Api<ConfigMap>,
+    namespace: &str,
+    tasks: &[Arc<CachedTask>],
+    status: &PlanningStatus,
+) -> Result<Option<(ConfigMap, Answer, Option<String>)>, CallError> {
+    let plan_map = plan_config_map_name(&feature.name_any());
+    let current = bounded(
+        ctx.api_timeout,
+        format!("get ConfigMap {namespace}/{plan_map}"),
+        api.get_opt(&plan_map),
+    )
+    .await?;
+    Ok(current.and_then(|map| {
+        let files = read_plan_map(&map).ok()?;
+        let listed = files.tasks.as_deref()?;
+        let limits = AnswerLimits {
+            max_tasks: u32::MAX,
+            existing: &feature.spec.tasks,
+        };
+        let mut plan = check_answer(listed, limits).ok()?;
+        if text(&map, HASH_KEY) != status.dag_hash.as_deref() {
+            without_lost_extension(&mut plan, feature, tasks);
+        }
+        Some((map, plan, files.document))
+    }))
 }
 
 /// Drops from `plan` (the plan ConfigMap's, whose hash is not the running plan's) the tasks
@@ -350,7 +375,7 @@ async fn extend(
     let count = u32::try_from(plan.tasks.len()).unwrap_or(u32::MAX);
     let namespace = feature.namespace().unwrap_or_default();
     let name = plan_config_map_name(&feature.name_any());
-    match super::planning::plan_config_map(feature, &plan, document.clone(), &hash) {
+    match super::plan_maps::plan_config_map(feature, &plan, document.clone(), &hash) {
         Ok(mut map) => {
             map.metadata.resource_version = current.resource_version();
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -388,6 +413,27 @@ async fn extend(
         .approval
         .as_ref()
         .is_some_and(|a| a.state == ApprovalState::Approved);
+    let note = proposed_note(feature, status, judged, &names, &hash, count, approved);
+    ctx.events
+        .normal(&feature.object_ref(&()), "TasksProposed", note)
+        .await;
+    Ok(Some(next))
+}
+
+/// Writes `status.planning` now (before the proposals it holds are deleted), and keeps it
+/// for the reconciles the Feature watch has not caught up with. The whole status is
+/// applied as the reconcile's status write applies it (same field manager), so that write,
+/// What the `TasksProposed` Event says: who proposed what, the new plan, and whether it
+/// was approved or waits.
+fn proposed_note(
+    feature: &Feature,
+    status: &PlanningStatus,
+    judged: &Judged,
+    names: &[String],
+    hash: &str,
+    count: u32,
+    approved: bool,
+) -> String {
     let automatic = feature
         .spec
         .planning
@@ -404,21 +450,14 @@ async fn extend(
             feature.name_any()
         )
     };
-    let note = format!(
+    format!(
         "{} proposed {} ({}): plan {hash} of {count} tasks; {how}",
         judged.proposers.join(", "),
         if names.len() == 1 { "a task" } else { "tasks" },
         names.join(", "),
-    );
-    ctx.events
-        .normal(&feature.object_ref(&()), "TasksProposed", note)
-        .await;
-    Ok(Some(next))
+    )
 }
 
-/// Writes `status.planning` now (before the proposals it holds are deleted), and keeps it
-/// for the reconciles the Feature watch has not caught up with. The whole status is
-/// applied as the reconcile's status write applies it (same field manager), so that write,
 /// moments later, still owns every field, `status.planning.running` among them.
 async fn write_planning(
     feature: &Feature,
