@@ -3,16 +3,13 @@
 //! revised plan keeps the done Tasks, drops, changes or adds the others, and runs. The
 //! kubelet is the manual stand-in: the test plays the planner and the workers.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::PostParams;
 use ralph::api::Feature;
 use ralph::api::planning::PlanningStatus;
 use serde_json::json;
 
-use crate::support::harness::{Harness, NS, feature_manifest, prompt_of};
+use crate::support::harness::{Harness, feature_manifest, prompt_of};
 use crate::support::mentions::assert_mentions;
 
 /// A Feature `demo` that plans (approval Automatic), re-plans at most `max_replans` times
@@ -53,30 +50,9 @@ const REVISED: &str = "tasks:
     acceptance: [README names the command]
 ";
 
-/// The planner of `pod` answers `tasks` (the answer ConfigMap its claim-keeper uploads),
-/// and its attempt finishes.
+/// The planner of `pod` answers `tasks` for Feature `demo`.
 async fn planner_answers(h: &Harness, pod: &Pod, tasks: &str) {
-    let answer = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{}-answer", pod.name_any())),
-            namespace: Some(NS.to_owned()),
-            labels: Some(BTreeMap::from([(
-                "ralph.dev/feature".to_owned(),
-                "demo".to_owned(),
-            )])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "tasks.yaml".to_owned(),
-            tasks.to_owned(),
-        )])),
-        ..Default::default()
-    };
-    h.config_maps()
-        .create(&PostParams::default(), &answer)
-        .await
-        .expect("upload the answer");
-    h.finish_done(pod).await;
+    crate::controller_planning::planner_answers(h, pod, "demo", tasks).await;
 }
 
 /// Plans [`PLAN`], runs `setup` done and fails `count` for good: the Pod of the planning
@@ -90,6 +66,16 @@ async fn fail_count(h: &Harness) -> Pod {
     h.finish_attempt(&count, json!({"taskFailed": "count"}))
         .await;
     h.wait_for_pod("demo-planning-a2").await
+}
+
+/// Feature `demo` re-planning at most `max_replans` times, its `count` failed and the
+/// plan revised to [`REVISED`].
+async fn revised(max_replans: u32) -> Harness {
+    let h = Harness::start().await;
+    h.create_feature(replanning_feature(max_replans)).await;
+    let reviser = fail_count(&h).await;
+    planner_answers(&h, &reviser, REVISED).await;
+    h
 }
 
 fn planning_of(feature: &Feature) -> PlanningStatus {
@@ -126,10 +112,7 @@ async fn a_planned_task_that_fails_for_good_is_re_planned_instead_of_failing_the
 
 #[tokio::test]
 async fn the_revised_plan_drops_and_adds_tasks_keeps_the_done_ones_and_runs_to_complete() {
-    let h = Harness::start().await;
-    h.create_feature(replanning_feature(2)).await;
-    let reviser = fail_count(&h).await;
-    planner_answers(&h, &reviser, REVISED).await;
+    let h = revised(2).await;
     let first = h.wait_for_pod("demo-count-awk-a1").await;
     h.finish_done(&first).await;
     let docs = h.wait_for_pod("demo-docs-a1").await;
@@ -182,10 +165,7 @@ async fn a_failed_task_the_revision_keeps_gets_its_retries_back() {
 
 #[tokio::test]
 async fn a_failure_after_the_last_re_plan_fails_the_feature() {
-    let h = Harness::start().await;
-    h.create_feature(replanning_feature(1)).await;
-    let reviser = fail_count(&h).await;
-    planner_answers(&h, &reviser, REVISED).await;
+    let h = revised(1).await;
     let first = h.wait_for_pod("demo-count-awk-a1").await;
     h.finish_attempt(&first, json!({"taskFailed": "count-awk"}))
         .await;

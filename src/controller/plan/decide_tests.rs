@@ -358,71 +358,42 @@ fn while_the_feature_plans_only_its_planning_task_is_claimed() {
     assert_eq!(claimed(&plan), vec!["planning"]);
 }
 
-#[test]
-fn a_feature_waiting_for_its_plan_is_never_complete() {
+/// The outcome of `hello`'s tasks in `phases` with its planning Task done: as planned
+/// without planning, and while the Feature's outcome waits for its plan.
+fn outcomes_with_a_done_planner(
+    phases: &[(&str, TaskPhase)],
+) -> (Option<FeatureOutcome>, Option<FeatureOutcome>) {
     let feature = feature(serde_json::json!({}));
-    let done = [
-        ("a", TaskPhase::Done),
-        ("b", TaskPhase::Done),
-        ("c", TaskPhase::Done),
-        ("d", TaskPhase::Done),
-    ];
-    let mut all = tasks(&feature, &done);
+    let mut all = tasks(&feature, phases);
     let mut planner = crate::api::planning_task(&feature).expect("planner");
     planner.status = Some(TaskStatus {
         phase: TaskPhase::Done,
         ..TaskStatus::default()
     });
     all.push(Arc::new(planner.into()));
-    assert_eq!(
+    (
         plan_for(&feature, &all).outcome,
-        Some(FeatureOutcome::Complete)
-    );
-    assert_eq!(
         plan_while_planning(&feature, &all, "hello-planning").outcome,
-        None
+    )
+}
+
+#[test]
+fn a_feature_waiting_for_its_plan_is_never_complete() {
+    let done = ["a", "b", "c", "d"].map(|t| (t, TaskPhase::Done));
+    assert_eq!(
+        outcomes_with_a_done_planner(&done),
+        (Some(FeatureOutcome::Complete), None)
     );
 }
 
 #[test]
 fn a_feature_whose_plan_is_revised_is_not_failed_by_its_tasks() {
-    let feature = feature(serde_json::json!({}));
-    let phases = [
-        ("a", TaskPhase::Failed),
-        ("b", TaskPhase::Done),
-        ("c", TaskPhase::Done),
-        ("d", TaskPhase::Done),
-    ];
-    let mut all = tasks(&feature, &phases);
-    let mut planner = crate::api::planning_task(&feature).expect("planner");
-    planner.status = Some(TaskStatus {
-        phase: TaskPhase::Done,
-        ..TaskStatus::default()
-    });
-    all.push(Arc::new(planner.into()));
+    let mut phases = ["a", "b", "c", "d"].map(|t| (t, TaskPhase::Done));
+    phases[0].1 = TaskPhase::Failed;
     assert_eq!(
-        plan_for(&feature, &all).outcome,
-        Some(FeatureOutcome::Failed)
+        outcomes_with_a_done_planner(&phases),
+        (Some(FeatureOutcome::Failed), None)
     );
-    assert_eq!(
-        plan_while_planning(&feature, &all, "hello-planning").outcome,
-        None
-    );
-}
-
-#[test]
-fn a_feature_whose_planning_failed_for_good_fails() {
-    let feature = feature(serde_json::json!({}));
-    let mut all = tasks(&feature, &[]);
-    let mut planner = crate::api::planning_task(&feature).expect("planner");
-    planner.status = Some(TaskStatus {
-        phase: TaskPhase::Failed,
-        ..TaskStatus::default()
-    });
-    all.push(Arc::new(planner.into()));
-    let plan = plan_while_planning(&feature, &all, "hello-planning");
-    assert_eq!(plan.outcome, Some(FeatureOutcome::Failed));
-    assert!(claimed(&plan).is_empty());
 }
 
 /// The claim Lease of `task`, held by `holder`, renewed at `NOW` for a minute.
