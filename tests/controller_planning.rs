@@ -319,12 +319,8 @@ async fn a_gitops_re_apply_of_the_feature_leaves_its_planned_tasks_and_approval_
 
 #[tokio::test]
 async fn a_manual_plan_runs_once_approved_while_the_feature_and_task_watches_lag() {
-    let server = crate::support::fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.lag_watches("features", std::time::Duration::from_millis(400));
-    server.lag_watches("tasks", std::time::Duration::from_millis(400));
-    let h = Harness::start_on(server, 16);
+    let h =
+        Harness::start_with_features_and_tasks_lagging(std::time::Duration::from_millis(400)).await;
     let hash = plan_awaiting_approval(&h).await;
     annotate(&h, "demo", json!({"ralph.dev/approve-plan": hash})).await;
     let feature = run_done(&h, "demo", &["setup", "count", "docs"]).await;

@@ -251,12 +251,8 @@ async fn a_proposal_of_an_attempt_that_did_not_end_done_is_ignored() {
 
 #[tokio::test]
 async fn a_proposal_is_read_once_while_the_feature_and_task_watches_lag() {
-    let server = crate::support::fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.lag_watches("features", std::time::Duration::from_millis(400));
-    server.lag_watches("tasks", std::time::Duration::from_millis(400));
-    let h = Harness::start_on(server, 16);
+    let h =
+        Harness::start_with_features_and_tasks_lagging(std::time::Duration::from_millis(400)).await;
     let (hash, count) = plan_running(&h, planning_feature("demo", "Automatic"), "Automatic").await;
     proposes_and_is_done(&h, &count, POLISH).await;
     let planning = plan_after(&h, &hash).await;

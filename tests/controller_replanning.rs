@@ -195,12 +195,8 @@ async fn a_hand_written_task_that_fails_is_never_re_planned() {
 
 #[tokio::test]
 async fn a_failure_is_re_planned_once_while_the_feature_and_task_watches_lag() {
-    let server = crate::support::fake_apiserver::FakeApiServer::start()
-        .await
-        .expect("fake API server");
-    server.lag_watches("features", std::time::Duration::from_millis(400));
-    server.lag_watches("tasks", std::time::Duration::from_millis(400));
-    let h = Harness::start_on(server, 16);
+    let h =
+        Harness::start_with_features_and_tasks_lagging(std::time::Duration::from_millis(400)).await;
     h.create_feature(replanning_feature(2)).await;
     let reviser = fail_count(&h).await;
     planner_answers(&h, &reviser, REVISED).await;

@@ -85,6 +85,15 @@ impl Harness {
         Self::start_after(|server| server.lag_watches(resource, delay)).await
     }
 
+    /// Starts the controller with the Feature and Task watches `delay` behind.
+    pub async fn start_with_features_and_tasks_lagging(delay: Duration) -> Harness {
+        Self::start_after(|server| {
+            server.lag_watches("features", delay);
+            server.lag_watches("tasks", delay);
+        })
+        .await
+    }
+
     /// Starts the controller against `server` (faults may be injected before it starts).
     pub fn start_on(server: FakeApiServer, max_concurrent_attempts: usize) -> Harness {
         Self::start_on_keeping_pods(server, max_concurrent_attempts, Duration::from_secs(3600))

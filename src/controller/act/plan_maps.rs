@@ -56,18 +56,7 @@ pub(crate) fn plan_config_map(
     document: Option<String>,
     hash: &str,
 ) -> Result<ConfigMap, PlanMapError> {
-    let name = feature.name_any();
-    let meta = ObjectMeta {
-        name: Some(plan_config_map_name(&name)),
-        namespace: feature.namespace(),
-        labels: Some(BTreeMap::from([
-            (FEATURE_LABEL.to_owned(), name),
-            (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
-            (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-        ])),
-        owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
-        ..ObjectMeta::default()
-    };
+    let meta = owned_meta(feature, plan_config_map_name(&feature.name_any()));
     let files = PlanFiles {
         tasks: Some(answer.canonical()),
         document,
@@ -79,22 +68,26 @@ pub(crate) fn plan_config_map(
     )
 }
 
+/// A planning ConfigMap `name` of `feature`: owned by it, labelled with it.
+fn owned_meta(feature: &Feature, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: feature.namespace(),
+        labels: Some(BTreeMap::from([
+            (FEATURE_LABEL.to_owned(), feature.name_any()),
+            (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
+            (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+        ])),
+        owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
+        ..ObjectMeta::default()
+    }
+}
+
 /// The ConfigMap that keeps `revision` for the Feature's planning attempts (pure).
 pub(crate) fn revision_config_map(feature: &Feature, revision: &Revision) -> ConfigMap {
-    let name = feature.name_any();
     let text = serde_yaml_ng::to_string(revision).unwrap_or_default();
     ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(revision_config_map_name(&name)),
-            namespace: feature.namespace(),
-            labels: Some(BTreeMap::from([
-                (FEATURE_LABEL.to_owned(), name),
-                (TASK_LABEL.to_owned(), PLANNING_TASK.to_owned()),
-                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-            ])),
-            owner_references: feature.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
+        metadata: owned_meta(feature, revision_config_map_name(&feature.name_any())),
         data: Some(BTreeMap::from([(REVISION_KEY.to_owned(), text)])),
         ..ConfigMap::default()
     }
