@@ -177,6 +177,43 @@ async fn a_proposal_waits_for_manual_approval_while_the_running_plan_goes_on() {
     h.stop().await;
 }
 
+#[tokio::test]
+async fn rejecting_proposed_tasks_keeps_the_running_plan() {
+    let h = Harness::start().await;
+    let (hash, count) = plan_running(&h, planning_feature("demo", "Manual"), "Manual").await;
+    proposes_and_is_done(&h, &count, POLISH).await;
+    let waiting = plan_after(&h, &hash).await;
+    let proposed = waiting.approval.expect("approval").hash;
+    annotate(
+        &h,
+        "demo",
+        json!({"ralph.dev/reject-plan": proposed, "ralph.dev/reject-comment": "not now"}),
+    )
+    .await;
+    let docs = h.wait_for_pod("demo-docs-a1").await;
+    h.finish_done(&docs).await;
+    let done = h.wait_for_feature_phase("demo", "Complete").await;
+    let planning = done.status.and_then(|s| s.planning).expect("planning");
+    assert_eq!(planning.dag_hash.as_deref(), Some(hash.as_str()));
+    assert_eq!((planning.tasks, planning.running), (2, None));
+    assert!(planning.proposed.is_empty(), "{:?}", planning.proposed);
+    let approval = planning.approval.expect("approval");
+    assert_eq!(approval.state, ApprovalState::Approved);
+    assert_mentions(
+        approval.comment.as_deref().unwrap_or_default(),
+        &["polish", "not now"],
+    );
+    assert!(
+        h.tasks()
+            .get_opt("demo-polish")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_eq!(h.events_with_reason("PlanRejected").await.len(), 1);
+    h.stop().await;
+}
+
 /// Feature `demo` (Automatic) that plans at most `max_tasks` tasks.
 fn limited_feature(max_tasks: u32) -> serde_json::Value {
     feature_manifest(
