@@ -31,13 +31,7 @@ pub(crate) const POD_UID_ENV: &str = "RALPH_POD_UID";
 /// Makes `pod` (an attempt Pod of the planning task) upload its planner's answer to
 /// ConfigMap `answer_config_map`, and drops its finishing git step.
 pub(crate) fn add_answer_upload(pod: &mut Pod, answer_config_map: &str) {
-    let feature = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(FEATURE_LABEL))
-        .cloned()
-        .unwrap_or_default();
+    let feature = feature_of(pod);
     let Some(spec) = pod.spec.as_mut() else {
         return;
     };
@@ -67,13 +61,7 @@ pub(crate) fn uploads_proposals(
 /// tasks its worker proposes to ConfigMap `proposal_config_map`: the runner writes them to
 /// [`PROPOSAL_FILE`], the claim-keeper uploads the file once the attempt is over.
 pub(crate) fn add_proposal_upload(pod: &mut Pod, task_id: &str, proposal_config_map: &str) {
-    let feature = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(FEATURE_LABEL))
-        .cloned()
-        .unwrap_or_default();
+    let feature = feature_of(pod);
     let Some(spec) = pod.spec.as_mut() else {
         return;
     };
@@ -160,6 +148,16 @@ fn field_env(name: &str, field_path: &str) -> EnvVar {
             ..EnvVarSource::default()
         }),
     }
+}
+
+/// The Feature an attempt's Pod belongs to (its label).
+fn feature_of(pod: &Pod) -> String {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(FEATURE_LABEL))
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
