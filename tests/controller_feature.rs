@@ -8,6 +8,7 @@ use crate::support::{fake_apiserver, harness};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -177,10 +178,11 @@ async fn a_standalone_task_prompt_carries_its_description_without_reading_the_ta
     h.stop().await;
 }
 
-#[tokio::test]
-async fn a_standalone_task_prompt_carries_the_description_it_was_last_edited_to() {
-    let h = Harness::start().await;
-    create_solo_task(&h, "Write goodbye.txt").await;
+/// Creates "solo", waits `before_edit`, edits it to "Write farewell.txt", creates its
+/// Feature, and returns the first Pod whose prompt carries the edit.
+async fn edit_solo_then_wait_for_the_edited_prompt(h: &Harness, before_edit: Duration) -> Pod {
+    create_solo_task(h, "Write goodbye.txt").await;
+    tokio::time::sleep(before_edit).await;
     h.tasks()
         .patch(
             "solo",
@@ -190,9 +192,40 @@ async fn a_standalone_task_prompt_carries_the_description_it_was_last_edited_to(
         .await
         .expect("edit the description");
     h.create("loose", json!([]), json!({})).await;
-    let text = prompt_of(&h.wait_for_pod("solo-a1").await);
-    assert!(text.contains("Write farewell.txt"), "{text}");
-    assert!(!text.contains("goodbye"), "{text}");
+    h.eventually("an attempt carrying the edited description", || async {
+        h.agent_pods()
+            .await
+            .into_iter()
+            .find(|pod| prompt_of(pod).contains("Write farewell.txt"))
+    })
+    .await
+}
+
+/// The controller may start an attempt before its Task watch delivers an edit made just
+/// before (a real API server's watches lag too): that attempt is superseded, and the one
+/// that runs carries the last edit alone.
+#[tokio::test]
+async fn a_standalone_task_prompt_carries_the_description_it_was_last_edited_to() {
+    let h = Harness::start().await;
+    let pod = edit_solo_then_wait_for_the_edited_prompt(&h, Duration::ZERO).await;
+    assert!(!prompt_of(&pod).contains("goodbye"), "{}", prompt_of(&pod));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_attempt_started_before_the_watch_delivered_an_edit_is_superseded_by_one_with_it() {
+    let lag = Duration::from_millis(400);
+    let h = Harness::start_lagging("tasks", lag).await;
+    // The watch has delivered the created Task, not yet the edit, when the Feature appears.
+    let edited = edit_solo_then_wait_for_the_edited_prompt(&h, lag * 2).await;
+    assert_eq!(
+        edited.name_any(),
+        "solo-a2",
+        "the first attempt ran the old text"
+    );
+    let events = h.events_with_reason("AttemptSuperseded").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    h.wait_for_pod_gone("solo-a1").await;
     h.stop().await;
 }
 

@@ -605,6 +605,7 @@ fn cluster_spending(spec: &ralph::api::BudgetSpec, ends: &[AttemptEnd]) -> Spend
             &task,
             number,
             &claim.holder.clone(),
+            task.metadata.generation,
             claim,
             NOW,
         ));

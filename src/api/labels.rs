@@ -17,6 +17,11 @@ pub const ATTEMPT_KIND_LABEL: &str = "ralph.dev/attempt-kind";
 /// Annotation on agent Pods: the attempt's prompt, mounted into the agent container through
 /// the downward API (no separate object to write and delete).
 pub const PROMPT_ANNOTATION: &str = "ralph.dev/prompt";
+/// Annotation on agent Pods: the Task's `metadata.generation` the Pod was built for (its
+/// prompt and settings). An attempt whose Pod was built for an older generation than the
+/// Task's is superseded, even when the Pod was created from a cache that had not seen the
+/// edit yet.
+pub const TASK_GENERATION_ANNOTATION: &str = "ralph.dev/task-generation";
 /// Label on every object the operator creates.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`].

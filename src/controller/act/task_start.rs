@@ -103,8 +103,25 @@ pub(super) async fn start(
             &proposal,
         );
     }
-    create_attempt_pod(ctx, &namespace, &id, &pod).await?;
-    record_started(scope, plan, attempt, lease, kind, choice).await
+    crate::controller::plan::pod::stamp_task_generation(&mut pod, task.metadata.generation);
+    // A Pod created by an earlier start of this attempt may be built for an older spec.
+    let pod = create_attempt_pod(ctx, &namespace, &id, &pod).await?;
+    let generation =
+        crate::controller::plan::pod::built_for_generation(&pod).or(task.metadata.generation);
+    let started = Started {
+        attempt,
+        generation,
+        kind,
+    };
+    record_started(scope, plan, &started, lease, choice).await
+}
+
+/// An attempt whose Pod exists: its number, the Task generation its Pod was built for, and
+/// what it does.
+pub(super) struct Started {
+    pub(super) attempt: u32,
+    pub(super) generation: Option<i64>,
+    pub(super) kind: AttemptKind,
 }
 
 /// Records on the Task that the attempt started (its claim with the fencing token, its
@@ -112,11 +129,15 @@ pub(super) async fn start(
 pub(super) async fn record_started(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,
-    attempt: u32,
+    started: &Started,
     lease: Option<&Lease>,
-    kind: AttemptKind,
     choice: Option<&crate::engine::selection::Choice>,
 ) -> Result<(), TaskError> {
+    let &Started {
+        attempt,
+        generation,
+        kind,
+    } = started;
     let (ctx, task) = (scope.ctx, &plan.task);
     let name = task.name_any();
     let id = attempt_id(&name, attempt);
@@ -130,7 +151,7 @@ pub(super) async fn record_started(
             .map(|t| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.0)),
         fencing_token: lease.map_or(0, lease_transitions),
     };
-    let mut started = status::started(task, attempt, &id, claim, scope.now_ms);
+    let mut started = status::started(task, attempt, &id, generation, claim, scope.now_ms);
     crate::controller::plan::verify::record_start(
         &mut started,
         kind,
@@ -218,7 +239,7 @@ pub(super) async fn create_attempt_pod(
     namespace: &str,
     id: &str,
     pod: &Pod,
-) -> Result<(), TaskError> {
+) -> Result<Pod, TaskError> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     create_idempotent(ctx.api_timeout, &pods, id, pod)
         .await
@@ -228,8 +249,7 @@ pub(super) async fn create_attempt_pod(
                 source,
             },
             _ => source.into(),
-        })?;
-    Ok(())
+        })
 }
 
 /// Creates `object`, or returns the existing one of that name (a repeated start).

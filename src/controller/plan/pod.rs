@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
 
 use super::pod_gateway::PodGateway;
 use crate::api::{AgentSpec, PodTemplateOverrides, VerifySpec};
@@ -27,7 +28,7 @@ pub use crate::api::labels::PROMPT_ANNOTATION;
 pub use crate::api::labels::{
     ATTEMPT_KIND_LABEL, ATTEMPT_LABEL, FEATURE_LABEL, TASK_LABEL, TASK_OBJECT_LABEL,
 };
-use crate::api::labels::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::api::labels::{MANAGED_BY, MANAGED_BY_LABEL, TASK_GENERATION_ANNOTATION};
 /// Name of the agent container (its termination message is the attempt's result).
 pub const AGENT_CONTAINER: &str = "agent";
 /// Name of the claim-renewing sidecar container.
@@ -172,6 +173,24 @@ pub fn attempt_labels(input: &AttemptPod<'_>) -> BTreeMap<String, String> {
         ),
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
     ])
+}
+
+/// Records on `pod` the Task generation it is built for ([`TASK_GENERATION_ANNOTATION`]).
+pub fn stamp_task_generation(pod: &mut Pod, generation: Option<i64>) {
+    if let Some(generation) = generation {
+        pod.annotations_mut().insert(
+            TASK_GENERATION_ANNOTATION.to_owned(),
+            generation.to_string(),
+        );
+    }
+}
+
+/// The Task generation `pod` was built for; `None` for a Pod without the annotation (created
+/// before it existed) or with one that is not a number.
+pub fn built_for_generation(pod: &Pod) -> Option<i64> {
+    pod.annotations()
+        .get(TASK_GENERATION_ANNOTATION)
+        .and_then(|g| g.parse().ok())
 }
 
 /// The attempt's agent Pod.

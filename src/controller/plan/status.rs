@@ -23,11 +23,13 @@ fn current(task: &CachedTask) -> TaskStatus {
     task.status.clone().unwrap_or_default()
 }
 
-/// The status once attempt `number` started: Running, with its record and claim.
+/// The status once attempt `number` started in `pod`, built for the Task's `generation`:
+/// Running, with its record and claim.
 pub fn started(
     task: &CachedTask,
     number: u32,
     pod: &str,
+    generation: Option<i64>,
     claim: ClaimStatus,
     now_ms: i64,
 ) -> TaskStatus {
@@ -53,7 +55,7 @@ pub fn started(
     status.push_attempt(AttemptRecord {
         number,
         pod: Some(pod.to_owned()),
-        generation: task.metadata.generation,
+        generation,
         started_at: Some(time(now_ms)),
         ..AttemptRecord::default()
     });

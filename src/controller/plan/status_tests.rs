@@ -57,7 +57,14 @@ fn result(done: bool) -> AttemptResult {
 /// Task `hello-a` with its first attempt started at 1 s.
 fn running() -> CachedTask {
     let mut task = task();
-    task.status = Some(started(&task, 1, "hello-a-a1", claim(), 1_000));
+    task.status = Some(started(
+        &task,
+        1,
+        "hello-a-a1",
+        task.metadata.generation,
+        claim(),
+        1_000,
+    ));
     task
 }
 
@@ -88,14 +95,15 @@ fn ingest_result(task: &CachedTask, result: &AttemptResult) -> TaskStatus {
 }
 
 #[test]
-fn started_attempt_is_recorded_with_its_pod_generation_and_claim() {
-    let status = started(&task(), 1, "hello-a-a1", claim(), 1_000);
+fn a_started_attempt_records_its_pod_its_claim_and_the_generation_its_pod_was_built_for() {
+    let status = started(&task(), 1, "hello-a-a1", Some(2), claim(), 1_000);
     assert_eq!(status.phase, TaskPhase::Running);
     assert_eq!(status.attempt_count, 1);
     assert_eq!(status.claim, Some(Box::new(claim())));
     let record = status.attempts.last().expect("record");
     assert_eq!(record.pod.as_deref(), Some("hello-a-a1"));
-    assert_eq!(record.generation, Some(3));
+    assert_eq!(record.generation, Some(2));
+    assert_eq!(status.observed_generation, Some(3));
     assert_eq!(record.outcome, None);
 }
 
