@@ -12,6 +12,7 @@ use fake_apiserver::{RequestRecord, Verb};
 use harness::{Harness, feature_manifest};
 use kube::api::ListParams;
 use ralph::controller::act::claim;
+use ralph::controller::plan::run_view;
 use ralph::engine::dag::TaskPhase;
 
 /// Longer than the harness waits: whatever happens to a claim, expiry is not why.
@@ -33,7 +34,7 @@ async fn a_retry_takes_the_claim_over_with_the_next_fencing_token() {
     h.wait_for_pod("fenced-a-a2").await;
 
     let lease = h.leases().get("fenced-a").await.expect("claim Lease");
-    assert_eq!(claim::holder(&lease), Some("fenced-a-a2"));
+    assert_eq!(run_view::holder(&lease), Some("fenced-a-a2"));
     assert_eq!(claim::lease_transitions(&lease), 1);
     let recorded = h
         .eventually("the second attempt to be recorded", || async {
@@ -61,7 +62,7 @@ async fn a_retry_after_a_failed_attempt_takes_the_unexpired_claim_over_in_one_wr
     h.wait_for_pod("again-a-a2").await;
 
     let lease = h.leases().get("again-a").await.expect("claim Lease");
-    assert_eq!(claim::holder(&lease), Some("again-a-a2"));
+    assert_eq!(run_view::holder(&lease), Some("again-a-a2"));
     assert_eq!(claim::lease_transitions(&lease), 1);
     let writes: Vec<Verb> = h.server.requests().iter().filter_map(lease_write).collect();
     assert_eq!(
@@ -95,7 +96,7 @@ async fn a_finished_tasks_unexpired_claim_holds_no_attempt_slot() {
 
     h.wait_for_pod("one-slot-b-a1").await;
     let lease = h.leases().get("one-slot-a").await.expect("claim Lease");
-    assert_eq!(claim::holder(&lease), Some("one-slot-a-a1"));
+    assert_eq!(run_view::holder(&lease), Some("one-slot-a-a1"));
     h.stop().await;
 }
 
@@ -154,7 +155,7 @@ async fn a_done_task_set_back_to_pending_takes_its_spent_claim_over_at_once() {
     h.wait_for_pod("redo-a-a2").await;
 
     let lease = h.leases().get("redo-a").await.expect("claim Lease");
-    assert_eq!(claim::holder(&lease), Some("redo-a-a2"));
+    assert_eq!(run_view::holder(&lease), Some("redo-a-a2"));
     assert_eq!(claim::lease_transitions(&lease), 1);
     h.stop().await;
 }
@@ -207,7 +208,7 @@ async fn a_controller_restarted_between_the_pod_and_the_running_write_adopts_the
         "the same Pod, not a new one"
     );
     let lease = h.leases().get("adopt-a").await.expect("claim Lease");
-    assert_eq!(claim::holder(&lease), Some("adopt-a-a1"));
+    assert_eq!(run_view::holder(&lease), Some("adopt-a-a1"));
     assert_eq!(
         claim::lease_transitions(&lease),
         0,

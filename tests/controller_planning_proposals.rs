@@ -149,7 +149,7 @@ async fn a_done_workers_proposal_extends_the_plan_and_its_task_runs() {
         "a read proposal is deleted"
     );
     let task = h.tasks().get("demo-count").await.expect("Task demo-count");
-    assert!(!task.annotations().contains_key("ralph.dev/proposals"));
+    assert!(!task.annotations().contains_key("proposal.ralph.dev/a1"));
     h.stop().await;
 }
 

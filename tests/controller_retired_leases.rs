@@ -17,6 +17,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use ralph::controller::act::claim::{self, ClaimError, ClaimRequest, Leases};
 use ralph::controller::cache::retention::RETIRE_PERIOD;
+use ralph::controller::plan::run_view;
 use ralph::engine::dag::TaskPhase;
 
 /// Longer than the harness waits: whatever happens to a claim, expiry is not why.
@@ -100,7 +101,7 @@ async fn a_rerun_takes_over_a_retired_claim_after_one_read_and_the_fence_rises_e
     );
     assert_eq!(lease_requests(&h, "rerun-a", Verb::Update, 200), 2);
     let lease = h.leases().get("rerun-a").await.expect("claim Lease");
-    assert_eq!(claim::holder(&lease), Some("rerun-a-a3"));
+    assert_eq!(run_view::holder(&lease), Some("rerun-a-a3"));
     assert_eq!(claim::lease_transitions(&lease), 2);
     h.stop().await;
 }
@@ -191,7 +192,7 @@ async fn spent_claim() -> (FakeApiServer, Leases) {
 
 /// Attempt 1's claim is spent: it may be taken over.
 fn spent_by_attempt_1(live: &Lease) -> bool {
-    claim::holder(live) == Some("feat-build-a1")
+    run_view::holder(live) == Some("feat-build-a1")
 }
 
 #[tokio::test]
@@ -215,7 +216,7 @@ async fn two_claimers_racing_for_a_retired_claim_never_both_win() {
         "{lost:?}"
     );
     let lease = leases.get("feat-build").await.expect("get").expect("Lease");
-    assert_eq!(claim::holder(&lease), Some("feat-build-a2"));
+    assert_eq!(run_view::holder(&lease), Some("feat-build-a2"));
     assert_eq!(claim::lease_transitions(&lease), 1, "taken over once");
 }
 
@@ -228,7 +229,7 @@ async fn a_claim_not_cached_but_held_live_is_refused_with_the_live_lease() {
     match result {
         Err(ClaimError::Held { holder, live, .. }) => {
             assert_eq!(holder, "feat-build-a1");
-            assert_eq!(claim::holder(&live), Some("feat-build-a1"));
+            assert_eq!(run_view::holder(&live), Some("feat-build-a1"));
         }
         other => panic!("expected Held, got {other:?}"),
     }
@@ -257,7 +258,7 @@ async fn taking_over_a_claim_deleted_behind_the_cache_claims_it_anew() {
         .await
         .expect("a PUT of a missing Lease creates it, as on a real API server");
 
-    assert_eq!(claim::holder(&taken), Some("feat-build-a2"));
+    assert_eq!(run_view::holder(&taken), Some("feat-build-a2"));
     assert_ne!(taken.metadata.uid, cached.metadata.uid, "a new Lease");
     assert_eq!(claim::lease_transitions(&taken), 1, "the fence still rises");
 }

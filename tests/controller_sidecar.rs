@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use ralph::controller::act::claim::{self, ClaimError, ClaimRequest, Leases};
+use ralph::controller::plan::run_view;
 use ralph::controller::sidecar::{self, AnswerUpload, SidecarConfig, SidecarExit};
 
 const NS: &str = "team";
@@ -217,7 +218,7 @@ async fn expired_lease_is_taken_over_with_a_higher_fencing_token() {
         .acquire(&second_attempt(15), Timestamp::now())
         .await
         .expect("take over");
-    assert_eq!(claim::holder(&taken), Some("feat-build-a2"));
+    assert_eq!(run_view::holder(&taken), Some("feat-build-a2"));
     assert_eq!(claim::lease_transitions(&taken), 1);
 }
 
@@ -372,7 +373,7 @@ async fn a_sidecar_that_cannot_reach_the_api_server_retries_and_stops_the_runner
     )
     .await;
     assert_eq!(
-        claim::holder(&lease),
+        run_view::holder(&lease),
         Some("feat-build-a1"),
         "the sidecar keeps trying once the API is back"
     );
@@ -419,7 +420,7 @@ async fn a_released_claim_is_taken_over_with_the_next_fencing_token() {
         .take_over(&free, &second_attempt(60), Timestamp::now())
         .await
         .expect("take over");
-    assert_eq!(claim::holder(&second), Some("feat-build-a2"));
+    assert_eq!(run_view::holder(&second), Some("feat-build-a2"));
     assert_eq!(claim::lease_transitions(&second), 1);
 }
 

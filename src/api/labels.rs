@@ -37,8 +37,15 @@ pub const APPROVE_PLAN_ANNOTATION: &str = "ralph.dev/approve-plan";
 pub const REJECT_PLAN_ANNOTATION: &str = "ralph.dev/reject-plan";
 /// Annotation on a Feature: why the plan named by [`REJECT_PLAN_ANNOTATION`] was rejected.
 pub const REJECT_COMMENT_ANNOTATION: &str = "ralph.dev/reject-comment";
-/// Annotation on a Task (the controller's): the proposal ConfigMaps of its done attempts
-/// (`<attempt>-proposal`, comma-separated) the Feature has not read yet.
-pub const PROPOSALS_ANNOTATION: &str = "ralph.dev/proposals";
+/// Prefix of the annotations on a Task (the controller's) naming the proposal ConfigMap of
+/// one of its done attempts the Feature has not read yet: `proposal.ralph.dev/a<N>` for
+/// attempt N, its value the ConfigMap's name (`<attempt>-proposal`). One key per attempt:
+/// adding one proposal and removing another never overwrite each other.
+pub const PROPOSAL_ANNOTATION_PREFIX: &str = "proposal.ralph.dev/";
+
+/// The annotation naming the proposal of attempt `number` ([`PROPOSAL_ANNOTATION_PREFIX`]).
+pub fn proposal_annotation(number: u32) -> String {
+    format!("{PROPOSAL_ANNOTATION_PREFIX}a{number}")
+}
 /// Annotation on a Feature: who approved or rejected its plan (set by `ralph plan`).
 pub const PLAN_ANSWERED_BY_ANNOTATION: &str = "ralph.dev/plan-answered-by";

@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::PostParams;
 
 use crate::controller::client::call::{CallError, bounded};
-use crate::controller::plan::run_view::claim_view;
+use crate::controller::plan::run_view::{claim_view, holder};
 
 /// What a new claim should look like.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,11 +121,6 @@ pub fn released(existing: &Lease) -> Lease {
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     spec.holder_identity = None;
     lease
-}
-
-/// The Lease's holder identity, if any.
-pub fn holder(lease: &Lease) -> Option<&str> {
-    lease.spec.as_ref()?.holder_identity.as_deref()
 }
 
 /// The Lease's `leaseTransitions` (the fencing token), 0 when unset.

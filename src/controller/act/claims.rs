@@ -11,12 +11,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, ResourceExt};
 
-use super::claim::{ClaimError, ClaimRequest, Leases, holder, is_expired, lease_transitions};
+use super::claim::{ClaimError, ClaimRequest, Leases, is_expired, lease_transitions};
 use super::error::TaskError;
 use crate::api::Feature;
 use crate::controller::cache::slots::{NewClaim, SlotCaches};
 use crate::controller::plan::cached::CachedTask;
 use crate::controller::plan::decide::TaskPlan;
+use crate::controller::plan::run_view::holder;
 use crate::controller::runtime::context::Context;
 use crate::engine::lifecycle::{AttemptEnd, attempt_id, is_spent};
 

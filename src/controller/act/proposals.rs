@@ -3,8 +3,9 @@
 //! ([`crate::controller::sidecar::ProposalUpload`]). When the attempt ends done, its Task's
 //! conclusion takes the ConfigMap over ([`keep`]): owned by the Feature from then on (the
 //! Pod, and with it what it owns, may go at once), and named in the Task's annotation
-//! [`PROPOSALS_ANNOTATION`], so the Feature's reconcile finds it in the Task cache it reads
-//! anyway, with no read of its own while nothing was proposed. The Feature's reconcile
+//! `proposal.ralph.dev/a<N>` ([`crate::api::labels::PROPOSAL_ANNOTATION_PREFIX`]), so the
+//! Feature's reconcile finds it in the Task cache it reads anyway, with no read of its own
+//! while nothing was proposed. The Feature's reconcile
 //! ([`reconcile`]) checks each proposal as a plan is checked (against every task of the
 //! Feature and the room `maxTasks` leaves), extends the running plan with the valid ones
 //! into a new plan, approved as any plan is, writes `status.planning` at once and only then
@@ -18,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::error::TaskError;
 use super::scope::TaskScope;
-use crate::api::labels::PROPOSALS_ANNOTATION;
+use crate::api::labels::proposal_annotation;
 use crate::api::planning::{
     Approval, ApprovalState, PlanningStatus, plan_config_map_name, proposal_config_map_name,
 };
@@ -37,9 +38,9 @@ use crate::engine::planning::{document_hash, plan_hash};
 use crate::manifest::answer::{Answer, AnswerLimits, AnswerTask, check_answer};
 
 /// Takes over the proposal of the Task's current attempt, which ended done with `result`
-/// saying it proposed tasks: re-owned to the Feature and named in the Task's
-/// [`PROPOSALS_ANNOTATION`]. `false` while its claim-keeper may still upload it (the
-/// conclusion waits for the Pod's next change). A proposal that never came is a Warning
+/// saying it proposed tasks: re-owned to the Feature and named in the Task's annotation
+/// for the attempt ([`crate::api::labels::PROPOSAL_ANNOTATION_PREFIX`]). `false` while its
+/// claim-keeper may still upload it (the conclusion waits for the Pod's next change). A proposal that never came is a Warning
 /// Event, never a failure of the done task.
 pub(crate) async fn keep(
     scope: &TaskScope<'_>,
@@ -51,10 +52,8 @@ pub(crate) async fn keep(
     }
     let (ctx, task) = (scope.ctx, &plan.task);
     let namespace = task.namespace().unwrap_or_default();
-    let attempt = attempt_id(
-        &task.name_any(),
-        task.status.as_ref().map_or(0, |s| s.attempt_count),
-    );
+    let number = task.status.as_ref().map_or(0, |s| s.attempt_count);
+    let attempt = attempt_id(&task.name_any(), number);
     let name = proposal_config_map_name(&attempt);
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let uploaded = bounded(
@@ -85,34 +84,24 @@ pub(crate) async fn keep(
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
     )
     .await?;
-    let mut names = proposals_of(task);
-    if !names.contains(&name) {
-        names.push(name);
-        annotate(ctx, task, &names).await?;
+    let key = proposal_annotation(number);
+    if task.proposals().get(&key) != Some(&name) {
+        let added = serde_json::Map::from_iter([(key, serde_json::Value::String(name))]);
+        annotate(ctx, task, added).await?;
     }
     Ok(true)
 }
 
-/// The proposal ConfigMaps a Task's annotation names, not read yet.
-fn proposals_of(task: &CachedTask) -> Vec<String> {
-    task.proposals()
-        .map(|names| {
-            names
-                .split(',')
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Sets the Task's [`PROPOSALS_ANNOTATION`] to `names` (removes it when there is none).
-async fn annotate(ctx: &Context, task: &CachedTask, names: &[String]) -> Result<(), CallError> {
+/// Merge-patches the Task's annotations with `changes` (a `null` value removes one); each
+/// proposal has its own key, so concurrent changes of others are kept.
+async fn annotate(
+    ctx: &Context,
+    task: &CachedTask,
+    changes: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), CallError> {
     let namespace = task.namespace().unwrap_or_default();
     let name = task.name_any();
-    let value = (!names.is_empty()).then(|| names.join(","));
-    let patch = serde_json::json!({"metadata": {"annotations": {PROPOSALS_ANNOTATION: value}}});
+    let patch = serde_json::json!({"metadata": {"annotations": changes}});
     let api: Api<Task> = Api::namespaced(ctx.client.clone(), &namespace);
     let patched = bounded(
         ctx.api_timeout,
@@ -130,6 +119,8 @@ async fn annotate(ctx: &Context, task: &CachedTask, names: &[String]) -> Result<
 struct Proposal {
     /// The proposing Task.
     task: Arc<CachedTask>,
+    /// The Task's annotation naming it.
+    annotation: String,
     /// Its ConfigMap.
     config_map: String,
 }
@@ -214,10 +205,13 @@ pub(crate) async fn reconcile(
     let pending: Vec<Proposal> = tasks
         .iter()
         .flat_map(|task| {
-            proposals_of(task).into_iter().map(|config_map| Proposal {
-                task: Arc::clone(task),
-                config_map,
-            })
+            task.proposals()
+                .iter()
+                .map(|(annotation, config_map)| Proposal {
+                    task: Arc::clone(task),
+                    annotation: annotation.clone(),
+                    config_map: config_map.clone(),
+                })
         })
         .collect();
     if pending.is_empty() {
@@ -510,11 +504,12 @@ async fn forget(ctx: &Context, namespace: &str, read: &[&Proposal]) -> Result<()
     let mut annotated: Vec<&Arc<CachedTask>> = read.iter().map(|p| &p.task).collect();
     annotated.dedup_by(|a, b| a.name_any() == b.name_any());
     for task in annotated {
-        let left: Vec<String> = proposals_of(task)
-            .into_iter()
-            .filter(|name| !read.iter().any(|p| &p.config_map == name))
+        let removed = read
+            .iter()
+            .filter(|p| p.task.name_any() == task.name_any())
+            .map(|p| (p.annotation.clone(), serde_json::Value::Null))
             .collect();
-        annotate(ctx, task, &left).await?;
+        annotate(ctx, task, removed).await?;
     }
     Ok(())
 }

@@ -29,8 +29,8 @@ use super::retention::SharedWriter;
 use super::retention::{
     RETIRE_PERIOD, owning_task, remove_if_unchanged, retire_event, retire_from_cache,
 };
-use crate::controller::act::claim;
 use crate::controller::plan::cached::CachedTask;
+use crate::controller::plan::run_view::holder;
 use crate::engine::lifecycle::is_spent_by_recorded_attempt;
 use crate::sync::lock;
 
@@ -38,7 +38,7 @@ use crate::sync::lock;
 /// Task (its owner, same uid), spent by an attempt that Task records as started and
 /// concluded.
 pub(crate) fn is_retirable(lease: &Lease, tasks: &Store<CachedTask>) -> bool {
-    let Some(holder) = claim::holder(lease).filter(|h| !h.is_empty()) else {
+    let Some(holder) = holder(lease).filter(|h| !h.is_empty()) else {
         return false;
     };
     let Some(task) = owning_task(

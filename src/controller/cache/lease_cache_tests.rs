@@ -199,7 +199,7 @@ async fn a_lease_read_live_goes_back_in_the_cache_and_reconciles_its_feature() {
     cache.restore(lease("f-t-a1"));
     assert_eq!(cached_names(&cache, &indexes), (1, 1));
     let sent = restored.next().await.expect("a restored Lease");
-    assert_eq!(claim::holder(&sent), Some("f-t-a1"));
+    assert_eq!(holder(&sent), Some("f-t-a1"));
 }
 
 #[test]
@@ -210,7 +210,7 @@ fn a_lease_read_live_does_not_replace_the_version_the_watch_cached() {
     cache.restore(lease("f-t-a1"));
     let cached = cache.leases.state();
     assert_eq!(cached.len(), 1);
-    assert_eq!(claim::holder(&cached[0]), Some("f-t-a2"));
+    assert_eq!(holder(&cached[0]), Some("f-t-a2"));
 }
 
 #[test]

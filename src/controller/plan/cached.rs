@@ -36,9 +36,10 @@ pub struct CachedTask {
     pub status: Option<TaskStatus>,
     /// Where it came from.
     origin: CachedOrigin,
-    /// The proposals a done attempt left for its Feature (`ralph.dev/proposals`, rare and
-    /// short-lived): the Feature's reconcile finds them in the cache.
-    proposals: Option<String>,
+    /// The proposals done attempts left for its Feature, by annotation key
+    /// ([`crate::api::labels::PROPOSAL_ANNOTATION_PREFIX`]; rare and short-lived): the
+    /// Feature's reconcile finds them in the cache.
+    proposals: BTreeMap<String, String>,
 }
 
 /// What a cached object keeps of its metadata.
@@ -105,9 +106,11 @@ impl From<Task> for CachedTask {
         let proposals = task
             .metadata
             .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::api::labels::PROPOSALS_ANNOTATION))
-            .cloned();
+            .iter()
+            .flatten()
+            .filter(|(key, _)| key.starts_with(crate::api::labels::PROPOSAL_ANNOTATION_PREFIX))
+            .map(|(key, config_map)| (key.clone(), config_map.clone()))
+            .collect();
         let fields = task.spec.fields;
         Self {
             metadata: CachedMeta {
@@ -137,9 +140,9 @@ impl From<Task> for CachedTask {
 }
 
 impl CachedTask {
-    /// The proposals a done attempt left for its Feature (`ralph.dev/proposals`).
-    pub(crate) fn proposals(&self) -> Option<&str> {
-        self.proposals.as_deref()
+    /// The proposal ConfigMaps done attempts left for the Feature, by annotation key.
+    pub(crate) fn proposals(&self) -> &BTreeMap<String, String> {
+        &self.proposals
     }
 
     /// Where the Task came from.
@@ -442,12 +445,16 @@ mod tests {
             .annotations
             .get_or_insert_with(Default::default)
             .insert(
-                crate::api::labels::PROPOSALS_ANNOTATION.to_owned(),
+                crate::api::labels::proposal_annotation(1),
                 "f-a-a1-proposal".to_owned(),
             );
         let cached = CachedTask::from(live);
-        assert_eq!(cached.proposals(), Some("f-a-a1-proposal"));
-        assert_eq!(CachedTask::from(task()).proposals(), None);
+        let expected = [(
+            "proposal.ralph.dev/a1".to_owned(),
+            "f-a-a1-proposal".to_owned(),
+        )];
+        assert_eq!(cached.proposals(), &BTreeMap::from(expected));
+        assert!(CachedTask::from(task()).proposals().is_empty());
     }
 
     #[test]

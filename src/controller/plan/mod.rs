@@ -17,7 +17,7 @@ pub(crate) mod pod_planning;
 pub mod pod_start;
 pub(crate) mod pod_wait;
 pub(crate) mod problem;
-pub(crate) mod run_view;
+pub mod run_view;
 pub mod selection;
 pub mod status;
 pub(crate) mod time;

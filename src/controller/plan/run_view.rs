@@ -208,6 +208,11 @@ pub(crate) fn claim_view(lease: &Lease) -> Option<ClaimView> {
     })
 }
 
+/// The Lease's holder identity, if any.
+pub fn holder(lease: &Lease) -> Option<&str> {
+    lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{

@@ -503,7 +503,7 @@ async fn release_claims(
 ) -> Result<(), ReconcileError> {
     let now = jiff::Timestamp::now();
     for (name, lease) in leases {
-        let holder = claim::holder(lease).filter(|h| !h.is_empty());
+        let holder = crate::controller::plan::run_view::holder(lease).filter(|h| !h.is_empty());
         // An expired claim (e.g. the spent claim of a task finished long ago) is free already.
         if holder.is_none() || claim::is_expired(lease, now) {
             continue;

@@ -178,7 +178,8 @@ async fn keep(leases: &Leases, config: &ElectionConfig) {
 pub async fn resign(leases: &Leases, config: &ElectionConfig) {
     match leases.get(&config.lease).await {
         Ok(Some(lease))
-            if crate::controller::act::claim::holder(&lease) == Some(config.identity.as_str()) =>
+            if crate::controller::plan::run_view::holder(&lease)
+                == Some(config.identity.as_str()) =>
         {
             if let Err(error) = leases.release(&lease).await {
                 tracing::warn!(%error, "could not release the leader Lease");
