@@ -25,6 +25,48 @@ use super::origin::{self, Origin};
 use crate::api::{Task, TaskStatus};
 use crate::engine::dag::TaskNode;
 
+/// `Lookup` for a cached view of the API type `$api`: its kind from `$api`, its identity
+/// from its `metadata` (a reflector store and its indexes key it by these).
+macro_rules! cached_lookup {
+    ($cached:ty, $api:ty) => {
+        impl Lookup for $cached {
+            type DynamicType = ();
+
+            fn kind(dyntype: &()) -> Cow<'_, str> {
+                <$api as Resource>::kind(dyntype)
+            }
+
+            fn group(dyntype: &()) -> Cow<'_, str> {
+                <$api as Resource>::group(dyntype)
+            }
+
+            fn version(dyntype: &()) -> Cow<'_, str> {
+                <$api as Resource>::version(dyntype)
+            }
+
+            fn plural(dyntype: &()) -> Cow<'_, str> {
+                <$api as Resource>::plural(dyntype)
+            }
+
+            fn name(&self) -> Option<Cow<'_, str>> {
+                self.metadata.name.as_deref().map(Cow::Borrowed)
+            }
+
+            fn namespace(&self) -> Option<Cow<'_, str>> {
+                self.metadata.namespace.as_deref().map(Cow::Borrowed)
+            }
+
+            fn resource_version(&self) -> Option<Cow<'_, str>> {
+                self.metadata.resource_version.as_deref().map(Cow::Borrowed)
+            }
+
+            fn uid(&self) -> Option<Cow<'_, str>> {
+                self.metadata.uid.as_deref().map(Cow::Borrowed)
+            }
+        }
+    };
+}
+
 /// A Task as the cache keeps it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedTask {
@@ -223,41 +265,7 @@ impl CachedTask {
     }
 }
 
-impl Lookup for CachedTask {
-    type DynamicType = ();
-
-    fn kind(dyntype: &()) -> Cow<'_, str> {
-        <Task as Resource>::kind(dyntype)
-    }
-
-    fn group(dyntype: &()) -> Cow<'_, str> {
-        <Task as Resource>::group(dyntype)
-    }
-
-    fn version(dyntype: &()) -> Cow<'_, str> {
-        <Task as Resource>::version(dyntype)
-    }
-
-    fn plural(dyntype: &()) -> Cow<'_, str> {
-        <Task as Resource>::plural(dyntype)
-    }
-
-    fn name(&self) -> Option<Cow<'_, str>> {
-        self.metadata.name.as_deref().map(Cow::Borrowed)
-    }
-
-    fn namespace(&self) -> Option<Cow<'_, str>> {
-        self.metadata.namespace.as_deref().map(Cow::Borrowed)
-    }
-
-    fn resource_version(&self) -> Option<Cow<'_, str>> {
-        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
-    }
-
-    fn uid(&self) -> Option<Cow<'_, str>> {
-        self.metadata.uid.as_deref().map(Cow::Borrowed)
-    }
-}
+cached_lookup!(CachedTask, Task);
 
 /// An agent Pod as the cache keeps it (`cache::trim::trim_pod` says which part of its
 /// status): no spec, and of its annotations only its gateway's budget share.
@@ -323,41 +331,7 @@ impl CachedPod {
     }
 }
 
-impl Lookup for CachedPod {
-    type DynamicType = ();
-
-    fn kind(dyntype: &()) -> Cow<'_, str> {
-        <Pod as Resource>::kind(dyntype)
-    }
-
-    fn group(dyntype: &()) -> Cow<'_, str> {
-        <Pod as Resource>::group(dyntype)
-    }
-
-    fn version(dyntype: &()) -> Cow<'_, str> {
-        <Pod as Resource>::version(dyntype)
-    }
-
-    fn plural(dyntype: &()) -> Cow<'_, str> {
-        <Pod as Resource>::plural(dyntype)
-    }
-
-    fn name(&self) -> Option<Cow<'_, str>> {
-        self.metadata.name.as_deref().map(Cow::Borrowed)
-    }
-
-    fn namespace(&self) -> Option<Cow<'_, str>> {
-        self.metadata.namespace.as_deref().map(Cow::Borrowed)
-    }
-
-    fn resource_version(&self) -> Option<Cow<'_, str>> {
-        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
-    }
-
-    fn uid(&self) -> Option<Cow<'_, str>> {
-        self.metadata.uid.as_deref().map(Cow::Borrowed)
-    }
-}
+cached_lookup!(CachedPod, Pod);
 
 #[cfg(test)]
 mod tests {
