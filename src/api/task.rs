@@ -10,7 +10,6 @@ use super::names::DNS_LABEL_PATTERN;
 use super::status::TaskStatus;
 use super::template::{TaskFields, TaskTemplate};
 use super::{FEATURE_LABEL, TASK_LABEL};
-use crate::engine::dag::TaskNode;
 
 /// One task of a feature's DAG, attempted by an agent until it is done.
 ///
@@ -50,21 +49,6 @@ pub struct TaskSpec {
     /// The task itself.
     #[serde(flatten)]
     pub fields: TaskFields,
-}
-
-impl Task {
-    /// This Task as a node of its feature's DAG (keyed by object name), with the phase
-    /// from its status (Pending when it has none). `order` is its creation order.
-    pub fn task_node(&self, order: u64) -> TaskNode {
-        TaskNode {
-            name: self.name_any(),
-            depends_on: self.spec.fields.depends_on.clone(),
-            parent: self.spec.fields.parent.clone(),
-            priority: self.spec.fields.priority,
-            order,
-            phase: self.status.as_ref().map(|s| s.phase).unwrap_or_default(),
-        }
-    }
 }
 
 /// Name of the Task object the controller creates for template `template` of `feature`:
@@ -305,21 +289,6 @@ mod tests {
     #[test]
     fn desired_tasks_of_an_empty_plan_is_empty() {
         assert!(desired(&feature(Vec::new())).is_empty());
-    }
-
-    #[test]
-    fn a_task_becomes_a_dag_node_with_its_status_phase() {
-        let mut task = desired(&feature(vec![template("a", &["b"], Some("p"))])).remove(0);
-        task.status = Some(crate::api::TaskStatus {
-            phase: crate::engine::dag::TaskPhase::Running,
-            ..Default::default()
-        });
-        let node = task.task_node(7);
-        assert_eq!(node.name, "hello-a");
-        assert_eq!(node.depends_on, ["hello-b"]);
-        assert_eq!(node.parent.as_deref(), Some("hello-p"));
-        assert_eq!((node.priority, node.order), (3, 7));
-        assert_eq!(node.phase, crate::engine::dag::TaskPhase::Running);
     }
 
     #[test]

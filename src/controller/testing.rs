@@ -1,14 +1,56 @@
 //! Fixtures for the controller's unit tests.
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Volume};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, Volume};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
+use crate::api::AgentSpec;
+use crate::api::agent::{ClientFs, Confinement};
 use crate::controller::plan::decide::FeaturePlan;
+use crate::controller::plan::pod::{PodSettings, SidecarMode};
 use crate::controller::plan::problem::Problem;
 use crate::engine::lifecycle::Action;
+
+/// The example agent image of the Pod tests.
+pub(super) const AGENT_IMAGE: &str = "ghcr.io/example/claude:1";
+
+/// An agent running `claude-agent-acp` from [`AGENT_IMAGE`], with the spec's defaults.
+pub(super) fn agent_spec() -> AgentSpec {
+    AgentSpec {
+        image: Some(AGENT_IMAGE.to_owned()),
+        command: vec!["claude-agent-acp".to_owned()],
+        args: vec![],
+        env: vec![],
+        env_from: vec![],
+        resources: None,
+        idle_timeout_seconds: 600,
+        total_timeout_seconds: 3600,
+        client_fs: ClientFs::Auto,
+        confinement: Confinement::BestEffort,
+        gateway: None,
+    }
+}
+
+/// The controller's Pod settings with an example ralph image and `sidecar`.
+pub(super) fn pod_settings(sidecar: SidecarMode) -> PodSettings {
+    PodSettings {
+        ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
+        service_account: "ralph-agent".to_owned(),
+        sidecar,
+        gateway_prices: Default::default(),
+    }
+}
+
+/// The entry `name` of the environment of container `container` of `pod`.
+pub(super) fn env_entry<'a>(pod: &'a Pod, container_name: &str, name: &str) -> Option<&'a EnvVar> {
+    container(pod, container_name)
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+}
 
 /// A `ralph.dev/v1alpha1` object of `kind` with this metadata and spec.
 pub(super) fn object<K: DeserializeOwned>(kind: &str, metadata: Value, spec: Value) -> K {

@@ -252,7 +252,8 @@ impl CachedTask {
         })
     }
 
-    /// This Task as a node of its feature's DAG ([`Task::task_node`]).
+    /// This Task as a node of its feature's DAG (keyed by object name), with the phase from
+    /// its status (Pending when it has none). `order` is its creation order.
     pub fn task_node(&self, order: u64) -> TaskNode {
         TaskNode {
             name: self.name_any(),
@@ -339,6 +340,7 @@ mod tests {
 
     use super::*;
     use crate::api::{TaskFields, TaskSpec};
+    use crate::engine::dag::TaskPhase;
 
     fn map(entries: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
         Some(
@@ -466,11 +468,17 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_task_is_the_same_node_of_the_dag_as_the_live_one() {
-        let live = task();
-        assert_eq!(
-            CachedTask::from(live.clone()).task_node(4),
-            live.task_node(4)
-        );
+    fn a_cached_task_becomes_a_dag_node_with_its_status_phase() {
+        let mut live = task();
+        live.status = Some(TaskStatus {
+            phase: TaskPhase::Running,
+            ..TaskStatus::default()
+        });
+        let node = CachedTask::from(live).task_node(7);
+        assert_eq!(node.name, "f-a");
+        assert_eq!(node.depends_on, ["f-b"]);
+        assert_eq!(node.parent.as_deref(), Some("f-p"));
+        assert_eq!((node.priority, node.order), (3, 7));
+        assert_eq!(node.phase, TaskPhase::Running);
     }
 }

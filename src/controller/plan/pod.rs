@@ -175,6 +175,15 @@ pub fn attempt_labels(input: &AttemptPod<'_>) -> BTreeMap<String, String> {
     ])
 }
 
+/// The claim-keeper container of an attempt Pod's `spec`, native sidecar or plain container.
+pub(crate) fn claim_keeper_mut(spec: &mut PodSpec) -> Option<&mut Container> {
+    spec.init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+        .find(|c| c.name == SIDECAR_CONTAINER)
+}
+
 /// Records on `pod` the Task generation it is built for ([`TASK_GENERATION_ANNOTATION`]).
 pub fn stamp_task_generation(pod: &mut Pod, generation: Option<i64>) {
     if let Some(generation) = generation {

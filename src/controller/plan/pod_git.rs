@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::pod::{
-    AGENT_CONTAINER, GIT_FINISH_ENDED, HEARTBEAT, RALPH, RUN_DIR, RUNNER_BEAT, SIDECAR_CONTAINER,
-    STALE_AFTER_SECONDS, WORKSPACE, env_var, in_sidecar, mount, restricted,
+    AGENT_CONTAINER, GIT_FINISH_ENDED, HEARTBEAT, RALPH, RUN_DIR, RUNNER_BEAT, STALE_AFTER_SECONDS,
+    WORKSPACE, env_var, in_sidecar, mount, restricted,
 };
 use crate::api::labels::{ATTEMPT_KIND_LABEL, TASK_LABEL};
 use crate::api::workspace::GitWorkspace;
@@ -120,12 +120,7 @@ pub(crate) fn add_git_steps(pod: &mut Pod, steps: &GitSteps<'_>) {
         ..Container::default()
     };
     // The claim-keeper keeps the claim while the git steps work, until the finishing step ended.
-    let sidecar = spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut())
-        .find(|c| c.name == SIDECAR_CONTAINER);
+    let sidecar = super::pod::claim_keeper_mut(spec);
     if let Some(args) = sidecar.and_then(|c| c.args.as_mut()) {
         args.extend([
             "--step-heartbeat-file".to_owned(),

@@ -2,29 +2,13 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, PodStatus, Vol
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
-use crate::api::AgentSpec;
-use crate::api::agent::{ClientFs, Confinement};
 use crate::api::workspace::{GitAuthor, GitCredentialsRef};
-use crate::controller::plan::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
-use crate::controller::testing::{args, container, pod_spec as spec, volume};
+use crate::controller::plan::pod::{AttemptPod, SidecarMode, attempt_pod};
+use crate::controller::testing::{
+    agent_spec, args, container, pod_settings, pod_spec as spec, volume,
+};
 use crate::engine::sigils::{Sigils, Verdict};
 use crate::engine::testing;
-
-fn agent() -> AgentSpec {
-    AgentSpec {
-        image: Some("ghcr.io/example/claude:1".to_owned()),
-        command: vec!["claude-agent-acp".to_owned()],
-        args: vec![],
-        env: vec![],
-        env_from: vec![],
-        resources: None,
-        idle_timeout_seconds: 600,
-        total_timeout_seconds: 3600,
-        client_fs: ClientFs::Auto,
-        confinement: Confinement::BestEffort,
-        gateway: None,
-    }
-}
 
 fn git(url: &str) -> GitWorkspace {
     GitWorkspace {
@@ -47,7 +31,7 @@ fn git(url: &str) -> GitWorkspace {
 }
 
 fn pod_with(git: &GitWorkspace, kind: GitAttemptKind) -> Pod {
-    let agent = agent();
+    let agent = agent_spec();
     let input = AttemptPod {
         namespace: "team",
         task: "login-api",
@@ -66,13 +50,7 @@ fn pod_with(git: &GitWorkspace, kind: GitAttemptKind) -> Pod {
         verify: &crate::api::verify::VerifySpec::default(),
         lease_duration_seconds: 60,
     };
-    let settings = PodSettings {
-        ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
-        service_account: "ralph-agent".to_owned(),
-        sidecar: SidecarMode::Native,
-        gateway_prices: Default::default(),
-    };
-    let mut pod = attempt_pod(&input, &settings).expect("pod builds");
+    let mut pod = attempt_pod(&input, &pod_settings(SidecarMode::Native)).expect("pod builds");
     add_git_steps(
         &mut pod,
         &GitSteps {

@@ -14,8 +14,7 @@
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 
 use super::pod::{
-    AGENT_CONTAINER, FEATURE_LABEL, GIT_FINISH_ENDED, PROPOSAL_FILE, SIDECAR_CONTAINER, WORKSPACE,
-    in_sidecar, mount,
+    AGENT_CONTAINER, FEATURE_LABEL, GIT_FINISH_ENDED, PROPOSAL_FILE, WORKSPACE, in_sidecar, mount,
 };
 use super::pod_git::FINISH_CONTAINER;
 use crate::api::Feature;
@@ -36,12 +35,7 @@ pub(crate) fn add_answer_upload(pod: &mut Pod, answer_config_map: &str) {
         return;
     };
     spec.containers.retain(|c| c.name != FINISH_CONTAINER);
-    let sidecar = spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut())
-        .find(|c| c.name == SIDECAR_CONTAINER);
+    let sidecar = super::pod::claim_keeper_mut(spec);
     if let Some(sidecar) = sidecar {
         upload_from(sidecar, answer_config_map, &feature);
     }
@@ -81,12 +75,7 @@ pub(crate) fn add_proposal_upload(pod: &mut Pod, task_id: &str, proposal_config_
             ["--proposal-file".to_owned(), PROPOSAL_FILE.to_owned()],
         );
     }
-    let sidecar = spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut())
-        .find(|c| c.name == SIDECAR_CONTAINER);
+    let sidecar = super::pod::claim_keeper_mut(spec);
     if let Some(sidecar) = sidecar {
         sidecar.args.get_or_insert_with(Vec::new).extend([
             "--proposal-file".to_owned(),

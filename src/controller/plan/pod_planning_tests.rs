@@ -1,31 +1,17 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
-use crate::api::agent::{ClientFs, Confinement};
+use crate::api::VerifySpec;
 use crate::api::workspace::GitWorkspace;
-use crate::api::{AgentSpec, VerifySpec};
-use crate::controller::plan::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
+use crate::controller::plan::pod::SIDECAR_CONTAINER;
+use crate::controller::plan::pod::{AttemptPod, SidecarMode, attempt_pod};
 use crate::controller::plan::pod_git::{GitAttemptKind, GitSteps, add_git_steps};
-use crate::controller::testing::{args, container, pod_spec as spec};
+use crate::controller::testing::{
+    agent_spec, args, container, env_entry, pod_settings, pod_spec as spec,
+};
 use crate::engine::verification::AttemptKind;
 
 const ANSWER: &str = "shop-planning-a1-answer";
-
-fn agent() -> AgentSpec {
-    AgentSpec {
-        image: Some("ghcr.io/example/claude:1".to_owned()),
-        command: vec!["claude-agent-acp".to_owned()],
-        args: vec![],
-        env: vec![],
-        env_from: vec![],
-        resources: None,
-        idle_timeout_seconds: 600,
-        total_timeout_seconds: 3600,
-        client_fs: ClientFs::Auto,
-        confinement: Confinement::BestEffort,
-        gateway: None,
-    }
-}
 
 /// The planning attempt's Pod of Feature `shop`, with its git steps when `git`.
 fn planning_pod(mode: SidecarMode, git: bool) -> Pod {
@@ -46,7 +32,7 @@ fn worker_pod(mode: SidecarMode, git: bool) -> Pod {
 /// The first attempt's Pod of task `task_id` of Feature `shop`, with its git steps when
 /// `git`.
 fn pod_of(task_id: &str, mode: SidecarMode, git: bool) -> Pod {
-    let agent = agent();
+    let agent = agent_spec();
     let task = format!("shop-{task_id}");
     let attempt = format!("{task}-a1");
     let input = AttemptPod {
@@ -64,13 +50,7 @@ fn pod_of(task_id: &str, mode: SidecarMode, git: bool) -> Pod {
         verify: &VerifySpec::default(),
         lease_duration_seconds: 60,
     };
-    let settings = PodSettings {
-        ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
-        service_account: "ralph-agent".to_owned(),
-        sidecar: mode,
-        gateway_prices: Default::default(),
-    };
-    let mut pod = attempt_pod(&input, &settings).expect("pod builds");
+    let mut pod = attempt_pod(&input, &pod_settings(mode)).expect("pod builds");
     if git {
         let repository = GitWorkspace {
             url: "https://git.example.com/shop.git".to_owned(),
@@ -133,13 +113,8 @@ fn the_claim_keeper_mounts_the_workspace_read_only() {
 #[test]
 fn the_claim_keeper_learns_its_pods_name_and_uid_from_the_downward_api() {
     let pod = planning_pod(SidecarMode::Native, false);
-    let env = container(&pod, SIDECAR_CONTAINER)
-        .env
-        .clone()
-        .unwrap_or_default();
     let field = |name: &str| {
-        env.iter()
-            .find(|e| e.name == name)
+        env_entry(&pod, SIDECAR_CONTAINER, name)
             .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
             .map(|f| f.field_path.clone())
     };

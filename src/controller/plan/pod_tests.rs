@@ -2,14 +2,14 @@ use k8s_openapi::api::core::v1::{EnvFromSource, SecretEnvSource, Toleration};
 
 use super::*;
 use crate::api::agent::{ClientFs, Confinement};
-use crate::controller::testing::{container, pod_spec as spec, volume};
+use crate::controller::testing::{
+    agent_spec, container, env_entry, pod_settings, pod_spec as spec, volume,
+};
 
+/// The example agent, run with `--verbose` and its model key from Secret `anthropic`.
 fn agent() -> AgentSpec {
     AgentSpec {
-        image: Some("ghcr.io/example/claude:1".to_owned()),
-        command: vec!["claude-agent-acp".to_owned()],
         args: vec!["--verbose".to_owned()],
-        env: vec![],
         env_from: vec![EnvFromSource {
             secret_ref: Some(SecretEnvSource {
                 name: "anthropic".to_owned(),
@@ -17,21 +17,7 @@ fn agent() -> AgentSpec {
             }),
             ..EnvFromSource::default()
         }],
-        resources: None,
-        idle_timeout_seconds: 600,
-        total_timeout_seconds: 3600,
-        client_fs: ClientFs::Auto,
-        confinement: Confinement::BestEffort,
-        gateway: None,
-    }
-}
-
-fn settings(sidecar: SidecarMode) -> PodSettings {
-    PodSettings {
-        ralph_image: "ghcr.io/ralph/ralph:0.1".to_owned(),
-        service_account: "ralph-agent".to_owned(),
-        sidecar,
-        gateway_prices: Default::default(),
+        ..agent_spec()
     }
 }
 
@@ -66,7 +52,7 @@ fn build_with(
         verify: &VerifySpec::default(),
         lease_duration_seconds: 60,
     };
-    attempt_pod(&input, &settings(mode))
+    attempt_pod(&input, &pod_settings(mode))
 }
 
 fn build(mode: SidecarMode) -> Pod {
@@ -337,15 +323,7 @@ fn the_sidecar_may_write_the_stop_file_into_the_run_directory() {
 #[test]
 fn agent_git_trusts_the_workspace_it_does_not_own() {
     let pod = build(SidecarMode::Native);
-    let env = container(&pod, AGENT_CONTAINER)
-        .env
-        .clone()
-        .unwrap_or_default();
-    let value = |name: &str| {
-        env.iter()
-            .find(|e| e.name == name)
-            .and_then(|e| e.value.clone())
-    };
+    let value = |name: &str| env_entry(&pod, AGENT_CONTAINER, name).and_then(|e| e.value.clone());
     assert_eq!(value("GIT_CONFIG_COUNT").as_deref(), Some("1"));
     assert_eq!(value("GIT_CONFIG_KEY_0").as_deref(), Some("safe.directory"));
     assert_eq!(value("GIT_CONFIG_VALUE_0").as_deref(), Some("/workspace"));

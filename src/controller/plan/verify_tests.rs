@@ -4,8 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::*;
 use crate::api::Task;
 use crate::api::{AgentSpec, AttemptOutcome, AttemptRecord, VerifySpec};
-use crate::controller::plan::pod::{AttemptPod, PodSettings, SidecarMode, attempt_pod};
-use crate::controller::testing::{assert_problem, condition_state, object};
+use crate::controller::plan::pod::{AttemptPod, SidecarMode, attempt_pod};
+use crate::controller::testing::{assert_problem, condition_state, object, pod_settings};
 use crate::engine::policy::{self as engine_policy, TaskContext};
 
 fn feature(verify: serde_json::Value) -> Feature {
@@ -57,13 +57,7 @@ fn pod(kind: AttemptKind, verify: &VerifySpec) -> Pod {
         verify,
         lease_duration_seconds: 60,
     };
-    let settings = PodSettings {
-        ralph_image: "ralph:1".to_owned(),
-        service_account: "ralph-agent".to_owned(),
-        sidecar: SidecarMode::Native,
-        gateway_prices: Default::default(),
-    };
-    attempt_pod(&input, &settings).expect("pod")
+    attempt_pod(&input, &pod_settings(SidecarMode::Native)).expect("pod")
 }
 
 fn runner_command(pod: &Pod) -> Vec<String> {
