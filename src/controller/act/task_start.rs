@@ -88,21 +88,13 @@ pub(super) async fn start(
         input.agent,
         || spent_by(scope, &namespace),
     );
-    if planning {
-        let answer = crate::api::planning::answer_config_map_name(&id);
-        crate::controller::plan::pod_planning::add_answer_upload(&mut pod, &answer);
-    } else if crate::controller::plan::pod_planning::uploads_proposals(
+    crate::controller::plan::pod_planning::add_uploads(
+        &mut pod,
         scope.feature,
+        &plan.task_id,
         planning,
         kind,
-    ) {
-        let proposal = crate::api::planning::proposal_config_map_name(&id);
-        crate::controller::plan::pod_planning::add_proposal_upload(
-            &mut pod,
-            &plan.task_id,
-            &proposal,
-        );
-    }
+    );
     crate::controller::plan::pod::stamp_task_generation(&mut pod, task.metadata.generation);
     // A Pod created by an earlier start of this attempt may be built for an older spec.
     let pod = create_attempt_pod(ctx, &namespace, &id, &pod).await?;

@@ -27,6 +27,25 @@ pub(crate) const POD_NAME_ENV: &str = "RALPH_POD_NAME";
 /// answer ConfigMap's owner reference names it.
 pub(crate) const POD_UID_ENV: &str = "RALPH_POD_UID";
 
+/// Makes the attempt's `pod` of task `task_id` upload what its agent hands the Feature: the
+/// planner's answer (a planning attempt), or the tasks a worker proposes (a work attempt of
+/// a planning Feature, [`uploads_proposals`]).
+pub(crate) fn add_uploads(
+    pod: &mut Pod,
+    feature: &Feature,
+    task_id: &str,
+    planning_attempt: bool,
+    kind: AttemptKind,
+) {
+    let attempt = pod.metadata.name.clone().unwrap_or_default();
+    if planning_attempt {
+        add_answer_upload(pod, &crate::api::planning::answer_config_map_name(&attempt));
+    } else if uploads_proposals(feature, planning_attempt, kind) {
+        let proposal = crate::api::planning::proposal_config_map_name(&attempt);
+        add_proposal_upload(pod, task_id, &proposal);
+    }
+}
+
 /// Makes `pod` (an attempt Pod of the planning task) upload its planner's answer to
 /// ConfigMap `answer_config_map`, and drops its finishing git step.
 pub(crate) fn add_answer_upload(pod: &mut Pod, answer_config_map: &str) {
