@@ -480,6 +480,39 @@ async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_rele
 }
 
 #[tokio::test]
+async fn a_prompt_too_large_for_a_pods_annotations_is_a_condition_naming_the_fix() {
+    let h = Harness::start().await;
+    let context = json!({"context": {
+        "spec": {"inline": "s".repeat(200 * 1024)},
+        "plan": {"inline": "p".repeat(100 * 1024)}
+    }});
+    h.create("big", one_task(), context).await;
+    let task = h
+        .wait_for_task_condition("big-a", "Configured", "PromptTooLarge")
+        .await;
+    assert_eq!(task.status, "False");
+    assert_mentions(
+        &task.message,
+        &[
+            "big-a-a1",
+            "256 KiB",
+            "spec.context.spec",
+            "spec.context.plan",
+        ],
+    );
+    h.wait_for_feature_condition("big", "Configured", "PromptTooLarge")
+        .await;
+    assert_eq!(h.events_with_reason("PromptTooLarge").await.len(), 1);
+    assert!(
+        !h.has_pod("big-a-a1").await,
+        "no Pod the API server would refuse"
+    );
+    let status = h.tasks().get("big-a").await.expect("task").status;
+    assert_eq!(status.map(|s| s.retry_count), Some(0));
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn task_the_api_server_rejects_makes_the_feature_invalid_naming_the_template() {
     let h = Harness::start_after(|server| {
         server.fail_next(

@@ -322,6 +322,58 @@ async fn invalid_label_value_is_rejected_naming_the_label() {
     assert_mentions(&status.message, &["metadata.labels"]);
 }
 
+/// ConfigMap `name` with these annotations.
+fn annotated_config_map(name: &str, annotations: Value) -> ConfigMap {
+    let mut map = config_map(name, json!({}));
+    map.metadata.annotations = Some(serde_json::from_value(annotations).expect("a string map"));
+    map
+}
+
+#[tokio::test]
+async fn annotations_over_256_kib_are_rejected_as_too_long() {
+    let (_server, api) = config_map_server().await;
+    let text = "x".repeat(256 * 1024);
+    let status = refusal(
+        api.create(
+            &PostParams::default(),
+            &annotated_config_map("big", json!({ "example.com/text": text })),
+        )
+        .await,
+    );
+    assert_eq!(status.code, 422);
+    assert_mentions(
+        &status.message,
+        &["metadata.annotations", "Too long", "262144"],
+    );
+}
+
+#[tokio::test]
+async fn annotations_of_256_kib_in_all_are_accepted() {
+    let (_server, api) = config_map_server().await;
+    let key = "example.com/text";
+    let text = "x".repeat(256 * 1024 - key.len());
+    api.create(
+        &PostParams::default(),
+        &annotated_config_map("full", json!({ key: text })),
+    )
+    .await
+    .expect("exactly the limit is accepted");
+}
+
+#[tokio::test]
+async fn an_annotation_key_that_is_not_a_qualified_name_is_rejected() {
+    let (_server, api) = config_map_server().await;
+    let status = refusal(
+        api.create(
+            &PostParams::default(),
+            &annotated_config_map("bad", json!({ "example.com/not valid": "v" })),
+        )
+        .await,
+    );
+    assert_eq!(status.code, 422);
+    assert_mentions(&status.message, &["metadata.annotations", "not valid"]);
+}
+
 #[tokio::test]
 async fn list_filters_by_label_equality_and_inequality() {
     let (_server, api) = config_map_server().await;

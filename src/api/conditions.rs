@@ -24,6 +24,9 @@ pub const REASON_MISSING_AGENT_IMAGE: &str = "MissingAgentImage";
 pub const REASON_MISSING_AGENT_COMMAND: &str = "MissingAgentCommand";
 /// `Configured=False`: the API server refused the agent Pod (missing ServiceAccount, policy).
 pub const REASON_POD_REJECTED: &str = "PodRejected";
+/// `Configured=False`: an attempt's prompt does not fit in its Pod's annotations (the API
+/// server refuses more than 256 KiB).
+pub const REASON_PROMPT_TOO_LARGE: &str = "PromptTooLarge";
 /// `Configured=False`: the agent Pods' ServiceAccount does not exist in the namespace.
 pub const REASON_MISSING_SERVICE_ACCOUNT: &str = "MissingServiceAccount";
 /// `Configured=False`: the runner reported the agent misconfigured (binary missing, not an

@@ -27,6 +27,14 @@ pub enum TaskError {
         #[source]
         source: CallError,
     },
+    /// The attempt's prompt makes its Pod's annotations larger than the API server accepts.
+    #[error("the prompt of attempt {pod} is too large for its Pod ({bytes} bytes of annotations)")]
+    PromptTooLarge {
+        /// The Pod.
+        pod: String,
+        /// Its annotations' bytes.
+        bytes: usize,
+    },
     /// The Task object lacks what the controller needs (name, namespace, uid).
     #[error("Task {task}: {problem}")]
     Malformed {

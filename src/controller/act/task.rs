@@ -56,13 +56,14 @@ pub async fn apply(
             Action::StartAttempt { attempt } => {
                 match start(scope, plan, *attempt, claims.held()).await {
                     Ok(()) => effects.started = true,
-                    Err(TaskError::PodRejected { pod, source }) => {
-                        let problem = pod_rejected(&namespace, &pod, &source, scope);
+                    Err(error) => {
+                        let Some(problem) = refused(&namespace, &error, scope) else {
+                            return Err(error);
+                        };
                         reject_attempt(scope, plan, &claims, &problem).await?;
                         effects.pod_rejected = Some(problem);
                         return Ok(());
                     }
-                    Err(error) => return Err(error),
                 }
                 status_written = true;
             }
@@ -129,7 +130,27 @@ async fn show_on_task(
 /// How long a task whose agent Pod was refused waits before it is tried again.
 const POD_REJECTED_RETRY_MS: i64 = 30_000;
 
-/// The problem a refused agent Pod shows the user.
+/// The problem an agent Pod that cannot exist shows the user: one the API server refused,
+/// or one whose prompt it would refuse; `None` for any other failure.
+fn refused(namespace: &str, error: &TaskError, scope: &TaskScope<'_>) -> Option<Problem> {
+    match error {
+        TaskError::PodRejected { pod, source } => Some(pod_rejected(namespace, pod, source, scope)),
+        TaskError::PromptTooLarge { pod, bytes } => Some(Problem {
+            reason: crate::api::conditions::REASON_PROMPT_TOO_LARGE,
+            message: format!(
+                "the prompt of attempt {pod} does not fit in its Pod: {} KiB of annotations, \
+                 and the API server accepts at most {} KiB; shorten the texts every prompt \
+                 carries (the Feature's spec.context.spec and spec.context.plan) or the \
+                 task's description",
+                bytes.div_ceil(1024),
+                crate::controller::plan::pod::MAX_ANNOTATION_BYTES / 1024,
+            ),
+        }),
+        _ => None,
+    }
+}
+
+/// The problem a Pod the API server refused shows the user.
 fn pod_rejected(namespace: &str, pod: &str, source: &CallError, scope: &TaskScope<'_>) -> Problem {
     let account = &scope.ctx.pod_settings.service_account;
     let fix = match source.status_code() {

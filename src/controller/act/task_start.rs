@@ -96,6 +96,10 @@ pub(super) async fn start(
         kind,
     );
     crate::controller::plan::pod::stamp_task_generation(&mut pod, task.metadata.generation);
+    let bytes = crate::controller::plan::pod::annotation_bytes(&pod);
+    if bytes > crate::controller::plan::pod::MAX_ANNOTATION_BYTES {
+        return Err(TaskError::PromptTooLarge { pod: id, bytes });
+    }
     // A Pod created by an earlier start of this attempt may be built for an older spec.
     let pod = create_attempt_pod(ctx, &namespace, &id, &pod).await?;
     let generation =

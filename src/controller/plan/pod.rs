@@ -184,6 +184,19 @@ pub(crate) fn claim_keeper_mut(spec: &mut PodSpec) -> Option<&mut Container> {
         .find(|c| c.name == SIDECAR_CONTAINER)
 }
 
+/// The most bytes (keys and values) an object's annotations may hold: the API server refuses
+/// more (`TotalAnnotationSizeLimitB`). An agent Pod's prompt is one of them.
+pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+
+/// The bytes of `pod`'s annotations as the API server counts them against
+/// [`MAX_ANNOTATION_BYTES`].
+pub fn annotation_bytes(pod: &Pod) -> usize {
+    pod.annotations()
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum()
+}
+
 /// Records on `pod` the Task generation it is built for ([`TASK_GENERATION_ANNOTATION`]).
 pub fn stamp_task_generation(pod: &mut Pod, generation: Option<i64>) {
     if let Some(generation) = generation {

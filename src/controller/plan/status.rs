@@ -182,8 +182,16 @@ pub fn misconfigured(
     Some(status)
 }
 
+/// The problems of an agent Pod that could not be created (the API server refused it, or
+/// would refuse its prompt): shown until a Pod is created.
+pub const POD_REFUSED_REASONS: [&str; 2] = [
+    conditions::REASON_POD_REJECTED,
+    conditions::REASON_PROMPT_TOO_LARGE,
+];
+
 /// The configuration problem the Feature's status records and that still holds: an agent
-/// that reported itself misconfigured for this generation of the spec, or a rejected Pod.
+/// that reported itself misconfigured for this generation of the spec, or a refused Pod
+/// ([`POD_REFUSED_REASONS`]).
 /// An agent Pod that could not start is judged from its Task
 /// ([`super::pod_start::halt_shown_by_tasks`]): the Feature's condition shows it within its
 /// grace too, and only the Task records whether the attempt was ruled.
@@ -193,12 +201,9 @@ pub fn recorded_misconfiguration(feature: &Feature) -> Option<Problem> {
     if c.status != STATUS_FALSE {
         return None;
     }
-    let reason = [
-        conditions::REASON_AGENT_MISCONFIGURED,
-        conditions::REASON_POD_REJECTED,
-    ]
-    .into_iter()
-    .find(|r| *r == c.reason)?;
+    let reason = std::iter::once(conditions::REASON_AGENT_MISCONFIGURED)
+        .chain(POD_REFUSED_REASONS)
+        .find(|r| *r == c.reason)?;
     let halted_for_this_spec = !super::pod_start::halts_until_spec_changes(reason)
         || c.observed_generation == feature.metadata.generation;
     halted_for_this_spec.then(|| Problem {

@@ -107,8 +107,10 @@ pub(super) fn misconfiguration(
             halt.message
         ),
     });
-    let still_recorded =
-        recorded.filter(|p| !(p.reason == conditions::REASON_POD_REJECTED && effects.started));
+    let still_recorded = recorded.filter(|p| {
+        !(crate::controller::plan::status::POD_REFUSED_REASONS.contains(&p.reason)
+            && effects.started)
+    });
     precheck
         .or(halted)
         .or_else(|| effects.pod_rejected.clone())

@@ -108,9 +108,13 @@ static LABEL_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("valid regex")
 });
 
+/// The most bytes (keys and values) an object's annotations may hold, as the real API
+/// server counts them (`TotalAnnotationSizeLimitB`).
+const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+
 /// Checks what the real API server checks on every write: the name is a DNS subdomain,
-/// label keys and values are well formed, annotations are strings, ownerReferences are
-/// complete. The error names the field.
+/// label keys and values are well formed, annotations are strings under qualified keys and
+/// hold at most 256 KiB, ownerReferences are complete. The error names the field.
 pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
     super::schema::validate(rt, object)?;
     let name = meta_str(object, "name").unwrap_or_default();
@@ -158,11 +162,28 @@ pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
         }
     }
     if let Some(annotations) = object.pointer("/metadata/annotations") {
-        let all_strings = annotations
-            .as_object()
-            .is_some_and(|a| a.values().all(Value::is_string));
-        if !all_strings {
+        let Some(annotations) = annotations.as_object() else {
             return invalid("metadata.annotations", "must be a map of strings".into());
+        };
+        let mut bytes = 0;
+        for (key, value) in annotations {
+            let Some(value) = value.as_str() else {
+                return invalid("metadata.annotations", "must be a map of strings".into());
+            };
+            // Annotation keys are checked lowercased (apimachinery ValidateAnnotations).
+            if !valid_qualified_name(&key.to_lowercase()) {
+                return invalid(
+                    &format!("metadata.annotations[{key:?}]"),
+                    "Invalid value: an annotation key must be a qualified name ([prefix/]name, name at most 63 characters)".into(),
+                );
+            }
+            bytes += key.len() + value.len();
+        }
+        if bytes > MAX_ANNOTATION_BYTES {
+            return invalid(
+                "metadata.annotations",
+                format!("Too long: must have at most {MAX_ANNOTATION_BYTES} bytes"),
+            );
         }
     }
     if let Some(refs) = object.pointer("/metadata/ownerReferences") {
