@@ -374,6 +374,52 @@ async fn an_annotation_key_that_is_not_a_qualified_name_is_rejected() {
     assert_mentions(&status.message, &["metadata.annotations", "not valid"]);
 }
 
+/// ConfigMap `name` whose `data` has `text` under `key`.
+fn config_map_holding(name: &str, key: &str, text: String) -> ConfigMap {
+    let mut map = config_map(name, json!({}));
+    map.data = Some([(key.to_owned(), text)].into());
+    map
+}
+
+#[tokio::test]
+async fn config_map_data_over_1_mib_is_rejected_as_too_long() {
+    let (_server, api) = config_map_server().await;
+    let text = "x".repeat(1024 * 1024);
+    let status = refusal(
+        api.create(
+            &PostParams::default(),
+            &config_map_holding("big", "tasks.yaml", text),
+        )
+        .await,
+    );
+    assert_eq!(status.code, 422);
+    assert_mentions(&status.message, &["Too long", "1048576"]);
+}
+
+#[tokio::test]
+async fn config_map_data_of_1_mib_in_all_is_accepted() {
+    let (_server, api) = config_map_server().await;
+    let key = "tasks.yaml";
+    let text = "x".repeat(1024 * 1024 - key.len());
+    api.create(
+        &PostParams::default(),
+        &config_map_holding("full", key, text),
+    )
+    .await
+    .expect("exactly the limit is accepted");
+}
+
+#[tokio::test]
+async fn config_map_binary_data_counts_its_decoded_bytes() {
+    let (_server, api) = config_map_server().await;
+    let mut map = config_map("gzipped", json!({}));
+    let bytes = k8s_openapi::ByteString(vec![7; 900 * 1024]);
+    map.binary_data = Some([("tasks.yaml.gz".to_owned(), bytes)].into());
+    api.create(&PostParams::default(), &map)
+        .await
+        .expect("900 KiB of binary data (1.2 MB of base64) is accepted");
+}
+
 #[tokio::test]
 async fn list_filters_by_label_equality_and_inequality() {
     let (_server, api) = config_map_server().await;

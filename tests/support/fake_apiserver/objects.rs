@@ -112,6 +112,38 @@ static LABEL_NAME: LazyLock<Regex> = LazyLock::new(|| {
 /// server counts them (`TotalAnnotationSizeLimitB`).
 const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
 
+/// The most bytes a ConfigMap's or Secret's data may hold (`MaxSecretSize`, the same for
+/// ConfigMaps).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The bytes of a ConfigMap's or Secret's data as the real API server counts them: each
+/// key and value of `data` (a Secret's values decoded from base64, as are `binaryData`'s).
+fn data_bytes(object: &Value) -> usize {
+    // The length base64 text decodes to.
+    let decoded = |v: &str| {
+        (v.len() / 4 * 3).saturating_sub(v.bytes().rev().take_while(|b| *b == b'=').count())
+    };
+    let secret = object.get("kind").and_then(Value::as_str) == Some("Secret");
+    let entries = |field: &str| {
+        object
+            .get(field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.len(), v.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    let data: usize = entries("data")
+        .into_iter()
+        .map(|(k, v)| k + if secret { decoded(v) } else { v.len() })
+        .sum();
+    let binary: usize = entries("binaryData")
+        .into_iter()
+        .map(|(k, v)| k + decoded(v))
+        .sum();
+    data + binary
+}
+
 /// Checks what the real API server checks on every write: the name is a DNS subdomain,
 /// label keys and values are well formed, annotations are strings under qualified keys and
 /// hold at most 256 KiB, ownerReferences are complete. The error names the field.
@@ -183,6 +215,15 @@ pub fn validate(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
             return invalid(
                 "metadata.annotations",
                 format!("Too long: must have at most {MAX_ANNOTATION_BYTES} bytes"),
+            );
+        }
+    }
+    if matches!(rt.kind.as_str(), "ConfigMap" | "Secret") {
+        let bytes = data_bytes(object);
+        if bytes > MAX_DATA_BYTES {
+            return invalid(
+                "[]",
+                format!("Too long: must have at most {MAX_DATA_BYTES} bytes"),
             );
         }
     }
