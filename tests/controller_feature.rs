@@ -214,7 +214,8 @@ async fn a_standalone_task_prompt_carries_the_description_it_was_last_edited_to(
 
 #[tokio::test]
 async fn an_attempt_started_before_the_watch_delivered_an_edit_is_superseded_by_one_with_it() {
-    let lag = Duration::from_millis(400);
+    // Long enough for the Feature's reconcile to start the attempt on a loaded machine.
+    let lag = Duration::from_secs(1);
     let h = Harness::start_lagging("tasks", lag).await;
     // The watch has delivered the created Task, not yet the edit, when the Feature appears.
     let edited = edit_solo_then_wait_for_the_edited_prompt(&h, lag * 2).await;
