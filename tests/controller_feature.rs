@@ -8,7 +8,7 @@ use crate::support::{fake_apiserver, harness};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -481,10 +481,63 @@ async fn refused_agent_pod_is_a_condition_with_one_warning_and_its_claim_is_rele
 }
 
 #[tokio::test]
-async fn a_prompt_too_large_for_a_pods_annotations_is_a_condition_naming_the_fix() {
-    let h = Harness::start().await;
+async fn a_prompt_too_large_for_the_pods_annotations_travels_in_a_config_map_the_pod_owns() {
+    let h = Harness::start_with_pod_ttl(Duration::from_secs(1)).await;
+    let spec = "s".repeat(200 * 1024);
     let context = json!({"context": {
-        "spec": {"inline": "s".repeat(200 * 1024)},
+        "spec": {"inline": spec},
+        "plan": {"inline": "p".repeat(100 * 1024)}
+    }});
+    h.create("big", one_task(), context).await;
+    let pod = h.wait_for_pod("big-a-a1").await;
+    assert!(!pod.annotations().contains_key("ralph.dev/prompt"));
+    let mounted = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .find(|v| v.name == "prompt")
+        .and_then(|v| v.config_map.clone())
+        .expect("the prompt volume is a ConfigMap");
+    assert_eq!(mounted.name, "big-a-a1-prompt");
+    let map = h
+        .eventually("the ConfigMap handed to its Pod", || async {
+            let map = h.config_maps().get("big-a-a1-prompt").await.ok()?;
+            let owners = map.metadata.owner_references.clone().unwrap_or_default();
+            (owners
+                .iter()
+                .any(|o| o.kind == "Pod" && o.name == "big-a-a1"))
+            .then_some(map)
+        })
+        .await;
+    let prompt = &map.data.unwrap_or_default()["prompt.md"];
+    assert!(prompt.contains(&spec), "the prompt carries the spec");
+    assert_mentions(prompt, &["Your task ID is: a"]);
+    h.finish_done_to_complete(&pod, "big").await;
+    h.eventually("the ConfigMap gone with its Pod", || async {
+        let map = h.config_maps().get_opt("big-a-a1-prompt").await.ok()?;
+        map.is_none().then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_prompt_too_large_for_a_config_map_is_a_condition_naming_the_fix() {
+    let h = Harness::start().await;
+    let text = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("big-spec".to_owned()),
+            ..Default::default()
+        },
+        data: Some([("spec.md".to_owned(), "s".repeat(1000 * 1024))].into()),
+        ..ConfigMap::default()
+    };
+    h.config_maps()
+        .create(&Default::default(), &text)
+        .await
+        .expect("a 1000 KiB spec");
+    let context = json!({"context": {
+        "spec": {"configMapKeyRef": {"name": "big-spec", "key": "spec.md"}},
         "plan": {"inline": "p".repeat(100 * 1024)}
     }});
     h.create("big", one_task(), context).await;
@@ -496,7 +549,7 @@ async fn a_prompt_too_large_for_a_pods_annotations_is_a_condition_naming_the_fix
         &task.message,
         &[
             "big-a-a1",
-            "256 KiB",
+            "1024 KiB",
             "spec.context.spec",
             "spec.context.plan",
         ],

@@ -259,6 +259,31 @@ async fn a_planned_task_that_fails_for_good_is_re_planned_and_the_revision_compl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
+async fn a_prompt_too_large_for_a_pods_annotations_reaches_the_agent_through_a_config_map() {
+    let mut e2e = E2e::setup("bigprompt").await;
+    let spec = json!({
+        "context": {
+            "spec": { "inline": "s".repeat(200 * 1024) },
+            "plan": { "inline": "p".repeat(100 * 1024) },
+        },
+        "tasks": [{ "name": "design", "description": "Design it." }],
+    });
+    e2e.apply_scripted("big", "plan.script.yaml", spec).await;
+    let pods = e2e.pods();
+    let mounted = e2e
+        .eventually("the attempt Pod", || async {
+            let pod = pods.get_opt("big-design-a1").await.ok().flatten()?;
+            let volumes = pod.spec?.volumes.unwrap_or_default();
+            volumes.into_iter().find(|v| v.name == "prompt")?.config_map
+        })
+        .await;
+    assert_eq!(mounted.name, "big-design-a1-prompt");
+    e2e.wait_for_phase("big", FeaturePhase::Complete).await;
+    e2e.wait_for_claims_to_end(&["big-design"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "e2e: needs RALPH_E2E_KUBECONFIG or RALPH_E2E_FAKE=1 (run with --run-ignored all)"]
 async fn crashed_attempt_is_retried_and_the_retry_completes() {
     let mut e2e = E2e::setup("retry").await;
     let spec = json!({

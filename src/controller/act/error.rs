@@ -27,12 +27,13 @@ pub enum TaskError {
         #[source]
         source: CallError,
     },
-    /// The attempt's prompt makes its Pod's annotations larger than the API server accepts.
-    #[error("the prompt of attempt {pod} is too large for its Pod ({bytes} bytes of annotations)")]
+    /// The attempt's prompt is larger than a ConfigMap holds (one too large for the Pod's
+    /// annotations travels in one).
+    #[error("the prompt of attempt {pod} is {bytes} bytes, too large to travel with its Pod")]
     PromptTooLarge {
         /// The Pod.
         pod: String,
-        /// Its annotations' bytes.
+        /// The prompt's bytes.
         bytes: usize,
     },
     /// The Task object lacks what the controller needs (name, namespace, uid).

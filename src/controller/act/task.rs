@@ -138,12 +138,12 @@ fn refused(namespace: &str, error: &TaskError, scope: &TaskScope<'_>) -> Option<
         TaskError::PromptTooLarge { pod, bytes } => Some(Problem {
             reason: crate::api::conditions::REASON_PROMPT_TOO_LARGE,
             message: format!(
-                "the prompt of attempt {pod} does not fit in its Pod: {} KiB of annotations, \
-                 and the API server accepts at most {} KiB; shorten the texts every prompt \
-                 carries (the Feature's spec.context.spec and spec.context.plan) or the \
-                 task's description",
+                "the prompt of attempt {pod} is {} KiB, and a ConfigMap, which carries a \
+                 prompt too large for the Pod's annotations, holds at most {} KiB; shorten \
+                 the texts every prompt carries (the Feature's spec.context.spec and \
+                 spec.context.plan) or the task's description",
                 bytes.div_ceil(1024),
-                crate::controller::plan::pod::MAX_ANNOTATION_BYTES / 1024,
+                crate::controller::plan::pod_prompt::MAX_DATA_BYTES / 1024,
             ),
         }),
         _ => None,

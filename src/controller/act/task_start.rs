@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::claim::lease_transitions;
@@ -96,12 +96,12 @@ pub(super) async fn start(
         kind,
     );
     crate::controller::plan::pod::stamp_task_generation(&mut pod, task.metadata.generation);
-    let bytes = crate::controller::plan::pod::annotation_bytes(&pod);
-    if bytes > crate::controller::plan::pod::MAX_ANNOTATION_BYTES {
-        return Err(TaskError::PromptTooLarge { pod: id, bytes });
-    }
+    let prompt_map = place_prompt(ctx, &namespace, &mut pod).await?;
     // A Pod created by an earlier start of this attempt may be built for an older spec.
     let pod = create_attempt_pod(ctx, &namespace, &id, &pod).await?;
+    if let Some(map) = prompt_map {
+        hand_to_pod(ctx, &namespace, &map, &pod).await?;
+    }
     let generation =
         crate::controller::plan::pod::built_for_generation(&pod).or(task.metadata.generation);
     let started = Started {
@@ -110,6 +110,50 @@ pub(super) async fn start(
         kind,
     };
     record_started(scope, plan, &started, lease, choice).await
+}
+
+/// Creates the ConfigMap that carries a prompt too large for `pod`'s annotations
+/// ([`crate::controller::plan::pod_prompt::place_prompt`]); its name, if one was needed.
+async fn place_prompt(
+    ctx: &Context,
+    namespace: &str,
+    pod: &mut Pod,
+) -> Result<Option<String>, TaskError> {
+    let id = pod.name_any();
+    let map = crate::controller::plan::pod_prompt::place_prompt(pod).map_err(|too_large| {
+        TaskError::PromptTooLarge {
+            pod: id.clone(),
+            bytes: too_large.bytes,
+        }
+    })?;
+    let Some(map) = map else {
+        return Ok(None);
+    };
+    let name = map.name_any();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    create_idempotent(ctx.api_timeout, &api, &name, &map).await?;
+    Ok(Some(name))
+}
+
+/// Makes the Pod the owner of its prompt's ConfigMap `map`: it goes when the Pod goes.
+async fn hand_to_pod(
+    ctx: &Context,
+    namespace: &str,
+    map: &str,
+    pod: &Pod,
+) -> Result<(), TaskError> {
+    let Some(owner) = crate::controller::plan::pod_prompt::owned_by_pod(pod) else {
+        return Ok(());
+    };
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
+    bounded(
+        ctx.api_timeout,
+        format!("hand ConfigMap {namespace}/{map} to Pod {}", pod.name_any()),
+        api.patch(map, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await?;
+    Ok(())
 }
 
 /// An attempt whose Pod exists: its number, the Task generation its Pod was built for, and

@@ -14,6 +14,7 @@ pub mod pod;
 pub(crate) mod pod_gateway;
 pub(crate) mod pod_git;
 pub(crate) mod pod_planning;
+pub(crate) mod pod_prompt;
 pub mod pod_start;
 pub(crate) mod pod_wait;
 pub(crate) mod problem;

@@ -33,6 +33,8 @@ use crate::api::labels::{MANAGED_BY, MANAGED_BY_LABEL, TASK_GENERATION_ANNOTATIO
 pub const AGENT_CONTAINER: &str = "agent";
 /// Name of the claim-renewing sidecar container.
 pub const SIDECAR_CONTAINER: &str = "claim-keeper";
+/// Name of the volume the prompt is mounted from ([`super::pod_prompt`]).
+pub(crate) const PROMPT_VOLUME: &str = "prompt";
 /// File name of the prompt in the agent container's prompt directory.
 pub const PROMPT_FILE: &str = "prompt.md";
 
@@ -182,19 +184,6 @@ pub(crate) fn claim_keeper_mut(spec: &mut PodSpec) -> Option<&mut Container> {
         .flatten()
         .chain(spec.containers.iter_mut())
         .find(|c| c.name == SIDECAR_CONTAINER)
-}
-
-/// The most bytes (keys and values) an object's annotations may hold: the API server refuses
-/// more (`TotalAnnotationSizeLimitB`). An agent Pod's prompt is one of them.
-pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
-
-/// The bytes of `pod`'s annotations as the API server counts them against
-/// [`MAX_ANNOTATION_BYTES`].
-pub fn annotation_bytes(pod: &Pod) -> usize {
-    pod.annotations()
-        .iter()
-        .map(|(k, v)| k.len() + v.len())
-        .sum()
 }
 
 /// Records on `pod` the Task generation it is built for ([`TASK_GENERATION_ANNOTATION`]).
@@ -357,7 +346,7 @@ fn agent_container(input: &AttemptPod<'_>, image: String) -> Container {
         security_context: Some(restricted()),
         volume_mounts: Some(vec![
             mount("ralph-bin", BIN_DIR, true),
-            mount("prompt", PROMPT_DIR, true),
+            mount(PROMPT_VOLUME, PROMPT_DIR, true),
             mount("run", RUN_DIR, false),
             mount("workspace", WORKSPACE, false),
             mount("tmp", "/tmp", false),
@@ -421,7 +410,7 @@ fn volumes() -> Vec<Volume> {
     vec![
         empty("ralph-bin"),
         Volume {
-            name: "prompt".to_owned(),
+            name: PROMPT_VOLUME.to_owned(),
             downward_api: Some(DownwardAPIVolumeSource {
                 items: Some(vec![DownwardAPIVolumeFile {
                     path: PROMPT_FILE.to_owned(),
