@@ -96,12 +96,8 @@ pub(super) async fn start(
         kind,
     );
     crate::controller::plan::pod::stamp_task_generation(&mut pod, task.metadata.generation);
-    let prompt_map = place_prompt(ctx, &namespace, &mut pod).await?;
     // A Pod created by an earlier start of this attempt may be built for an older spec.
-    let pod = create_attempt_pod(ctx, &namespace, &id, &pod).await?;
-    if let Some(map) = prompt_map {
-        hand_to_pod(ctx, &namespace, &map, &pod).await?;
-    }
+    let pod = create_with_prompt(ctx, &namespace, pod).await?;
     let generation =
         crate::controller::plan::pod::built_for_generation(&pod).or(task.metadata.generation);
     let started = Started {
@@ -110,6 +106,22 @@ pub(super) async fn start(
         kind,
     };
     record_started(scope, plan, &started, lease, choice).await
+}
+
+/// Creates the attempt's `pod` (or finds it), its prompt in a ConfigMap of its own when it
+/// is too large for the Pod's annotations.
+async fn create_with_prompt(
+    ctx: &Context,
+    namespace: &str,
+    mut pod: Pod,
+) -> Result<Pod, TaskError> {
+    let id = pod.name_any();
+    let prompt_map = place_prompt(ctx, namespace, &mut pod).await?;
+    let pod = create_attempt_pod(ctx, namespace, &id, &pod).await?;
+    if let Some(map) = prompt_map {
+        hand_to_pod(ctx, namespace, &map, &pod).await?;
+    }
+    Ok(pod)
 }
 
 /// Creates the ConfigMap that carries a prompt too large for `pod`'s annotations
