@@ -24,7 +24,6 @@ use std::time::{Duration, Instant, SystemTime};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
@@ -134,14 +133,9 @@ fn upload_meta(
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
         ),
-        owner_references: Some(vec![OwnerReference {
-            api_version: "v1".to_owned(),
-            kind: "Pod".to_owned(),
-            name: pod_name.to_owned(),
-            uid: pod_uid.to_owned(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        }]),
+        owner_references: Some(vec![crate::controller::plan::pod::owned_by_pod(
+            pod_name, pod_uid,
+        )]),
         ..ObjectMeta::default()
     }
 }

@@ -100,12 +100,7 @@ pub(super) async fn start(
     let pod = create_with_prompt(ctx, &namespace, pod).await?;
     let generation =
         crate::controller::plan::pod::built_for_generation(&pod).or(task.metadata.generation);
-    let started = Started {
-        attempt,
-        generation,
-        kind,
-    };
-    record_started(scope, plan, &started, lease, choice).await
+    record_started(scope, plan, attempt, generation, lease, kind, choice).await
 }
 
 /// Creates the attempt's `pod` (or finds it), its prompt in a ConfigMap of its own when it
@@ -154,9 +149,10 @@ async fn hand_to_pod(
     map: &str,
     pod: &Pod,
 ) -> Result<(), TaskError> {
-    let Some(owner) = crate::controller::plan::pod_prompt::owned_by_pod(pod) else {
+    let (Some(name), Some(uid)) = (&pod.metadata.name, &pod.metadata.uid) else {
         return Ok(());
     };
+    let owner = crate::controller::plan::pod::owned_by_pod(name, uid);
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let patch = serde_json::json!({"metadata": {"ownerReferences": [owner]}});
     bounded(
@@ -168,28 +164,17 @@ async fn hand_to_pod(
     Ok(())
 }
 
-/// An attempt whose Pod exists: its number, the Task generation its Pod was built for, and
-/// what it does.
-pub(super) struct Started {
-    pub(super) attempt: u32,
-    pub(super) generation: Option<i64>,
-    pub(super) kind: AttemptKind,
-}
-
-/// Records on the Task that the attempt started (its claim with the fencing token, its
-/// kind and its agent), and warns of a model hint the pool refused.
+/// Records on the Task that the attempt started in a Pod built for the Task's `generation`
+/// (its claim with the fencing token, its kind and its agent), and warns of a model hint the pool refused.
 pub(super) async fn record_started(
     scope: &TaskScope<'_>,
     plan: &TaskPlan,
-    started: &Started,
+    attempt: u32,
+    generation: Option<i64>,
     lease: Option<&Lease>,
+    kind: AttemptKind,
     choice: Option<&crate::engine::selection::Choice>,
 ) -> Result<(), TaskError> {
-    let &Started {
-        attempt,
-        generation,
-        kind,
-    } = started;
     let (ctx, task) = (scope.ctx, &plan.task);
     let name = task.name_any();
     let id = attempt_id(&name, attempt);

@@ -186,6 +186,19 @@ pub(crate) fn claim_keeper_mut(spec: &mut PodSpec) -> Option<&mut Container> {
         .find(|c| c.name == SIDECAR_CONTAINER)
 }
 
+/// The owner reference that makes an object go when Pod `name` (of `uid`) goes: a
+/// ConfigMap an attempt's Pod owns (its large prompt, its uploads).
+pub fn owned_by_pod(name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".to_owned(),
+        kind: "Pod".to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
+}
+
 /// Records on `pod` the Task generation it is built for ([`TASK_GENERATION_ANNOTATION`]).
 pub fn stamp_task_generation(pod: &mut Pod, generation: Option<i64>) {
     if let Some(generation) = generation {

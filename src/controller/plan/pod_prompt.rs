@@ -4,7 +4,7 @@
 //! same path (`<attempt>-prompt`, at most [`MAX_DATA_BYTES`]).
 
 use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, KeyToPath, Pod, Volume};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::pod::{PROMPT_ANNOTATION, PROMPT_FILE, PROMPT_VOLUME};
@@ -86,18 +86,6 @@ pub(crate) fn place_prompt(pod: &mut Pod) -> Result<Option<ConfigMap>, PromptToo
         data: Some([(PROMPT_FILE.to_owned(), prompt)].into()),
         ..ConfigMap::default()
     }))
-}
-
-/// The owner reference that hands a prompt ConfigMap to its Pod (it goes when the Pod goes).
-pub(crate) fn owned_by_pod(pod: &Pod) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        api_version: "v1".to_owned(),
-        kind: "Pod".to_owned(),
-        name: pod.metadata.name.clone()?,
-        uid: pod.metadata.uid.clone()?,
-        controller: Some(true),
-        block_owner_deletion: None,
-    })
 }
 
 #[cfg(test)]
